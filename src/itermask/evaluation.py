@@ -1,0 +1,254 @@
+"""The iterative-masking evaluation of one batch: saliency, masks for every step, masked forwards.
+
+:class:`IterativeMaskingEvaluator` is plain PyTorch (no Lightning, no logging). For a batch it
+
+1. predicts on the clean input and picks the class to explain (:func:`resolve_target`);
+2. computes saliency on the clean input;
+3. for each schedule builds the masks of every step (:mod:`itermask.masking`) and runs all masked
+   inputs of the batch (``S x B`` rows) through the model in padded chunks under
+   ``torch.inference_mode``; for the one-shot schedule also the complementary inputs where only the
+   top-k tokens are kept (sufficiency).
+
+The result is a :class:`MaskingCurves` per schedule, from which :mod:`itermask.metrics` computes scores.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Iterable, Sequence
+
+import torch
+from torch import Tensor
+
+from itermask.masking import SCHEDULES, MaskingStrategy, masked_counts, to_source_positions
+from itermask.saliency import SaliencyMethod
+from itermask.tokens import TokenBatch, chunked_logits, maskable_positions
+
+__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "TARGET_POLICIES"]
+
+TARGET_POLICIES = ("predicted", "gold")
+
+
+@dataclass
+class MaskingCurves:
+    """Model outputs along a masking curve for ``B`` examples and ``S`` steps.
+
+    Attributes:
+        schedule: ``"one_shot"`` or ``"recursive"``.
+        fractions: ``[S]`` masking fractions (share of the maskable tokens, not counts).
+        example_ids: ``[B]`` long stable example ids.
+        n_maskable: ``[B]`` long number of maskable tokens.
+        k: ``[B, S]`` long number of tokens masked at each step.
+        target: ``[B]`` long class whose probability the curve follows.
+        labels: ``[B]`` long gold labels (``-1`` where unknown).
+        clean_logits: ``[B, C]`` logits on the clean input.
+        logits: ``[B, S, C]`` logits with the top-k tokens masked (comprehensiveness direction).
+        keep_logits: ``[B, S, C]`` logits with only the top-k tokens kept, every other maskable token
+            masked (sufficiency direction); ``None`` for the recursive schedule, where it is undefined.
+    """
+
+    schedule: str
+    fractions: Tensor
+    example_ids: Tensor
+    n_maskable: Tensor
+    k: Tensor
+    target: Tensor
+    labels: Tensor
+    clean_logits: Tensor
+    logits: Tensor
+    keep_logits: Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.example_ids.shape[0]
+
+    @staticmethod
+    def concat(parts: Iterable["MaskingCurves"]) -> "MaskingCurves":
+        """Join curves of the same schedule and fractions along the example dimension.
+
+        Raises:
+            ValueError: if there are no parts, or they differ in schedule or fractions.
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("no masking curves to concatenate (no example was evaluated)")
+        first = parts[0]
+        for part in parts[1:]:
+            if part.schedule != first.schedule or not torch.equal(part.fractions, first.fractions):
+                raise ValueError("cannot concatenate masking curves of different schedules or fractions")
+        joined = {}
+        for field in fields(MaskingCurves):
+            values = [getattr(p, field.name) for p in parts]
+            if field.name in ("schedule", "fractions"):
+                joined[field.name] = values[0]
+            elif any(v is None for v in values):
+                joined[field.name] = None
+            else:
+                joined[field.name] = torch.cat(values)
+        return MaskingCurves(**joined)
+
+    def to(self, device) -> "MaskingCurves":
+        return MaskingCurves(
+            **{
+                f.name: (v.to(device) if isinstance(v := getattr(self, f.name), Tensor) else v)
+                for f in fields(MaskingCurves)
+            }
+        )
+
+
+def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | None) -> Tensor:
+    """The class to explain for each example.
+
+    Args:
+        policy: ``"predicted"`` (argmax of the clean logits), ``"gold"`` (the label) or a fixed class id.
+        clean_logits: ``[B, C]``.
+        labels: ``[B]`` gold labels (needed for ``"gold"``).
+
+    Returns:
+        ``[B]`` long.
+
+    Raises:
+        ValueError: for an unknown policy, ``"gold"`` without labels, or a class id out of range.
+    """
+    num_classes = clean_logits.shape[-1]
+    if policy == "predicted":
+        return clean_logits.argmax(dim=-1)
+    if policy == "gold":
+        if labels is None or (labels < 0).any():
+            raise ValueError("target policy 'gold' needs a gold label for every example")
+        return labels.long()
+    if isinstance(policy, int) and not isinstance(policy, bool):
+        if not 0 <= policy < num_classes:
+            raise ValueError(f"target class {policy} out of range for {num_classes} classes")
+        return torch.full((clean_logits.shape[0],), policy, dtype=torch.long, device=clean_logits.device)
+    raise ValueError(f"unknown target policy {policy!r}: choose one of {TARGET_POLICIES} or a class id")
+
+
+@contextmanager
+def _gradients_enabled():
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
+class IterativeMaskingEvaluator:
+    """Masks the most salient tokens step by step and records the model's outputs.
+
+    Args:
+        saliency: the explanation to evaluate.
+        strategy: what a masked token becomes.
+        fractions: ``S`` masking fractions in ``[0, 1]``, ascending.
+        special_ids: token ids never masked (``tokenizer.all_special_ids``).
+        schedules: names from :data:`itermask.masking.SCHEDULES`.
+        target: target policy, see :func:`resolve_target`.
+        chunk_size: rows per masked forward pass.
+        sufficiency: also run the keep-only-top-k inputs for the one-shot schedule.
+
+    Raises:
+        ValueError: for unknown schedules, empty or unsorted fractions.
+    """
+
+    def __init__(
+        self,
+        saliency: SaliencyMethod,
+        strategy: MaskingStrategy,
+        fractions: Sequence[float],
+        special_ids: Iterable[int],
+        schedules: Sequence[str] = ("one_shot", "recursive"),
+        target: str | int = "predicted",
+        chunk_size: int = 128,
+        sufficiency: bool = True,
+    ) -> None:
+        unknown = [s for s in schedules if s not in SCHEDULES]
+        if unknown:
+            raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")
+        fractions = [float(f) for f in fractions]
+        if not fractions:
+            raise ValueError("at least one masking fraction is needed")
+        if fractions != sorted(fractions):
+            raise ValueError(f"masking fractions must be ascending, got {fractions}")
+        self.saliency = saliency
+        self.strategy = strategy
+        self.fractions = torch.tensor(fractions, dtype=torch.float64)
+        self.special_ids = sorted(set(int(i) for i in special_ids))
+        self.schedules = list(schedules)
+        self.target = target
+        self.chunk_size = int(chunk_size)
+        self.sufficiency = sufficiency
+
+    def maskable(self, batch: TokenBatch) -> Tensor:
+        """``[B, L]`` bool maskable positions of ``batch``."""
+        return maskable_positions(batch, self.special_ids)
+
+    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
+        if not self.saliency.needs_gradients:
+            return self.saliency.attribute(model, batch, target, example_ids)
+        with _gradients_enabled():
+            batch = batch.map(torch.clone)  # never hand inference tensors to autograd
+            return self.saliency.attribute(model, batch, target.clone(), example_ids.clone())
+
+    def _masked_logits(self, model, batch: TokenBatch, masks: Tensor) -> Tensor:
+        """Logits ``[B, S, C]`` for ``masks`` ``[S, B, L]`` applied to ``batch``, in one chunked pass."""
+        steps, size, length = masks.shape
+        masked = self.strategy.apply(batch.tile(steps), masks.reshape(steps * size, length)).batch
+        logits = chunked_logits(model, masked, self.chunk_size)
+        return logits.reshape(steps, size, -1).transpose(0, 1)
+
+    def evaluate(
+        self,
+        model: torch.nn.Module,
+        batch: TokenBatch,
+        labels: Tensor | None = None,
+        example_ids: Tensor | None = None,
+    ) -> dict[str, MaskingCurves]:
+        """Run every schedule on ``batch``.
+
+        Args:
+            model: a classifier in eval mode (see :mod:`itermask.tokens`).
+            batch: ``[B, L]`` clean batch. Every example needs at least one maskable token
+                (filter with :meth:`maskable` first).
+            labels: ``[B]`` gold labels, or ``None``.
+            example_ids: ``[B]`` stable ids (default: row index).
+
+        Returns:
+            ``{schedule: MaskingCurves}``.
+
+        Raises:
+            ValueError: if an example has no maskable token.
+        """
+        size, length = batch.input_ids.shape
+        device = batch.device
+        example_ids = torch.arange(size, device=device) if example_ids is None else example_ids
+        labels = torch.full((size,), -1, dtype=torch.long, device=device) if labels is None else labels.long()
+        maskable = self.maskable(batch)
+        n_maskable = maskable.sum(dim=1)
+        if (n_maskable == 0).any():
+            raise ValueError("every example needs at least one maskable token; filter them out first")
+        clean_logits = chunked_logits(model, batch, self.chunk_size)
+        target = resolve_target(self.target, clean_logits, labels)
+        clean_saliency = self._saliency(model, batch, target, example_ids)
+        k = masked_counts(n_maskable, self.fractions.to(device))
+
+        def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
+            masked = self.strategy.apply(batch.index(rows), state)
+            scores = self._saliency(model, masked.batch, target[rows], example_ids[rows])
+            return to_source_positions(scores, masked, length)
+
+        results = {}
+        for name in self.schedules:
+            masks = SCHEDULES[name]().masks(clean_saliency, maskable, k, saliency_fn)
+            keep_logits = None
+            if name == "one_shot" and self.sufficiency:
+                keep_logits = self._masked_logits(model, batch, maskable & ~masks)
+            results[name] = MaskingCurves(
+                schedule=name,
+                fractions=self.fractions,
+                example_ids=example_ids,
+                n_maskable=n_maskable,
+                k=k.T.contiguous(),
+                target=target,
+                labels=labels,
+                clean_logits=clean_logits,
+                logits=self._masked_logits(model, batch, masks),
+                keep_logits=keep_logits,
+            )
+        return results

@@ -1,0 +1,147 @@
+"""Token batches and the forward pass every part of the core shares.
+
+A classifier here is any ``torch.nn.Module`` that is called as
+``model(input_ids=..., attention_mask=..., [token_type_ids=...])`` and returns either a logits tensor of
+shape ``[B, C]`` or an object with a ``.logits`` attribute (every Hugging Face
+``AutoModelForSequenceClassification`` does), and whose ``get_input_embeddings()`` returns the word
+embedding layer (needed only by gradient-based saliency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+__all__ = ["TokenBatch", "maskable_positions", "class_logits", "chunked_logits"]
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """A padded batch of token ids, as a tokenizer returns it.
+
+    Attributes:
+        input_ids: ``[B, L]`` long token ids, padded on the right.
+        attention_mask: ``[B, L]`` long, 1 for real tokens (special tokens included), 0 for padding.
+        token_type_ids: ``[B, L]`` long segment ids, or ``None`` for models that take none
+            (RoBERTa, DistilBERT).
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    token_type_ids: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [B, L], got shape {tuple(self.input_ids.shape)}")
+        for name in ("attention_mask", "token_type_ids"):
+            value = getattr(self, name)
+            if value is not None and value.shape != self.input_ids.shape:
+                raise ValueError(
+                    f"{name} has shape {tuple(value.shape)}, input_ids has {tuple(self.input_ids.shape)}"
+                )
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.input_ids.device
+
+    def model_inputs(self) -> dict[str, Tensor]:
+        """Keyword arguments for the model's forward (``token_type_ids`` only when present)."""
+        inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
+        if self.token_type_ids is not None:
+            inputs["token_type_ids"] = self.token_type_ids
+        return inputs
+
+    def map(self, fn) -> "TokenBatch":
+        """Apply ``fn`` to every tensor of the batch (ids, attention mask, segment ids)."""
+        return TokenBatch(
+            fn(self.input_ids),
+            fn(self.attention_mask),
+            None if self.token_type_ids is None else fn(self.token_type_ids),
+        )
+
+    def index(self, rows: Tensor | slice) -> "TokenBatch":
+        """The rows ``rows`` (an index tensor, a boolean mask of shape ``[B]`` or a slice)."""
+        return self.map(lambda t: t[rows])
+
+    def tile(self, n: int) -> "TokenBatch":
+        """``n`` copies stacked step-major: row ``s * B + b`` is example ``b`` (shape ``[n * B, L]``)."""
+        return self.map(lambda t: t.repeat(n, 1))
+
+    def trim(self) -> "TokenBatch":
+        """Drop trailing columns that are padding in every row (shorter sequences, same result)."""
+        length = int(self.attention_mask.sum(dim=1).max().item()) if len(self) else 0
+        return self.map(lambda t: t[:, : max(length, 1)])
+
+    def to(self, device: torch.device | str) -> "TokenBatch":
+        return self.map(lambda t: t.to(device))
+
+    def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> "TokenBatch":
+        """A copy with new ids (and optionally a new attention mask), segment ids kept."""
+        return replace(
+            self,
+            input_ids=input_ids,
+            attention_mask=self.attention_mask if attention_mask is None else attention_mask,
+        )
+
+    @staticmethod
+    def concat(batches: Iterable["TokenBatch"]) -> "TokenBatch":
+        """Stack batches of the same length ``L`` along the batch dimension."""
+        batches = list(batches)
+        types = [b.token_type_ids for b in batches]
+        return TokenBatch(
+            torch.cat([b.input_ids for b in batches]),
+            torch.cat([b.attention_mask for b in batches]),
+            None if any(t is None for t in types) else torch.cat(types),
+        )
+
+
+def maskable_positions(batch: TokenBatch, special_ids: Iterable[int], segment: int | None = None) -> Tensor:
+    """Positions that masking may touch: real (attended) tokens whose id is not a special id.
+
+    Membership is tested against the tokenizer's special ids (``tokenizer.all_special_ids``), not the
+    tokenizer's special-tokens mask, so the rule is the same for every input however it was built.
+
+    Args:
+        batch: the clean batch, ``[B, L]``.
+        special_ids: ids never to mask (``[CLS]``, ``[SEP]``, ``[PAD]``, ``[MASK]``, ``[UNK]``, ...).
+        segment: when given and the batch has segment ids, only tokens of that segment are maskable
+            (sentence-pair inputs).
+
+    Returns:
+        ``[B, L]`` bool tensor.
+    """
+    special = torch.tensor(sorted(set(int(i) for i in special_ids)), device=batch.device, dtype=batch.input_ids.dtype)
+    maskable = batch.attention_mask.bool() & ~torch.isin(batch.input_ids, special)
+    if segment is not None and batch.token_type_ids is not None:
+        maskable &= batch.token_type_ids == segment
+    return maskable
+
+
+def class_logits(model: torch.nn.Module, batch: TokenBatch) -> Tensor:
+    """One forward pass; returns logits ``[B, C]`` (unnormalised log-probabilities)."""
+    output = model(**batch.model_inputs())
+    return output if isinstance(output, Tensor) else output.logits
+
+
+def chunked_logits(model: torch.nn.Module, batch: TokenBatch, chunk_size: int) -> Tensor:
+    """Logits ``[B, C]`` for a large batch, computed ``chunk_size`` rows at a time without gradients.
+
+    Each chunk is trimmed to its longest sequence, so a batch sorted by length costs less.
+
+    Raises:
+        ValueError: if ``chunk_size`` is not positive.
+    """
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    outputs = []
+    with torch.inference_mode():
+        for start in range(0, len(batch), chunk_size):
+            chunk = batch.index(slice(start, start + chunk_size)).trim()
+            outputs.append(class_logits(model, chunk).float())
+    return torch.cat(outputs) if outputs else torch.empty(0, 0)
