@@ -82,6 +82,11 @@ class SaliencyMethod(ABC):
     def _scores(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
         """Raw ``[B, L]`` scores."""
 
+    def bind(self, tokenizer) -> "SaliencyMethod":
+        """Take what the method needs from the tokenizer (special ids, pad id); returns ``self``.
+        The base class needs nothing."""
+        return self
+
     def describe(self) -> dict:
         """The settings that define the method, for result files."""
         return {"name": self.name, "output": self.output, "absolute": self.absolute}

@@ -18,7 +18,7 @@ from torch import Tensor
 __all__ = ["TokenBatch", "maskable_positions", "class_logits", "chunked_logits"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class TokenBatch:
     """A padded batch of token ids, as a tokenizer returns it.
 

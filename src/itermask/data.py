@@ -1,0 +1,425 @@
+"""Data: sources of labelled text (shipped, Hugging Face hub, local files) and the Lightning data module.
+
+Every source yields a :class:`datasets.DatasetDict` with the splits ``train``, ``validation`` and ``test``
+and the columns ``text`` (str), optionally ``text_pair`` (str), ``label`` (int in ``[0, C)``) and
+``example_id`` (the row's index in its split, stable across runs), plus the label names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import datasets
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from itermask.tokens import TokenBatch
+
+__all__ = [
+    "LabelledSplits",
+    "DataSource",
+    "HubSource",
+    "FileSource",
+    "shipped_source",
+    "validate_splits",
+    "TextClassificationDataModule",
+    "TokenCollator",
+    "SPLITS",
+]
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class LabelledSplits:
+    """Loaded data: the three splits and the names of the classes (``label_names[i]`` is class ``i``).
+
+    ``label_mapping`` records how string labels of a file were mapped to ids (``None`` if they were ids).
+    """
+
+    splits: datasets.DatasetDict
+    label_names: list[str]
+    label_mapping: dict[str, int] | None = None
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+
+class DataSource:
+    """Base class of the data sources: :meth:`load` returns validated :class:`LabelledSplits`.
+
+    Args:
+        text_column: column holding the text.
+        label_column: column holding the label (ids or strings).
+        text_pair_column: second text column for sentence-pair tasks, or ``None``.
+        label_names: class names in id order; read from the data when ``None``.
+        validation_ratio: share of ``train`` carved off as validation when the source has no
+            validation split (also for test, with ``test_ratio``).
+        test_ratio: share of ``train`` carved off as test when the source has no test split.
+        seed: seed of those carvings (fixed, independent of the experiment seed).
+    """
+
+    def __init__(
+        self,
+        text_column: str = "text",
+        label_column: str = "label",
+        text_pair_column: str | None = None,
+        label_names: Sequence[str] | None = None,
+        validation_ratio: float = 0.1,
+        test_ratio: float = 0.1,
+        seed: int = 0,
+    ) -> None:
+        self.text_column = text_column
+        self.label_column = label_column
+        self.text_pair_column = text_pair_column
+        self.label_names = list(label_names) if label_names is not None else None
+        self.validation_ratio = validation_ratio
+        self.test_ratio = test_ratio
+        self.seed = seed
+
+    def _raw(self) -> datasets.DatasetDict:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def load(self) -> LabelledSplits:
+        """Load, carve missing splits, normalise columns and validate.
+
+        Raises:
+            ValueError: missing column, empty split, empty text, label out of range (see
+                :func:`validate_splits`).
+        """
+        raw = self._raw()
+        if "train" not in raw:
+            raise ValueError(f"{self.describe()}: no 'train' split (found {sorted(raw)})")
+        raw = self._carve(raw)
+        columns = {self.text_column: "text", self.label_column: "label"}
+        if self.text_pair_column:
+            columns[self.text_pair_column] = "text_pair"
+        for split, data in raw.items():
+            missing = [c for c in columns if c not in data.column_names]
+            if missing:
+                raise ValueError(
+                    f"{self.describe()}: split {split!r} has no column(s) {missing}; "
+                    f"its columns are {data.column_names}. Set text_column/label_column accordingly."
+                )
+        names, mapping = self._label_names(raw)
+        out = {}
+        for split in SPLITS:
+            data = raw[split].select_columns(list(columns)).rename_columns(
+                {k: v for k, v in columns.items() if k != v}
+            )
+            if mapping is not None:
+                data = data.map(lambda row: {"label": mapping.get(str(row["label"]), -1)})
+            data = data.add_column("example_id", list(range(len(data))))
+            out[split] = data
+        loaded = LabelledSplits(datasets.DatasetDict(out), names, mapping)
+        validate_splits(loaded, source=self.describe())
+        return loaded
+
+    def _carve(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
+        raw = datasets.DatasetDict(dict(raw))
+        for split, ratio in (("test", self.test_ratio), ("validation", self.validation_ratio)):
+            if split in raw:
+                continue
+            if len(raw["train"]) < 2:
+                raise ValueError(f"{self.describe()}: too few training rows to carve a {split} split")
+            parts = raw["train"].train_test_split(test_size=ratio, seed=self.seed, shuffle=True)
+            raw["train"], raw[split] = parts["train"], parts["test"]
+        return raw
+
+    def _label_names(self, raw: datasets.DatasetDict) -> tuple[list[str], dict[str, int] | None]:
+        feature = raw["train"].features[self.label_column]
+        if isinstance(feature, datasets.ClassLabel):
+            return list(self.label_names or feature.names), None
+        values = set()
+        for split in SPLITS:
+            values.update(raw[split].unique(self.label_column))
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+            if self.label_names is None:
+                top = max(values) if values else 0
+                return [str(i) for i in range(int(top) + 1)], None
+            return list(self.label_names), None
+        # string labels: map to ids, in the order of label_names when given, else sorted
+        strings = sorted(str(v) for v in values)
+        names = list(self.label_names) if self.label_names is not None else strings
+        unknown = [v for v in strings if v not in names]
+        if unknown:
+            raise ValueError(
+                f"{self.describe()}: labels {unknown} are not among the expected label_names {names}"
+            )
+        return names, {name: i for i, name in enumerate(names)}
+
+
+class HubSource(DataSource):
+    """A dataset on the Hugging Face hub (needs internet, or a populated ``datasets`` cache).
+
+    Args:
+        path: hub dataset id, e.g. ``"cornell-movie-review-data/rotten_tomatoes"``.
+        name: configuration name (``"sst2"`` of ``"nyu-mll/glue"``), or ``None``.
+        splits: which hub split serves as ``train``/``validation``/``test`` (e.g. SST-2's test labels
+            are hidden, so ``test: validation``); splits not named are carved from ``train``.
+        **kwargs: see :class:`DataSource`.
+    """
+
+    def __init__(self, path: str, name: str | None = None, splits: Mapping[str, str] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.path = path
+        self.name = name
+        self.splits = dict(splits or {"train": "train", "validation": "validation", "test": "test"})
+
+    def describe(self) -> str:
+        return f"hub dataset {self.path}" + (f"/{self.name}" if self.name else "")
+
+    def _raw(self) -> datasets.DatasetDict:
+        loaded = datasets.load_dataset(self.path, self.name)
+        missing = [hub for hub in self.splits.values() if hub not in loaded]
+        if missing:
+            raise ValueError(f"{self.describe()}: no split(s) {missing}; it has {sorted(loaded)}")
+        return datasets.DatasetDict({ours: loaded[hub] for ours, hub in self.splits.items()})
+
+
+class FileSource(DataSource):
+    """Local CSV, TSV or JSON-lines files.
+
+    Give either one ``path`` (split by ``validation_ratio``/``test_ratio``) or per-split files
+    ``train`` (required), ``validation`` and ``test`` (carved from train when absent). String labels are
+    mapped to ids (sorted, or in the order of ``label_names``) and the mapping recorded.
+
+    Raises:
+        FileNotFoundError: a named file does not exist.
+        ValueError: no file named, or an unknown extension.
+    """
+
+    def __init__(
+        self,
+        path: str | None = None,
+        train: str | None = None,
+        validation: str | None = None,
+        test: str | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if path is None and train is None:
+            raise ValueError("dataset=csv needs dataset.source.path (one file) or dataset.source.train")
+        if path is not None and train is not None:
+            raise ValueError("give either dataset.source.path or per-split files, not both")
+        files = {"train": path or train, "validation": validation, "test": test}
+        self.files = {k: os.fspath(v) for k, v in files.items() if v is not None}
+        for split, file in self.files.items():
+            if not Path(file).is_file():
+                raise FileNotFoundError(f"{split} file not found: {file}")
+
+    def describe(self) -> str:
+        return f"files {self.files}"
+
+    def _raw(self) -> datasets.DatasetDict:
+        suffixes = {Path(f).suffix.lower() for f in self.files.values()}
+        if suffixes <= {".csv"}:
+            builder, options = "csv", {"keep_default_na": False}
+        elif suffixes <= {".tsv"}:
+            builder, options = "csv", {"keep_default_na": False, "sep": "\t"}
+        elif suffixes <= {".jsonl", ".json"}:
+            builder, options = "json", {}
+        else:
+            raise ValueError(f"unsupported file type(s) {sorted(suffixes)}: use .csv, .tsv or .jsonl")
+        return datasets.load_dataset(builder, data_files=self.files, **options)
+
+
+def shipped_source(name: str = "rt_snippets") -> FileSource:
+    """The dataset shipped with itermask (``itermask/resources/<name>``), with its fixed splits.
+
+    ``rt_snippets``: Rotten Tomatoes review snippets (Pang & Lee), labels ``negative``/``positive``;
+    see ``itermask/resources/rt_snippets/README.md`` for provenance and licence.
+
+    Raises:
+        ValueError: for an unknown name.
+    """
+    root = resources.files("itermask") / "resources" / name
+    if not root.is_dir():
+        raise ValueError(f"no shipped dataset named {name!r}")
+    return FileSource(
+        train=str(root / "train.csv"),
+        validation=str(root / "validation.csv"),
+        test=str(root / "test.csv"),
+        label_names=["negative", "positive"],
+    )
+
+
+def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
+    """Check that every split is non-empty, every text non-empty and every label in ``[0, C)``.
+
+    Raises:
+        ValueError: naming the split and the first offending row or label values.
+    """
+    if loaded.num_labels < 2:
+        raise ValueError(f"{source}: a classifier needs at least 2 classes, found {loaded.label_names}")
+    for split in SPLITS:
+        data = loaded.splits[split]
+        if len(data) == 0:
+            raise ValueError(f"{source}: split {split!r} is empty")
+        for column in ("text", "text_pair"):
+            if column not in data.column_names:
+                continue
+            texts = data[column]
+            empty = [i for i, t in enumerate(texts) if t is None or not str(t).strip()]
+            if empty:
+                raise ValueError(
+                    f"{source}: split {split!r} has {len(empty)} empty {column!r} value(s), first at row {empty[0]}"
+                )
+        labels = np.asarray(data["label"])
+        bad = sorted(set(labels[(labels < 0) | (labels >= loaded.num_labels)].tolist()))
+        if bad:
+            raise ValueError(
+                f"{source}: split {split!r} has label(s) {bad[:10]} outside 0..{loaded.num_labels - 1} "
+                f"(classes {loaded.label_names}); unknown string labels map to -1"
+            )
+
+
+@dataclass
+class TokenCollator:
+    """Pads tokenized examples with the tokenizer (dynamic padding) and returns a dict with a
+    :class:`~itermask.tokens.TokenBatch` under ``"tokens"``, ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``."""
+
+    tokenizer: Any
+    model_input_names: Sequence[str] = field(default=("input_ids", "attention_mask", "token_type_ids"))
+
+    def __call__(self, features: list[dict]) -> dict:
+        keys = [k for k in self.model_input_names if k in features[0]]
+        padded = self.tokenizer.pad([{k: f[k] for k in keys} for f in features], return_tensors="pt")
+        tokens = TokenBatch(padded["input_ids"], padded["attention_mask"], padded.get("token_type_ids"))
+        return {
+            "tokens": tokens,
+            "labels": torch.tensor([f["label"] for f in features], dtype=torch.long),
+            "example_ids": torch.tensor([f["example_id"] for f in features], dtype=torch.long),
+        }
+
+
+class TextClassificationDataModule(pl.LightningDataModule):
+    """Tokenized splits and their data loaders.
+
+    Args:
+        source: a :class:`DataSource`.
+        tokenizer: a Hugging Face tokenizer.
+        max_length: truncation length in tokens.
+        batch_size: training batch size.
+        eval_batch_size: batch size for validation, test and masking evaluation.
+        max_train_examples: train on a seeded random subset of this many examples (``None``: all).
+        seed: seed of that subset and of shuffling.
+        num_workers: data loader workers.
+    """
+
+    def __init__(
+        self,
+        source: DataSource,
+        tokenizer,
+        max_length: int = 128,
+        batch_size: int = 16,
+        eval_batch_size: int = 64,
+        max_train_examples: int | None = None,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.max_train_examples = max_train_examples
+        self.seed = seed
+        self.num_workers = num_workers
+        self.data: LabelledSplits | None = None
+        self.tokenized: datasets.DatasetDict | None = None
+        self.collator = TokenCollator(tokenizer, tuple(tokenizer.model_input_names))
+
+    @property
+    def label_names(self) -> list[str]:
+        self._require_setup()
+        return self.data.label_names
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokenized is not None:
+            return
+        self.data = self.source.load()
+        splits = dict(self.data.splits)
+        if self.max_train_examples is not None and self.max_train_examples < len(splits["train"]):
+            splits["train"] = splits["train"].shuffle(seed=self.seed).select(range(self.max_train_examples))
+
+        def tokenize(rows):
+            pair = rows.get("text_pair")
+            return self.tokenizer(rows["text"], pair, truncation=True, max_length=self.max_length)
+
+        self.tokenized = datasets.DatasetDict(
+            {
+                name: data.map(tokenize, batched=True, desc=f"tokenizing {name}").map(
+                    lambda rows: {"length": [len(ids) for ids in rows["input_ids"]]}, batched=True
+                )
+                for name, data in splits.items()
+            }
+        )
+
+    def _require_setup(self) -> None:
+        if self.tokenized is None:
+            raise RuntimeError("call setup() first")
+
+    def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.seed) if shuffle else None
+        return DataLoader(
+            data,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            generator=generator,
+            collate_fn=self.collator,
+            num_workers=self.num_workers,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        self._require_setup()
+        return self._loader(self.tokenized["train"], self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        self._require_setup()
+        return self._loader(self._by_length(self.tokenized["validation"]), self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        self._require_setup()
+        return self._loader(self._by_length(self.tokenized["test"]), self.eval_batch_size)
+
+    @staticmethod
+    def _by_length(data: datasets.Dataset) -> datasets.Dataset:
+        """Bucket by length: sorted by token count, so each batch pads to a similar length."""
+        order = np.argsort(np.asarray(data["length"]), kind="stable")
+        return data.select(order)
+
+    def evaluation_subset(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> datasets.Dataset:
+        """A fixed random subset of ``split``: the same examples for every experiment seed and method.
+
+        The subset depends only on ``subset_seed`` and the split, and comes sorted by length.
+
+        Raises:
+            ValueError: for an unknown split or a non-positive size.
+        """
+        self._require_setup()
+        if split not in self.tokenized:
+            raise ValueError(f"unknown split {split!r}; choose from {list(self.tokenized)}")
+        data = self.tokenized[split]
+        if n_examples is not None:
+            if n_examples <= 0:
+                raise ValueError(f"evaluation.n_examples must be positive or null, got {n_examples}")
+            if n_examples < len(data):
+                rows = np.random.default_rng(subset_seed).choice(len(data), size=n_examples, replace=False)
+                data = data.select(np.sort(rows))
+        return self._by_length(data)
+
+    def evaluation_dataloader(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> DataLoader:
+        """Loader over :meth:`evaluation_subset` with ``eval_batch_size``."""
+        return self._loader(self.evaluation_subset(n_examples, subset_seed, split), self.eval_batch_size)

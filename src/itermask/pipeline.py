@@ -1,0 +1,286 @@
+"""What ``train.py`` and ``evaluate.py`` do, given a composed Hydra config.
+
+Data flows one way: data -> model -> saliency -> masking -> metrics -> tracking/result file.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from itermask import metrics, tracking
+from itermask.cache import CheckpointCache, config_hash
+from itermask.data import TextClassificationDataModule
+from itermask.evaluation import IterativeMaskingEvaluator
+from itermask.lightning_evaluation import MaskingEvaluationModule
+from itermask.models import SequenceClassifier, load_tokenizer
+from itermask.results import environment, write_json_atomic
+from itermask.saliency import RandomSaliency
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TrainedModel", "training_key", "prepare", "get_or_train", "run_train", "run_evaluate"]
+
+
+@dataclass
+class TrainedModel:
+    """A fine-tuned classifier in the cache: its key, ``save_pretrained`` directory and metadata."""
+
+    key: str
+    model_dir: Path
+    meta: dict
+
+
+def training_key(cfg: DictConfig) -> tuple[str, dict]:
+    """The checkpoint-cache key: a hash of everything that determines the fine-tuned weights
+    (model, dataset source, training settings, trainer precision, seed)."""
+    payload = {
+        "model": OmegaConf.to_container(cfg.model, resolve=True),
+        "dataset": OmegaConf.to_container(cfg.dataset.source, resolve=True),
+        "train": OmegaConf.to_container(cfg.train, resolve=True),
+        "precision": str(cfg.trainer.get("precision", "32-true")),
+        "seed": int(cfg.seed),
+    }
+    return config_hash(payload), payload
+
+
+def _seed(cfg: DictConfig) -> int:
+    if cfg.get("seed") is None:
+        raise ValueError("seed must be set (an integer; seed=0 is a valid seed)")
+    return pl.seed_everything(int(cfg.seed), workers=True)
+
+
+def _trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
+    return hydra.utils.instantiate(cfg.trainer, **overrides)
+
+
+def _logger(cfg: DictConfig):
+    """The Lightning logger from ``cfg.logger`` (or ``None``), with the run name and group filled in."""
+    if cfg.get("logger") is None:
+        return None
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    overrides = {}
+    if "group" in cfg.logger and cfg.logger.group is None:
+        hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
+        if hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN:
+            overrides["group"] = f"{cfg.task_name}-{Path(hydra_cfg.sweep.dir).name}"
+        else:
+            overrides["group"] = f"{cfg.task_name}-single"
+    if "name" in cfg.logger and cfg.logger.name is None:
+        overrides["name"] = run_name(cfg)
+    return hydra.utils.instantiate(cfg.logger, **overrides)
+
+
+def run_name(cfg: DictConfig) -> str:
+    parts = [cfg.task_name, cfg.model.name, cfg.dataset.name]
+    if "saliency" in cfg:
+        parts += [cfg.saliency.name, cfg.masking.name]
+    return "-".join(str(p) for p in parts) + f"-seed{cfg.seed}"
+
+
+def prepare(cfg: DictConfig):
+    """Seed, tokenizer and data module (set up) for ``cfg``."""
+    _seed(cfg)
+    tokenizer = load_tokenizer(cfg.model.pretrained)
+    datamodule = TextClassificationDataModule(
+        source=hydra.utils.instantiate(cfg.dataset.source),
+        tokenizer=tokenizer,
+        max_length=cfg.model.max_length,
+        batch_size=cfg.model.finetune.batch_size,
+        eval_batch_size=cfg.data.eval_batch_size,
+        max_train_examples=cfg.train.max_train_examples,
+        seed=int(cfg.seed),
+        num_workers=cfg.data.num_workers,
+    )
+    datamodule.setup()
+    return tokenizer, datamodule
+
+
+def get_or_train(cfg: DictConfig, datamodule: TextClassificationDataModule, tokenizer, logger=None) -> TrainedModel:
+    """The cached fine-tuned model for ``cfg``; trains it (under the entry's file lock) if missing.
+
+    An interrupted training resumes from the entry's last Lightning checkpoint.
+    """
+    key, payload = training_key(cfg)
+    cache = CheckpointCache(cfg.cache_dir)
+    entry = cache.entry(key)
+    with cache.lock(key):
+        meta = cache.meta(key)
+        if meta is not None:
+            log.info("reusing fine-tuned checkpoint %s", entry)
+            return TrainedModel(key, entry / "model", meta)
+        log.info("fine-tuning %s on %s, seed %s -> %s", cfg.model.name, cfg.dataset.name, cfg.seed, entry)
+        start = time.time()
+        _seed(cfg)
+        classifier = SequenceClassifier(
+            pretrained=cfg.model.pretrained,
+            num_labels=len(datamodule.label_names),
+            label_names=datamodule.label_names,
+            **cfg.model.finetune.optimizer,
+        )
+        checkpoints = ModelCheckpoint(
+            dirpath=entry / "checkpoints",
+            filename="best",
+            monitor="val_acc",
+            mode="max",
+            save_top_k=1,
+            save_last=True,
+        )
+        trainer = _trainer(cfg, callbacks=[checkpoints], logger=logger if logger is not None else False)
+        last = entry / "checkpoints" / "last.ckpt"
+        trainer.fit(classifier, datamodule=datamodule, ckpt_path=str(last) if last.is_file() else None)
+        if trainer.global_rank == 0:
+            best = SequenceClassifier.load_from_checkpoint(checkpoints.best_model_path, map_location="cpu")
+            tmp = entry / "model.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            best.model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            shutil.rmtree(entry / "model", ignore_errors=True)
+            tmp.rename(entry / "model")
+            meta = {
+                "key": key,
+                "config": payload,
+                "val_acc": float(checkpoints.best_model_score),
+                "label_names": datamodule.label_names,
+                "train_examples": len(datamodule.tokenized["train"]),
+                "train_seconds": time.time() - start,
+            }
+            if not cfg.train.keep_lightning_checkpoints:
+                shutil.rmtree(entry / "checkpoints", ignore_errors=True)
+            cache.finish(key, meta)
+        trainer.strategy.barrier()
+    return TrainedModel(key, entry / "model", cache.meta(key))
+
+
+def run_train(cfg: DictConfig) -> float:
+    """``train.py``: fine-tune (or reuse) the model for ``cfg``; returns its best validation accuracy."""
+    tokenizer, datamodule = prepare(cfg)
+    logger = _logger(cfg)
+    try:
+        tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+        trained = get_or_train(cfg, datamodule, tokenizer, logger)
+    finally:
+        tracking.finish(logger)
+    return trained.meta["val_acc"]
+
+
+def _build(node: DictConfig, **kwargs):
+    """Instantiate a config-group node; its ``name`` field labels results and is not an argument."""
+    spec = OmegaConf.to_container(node, resolve=True)
+    spec.pop("name", None)
+    return hydra.utils.instantiate(spec, **kwargs)
+
+
+def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluator]:
+    saliency = _build(cfg.saliency).bind(tokenizer)
+    strategy = _build(cfg.masking)(tokenizer=tokenizer)
+    e = cfg.evaluation
+    methods = {saliency.name: saliency}
+    if e.compare_random and saliency.name != "random":
+        methods["random"] = RandomSaliency(seed=int(cfg.seed))
+    return {
+        name: IterativeMaskingEvaluator(
+            method,
+            strategy,
+            fractions=list(e.fractions),
+            special_ids=tokenizer.all_special_ids,
+            schedules=list(e.schedules),
+            target=e.target,
+            chunk_size=e.chunk_size,
+        )
+        for name, method in methods.items()
+    }
+
+
+def _relative_to_random(scores: dict, method: str) -> dict:
+    if method == "random" or "random" not in scores:
+        return {}
+    out = {}
+    for schedule, summary in scores[method].items():
+        base = scores["random"][schedule]
+        out[schedule] = {
+            key: summary[key] - base[key]
+            for key, value in summary.items()
+            if key.startswith(("aopc_", "auc_")) and isinstance(value, float)
+        }
+    return out
+
+
+def run_evaluate(cfg: DictConfig) -> dict:
+    """``evaluate.py``: get (or train) the checkpoint, measure accuracy, run the masking evaluation,
+    write ``<output_dir>/results.json`` atomically and log everything; returns the result dict."""
+    start = time.time()
+    tokenizer, datamodule = prepare(cfg)
+    evaluators = _evaluators(cfg, tokenizer)  # fail fast on bad saliency/masking settings
+    logger = _logger(cfg)
+    try:
+        tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+        trained = get_or_train(cfg, datamodule, tokenizer, logger)
+        classifier = SequenceClassifier(
+            pretrained=str(trained.model_dir),
+            num_labels=len(datamodule.label_names),
+            label_names=datamodule.label_names,
+        )
+        trainer = _trainer(cfg, logger=logger if logger is not None else False, inference_mode=False)
+        test_acc = trainer.test(classifier, dataloaders=datamodule.test_dataloader(), verbose=False)[0]["test_acc"]
+        module = MaskingEvaluationModule(classifier.model, evaluators)
+        e = cfg.evaluation
+        loader = datamodule.evaluation_dataloader(e.n_examples, e.subset_seed, e.split)
+        trainer.test(module, dataloaders=loader, verbose=False)
+        if not trainer.is_global_zero:
+            return {}
+        scores = {
+            name: {
+                schedule: metrics.summarize(curves, quantity=e.quantity, bins=list(e.aopc_bins))
+                for schedule, curves in by_schedule.items()
+            }
+            for name, by_schedule in module.curves.items()
+        }
+        method = next(iter(evaluators))
+        test_labels = torch.tensor(datamodule.tokenized["test"]["label"])
+        train_labels = torch.tensor(datamodule.tokenized["train"]["label"])
+        majority = int(torch.bincount(train_labels).argmax())
+        result = {
+            "task": cfg.task_name,
+            "seed": int(cfg.seed),
+            "model": cfg.model.name,
+            "dataset": cfg.dataset.name,
+            "saliency": evaluators[method].saliency.describe(),
+            "masking": cfg.masking.name,
+            "target_policy": e.target,
+            "quantity": e.quantity,
+            "checkpoint_key": trained.key,
+            "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
+            "accuracy": {
+                "test": float(test_acc),
+                "validation": trained.meta["val_acc"],
+                "majority_class_test": float((test_labels == majority).float().mean()),
+            },
+            "n_test": len(test_labels),
+            "n_evaluated": len(next(iter(module.curves[method].values()))) if module.curves else 0,
+            "n_skipped_no_maskable": module.n_skipped,
+            "example_ids": next(iter(module.curves[method].values())).example_ids.tolist() if module.curves else [],
+            "scores": scores,
+            "relative_to_random": _relative_to_random(scores, method),
+            "seconds": None,
+            "environment": environment(),
+            "config": OmegaConf.to_container(cfg, resolve=True),
+        }
+        result["seconds"] = time.time() - start
+        path = write_json_atomic(Path(cfg.output_dir) / "results.json", result)
+        log.info("wrote %s (test accuracy %.4f)", path, test_acc)
+        tracking.log_evaluation(logger, result)
+        return result
+    finally:
+        tracking.finish(logger)

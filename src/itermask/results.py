@@ -1,0 +1,83 @@
+"""Result files: atomic JSON writing and the provenance recorded with every result."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_json_atomic", "read_json", "environment", "to_jsonable"]
+
+PACKAGES = ("itermask", "torch", "transformers", "datasets", "pytorch-lightning", "hydra-core", "captum", "wandb")
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON types; NaN and infinities become ``None`` (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and callable(value.item):
+        return to_jsonable(value.item())
+    return value
+
+
+def write_json_atomic(path: str | Path, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically: a temporary file in the same folder, flushed and
+    fsynced, then renamed over ``path``. An interrupted write leaves no partial file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(to_jsonable(data), handle, indent=2, sort_keys=False, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def environment() -> dict:
+    """Package versions and the git commit of the working tree (``None`` outside a git checkout)."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip() or None
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=Path(__file__).resolve().parent,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+        ) if commit else None
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    return {"packages": versions, "git_commit": commit, "git_dirty": dirty}
