@@ -118,7 +118,8 @@ class DataSource:
                 {k: v for k, v in columns.items() if k != v}
             )
             if mapping is not None:
-                data = data.map(lambda row: {"label": mapping.get(str(row["label"]), -1)})
+                labels = [mapping.get(str(v), -1) for v in data["label"]]
+                data = data.remove_columns("label").add_column("label", labels)
             data = data.add_column("example_id", list(range(len(data))))
             out[split] = data
         loaded = LabelledSplits(datasets.DatasetDict(out), names, mapping)
@@ -231,7 +232,15 @@ class FileSource(DataSource):
             builder, options = "json", {}
         else:
             raise ValueError(f"unsupported file type(s) {sorted(suffixes)}: use .csv, .tsv or .jsonl")
-        return datasets.load_dataset(builder, data_files=self.files, **options)
+        loaded = {}
+        for split, file in self.files.items():
+            try:
+                loaded[split] = datasets.load_dataset(builder, data_files={split: file}, split=split, **options)
+            except Exception as error:  # datasets raises for an empty file
+                if Path(file).stat().st_size == 0 or "corresponds to no data" in str(error):
+                    raise ValueError(f"{self.describe()}: split {split!r} is empty ({file})") from error
+                raise ValueError(f"{self.describe()}: cannot read {split} file {file}: {error}") from error
+        return datasets.DatasetDict(loaded)
 
 
 def shipped_source(name: str = "rt_snippets") -> FileSource:

@@ -136,7 +136,7 @@ def first_flip_fraction(curves: MaskingCurves) -> Tensor:
     """``[B]`` the smallest masking fraction whose prediction differs from the clean one, NaN if none
     (decision flip - fraction of tokens, Chrysostomou & Aletras 2021)."""
     flips = decision_flips(curves)
-    fractions = curves.fractions.to(flips.device).float().expand_as(flips)
+    fractions = curves.fractions.to(flips.device).double().expand_as(flips)
     first = torch.where(flips, fractions, torch.full_like(fractions, float("inf"))).min(dim=1).values
     return torch.where(torch.isinf(first), torch.full_like(first, float("nan")), first)
 

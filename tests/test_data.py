@@ -1,0 +1,107 @@
+"""Data sources, validation errors and the data module."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from itermask.data import FileSource, TextClassificationDataModule, shipped_source
+
+
+def _write(path, rows, columns=("review", "sentiment")):
+    pd.DataFrame(rows, columns=list(columns)).to_csv(path, index=False)
+    return str(path)
+
+
+ROWS = [(f"review number {i} is {'good' if i % 3 else 'bad'}", "pos" if i % 3 else "neg") for i in range(40)]
+
+
+def test_shipped_rt_snippets_splits():
+    loaded = shipped_source().load()
+    sizes = {split: len(data) for split, data in loaded.splits.items()}
+    assert sizes == {"train": 10008, "validation": 1402, "test": 1342}
+    assert loaded.label_names == ["negative", "positive"]
+    with open(shipped_source().files["train"].rsplit("/", 1)[0] + "/stats.json") as handle:
+        stats = json.load(handle)
+    assert sum(stats["splits"][s]["rows"] for s in ("train", "validation", "test")) == 12752
+    assert loaded.splits["test"]["example_id"][:3] == [0, 1, 2]
+
+
+def test_csv_with_other_columns_and_string_labels(tmp_path):
+    source = FileSource(path=_write(tmp_path / "mine.csv", ROWS), text_column="review", label_column="sentiment")
+    loaded = source.load()
+    assert loaded.label_names == ["neg", "pos"]
+    assert loaded.label_mapping == {"neg": 0, "pos": 1}
+    assert sum(len(d) for d in loaded.splits.values()) == 40
+    train = loaded.splits["train"]
+    assert set(train.column_names) == {"text", "label", "example_id"}
+    for text, label in zip(train["text"], train["label"]):
+        assert label == (1 if "good" in text else 0)
+
+
+def test_label_names_order_and_unknown_labels(tmp_path):
+    path = _write(tmp_path / "mine.csv", ROWS)
+    loaded = FileSource(path=path, text_column="review", label_column="sentiment", label_names=["pos", "neg"]).load()
+    assert loaded.label_mapping == {"pos": 0, "neg": 1}
+    with pytest.raises(ValueError, match=r"labels \['pos'\] are not among the expected label_names"):
+        FileSource(path=path, text_column="review", label_column="sentiment", label_names=["neg", "neutral"]).load()
+
+
+def test_missing_column_is_named(tmp_path):
+    path = _write(tmp_path / "mine.csv", ROWS)
+    with pytest.raises(ValueError, match=r"no column\(s\) \['text'\].*review"):
+        FileSource(path=path, label_column="sentiment").load()
+
+
+def test_integer_label_out_of_range(tmp_path):
+    rows = [(f"text {i}", i % 2) for i in range(20)] + [("odd one", 5)]
+    path = _write(tmp_path / "train.csv", rows, columns=("text", "label"))
+    with pytest.raises(ValueError, match=r"label\(s\) \[5\] outside 0..1"):
+        FileSource(train=path, label_names=["a", "b"]).load()
+
+
+def test_empty_split_and_empty_text(tmp_path):
+    train = _write(tmp_path / "train.csv", [(f"text {i}", i % 2) for i in range(20)], columns=("text", "label"))
+    empty = _write(tmp_path / "test.csv", [], columns=("text", "label"))
+    with pytest.raises(ValueError, match="split 'test' is empty"):
+        FileSource(train=train, test=empty).load()
+    blank = _write(tmp_path / "blank.csv", [("fine", 0), ("  ", 1), ("ok", 1)] * 5, columns=("text", "label"))
+    with pytest.raises(ValueError, match="empty 'text' value"):
+        FileSource(train=blank).load()
+
+
+def test_missing_file_and_bad_extension(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.csv"):
+        FileSource(path=str(tmp_path / "nope.csv"))
+    (tmp_path / "data.parquet").write_text("x")
+    with pytest.raises(ValueError, match="unsupported file type"):
+        FileSource(path=str(tmp_path / "data.parquet")).load()
+    with pytest.raises(ValueError, match="needs dataset.source.path"):
+        FileSource()
+
+
+def test_jsonl_source(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(json.dumps({"t": t, "y": y}) for t, y in ROWS))
+    loaded = FileSource(path=str(path), text_column="t", label_column="y").load()
+    assert loaded.label_names == ["neg", "pos"]
+
+
+def test_evaluation_subset_is_fixed_and_length_sorted(tokenizer):
+    modules = []
+    for seed in (0, 1):
+        dm = TextClassificationDataModule(shipped_source(), tokenizer, max_length=32, max_train_examples=50, seed=seed)
+        dm.setup()
+        modules.append(dm)
+    subsets = [dm.evaluation_subset(30, subset_seed=0) for dm in modules]
+    assert sorted(subsets[0]["example_id"]) == sorted(subsets[1]["example_id"])  # same for every seed
+    assert len(subsets[0]) == 30
+    lengths = subsets[0]["length"]
+    assert lengths == sorted(lengths)
+    assert sorted(modules[0].evaluation_subset(30, subset_seed=1)["example_id"]) != sorted(subsets[0]["example_id"])
+    assert len(modules[0].tokenized["train"]) == 50
+    assert modules[0].tokenized["train"]["example_id"] != modules[1].tokenized["train"]["example_id"]
+    batch = next(iter(modules[0].evaluation_dataloader(8)))
+    assert batch["tokens"].input_ids.shape[0] == 8 and batch["labels"].shape == (8,)
+    with pytest.raises(ValueError, match="n_examples"):
+        modules[0].evaluation_subset(0)
