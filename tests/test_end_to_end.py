@@ -1,0 +1,109 @@
+"""End to end: train.py + evaluate.py on the shipped data with the packaged MiniLM encoder, offline,
+reading the curves back from the offline W&B run's Table files. Small settings keep it to ~2 minutes."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["train.max_train_examples=400", "evaluation.n_examples=12", "data.eval_batch_size=128"]
+
+
+def _run(script, args, env, cwd=ROOT):
+    out = subprocess.run([sys.executable, script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    return out
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {
+        **os.environ,
+        "ITERMASK_CACHE": str(tmp_path / "cache"),
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_SILENT": "true",
+    }
+
+
+@pytest.mark.slow
+def test_train_then_evaluate_multirun(tmp_path, env):
+    _run("train.py", ["seed=0", f"hydra.run.dir={tmp_path}/train", SMALL[0]], env)
+    entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert len(entries) == 1 and (entries[0] / "meta.json").is_file() and (entries[0] / "model").is_dir()
+
+    _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", *SMALL], env)
+    assert len([p for p in (tmp_path / "cache").iterdir() if p.is_dir()]) == 2  # seed 0 reused, seed 1 trained
+    log0 = (tmp_path / "multi/0/evaluate.log").read_text()
+    assert "reusing fine-tuned checkpoint" in log0
+
+    results = [json.loads((tmp_path / f"multi/{i}/results.json").read_text()) for i in (0, 1)]
+    assert [r["seed"] for r in results] == [0, 1]
+    assert results[0]["example_ids"] == results[1]["example_ids"]  # same examples for every seed
+    assert results[0]["checkpoint_key"] != results[1]["checkpoint_key"]
+    for result in results:
+        assert result["n_evaluated"] + result["n_skipped_no_maskable"] == 12
+        assert result["n_test"] == 1342
+        assert 0.5 < result["accuracy"]["test"] <= 1.0
+        assert result["accuracy"]["majority_class_test"] == pytest.approx(766 / 1342)
+        assert set(result["scores"]) == {"gradient", "random"}
+        for method in ("gradient", "random"):
+            assert set(result["scores"][method]) == {"one_shot", "recursive"}
+            one_shot = result["scores"][method]["one_shot"]
+            assert one_shot["comprehensiveness_prob"][0] == 0.0  # fraction 0 masks nothing
+            assert len(one_shot["target_prob"]) == 13
+            assert "aopc_sufficiency_prob" in one_shot
+            assert "aopc_sufficiency_prob" not in result["scores"][method]["recursive"]
+        assert result["environment"]["packages"]["itermask"]
+
+        # the curves logged to the offline W&B run equal the result file's
+        run_dir = Path(tmp_path / f"multi/{result['seed']}")
+        tables = glob.glob(str(run_dir / "wandb/offline-run-*/files/media/table/masking_curves_*.table.json"))
+        assert len(tables) == 1
+        table = json.loads(Path(tables[0]).read_text())
+        frame = pd.DataFrame(table["data"], columns=table["columns"])
+        assert len(frame) == 2 * 2 * 13
+        curve = frame[frame.curve == "gradient/recursive"].sort_values("fraction")
+        expected = result["scores"]["gradient"]["recursive"]
+        assert curve["target_prob"].tolist() == pytest.approx(expected["target_prob"])
+        assert curve["flip_rate"].tolist() == pytest.approx(expected["flip_rate"])
+        assert curve["sufficiency_prob"].isna().all()
+
+
+@pytest.mark.slow
+def test_evaluate_on_a_users_csv(tmp_path, env):
+    rows = pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/validation.csv", keep_default_na=False)
+    rows = rows.head(300).rename(columns={"text": "snippet"})
+    rows["verdict"] = rows.pop("label").map({0: "rotten", 1: "fresh"})
+    rows.to_csv(tmp_path / "mine.csv", index=False)
+    _run(
+        "evaluate.py",
+        [
+            "dataset=csv",
+            f"dataset.source.path={tmp_path}/mine.csv",
+            "dataset.source.text_column=snippet",
+            "dataset.source.label_column=verdict",
+            "logger=csv",
+            "saliency=integrated_gradients",
+            "saliency.n_steps=4",
+            "masking=delete",
+            "evaluation.n_examples=6",
+            "train.max_train_examples=100",
+            f"hydra.run.dir={tmp_path}/run",
+        ],
+        env,
+    )
+    result = json.loads((tmp_path / "run/results.json").read_text())
+    assert result["config"]["dataset"]["source"]["text_column"] == "snippet"
+    assert result["saliency"]["name"] == "integrated_gradients" and result["masking"] == "delete"
+    assert result["n_test"] == 30  # test_ratio 0.1 of 300
+    assert (tmp_path / "run/csv").is_dir()
+    meta = json.loads(next((tmp_path / "cache").glob("*/meta.json")).read_text())
+    assert meta["label_names"] == ["fresh", "rotten"]

@@ -1,0 +1,113 @@
+"""Configs, seeding, the checkpoint cache and result files (fast; no training)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from itermask.cache import CheckpointCache, config_hash
+from itermask.pipeline import _build, _seed, training_key
+from itermask.results import environment, write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compose(*overrides, name="evaluate"):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name=name, overrides=["output_dir=/tmp/unused", *overrides])
+
+
+@pytest.mark.parametrize("saliency", ["random", "gradient", "input_x_gradient", "integrated_gradients"])
+@pytest.mark.parametrize("masking", ["mask_token", "delete"])
+def test_every_saliency_and_masking_config_builds(saliency, masking, tokenizer):
+    cfg = _compose(f"saliency={saliency}", f"masking={masking}")
+    method = _build(cfg.saliency).bind(tokenizer)
+    strategy = _build(cfg.masking)(tokenizer=tokenizer)
+    assert method.name == cfg.saliency.name == saliency
+    assert strategy.name == cfg.masking.name == masking
+
+
+@pytest.mark.parametrize("model", ["minilm", "bert", "roberta", "distilbert"])
+@pytest.mark.parametrize("dataset", ["rt_snippets", "rotten_tomatoes", "sst2", "imdb", "csv"])
+def test_model_and_dataset_configs_compose(model, dataset):
+    cfg = _compose(f"model={model}", f"dataset={dataset}")
+    assert cfg.model.pretrained and cfg.model.finetune.optimizer.learning_rate > 0
+    assert cfg.dataset.source._target_.startswith("itermask.data.")
+
+
+def test_default_fractions_hold_the_eraser_bins():
+    cfg = _compose()
+    assert set(cfg.evaluation.aopc_bins) <= set(cfg.evaluation.fractions)
+    assert cfg.evaluation.fractions[:4] == [0.0, 0.01, 0.05, 0.1]
+
+
+def test_seed_zero_seeds():
+    cfg = OmegaConf.create({"seed": 0})
+    torch.manual_seed(123)
+    _seed(cfg)
+    first = torch.rand(3)
+    _seed(cfg)
+    assert torch.equal(first, torch.rand(3)) and torch.initial_seed() == 0
+    with pytest.raises(ValueError, match="seed"):
+        _seed(OmegaConf.create({"seed": None}))
+
+
+def test_training_key_covers_what_determines_the_weights():
+    base = _compose()
+    key, payload = training_key(base)
+    assert key == training_key(_compose())[0]
+    assert payload["seed"] == 0
+    for override in ("seed=1", "model.finetune.optimizer.learning_rate=1e-4", "train.max_train_examples=10",
+                     "model=bert", "dataset=sst2"):
+        assert training_key(_compose(override))[0] != key, override
+    # evaluation settings do not change the checkpoint
+    assert training_key(_compose("saliency=integrated_gradients", "evaluation.n_examples=5"))[0] == key
+
+
+def test_config_hash_is_order_independent():
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
+    assert config_hash({"a": 1}) != config_hash({"a": 2})
+
+
+def test_cache_entry_complete_only_after_finish(tmp_path):
+    cache = CheckpointCache(tmp_path / "cache", lock_timeout=0.1)
+    assert cache.meta("k") is None
+    with cache.lock("k"):
+        from filelock import Timeout
+
+        with pytest.raises(Timeout):  # a second job waits for the lock
+            CheckpointCache(tmp_path / "cache", lock_timeout=0.1).lock("k").acquire()
+    cache.finish("k", {"val_acc": 0.5})
+    assert cache.meta("k") == {"val_acc": 0.5}
+
+
+def test_write_json_atomic_leaves_nothing_half_written(tmp_path):
+    path = tmp_path / "results.json"
+    write_json_atomic(path, {"ok": 1, "nan": float("nan")})
+    assert json.loads(path.read_text()) == {"ok": 1, "nan": None}
+    with pytest.raises(TypeError):
+        write_json_atomic(path, {"bad": object()})
+    assert json.loads(path.read_text()) == {"ok": 1, "nan": None}  # the old file survives intact
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no temporary file left
+
+
+def test_environment_records_versions():
+    env = environment()
+    assert env["packages"]["torch"] == torch.__version__
+    assert "git_commit" in env
+
+
+def test_unknown_config_option_lists_the_choices():
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", "model=nonexistent"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"}, timeout=120,
+    )
+    assert out.returncode != 0
+    assert "Could not find 'model/nonexistent'" in out.stderr
+    assert "minilm" in out.stderr and "roberta" in out.stderr
