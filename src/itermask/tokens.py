@@ -75,7 +75,11 @@ class TokenBatch:
 
     def trim(self) -> "TokenBatch":
         """Drop trailing columns that are padding in every row (shorter sequences, same result)."""
-        length = int(self.attention_mask.sum(dim=1).max().item()) if len(self) else 0
+        if not len(self):
+            return self
+        positions = torch.arange(1, self.input_ids.shape[1] + 1, device=self.device)
+        # the last attended position (a strategy may zero attention in the middle of a sequence)
+        length = int((self.attention_mask.bool() * positions).max().item())
         return self.map(lambda t: t[:, : max(length, 1)])
 
     def to(self, device: torch.device | str) -> "TokenBatch":
