@@ -109,13 +109,17 @@ def test_decision_flips_and_accuracy(curves):
         [0, 0, 0, 0, 1, 1, 1],
         [0, 0, 0, 0, 0, 1, 0],
     ]
-    assert metrics.first_flip_fraction(one_shot).tolist() == [0.2, 0.5]
+    # first flips at k = 1 (fraction step 0.2) and k = 2 (step 0.5) of n = 3: the shares masked are k / n
+    assert metrics.first_flip_step(one_shot).tolist() == [4, 5]
+    assert metrics.first_flip_fraction(one_shot).tolist() == pytest.approx([1 / 3, 2 / 3])
+    assert metrics.first_flip_count(one_shot).tolist() == [1.0, 2.0]
     summary = metrics.summarize(one_shot)
     assert summary["flip_rate"] == pytest.approx([0, 0, 0, 0, 0.5, 1.0, 0.5])
     # gold labels are 1, 1: predictions (1, 0) -> (0, 0) -> (0, 1) -> (0, 0)
     assert summary["accuracy"] == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.0, 0.5, 0.0])
     assert summary["mean_k"] == pytest.approx([0, 0, 0, 0, 1, 2, 3])
-    assert summary["first_flip_fraction"] == pytest.approx(0.35)
+    assert summary["first_flip_fraction"] == pytest.approx(0.5)
+    assert summary["first_flip_count"] == pytest.approx(1.5)
     assert summary["never_flip_rate"] == 0.0
 
 
