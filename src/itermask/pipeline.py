@@ -89,10 +89,10 @@ def run_name(cfg: DictConfig) -> str:
     return "-".join(str(p) for p in parts) + f"-seed{cfg.seed}"
 
 
-def prepare(cfg: DictConfig):
-    """Seed, tokenizer and data module (set up) for ``cfg``."""
+def prepare(cfg: DictConfig, tokenizer=None):
+    """Seed, tokenizer (loaded unless given) and data module (set up) for ``cfg``."""
     _seed(cfg)
-    tokenizer = load_tokenizer(cfg.model.pretrained)
+    tokenizer = load_tokenizer(cfg.model.pretrained) if tokenizer is None else tokenizer
     datamodule = TextClassificationDataModule(
         source=hydra.utils.instantiate(cfg.dataset.source),
         tokenizer=tokenizer,
@@ -226,8 +226,10 @@ def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: get (or train) the checkpoint, measure accuracy, run the masking evaluation,
     write ``<output_dir>/results.json`` atomically and log everything; returns the result dict."""
     start = time.time()
-    tokenizer, datamodule = prepare(cfg)
-    evaluators = _evaluators(cfg, tokenizer)  # fail fast on bad saliency/masking settings
+    # fail fast on bad saliency/masking settings, before loading data or training
+    tokenizer = load_tokenizer(cfg.model.pretrained)
+    evaluators = _evaluators(cfg, tokenizer)
+    tokenizer, datamodule = prepare(cfg, tokenizer)
     logger = _logger(cfg)
     try:
         tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
