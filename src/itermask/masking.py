@@ -264,6 +264,7 @@ class MlmInfill(MaskingStrategy):
     def __init__(self, tokenizer, mlm_pretrained: str, chunk_size: int = 64) -> None:
         super().__init__(tokenizer)
         from transformers import AutoModelForMaskedLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
         from itermask.models import resolve_pretrained
 
@@ -278,12 +279,16 @@ class MlmInfill(MaskingStrategy):
             "random_token or delete)"
         )
         path = resolve_pretrained(self.mlm_pretrained)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
         try:
             model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
         except (OSError, ValueError, KeyError) as error:
             raise ValueError(
                 f"mlm_infill cannot load a masked-language model from {self.mlm_pretrained!r}: {error}; {alternatives}"
             ) from error
+        finally:
+            hf_logging.set_verbosity(verbosity)
         prefix = f"{model.base_model_prefix}."
         head = {name for name, _ in model.named_parameters() if not name.startswith(prefix)}
         missing_head = sorted(head & set(info["missing_keys"]))

@@ -27,6 +27,8 @@ CURVE_COLUMNS = (
     "flip_rate",
     "comprehensiveness_prob",
     "sufficiency_prob",
+    "x",
+    "log_odds_drop",
 )
 CURVE_PLOTS = ("target_prob", "accuracy", "flip_rate", "comprehensiveness_prob")
 
