@@ -48,10 +48,8 @@ def vocab_file(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def tokenizer(vocab_file):
-    # transformers 5 takes the vocabulary as ``vocab``; an unknown ``vocab_file`` keyword is silently
-    # ignored and leaves a tokenizer of the 5 special tokens only, which maps every word to [UNK]
     tok = BertTokenizer(vocab=vocab_file)
-    assert len(tok) == len(SPECIALS) + 400, len(tok)
+    assert len(tok) == len(SPECIALS) + 400, "the tokenizer did not read the vocabulary"
     return tok
 
 
