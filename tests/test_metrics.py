@@ -306,7 +306,16 @@ def test_new_scores_reach_the_tracked_scalars_and_curves(curves):
     assert scalars["gradient/one_shot/first_flip_count"] == 1.5
     # this curve ends above its minimum, so its area above the end point is negative: RACU is undefined
     assert math.isnan(scalars["relative_to_random/one_shot/racu_without_retraining_prob"])
-    rows = tracking.curve_rows(result["scores"])
-    columns = list(tracking.CURVE_COLUMNS)
+    columns, rows = tracking.curve_table(result["scores"])
     assert [row[columns.index("x")] for row in rows[:7]] == FRACTIONS
     assert [row[columns.index("log_odds_drop")] for row in rows[:7]] == pytest.approx(summary["log_odds_drop"])
+
+
+def test_curve_table_follows_the_quantity(curves):
+    from itermask import tracking
+
+    summary = metrics.summarize(curves["one_shot"], quantity="logit")
+    columns, rows = tracking.curve_table({"gradient": {"one_shot": summary}})
+    assert "comprehensiveness_logit" in columns and "comprehensiveness_prob" not in columns
+    assert [row[columns.index("comprehensiveness_logit")] for row in rows] == summary["comprehensiveness_logit"]
+    assert len(rows) == len(FRACTIONS)
