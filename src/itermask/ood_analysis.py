@@ -9,6 +9,7 @@ every masking curve that carries representations, and draw the figures into the 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import torch
@@ -59,6 +60,13 @@ def run(
         ``(result, images)``: the JSON-ready ``ood`` section of the result file and ``{name: PNG path}``.
     """
     o = cfg.ood
+    seconds, start = {}, time.time()
+
+    def lap(name: str) -> None:
+        nonlocal start
+        seconds[name] = time.time() - start
+        start = time.time()
+
     was_training = model.training
     model.eval()
     try:
@@ -72,6 +80,7 @@ def run(
             calibration, _ = collect(model, loader, cfg.evaluation.chunk_size)
     finally:
         model.train(was_training)
+    lap("embed_fit_data")
     detectors = OODDetectors.fit(
         train,
         train_labels,
@@ -90,6 +99,7 @@ def run(
         }
         for name, by_schedule in curves.items()
     }
+    lap("fit_and_score")
     result = {
         "representation": "final = input of the classifier's final linear layer; layer_i = hidden state i "
         "mean-pooled over attended tokens (layer_0: embeddings); MaSF uses max-pooled hidden states",
@@ -121,4 +131,7 @@ def run(
             ),
             out / "ood_umap.png",
         )
+        lap("plots")
+    result["seconds"] = seconds
+    log.info("OOD analysis took %s", {k: round(v, 1) for k, v in seconds.items()})
     return result, images

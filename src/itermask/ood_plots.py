@@ -151,7 +151,7 @@ def umap_figure(
             ax = axes[r][c]
             scatter(ax, part[0], train_labels.numpy(), "train", "o", 6)
             scatter(ax, part[1], test_labels, "clean", "o", 12)
-            scatter(ax, part[2 + r * len(steps) + c], test_labels, "masked", "x", 14)
+            scatter(ax, part[2 + r * len(steps) + c], test_labels, "masked", "X", 16)
             ax.set_title(f"{schedule}, {fraction:.0%} masked", fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
