@@ -422,3 +422,49 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
     images = list((run_dir / "files/media/images").rglob("*.png"))
     assert len(images) == 3
     assert list((run_dir / "files/media/table").glob("ood_statistics_*.table.json"))
+
+
+# --- reporting ----------------------------------------------------------------------------------------
+
+
+def _ood_section():
+    stats = {
+        "fractions": [0.0, 0.5, 1.0],
+        "n_examples": 2,
+        "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7],
+                   "masf_flagged": [0.0, 0.5, 1.0], "final/l2_norm": [3.0, 2.0, 1.0]},
+        "clean": {"final/l2_norm": 3.0},
+        "missing": {"ece": "ECE needs gold labels"},
+    }
+    return {"statistics": {"gradient": {"one_shot": stats, "recursive": stats}}}
+
+
+def test_ood_rows_and_csv_logging(tmp_path):
+    from pytorch_lightning.loggers import CSVLogger
+
+    from itermask.tracking import OOD_COLUMNS, log_ood, ood_rows
+
+    rows = ood_rows(_ood_section())
+    assert len(rows) == 2 * 4 * 3 and len(rows[0]) == len(OOD_COLUMNS)
+    assert ["gradient/one_shot", "gradient", "one_shot", 0.5, "final/auroc_mahalanobis", 0.75] in rows
+    logger = CSVLogger(str(tmp_path))
+    log_ood(logger, _ood_section(), images={})
+    import pandas as pd
+
+    metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
+    assert metrics["ood/gradient/recursive/final/auroc_mahalanobis@0.5"].dropna().tolist() == [0.75]
+    assert metrics["ood/gradient/one_shot/masf_flagged@1"].dropna().tolist() == [1.0]
+    assert not any(c.startswith("ood/gradient/one_shot/layer_1") for c in metrics.columns)  # per-layer: table only
+
+
+def test_ood_figures(tmp_path):
+    from itermask import ood_plots
+
+    fig = ood_plots.statistics_figure(_ood_section()["statistics"], keys=["final/l2_norm", "ece"])
+    first, second = fig.axes[:2]
+    assert len(first.lines) == 2 + 1  # two curves and the clean value
+    assert "ECE needs gold labels" in second.texts[0].get_text()
+    layers = ood_plots.layer_figure(_ood_section()["statistics"]["gradient"], "auroc_mahalanobis")
+    assert [line.get_label() for line in layers.axes[0].lines[:2]] == ["final", "layer_1"]
+    path = ood_plots.save(fig, tmp_path / "f.png")
+    assert path.read_bytes()[:4] == b"\x89PNG" and not list(tmp_path.glob(".f.*"))

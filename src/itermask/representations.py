@@ -103,14 +103,16 @@ def pool_hidden_states(hidden_states: Iterable[Tensor], attention_mask: Tensor) 
     Raises:
         ValueError: if a row has no attended token.
     """
-    states = torch.stack([h.float() for h in hidden_states], dim=1)  # [B, L+1, T, H]
-    mask = attention_mask.bool()[:, None, :, None]
-    count = mask.sum(dim=2)
+    mask = attention_mask.bool()[:, :, None]  # [B, T, 1]
+    count = mask.sum(dim=1)
     if (count == 0).any():
         raise ValueError("cannot pool the hidden states of an input with no attended token")
-    mean = (states * mask).sum(dim=2) / count
-    maximum = states.masked_fill(~mask, float("-inf")).amax(dim=2)
-    return mean, maximum
+    means, maxima = [], []
+    for states in hidden_states:  # one layer at a time: no [B, L+1, T, H] copy
+        states = states.float()
+        means.append((states * mask).sum(dim=1) / count)
+        maxima.append(states.masked_fill(~mask, float("-inf")).amax(dim=1))
+    return torch.stack(means, dim=1), torch.stack(maxima, dim=1)
 
 
 @contextmanager

@@ -115,14 +115,15 @@ def ood_rows(ood: dict) -> list[list[Any]]:
 
 def log_ood(logger: Logger | None, ood: dict, images: dict[str, Any]) -> None:
     """Log the OOD statistics (W&B: a long Table, the figures ``images`` ``{name: PNG path}`` as images
-    and every AUROC / MaSF share as summary values ``ood/<curve>/<statistic>@<fraction>``; CSV: metrics)."""
+    and the AUROCs and MaSF share of the final-layer input and the model as summary values
+    ``ood/<curve>/<statistic>@<fraction>``; CSV: those as metrics; per-layer values are in the table)."""
     if logger is None:
         return
     rows = ood_rows(ood)
     scalars = {
         f"ood/{curve}/{key}@{fraction:g}": value
         for curve, _, _, fraction, key, value in rows
-        if "auroc" in key or key == "masf_flagged"
+        if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
     }
     if isinstance(logger, WandbLogger):
         import wandb
