@@ -1,7 +1,7 @@
 """Masked fine-tuning: random masking of training batches (the control of the out-of-distribution study).
 
-Madsen et al. 2023 ("Faithfulness Measurable Masked Language Models", arXiv 2310.07819, Sec. 4) fine-tune
-with a random share of the tokens masked in half of the training batches, so that masked inputs are in
+Madsen et al. 2023 ("Faithfulness Measurable Masked Language Models", arXiv 2310.07819) fine-tune with
+a random share of the tokens masked in half of the training batches, so that masked inputs are in
 distribution for the classifier. :class:`RandomMaskingAugmentation` does this with itermask's own
 masking conventions: in a ``batch_share`` of the batches, each example draws a masking fraction
 ``f ~ U[0, 1]``, and ``k = floor(f * n + 0.5)`` of its ``n`` maskable tokens

@@ -18,7 +18,7 @@ Statistics (higher = more out-of-distribution for every *score*):
   input preprocessing (Eq. 4) and without its feature ensemble over layers: each view is scored alone.
 * k-nearest-neighbour distance (:class:`KNNScorer`): distance to the k-th nearest training embedding,
   after L2 normalisation by default (Sun et al. 2022, arXiv 2204.06507, Sec. 3).
-* MaSF (:class:`MaSF`): Madsen et al. 2023 (arXiv 2310.07819, Sec. 6, after Haroush et al. 2022, ICLR
+* MaSF (:class:`MaSF`): Madsen et al. 2023 (arXiv 2310.07819, their in-distribution test, after Haroush et al. 2022, ICLR
   "A statistical framework for efficient out of distribution detection"): max-pooled hidden states,
   per-dimension two-sided empirical p-values, Simes across dimensions, Fisher across layers, each
   combined statistic re-calibrated by an empirical CDF; reported as the fraction of inputs flagged at
@@ -263,7 +263,7 @@ def fisher(p_values: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 class MaSF:
-    """MaSF out-of-distribution test, as Madsen et al. 2023 (arXiv 2310.07819, Sec. 6) use it in their code
+    """MaSF out-of-distribution test, as Madsen et al. 2023 (arXiv 2310.07819) use it in their code
     (``ecoroar/ood/masf.py``), after Haroush et al. 2022.
 
     Input: hidden states max-pooled over the attended tokens, ``[N, L+1, H]``

@@ -18,13 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from itermask import metrics, ood_analysis, tracking
+from itermask.augmentation import RandomMaskingAugmentation
 from itermask.cache import CheckpointCache, config_hash
 from itermask.data import TextClassificationDataModule
 from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.lightning_evaluation import MaskingEvaluationModule
 from itermask.models import SequenceClassifier, load_tokenizer
 from itermask.results import environment, write_json_atomic
-from itermask.augmentation import RandomMaskingAugmentation
 from itermask.saliency import RandomSaliency
 
 log = logging.getLogger(__name__)

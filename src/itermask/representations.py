@@ -1,7 +1,6 @@
 """Capturing a classifier's internal representations during the forward passes it already runs.
 
-Two representations of each input are recorded (Crothers et al. 2023, arXiv 2308.06795, Sec. 5 look at
-the embedding the classification layer sees; Madsen et al. 2023, arXiv 2310.07819, at all hidden layers):
+Two representations of each input are recorded:
 
 * ``features``: the input of the classifier's *final* linear layer, captured with a forward pre-hook on
   that layer (:func:`classifier_head`). What this vector is differs by architecture:
@@ -9,7 +8,7 @@ the embedding the classification layer sees; Madsen et al. 2023, arXiv 2310.0781
   ========================  ===========================  =============================================
   architecture              final linear layer           its input
   ========================  ===========================  =============================================
-  BERT (MiniLM), DeBERTa    ``classifier``               pooler output (tanh(dense([CLS]))), after dropout
+  BERT (MiniLM), DeBERTa    ``classifier``               pooler output (BERT: tanh(dense([CLS]))), after dropout
   RoBERTa, ELECTRA          ``classifier.out_proj``      tanh/gelu(``classifier.dense``([CLS])), after dropout
   DistilBERT                ``classifier``               relu(``pre_classifier``([CLS])), after dropout
   ========================  ===========================  =============================================
