@@ -394,10 +394,17 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
 def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
     env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline",
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_SILENT": "true"}
+    import pandas as pd
+
+    # a small CSV (320 / 40 / 40 train / validation / test) keeps the accuracy pass and fitting short
+    pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/train.csv", keep_default_na=False).head(400).to_csv(
+        tmp_path / "small.csv", index=False
+    )
     args = [
-        "train.max_train_examples=160", "train.masking_augmentation.enabled=true",
-        "evaluation.n_examples=8", "evaluation.fractions=[0.0,0.1,0.5,0.9,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
-        "ood.n_fit_examples=60", "ood.n_calibration_examples=120", "ood.plots.umap_train_points=40",
+        "dataset=csv", f"dataset.source.path={tmp_path}/small.csv",
+        "train.max_train_examples=96", "train.masking_augmentation.enabled=true",
+        "evaluation.n_examples=8", "evaluation.compare_random=false", "evaluation.fractions=[0.0,0.1,0.5,0.9,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
+        "ood.enabled=true", "ood.n_fit_examples=60", "ood.plots.umap_train_points=40",
         "ood.plots.umap_neighbors=5", f"hydra.run.dir={tmp_path}/run",
     ]
     out = subprocess.run([sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -405,10 +412,13 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
     result = json.loads((tmp_path / "run/results.json").read_text())
     assert result["config"]["train"]["masking_augmentation"]["enabled"] is True
     ood = result["ood"]
-    assert ood["fit"]["n_train"] == 60 and ood["fit"]["masf_fit"] == 60 and ood["fit"]["masf_calibration"] == 60
+    fit = ood["fit"]
+    assert fit["n_train"] == 60 and fit["masf_fit"] == fit["n_calibration"] // 2 > 10
+    assert fit["masf_fit"] + fit["masf_calibration"] == fit["n_calibration"]
     assert ood["fit"]["final/covariance"] == "ledoit_wolf"  # 60 examples < hidden size 384
     assert "Ledoit-Wolf" in (tmp_path / "run/evaluate.log").read_text()
-    for method in ("gradient", "random"):
+    assert list(ood["statistics"]) == ["gradient"]
+    for method in ("gradient",):
         for schedule in ("one_shot", "recursive"):
             stats = ood["statistics"][method][schedule]
             assert stats["n_examples"] == result["n_evaluated"]
