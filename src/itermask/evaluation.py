@@ -7,7 +7,10 @@
 3. for each schedule builds the masks of every step (:mod:`itermask.masking`) and runs all masked
    inputs of the batch (``S x B`` rows) through the model in padded chunks under
    ``torch.inference_mode``; for the one-shot schedule also the complementary inputs where only the
-   top-k tokens are kept (sufficiency).
+   top-k tokens are kept (sufficiency);
+4. optionally (``collect_representations``) records, during those same forward passes, the clean and
+   masked inputs' representations (:mod:`itermask.representations`) for the out-of-distribution
+   statistics of :mod:`itermask.embedding_stats`.
 
 The result is a :class:`MaskingCurves` per schedule, from which :mod:`itermask.metrics` computes scores.
 """
@@ -22,6 +25,7 @@ import torch
 from torch import Tensor
 
 from itermask.masking import SCHEDULES, STEP_KINDS, MaskingStrategy, step_counts, to_source_positions
+from itermask.representations import Representations, capture_representations
 from itermask.saliency import SaliencyMethod
 from itermask.tokens import TokenBatch, chunked_logits, maskable_positions
 
@@ -48,6 +52,12 @@ class MaskingCurves:
         logits: ``[B, S, C]`` logits with the top-k tokens masked (comprehensiveness direction).
         keep_logits: ``[B, S, C]`` logits with only the top-k tokens kept, every other maskable token
             masked (sufficiency direction); ``None`` for the recursive schedule, where it is undefined.
+        clean_features, features: ``[B, D]`` / ``[B, S, D]`` input of the final linear layer for the clean
+            and the masked (comprehensiveness direction) inputs; ``None`` unless representations were
+            collected (see :mod:`itermask.representations`).
+        clean_layer_mean, layer_mean: ``[B, L+1, H]`` / ``[B, S, L+1, H]`` hidden states mean-pooled over
+            attended tokens; ``None`` unless collected.
+        clean_layer_max, layer_max: the same max-pooled; ``None`` unless collected.
     """
 
     schedule: str
@@ -61,6 +71,20 @@ class MaskingCurves:
     clean_logits: Tensor
     logits: Tensor
     keep_logits: Tensor | None = None
+    clean_features: Tensor | None = None
+    features: Tensor | None = None
+    clean_layer_mean: Tensor | None = None
+    layer_mean: Tensor | None = None
+    clean_layer_max: Tensor | None = None
+    layer_max: Tensor | None = None
+
+    def representations(self) -> tuple[Representations, Representations] | None:
+        """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with
+        ``[B, S, ...]`` leading dimensions; ``None`` if they were not collected."""
+        if self.features is None:
+            return None
+        clean = Representations(self.clean_features, self.clean_layer_mean, self.clean_layer_max)
+        return clean, Representations(self.features, self.layer_mean, self.layer_max)
 
     #: fields shared by every example (not indexed by example)
     SHARED = ("schedule", "steps", "grid")
@@ -179,6 +203,9 @@ class IterativeMaskingEvaluator:
         counts: ``S`` token counts, non-negative integers, ascending (needed when ``steps="count"``).
         segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second
             text of a sentence pair), or ``None`` for all; see :func:`itermask.tokens.maskable_positions`.
+        collect_representations: also record the clean and masked inputs' representations in the
+            curves (``features``, ``layer_mean``, ``layer_max``); needs a Hugging Face classifier (see
+            :func:`itermask.representations.capture_representations`). Off by default: it costs memory.
 
     Raises:
         ValueError: for unknown schedules or kinds of steps, an empty or unsorted grid, count steps without
@@ -198,6 +225,7 @@ class IterativeMaskingEvaluator:
         steps: str = "fraction",
         counts: Sequence[int] | None = None,
         segments: int | Sequence[int] | None = None,
+        collect_representations: bool = False,
     ) -> None:
         unknown = [s for s in schedules if s not in SCHEDULES]
         if unknown:
@@ -222,6 +250,7 @@ class IterativeMaskingEvaluator:
         self.target = target
         self.chunk_size = int(chunk_size)
         self.sufficiency = sufficiency
+        self.collect_representations = collect_representations
 
     def maskable(self, batch: TokenBatch) -> Tensor:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
@@ -234,12 +263,25 @@ class IterativeMaskingEvaluator:
             batch = batch.map(torch.clone)  # never hand inference tensors to autograd
             return self.saliency.attribute(model, batch, target.clone(), example_ids.clone())
 
-    def _masked_logits(self, model, batch: TokenBatch, masks: Tensor) -> Tensor:
-        """Logits ``[B, S, C]`` for ``masks`` ``[S, B, L]`` applied to ``batch``, in one chunked pass."""
+    def _logits(self, model, batch: TokenBatch, collect: bool = False) -> tuple[Tensor, Representations | None]:
+        """Logits ``[N, C]`` of ``batch`` in chunks, and its representations if ``collect``."""
+        if not collect:
+            return chunked_logits(model, batch, self.chunk_size), None
+        with capture_representations(model) as records:
+            logits = chunked_logits(model, batch, self.chunk_size)
+        return logits, Representations.concat(records)
+
+    def _masked_logits(
+        self, model, batch: TokenBatch, masks: Tensor, collect: bool = False
+    ) -> tuple[Tensor, Representations | None]:
+        """Logits ``[B, S, C]`` for ``masks`` ``[S, B, L]`` applied to ``batch``, in one chunked pass, and
+        the representations (``[B, S, ...]``) if ``collect``."""
         steps, size, length = masks.shape
         masked = self.strategy.apply(batch.tile(steps), masks.reshape(steps * size, length)).batch
-        logits = chunked_logits(model, masked, self.chunk_size)
-        return logits.reshape(steps, size, -1).transpose(0, 1)
+        logits, reps = self._logits(model, masked, collect)
+        if reps is not None:
+            reps = reps.map(lambda t: t.reshape(steps, size, *t.shape[1:]).transpose(0, 1))
+        return logits.reshape(steps, size, -1).transpose(0, 1), reps
 
     def evaluate(
         self,
@@ -271,7 +313,8 @@ class IterativeMaskingEvaluator:
         n_maskable = maskable.sum(dim=1)
         if (n_maskable == 0).any():
             raise ValueError("every example needs at least one maskable token; filter them out first")
-        clean_logits = chunked_logits(model, batch, self.chunk_size)
+        collect = self.collect_representations
+        clean_logits, clean_reps = self._logits(model, batch, collect)
         target = resolve_target(self.target, clean_logits, labels)
         clean_saliency = self._saliency(model, batch, target, example_ids)
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
@@ -286,7 +329,8 @@ class IterativeMaskingEvaluator:
             masks = SCHEDULES[name]().masks(clean_saliency, maskable, k, saliency_fn)
             keep_logits = None
             if name == "one_shot" and self.sufficiency:
-                keep_logits = self._masked_logits(model, batch, maskable & ~masks)
+                keep_logits = self._masked_logits(model, batch, maskable & ~masks)[0]
+            logits, reps = self._masked_logits(model, batch, masks, collect)
             results[name] = MaskingCurves(
                 schedule=name,
                 steps=self.steps,
@@ -297,7 +341,19 @@ class IterativeMaskingEvaluator:
                 target=target,
                 labels=labels,
                 clean_logits=clean_logits,
-                logits=self._masked_logits(model, batch, masks),
+                logits=logits,
                 keep_logits=keep_logits,
+                **({} if reps is None else _representation_fields(clean_reps, reps)),
             )
         return results
+
+
+def _representation_fields(clean: Representations, masked: Representations) -> dict[str, Tensor]:
+    return {
+        "clean_features": clean.features,
+        "features": masked.features,
+        "clean_layer_mean": clean.layer_mean,
+        "layer_mean": masked.layer_mean,
+        "clean_layer_max": clean.layer_max,
+        "layer_max": masked.layer_max,
+    }

@@ -95,6 +95,9 @@ class SequenceClassifier(pl.LightningModule):
         learning_rate: peak AdamW learning rate.
         weight_decay: AdamW weight decay (not applied to biases and LayerNorm weights).
         warmup_ratio: share of the optimisation steps spent warming up linearly from 0.
+        masking_augmentation: masks training batches at random (masked fine-tuning,
+            :class:`itermask.augmentation.RandomMaskingAugmentation`); ``None``: standard fine-tuning.
+            Not a hyperparameter of the checkpoint (the exported weights carry no trace of it).
     """
 
     def __init__(
@@ -105,9 +108,11 @@ class SequenceClassifier(pl.LightningModule):
         learning_rate: float = 5e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
+        masking_augmentation=None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["masking_augmentation"])
+        self.masking_augmentation = masking_augmentation
         self.model = load_classifier(pretrained, num_labels, label_names)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
         self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
@@ -118,7 +123,10 @@ class SequenceClassifier(pl.LightningModule):
         return class_logits(self.model, tokens)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        loss = torch.nn.functional.cross_entropy(self(batch["tokens"]), batch["labels"])
+        tokens = batch["tokens"]
+        if self.masking_augmentation is not None:
+            tokens = self.masking_augmentation(tokens)
+        loss = torch.nn.functional.cross_entropy(self(tokens), batch["labels"])
         self.log("train_loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
         return loss
 

@@ -17,7 +17,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from itermask import metrics, tracking
+from itermask import metrics, ood_analysis, tracking
+from itermask.augmentation import RandomMaskingAugmentation
 from itermask.cache import CheckpointCache, config_hash
 from itermask.data import TextClassificationDataModule
 from itermask.evaluation import IterativeMaskingEvaluator
@@ -42,11 +43,16 @@ class TrainedModel:
 
 def training_key(cfg: DictConfig) -> tuple[str, dict]:
     """The checkpoint-cache key: a hash of everything that determines the fine-tuned weights
-    (model, dataset source, training settings, trainer precision, seed)."""
+    (model, dataset source, training settings, trainer precision, seed).
+
+    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key."""
+    train = OmegaConf.to_container(cfg.train, resolve=True)
+    if not (train.get("masking_augmentation") or {}).get("enabled", False):
+        train.pop("masking_augmentation", None)
     payload = {
         "model": OmegaConf.to_container(cfg.model, resolve=True),
         "dataset": OmegaConf.to_container(cfg.dataset.source, resolve=True),
-        "train": OmegaConf.to_container(cfg.train, resolve=True),
+        "train": train,
         "precision": str(cfg.trainer.get("precision", "32-true")),
         "seed": int(cfg.seed),
     }
@@ -127,6 +133,7 @@ def get_or_train(cfg: DictConfig, datamodule: TextClassificationDataModule, toke
             pretrained=cfg.model.pretrained,
             num_labels=len(datamodule.label_names),
             label_names=datamodule.label_names,
+            masking_augmentation=_masking_augmentation(cfg, tokenizer),
             **cfg.model.finetune.optimizer,
         )
         checkpoints = ModelCheckpoint(
@@ -161,6 +168,15 @@ def get_or_train(cfg: DictConfig, datamodule: TextClassificationDataModule, toke
             cache.finish(key, meta)
         trainer.strategy.barrier()
     return TrainedModel(key, entry / "model", cache.meta(key))
+
+
+def _masking_augmentation(cfg: DictConfig, tokenizer) -> RandomMaskingAugmentation | None:
+    """Masked fine-tuning from ``cfg.train.masking_augmentation`` (``None`` when absent or disabled)."""
+    spec = cfg.train.get("masking_augmentation")
+    if spec is None or not spec.enabled:
+        return None
+    strategy = _build(spec.strategy)(tokenizer=tokenizer)
+    return RandomMaskingAugmentation(strategy, tokenizer.all_special_ids, spec.batch_share, seed=int(cfg.seed))
 
 
 def run_train(cfg: DictConfig) -> float:
@@ -208,9 +224,14 @@ def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluat
             steps=e.steps,
             counts=list(e.counts),
             segments=_segments(e.segments),
+            collect_representations=_ood_enabled(cfg),
         )
         for name, method in methods.items()
     }
+
+
+def _ood_enabled(cfg: DictConfig) -> bool:
+    return bool(cfg.get("ood") is not None and cfg.ood.enabled)
 
 
 def _relative_to_random(scores: dict, method: str) -> dict:
@@ -287,10 +308,15 @@ def run_evaluate(cfg: DictConfig) -> dict:
             "environment": environment(),
             "config": OmegaConf.to_container(cfg, resolve=True),
         }
+        images = {}
+        if _ood_enabled(cfg):
+            result["ood"], images = ood_analysis.run(cfg, classifier.model, datamodule, module.curves, method)
         result["seconds"] = time.time() - start
         path = write_json_atomic(Path(cfg.output_dir) / "results.json", result)
         log.info("wrote %s (test accuracy %.4f)", path, test_acc)
         tracking.log_evaluation(logger, result)
+        if "ood" in result:
+            tracking.log_ood(logger, result["ood"], images)
         return result
     finally:
         tracking.finish(logger)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
-__all__ = ["curve_table", "log_config", "log_evaluation", "finish"]
+__all__ = ["curve_table", "log_config", "log_evaluation", "ood_rows", "OOD_COLUMNS", "log_ood", "finish"]
 
 ID_COLUMNS = ("curve", "saliency", "schedule")
 
@@ -99,6 +99,45 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
                 step=step,
             )
         logger.log_metrics(scalars, step=len(rows))
+        logger.save()
+
+
+OOD_COLUMNS = ("curve", "saliency", "schedule", "fraction", "statistic", "value")
+
+
+def ood_rows(ood: dict) -> list[list[Any]]:
+    """The per-step OOD statistics (``ood["statistics"][saliency][schedule]``, see
+    :meth:`itermask.embedding_stats.OODCurves.to_dict`) in long format, :data:`OOD_COLUMNS` order."""
+    rows = []
+    for saliency, by_schedule in ood["statistics"].items():
+        for schedule, stats in by_schedule.items():
+            for key, series in stats["values"].items():
+                for fraction, value in zip(stats["fractions"], series):
+                    rows.append([f"{saliency}/{schedule}", saliency, schedule, fraction, key, value])
+    return rows
+
+
+def log_ood(logger: Logger | None, ood: dict, images: dict[str, Any]) -> None:
+    """Log the OOD statistics (W&B: a long Table, the figures ``images`` ``{name: PNG path}`` as images
+    and the AUROCs and MaSF share of the final-layer input and the model as summary values
+    ``ood/<curve>/<statistic>@<fraction>``; CSV: those as metrics; per-layer values are in the table)."""
+    if logger is None:
+        return
+    rows = ood_rows(ood)
+    scalars = {
+        f"ood/{curve}/{key}@{fraction:g}": value
+        for curve, _, _, fraction, key, value in rows
+        if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
+    }
+    if isinstance(logger, WandbLogger):
+        import wandb
+
+        payload = {"ood_statistics": wandb.Table(columns=list(OOD_COLUMNS), data=rows)}
+        payload.update({name: wandb.Image(str(path)) for name, path in images.items()})
+        logger.experiment.log(payload)
+        logger.experiment.summary.update(scalars)
+    else:
+        logger.log_metrics(scalars)
         logger.save()
 
 

@@ -1,0 +1,69 @@
+"""Masked fine-tuning: random masking of training batches (the control of the out-of-distribution study).
+
+Madsen et al. 2023 ("Faithfulness Measurable Masked Language Models", arXiv 2310.07819) fine-tune with
+a random share of the tokens masked in half of the training batches, so that masked inputs are in
+distribution for the classifier. :class:`RandomMaskingAugmentation` does this with itermask's own
+masking conventions: in a ``batch_share`` of the batches, each example draws a masking fraction
+``f ~ U[0, 1]``, and ``k = floor(f * n + 0.5)`` of its ``n`` maskable tokens
+(:func:`itermask.tokens.maskable_positions`; :func:`itermask.masking.masked_counts`), chosen uniformly
+at random, are masked with the configured :class:`itermask.masking.MaskingStrategy`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from itermask.masking import MaskingStrategy, masked_counts, top_k_mask
+from itermask.tokens import TokenBatch, maskable_positions
+
+__all__ = ["RandomMaskingAugmentation"]
+
+
+class RandomMaskingAugmentation:
+    """Masks a uniformly random fraction of the maskable tokens in a share of the training batches.
+
+    Args:
+        strategy: what a masked token becomes (e.g. :class:`itermask.masking.MaskToken`).
+        special_ids: ids never masked (``tokenizer.all_special_ids``).
+        batch_share: probability in [0, 1] that a batch is masked (Madsen et al. 2023 use 0.5).
+        seed: seed of the augmentation's own random generator (batch choice, fractions, positions).
+
+    Raises:
+        ValueError: if ``batch_share`` lies outside [0, 1].
+    """
+
+    def __init__(self, strategy: MaskingStrategy, special_ids: Iterable[int], batch_share: float = 0.5, seed: int = 0) -> None:
+        if not 0.0 <= float(batch_share) <= 1.0:
+            raise ValueError(f"masking_augmentation.batch_share must lie in [0, 1], got {batch_share}")
+        self.strategy = strategy
+        self.special_ids = sorted(set(int(i) for i in special_ids))
+        self.batch_share = float(batch_share)
+        self.generator = torch.Generator().manual_seed(int(seed))
+
+    def sample(self, batch: TokenBatch) -> tuple[Tensor, Tensor]:
+        """Draw masks for one batch that is to be masked.
+
+        Returns:
+            ``(mask, fractions)``: ``[B, L]`` bool positions to mask (clean positions) and ``[B]`` float64
+            drawn masking fractions.
+        """
+        maskable = maskable_positions(batch, self.special_ids)
+        fractions = torch.rand(len(batch), generator=self.generator, dtype=torch.float64)
+        # per-example fractions: the diagonal of masked_counts' [B, B] grid keeps its rounding rule
+        k = torch.diagonal(masked_counts(maskable.sum(dim=1).cpu(), fractions))
+        scores = torch.rand(batch.input_ids.shape, generator=self.generator)
+        mask = top_k_mask(scores, maskable.cpu(), k)
+        return mask.to(batch.device), fractions
+
+    def __call__(self, batch: TokenBatch) -> TokenBatch:
+        """The batch to train on: masked with probability ``batch_share``, else ``batch`` itself."""
+        if torch.rand((), generator=self.generator).item() >= self.batch_share:
+            return batch
+        mask, _ = self.sample(batch)
+        return self.strategy.apply(batch, mask).batch
+
+    def __repr__(self) -> str:
+        return f"RandomMaskingAugmentation({self.strategy!r}, batch_share={self.batch_share})"

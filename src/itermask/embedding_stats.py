@@ -1,0 +1,549 @@
+"""Out-of-distribution statistics of masked inputs' embeddings, per masking step.
+
+Crothers et al. 2023 (arXiv 2308.06795) argue that iteratively masked inputs lie outside the distribution
+the classifier was fine-tuned on. This module measures that on the representations recorded by
+:class:`itermask.evaluation.IterativeMaskingEvaluator` (``collect_representations=True``; see
+:mod:`itermask.representations`). Every function takes tensors and returns tensors or small dataclasses:
+no Hydra, no logging backend, no files.
+
+Representations ("views") scored: ``final`` (input of the final linear layer) and ``layer_<i>`` (hidden
+state ``i`` mean-pooled over attended tokens; ``layer_0`` is the embedding output).
+
+Statistics (higher = more out-of-distribution for every *score*):
+
+* L2 norm; cosine similarity and L2 distance to the same example unmasked.
+* Mahalanobis score (:class:`MahalanobisScorer`): Lee et al. 2018, arXiv 1807.03888, Eq. 2 — the
+  squared Mahalanobis distance to the closest class mean under class-conditional Gaussians with one
+  shared (tied) covariance, fitted on training embeddings and their gold labels. Without the paper's
+  input preprocessing (Eq. 4) and without its feature ensemble over layers: each view is scored alone.
+* k-nearest-neighbour distance (:class:`KNNScorer`): distance to the k-th nearest training embedding,
+  after L2 normalisation by default (Sun et al. 2022, arXiv 2204.06507, Sec. 3).
+* MaSF (:class:`MaSF`): Madsen et al. 2023 (arXiv 2310.07819, their in-distribution test, after Haroush et al. 2022, ICLR
+  "A statistical framework for efficient out of distribution detection"): max-pooled hidden states,
+  per-dimension two-sided empirical p-values, Simes across dimensions, Fisher across layers, each
+  combined statistic re-calibrated by an empirical CDF; reported as the fraction of inputs flagged at
+  ``alpha``.
+* OOD AUROC of masked vs clean test inputs for every score (:func:`ood_auroc`).
+* Max softmax probability, predictive entropy (nats) and expected calibration error (15 equal-width
+  bins; Guo et al. 2017, arXiv 1706.04599, Eq. 3).
+
+Libraries: scikit-learn for covariance (``EmpiricalCovariance``, ``LedoitWolf``), nearest neighbours
+and ``roc_auc_score``; scipy for Simes (``false_discovery_control``: the smallest Benjamini-Hochberg
+adjusted p-value is Simes' combined p-value) and Fisher (``combine_pvalues``); torchmetrics for ECE.
+
+A statistic that cannot be computed is never a silent zero: it is left out of the values and its
+reason recorded under ``missing``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+from scipy import stats as scipy_stats
+from sklearn.covariance import EmpiricalCovariance, LedoitWolf
+from sklearn.metrics import roc_auc_score
+from sklearn.neighbors import NearestNeighbors
+from torch import Tensor
+from torchmetrics.functional.classification import multiclass_calibration_error
+
+from itermask.evaluation import MaskingCurves
+from itermask.representations import Representations
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "representation_views",
+    "MahalanobisScorer",
+    "KNNScorer",
+    "MaSF",
+    "empirical_p_values",
+    "simes",
+    "fisher",
+    "max_softmax_probability",
+    "predictive_entropy",
+    "expected_calibration_error",
+    "ood_auroc",
+    "OODDetectors",
+    "OODCurves",
+    "masking_ood_statistics",
+]
+
+Covariance = Literal["auto", "empirical", "ledoit_wolf"]
+
+
+def representation_views(reps: Representations) -> dict[str, Tensor]:
+    """The views scored: ``{"final": features [..., D], "layer_0": layer_mean[..., 0, :], ...}``."""
+    views = {"final": reps.features}
+    for i in range(reps.layer_mean.shape[-2]):
+        views[f"layer_{i}"] = reps.layer_mean[..., i, :]
+    return views
+
+
+def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
+    return x.detach().cpu().double().numpy() if isinstance(x, Tensor) else np.asarray(x, dtype=np.float64)
+
+
+class MahalanobisScorer:
+    """Squared Mahalanobis distance to the closest class mean (Lee et al. 2018, arXiv 1807.03888, Eq. 2).
+
+    Fitted on training embeddings ``f(x_i)`` with gold labels ``y_i``: class means ``mu_c`` and the tied
+    covariance ``Sigma = 1/N sum_c sum_{i: y_i = c} (f(x_i) - mu_c)(f(x_i) - mu_c)^T``. The score of
+    ``x`` is ``min_c (f(x) - mu_c)^T Sigma^-1 (f(x) - mu_c)`` (the negative of Lee et al.'s confidence
+    ``M(x)``), so higher is more out-of-distribution. No input preprocessing, no layer ensemble.
+
+    Args:
+        covariance: ``"empirical"`` (maximum likelihood), ``"ledoit_wolf"`` (shrinkage; Ledoit & Wolf
+            2004) or ``"auto"``: empirical unless the training set is too small for a full-rank
+            estimate (``N - C < D``: fewer examples than the dimension plus classes), then Ledoit-Wolf
+            with a logged warning.
+
+    Attributes (after :meth:`fit`):
+        classes: ``[C]`` class ids present in the training labels.
+        means: ``[C, D]`` class means.
+        estimator: ``"empirical"`` or ``"ledoit_wolf"``, the estimator used.
+        shrinkage: Ledoit-Wolf's shrinkage coefficient in [0, 1], or ``None``.
+    """
+
+    def __init__(self, covariance: Covariance = "auto") -> None:
+        if covariance not in ("auto", "empirical", "ledoit_wolf"):
+            raise ValueError(f"covariance must be 'auto', 'empirical' or 'ledoit_wolf', got {covariance!r}")
+        self.covariance = covariance
+        self.estimator: str | None = None
+        self.shrinkage: float | None = None
+
+    def fit(self, features: Tensor, labels: Tensor, name: str = "embeddings") -> "MahalanobisScorer":
+        """Fit class means and the tied covariance.
+
+        Args:
+            features: ``[N, D]`` training embeddings.
+            labels: ``[N]`` long gold labels (``>= 0``).
+            name: what the embeddings are, for the log message.
+
+        Raises:
+            ValueError: with fewer than 2 examples, mismatched shapes, or a negative (unknown) label.
+        """
+        x = _numpy(features)
+        y = labels.detach().cpu().numpy() if isinstance(labels, Tensor) else np.asarray(labels)
+        if x.ndim != 2 or y.shape != (x.shape[0],):
+            raise ValueError(f"features must be [N, D] and labels [N], got {x.shape} and {y.shape}")
+        if x.shape[0] < 2:
+            raise ValueError(f"the Mahalanobis score needs at least 2 training examples, got {x.shape[0]}")
+        if (y < 0).any():
+            raise ValueError("the Mahalanobis score needs a gold label for every training example")
+        self.classes = np.unique(y)
+        self.means = np.stack([x[y == c].mean(axis=0) for c in self.classes])
+        centred = x - self.means[np.searchsorted(self.classes, y)]
+        n, dim = x.shape
+        estimator = self.covariance
+        if estimator == "auto":
+            estimator = "empirical"
+            if n - len(self.classes) < dim:
+                estimator = "ledoit_wolf"
+                log.warning(
+                    "Mahalanobis (%s): %d training examples in %d classes are too few for a full-rank "
+                    "covariance of dimension %d; using the Ledoit-Wolf shrinkage estimator",
+                    name, n, len(self.classes), dim,
+                )
+        if estimator == "ledoit_wolf":
+            self.model = LedoitWolf(assume_centered=True).fit(centred)
+            self.shrinkage = float(self.model.shrinkage_)
+        else:
+            self.model = EmpiricalCovariance(assume_centered=True).fit(centred)
+            self.shrinkage = None
+        self.estimator = estimator
+        return self
+
+    def score(self, features: Tensor) -> np.ndarray:
+        """``[M]`` float64 squared Mahalanobis distance of ``features`` (``[M, D]``) to the closest class mean."""
+        x = _numpy(features)
+        return np.min(np.stack([self.model.mahalanobis(x - mean) for mean in self.means]), axis=0)
+
+
+class KNNScorer:
+    """Distance to the ``k``-th nearest training embedding (Sun et al. 2022, arXiv 2204.06507).
+
+    Args:
+        k: which neighbour (1 = the nearest).
+        normalize: L2-normalise training and query embeddings first (Sun et al., Sec. 3); then the
+            distance lies in [0, 2].
+
+    Raises:
+        ValueError: if ``k < 1``.
+    """
+
+    def __init__(self, k: int = 10, normalize: bool = True) -> None:
+        if int(k) < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        self.k = int(k)
+        self.normalize = normalize
+
+    def _prepare(self, features: Tensor) -> np.ndarray:
+        x = _numpy(features)
+        if self.normalize:
+            x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        return x
+
+    def fit(self, features: Tensor) -> "KNNScorer":
+        """Index ``[N, D]`` training embeddings.
+
+        Raises:
+            ValueError: if there are fewer than ``k`` of them.
+        """
+        x = self._prepare(features)
+        if x.shape[0] < self.k:
+            raise ValueError(f"kNN distance with k={self.k} needs at least {self.k} training embeddings, got {x.shape[0]}")
+        self.index = NearestNeighbors(n_neighbors=self.k).fit(x)
+        return self
+
+    def score(self, features: Tensor) -> np.ndarray:
+        """``[M]`` Euclidean distance of each row of ``features`` (``[M, D]``) to its k-th nearest neighbour."""
+        distances, _ = self.index.kneighbors(self._prepare(features), n_neighbors=self.k)
+        return distances[:, -1]
+
+
+def empirical_p_values(
+    reference: np.ndarray, values: np.ndarray, tail: Literal["left", "right", "two-sided"], in_sample: bool = False
+) -> np.ndarray:
+    """Empirical-CDF p-values of ``values`` against ``reference`` samples, column by column.
+
+    With ``n`` reference samples, ``left = (1 + #{ref <= v}) / (n + 1)`` and
+    ``right = (1 + #{ref >= v}) / (n + 1)`` (the conformal p-value: valid, never 0, uniform on
+    ``{1/(n+1), ..., 1}`` when ``v`` is exchangeable with the reference); ``two-sided =
+    min(1, 2 min(left, right))``. With ``in_sample`` the values *are* the reference samples and each is
+    compared with the others only (leave one out), which gives ``#{ref <= v} / n`` and ``#{ref >= v} / n``.
+
+    Args:
+        reference: ``[n, *C]`` samples per column.
+        values: ``[M, *C]``.
+        tail: which tail counts as extreme.
+        in_sample: see above (``values`` must equal ``reference``).
+
+    Returns:
+        ``[M, *C]`` float64 p-values in (0, 1].
+
+    Raises:
+        ValueError: for an empty reference, mismatched columns or an unknown tail.
+    """
+    if tail not in ("left", "right", "two-sided"):
+        raise ValueError(f"tail must be 'left', 'right' or 'two-sided', got {tail!r}")
+    reference, values = np.asarray(reference, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    if reference.shape[0] == 0 or reference.shape[1:] != values.shape[1:]:
+        raise ValueError(f"reference {reference.shape} and values {values.shape} must be [n>0, *C] and [M, *C]")
+    n = reference.shape[0]
+    # batched binary search over columns: torch.searchsorted takes [C, n] sorted rows and [C, M] queries
+    ref = torch.from_numpy(np.sort(reference.reshape(n, -1).T, axis=1).copy())
+    query = torch.from_numpy(values.reshape(values.shape[0], -1).T.copy())
+    at_most = torch.searchsorted(ref, query, right=True).T.numpy().reshape(values.shape)
+    at_least = n - torch.searchsorted(ref, query, right=False).T.numpy().reshape(values.shape)
+    if in_sample:
+        left, right = at_most / n, at_least / n
+    else:
+        left, right = (1 + at_most) / (n + 1), (1 + at_least) / (n + 1)
+    if tail == "left":
+        return left
+    if tail == "right":
+        return right
+    return np.minimum(1.0, 2 * np.minimum(left, right))
+
+
+def simes(p_values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Simes' combined p-value ``min_i m p_(i) / i`` along ``axis`` (Simes 1986), computed as the
+    smallest Benjamini-Hochberg adjusted p-value (``scipy.stats.false_discovery_control``)."""
+    return scipy_stats.false_discovery_control(p_values, axis=axis, method="bh").min(axis=axis)
+
+
+def fisher(p_values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Fisher's combination statistic ``-2 sum log p`` along ``axis`` (``scipy.stats.combine_pvalues``)."""
+    return scipy_stats.combine_pvalues(p_values, method="fisher", axis=axis).statistic
+
+
+class MaSF:
+    """MaSF out-of-distribution test, as Madsen et al. 2023 (arXiv 2310.07819) use it in their code
+    (``ecoroar/ood/masf.py``), after Haroush et al. 2022.
+
+    Input: hidden states max-pooled over the attended tokens, ``[N, L+1, H]``
+    (:attr:`itermask.representations.Representations.layer_max`).
+
+    1. Per layer and dimension, a two-sided empirical p-value against the *fit* samples.
+    2. Per layer, Simes across the ``H`` dimensions; that statistic gets a two-sided empirical p-value
+       against the *calibration* samples' Simes statistics.
+    3. Fisher across the ``L+1`` layers; that statistic gets a right-tailed empirical p-value against the
+       calibration samples' Fisher statistics. Small = out of distribution.
+
+    Unlike Madsen et al.'s code, which fits every level on the same validation set, level 1 is fitted on
+    one half and levels 2 and 3 are calibrated on the other (the calibration samples' own level-2
+    p-values leave each sample out), so the final p-value is close to uniform on in-distribution data.
+    Empirical p-values are conformal (:func:`empirical_p_values`), so none is 0 and Fisher needs no
+    ``eps``.
+    """
+
+    def fit(self, fit_part: Tensor, calibration_part: Tensor) -> "MaSF":
+        """Fit level 1 on ``fit_part`` ``[N1, L+1, H]`` and calibrate levels 2 and 3 on ``calibration_part``
+        ``[N2, L+1, H]``.
+
+        Raises:
+            ValueError: if either part is empty or their shapes differ beyond the first dimension.
+        """
+        fit_part, calibration_part = _numpy(fit_part), _numpy(calibration_part)
+        if fit_part.ndim != 3 or fit_part.shape[1:] != calibration_part.shape[1:]:
+            raise ValueError(f"MaSF parts must be [N, L+1, H] alike, got {fit_part.shape} and {calibration_part.shape}")
+        if len(fit_part) == 0 or len(calibration_part) < 2:
+            raise ValueError(
+                f"MaSF needs fit and calibration samples (got {len(fit_part)} and {len(calibration_part)})"
+            )
+        self.level1 = fit_part
+        self.level2 = simes(empirical_p_values(fit_part, calibration_part, "two-sided"))  # [N2, L+1]
+        layer_p = empirical_p_values(self.level2, self.level2, "two-sided", in_sample=True)
+        self.level3 = fisher(layer_p)  # [N2]
+        return self
+
+    def p_values(self, layer_max: Tensor) -> np.ndarray:
+        """``[M]`` float64 p-values (small = out of distribution) for ``layer_max`` ``[M, L+1, H]``."""
+        x = _numpy(layer_max)
+        level2 = simes(empirical_p_values(self.level1, x, "two-sided"))
+        level3 = fisher(empirical_p_values(self.level2, level2, "two-sided"))
+        return empirical_p_values(self.level3, level3, "right")
+
+
+def max_softmax_probability(logits: Tensor) -> Tensor:
+    """``[...]`` the largest softmax probability of ``logits`` ``[..., C]`` (Hendrycks & Gimpel 2017)."""
+    return logits.float().softmax(dim=-1).amax(dim=-1)
+
+
+def predictive_entropy(logits: Tensor) -> Tensor:
+    """``[...]`` entropy in nats of the softmax of ``logits`` ``[..., C]``."""
+    log_p = logits.float().log_softmax(dim=-1)
+    return -(log_p.exp() * log_p).sum(dim=-1)
+
+
+def expected_calibration_error(logits: Tensor, labels: Tensor, n_bins: int = 15) -> float:
+    """Expected calibration error (Guo et al. 2017, arXiv 1706.04599, Eq. 3): the confidence (max softmax
+    probability) is binned into ``n_bins`` equal-width bins; ECE ``= sum_b |B_b|/N |acc(B_b) - conf(B_b)|``.
+
+    Args:
+        logits: ``[N, C]``.
+        labels: ``[N]`` gold labels, all ``>= 0``.
+
+    Returns:
+        ECE, a probability difference in [0, 1] (torchmetrics' ``multiclass_calibration_error``, L1 norm).
+
+    Raises:
+        ValueError: without examples or with unknown (negative) labels.
+    """
+    if len(labels) == 0 or (labels < 0).any():
+        raise ValueError("ECE needs at least one example and a gold label for each")
+    probs = logits.float().softmax(dim=-1)
+    return float(multiclass_calibration_error(probs, labels.long(), num_classes=probs.shape[-1], n_bins=n_bins, norm="l1"))
+
+
+def ood_auroc(clean_scores: np.ndarray, masked_scores: np.ndarray) -> float:
+    """AUROC of telling masked inputs (positives) from clean ones (negatives) by a score that is higher
+    for out-of-distribution inputs (``sklearn.metrics.roc_auc_score``). 0.5: indistinguishable; 1: every
+    masked input scores above every clean one; below 0.5: masked inputs score *lower*.
+
+    Raises:
+        ValueError: if a score is not finite or either set is empty.
+    """
+    clean_scores, masked_scores = np.asarray(clean_scores, float), np.asarray(masked_scores, float)
+    if not len(clean_scores) or not len(masked_scores):
+        raise ValueError("OOD AUROC needs clean and masked scores")
+    scores = np.concatenate([clean_scores, masked_scores])
+    if not np.isfinite(scores).all():
+        raise ValueError("OOD AUROC got non-finite scores")
+    truth = np.concatenate([np.zeros(len(clean_scores)), np.ones(len(masked_scores))])
+    return float(roc_auc_score(truth, scores))
+
+
+@dataclass
+class OODDetectors:
+    """Detectors fitted on in-distribution data, and why any could not be fitted.
+
+    Attributes:
+        mahalanobis: ``{view: scorer}`` (see :func:`representation_views`).
+        knn: ``{view: scorer}``.
+        masf: the fitted MaSF test, or ``None``.
+        missing: ``{"<view>/mahalanobis" | "<view>/knn_distance" | "masf": reason}``.
+        info: what was fitted on (counts, covariance estimators), plain values.
+    """
+
+    mahalanobis: dict[str, MahalanobisScorer] = field(default_factory=dict)
+    knn: dict[str, KNNScorer] = field(default_factory=dict)
+    masf: MaSF | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+    @classmethod
+    def fit(
+        cls,
+        train: Representations,
+        train_labels: Tensor,
+        calibration: Representations | None = None,
+        k: int = 10,
+        normalize_knn: bool = True,
+        covariance: Covariance = "auto",
+        split_seed: int = 0,
+    ) -> "OODDetectors":
+        """Fit Mahalanobis and kNN on training representations, MaSF on held-out ones.
+
+        Args:
+            train: training-split representations of the fine-tuned model, ``[N, ...]``.
+            train_labels: ``[N]`` their gold labels.
+            calibration: held-out (validation) representations for MaSF, split at random (``split_seed``)
+                into a fit half and a calibration half; ``None``: MaSF is missing.
+            k, normalize_knn: see :class:`KNNScorer`.
+            covariance: see :class:`MahalanobisScorer`.
+
+        A detector that cannot be fitted is recorded in ``missing`` with the reason (its ``ValueError``).
+        """
+        detectors = cls(info={"n_train": len(train), "n_calibration": 0 if calibration is None else len(calibration)})
+        for view, features in representation_views(train).items():
+            try:
+                scorer = MahalanobisScorer(covariance).fit(features, train_labels, name=view)
+                detectors.mahalanobis[view] = scorer
+                detectors.info[f"{view}/covariance"] = scorer.estimator
+                if scorer.shrinkage is not None:
+                    detectors.info[f"{view}/shrinkage"] = scorer.shrinkage
+            except ValueError as error:
+                detectors.missing[f"{view}/mahalanobis"] = str(error)
+            try:
+                detectors.knn[view] = KNNScorer(k, normalize_knn).fit(features)
+            except ValueError as error:
+                detectors.missing[f"{view}/knn_distance"] = str(error)
+        if calibration is None:
+            detectors.missing["masf"] = "no held-out calibration data was given"
+        else:
+            order = torch.randperm(len(calibration), generator=torch.Generator().manual_seed(split_seed))
+            half = len(calibration) // 2
+            try:
+                detectors.masf = MaSF().fit(calibration.layer_max[order[:half]], calibration.layer_max[order[half:]])
+                detectors.info["masf_fit"], detectors.info["masf_calibration"] = half, len(calibration) - half
+            except ValueError as error:
+                detectors.missing["masf"] = str(error)
+        return detectors
+
+
+@dataclass
+class OODCurves:
+    """Out-of-distribution statistics along one masking curve (one saliency method and schedule).
+
+    Keys are ``"<view>/<statistic>"`` for per-view statistics (``l2_norm``, ``cosine_to_clean``,
+    ``l2_to_clean``, ``mahalanobis``, ``knn_distance`` and ``auroc_<score>``) and plain names for the
+    model-level ones (``max_softmax``, ``entropy``, ``ece``, ``masf_flagged``, ``masf_p_median``,
+    ``auroc_masf``, ``auroc_max_softmax``, ``auroc_entropy``).
+
+    Attributes:
+        fractions: ``S`` masking fractions.
+        values: ``{key: [S] means over examples}`` (AUROC and ECE: one value per step).
+        clean: ``{key: value on the clean inputs}`` for the keys where it is defined.
+        missing: ``{key: reason}`` for statistics that could not be computed (absent from ``values``).
+        n_examples: examples the statistics average over.
+    """
+
+    fractions: list[float]
+    values: dict[str, list[float]] = field(default_factory=dict)
+    clean: dict[str, float] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    n_examples: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "fractions": self.fractions,
+            "n_examples": self.n_examples,
+            "values": self.values,
+            "clean": self.clean,
+            "missing": self.missing,
+        }
+
+
+def _per_step(clean: np.ndarray, masked: np.ndarray, out: OODCurves, key: str, auroc: bool = True) -> None:
+    """Record the mean of ``masked`` ``[B, S]`` per step, the clean mean and (optionally) the AUROC."""
+    out.values[key] = masked.mean(axis=0).tolist()
+    out.clean[key] = float(clean.mean())
+    if not auroc:
+        return
+    name = key.rsplit("/", 1)
+    auroc_key = f"{name[0]}/auroc_{name[1]}" if len(name) == 2 else f"auroc_{key}"
+    try:
+        out.values[auroc_key] = [ood_auroc(clean, masked[:, s]) for s in range(masked.shape[1])]
+    except ValueError as error:
+        out.missing[auroc_key] = str(error)
+
+
+def masking_ood_statistics(
+    curves: MaskingCurves, detectors: OODDetectors, alpha: float = 0.05, n_bins: int = 15
+) -> OODCurves:
+    """Every statistic of the module docstring at every step of ``curves``.
+
+    Args:
+        curves: masking curves with representations (``collect_representations=True``), ``B`` examples,
+            ``S`` steps.
+        detectors: fitted on in-distribution data (:meth:`OODDetectors.fit`).
+        alpha: MaSF significance level; ``masf_flagged`` is the share of inputs with p-value below it.
+        n_bins: ECE bins.
+
+    Returns:
+        :class:`OODCurves`. L2 norm, Mahalanobis, kNN distance, MaSF (``1 - p``), entropy and
+        ``1 - max softmax`` get an ``auroc_*`` (masked vs clean); cosine similarity and distance to the
+        clean input do not (they are constant on clean inputs).
+
+    Raises:
+        ValueError: if the curves carry no representations.
+    """
+    pair = curves.representations()
+    if pair is None:
+        raise ValueError(
+            "these masking curves carry no representations: evaluate with collect_representations=True"
+        )
+    clean_reps, masked_reps = pair
+    size, steps = curves.logits.shape[:2]
+    out = OODCurves(fractions=[float(f) for f in curves.fractions], n_examples=size)
+    clean_views, masked_views = representation_views(clean_reps), representation_views(masked_reps)
+    for view, clean in clean_views.items():
+        masked = masked_views[view]  # [B, S, D]
+        flat = masked.reshape(size * steps, -1)
+        _per_step(_numpy(clean.norm(dim=-1)), _numpy(masked.norm(dim=-1)), out, f"{view}/l2_norm")
+        cosine = torch.nn.functional.cosine_similarity(masked, clean[:, None, :].expand_as(masked), dim=-1)
+        out.values[f"{view}/cosine_to_clean"] = _numpy(cosine).mean(axis=0).tolist()
+        out.values[f"{view}/l2_to_clean"] = _numpy((masked - clean[:, None, :]).norm(dim=-1)).mean(axis=0).tolist()
+        for name, scorers in (("mahalanobis", detectors.mahalanobis), ("knn_distance", detectors.knn)):
+            key = f"{view}/{name}"
+            if view not in scorers:
+                out.missing[key] = detectors.missing.get(key, "the detector was not fitted")
+                out.missing[f"{view}/auroc_{name}"] = out.missing[key]
+                continue
+            scorer = scorers[view]
+            _per_step(scorer.score(clean), scorer.score(flat).reshape(size, steps), out, key)
+
+    if detectors.masf is None:
+        reason = detectors.missing.get("masf", "MaSF was not fitted")
+        for key in ("masf_flagged", "masf_p_median", "auroc_masf"):
+            out.missing[key] = reason
+    else:
+        clean_p = detectors.masf.p_values(clean_reps.layer_max)
+        masked_p = detectors.masf.p_values(masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:]))
+        masked_p = masked_p.reshape(size, steps)
+        out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()
+        out.clean["masf_flagged"] = float((clean_p < alpha).mean())
+        out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
+        out.clean["masf_p_median"] = float(np.median(clean_p))
+        out.values["auroc_masf"] = [ood_auroc(1 - clean_p, 1 - masked_p[:, s]) for s in range(steps)]
+
+    msp_clean, msp = _numpy(max_softmax_probability(curves.clean_logits)), _numpy(max_softmax_probability(curves.logits))
+    _per_step(msp_clean, msp, out, "max_softmax", auroc=False)
+    out.values["auroc_max_softmax"] = [ood_auroc(1 - msp_clean, 1 - msp[:, s]) for s in range(steps)]
+    _per_step(_numpy(predictive_entropy(curves.clean_logits)), _numpy(predictive_entropy(curves.logits)), out, "entropy")
+    if (curves.labels < 0).any():
+        out.missing["ece"] = "ECE needs gold labels; some evaluated examples have none"
+    else:
+        labels = curves.labels.cpu()
+        out.values["ece"] = [expected_calibration_error(curves.logits[:, s].cpu(), labels, n_bins) for s in range(steps)]
+        out.clean["ece"] = expected_calibration_error(curves.clean_logits.cpu(), labels, n_bins)
+    for key in [k for k, series in out.values.items() if not all(math.isfinite(v) for v in series)]:
+        out.missing[key] = f"non-finite values {out.values.pop(key)}"
+        out.clean.pop(key, None)
+    return out

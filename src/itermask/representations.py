@@ -1,0 +1,162 @@
+"""Capturing a classifier's internal representations during the forward passes it already runs.
+
+Two representations of each input are recorded:
+
+* ``features``: the input of the classifier's *final* linear layer, captured with a forward pre-hook on
+  that layer (:func:`classifier_head`). What this vector is differs by architecture:
+
+  ========================  ===========================  =============================================
+  architecture              final linear layer           its input
+  ========================  ===========================  =============================================
+  BERT (MiniLM), DeBERTa    ``classifier``               pooler output (BERT: tanh(dense([CLS]))), after dropout
+  RoBERTa, ELECTRA          ``classifier.out_proj``      tanh/gelu(``classifier.dense``([CLS])), after dropout
+  DistilBERT                ``classifier``               relu(``pre_classifier``([CLS])), after dropout
+  ========================  ===========================  =============================================
+
+  In eval mode dropout is the identity, so the captured vector is the head's pre-dropout activation.
+* ``layer_mean`` / ``layer_max``: every hidden state the encoder returns with ``output_hidden_states``
+  (the embedding output and each of the ``L`` layers), mean- and max-pooled over the attended
+  (non-padding) tokens, special tokens included. Max-pooling is MaSF's signal (Madsen et al. 2023, their
+  code ``ecoroar/ood/masf.py``); mean-pooling is the usual sentence embedding.
+
+:func:`capture_representations` records them for every forward pass run inside it, so the masked forward
+passes of :class:`itermask.evaluation.IterativeMaskingEvaluator` yield them at no extra forward cost.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Iterable, Iterator
+
+import torch
+from torch import Tensor
+
+__all__ = ["Representations", "classifier_head", "capture_representations", "pool_hidden_states"]
+
+
+@dataclass
+class Representations:
+    """Representations of ``N`` inputs.
+
+    Attributes:
+        features: ``[N, D]`` float, input of the classifier's final linear layer.
+        layer_mean: ``[N, L+1, H]`` float, hidden states (embedding output first) mean-pooled over the
+            attended tokens.
+        layer_max: ``[N, L+1, H]`` float, the same max-pooled.
+    """
+
+    features: Tensor
+    layer_mean: Tensor
+    layer_max: Tensor
+
+    def __len__(self) -> int:
+        return self.features.shape[0]
+
+    @staticmethod
+    def concat(parts: Iterable["Representations"]) -> "Representations":
+        """Stack along the example dimension.
+
+        Raises:
+            ValueError: if there are no parts.
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("no representations were captured (no forward pass ran inside the capture)")
+        return Representations(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(Representations)))
+
+    def map(self, fn) -> "Representations":
+        """Apply ``fn`` to every tensor (e.g. a reshape or ``.cpu()``)."""
+        return Representations(*(fn(getattr(self, f.name)) for f in fields(Representations)))
+
+
+def classifier_head(model: torch.nn.Module) -> torch.nn.Linear:
+    """The final linear layer of a Hugging Face sequence classifier (see the module docstring).
+
+    Looks for ``classifier.out_proj`` (RoBERTa, ELECTRA), then ``classifier`` (BERT, DistilBERT,
+    DeBERTa), then ``score`` (decoder-style classifiers), each only if it is a ``torch.nn.Linear``.
+
+    Raises:
+        ValueError: if the model has none of them.
+    """
+    classifier = getattr(model, "classifier", None)
+    for candidate in (getattr(classifier, "out_proj", None), classifier, getattr(model, "score", None)):
+        if isinstance(candidate, torch.nn.Linear):
+            return candidate
+    raise ValueError(
+        f"cannot find the final linear layer of {type(model).__name__}: expected a torch.nn.Linear at "
+        "'classifier.out_proj', 'classifier' or 'score' (Hugging Face sequence classifiers)"
+    )
+
+
+def pool_hidden_states(hidden_states: Iterable[Tensor], attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and max over the attended tokens of each hidden state.
+
+    Args:
+        hidden_states: ``L+1`` tensors ``[B, T, H]``.
+        attention_mask: ``[B, T]``, 1 for attended tokens. Every row needs one attended token.
+
+    Returns:
+        ``(mean, max)``, each ``[B, L+1, H]`` float32.
+
+    Raises:
+        ValueError: if a row has no attended token.
+    """
+    mask = attention_mask.bool()[:, :, None]  # [B, T, 1]
+    count = mask.sum(dim=1)
+    if (count == 0).any():
+        raise ValueError("cannot pool the hidden states of an input with no attended token")
+    means, maxima = [], []
+    for states in hidden_states:  # one layer at a time: no [B, L+1, T, H] copy
+        states = states.float()
+        means.append((states * mask).sum(dim=1) / count)
+        maxima.append(states.masked_fill(~mask, float("-inf")).amax(dim=1))
+    return torch.stack(means, dim=1), torch.stack(maxima, dim=1)
+
+
+@contextmanager
+def capture_representations(model: torch.nn.Module) -> Iterator[list[Representations]]:
+    """Record :class:`Representations` of every forward pass of ``model`` run inside the block.
+
+    The model must be called with keyword arguments (``model(input_ids=..., attention_mask=...)``, as
+    :func:`itermask.tokens.class_logits` does); ``output_hidden_states=True`` is added to each call.
+    Yields a list that receives one :class:`Representations` per forward pass, in call order, on the
+    model's device. The hooks are removed on exit.
+
+    Raises:
+        ValueError: on entry if the final linear layer cannot be found (:func:`classifier_head`); during
+            a forward pass if the model returns no hidden states or the head was not reached.
+    """
+    head = classifier_head(model)
+    records: list[Representations] = []
+    captured: list[Tensor] = []
+
+    def before_model(module, args, kwargs):
+        captured.clear()
+        return args, {**kwargs, "output_hidden_states": True}
+
+    def before_head(module, args):
+        captured.append(args[0].detach().float())
+
+    def after_model(module, args, kwargs, output):
+        hidden = getattr(output, "hidden_states", None)
+        if hidden is None:
+            raise ValueError(f"{type(module).__name__} returned no hidden states with output_hidden_states=True")
+        if len(captured) != 1:
+            raise ValueError(f"the final linear layer ran {len(captured)} times in one forward pass, expected once")
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            mask = torch.ones(hidden[0].shape[:2], dtype=torch.long, device=hidden[0].device)
+        mean, maximum = pool_hidden_states([h.detach() for h in hidden], mask)
+        records.append(Representations(captured[0], mean, maximum))
+
+    handles = [
+        model.register_forward_pre_hook(before_model, with_kwargs=True),
+        head.register_forward_pre_hook(before_head),
+        model.register_forward_hook(after_model, with_kwargs=True),
+    ]
+    try:
+        yield records
+    finally:
+        for handle in handles:
+            handle.remove()
