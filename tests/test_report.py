@@ -587,3 +587,20 @@ def test_submitit_local_two_seeds(tmp_path, env):
     assert results == [0, 1]
     md = (tmp_path / "submitit/report.md").read_text()
     assert "2 finished run(s) of 2 expected" in md and "Seeds: 0, 1" in md
+
+
+def test_report_callback_after_a_multirun(sweep, tmp_path, caplog):
+    from omegaconf import OmegaConf
+
+    from itermask.callbacks import ReportCallback
+
+    config = OmegaConf.create({"task_name": "evaluate", "hydra": {"sweep": {"dir": str(sweep)}},
+                               "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"}})
+    ReportCallback().on_multirun_end(config)
+    assert "| gradient | one_shot | aopc_comprehensiveness_prob | 3 | 0.1400 |" in (sweep / "report.md").read_text()
+    assert not (sweep / "wandb").exists()  # CSV logger: no W&B summary run
+    (tmp_path / "empty").mkdir()
+    config.hydra.sweep.dir = str(tmp_path / "empty")
+    ReportCallback().on_multirun_end(config)  # logs, does not raise: the multirun's results stay as they are
+    assert "no report for" in caplog.text and "no finished runs" in caplog.text
+    assert not (tmp_path / "empty" / "report.md").exists()

@@ -785,7 +785,6 @@ def log_report_to_wandb(
             project=project, group=group, name=name or f"{group or 'itermask'}-report", job_type="report",
             mode=mode, dir=str(save_dir or report.sweep.root), config={"report": report.settings,
                                                                         "multirun_dir": str(report.sweep.root)},
-            reinit="finish_previous",
         )
         payload = {f"report/{n}": wandb.Table(dataframe=getattr(report, n).astype(object).where(
             getattr(report, n).notna(), None)) for n in ("summary", "per_seed", "comparisons")}
