@@ -604,3 +604,10 @@ def test_report_callback_after_a_multirun(sweep, tmp_path, caplog):
     ReportCallback().on_multirun_end(config)  # logs, does not raise: the multirun's results stay as they are
     assert "no report for" in caplog.text and "no finished runs" in caplog.text
     assert not (tmp_path / "empty" / "report.md").exists()
+
+
+def test_constant_samples_compare_exactly():
+    same = compare_samples([0.5, 0.5, 0.5], [0.5, 0.5])
+    assert same["difference"] == 0 and same["p_value"] == 1.0 and (same["ci_low"], same["ci_high"]) == (0, 0)
+    apart = compare_samples([0.5, 0.5], [0.25, 0.25], test="permutation")
+    assert apart["difference"] == 0.25 and apart["p_value"] == 0.0 and math.isnan(apart["statistic"])

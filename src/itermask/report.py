@@ -34,6 +34,7 @@ import logging
 import math
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -156,7 +157,8 @@ def compare_samples(
     Returns:
         ``{"n_a", "n_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "statistic", "p_value"}``
         (``statistic``: Welch's t, or the mean difference for the permutation test). NaN where a sample has
-        fewer than 2 values.
+        fewer than 2 values. If neither sample varies, the interval is the difference itself, the statistic
+        NaN and ``p_value`` 1 (equal) or 0 (different).
 
     Raises:
         ValueError: unknown ``test``.
@@ -175,8 +177,13 @@ def compare_samples(
     out["difference"] = out["mean_a"] - out["mean_b"]
     if len(x) < 2 or len(y) < 2:
         return out
+    if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread in either sample: the difference is exact
+        out.update(ci_low=out["difference"], ci_high=out["difference"], p_value=1.0 if out["difference"] == 0 else 0.0)
+        return out
     if test == "welch":
-        res = stats.ttest_ind(x, y, equal_var=False)
+        with warnings.catch_warnings():  # scipy warns of precision loss when a sample is (nearly) constant
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = stats.ttest_ind(x, y, equal_var=False)
         ci = res.confidence_interval(confidence)
         out.update(statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high))
     else:
@@ -574,28 +581,28 @@ def _panels(runs: list[Run]) -> list[str]:
     return [n for n in order if n in names]
 
 
-def _plot(lines: list[tuple[str, list[Run], tuple[str, str]]], title: str, report: Report) -> bytes:
-    """A PNG: one panel per curve series, one line per (legend, runs, (explanation, schedule)), band =
-    the confidence interval over seeds."""
+def _plot(lines: list[tuple[str, list[Run], tuple[str, str], dict]], title: str, report: Report) -> bytes:
+    """A PNG: one panel per curve series, one line per (legend, runs, (explanation, schedule), matplotlib
+    style), band = the confidence interval over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     s = report.settings
-    panels = _panels([r for _, runs, _ in lines for r in runs])
+    panels = _panels([r for _, runs, _, _ in lines for r in runs])
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows + 0.6), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, series in zip(axes.flat, panels):
-        for legend, runs, key in lines:
+        for legend, runs, key, style in lines:
             band = _curve_band(runs, key, series, s["confidence"], s["interval"], s["n_resamples"], s["seed"])
             if band is None:
                 continue
             fraction, mean, low, high = band
-            (line,) = ax.plot(fraction, mean, marker="o", markersize=3, label=f"{legend} (n={len(runs)})")
+            (line,) = ax.plot(fraction, mean, marker="o", markersize=3, label=f"{legend} (n={len(runs)})", **style)
             if np.isfinite(low).any():
                 ax.fill_between(fraction, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_xlabel("masking fraction")
@@ -746,13 +753,14 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
         for schedule in schedules:
             methods = sorted({k[0] for r in members for k in _curves(r.result) if k[1] == schedule},
                              key=lambda m: (m != label[2], m))
-            lines = [(m, members, (m, schedule)) for m in methods]
+            lines = [(m, members, (m, schedule), {"color": f"C{i}"}) for i, m in enumerate(methods)]
             name = f"curves_{_slug(*label, schedule)}.png"
             written[name] = write_bytes_atomic(files / name, _plot(lines, f"{title} ({schedule})", report))
             images[f"curves::{title}::{schedule}"] = f"{FILES}/{name}"
     for label_a, label_b in _model_pairs(report.groups):
         schedules = sorted({k[1] for r in report.groups[label_a] for k in _curves(r.result)})
-        lines = [(f"{lab[0]} {s}", report.groups[lab], (label_a[2], s)) for s in schedules for lab in (label_a, label_b)]
+        lines = [(f"{lab[0]} {s}", report.groups[lab], (label_a[2], s), {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]})
+                 for j, s in enumerate(schedules) for i, lab in enumerate((label_a, label_b))]
         name = f"compare_{_slug(label_a[0], 'vs', label_b[0], *label_a[1:])}.png"
         written[name] = write_bytes_atomic(
             files / name, _plot(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report))
