@@ -42,7 +42,8 @@ def make_result(seed, model="m", accuracy=0.8, aopc=0.1, random_aopc=0.05, fract
     curve = list(curve if curve is not None else [0.9, 0.6 - aopc, 0.5])
 
     def summary(a, one_shot):
-        out = {"n_examples": n_examples, "quantity": "probability", "fraction": list(fractions),
+        out = {"n_examples": n_examples, "quantity": "probability", "steps": "fraction", "x": list(fractions),
+               "fraction": list(fractions),
                "mean_k": [0.0, 3.0, 6.0], "target_prob": curve, "accuracy": [1.0, 0.5, 0.5],
                "flip_rate": [0.0, 0.25, 0.5], "comprehensiveness_prob": [0.0, a, 2 * a],
                "aopc_comprehensiveness_prob": a, "auc_prob": 0.6 - a, "first_flip_fraction": None,

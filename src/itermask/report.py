@@ -562,7 +562,7 @@ def _curve_band(runs: list[Run], key: tuple[str, str], series: str, confidence: 
     rows = [r for r in rows if series in r and "fraction" in r]
     if not rows:
         return None
-    fraction = np.asarray(rows[0]["fraction"], dtype=float)
+    fraction = np.asarray(rows[0].get("x", rows[0]["fraction"]), dtype=float)  # the step grid
     matrix = np.array([[math.nan if x is None else x for x in r[series]] for r in rows], dtype=float)
     aggs = [seed_interval(matrix[:, j], confidence, interval, n_resamples, seed) for j in range(matrix.shape[1])]
     mean = np.array([a["mean"] for a in aggs])
@@ -572,13 +572,21 @@ def _curve_band(runs: list[Run], key: tuple[str, str], series: str, confidence: 
 
 
 def _panels(runs: list[Run]) -> list[str]:
-    names = set()
+    """The per-step series to plot: the usual ones first, then any other (``x``, ``fraction`` and
+    ``mean_k`` describe the grid and are not plotted)."""
+    names: list[str] = []
     for run in runs:
         for series in _curves(run.result).values():
-            names.update(series)
+            names += [n for n in series if n not in names]
     order = ["target_prob", "target_logit", "comprehensiveness_prob", "comprehensiveness_logit",
              "sufficiency_prob", "sufficiency_logit", "flip_rate", "accuracy"]
-    return [n for n in order if n in names]
+    grid = ("x", "fraction", "mean_k")
+    return [n for n in order if n in names] + [n for n in names if n not in order and n not in grid]
+
+
+def _x_label(runs: list[Run]) -> str:
+    steps = {s.get("steps", "fraction") for r in runs for by in r.result["scores"].values() for s in by.values()}
+    return "tokens masked" if steps == {"count"} else "masking fraction"
 
 
 def _plot(lines: list[tuple[str, list[Run], tuple[str, str], dict]], title: str, report: Report) -> bytes:
@@ -591,6 +599,7 @@ def _plot(lines: list[tuple[str, list[Run], tuple[str, str], dict]], title: str,
 
     s = report.settings
     panels = _panels([r for _, runs, _, _ in lines for r in runs])
+    x_label = _x_label([r for _, runs, _, _ in lines for r in runs])
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows + 0.6), squeeze=False)
@@ -605,7 +614,7 @@ def _plot(lines: list[tuple[str, list[Run], tuple[str, str], dict]], title: str,
             (line,) = ax.plot(fraction, mean, marker="o", markersize=3, label=f"{legend} (n={len(runs)})", **style)
             if np.isfinite(low).any():
                 ax.fill_between(fraction, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set_xlabel("masking fraction")
+        ax.set_xlabel(x_label)
         ax.set_title(series)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
