@@ -40,7 +40,8 @@ def test_train_then_evaluate_multirun(tmp_path, env):
     assert len(entries) == 1 and (entries[0] / "meta.json").is_file() and (entries[0] / "model").is_dir()
 
     _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", *SMALL], env)
-    assert len([p for p in (tmp_path / "cache").iterdir() if p.is_dir()]) == 2  # seed 0 reused, seed 1 trained
+    checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
+    assert len(checkpoints) == 2  # seed 0 reused, seed 1 trained (results/ is the finished-results store)
     log0 = (tmp_path / "multi/0/evaluate.log").read_text()
     assert "reusing fine-tuned checkpoint" in log0
 

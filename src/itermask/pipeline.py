@@ -26,6 +26,7 @@ from itermask.lightning_evaluation import MaskingEvaluationModule
 from itermask.models import SequenceClassifier, load_tokenizer
 from itermask.results import environment, write_json_atomic
 from itermask.saliency import RandomSaliency
+from itermask.store import ResultStore, results_key
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +81,12 @@ def _logger(cfg: DictConfig):
     if "group" in cfg.logger and cfg.logger.group is None:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         if hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN:
-            overrides["group"] = f"{cfg.task_name}-{Path(hydra_cfg.sweep.dir).name}"
+            overrides["group"] = tracking.group_name(cfg.task_name, hydra_cfg.sweep.dir)
         else:
-            overrides["group"] = f"{cfg.task_name}-single"
+            overrides["group"] = tracking.group_name(cfg.task_name, None)
     if "name" in cfg.logger and cfg.logger.name is None:
         overrides["name"] = run_name(cfg)
-    return hydra.utils.instantiate(cfg.logger, **overrides)
+    return tracking.start(hydra.utils.instantiate(cfg.logger, **overrides))
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -143,9 +144,19 @@ def get_or_train(cfg: DictConfig, datamodule: TextClassificationDataModule, toke
             mode="max",
             save_top_k=1,
             save_last=True,
+            enable_version_counter=False,
         )
-        trainer = _trainer(cfg, callbacks=[checkpoints], logger=logger if logger is not None else False)
+        callbacks = [checkpoints]
+        every = cfg.train.get("checkpoint_every_n_steps")
+        if every:  # last.ckpt also every N optimizer steps, so an interrupted epoch resumes part-way
+            callbacks.append(ModelCheckpoint(
+                dirpath=entry / "checkpoints", every_n_train_steps=int(every), save_top_k=0, save_last=True,
+                enable_version_counter=False,
+            ))
+        trainer = _trainer(cfg, callbacks=callbacks, logger=logger if logger is not None else False)
         last = entry / "checkpoints" / "last.ckpt"
+        if last.is_file():
+            log.info("resuming interrupted fine-tuning from %s", last)
         trainer.fit(classifier, datamodule=datamodule, ckpt_path=str(last) if last.is_file() else None)
         if trainer.global_rank == 0:
             best = SequenceClassifier.load_from_checkpoint(checkpoints.best_model_path, map_location="cpu")
@@ -186,6 +197,7 @@ def run_train(cfg: DictConfig) -> float:
     try:
         tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
         trained = get_or_train(cfg, datamodule, tokenizer, logger)
+        tracking.log_summary(logger, {"best_val_acc": trained.meta["val_acc"]})
     finally:
         tracking.finish(logger)
     return trained.meta["val_acc"]
@@ -247,6 +259,16 @@ def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: get (or train) the checkpoint, measure accuracy, run the masking evaluation,
     write ``<output_dir>/results.json`` atomically and log everything; returns the result dict."""
     start = time.time()
+    key = results_key(OmegaConf.to_container(cfg, resolve=True))
+    store = ResultStore(cfg.cache_dir)
+    if cfg.get("reuse_results", True) and (reused := store.reuse(key, cfg.output_dir)) is not None:
+        logger = _logger(cfg)
+        try:
+            tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+            tracking.log_evaluation(logger, reused)
+        finally:
+            tracking.finish(logger)
+        return reused
     # fail fast on bad saliency/masking settings, before loading data or training
     tokenizer = load_tokenizer(cfg.model.pretrained)
     evaluators = _evaluators(cfg, tokenizer)
@@ -291,7 +313,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
             "steps": e.steps,
             "segments": _segments(e.segments),
             "checkpoint_key": trained.key,
-            "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
+            "config_hash": key,
             "accuracy": {
                 "test": float(test_acc),
                 "validation": trained.meta["val_acc"],
@@ -313,6 +335,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
             result["ood"], images = ood_analysis.run(cfg, classifier.model, datamodule, module.curves, method)
         result["seconds"] = time.time() - start
         path = write_json_atomic(Path(cfg.output_dir) / "results.json", result)
+        store.put(key, result)
         log.info("wrote %s (test accuracy %.4f)", path, test_acc)
         tracking.log_evaluation(logger, result)
         if "ood" in result:

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_json_atomic", "read_json", "environment", "to_jsonable"]
+__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "environment", "to_jsonable"]
 
 PACKAGES = ("itermask", "torch", "transformers", "datasets", "pytorch-lightning", "hydra-core", "captum", "wandb")
 
@@ -29,16 +29,15 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically: a temporary file in the same folder, flushed and
-    fsynced, then renamed over ``path``. An interrupted write leaves no partial file behind."""
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed and fsynced,
+    then renamed over ``path``. An interrupted write leaves no partial file behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(to_jsonable(data), handle, indent=2, sort_keys=False, allow_nan=False)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -46,6 +45,18 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | Path, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically (see :func:`write_bytes_atomic`). ``data`` is
+    serialised before anything is written, so unserialisable data leaves the old file untouched."""
+    text = json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    return write_text_atomic(path, text)
 
 
 def read_json(path: str | Path) -> Any:

@@ -9,12 +9,16 @@ same numbers with Lightning's ``CSVLogger``.
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
-__all__ = ["curve_table", "log_config", "log_evaluation", "ood_rows", "OOD_COLUMNS", "log_ood", "finish"]
+__all__ = ["curve_table", "group_name", "start", "log_config", "log_summary", "log_evaluation", "ood_rows", "OOD_COLUMNS", "log_ood", "finish"]
+
+log = logging.getLogger(__name__)
 
 ID_COLUMNS = ("curve", "saliency", "schedule")
 
@@ -68,10 +72,41 @@ def _scalars(result: dict) -> dict[str, float]:
     return out
 
 
+def group_name(task_name: str, sweep_dir: str | Path | None) -> str:
+    """The W&B group of a job: ``<task>-<sweep folder name>`` in a multirun, ``<task>-single`` otherwise."""
+    return f"{task_name}-{Path(sweep_dir).name}" if sweep_dir is not None else f"{task_name}-single"
+
+
+def start(logger: Logger | None) -> Logger | None:
+    """Start the logger's run now (``wandb.init`` for W&B). If that fails (no server, bad credentials) the
+    job goes on without a logger: a warning is logged and ``None`` returned; results are written locally."""
+    if isinstance(logger, WandbLogger):
+        try:
+            logger.experiment  # noqa: B018 (creates the run)
+        except Exception as error:  # wandb raises many types (CommError, UsageError, timeouts)
+            log.warning("W&B run could not start (%s: %s); continuing without W&B logging", type(error).__name__, error)
+            return None
+    return logger
+
+
 def log_config(logger: Logger | None, config: dict) -> None:
     """Record the resolved config as the run's config / hyperparameters."""
     if logger is not None:
         logger.log_hyperparams(config)
+
+
+def log_summary(logger: Logger | None, values: dict[str, float]) -> None:
+    """Final values of a run (W&B run summary, e.g. ``best_val_acc`` for sweeps; a last CSV row otherwise)."""
+    if logger is None:
+        return
+    try:
+        if isinstance(logger, WandbLogger):
+            logger.experiment.summary.update(values)
+        else:
+            logger.log_metrics(values)
+            logger.save()
+    except Exception as error:
+        log.warning("logging the run summary failed (%s: %s)", type(error).__name__, error)
 
 
 def log_evaluation(logger: Logger | None, result: dict) -> None:
@@ -83,14 +118,10 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
     if isinstance(logger, WandbLogger):
         import wandb
 
-        table = wandb.Table(columns=columns, data=rows)
-        payload = {"masking_curves": table}
-        for column in _plot_columns(columns):
-            payload[f"plots/{column}"] = wandb.plot.line(
-                table, "x", column, stroke="curve", title=f"{column} vs masking step"
-            )
-        logger.experiment.log(payload)
-        logger.experiment.summary.update(scalars)
+        try:
+            _log_wandb(logger, wandb, columns, rows, scalars)
+        except Exception as error:  # the result file is already written; keep the job alive
+            log.warning("W&B logging failed (%s: %s); the local result file is kept", type(error).__name__, error)
     else:
         for step, row in enumerate(rows):
             values = dict(zip(columns, row))
@@ -140,6 +171,16 @@ def log_ood(logger: Logger | None, ood: dict, images: dict[str, Any]) -> None:
         logger.log_metrics(scalars)
         logger.save()
 
+def _log_wandb(logger: WandbLogger, wandb, columns: list[str], rows: list, scalars: dict) -> None:
+    table = wandb.Table(columns=columns, data=rows)
+    payload = {"masking_curves": table}
+    for column in _plot_columns(columns):
+        payload[f"plots/{column}"] = wandb.plot.line(
+            table, "x", column, stroke="curve", title=f"{column} vs masking step"
+        )
+    logger.experiment.log(payload)
+    logger.experiment.summary.update(scalars)
+
 
 def finish(logger: Logger | None) -> None:
     """End the run (``wandb.finish()`` for W&B), so every multirun job is its own run."""
@@ -147,7 +188,11 @@ def finish(logger: Logger | None) -> None:
         import wandb
 
         if wandb.run is not None:
-            wandb.finish()
+            try:
+                wandb.finish()
+            except Exception as error:
+                log.warning("W&B run did not finish cleanly (%s: %s); its local files are kept in %s",
+                            type(error).__name__, error, logger.save_dir)
     elif isinstance(logger, CSVLogger):
         logger.finalize("success")
 

@@ -1,0 +1,68 @@
+"""Hydra callbacks: the report after a multirun (configured in ``conf/evaluate.yaml`` under
+``hydra.callbacks``)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ReportCallback"]
+
+
+class ReportCallback(Callback):
+    """At the end of a multirun, write ``report.md``/``report.html`` (and plots, CSV tables) into the sweep
+    folder (:mod:`itermask.report`) and, if the jobs log to W&B, a summary run in the sweep's W&B group.
+
+    Args:
+        wandb: log the W&B summary run; ``None``: when the jobs' logger is W&B (``logger._target_``).
+        confidence: coverage of the intervals (0.95).
+        interval: ``"t"`` or ``"bootstrap"``.
+        test: ``"welch"`` or ``"permutation"`` for model comparisons.
+
+    A folder that cannot be reported (no finished run, mixed configs) is logged as a warning: the
+    multirun's own results stay as they are.
+    """
+
+    def __init__(self, wandb: bool | None = None, confidence: float = 0.95, interval: str = "t",
+                 test: str = "welch") -> None:
+        self.wandb = wandb
+        self.confidence = confidence
+        self.interval = interval
+        self.test = test
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from itermask import report as reporting
+        from itermask.tracking import group_name
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            built = reporting.build_report(sweep_dir, self.confidence, self.interval, self.test)
+        except reporting.ReportError as error:
+            log.warning("no report for %s: %s", sweep_dir, error)
+            return
+        written = reporting.write_report(built)
+        for line in built.sweep.missing_lines():
+            log.warning("missing: %s", line)
+        log.info("report: %s (%d runs)", written["report.md"], len(built.sweep.runs))
+        logger = OmegaConf.select(config, "logger")
+        use_wandb = self.wandb
+        if use_wandb is None:
+            use_wandb = logger is not None and "Wandb" in str(OmegaConf.select(logger, "_target_", default=""))
+        if use_wandb:
+            group = OmegaConf.select(logger, "group", default=None) if logger is not None else None
+            folder = reporting.log_report_to_wandb(
+                built,
+                written,
+                project=(OmegaConf.select(logger, "project", default=None) if logger is not None else None) or "itermask",
+                group=group or group_name(config.task_name, sweep_dir),
+                mode=(OmegaConf.select(logger, "mode", default=None) if logger is not None else None) or "offline",
+                save_dir=sweep_dir,
+            )
+            if folder:
+                log.info("W&B summary run: %s", folder)

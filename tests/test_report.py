@@ -1,0 +1,614 @@
+"""Aggregation over seeds and models (hand-made result files with known statistics), the results store,
+sweep/launcher configs, and (slow) resumable multiruns, an Optuna search and a submitit launch."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from scipy import stats
+
+from itermask import report as rep
+from itermask.report import ReportError, build_report, compare_samples, seed_interval, spread_ratio, write_report
+from itermask.results import write_json_atomic, write_text_atomic
+from itermask.store import ResultStore, results_config, results_key
+
+ROOT = Path(__file__).resolve().parents[1]
+T_975 = {1: 12.706204736174707, 2: 4.302652729912332, 3: 3.182446305284263, 4: 2.7764451051977987}  # t tables
+
+
+def _mean_std(values):
+    n = len(values)
+    mean = sum(values) / n
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+# -- hand-made result files ---------------------------------------------------------------------------
+
+
+def make_result(seed, model="m", accuracy=0.8, aopc=0.1, random_aopc=0.05, fractions=(0.0, 0.5, 1.0), curve=None,
+                saliency="gradient", masking="mask_token", n_examples=8, validation=None):
+    """A results.json dict of the shape pipeline.run_evaluate writes, with chosen scores."""
+    curve = list(curve if curve is not None else [0.9, 0.6 - aopc, 0.5])
+
+    def summary(a, one_shot):
+        out = {"n_examples": n_examples, "quantity": "probability", "steps": "fraction", "x": list(fractions),
+               "fraction": list(fractions),
+               "mean_k": [0.0, 3.0, 6.0], "target_prob": curve, "accuracy": [1.0, 0.5, 0.5],
+               "flip_rate": [0.0, 0.25, 0.5], "comprehensiveness_prob": [0.0, a, 2 * a],
+               "aopc_comprehensiveness_prob": a, "auc_prob": 0.6 - a, "first_flip_fraction": None,
+               "never_flip_rate": 0.5}
+        if one_shot:
+            out.update(sufficiency_prob=[0.1, 0.05, 0.0], aopc_sufficiency_prob=a / 2)
+        return out
+
+    scores = {saliency: {"one_shot": summary(aopc, True), "recursive": summary(aopc, False)}}
+    scores["random"] = {"one_shot": summary(random_aopc, True), "recursive": summary(random_aopc, False)}
+    config = {
+        "task_name": "evaluate", "seed": seed, "output_dir": f"/somewhere/{seed}", "cache_dir": "/cache",
+        "model": {"name": model, "pretrained": f"hub/{model}", "max_length": 64},
+        "dataset": {"name": "d", "source": {"_target_": "x"}},
+        "saliency": {"name": saliency}, "masking": {"name": masking},
+        "evaluation": {"n_examples": n_examples, "fractions": list(fractions), "chunk_size": 256},
+        "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"},
+        "train": {"max_train_examples": 100},
+    }
+    return {
+        "task": "evaluate", "seed": seed, "model": model, "dataset": "d", "n_evaluated": n_examples,
+        "n_skipped_no_maskable": 0,
+        "saliency": {"name": saliency, "output": "probability", "absolute": False}, "masking": masking,
+        "accuracy": {"test": accuracy, "validation": validation if validation is not None else accuracy - 0.01,
+                     "majority_class_test": 0.57},
+        "scores": scores,
+        "relative_to_random": {"one_shot": {"aopc_comprehensiveness_prob": aopc - random_aopc},
+                               "recursive": {"aopc_comprehensiveness_prob": aopc - random_aopc}},
+        "config": config,
+    }
+
+
+def write_sweep(root: Path, results, overrides=None):
+    """Job folders 0, 1, ... with results.json and .hydra/overrides.yaml, like a Hydra multirun."""
+    for i, result in enumerate(results):
+        job = root / str(i)
+        (job / ".hydra").mkdir(parents=True)
+        ov = overrides[i] if overrides else [f"seed={result['seed']}"]
+        (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(ov))
+        if result is not None:
+            write_json_atomic(job / "results.json", result)
+    return root
+
+
+ACC = [0.80, 0.82, 0.84]
+AOPC = [0.10, 0.14, 0.18]
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    return write_sweep(tmp_path / "sweep", [make_result(s, accuracy=a, aopc=o) for s, a, o in zip(range(3), ACC, AOPC)])
+
+
+# -- statistics ----------------------------------------------------------------------------------------
+
+
+def test_t_interval_matches_the_formula():
+    values = [0.1, 0.2, 0.4]
+    mean, std = _mean_std(values)
+    out = seed_interval(values)
+    half = T_975[2] * std / math.sqrt(3)
+    assert out["n"] == 3
+    assert out["mean"] == pytest.approx(0.7 / 3)
+    assert out["std"] == pytest.approx(std) and std == pytest.approx(0.152752523, rel=1e-8)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((mean - half, mean + half))
+    assert seed_interval(values, confidence=0.9)["ci_high"] < out["ci_high"]
+
+
+def test_interval_edge_cases():
+    one = seed_interval([0.5, None, float("nan")])
+    assert one["n"] == 1 and one["mean"] == 0.5 and math.isnan(one["std"]) and math.isnan(one["ci_low"])
+    assert seed_interval([])["n"] == 0 and math.isnan(seed_interval([])["mean"])
+    flat = seed_interval([0.3, 0.3, 0.3])
+    assert flat["std"] == 0 and flat["ci_low"] == flat["ci_high"] == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="interval method"):
+        seed_interval([1, 2], method="jackknife")
+    with pytest.raises(ValueError, match="confidence"):
+        seed_interval([1, 2], confidence=95)
+
+
+def test_bootstrap_interval_is_seeded_and_inside_the_data():
+    values = [0.1, 0.2, 0.4, 0.35, 0.15]
+    a = seed_interval(values, method="bootstrap", n_resamples=2000, seed=3)
+    assert a == seed_interval(values, method="bootstrap", n_resamples=2000, seed=3)
+    assert min(values) <= a["ci_low"] < a["mean"] < a["ci_high"] <= max(values)
+    direct = stats.bootstrap((np.array(values),), np.mean, n_resamples=2000, method="percentile",
+                             rng=np.random.default_rng(3)).confidence_interval
+    assert (a["ci_low"], a["ci_high"]) == pytest.approx((direct.low, direct.high))
+
+
+def test_welch_difference_matches_the_formula_and_scipy():
+    a, b = [0.10, 0.14, 0.18, 0.13], [0.05, 0.07, 0.02]
+    ma, sa = _mean_std(a)
+    mb, sb = _mean_std(b)
+    va, vb = sa**2 / len(a), sb**2 / len(b)
+    t = (ma - mb) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    out = compare_samples(a, b)
+    assert out["difference"] == pytest.approx(ma - mb)
+    assert out["statistic"] == pytest.approx(t)
+    assert out["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), df))
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((ma - mb - half, ma - mb + half))
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert (out["statistic"], out["p_value"]) == pytest.approx((ref.statistic, ref.pvalue))
+    assert out["n_a"] == 4 and out["n_b"] == 3
+
+
+def test_permutation_test_exact_p_value():
+    # {1,2,3} vs {4,5,6}: of the C(6,3) = 20 splits, only the observed one and its mirror reach |diff| = 3.
+    out = compare_samples([1, 2, 3], [4, 5, 6], test="permutation")
+    assert out["difference"] == -3 and out["statistic"] == -3
+    assert out["p_value"] == pytest.approx(2 / 20)
+    assert out["ci_low"] <= -3 <= out["ci_high"]
+    with pytest.raises(ValueError, match="welch"):
+        compare_samples([1, 2], [3, 4], test="mannwhitney")
+    assert math.isnan(compare_samples([1], [2, 3])["p_value"])
+
+
+def test_spread_ratio():
+    assert spread_ratio(0.04, 0.02) == 2.0
+    assert math.isnan(spread_ratio(0.04, 0.0)) and math.isnan(spread_ratio(math.nan, 0.1))
+
+
+# -- aggregation of a multirun folder --------------------------------------------------------------------
+
+
+def test_aggregation_over_seeds(sweep):
+    report = build_report(sweep)
+    s = report.summary
+    assert list(report.groups) == [("m", "d", "gradient", "mask_token")]
+
+    def row(explanation, schedule, score):
+        hit = s[(s.explanation == explanation) & (s.schedule == schedule) & (s.score == score)]
+        assert len(hit) == 1, (explanation, schedule, score)
+        return hit.iloc[0]
+
+    acc = row("model", "", "accuracy_test")
+    mean, std = _mean_std(ACC)
+    assert (acc["n"], acc["mean"], acc["std"]) == (3, pytest.approx(0.82), pytest.approx(std))
+    assert acc["ci_high"] == pytest.approx(mean + T_975[2] * std / math.sqrt(3))
+    aopc = row("gradient", "one_shot", "aopc_comprehensiveness_prob")
+    assert aopc["mean"] == pytest.approx(0.14) and aopc["std"] == pytest.approx(0.04)
+    assert aopc["spread_ratio"] == pytest.approx(2.0)  # 0.04 / 0.02
+    assert row("gradient", "one_shot", "aopc_sufficiency_prob")["mean"] == pytest.approx(0.07)
+    assert row("gradient", "one_shot", "auc_prob")["spread_ratio"] == pytest.approx(2.0)
+    rel = row("gradient - random", "recursive", "aopc_comprehensiveness_prob")
+    assert rel["mean"] == pytest.approx(0.09)
+    flat = row("random", "one_shot", "aopc_comprehensiveness_prob")
+    assert flat["std"] == 0 and flat["spread_ratio"] == 0
+    assert row("gradient", "one_shot", "first_flip_fraction")["n"] == 0  # None in every run
+    assert "aopc_sufficiency_prob" not in set(s[s.schedule == "recursive"].score)
+    # per-seed table: one value per seed and measure
+    per = report.per_seed
+    chosen = per[(per.explanation == "gradient") & (per.schedule == "one_shot") & (per.score == "aopc_comprehensiveness_prob")]
+    assert chosen.sort_values("seed").value.tolist() == pytest.approx(AOPC)
+    assert len(per) == 3 * len(s)
+    assert report.comparisons.empty and report.sweep.missing_lines() == []
+
+
+def test_bootstrap_option_changes_only_the_intervals(sweep):
+    t = build_report(sweep)
+    b = build_report(sweep, interval="bootstrap", n_resamples=500)
+    assert b.summary["mean"].tolist() == pytest.approx(t.summary["mean"].tolist(), nan_ok=True)
+    assert b.summary["ci_low"].tolist() != pytest.approx(t.summary["ci_low"].tolist(), nan_ok=True)
+
+
+def test_two_models_are_compared(tmp_path):
+    results = [make_result(s, model="roberta", accuracy=a, aopc=o) for s, a, o in zip(range(3), ACC, AOPC)]
+    results += [make_result(s, model="fairberta", accuracy=0.8, aopc=o) for s, o in zip(range(3), [0.05, 0.07, 0.03])]
+    root = write_sweep(tmp_path / "pair", results, overrides=[[f"model={r['model']}", f"seed={r['seed']}"] for r in results])
+    report = build_report(root)
+    assert len(report.groups) == 2
+    c = report.comparisons
+    assert set(zip(c.model_a, c.model_b)) == {("fairberta", "roberta")}  # sorted by name
+    row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
+    ref = stats.ttest_ind([0.05, 0.07, 0.03], AOPC, equal_var=False)
+    assert row["difference"] == pytest.approx(0.05 - 0.14)
+    assert (row["statistic"], row["p_value"]) == pytest.approx((ref.statistic, ref.pvalue))
+    assert row["ci_low"] < row["difference"] < row["ci_high"] < 0
+    acc = c[c.score == "accuracy_test"].iloc[0]
+    assert acc["mean_a"] == pytest.approx(0.8) and acc["mean_b"] == pytest.approx(0.82)
+    # spread ratio in the fairberta group: accuracy did not vary, so the ratio is undefined
+    s = report.summary
+    assert s[(s.model == "fairberta") & (s.explanation == "gradient")].spread_ratio.isna().all()
+    permuted = build_report(root, test="permutation", n_resamples=999).comparisons
+    assert permuted.loc[row.name, "p_value"] == pytest.approx(2 / 20)  # 3 vs 3 fully separated: exact test
+
+
+def test_report_files(sweep):
+    report = build_report(sweep)
+    written = write_report(report)
+    md = (sweep / "report.md").read_text()
+    assert "| gradient | one_shot | aopc_comprehensiveness_prob | 3 | 0.1400 | 0.0400 |" in md
+    half = T_975[2] * 0.04 / math.sqrt(3)
+    assert f"[{0.14 - half:.4f}, {0.14 + half:.4f}] | 2.00 |" in md
+    html = (sweep / "report.html").read_text()
+    assert "<table>" in html and "report_files/curves_m_d_gradient_mask_token_one_shot.png" in html
+    for name in ("curves_m_d_gradient_mask_token_one_shot.png", "curves_m_d_gradient_mask_token_recursive.png"):
+        assert (sweep / "report_files" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (sweep / "report_files" / "summary.csv").read_text().splitlines()
+    assert len(summary) == 1 + len(report.summary)
+    assert set(written) >= {"report.md", "report.html", "summary.csv", "per_seed.csv", "comparisons.csv"}
+    assert not list(sweep.rglob("*.tmp"))
+    # a second report over the folder ignores its own output
+    assert len(build_report(sweep).sweep.runs) == 3
+
+
+def test_missing_runs_are_listed(tmp_path):
+    root = write_sweep(tmp_path / "partial", [make_result(0), make_result(1), None],
+                       overrides=[["seed=0"], ["seed=1"], ["seed=2"]])
+    (root / "multirun.yaml").write_text(yaml.safe_dump({
+        "task_name": "evaluate",
+        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                  "overrides": {"task": ["seed=0,1,2,3", "evaluation.n_examples=8"]}},
+    }))
+    for i in range(3):
+        (root / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={i}", "evaluation.n_examples=8"]))
+    report = build_report(root)
+    assert report.sweep.n_expected == 4 and len(report.sweep.runs) == 2
+    assert report.sweep.missing_lines() == [
+        "job folder `2` has no results.json (overrides: seed=2 evaluation.n_examples=8)",
+        "job never started (overrides: seed=3 evaluation.n_examples=8)",
+    ]
+    write_report(report)
+    md = (root / "report.md").read_text()
+    assert "2 finished run(s) of 4 expected" in md and "## Missing" in md and "seed=3" in md
+
+
+def test_no_finished_runs_says_what_was_found(tmp_path):
+    with pytest.raises(ReportError, match="is not a folder"):
+        build_report(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match=r"no finished runs .* 0 job folder.*no multirun.yaml"):
+        build_report(tmp_path / "empty")
+    root = write_sweep(tmp_path / "unfinished", [None, None], overrides=[["seed=0"], ["seed=1"]])
+    with pytest.raises(ReportError) as info:
+        build_report(root)
+    assert "no finished runs" in str(info.value) and "2 job folder(s), none with a results.json" in str(info.value)
+    assert "0 (seed=0)" in str(info.value) and "1 (seed=1)" in str(info.value)
+    write_json_atomic(root / "0" / "results.json", {"seed": 0})
+    with pytest.raises(ReportError, match="not an itermask result file: missing model"):
+        build_report(root)
+
+
+def test_mixed_configs_are_refused_with_the_difference(tmp_path):
+    results = [make_result(0), make_result(1), make_result(2, n_examples=12)]
+    root = write_sweep(tmp_path / "mixed", results)
+    with pytest.raises(ReportError) as info:
+        build_report(root)
+    message = str(info.value)
+    assert "m/d/gradient/mask_token: runs from 2 different configs are mixed" in message
+    assert "evaluation.n_examples" in message
+    assert "[evaluation.n_examples=8] in 0 (seed 0), 1 (seed 1)" in message
+    assert "[evaluation.n_examples=12] in 2 (seed 2)" in message
+    dupes = write_sweep(tmp_path / "dupes", [make_result(0), make_result(0)])
+    with pytest.raises(ReportError, match="seed 0 appears in 2 runs"):
+        build_report(dupes)
+
+
+def test_settings_that_do_not_change_results_do_not_mix(tmp_path):
+    a, b = make_result(0), make_result(1)
+    b["config"]["output_dir"] = "/elsewhere"
+    b["config"]["logger"] = {"_target_": "pytorch_lightning.loggers.WandbLogger"}
+    b["config"]["evaluation"]["chunk_size"] = 8
+    for r in (a, b):
+        r["config"]["saliency"]["seed"] = r["seed"]  # like saliency.seed: ${seed}
+    assert len(build_report(write_sweep(tmp_path / "ok", [a, b])).sweep.runs) == 2
+
+
+def test_cli(sweep, tmp_path, capsys):
+    assert rep.main([str(sweep), "--bootstrap", "--n-resamples", "200"]) == 0
+    assert "wrote" in capsys.readouterr().out and (sweep / "report.md").is_file()
+    (tmp_path / "empty").mkdir()
+    assert rep.main([str(tmp_path / "empty")]) == 2
+    assert "error: no finished runs" in capsys.readouterr().err
+
+
+def test_wandb_summary_run_offline(sweep):
+    report = build_report(sweep)
+    written = write_report(report)
+    folder = rep.log_report_to_wandb(report, written, project="itermask", group="evaluate-test", mode="offline")
+    assert folder is not None and Path(folder).name.startswith("offline-run-")
+    tables = sorted(p.name.split("_0_")[0] for p in Path(folder).rglob("*.table.json"))
+    assert tables == ["comparisons", "per_seed", "summary"]
+    summary = json.loads(next(Path(folder).rglob("summary_*.table.json")).read_text())
+    assert len(summary["data"]) == len(report.summary)
+    assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 2
+
+
+def test_wandb_failure_keeps_the_local_report(sweep, caplog):
+    report = build_report(sweep)
+    written = write_report(report)
+    assert rep.log_report_to_wandb(report, written, mode="no-such-mode") is None
+    assert "W&B summary run failed" in caplog.text and (sweep / "report.md").is_file()
+
+
+def test_tracking_survives_wandb_failures(caplog):
+    from pytorch_lightning.loggers import WandbLogger
+
+    from itermask import tracking
+
+    class Broken(WandbLogger):
+        @property
+        def experiment(self):
+            raise ConnectionError("no server")
+
+    logger = Broken(project="x", mode="offline")
+    assert tracking.start(logger) is None
+    assert "W&B run could not start" in caplog.text
+    tracking.log_evaluation(logger, make_result(0))  # warns, does not raise
+    assert "W&B logging failed" in caplog.text
+
+
+# -- results store -------------------------------------------------------------------------------------
+
+
+def test_results_key_ignores_what_does_not_change_results():
+    config = make_result(0)["config"]
+    other = json.loads(json.dumps(config))
+    other.update(output_dir="/x", cache_dir="/y", logger={"_target_": "W"}, reuse_results=False)
+    other["evaluation"]["chunk_size"] = 1
+    assert results_key(other) == results_key(config)
+    assert "output_dir" not in results_config(config) and "chunk_size" not in results_config(config)["evaluation"]
+    assert config["evaluation"]["chunk_size"] == 256  # the input is not modified
+    for change in ({"seed": 1}, {"evaluation": {"n_examples": 9, "fractions": [0, 1]}}):
+        assert results_key({**config, **change}) != results_key(config)
+
+
+def test_result_store_reuse(tmp_path, caplog):
+    store = ResultStore(tmp_path / "cache")
+    assert store.get("k") is None and store.reuse("k", tmp_path / "job") is None
+    assert not (tmp_path / "job").exists()
+    store.put("k", {"seed": 0, "scores": {}})
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        reused = store.reuse("k", tmp_path / "job")
+    assert reused["seed"] == 0 and reused["reused_from"] == str(tmp_path / "cache/results/k.json")
+    assert json.loads((tmp_path / "job/results.json").read_text()) == reused
+    assert "skipping" in caplog.text
+
+
+def test_write_text_atomic(tmp_path):
+    path = write_text_atomic(tmp_path / "a" / "report.md", "héllo\n")
+    assert path.read_text(encoding="utf-8") == "héllo\n"
+    assert [p.name for p in path.parent.iterdir()] == ["report.md"]
+
+
+# -- configs: model pairs, launchers, sweepers, W&B sweeps -----------------------------------------------
+
+
+def _compose(*overrides, name="evaluate", hydra=False):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name=name, overrides=list(overrides), return_hydra_config=hydra)
+
+
+@pytest.mark.parametrize("model,pretrained", [("fairberta", "facebook/FairBERTa"), ("bert_cda", "fairnlp/bert-cda"),
+                                              ("bert_large", "bert-large-uncased"), ("roberta", "roberta-base")])
+def test_paper_model_pairs(model, pretrained):
+    cfg = _compose(f"model={model}", "output_dir=/tmp/unused")
+    assert cfg.model.name == model and cfg.model.pretrained == pretrained
+    text = (ROOT / "conf/model/bert_cda.yaml").read_text()
+    assert "BERT-large uncased" in text and "bert_large" in text
+
+
+@pytest.mark.parametrize("launcher,target", [
+    ("joblib", "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
+    ("submitit_local", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"),
+    ("submitit_slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
+])
+def test_launchers_compose(launcher, target):
+    cfg = _compose(f"hydra/launcher={launcher}", hydra=True)
+    assert cfg.hydra.launcher._target_ == target
+    assert cfg.hydra.callbacks.report._target_ == "itermask.callbacks.ReportCallback"
+
+
+def test_ddp_trainer_and_step_checkpoints_compose():
+    cfg = _compose("trainer=ddp", "output_dir=/tmp/unused")
+    assert cfg.trainer.strategy == "ddp" and cfg.trainer.accelerator == "gpu"
+    assert cfg.train.checkpoint_every_n_steps == 500
+
+
+def test_optuna_search_composes():
+    cfg = _compose("hparams_search=optuna", name="train", hydra=True)
+    sweeper = cfg.hydra.sweeper
+    assert sweeper._target_.endswith("OptunaSweeper") and sweeper.direction == "maximize"
+    assert set(sweeper.params) == {"model.finetune.optimizer.learning_rate", "model.finetune.batch_size",
+                                   "model.finetune.max_epochs", "model.finetune.optimizer.warmup_ratio"}
+    assert cfg.hydra.mode.name == "MULTIRUN"
+
+
+def _agent_command(sweep_file: Path, rng: np.random.Generator, env: dict) -> tuple[list[str], dict]:
+    """The command line ``wandb agent`` runs for one sampled parameter set (expanded with wandb's own
+    helpers, as ``wandb.wandb_agent.Agent._run_job`` does)."""
+    from wandb.sdk.launch.sweeps import utils as sweep_utils
+
+    spec = yaml.safe_load(sweep_file.read_text())
+    values = {}
+    for name, p in spec["parameters"].items():
+        if "values" in p:
+            values[name] = p["values"][int(rng.integers(len(p["values"])))]
+        elif p.get("distribution") == "log_uniform_values":
+            values[name] = float(math.exp(rng.uniform(math.log(p["min"]), math.log(p["max"]))))
+        else:
+            values[name] = float(rng.uniform(p["min"], p["max"]))
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        command = sweep_utils.create_sweep_command(list(spec["command"]))
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    macros = sweep_utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in values.items()}})
+    macros.update(interpreter=[sys.executable], program=[spec["program"]], env=["/usr/bin/env"])
+    argv = []
+    for chunk in map(str, command):
+        argv += macros.get(chunk[2:-1], []) if chunk.startswith("${") and chunk.endswith("}") else [chunk]
+    return argv, values
+
+
+def _check_swept_values(cfg: dict, values: dict) -> None:
+    for key, value in values.items():
+        node = cfg
+        for part in key.split("."):
+            node = node[part]
+        if key in ("saliency", "masking"):
+            node = node["name"]
+        assert node == (pytest.approx(value) if isinstance(value, float) else value), key
+    assert cfg["logger"]["mode"] == "online" and cfg["logger"]["group"] == "sweep-abc123"
+
+
+AGENT_ENV = {"WANDB_SWEEP_ID": "abc123", "WANDB_RUN_ID": "run9"}
+
+
+@pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
+def test_wandb_sweep_command_reaches_the_config(sweep_name):
+    from omegaconf import OmegaConf
+
+    argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(0), AGENT_ENV)
+    assert argv[:3] == ["/usr/bin/env", sys.executable, f"{sweep_name}.py"]
+    assert not any(a.startswith("--") for a in argv)
+    assert "hydra.run.dir=outputs/wandb_sweeps/abc123/run9" in argv and "logger.group=sweep-abc123" in argv
+    cfg = _compose(*argv[3:], name=sweep_name, hydra=True)
+    assert cfg.hydra.run.dir == "outputs/wandb_sweeps/abc123/run9"
+    job = OmegaConf.to_container(cfg, resolve=False)
+    del job["hydra"]
+    job["output_dir"] = "/tmp/unused"
+    _check_swept_values(OmegaConf.to_container(OmegaConf.create(job), resolve=True), values)
+
+
+@pytest.mark.slow
+def test_wandb_sweep_commands_run(tmp_path):
+    """The agent's command lines themselves (``--cfg job`` prints the resolved config instead of training)."""
+    for sweep_name in ("train", "evaluate"):
+        argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
+        out = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "ITERMASK_CACHE": str(tmp_path)})
+        assert out.returncode == 0, out.stderr[-3000:]
+        _check_swept_values(yaml.safe_load(out.stdout), values)
+
+
+# -- slow: real multiruns with tiny settings ---------------------------------------------------------------
+
+TINY = ["train.max_train_examples=96", "+trainer.limit_val_batches=2", "+trainer.limit_test_batches=2",
+        "evaluation.n_examples=6", "evaluation.fractions=[0,0.1,0.5,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
+        "data.eval_batch_size=128", "logger=csv"]
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT / "src")}
+
+
+def _run(args, env, timeout=600):
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    return out
+
+
+@pytest.mark.slow
+def test_killed_multirun_resumes_without_recomputing(tmp_path, env):
+    """Kill a 2-seed multirun once seed 0's result exists and seed 1's fine-tuning wrote last.ckpt; the same
+    command (a new sweep folder) skips seed 0 and resumes seed 1's training from its checkpoint."""
+    args = ["evaluate.py", "-m", "seed=0,1", *TINY, "train.checkpoint_every_n_steps=3"]
+    proc = subprocess.Popen([sys.executable, *args, f"hydra.sweep.dir={tmp_path}/first"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cache = tmp_path / "cache"
+    deadline = time.time() + 500
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if (tmp_path / "first/0/results.json").is_file() and any(cache.glob("*/checkpoints/last.ckpt")):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the first multirun ended (or timed out) before it could be killed mid-way")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    first = json.loads((tmp_path / "first/0/results.json").read_text())
+    assert not (tmp_path / "first/1/results.json").exists() and not (tmp_path / "first/report.md").exists()
+    assert len(list((cache / "results").glob("*.json"))) == 1
+
+    _run([*args, f"hydra.sweep.dir={tmp_path}/second"], env)
+    log0 = (tmp_path / "second/0/evaluate.log").read_text()
+    log1 = (tmp_path / "second/1/evaluate.log").read_text()
+    assert "skipping: a result for config hash" in log0 and "fine-tuning" not in log0
+    assert "reusing fine-tuned checkpoint" not in log0  # nothing loaded for a finished seed
+    assert "resuming interrupted fine-tuning from" in log1 and "last.ckpt" in log1
+    second = json.loads((tmp_path / "second/0/results.json").read_text())
+    assert second["scores"] == first["scores"] and second["reused_from"].endswith(f"{first['config_hash']}.json")
+    assert json.loads((tmp_path / "second/1/results.json").read_text())["seed"] == 1
+    assert len(list((cache / "results").glob("*.json"))) == 2
+    md = (tmp_path / "second/report.md").read_text()  # written by the Hydra callback
+    assert "2 finished run(s) of 2 expected" in md and "spread ratio" in md
+
+
+@pytest.mark.slow
+def test_optuna_search_four_trials(tmp_path, env):
+    _run(["train.py", "hparams_search=optuna", "hydra.sweeper.n_trials=4", "hydra.sweeper.sampler.n_startup_trials=2",
+          "model.finetune.max_epochs=1", "model.finetune.batch_size=32", "train.max_train_examples=64",
+          "+trainer.limit_val_batches=1", "logger=csv", f"hydra.sweep.dir={tmp_path}/optuna"], env)
+    best = yaml.safe_load((tmp_path / "optuna/optimization_results.yaml").read_text())
+    # batch size and epochs were fixed on the command line (a small trial); the rest was searched
+    assert set(best["best_params"]) == {"model.finetune.optimizer.learning_rate", "model.finetune.optimizer.warmup_ratio"}
+    assert 1e-5 <= best["best_params"]["model.finetune.optimizer.learning_rate"] <= 1e-4
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*/meta.json")]
+    assert len(metas) == 4  # four trials, four different learning rates / warm-ups: four fine-tunings
+    assert {m["config"]["model"]["finetune"]["batch_size"] for m in metas} == {32}
+    assert best["best_value"] == pytest.approx(max(m["val_acc"] for m in metas))
+    lr = best["best_params"]["model.finetune.optimizer.learning_rate"]
+    assert any(m["val_acc"] == best["best_value"] and m["config"]["model"]["finetune"]["optimizer"]["learning_rate"]
+               == pytest.approx(lr) for m in metas)
+
+
+@pytest.mark.slow
+def test_submitit_local_two_seeds(tmp_path, env):
+    _run(["evaluate.py", "-m", "hydra/launcher=submitit_local", "seed=0,1", *TINY,
+          f"hydra.sweep.dir={tmp_path}/submitit"], env)
+    results = sorted(json.loads(p.read_text())["seed"] for p in (tmp_path / "submitit").glob("*/results.json"))
+    assert results == [0, 1]
+    md = (tmp_path / "submitit/report.md").read_text()
+    assert "2 finished run(s) of 2 expected" in md and "Seeds: 0, 1" in md
+
+
+def test_report_callback_after_a_multirun(sweep, tmp_path, caplog):
+    from omegaconf import OmegaConf
+
+    from itermask.callbacks import ReportCallback
+
+    config = OmegaConf.create({"task_name": "evaluate", "hydra": {"sweep": {"dir": str(sweep)}},
+                               "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"}})
+    ReportCallback().on_multirun_end(config)
+    assert "| gradient | one_shot | aopc_comprehensiveness_prob | 3 | 0.1400 |" in (sweep / "report.md").read_text()
+    assert not (sweep / "wandb").exists()  # CSV logger: no W&B summary run
+    (tmp_path / "empty").mkdir()
+    config.hydra.sweep.dir = str(tmp_path / "empty")
+    ReportCallback().on_multirun_end(config)  # logs, does not raise: the multirun's results stay as they are
+    assert "no report for" in caplog.text and "no finished runs" in caplog.text
+    assert not (tmp_path / "empty" / "report.md").exists()
+
+
+def test_constant_samples_compare_exactly():
+    same = compare_samples([0.5, 0.5, 0.5], [0.5, 0.5])
+    assert same["difference"] == 0 and same["p_value"] == 1.0 and (same["ci_low"], same["ci_high"]) == (0, 0)
+    apart = compare_samples([0.5, 0.5], [0.25, 0.25], test="permutation")
+    assert apart["difference"] == 0.25 and apart["p_value"] == 0.0 and math.isnan(apart["statistic"])
