@@ -245,7 +245,7 @@ def test_baseline_options_are_validated(toy_tokenizer):
     described = LimeSaliency(n_samples=7, seed=3).bind(toy_tokenizer).describe()
     assert described == {
         "name": "lime", "output": "probability", "absolute": False, "baseline": "pad",
-        "perturbations_per_eval": 64, "n_samples": 7, "seed": 3, "kernel_width": 25.0, "alpha": 1.0,
+        "perturbations_per_eval": 100, "n_samples": 7, "seed": 3, "kernel_width": 25.0, "alpha": 1.0,
     }
 
 

@@ -550,8 +550,13 @@ class _PerturbationSaliency(_BaselineSaliency):
     """A method that only runs forwards on inputs whose non-special tokens are replaced by the baseline
     token (pad or mask id; the attention mask is kept, so the replacement is attended to).
 
+    Each example is explained on its own, trimmed to its own length: its features are its non-special
+    tokens (special tokens are never features, never perturbed, and score 0), and a Captum perturbation
+    method runs on the ``[1, n]`` ids of those tokens through a forward that writes them back into the
+    example, ``perturbations_per_eval`` perturbed copies per forward pass.
+
     Args:
-        perturbations_per_eval: perturbed copies of the input per forward pass (Captum's batching).
+        perturbations_per_eval: perturbed copies of the example per forward pass (Captum's batching).
 
     Raises:
         ValueError: for ``perturbations_per_eval < 1``.
@@ -560,7 +565,7 @@ class _PerturbationSaliency(_BaselineSaliency):
     needs_gradients = False
     needs_embeddings = False
 
-    def __init__(self, perturbations_per_eval: int = 16, **kwargs) -> None:
+    def __init__(self, perturbations_per_eval: int = 64, **kwargs) -> None:
         super().__init__(**kwargs)
         if perturbations_per_eval < 1:
             raise ValueError(f"perturbations_per_eval must be >= 1, got {perturbations_per_eval}")
@@ -573,70 +578,6 @@ class _PerturbationSaliency(_BaselineSaliency):
         with torch.inference_mode():
             return super().attribute(model, batch, target, example_ids)
 
-
-class OcclusionSaliency(_PerturbationSaliency):
-    """Occlusion / leave-one-out: ``f(x) - f(x with token i replaced by the baseline token)`` for each
-    non-special token ``i`` (Li et al. 2016, arXiv 1612.08220, "erasure"; Zeiler & Fergus 2014), with Captum
-    ``FeatureAblation``, each token its own feature. Special tokens get 0 and are never replaced.
-
-    The batch is perturbed column by column: the ``j``-th non-special token of every example is replaced in
-    the same forward, ``perturbations_per_eval`` such steps per pass, ``max_b n_b`` steps in all.
-
-    Args:
-        baseline: ``"pad"`` (default) or ``"mask"``.
-        perturbations_per_eval: see :class:`_PerturbationSaliency`.
-    """
-
-    name = "occlusion"
-
-    def _scores(self, model, batch, target, example_ids):
-        kept = self.kept(batch)
-        # feature j of a row = its j-th non-special token; kept positions join feature 0, but their
-        # baseline is their own id, so ablating them changes nothing
-        feature_mask = ((~kept).long().cumsum(dim=1) - 1).clamp(min=0).masked_fill(kept, 0)
-        attributions = FeatureAblation(self._forward_fn(model)).attribute(
-            batch.input_ids,
-            baselines=self.baseline_ids(batch),
-            target=target,
-            additional_forward_args=(batch.attention_mask, batch.token_type_ids),
-            feature_mask=feature_mask,
-            perturbations_per_eval=self.perturbations_per_eval,
-        )
-        return attributions.masked_fill(kept, 0.0)
-
-
-class _SurrogateSaliency(_PerturbationSaliency):
-    """Shared by LIME and Kernel SHAP: per example, the interpretable features are its non-special tokens
-    (present = 1, replaced by the baseline token = 0); ``n_samples`` perturbed copies are run through the
-    model ``perturbations_per_eval`` at a time and a weighted linear surrogate is fitted, whose coefficients
-    are the scores. Special tokens are never features and get 0.
-
-    Sampling uses torch's CPU generator, seeded per example by :func:`example_seed` (``seed``,
-    ``example_id``) inside ``torch.random.fork_rng``, so scores are reproducible, independent of batching,
-    and leave the global random state untouched.
-
-    Args:
-        n_samples: perturbed samples per example.
-        seed: base seed.
-
-    Raises:
-        ValueError: for ``n_samples < 1``.
-    """
-
-    def __init__(self, n_samples: int = 200, seed: int = 0, perturbations_per_eval: int = 64, **kwargs) -> None:
-        super().__init__(perturbations_per_eval=perturbations_per_eval, **kwargs)
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-        self.n_samples = int(n_samples)
-        self.seed = int(seed)
-
-    def describe(self) -> dict:
-        return {**super().describe(), "n_samples": self.n_samples, "seed": self.seed}
-
-    @abstractmethod
-    def _explainer(self, forward):
-        """The Captum explainer for one example's forward ``f(token ids [P, n]) -> [P, C]``."""
-
     def _scores(self, model, batch, target, example_ids):
         maskable = ~self.kept(batch)
         baseline = self.baseline_ids(batch)
@@ -646,25 +587,96 @@ class _SurrogateSaliency(_PerturbationSaliency):
             positions = torch.nonzero(maskable[row]).flatten()
             if not len(positions):
                 continue
-            example = batch.index(slice(row, row + 1))
+            example = batch.index(slice(row, row + 1)).trim()  # its own length, not the batch's
 
             def row_forward(features: Tensor, example=example, positions=positions) -> Tensor:
+                """``[P, n]`` ids of the non-special tokens -> ``[P, C]`` outputs."""
                 tiled = example.tile(features.shape[0])
                 ids = tiled.input_ids.clone()
                 ids[:, positions] = features
                 return forward(ids, tiled.attention_mask, tiled.token_type_ids)
 
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(example_seed(self.seed, int(example_ids[row])))
-                attributions = self._explainer(row_forward).attribute(
-                    batch.input_ids[row, positions][None],
-                    baselines=baseline[row, positions][None],
-                    target=int(target[row]),
-                    n_samples=self.n_samples,
-                    perturbations_per_eval=self.perturbations_per_eval,
+            with self._sampling(int(example_ids[row])):
+                attributions = self._attribute_row(
+                    row_forward, batch.input_ids[row, positions][None], baseline[row, positions][None], int(target[row])
                 )
             scores[row, positions] = attributions[0].to(scores.dtype)
         return scores
+
+    @contextmanager
+    def _sampling(self, example_id: int):
+        """Context of one example's attribution (seeding, for sampling methods)."""
+        yield
+
+    @abstractmethod
+    def _attribute_row(self, forward, features: Tensor, baselines: Tensor, target: int) -> Tensor:
+        """``[1, n]`` scores of one example's ``[1, n]`` token ids ``features`` (baseline ids ``baselines``)."""
+
+
+class OcclusionSaliency(_PerturbationSaliency):
+    """Occlusion / leave-one-out: ``f(x) - f(x with token i replaced by the baseline token)`` for each
+    non-special token ``i`` (Li et al. 2016, arXiv 1612.08220, "erasure"; Zeiler & Fergus 2014), with Captum
+    ``FeatureAblation``, each token its own feature: ``n + 1`` forwards of one example (in
+    ``ceil(n / perturbations_per_eval) + 1`` passes). Special tokens get 0 and are never replaced.
+
+    Args:
+        baseline: ``"pad"`` (default) or ``"mask"``.
+        perturbations_per_eval: see :class:`_PerturbationSaliency`.
+    """
+
+    name = "occlusion"
+
+    def _attribute_row(self, forward, features, baselines, target):
+        return FeatureAblation(forward).attribute(
+            features, baselines=baselines, target=target, perturbations_per_eval=self.perturbations_per_eval
+        )
+
+
+class _SurrogateSaliency(_PerturbationSaliency):
+    """Shared by LIME and Kernel SHAP: per example, the interpretable features are its non-special tokens
+    (present = 1, replaced by the baseline token = 0); ``n_samples`` perturbed copies are run through the
+    model and a weighted linear surrogate is fitted, whose coefficients are the scores.
+
+    Sampling uses torch's CPU generator, seeded per example by :func:`example_seed` (``seed``,
+    ``example_id``) inside ``torch.random.fork_rng``, so scores are reproducible, independent of batching,
+    and leave the global random state untouched.
+
+    Args:
+        n_samples: perturbed samples per example (forwards per example).
+        seed: base seed.
+
+    Raises:
+        ValueError: for ``n_samples < 1``.
+    """
+
+    def __init__(self, n_samples: int = 100, seed: int = 0, perturbations_per_eval: int = 100, **kwargs) -> None:
+        super().__init__(perturbations_per_eval=perturbations_per_eval, **kwargs)
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        self.n_samples = int(n_samples)
+        self.seed = int(seed)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "n_samples": self.n_samples, "seed": self.seed}
+
+    @contextmanager
+    def _sampling(self, example_id: int):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(example_seed(self.seed, example_id))
+            yield
+
+    @abstractmethod
+    def _explainer(self, forward):
+        """The Captum explainer for one example's forward ``f(token ids [P, n]) -> [P, C]``."""
+
+    def _attribute_row(self, forward, features, baselines, target):
+        return self._explainer(forward).attribute(
+            features,
+            baselines=baselines,
+            target=target,
+            n_samples=self.n_samples,
+            perturbations_per_eval=self.perturbations_per_eval,
+        )
 
 
 class LimeSaliency(_SurrogateSaliency):
