@@ -101,3 +101,124 @@ class ToyTokenizer:
 @pytest.fixture
 def toy_tokenizer():
     return ToyTokenizer()
+
+
+# -- five architectures: tiny random classifiers and tokenizers trained locally on the shipped text -----
+
+ARCHITECTURES = ("bert", "roberta", "distilbert", "electra", "deberta_v2")
+
+
+def _shipped_texts() -> list[str]:
+    return list(pd.read_csv(shipped_source().files["train"], keep_default_na=False)["text"])
+
+
+@pytest.fixture(scope="session")
+def wordpiece_backend():
+    """A lower-casing WordPiece tokenizer (``tokenizers`` library) trained on the shipped training text,
+    with BERT's special tokens and ``[CLS] A [SEP] (B [SEP])`` post-processing."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    trained = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    trained.normalizer = normalizers.BertNormalizer(lowercase=True)
+    trained.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trained.train_from_iterator(_shipped_texts(), trainers.WordPieceTrainer(vocab_size=1000, special_tokens=SPECIALS))
+    # the trainer learns the same vocabulary every time but numbers equal-count pieces in hash order:
+    # renumber it (specials first, then sorted) so that ids are the same in every test session
+    pieces = sorted(set(trained.get_vocab()) - set(SPECIALS))
+    vocab = {piece: i for i, piece in enumerate(SPECIALS + pieces)}
+    backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.normalizer = trained.normalizer
+    backend.pre_tokenizer = trained.pre_tokenizer
+    cls, sep = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    backend.decoder = decoders.WordPiece()
+    return backend
+
+
+@pytest.fixture(scope="session")
+def bpe_backend():
+    """A byte-level BPE tokenizer trained on the shipped training text with RoBERTa's special tokens in
+    RoBERTa's order (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, ``<mask>`` 4) and its post-processing."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    backend.train_from_iterator(_shipped_texts(), trainer)
+    backend.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+@pytest.fixture(scope="session")
+def architecture_tokenizers(wordpiece_backend, bpe_backend) -> dict:
+    """``{architecture: transformers fast tokenizer}``; DistilBERT and RoBERTa return no token type ids."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bert_like = dict(unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    with_types = ["input_ids", "token_type_ids", "attention_mask"]
+    without_types = ["input_ids", "attention_mask"]
+    roberta = PreTrainedTokenizerFast(
+        tokenizer_object=bpe_backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+        cls_token="<s>", sep_token="</s>", mask_token="<mask>", model_input_names=without_types,
+    )
+    tokenizers = {"roberta": roberta}
+    for name in ("bert", "distilbert", "electra", "deberta_v2"):
+        names = without_types if name == "distilbert" else with_types
+        backend = Tokenizer.from_str(wordpiece_backend.to_str())  # each wrapper sets padding on its own copy
+        tokenizers[name] = PreTrainedTokenizerFast(tokenizer_object=backend, model_input_names=names, **bert_like)
+    return tokenizers
+
+
+def build_tiny_classifier(architecture: str, tokenizer, seed: int = 0) -> torch.nn.Module:
+    """A 2-layer, hidden-32, 4-head classifier of ``architecture`` with random weights (initialiser range
+    0.2, so that outputs vary visibly between inputs; the pad token's word embedding is non-zero, as in
+    pretrained models), loaded with the library's default attention implementation, in eval mode."""
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=len(tokenizer), num_labels=2, pad_token_id=tokenizer.pad_token_id, initializer_range=0.2
+    )
+    layers = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    if architecture == "bert":
+        config = tf.BertConfig(max_position_embeddings=128, **layers, **common)
+        model_class = tf.BertForSequenceClassification
+    elif architecture == "roberta":
+        # position ids start after the pad id: max_position_embeddings = max length + pad id + 1
+        config = tf.RobertaConfig(
+            max_position_embeddings=130, type_vocab_size=1, bos_token_id=0, eos_token_id=2, **layers, **common
+        )
+        model_class = tf.RobertaForSequenceClassification
+    elif architecture == "distilbert":
+        config = tf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=128, **common)
+        model_class = tf.DistilBertForSequenceClassification
+    elif architecture == "electra":
+        config = tf.ElectraConfig(embedding_size=16, max_position_embeddings=128, **layers, **common)
+        model_class = tf.ElectraForSequenceClassification
+    elif architecture == "deberta_v2":
+        config = tf.DebertaV2Config(
+            relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16, max_position_embeddings=128,
+            **layers, **common,
+        )
+        model_class = tf.DebertaV2ForSequenceClassification
+    else:
+        raise ValueError(f"unknown architecture {architecture!r}")
+    model = model_class(config).eval()
+    with torch.no_grad():  # initialisation zeroes the pad row (padding_idx); pretrained models have none
+        model.get_input_embeddings().weight[tokenizer.pad_token_id].normal_(0.0, 0.2)
+    return model
+
+
+@pytest.fixture(params=ARCHITECTURES)
+def tiny_classifier(request, architecture_tokenizers):
+    """``(architecture, tiny random classifier, its tokenizer)`` for each of the five architectures."""
+    tokenizer = architecture_tokenizers[request.param]
+    return request.param, build_tiny_classifier(request.param, tokenizer), tokenizer

@@ -25,7 +25,7 @@ from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.lightning_evaluation import MaskingEvaluationModule
 from itermask.models import SequenceClassifier, load_tokenizer
 from itermask.results import environment, write_json_atomic
-from itermask.saliency import RandomSaliency
+from itermask.saliency import RandomSaliency, prepare_for_saliency
 from itermask.store import ResultStore, results_key
 
 log = logging.getLogger(__name__)
@@ -282,6 +282,8 @@ def run_evaluate(cfg: DictConfig) -> dict:
             num_labels=len(datamodule.label_names),
             label_names=datamodule.label_names,
         )
+        # eager attention when a method reads attention weights; every method checks it can run (fail fast)
+        prepare_for_saliency(classifier.model, [evaluator.saliency for evaluator in evaluators.values()])
         trainer = _trainer(cfg, logger=logger if logger is not None else False, inference_mode=False)
         test_acc = trainer.test(classifier, dataloaders=datamodule.test_dataloader(), verbose=False)[0]["test_acc"]
         module = MaskingEvaluationModule(classifier.model, evaluators)
