@@ -526,8 +526,11 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
     Captum supports (ReLU, Tanh, Sigmoid, ELU, Softplus, ...). In these Transformers GELU is a transformers
     module Captum does not know, and LayerNorm, the attention softmax and (for ``output="probability"``) the
     output softmax are functional, so those contribute their plain gradient at the input: the scores do
-    not in general sum to ``f(x) - f(baseline)`` (DeepLIFT's summation-to-delta). The config explains the
-    logit for that reason.
+    not in general sum to ``f(x) - f(baseline)`` (DeepLIFT's summation-to-delta), and the result is close to
+    ``(x - baseline) . grad f(x)``. Measured on the fine-tuned packaged MiniLM (16 shipped test examples,
+    logit, pad baseline): the sums miss ``f(x) - f(baseline)`` by 112 % (median relative error; IG with 50
+    steps: < 0.1 %), and the token ranking barely agrees with IG's (median Spearman 0.02). The config
+    explains the logit, since a functional output softmax would only add a plain gradient.
 
     Args:
         baseline: ``"pad"`` (default), ``"mask"`` or ``"zero"``; see :class:`_EmbeddingPathSaliency`.
