@@ -48,7 +48,9 @@ def vocab_file(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def tokenizer(vocab_file):
-    return BertTokenizer(vocab=vocab_file)  # transformers 5: vocab_file= silently leaves only the specials
+    tok = BertTokenizer(vocab=vocab_file)
+    assert len(tok) == len(SPECIALS) + 400, "the tokenizer did not read the vocabulary"
+    return tok
 
 
 @pytest.fixture

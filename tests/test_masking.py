@@ -2,8 +2,26 @@
 
 import pytest
 import torch
+from conftest import AdditiveModel, ToyTokenizer
 
-from itermask.masking import Delete, MaskToken, OneShot, Recursive, masked_counts, to_source_positions, top_k_mask
+from itermask.evaluation import IterativeMaskingEvaluator
+from itermask.masking import (
+    AttentionOff,
+    Delete,
+    MaskToken,
+    OneShot,
+    PadToken,
+    RandomToken,
+    Recursive,
+    ReplaceWithToken,
+    UnkToken,
+    capped_counts,
+    masked_counts,
+    step_counts,
+    to_source_positions,
+    top_k_mask,
+)
+from itermask.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.tokens import TokenBatch, maskable_positions
 
 # [CLS]=1 [SEP]=2 [MASK]=3 [UNK]=4 [PAD]=0; words are ids >= 5
@@ -132,3 +150,159 @@ def test_strategy_without_mask_token_fails_clearly(toy_tokenizer):
 
     with pytest.raises(ValueError, match="mask_token_id"):
         MaskToken(NoMask())
+
+
+class VocabTokenizer(ToyTokenizer):
+    """The toy ids plus [UNK]=4 and a vocabulary of 16 ids (5..15 are words)."""
+
+    unk_token_id = 4
+
+    def __len__(self):
+        return 16
+
+
+MASKED = torch.zeros(2, 7, dtype=torch.bool)
+MASKED[0, [1, 4]] = True
+MASKED[1, 3] = True
+
+
+@pytest.mark.parametrize(
+    "strategy_cls, ids, attention",
+    [
+        (MaskToken, [[1, 3, 6, 7, 3, 9, 2], [1, 10, 4, 3, 2, 0, 0]], BATCH.attention_mask.tolist()),
+        (UnkToken, [[1, 4, 6, 7, 4, 9, 2], [1, 10, 4, 4, 2, 0, 0]], BATCH.attention_mask.tolist()),
+        # the pad id stays under attention
+        (PadToken, [[1, 0, 6, 7, 0, 9, 2], [1, 10, 4, 0, 2, 0, 0]], BATCH.attention_mask.tolist()),
+        (AttentionOff, BATCH.input_ids.tolist(), [[1, 0, 1, 1, 0, 1, 1], [1, 1, 1, 0, 1, 0, 0]]),
+    ],
+)
+def test_fixed_strategies_exact_ids_and_attention(strategy_cls, ids, attention):
+    segments = torch.tensor([[-1, 0, 0, 0, 1, 1, -1], [-1, 0, 0, 1, -1, -1, -1]])
+    batch = TokenBatch(BATCH.input_ids, BATCH.attention_mask, BATCH.token_type_ids + 1, segments)
+    out = strategy_cls(VocabTokenizer()).apply(batch, MASKED)
+    assert out.batch.input_ids.tolist() == ids
+    assert out.batch.attention_mask.tolist() == attention
+    # token type ids and segment ids are carried along, unchanged, and positions map one to one
+    assert torch.equal(out.batch.token_type_ids, batch.token_type_ids)
+    assert torch.equal(out.batch.segment_ids, segments)
+    assert out.source_positions.tolist() == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, -1, -1]]
+    assert "segment_ids" not in out.batch.model_inputs()
+
+
+def test_token_replacements_share_one_class():
+    assert all(issubclass(c, ReplaceWithToken) for c in (MaskToken, UnkToken, PadToken))
+    assert [c.token_attribute for c in (MaskToken, UnkToken, PadToken)] == ["mask_token_id", "unk_token_id", "pad_token_id"]
+    assert "apply" not in vars(UnkToken) and "apply" not in vars(PadToken) and "apply" not in vars(MaskToken)
+    with pytest.raises(ValueError, match="unk_token_id"):
+        UnkToken(ToyTokenizer())  # the toy tokenizer has no unknown token
+
+
+def test_delete_carries_segment_ids():
+    segments = torch.tensor([[-1, 0, 0, 0, 1, 1, -1], [-1, 0, 0, 1, -1, -1, -1]])
+    batch = TokenBatch(BATCH.input_ids, BATCH.attention_mask, BATCH.token_type_ids, segments)
+    out = Delete(VocabTokenizer()).apply(batch, MASKED)
+    assert out.batch.input_ids.tolist() == [[1, 6, 7, 9, 2, 0, 0], [1, 10, 4, 2, 0, 0, 0]]
+    assert out.batch.segment_ids.tolist() == [[-1, 0, 0, 1, -1, -1, -1], [-1, 0, 0, -1, -1, -1, -1]]
+
+
+def test_random_token_draws_non_special_ids_independent_of_batching_and_step():
+    strategy = RandomToken(VocabTokenizer(), seed=3)
+    out = strategy.apply(BATCH, MASKED)
+    replaced = out.batch.input_ids[MASKED]
+    assert ((replaced >= 5) & (replaced <= 15)).all()  # special ids 0..4 are never drawn
+    assert torch.equal(out.batch.input_ids[~MASKED], BATCH.input_ids[~MASKED])
+    assert torch.equal(out.batch.attention_mask, BATCH.attention_mask)
+    full = strategy.replacements(BATCH)
+    # another step masks more: the tokens masked before keep their replacement
+    more = MASKED.clone()
+    more[0, [2, 5]] = True
+    stepped = strategy.apply(BATCH, more).batch.input_ids
+    assert torch.equal(stepped[MASKED], out.batch.input_ids[MASKED])
+    assert torch.equal(stepped[more], full[more])
+    # the second example alone, trimmed to its length, or batched after other rows, padded further
+    alone = strategy.replacements(BATCH.index(slice(1, 2)).trim())
+    assert torch.equal(alone[0], full[1, :5])
+    other = TokenBatch(torch.tensor([[1, 12, 13, 14, 15, 2, 0, 0, 0]]), torch.tensor([[1, 1, 1, 1, 1, 1, 0, 0, 0]]))
+    padded = TokenBatch.concat([other, BATCH.index(slice(1, 2)).map(lambda t: torch.nn.functional.pad(t, (0, 2)))])
+    assert torch.equal(strategy.replacements(padded)[1, :5], full[1, :5])
+    # seeded: the same seed draws the same ids, another seed other ones
+    assert torch.equal(RandomToken(VocabTokenizer(), seed=3).replacements(BATCH), full)
+    assert not torch.equal(RandomToken(VocabTokenizer(), seed=4).replacements(BATCH), full)
+    long_row = TokenBatch(torch.full((1, 300), 7), torch.ones(1, 300, dtype=torch.long))
+    assert set(strategy.replacements(long_row).flatten().tolist()) == set(range(5, 16))  # every word, nothing else
+
+
+class Recorder(torch.nn.Module):
+    """Wraps a classifier and records every input it is called with."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.calls = []
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
+
+    def forward(self, **inputs):
+        self.calls.append({k: v.detach().clone() for k, v in inputs.items()})
+        return self.model(**inputs)
+
+
+def test_random_token_keeps_replacements_under_recursion():
+    tokenizer = VocabTokenizer()
+    model = Recorder(AdditiveModel({i: float(i % 3) - 1 for i in range(5, 16)}))
+    batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 8, 9, 10, 2]]), torch.ones(1, 8, dtype=torch.long))
+    evaluator = IterativeMaskingEvaluator(
+        RandomSaliency(seed=1), RandomToken(tokenizer, seed=0), None, tokenizer.all_special_ids,
+        schedules=["recursive"], steps="count", counts=[0, 1, 2, 3, 4, 5, 6], sufficiency=False,
+    )
+    curves = evaluator.evaluate(model, batch)["recursive"]
+    assert curves.k.tolist() == [[0, 1, 2, 3, 4, 5, 6]]
+    final = model.calls[-1]["input_ids"]  # the masked forward of every step, step-major
+    assert final.shape[0] == 7
+    replacements = RandomToken(tokenizer, seed=0).replacements(batch)[0]
+    changed = final != batch.input_ids  # [7, 8]
+    for step in range(1, 7):
+        assert changed[step].sum() <= step
+        assert (changed[step] >= changed[step - 1]).all()  # masked stays masked, never restored
+        assert torch.equal(final[step][changed[step]], replacements[changed[step]])
+
+
+def test_capped_counts_and_step_counts():
+    n = torch.tensor([5, 2, 0])
+    assert capped_counts(n, [0, 1, 2, 3, 10]).tolist() == [[0, 0, 0], [1, 1, 0], [2, 2, 0], [3, 2, 0], [5, 2, 0]]
+    assert torch.equal(step_counts(n, [0.0, 0.5], "fraction"), masked_counts(n, [0.0, 0.5]))
+    assert step_counts(n, [1, 4], "count").tolist() == [[1, 1, 0], [4, 2, 0]]
+    with pytest.raises(ValueError, match="non-negative integers"):
+        capped_counts(n, [1.5])
+    with pytest.raises(ValueError, match="non-negative integers"):
+        capped_counts(n, [-1])
+    with pytest.raises(ValueError, match="kind of masking steps"):
+        step_counts(n, [1], "percent")
+
+
+def test_count_steps_mask_exact_tokens_one_shot_and_recursive(toy_tokenizer):
+    # additive model: weights 3, 1, 2, -1, 0.5 for ids 5..9; input x gradient on the logit ranks them
+    model = AdditiveModel({5: 3.0, 6: 1.0, 7: 2.0, 8: -1.0, 9: 0.5})
+    batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 8, 9, 2], [1, 7, 5, 2, 0, 0, 0]]),
+                       torch.tensor([[1] * 7, [1, 1, 1, 1, 0, 0, 0]]))
+    evaluator = IterativeMaskingEvaluator(
+        InputXGradientSaliency(output="logit"), MaskToken(toy_tokenizer), None, [0, 1, 2, 3, 4],
+        steps="count", counts=[0, 1, 2, 3], target=1,
+    )
+    curves = evaluator.evaluate(model, batch)
+    for schedule in ("one_shot", "recursive"):
+        c = curves[schedule]
+        assert c.steps == "count" and c.grid.tolist() == [0, 1, 2, 3]
+        assert c.k.tolist() == [[0, 1, 2, 3], [0, 1, 2, 2]]  # capped at n = 2 for the second example
+        # masked in order 3 (id 5), 2 (id 7), 1 (id 6): logit sums 5.5 -> 2.5 -> 0.5 -> -0.5
+        assert c.logits[0, :, 1].tolist() == pytest.approx([5.5, 2.5, 0.5, -0.5])
+        assert c.logits[1, :, 1].tolist() == pytest.approx([5.0, 2.0, 0.0, 0.0])
+    assert curves["one_shot"].masked_fraction.flatten().tolist() == pytest.approx([0, 0.2, 0.4, 0.6, 0, 0.5, 1, 1])
+    with pytest.raises(ValueError, match="not masking fractions"):
+        curves["one_shot"].fractions
+    with pytest.raises(ValueError, match="counts"):
+        IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count")
+    with pytest.raises(ValueError, match="ascending"):
+        IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count",
+                                  counts=[2, 1])

@@ -109,13 +109,17 @@ def test_decision_flips_and_accuracy(curves):
         [0, 0, 0, 0, 1, 1, 1],
         [0, 0, 0, 0, 0, 1, 0],
     ]
-    assert metrics.first_flip_fraction(one_shot).tolist() == [0.2, 0.5]
+    # first flips at k = 1 (fraction step 0.2) and k = 2 (step 0.5) of n = 3: the shares masked are k / n
+    assert metrics.first_flip_step(one_shot).tolist() == [4, 5]
+    assert metrics.first_flip_fraction(one_shot).tolist() == pytest.approx([1 / 3, 2 / 3])
+    assert metrics.first_flip_count(one_shot).tolist() == [1.0, 2.0]
     summary = metrics.summarize(one_shot)
     assert summary["flip_rate"] == pytest.approx([0, 0, 0, 0, 0.5, 1.0, 0.5])
     # gold labels are 1, 1: predictions (1, 0) -> (0, 0) -> (0, 1) -> (0, 0)
     assert summary["accuracy"] == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.0, 0.5, 0.0])
     assert summary["mean_k"] == pytest.approx([0, 0, 0, 0, 1, 2, 3])
-    assert summary["first_flip_fraction"] == pytest.approx(0.35)
+    assert summary["first_flip_fraction"] == pytest.approx(0.5)
+    assert summary["first_flip_count"] == pytest.approx(1.5)
     assert summary["never_flip_rate"] == 0.0
 
 
@@ -171,3 +175,147 @@ def test_evaluator_rejects_bad_settings(toy_tokenizer):
     only_special = TokenBatch(torch.tensor([[1, 2]]), torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="maskable"):
         evaluator.evaluate(AdditiveModel({}), only_special)
+
+
+def test_log_odds_drop_by_hand(curves):
+    one_shot = curves["one_shot"]
+    # two classes: log-odds of the target = logit difference. Example 0 (target 1): sums 2 -> 0, -1, 0.
+    # Example 1 (target 0, log-odds = -sum): 1 -> 0, -1, 0
+    drop = metrics.log_odds_drop(one_shot)
+    assert drop[0].tolist() == pytest.approx([0, 0, 0, 0, 2, 3, 2])
+    assert drop[1].tolist() == pytest.approx([0, 0, 0, 0, 1, 2, 1])
+    logits = torch.tensor([[1.0, 2.0, 3.0]])
+    assert metrics.log_odds(logits, torch.tensor([2])).item() == pytest.approx(3 - math.log(math.e + math.e**2))
+    summary = metrics.summarize(one_shot)
+    assert summary["log_odds_drop"] == pytest.approx([0, 0, 0, 0, 1.5, 2.5, 1.5])
+    assert summary["aopc_log_odds_drop"] == pytest.approx((1.5 + 2.5) / 5)  # bins: k = 0, 0, 0, 1, 2
+    assert summary["aopc_full_log_odds_drop"] == pytest.approx((1.5 + 2.5 + 1.5) / 7)
+
+
+def test_aopc_over_the_full_curve_by_hand(curves):
+    one_shot = curves["one_shot"]
+    summary = metrics.summarize(one_shot)
+    comp = [sum(CLEAN[i] - p for p in MASKED[i]) / 7 for i in range(2)]  # k = 0 four times adds 0
+    assert metrics.aopc_full(metrics.comprehensiveness(one_shot)).tolist() == pytest.approx(comp, abs=1e-6)
+    assert summary["aopc_full_comprehensiveness_prob"] == pytest.approx(sum(comp) / 2, abs=1e-6)
+    suff = [(4 * (CLEAN[i] - KEPT[i][0]) + sum(CLEAN[i] - p for p in KEPT[i][1:])) / 7 for i in range(2)]
+    assert summary["aopc_full_sufficiency_prob"] == pytest.approx(sum(suff) / 2, abs=1e-6)
+    assert summary["steps"] == "fraction" and summary["x"] == FRACTIONS and summary["fraction"] == FRACTIONS
+    recursive = metrics.summarize(curves["recursive"])
+    assert "aopc_full_sufficiency_prob" not in recursive and "aopc_sufficiency_prob" not in recursive
+
+
+def trapezoid(x, y):
+    return sum((x[j + 1] - x[j]) * (y[j] + y[j + 1]) / 2 for j in range(len(x) - 1))
+
+
+def test_racu_without_retraining_by_hand():
+    x = torch.tensor([0.0, 0.5, 1.0])
+    random = torch.tensor([0.9, 0.6, 0.2])
+    explained = torch.tensor([0.9, 0.3, 0.2])
+    # between: 0.5 * (0 + 0.3) / 2 + 0.5 * (0.3 + 0) / 2 = 0.15; normaliser: 0.5 * 1.1 / 2 + 0.5 * 0.4 / 2 = 0.375
+    assert metrics.racu_without_retraining(explained, random, x).item() == pytest.approx(0.4)
+    assert metrics.racu_without_retraining(random, random, x).item() == 0.0
+    ideal = torch.tensor([0.9, 0.2, 0.2])  # 1 would need the drop at x = 0 itself
+    assert metrics.racu_without_retraining(ideal, random, x).item() == pytest.approx((0.5 * 0.4 / 2 * 2) / 0.375)
+    worse = torch.tensor([0.9, 0.9, 0.2])
+    assert metrics.racu_without_retraining(worse, random, x).item() == pytest.approx(-0.15 / 0.375)
+    flat = torch.tensor([0.5, 0.5, 0.5])
+    assert math.isnan(metrics.racu_without_retraining(explained, flat, x).item())
+    with pytest.raises(ValueError, match="differ in shape"):
+        metrics.racu_without_retraining(explained, random[:2], x)
+
+
+class NegatedWeights(InputXGradientSaliency):
+    """Stands in for the random explanation: the opposite ranking (least important first)."""
+
+    name = "random"
+
+    def _scores(self, model, batch, target, example_ids):
+        return -super()._scores(model, batch, target, example_ids)
+
+
+def test_relative_to_random_on_the_additive_model(toy_tokenizer, curves):
+    model = AdditiveModel({A: 2.0, B: 1.0, C: -1.0})
+    batch = TokenBatch(torch.tensor([[1, A, B, C, 2], [1, C, C, B, 2]]), torch.ones(2, 5, dtype=torch.long))
+    base = IterativeMaskingEvaluator(NegatedWeights(output="logit"), MaskToken(toy_tokenizer), FRACTIONS, SPECIAL)
+    base_curves = base.evaluate(model, batch, labels=torch.tensor([1, 1]), example_ids=torch.tensor([10, 11]))
+    ours, theirs = metrics.summarize(curves["one_shot"]), metrics.summarize(base_curves["one_shot"])
+    # example 0 masked in the reverse order c, b, a: sums 3, 2, 0; example 1 has all-zero saliency: same order
+    reverse = [[sig(3), sig(2), sig(0)], MASKED[1]]
+    mean_ours = [(CLEAN[0] + CLEAN[1]) / 2] * 4 + [(MASKED[0][j] + MASKED[1][j]) / 2 for j in range(3)]
+    mean_theirs = [(CLEAN[0] + CLEAN[1]) / 2] * 4 + [(reverse[0][j] + reverse[1][j]) / 2 for j in range(3)]
+    assert theirs["target_prob"] == pytest.approx(mean_theirs, abs=1e-6)
+    between = trapezoid(FRACTIONS, [r - e for r, e in zip(mean_theirs, mean_ours)])
+    normaliser = trapezoid(FRACTIONS, [r - mean_theirs[-1] for r in mean_theirs])
+    relative = metrics.relative_to_random(ours, theirs)
+    assert relative["racu_without_retraining_prob"] == pytest.approx(between / normaliser, abs=1e-5)
+    assert relative["aopc_comprehensiveness_prob"] == pytest.approx(
+        ours["aopc_comprehensiveness_prob"] - theirs["aopc_comprehensiveness_prob"]
+    )
+    assert relative["auc_prob"] == pytest.approx(ours["auc_prob"] - theirs["auc_prob"])
+    assert {"aopc_full_comprehensiveness_prob", "aopc_log_odds_drop", "racu_without_retraining_accuracy"} <= set(relative)
+    # accuracy against labels 1, 1. Reverse order: example 0 sums 3, 2, 0 -> right, right, wrong (tie -> 0);
+    # example 1 sums 0, 1, 0 -> wrong, right, wrong (clean: wrong)
+    acc_theirs = [0.5] * 4 + [0.5, 1.0, 0.0]
+    assert theirs["accuracy"] == pytest.approx(acc_theirs)
+    acc_ours = [0.5] * 4 + [0.0, 0.5, 0.0]
+    expected = trapezoid(FRACTIONS, [r - e for r, e in zip(acc_theirs, acc_ours)]) / trapezoid(FRACTIONS, [r - 0.0 for r in acc_theirs])
+    assert relative["racu_without_retraining_accuracy"] == pytest.approx(expected)
+    with pytest.raises(ValueError, match="different quantity"):
+        metrics.relative_to_random(metrics.summarize(curves["one_shot"], quantity="logit"), theirs)
+
+
+def test_count_step_summary(toy_tokenizer):
+    model = AdditiveModel({A: 2.0, B: 1.0, C: -1.0})
+    batch = TokenBatch(torch.tensor([[1, A, B, C, 2], [1, C, B, 2, 0]]), torch.tensor([[1] * 5, [1, 1, 1, 1, 0]]))
+    evaluator = IterativeMaskingEvaluator(
+        InputXGradientSaliency(output="logit"), MaskToken(toy_tokenizer), None, SPECIAL, steps="count", counts=[0, 1, 2, 3],
+    )
+    one_shot = evaluator.evaluate(model, batch, labels=torch.tensor([1, 0]))["one_shot"]
+    summary = metrics.summarize(one_shot, quantity="logit")
+    assert summary["steps"] == "count" and summary["x"] == [0, 1, 2, 3]
+    assert summary["mean_k"] == [0, 1, 2, 2.5]  # the second example has n = 2
+    assert summary["fraction"] == pytest.approx([0, (1 / 3 + 1 / 2) / 2, (2 / 3 + 1) / 2, 1])
+    assert not any(key.startswith("aopc_comprehensiveness") for key in summary)  # ERASER bins: fractions only
+    # example 0 (target 1): logit 2 -> 0, -1, 0; example 1 (sum 0 -> target 0, logit 0 constant): comp 0
+    assert summary["comprehensiveness_logit"] == pytest.approx([0, 1, 1.5, 1])
+    assert summary["aopc_full_comprehensiveness_logit"] == pytest.approx((0 + 1 + 1.5 + 1) / 4)
+    # area over token counts: example 0's target logit 2, 0, -1, 0, example 1's 0 throughout
+    assert summary["auc_logit"] == pytest.approx(trapezoid([0, 1, 2, 3], [2, 0, -1, 0]) / 2)
+    # example 0 flips at k = 1 (1/3 of its tokens); example 1 (clean sum 0, class 0) too: masking c gives
+    # sum 1, class 1 (1/2 of its tokens)
+    assert metrics.first_flip_count(one_shot).tolist() == [1.0, 1.0]
+    assert summary["first_flip_fraction"] == pytest.approx((1 / 3 + 1 / 2) / 2)
+    assert summary["flip_rate"] == pytest.approx([0, 1, 0.5, 0.5])  # sums: ex. 0: 0, -1, 0; ex. 1: 1, 0, 0
+
+
+def test_new_scores_reach_the_tracked_scalars_and_curves(curves):
+    from itermask import tracking
+
+    summary = metrics.summarize(curves["one_shot"])
+    result = {
+        "accuracy": {"test": 0.5},
+        "scores": {"gradient": {"one_shot": summary}, "random": {"one_shot": summary}},
+        "relative_to_random": {"one_shot": metrics.relative_to_random(summary, summary)},
+        "n_evaluated": 2,
+        "n_skipped_no_maskable": 0,
+    }
+    scalars = tracking._scalars(result)
+    assert scalars["gradient/one_shot/aopc_full_log_odds_drop"] == summary["aopc_full_log_odds_drop"]
+    assert scalars["gradient/one_shot/first_flip_count"] == 1.5
+    # this curve ends above its minimum, so its area above the end point is negative: RACU is undefined
+    assert math.isnan(scalars["relative_to_random/one_shot/racu_without_retraining_prob"])
+    columns, rows = tracking.curve_table(result["scores"])
+    assert [row[columns.index("x")] for row in rows[:7]] == FRACTIONS
+    assert [row[columns.index("log_odds_drop")] for row in rows[:7]] == pytest.approx(summary["log_odds_drop"])
+
+
+def test_curve_table_follows_the_quantity(curves):
+    from itermask import tracking
+
+    summary = metrics.summarize(curves["one_shot"], quantity="logit")
+    columns, rows = tracking.curve_table({"gradient": {"one_shot": summary}})
+    assert "comprehensiveness_logit" in columns and "comprehensiveness_prob" not in columns
+    assert [row[columns.index("comprehensiveness_logit")] for row in rows] == summary["comprehensiveness_logit"]
+    assert len(rows) == len(FRACTIONS)

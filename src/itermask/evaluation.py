@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor
 
-from itermask.masking import SCHEDULES, MaskingStrategy, masked_counts, to_source_positions
+from itermask.masking import SCHEDULES, STEP_KINDS, MaskingStrategy, step_counts, to_source_positions
 from itermask.representations import Representations, capture_representations
 from itermask.saliency import SaliencyMethod
 from itermask.tokens import TokenBatch, chunked_logits, maskable_positions
@@ -40,7 +40,9 @@ class MaskingCurves:
 
     Attributes:
         schedule: ``"one_shot"`` or ``"recursive"``.
-        fractions: ``[S]`` masking fractions (share of the maskable tokens, not counts).
+        steps: what the x-axis ``grid`` holds: ``"fraction"`` (masking fractions, shares of the maskable
+            tokens) or ``"count"`` (numbers of tokens, capped per example at its ``n_maskable``).
+        grid: ``[S]`` float64, the masking fractions or token counts of the steps.
         example_ids: ``[B]`` long stable example ids.
         n_maskable: ``[B]`` long number of maskable tokens.
         k: ``[B, S]`` long number of tokens masked at each step.
@@ -59,7 +61,8 @@ class MaskingCurves:
     """
 
     schedule: str
-    fractions: Tensor
+    steps: str
+    grid: Tensor
     example_ids: Tensor
     n_maskable: Tensor
     k: Tensor
@@ -83,27 +86,56 @@ class MaskingCurves:
         clean = Representations(self.clean_features, self.clean_layer_mean, self.clean_layer_max)
         return clean, Representations(self.features, self.layer_mean, self.layer_max)
 
+    #: fields shared by every example (not indexed by example)
+    SHARED = ("schedule", "steps", "grid")
+
     def __len__(self) -> int:
         return self.example_ids.shape[0]
 
-    @staticmethod
-    def concat(parts: Iterable["MaskingCurves"]) -> "MaskingCurves":
-        """Join curves of the same schedule and fractions along the example dimension.
+    @property
+    def fractions(self) -> Tensor:
+        """``[S]`` the masking fractions of a fraction-step curve.
 
         Raises:
-            ValueError: if there are no parts, or they differ in schedule or fractions.
+            ValueError: for a count-step curve (use ``grid``, or ``k / n_maskable`` per example).
+        """
+        if self.steps != "fraction":
+            raise ValueError(f"these curves have {self.steps} steps, not masking fractions; read curves.grid")
+        return self.grid
+
+    @property
+    def masked_fraction(self) -> Tensor:
+        """``[B, S]`` float64: the share of each example's maskable tokens masked at each step, ``k / n``."""
+        return self.k.double() / self.n_maskable.double()[:, None]
+
+    def select(self, rows: Tensor) -> "MaskingCurves":
+        """The examples ``rows`` (index tensor or boolean mask of shape ``[B]``)."""
+        return MaskingCurves(
+            **{
+                f.name: (v if f.name in self.SHARED or v is None else v[rows])
+                for f in fields(MaskingCurves)
+                for v in [getattr(self, f.name)]
+            }
+        )
+
+    @staticmethod
+    def concat(parts: Iterable["MaskingCurves"]) -> "MaskingCurves":
+        """Join curves of the same schedule and steps along the example dimension.
+
+        Raises:
+            ValueError: if there are no parts, or they differ in schedule or steps.
         """
         parts = list(parts)
         if not parts:
             raise ValueError("no masking curves to concatenate (no example was evaluated)")
         first = parts[0]
         for part in parts[1:]:
-            if part.schedule != first.schedule or not torch.equal(part.fractions, first.fractions):
-                raise ValueError("cannot concatenate masking curves of different schedules or fractions")
+            if (part.schedule, part.steps) != (first.schedule, first.steps) or not torch.equal(part.grid, first.grid):
+                raise ValueError("cannot concatenate masking curves of different schedules or steps")
         joined = {}
         for field in fields(MaskingCurves):
             values = [getattr(p, field.name) for p in parts]
-            if field.name in ("schedule", "fractions"):
+            if field.name in MaskingCurves.SHARED:
                 joined[field.name] = values[0]
             elif any(v is None for v in values):
                 joined[field.name] = None
@@ -160,43 +192,59 @@ class IterativeMaskingEvaluator:
     Args:
         saliency: the explanation to evaluate.
         strategy: what a masked token becomes.
-        fractions: ``S`` masking fractions in ``[0, 1]``, ascending.
+        fractions: ``S`` masking fractions in ``[0, 1]``, ascending (used when ``steps="fraction"``).
         special_ids: token ids never masked (``tokenizer.all_special_ids``).
         schedules: names from :data:`itermask.masking.SCHEDULES`.
         target: target policy, see :func:`resolve_target`.
         chunk_size: rows per masked forward pass.
         sufficiency: also run the keep-only-top-k inputs for the one-shot schedule.
+        steps: ``"fraction"`` (the grid is ``fractions``) or ``"count"`` (the grid is ``counts``: mask
+            ``min(c, n)`` tokens at count ``c``).
+        counts: ``S`` token counts, non-negative integers, ascending (needed when ``steps="count"``).
+        segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second
+            text of a sentence pair), or ``None`` for all; see :func:`itermask.tokens.maskable_positions`.
         collect_representations: also record the clean and masked inputs' representations in the
             curves (``features``, ``layer_mean``, ``layer_max``); needs a Hugging Face classifier (see
             :func:`itermask.representations.capture_representations`). Off by default: it costs memory.
 
     Raises:
-        ValueError: for unknown schedules, empty or unsorted fractions.
+        ValueError: for unknown schedules or kinds of steps, an empty or unsorted grid, count steps without
+            counts.
     """
 
     def __init__(
         self,
         saliency: SaliencyMethod,
         strategy: MaskingStrategy,
-        fractions: Sequence[float],
+        fractions: Sequence[float] | None,
         special_ids: Iterable[int],
         schedules: Sequence[str] = ("one_shot", "recursive"),
         target: str | int = "predicted",
         chunk_size: int = 128,
         sufficiency: bool = True,
+        steps: str = "fraction",
+        counts: Sequence[int] | None = None,
+        segments: int | Sequence[int] | None = None,
         collect_representations: bool = False,
     ) -> None:
         unknown = [s for s in schedules if s not in SCHEDULES]
         if unknown:
             raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")
-        fractions = [float(f) for f in fractions]
-        if not fractions:
-            raise ValueError("at least one masking fraction is needed")
-        if fractions != sorted(fractions):
-            raise ValueError(f"masking fractions must be ascending, got {fractions}")
+        if steps not in STEP_KINDS:
+            raise ValueError(f"unknown kind of masking steps {steps!r}: choose one of {STEP_KINDS}")
+        if (fractions if steps == "fraction" else counts) is None:
+            raise ValueError(f"{steps} steps need the masking {steps}s (evaluation.{steps}s)")
+        grid = [float(v) for v in (fractions if steps == "fraction" else counts)]
+        if not grid:
+            raise ValueError(f"at least one masking {steps} is needed")
+        if grid != sorted(grid):
+            raise ValueError(f"masking {steps}s must be ascending, got {grid}")
+        step_counts(torch.zeros(1, dtype=torch.long), grid, steps)  # validates the grid
         self.saliency = saliency
         self.strategy = strategy
-        self.fractions = torch.tensor(fractions, dtype=torch.float64)
+        self.steps = steps
+        self.grid = torch.tensor(grid, dtype=torch.float64)
+        self.segments = None if segments is None else ([segments] if isinstance(segments, int) else list(segments))
         self.special_ids = sorted(set(int(i) for i in special_ids))
         self.schedules = list(schedules)
         self.target = target
@@ -205,8 +253,8 @@ class IterativeMaskingEvaluator:
         self.collect_representations = collect_representations
 
     def maskable(self, batch: TokenBatch) -> Tensor:
-        """``[B, L]`` bool maskable positions of ``batch``."""
-        return maskable_positions(batch, self.special_ids)
+        """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
+        return maskable_positions(batch, self.special_ids, self.segments)
 
     def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
         if not self.saliency.needs_gradients:
@@ -269,7 +317,7 @@ class IterativeMaskingEvaluator:
         clean_logits, clean_reps = self._logits(model, batch, collect)
         target = resolve_target(self.target, clean_logits, labels)
         clean_saliency = self._saliency(model, batch, target, example_ids)
-        k = masked_counts(n_maskable, self.fractions.to(device))
+        k = step_counts(n_maskable, self.grid.to(device), self.steps)
 
         def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
             masked = self.strategy.apply(batch.index(rows), state)
@@ -285,7 +333,8 @@ class IterativeMaskingEvaluator:
             logits, reps = self._masked_logits(model, batch, masks, collect)
             results[name] = MaskingCurves(
                 schedule=name,
-                fractions=self.fractions,
+                steps=self.steps,
+                grid=self.grid,
                 example_ids=example_ids,
                 n_maskable=n_maskable,
                 k=k.T.contiguous(),

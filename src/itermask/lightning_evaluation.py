@@ -75,12 +75,6 @@ class MaskingEvaluationModule(pl.LightningModule):
             ids = curves.example_ids[order]
             first = torch.ones_like(ids, dtype=torch.bool)
             first[1:] = ids[1:] != ids[:-1]
-            self.curves[name][schedule] = _select(curves, order[first])
+            self.curves[name][schedule] = curves.select(order[first])
         self.curves = dict(self.curves)
 
-
-def _select(curves: MaskingCurves, rows: torch.Tensor) -> MaskingCurves:
-    values = {}
-    for key, value in vars(curves).items():
-        values[key] = value[rows] if isinstance(value, torch.Tensor) and key != "fractions" else value
-    return MaskingCurves(**values)

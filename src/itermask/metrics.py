@@ -1,21 +1,37 @@
 """Faithfulness scores computed from masking curves.
 
 Every function takes a :class:`itermask.evaluation.MaskingCurves` (or plain tensors) and returns per
-example values ``[B]`` or ``[B, S]``; :func:`summarize` averages them over examples.
+example values ``[B]`` or ``[B, S]``; :func:`summarize` averages them over examples, and
+:func:`relative_to_random` compares a summary with the random explanation's summary of the same run.
 
 ``quantity`` selects what is compared: ``"probability"`` (softmax probability of the target class, the
-ERASER convention, default) or ``"logit"`` (its logit). The name of every score records which.
+ERASER convention, default) or ``"logit"`` (its logit). The name of every score records which
+(``..._prob`` / ``..._logit``); scores without the suffix do not depend on it.
+
+Curves have fraction steps (x = masking fraction, share of the maskable tokens) or count steps (x = number
+of tokens masked), recorded as ``curves.steps``; areas are taken over that x-axis.
 
 Sources:
     * Comprehensiveness and sufficiency: DeYoung et al. 2020, "ERASER", arXiv 1911.03429, Sec. 4,
       Eqs. for comprehensiveness ``m(x)_j - m(x \\ r)_j`` and sufficiency ``m(x)_j - m(r)_j``.
     * AOPC over the bins 1, 5, 10, 20, 50 %: DeYoung et al. 2020, Sec. 4 ("we ... define bins ... and
       compute the average"), as ERASER's code ``rationale_benchmark/metrics.py`` does: the plain mean over
-      the bins of the per-bin score (no ``1/(K+1)`` term for the empty bin).
-    * Area under the masking curve: trapezoid rule over the masking fraction (Crothers et al. 2023,
+      the bins of the per-bin score (no ``1/(K+1)`` term for the empty bin). Fraction steps only.
+    * AOPC over the full curve: Samek et al. 2017, arXiv 1509.06321, the AOPC of the most-relevant-first
+      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean over every step of the grid (a grid that
+      starts at 0 reproduces Samek's ``k = 0`` term).
+    * Log-odds drop: Shrikumar et al. 2017 (DeepLIFT), arXiv 1704.02685, Sec. 4.1, "change in log-odds"
+      of the target class, ``log p/(1-p)`` on the clean input minus on the masked input.
+    * Area under the masking curve: trapezoid rule over the x-axis (Crothers et al. 2023,
       arXiv 2308.06795, curves of the predicted-class probability against the fraction masked).
     * Decision flip: the prediction differs from the clean prediction (Chrysostomou & Aletras 2021,
-      arXiv 2108.13759, "DFFOT" is the first fraction at which it flips).
+      arXiv 2108.13759: the "fraction of tokens" removed at the first decision flip, DFFOT), and the
+      share of examples flipped at each step.
+    * RACU without retraining: the relative area between curves (RACU) of Madsen et al. 2022,
+      arXiv 2110.08412 (its summarising metric and the figure of its "faithfulness" and "normaliser"
+      areas), applied to our curves, which are measured *without*
+      retraining (Madsen defines RACU on Recursive-ROAR curves, where the model is retrained on the
+      masked data at every step); see :func:`racu_without_retraining`.
 """
 
 from __future__ import annotations
@@ -30,13 +46,20 @@ from itermask.evaluation import MaskingCurves
 __all__ = [
     "AOPC_BINS",
     "target_output",
+    "log_odds",
     "comprehensiveness",
     "sufficiency",
+    "log_odds_drop",
     "aopc",
+    "aopc_full",
     "area_under_curve",
     "decision_flips",
+    "first_flip_step",
     "first_flip_fraction",
+    "first_flip_count",
+    "racu_without_retraining",
     "summarize",
+    "relative_to_random",
 ]
 
 AOPC_BINS = (0.01, 0.05, 0.1, 0.2, 0.5)
@@ -68,6 +91,24 @@ def target_output(logits: Tensor, target: Tensor, quantity: Quantity = "probabil
     return values.gather(-1, index).squeeze(-1)
 
 
+def log_odds(logits: Tensor, target: Tensor) -> Tensor:
+    """Log-odds of class ``target``, ``log p / (1 - p)`` in nats, computed stably from the logits as
+    ``z_target - logsumexp_{c != target} z_c``.
+
+    Args:
+        logits: ``[B, C]`` or ``[B, S, C]``.
+        target: ``[B]`` long.
+
+    Returns:
+        ``[B]`` or ``[B, S]`` (for two classes, the logit difference ``z_target - z_other``).
+    """
+    z = logits.double()
+    index = target.long().view(-1, *([1] * (z.dim() - 1))).expand(*z.shape[:-1], 1)
+    own = z.gather(-1, index).squeeze(-1)
+    others = torch.logsumexp(z.scatter(-1, index, float("-inf")), dim=-1)
+    return (own - others).float()
+
+
 def comprehensiveness(curves: MaskingCurves, quantity: Quantity = "probability") -> Tensor:
     """``p(y|x) - p(y|x without its top-k tokens)`` at each step, ``[B, S]`` (ERASER, DeYoung et al. 2020)."""
     clean = target_output(curves.clean_logits, curves.target, quantity)
@@ -84,6 +125,14 @@ def sufficiency(curves: MaskingCurves, quantity: Quantity = "probability") -> Te
         raise ValueError(f"sufficiency is not defined for the {curves.schedule!r} schedule")
     clean = target_output(curves.clean_logits, curves.target, quantity)
     return clean[:, None] - target_output(curves.keep_logits, curves.target, quantity)
+
+
+def log_odds_drop(curves: MaskingCurves) -> Tensor:
+    """``[B, S]`` drop in the target class's log-odds when the top-k tokens are masked:
+    ``log-odds(y|x) - log-odds(y|x without its top-k tokens)`` (Shrikumar et al. 2017, Sec. 4.1).
+    Positive when masking lowers the target's odds; independent of ``quantity``."""
+    clean = log_odds(curves.clean_logits, curves.target)
+    return clean[:, None] - log_odds(curves.logits, curves.target)
 
 
 def _bin_columns(fractions: Tensor, bins: Sequence[float]) -> list[int]:
@@ -113,18 +162,26 @@ def aopc(scores: Tensor, fractions: Tensor, bins: Sequence[float] = AOPC_BINS) -
     return scores[:, _bin_columns(fractions, bins)].mean(dim=1)
 
 
-def area_under_curve(values: Tensor, fractions: Tensor) -> Tensor:
-    """Trapezoid area under ``values`` (``[B, S]``) over the masking fraction (``[S]``); returns ``[B]``.
+def aopc_full(scores: Tensor) -> Tensor:
+    """AOPC over the full curve: the mean of ``scores`` (``[B, S]``) over every step, ``[B]``
+    (Samek et al. 2017, arXiv 1509.06321; the grid's steps are the perturbation steps, fraction or count)."""
+    return scores.mean(dim=1)
 
-    For a probability curve over the grid 0..1 the area lies in [0, 1]; a faithful explanation makes the
-    predicted-class probability fall fast, so a smaller area is better.
+
+def area_under_curve(values: Tensor, grid: Tensor) -> Tensor:
+    """Trapezoid area under ``values`` (``[..., S]``) over the x-axis ``grid`` (``[S]``: masking fractions,
+    or token counts for count steps); returns ``[...]``.
+
+    For a probability curve over the fraction grid 0..1 the area lies in [0, 1]; a faithful explanation
+    makes the predicted-class probability fall fast, so a smaller area is better. Over count steps the
+    unit is tokens times the quantity.
 
     Raises:
         ValueError: with fewer than two steps.
     """
     if values.shape[-1] < 2:
         raise ValueError("the area under a masking curve needs at least two steps")
-    return torch.trapezoid(values.double(), fractions.double().to(values.device), dim=-1).float()
+    return torch.trapezoid(values.double(), grid.double().to(values.device), dim=-1).float()
 
 
 def decision_flips(curves: MaskingCurves) -> Tensor:
@@ -132,13 +189,80 @@ def decision_flips(curves: MaskingCurves) -> Tensor:
     return curves.logits.argmax(dim=-1) != curves.clean_logits.argmax(dim=-1)[:, None]
 
 
-def first_flip_fraction(curves: MaskingCurves) -> Tensor:
-    """``[B]`` the smallest masking fraction whose prediction differs from the clean one, NaN if none
-    (decision flip - fraction of tokens, Chrysostomou & Aletras 2021)."""
+def first_flip_step(curves: MaskingCurves) -> Tensor:
+    """``[B]`` long: the index of the first step whose prediction differs from the clean one, ``-1`` if none."""
     flips = decision_flips(curves)
-    fractions = curves.fractions.to(flips.device).double().expand_as(flips)
-    first = torch.where(flips, fractions, torch.full_like(fractions, float("inf"))).min(dim=1).values
-    return torch.where(torch.isinf(first), torch.full_like(first, float("nan")), first)
+    steps = torch.arange(flips.shape[1], device=flips.device).expand_as(flips)
+    first = torch.where(flips, steps, flips.shape[1]).min(dim=1).values
+    return torch.where(first == flips.shape[1], -1, first)
+
+
+def _at_first_flip(curves: MaskingCurves, values: Tensor) -> Tensor:
+    step = first_flip_step(curves)
+    picked = values.double().gather(1, step.clamp(min=0)[:, None]).squeeze(1)
+    return torch.where(step >= 0, picked, torch.full_like(picked, float("nan")))
+
+
+def first_flip_fraction(curves: MaskingCurves) -> Tensor:
+    """``[B]`` the fraction of the maskable tokens masked (``k / n``) at the first step whose prediction
+    differs from the clean one, NaN if none (decision flip - fraction of tokens, Chrysostomou & Aletras
+    2021).
+
+    This is the share actually masked, for fraction and count steps alike; on a fraction grid it can
+    differ from the nominal fraction by the rounding of ``k = floor(f * n + 0.5)``. With a coarse grid it
+    is an upper bound of the fraction at which the decision flips token by token.
+    """
+    return _at_first_flip(curves, curves.masked_fraction)
+
+
+def first_flip_count(curves: MaskingCurves) -> Tensor:
+    """``[B]`` the number of tokens masked at the first step whose prediction differs from the clean
+    one, NaN if none (a count; see :func:`first_flip_fraction`)."""
+    return _at_first_flip(curves, curves.k)
+
+
+def racu_without_retraining(values: Tensor, random_values: Tensor, grid: Tensor) -> Tensor:
+    """Relative area between the masking curve of an explanation and of the random explanation,
+    normalised as RACU is in Madsen et al. 2022 (arXiv 2110.08412, summarising metric), but on curves
+    measured *without retraining*.
+
+    ``RACU = integral (r(x) - e(x)) dx / integral (r(x) - r(x_end)) dx`` over the x-axis ``grid`` (trapezoid
+    rule), where ``e`` is the explanation's curve, ``r`` the random explanation's curve and ``r(x_end)``
+    the random curve's last value (at 100 % masked the two curves meet). The numerator is the area by
+    which the explanation's curve runs below the random one (Madsen's "faithfulness" area), the
+    denominator the area of the random curve above its end point (his "normaliser"). 1 is the most
+    faithful possible (the curve drops to the end value at once), 0 is no better than random, and a
+    negative value is worse than random. The bound 1 holds when both curves end at 100 % masked, where
+    they meet; on a grid that stops earlier (count steps, or fractions below 1) the explanation's curve
+    can end below the random one and the score can exceed 1.
+
+    Madsen's curves are Recursive-ROAR test performance: the model is retrained on the masked data at
+    every step. Ours use the same fine-tuned model throughout, so the masked inputs are out of
+    distribution for it; hence the name. Pass the curves of the mean target probability/logit (or of
+    accuracy) over the same examples for both explanations.
+
+    Args:
+        values: ``[..., S]`` the explanation's curve.
+        random_values: ``[..., S]`` the random explanation's curve.
+        grid: ``[S]`` the x-axis (fractions or counts).
+
+    Returns:
+        ``[...]``; NaN where the normaliser is not positive (a random curve that never falls).
+
+    Raises:
+        ValueError: with fewer than two steps, or curves of different shapes.
+    """
+    if values.shape != random_values.shape:
+        raise ValueError(f"curves differ in shape: {tuple(values.shape)} vs {tuple(random_values.shape)}")
+    between = area_under_curve(random_values.double() - values.double(), grid).double()
+    normaliser = area_under_curve(random_values.double() - random_values[..., -1:].double(), grid).double()
+    ratio = between / normaliser.clamp(min=torch.finfo(torch.float64).tiny)
+    return torch.where(normaliser > 0, ratio, torch.full_like(ratio, float("nan"))).float()
+
+
+def _mean(values: Tensor) -> float:
+    finite = values[~values.isnan()]
+    return finite.double().mean().item() if len(finite) else float("nan")
 
 
 def summarize(
@@ -146,41 +270,100 @@ def summarize(
 ) -> dict:
     """Scores averaged over the examples of ``curves``.
 
-    Returns a dict of plain Python values:
-        ``n_examples``; per-step lists ``fraction``, ``mean_k`` (tokens masked, a count), ``target_<q>``
-        (mean target probability/logit after masking), ``accuracy`` (vs gold labels; NaN without labels),
-        ``flip_rate``, ``comprehensiveness_<q>`` and, for one-shot curves, ``sufficiency_<q>``; scalars
-        ``aopc_comprehensiveness_<q>``, ``aopc_sufficiency_<q>`` (one-shot), ``auc_<q>`` (area under the
-        target curve), ``first_flip_fraction`` (mean over examples that flip) and ``never_flip_rate``.
-        ``<q>`` is ``quantity``.
+    Returns a dict of plain Python values (``<q>`` is ``prob`` or ``logit`` after ``quantity``):
+        * ``n_examples``, ``quantity``, ``steps`` (``"fraction"`` or ``"count"``), ``x`` (the grid:
+          fractions or token counts);
+        * per-step lists: ``fraction`` (the grid for fraction steps; the mean share masked ``k / n`` for
+          count steps), ``mean_k`` (tokens masked, a count), ``target_<q>`` (mean target
+          probability/logit after masking), ``accuracy`` (vs gold labels; NaN without labels),
+          ``flip_rate`` (share of examples whose prediction differs from the clean one),
+          ``comprehensiveness_<q>``, ``log_odds_drop`` and, for one-shot curves, ``sufficiency_<q>``;
+        * scalars: ``aopc_comprehensiveness_<q>``, ``aopc_sufficiency_<q>`` (one-shot) and
+          ``aopc_log_odds_drop`` over the ERASER ``bins`` (fraction steps only);
+          ``aopc_full_comprehensiveness_<q>``, ``aopc_full_sufficiency_<q>`` (one-shot) and
+          ``aopc_full_log_odds_drop`` over every step; ``auc_<q>`` (area under the target curve over x);
+          ``first_flip_fraction`` and ``first_flip_count`` (means over the examples that flip) and
+          ``never_flip_rate``.
+
+    Raises:
+        ValueError: for an unknown quantity, or a bin not on a fraction grid.
     """
     q = "prob" if quantity == "probability" else "logit"
+    grid = curves.grid
     comp = comprehensiveness(curves, quantity)
     values = target_output(curves.logits, curves.target, quantity)
+    drop = log_odds_drop(curves)
     known = curves.labels >= 0
     preds = curves.logits.argmax(dim=-1)
     accuracy = (
         (preds[known] == curves.labels[known][:, None]).float().mean(dim=0)
         if known.any()
-        else torch.full((len(curves.fractions),), float("nan"))
+        else torch.full((len(grid),), float("nan"))
     )
-    first = first_flip_fraction(curves)
+    fractions = grid if curves.steps == "fraction" else curves.masked_fraction.mean(dim=0)
     out = {
         "n_examples": len(curves),
         "quantity": quantity,
-        "fraction": curves.fractions.tolist(),
+        "steps": curves.steps,
+        "x": grid.tolist(),
+        "fraction": fractions.tolist(),
         "mean_k": curves.k.double().mean(dim=0).tolist(),
         f"target_{q}": values.mean(dim=0).tolist(),
         "accuracy": accuracy.tolist(),
         "flip_rate": decision_flips(curves).float().mean(dim=0).tolist(),
         f"comprehensiveness_{q}": comp.mean(dim=0).tolist(),
-        f"aopc_comprehensiveness_{q}": aopc(comp, curves.fractions, bins).mean().item(),
-        f"auc_{q}": area_under_curve(values, curves.fractions).mean().item(),
-        "first_flip_fraction": first[~first.isnan()].mean().item() if (~first.isnan()).any() else float("nan"),
-        "never_flip_rate": first.isnan().float().mean().item(),
+        "log_odds_drop": drop.mean(dim=0).tolist(),
     }
+    per_example = {f"comprehensiveness_{q}": comp, "log_odds_drop": drop}
     if curves.keep_logits is not None:
         suff = sufficiency(curves, quantity)
         out[f"sufficiency_{q}"] = suff.mean(dim=0).tolist()
-        out[f"aopc_sufficiency_{q}"] = aopc(suff, curves.fractions, bins).mean().item()
+        per_example[f"sufficiency_{q}"] = suff
+    if curves.steps == "fraction":
+        for name, scores in per_example.items():
+            out[f"aopc_{name}"] = aopc(scores, grid, bins).mean().item()
+    for name, scores in per_example.items():
+        out[f"aopc_full_{name}"] = aopc_full(scores).mean().item()
+    first = first_flip_fraction(curves)
+    out.update(
+        {
+            f"auc_{q}": area_under_curve(values, grid).mean().item(),
+            "first_flip_fraction": _mean(first),
+            "first_flip_count": _mean(first_flip_count(curves)),
+            "never_flip_rate": first.isnan().float().mean().item(),
+        }
+    )
+    return out
+
+
+def relative_to_random(summary: dict, random_summary: dict) -> dict:
+    """Scores of an explanation read against the random explanation of the same run.
+
+    Args:
+        summary: :func:`summarize` of the explanation's curves.
+        random_summary: :func:`summarize` of the random explanation's curves, same examples and steps.
+
+    Returns:
+        ``{key: summary[key] - random_summary[key]}`` for every ``aopc_*`` and ``auc_*`` score, and
+        ``racu_without_retraining_<q>`` (:func:`racu_without_retraining` of the mean target curves) and
+        ``racu_without_retraining_accuracy`` (of the accuracy curves; NaN without gold labels).
+
+    Raises:
+        ValueError: if the two summaries differ in steps, grid or quantity.
+    """
+    for key in ("steps", "x", "quantity"):
+        if summary[key] != random_summary[key]:
+            raise ValueError(f"cannot compare summaries with different {key}: {summary[key]} vs {random_summary[key]}")
+    out = {
+        key: value - random_summary[key]
+        for key, value in summary.items()
+        if key.startswith(("aopc_", "auc_")) and isinstance(value, float) and key in random_summary
+    }
+    grid = torch.tensor(summary["x"], dtype=torch.float64)
+    q = "prob" if summary["quantity"] == "probability" else "logit"
+    for name in (f"target_{q}", "accuracy"):
+        score = racu_without_retraining(
+            torch.tensor(summary[name], dtype=torch.float64), torch.tensor(random_summary[name], dtype=torch.float64), grid
+        )
+        out[f"racu_without_retraining_{name.removeprefix('target_')}"] = score.item()
     return out

@@ -95,10 +95,10 @@ def run_name(cfg: DictConfig) -> str:
     return "-".join(str(p) for p in parts) + f"-seed{cfg.seed}"
 
 
-def prepare(cfg: DictConfig):
-    """Seed, tokenizer and data module (set up) for ``cfg``."""
+def prepare(cfg: DictConfig, tokenizer=None):
+    """Seed, tokenizer (loaded unless given) and data module (set up) for ``cfg``."""
     _seed(cfg)
-    tokenizer = load_tokenizer(cfg.model.pretrained)
+    tokenizer = load_tokenizer(cfg.model.pretrained) if tokenizer is None else tokenizer
     datamodule = TextClassificationDataModule(
         source=hydra.utils.instantiate(cfg.dataset.source),
         tokenizer=tokenizer,
@@ -198,6 +198,13 @@ def _build(node: DictConfig, **kwargs):
     return hydra.utils.instantiate(spec, **kwargs)
 
 
+def _segments(value) -> list[int] | None:
+    """``evaluation.segments``: ``null``, one segment id or a list of them."""
+    if value is None:
+        return None
+    return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
 def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluator]:
     saliency = _build(cfg.saliency).bind(tokenizer)
     strategy = _build(cfg.masking)(tokenizer=tokenizer)
@@ -214,6 +221,9 @@ def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluat
             schedules=list(e.schedules),
             target=e.target,
             chunk_size=e.chunk_size,
+            steps=e.steps,
+            counts=list(e.counts),
+            segments=_segments(e.segments),
             collect_representations=_ood_enabled(cfg),
         )
         for name, method in methods.items()
@@ -227,23 +237,20 @@ def _ood_enabled(cfg: DictConfig) -> bool:
 def _relative_to_random(scores: dict, method: str) -> dict:
     if method == "random" or "random" not in scores:
         return {}
-    out = {}
-    for schedule, summary in scores[method].items():
-        base = scores["random"][schedule]
-        out[schedule] = {
-            key: summary[key] - base[key]
-            for key, value in summary.items()
-            if key.startswith(("aopc_", "auc_")) and isinstance(value, float)
-        }
-    return out
+    return {
+        schedule: metrics.relative_to_random(summary, scores["random"][schedule])
+        for schedule, summary in scores[method].items()
+    }
 
 
 def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: get (or train) the checkpoint, measure accuracy, run the masking evaluation,
     write ``<output_dir>/results.json`` atomically and log everything; returns the result dict."""
     start = time.time()
-    tokenizer, datamodule = prepare(cfg)
-    evaluators = _evaluators(cfg, tokenizer)  # fail fast on bad saliency/masking settings
+    # fail fast on bad saliency/masking settings, before loading data or training
+    tokenizer = load_tokenizer(cfg.model.pretrained)
+    evaluators = _evaluators(cfg, tokenizer)
+    tokenizer, datamodule = prepare(cfg, tokenizer)
     logger = _logger(cfg)
     try:
         tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
@@ -281,6 +288,8 @@ def run_evaluate(cfg: DictConfig) -> dict:
             "masking": cfg.masking.name,
             "target_policy": e.target,
             "quantity": e.quantity,
+            "steps": e.steps,
+            "segments": _segments(e.segments),
             "checkpoint_key": trained.key,
             "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
             "accuracy": {
@@ -293,6 +302,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
             "n_skipped_no_maskable": module.n_skipped,
             "example_ids": next(iter(module.curves[method].values())).example_ids.tolist() if module.curves else [],
             "scores": scores,
+            # racu_without_retraining_*: Madsen et al. 2022's RACU on curves without retraining
             "relative_to_random": _relative_to_random(scores, method),
             "seconds": None,
             "environment": environment(),

@@ -9,7 +9,7 @@ embedding layer (needed only by gradient-based saliency).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Iterable
 
 import torch
@@ -27,16 +27,22 @@ class TokenBatch:
         attention_mask: ``[B, L]`` long, 1 for real tokens (special tokens included), 0 for padding.
         token_type_ids: ``[B, L]`` long segment ids, or ``None`` for models that take none
             (RoBERTa, DistilBERT).
+        segment_ids: ``[B, L]`` long segment membership for masking, never passed to the model: ``0``
+            for tokens of the first text, ``1`` for the second text of a sentence pair, ``-1`` for
+            special tokens and padding (from the fast tokenizer's ``sequence_ids()``, see
+            :class:`itermask.data.TokenCollator`), or ``None``. Models without token type ids (RoBERTa)
+            need it to mask within one segment.
     """
 
     input_ids: Tensor
     attention_mask: Tensor
     token_type_ids: Tensor | None = None
+    segment_ids: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [B, L], got shape {tuple(self.input_ids.shape)}")
-        for name in ("attention_mask", "token_type_ids"):
+        for name in ("attention_mask", "token_type_ids", "segment_ids"):
             value = getattr(self, name)
             if value is not None and value.shape != self.input_ids.shape:
                 raise ValueError(
@@ -51,18 +57,20 @@ class TokenBatch:
         return self.input_ids.device
 
     def model_inputs(self) -> dict[str, Tensor]:
-        """Keyword arguments for the model's forward (``token_type_ids`` only when present)."""
+        """Keyword arguments for the model's forward (``token_type_ids`` only when present;
+        ``segment_ids`` never)."""
         inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
         if self.token_type_ids is not None:
             inputs["token_type_ids"] = self.token_type_ids
         return inputs
 
     def map(self, fn) -> "TokenBatch":
-        """Apply ``fn`` to every tensor of the batch (ids, attention mask, segment ids)."""
+        """Apply ``fn`` to every tensor of the batch (ids, attention mask, token type and segment ids)."""
         return TokenBatch(
             fn(self.input_ids),
             fn(self.attention_mask),
             None if self.token_type_ids is None else fn(self.token_type_ids),
+            None if self.segment_ids is None else fn(self.segment_ids),
         )
 
     def index(self, rows: Tensor | slice) -> "TokenBatch":
@@ -86,7 +94,7 @@ class TokenBatch:
         return self.map(lambda t: t.to(device))
 
     def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> "TokenBatch":
-        """A copy with new ids (and optionally a new attention mask), segment ids kept."""
+        """A copy with new ids (and optionally a new attention mask), token type and segment ids kept."""
         return replace(
             self,
             input_ids=input_ids,
@@ -97,15 +105,17 @@ class TokenBatch:
     def concat(batches: Iterable["TokenBatch"]) -> "TokenBatch":
         """Stack batches of the same length ``L`` along the batch dimension."""
         batches = list(batches)
-        types = [b.token_type_ids for b in batches]
-        return TokenBatch(
-            torch.cat([b.input_ids for b in batches]),
-            torch.cat([b.attention_mask for b in batches]),
-            None if any(t is None for t in types) else torch.cat(types),
-        )
+
+        def joined(name):
+            values = [getattr(b, name) for b in batches]
+            return None if any(v is None for v in values) else torch.cat(values)
+
+        return TokenBatch(*(joined(f.name) for f in fields(TokenBatch)))
 
 
-def maskable_positions(batch: TokenBatch, special_ids: Iterable[int], segment: int | None = None) -> Tensor:
+def maskable_positions(
+    batch: TokenBatch, special_ids: Iterable[int], segments: int | Iterable[int] | None = None
+) -> Tensor:
     """Positions that masking may touch: real (attended) tokens whose id is not a special id.
 
     Membership is tested against the tokenizer's special ids (``tokenizer.all_special_ids``), not the
@@ -114,16 +124,28 @@ def maskable_positions(batch: TokenBatch, special_ids: Iterable[int], segment: i
     Args:
         batch: the clean batch, ``[B, L]``.
         special_ids: ids never to mask (``[CLS]``, ``[SEP]``, ``[PAD]``, ``[MASK]``, ``[UNK]``, ...).
-        segment: when given and the batch has segment ids, only tokens of that segment are maskable
-            (sentence-pair inputs).
+        segments: ``None`` (every segment) or the segment(s) whose tokens are maskable, e.g. ``0``,
+            ``[1]`` or ``[0, 1]`` for sentence pairs (0 = first text, 1 = second). Membership is read
+            from ``batch.segment_ids`` when present, else from ``batch.token_type_ids``.
 
     Returns:
         ``[B, L]`` bool tensor.
+
+    Raises:
+        ValueError: if ``segments`` is given but the batch has neither segment ids nor token type ids.
     """
     special = torch.tensor(sorted(set(int(i) for i in special_ids)), device=batch.device, dtype=batch.input_ids.dtype)
     maskable = batch.attention_mask.bool() & ~torch.isin(batch.input_ids, special)
-    if segment is not None and batch.token_type_ids is not None:
-        maskable &= batch.token_type_ids == segment
+    if segments is not None:
+        membership = batch.segment_ids if batch.segment_ids is not None else batch.token_type_ids
+        if membership is None:
+            raise ValueError(
+                f"masking within segment(s) {segments} needs segment membership, but the batch has neither "
+                "segment_ids (from a fast tokenizer, see TokenCollator) nor token_type_ids; "
+                "set evaluation.segments=null to mask every segment"
+            )
+        wanted = torch.as_tensor([segments] if isinstance(segments, int) else list(segments), device=batch.device)
+        maskable &= torch.isin(membership, wanted.to(membership.dtype))
     return maskable
 
 

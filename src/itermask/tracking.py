@@ -14,41 +14,43 @@ from typing import Any
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
-__all__ = ["curve_rows", "CURVE_COLUMNS", "log_config", "log_evaluation", "ood_rows", "OOD_COLUMNS", "log_ood", "finish"]
+__all__ = ["curve_table", "log_config", "log_evaluation", "ood_rows", "OOD_COLUMNS", "log_ood", "finish"]
 
-CURVE_COLUMNS = (
-    "curve",
-    "saliency",
-    "schedule",
-    "fraction",
-    "mean_k",
-    "target_prob",
-    "accuracy",
-    "flip_rate",
-    "comprehensiveness_prob",
-    "sufficiency_prob",
-)
-CURVE_PLOTS = ("target_prob", "accuracy", "flip_rate", "comprehensiveness_prob")
+ID_COLUMNS = ("curve", "saliency", "schedule")
 
 
-def curve_rows(scores: dict) -> list[list[Any]]:
-    """One row per (saliency, schedule, fraction) from ``scores[saliency][schedule]`` summaries
-    (:func:`itermask.metrics.summarize`), in :data:`CURVE_COLUMNS` order (``None`` where undefined)."""
+def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
+    """The masking curves as one table: a row per (saliency, schedule, step).
+
+    Columns are ``curve``, ``saliency``, ``schedule`` and every per-step series of the summaries
+    ``scores[saliency][schedule]`` (:func:`itermask.metrics.summarize`): ``fraction``, ``mean_k``,
+    ``target_<q>``, ``accuracy``, ``flip_rate``, ``comprehensiveness_<q>``, ``sufficiency_<q>`` (``None`` for
+    the recursive schedule), ... with ``<q>`` the quantity the scores were computed on.
+
+    Returns:
+        ``(columns, rows)``.
+    """
+    series = []
+    for by_schedule in scores.values():
+        for summary in by_schedule.values():
+            steps = len(summary["fraction"])
+            for key, value in summary.items():
+                if isinstance(value, list) and len(value) == steps and key not in series:
+                    series.append(key)
+    columns = [*ID_COLUMNS, *series]
     rows = []
     for saliency, by_schedule in scores.items():
         for schedule, summary in by_schedule.items():
-            for i, fraction in enumerate(summary["fraction"]):
-                values = {
-                    "curve": f"{saliency}/{schedule}",
-                    "saliency": saliency,
-                    "schedule": schedule,
-                    "fraction": fraction,
-                }
-                for column in CURVE_COLUMNS[4:]:
-                    series = summary.get(column)
-                    values[column] = None if series is None else series[i]
-                rows.append([values[c] for c in CURVE_COLUMNS])
-    return rows
+            for i in range(len(summary["fraction"])):
+                row = [f"{saliency}/{schedule}", saliency, schedule]
+                row += [summary[key][i] if key in summary else None for key in series]
+                rows.append(row)
+    return columns, rows
+
+
+def _plot_columns(columns: list[str]) -> list[str]:
+    wanted = ("target_", "accuracy", "flip_rate", "comprehensiveness_")
+    return [c for c in columns if c.startswith(wanted)]
 
 
 def _scalars(result: dict) -> dict[str, float]:
@@ -76,29 +78,31 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
     """Log curves (Table + line plots for W&B, per-step metrics for CSV) and scalar scores."""
     if logger is None:
         return
-    rows = curve_rows(result["scores"])
+    columns, rows = curve_table(result["scores"])
     scalars = {k: v for k, v in _scalars(result).items() if v is not None}
     if isinstance(logger, WandbLogger):
         import wandb
 
-        table = wandb.Table(columns=list(CURVE_COLUMNS), data=rows)
+        table = wandb.Table(columns=columns, data=rows)
         payload = {"masking_curves": table}
-        for column in CURVE_PLOTS:
+        for column in _plot_columns(columns):
             payload[f"plots/{column}"] = wandb.plot.line(
-                table, "fraction", column, stroke="curve", title=f"{column} vs masking fraction"
+                table, "x", column, stroke="curve", title=f"{column} vs masking step"
             )
         logger.experiment.log(payload)
         logger.experiment.summary.update(scalars)
     else:
         for step, row in enumerate(rows):
+            values = dict(zip(columns, row))
             logger.log_metrics(
-                {f"curve/{row[0]}/{c}": v for c, v in zip(CURVE_COLUMNS[3:], row[3:]) if v is not None}, step=step
+                {f"curve/{row[0]}/{c}": v for c, v in values.items() if c not in ID_COLUMNS and v is not None},
+                step=step,
             )
         logger.log_metrics(scalars, step=len(rows))
         logger.save()
 
 
-OOD_COLUMNS = ("curve", "saliency", "schedule", "fraction", "statistic", "value")
+OOD_COLUMNS = ("curve", "saliency", "schedule", "x", "statistic", "value")
 
 
 def ood_rows(ood: dict) -> list[list[Any]]:
@@ -108,21 +112,21 @@ def ood_rows(ood: dict) -> list[list[Any]]:
     for saliency, by_schedule in ood["statistics"].items():
         for schedule, stats in by_schedule.items():
             for key, series in stats["values"].items():
-                for fraction, value in zip(stats["fractions"], series):
-                    rows.append([f"{saliency}/{schedule}", saliency, schedule, fraction, key, value])
+                for x, value in zip(stats["x"], series):
+                    rows.append([f"{saliency}/{schedule}", saliency, schedule, x, key, value])
     return rows
 
 
 def log_ood(logger: Logger | None, ood: dict, images: dict[str, Any]) -> None:
     """Log the OOD statistics (W&B: a long Table, the figures ``images`` ``{name: PNG path}`` as images
     and the AUROCs and MaSF share of the final-layer input and the model as summary values
-    ``ood/<curve>/<statistic>@<fraction>``; CSV: those as metrics; per-layer values are in the table)."""
+    ``ood/<curve>/<statistic>@<x>`` (``x``: the step); CSV: those as metrics; per-layer values are in the table)."""
     if logger is None:
         return
     rows = ood_rows(ood)
     scalars = {
-        f"ood/{curve}/{key}@{fraction:g}": value
-        for curve, _, _, fraction, key, value in rows
+        f"ood/{curve}/{key}@{x:g}": value
+        for curve, _, _, x, key, value in rows
         if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
     }
     if isinstance(logger, WandbLogger):
