@@ -326,6 +326,23 @@ def test_masking_ood_statistics_on_a_tiny_model(tiny_bert, tokenizer, caplog):
     json.dumps(stats.to_dict())  # plain JSON values
 
 
+def test_masking_ood_statistics_on_count_steps(tiny_bert, tokenizer):
+    evaluator = IterativeMaskingEvaluator(
+        RandomSaliency(seed=0), MaskToken(tokenizer), None, tokenizer.all_special_ids, schedules=["one_shot"],
+        steps="count", counts=[0, 1, 3], collect_representations=True,
+    )
+    batch = _batch(tokenizer, TEXTS)
+    curves = evaluator.evaluate(tiny_bert, batch, labels=torch.tensor([1, 1, 0]))["one_shot"]
+    train, labels = _train_reps(tiny_bert, tokenizer)
+    stats = masking_ood_statistics(curves, OODDetectors.fit(train, labels, calibration=None, k=3)).to_dict()
+    assert stats["steps"] == "count" and stats["x"] == [0.0, 1.0, 3.0]
+    n = maskable_positions(batch, tokenizer.all_special_ids).sum(1).double()
+    assert n.tolist() == [5, 12, 1]
+    expected = [0.0, float((1 / n).mean()), float((torch.minimum(n, torch.tensor(3)) / n).mean())]
+    assert stats["fraction"] == pytest.approx(expected)
+    assert len(stats["values"]["final/auroc_knn_distance"]) == 3
+
+
 def test_statistics_need_representations(tiny_bert, tokenizer):
     curves = _evaluate(tiny_bert, tokenizer, collect=False)["one_shot"]
     with pytest.raises(ValueError, match="collect_representations"):
@@ -439,7 +456,9 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
 
 def _ood_section():
     stats = {
-        "fractions": [0.0, 0.5, 1.0],
+        "steps": "fraction",
+        "x": [0.0, 0.5, 1.0],
+        "fraction": [0.0, 0.5, 1.0],
         "n_examples": 2,
         "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7],
                    "masf_flagged": [0.0, 0.5, 1.0], "final/l2_norm": [3.0, 2.0, 1.0]},

@@ -437,14 +437,19 @@ class OODCurves:
     ``auroc_masf``, ``auroc_max_softmax``, ``auroc_entropy``).
 
     Attributes:
-        fractions: ``S`` masking fractions.
+        steps: ``"fraction"`` or ``"count"``, what ``x`` holds (see :class:`~itermask.evaluation.MaskingCurves`).
+        x: ``S`` steps of the grid (masking fractions or token counts).
+        fraction: ``S`` mean share of the maskable tokens masked at each step (the grid itself for
+            fraction steps).
         values: ``{key: [S] means over examples}`` (AUROC and ECE: one value per step).
         clean: ``{key: value on the clean inputs}`` for the keys where it is defined.
         missing: ``{key: reason}`` for statistics that could not be computed (absent from ``values``).
         n_examples: examples the statistics average over.
     """
 
-    fractions: list[float]
+    steps: str
+    x: list[float]
+    fraction: list[float]
     values: dict[str, list[float]] = field(default_factory=dict)
     clean: dict[str, float] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
@@ -452,7 +457,9 @@ class OODCurves:
 
     def to_dict(self) -> dict:
         return {
-            "fractions": self.fractions,
+            "steps": self.steps,
+            "x": self.x,
+            "fraction": self.fraction,
             "n_examples": self.n_examples,
             "values": self.values,
             "clean": self.clean,
@@ -501,7 +508,8 @@ def masking_ood_statistics(
         )
     clean_reps, masked_reps = pair
     size, steps = curves.logits.shape[:2]
-    out = OODCurves(fractions=[float(f) for f in curves.fractions], n_examples=size)
+    fraction = curves.grid if curves.steps == "fraction" else curves.masked_fraction.mean(dim=0)
+    out = OODCurves(steps=curves.steps, x=curves.grid.tolist(), fraction=fraction.tolist(), n_examples=size)
     clean_views, masked_views = representation_views(clean_reps), representation_views(masked_reps)
     for view, clean in clean_views.items():
         masked = masked_views[view]  # [B, S, D]

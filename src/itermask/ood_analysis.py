@@ -119,18 +119,22 @@ def run(
         )
         keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.evaluation.subset_seed))
         keep = keep[: o.plots.umap_train_points]
-        images["ood/umap"] = ood_plots.save(
-            ood_plots.umap_figure(
-                train.features[keep],
-                train_labels[keep],
-                curves[method],
-                fractions=list(o.plots.umap_fractions),
-                label_names=label_names,
-                n_neighbors=o.plots.umap_neighbors,
-                seed=cfg.evaluation.subset_seed,
-            ),
-            out / "ood_umap.png",
-        )
+        if next(iter(curves[method].values())).steps != "fraction":
+            result["missing_plots"] = {"ood/umap": "the UMAP panels are masking fractions; these curves have count steps"}
+            log.warning("no UMAP: %s", result["missing_plots"]["ood/umap"])
+        else:
+            images["ood/umap"] = ood_plots.save(
+                ood_plots.umap_figure(
+                    train.features[keep],
+                    train_labels[keep],
+                    curves[method],
+                    fractions=list(o.plots.umap_fractions),
+                    label_names=label_names,
+                    n_neighbors=o.plots.umap_neighbors,
+                    seed=cfg.evaluation.subset_seed,
+                ),
+                out / "ood_umap.png",
+            )
         lap("plots")
     result["seconds"] = seconds
     log.info("OOD analysis took %s", {k: round(v, 1) for k, v in seconds.items()})

@@ -1,7 +1,7 @@
 """Pictures of the out-of-distribution analysis (reporting layer; matplotlib and umap-learn).
 
 * :func:`statistics_figure`: each statistic of :mod:`itermask.embedding_stats` against the masking
-  fraction, one line per saliency method and schedule, the clean inputs' value dashed.
+  step (fraction or count), one line per saliency method and schedule, the clean inputs' value dashed.
 * :func:`layer_figure`: one statistic for every view (final layer input and each hidden layer).
 * :func:`umap_figure`: a UMAP (McInnes et al. 2018, arXiv 1802.03426) of training, clean test and
   masked test embeddings (input of the final linear layer), one panel per schedule and masking fraction,
@@ -55,11 +55,12 @@ def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Fig
     panel per key; a missing statistic's panel says why."""
     fig, axes = _grid(len(keys))
     for ax, key in zip(axes, keys):
-        clean = None
+        clean, xlabel = None, "masking step"
         for saliency, by_schedule in statistics.items():
             for schedule, curves in by_schedule.items():
                 if key in curves["values"]:
-                    ax.plot(curves["fractions"], curves["values"][key], marker=".", label=f"{saliency}/{schedule}")
+                    ax.plot(curves["x"], curves["values"][key], marker=".", label=f"{saliency}/{schedule}")
+                    xlabel = f"masking {curves['steps']}"
                     clean = curves["clean"].get(key, clean)
                 elif key in curves["missing"] and not ax.lines:
                     ax.text(0.5, 0.5, "missing:\n" + curves["missing"][key][:80], ha="center", va="center",
@@ -69,7 +70,7 @@ def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Fig
         if key.rsplit("/", 1)[-1].startswith("auroc"):
             ax.axhline(0.5, color="grey", linestyle=":", linewidth=0.8)
         ax.set_title(key, fontsize=9)
-        ax.set_xlabel("masking fraction", fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(labelsize=7)
     if axes and axes[0].lines:
         axes[0].legend(fontsize=6)
@@ -84,10 +85,10 @@ def layer_figure(by_schedule: dict, statistic: str) -> Figure:
         for key, series in curves["values"].items():
             view, _, name = key.partition("/")
             if name == statistic:
-                ax.plot(curves["fractions"], series, marker=".", label=view)
+                ax.plot(curves["x"], series, marker=".", label=view)
         ax.axhline(0.5, color="grey", linestyle=":", linewidth=0.8)
         ax.set_title(f"{statistic} ({schedule})", fontsize=9)
-        ax.set_xlabel("masking fraction", fontsize=8)
+        ax.set_xlabel(f"masking {curves['steps']}", fontsize=8)
         ax.legend(fontsize=6)
     return fig
 
@@ -123,7 +124,7 @@ def umap_figure(
     first = curves[schedules[0]]
     if first.features is None:
         raise ValueError("UMAP needs masking curves with representations (collect_representations=True)")
-    steps = _steps(first.fractions, fractions)
+    steps = _steps(first.fractions, fractions)  # raises for count steps
     blocks = [train_features.float().numpy(), first.clean_features.float().numpy()]
     for schedule in schedules:
         blocks += [curves[schedule].features[:, s].float().numpy() for _, s in steps]

@@ -133,7 +133,7 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
         logger.save()
 
 
-OOD_COLUMNS = ("curve", "saliency", "schedule", "fraction", "statistic", "value")
+OOD_COLUMNS = ("curve", "saliency", "schedule", "x", "statistic", "value")
 
 
 def ood_rows(ood: dict) -> list[list[Any]]:
@@ -143,21 +143,21 @@ def ood_rows(ood: dict) -> list[list[Any]]:
     for saliency, by_schedule in ood["statistics"].items():
         for schedule, stats in by_schedule.items():
             for key, series in stats["values"].items():
-                for fraction, value in zip(stats["fractions"], series):
-                    rows.append([f"{saliency}/{schedule}", saliency, schedule, fraction, key, value])
+                for x, value in zip(stats["x"], series):
+                    rows.append([f"{saliency}/{schedule}", saliency, schedule, x, key, value])
     return rows
 
 
 def log_ood(logger: Logger | None, ood: dict, images: dict[str, Any]) -> None:
     """Log the OOD statistics (W&B: a long Table, the figures ``images`` ``{name: PNG path}`` as images
     and the AUROCs and MaSF share of the final-layer input and the model as summary values
-    ``ood/<curve>/<statistic>@<fraction>``; CSV: those as metrics; per-layer values are in the table)."""
+    ``ood/<curve>/<statistic>@<x>`` (``x``: the step); CSV: those as metrics; per-layer values are in the table)."""
     if logger is None:
         return
     rows = ood_rows(ood)
     scalars = {
-        f"ood/{curve}/{key}@{fraction:g}": value
-        for curve, _, _, fraction, key, value in rows
+        f"ood/{curve}/{key}@{x:g}": value
+        for curve, _, _, x, key, value in rows
         if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
     }
     if isinstance(logger, WandbLogger):
