@@ -366,6 +366,7 @@ def test_results_key_ignores_what_does_not_change_results():
     other = json.loads(json.dumps(config))
     other.update(output_dir="/x", cache_dir="/y", logger={"_target_": "W"}, reuse_results=False)
     other["evaluation"]["chunk_size"] = 1
+    other["masking"]["chunk_size"] = 8  # mlm_infill rows per MLM forward
     assert results_key(other) == results_key(config)
     assert "output_dir" not in results_config(config) and "chunk_size" not in results_config(config)["evaluation"]
     assert config["evaluation"]["chunk_size"] == 256  # the input is not modified

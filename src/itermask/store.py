@@ -40,6 +40,7 @@ NOT_IN_KEY = (
     "trainer.enable_progress_bar",
     "trainer.enable_checkpointing",
     "saliency.internal_batch_size",
+    "masking.chunk_size",
 )
 
 
