@@ -142,3 +142,13 @@ def test_evaluation_steps_and_segments_reach_the_evaluators(tokenizer):
     assert default.steps == "fraction" and default.segments is None
     assert default.grid.tolist() == list(_compose().evaluation.fractions)
     assert _evaluators(_compose("evaluation.segments=0"), tokenizer)["gradient"].segments == [0]
+
+
+def test_wandb_group_is_unique_per_sweep():
+    from itermask.tracking import group_name
+
+    assert group_name("evaluate", "multirun/evaluate/2026-11-30/02-48-55") == "evaluate-2026-11-30-02-48-55"
+    assert group_name("evaluate", "multirun/evaluate/2026-12-01/02-48-55") != group_name(
+        "evaluate", "multirun/evaluate/2026-11-30/02-48-55"
+    )
+    assert group_name("train", None) == "train-single"

@@ -73,8 +73,13 @@ def _scalars(result: dict) -> dict[str, float]:
 
 
 def group_name(task_name: str, sweep_dir: str | Path | None) -> str:
-    """The W&B group of a job: ``<task>-<sweep folder name>`` in a multirun, ``<task>-single`` otherwise."""
-    return f"{task_name}-{Path(sweep_dir).name}" if sweep_dir is not None else f"{task_name}-single"
+    """The W&B group of a job: ``<task>-<parent folder>-<sweep folder>`` in a multirun (with the default
+    sweep dir ``multirun/<task>/<date>/<time>`` that is ``<task>-<date>-<time>``, unique per sweep), and
+    ``<task>-single`` otherwise."""
+    if sweep_dir is None:
+        return f"{task_name}-single"
+    path = Path(sweep_dir)
+    return f"{task_name}-{path.parent.name}-{path.name}" if path.parent.name else f"{task_name}-{path.name}"
 
 
 def start(logger: Logger | None) -> Logger | None:
