@@ -152,3 +152,12 @@ def test_wandb_group_is_unique_per_sweep():
         "evaluate", "multirun/evaluate/2026-11-30/02-48-55"
     )
     assert group_name("train", None) == "train-single"
+
+
+def test_atomic_files_get_the_usual_permissions(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        path = write_json_atomic(tmp_path / "r.json", {"a": 1})
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o644
