@@ -105,3 +105,9 @@ def test_evaluation_subset_is_fixed_and_length_sorted(tokenizer):
     assert batch["tokens"].input_ids.shape[0] == 8 and batch["labels"].shape == (8,)
     with pytest.raises(ValueError, match="n_examples"):
         modules[0].evaluation_subset(0)
+
+
+def test_integer_classes_that_never_occur_are_refused(tmp_path):
+    path = _write(tmp_path / "ones.csv", [(f"text {i}", 1) for i in range(30)], columns=("text", "label"))
+    with pytest.raises(ValueError, match=r"never occur in the training split"):
+        FileSource(path=path).load()

@@ -161,3 +161,27 @@ def test_atomic_files_get_the_usual_permissions(tmp_path):
     finally:
         os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_editing_a_data_file_changes_the_keys(tmp_path):
+    from itermask.pipeline import data_fingerprint
+
+    path = tmp_path / "d.csv"
+    path.write_text("text,label\na,0\nb,1\n")
+    cfg = _compose("dataset=csv", f"dataset.source.path={path}")
+    before = (training_key(cfg)[0], data_fingerprint(cfg))
+    path.write_text("text,label\na,1\nb,0\n")
+    after = (training_key(cfg)[0], data_fingerprint(cfg))
+    assert before[0] != after[0] and before[1]["path"] != after[1]["path"]
+    assert set(data_fingerprint(_compose())) == {"train", "validation", "test"}  # the shipped files
+
+
+def test_settings_checked_before_any_work(tokenizer):
+    from itermask.pipeline import _evaluators
+
+    with pytest.raises(ValueError, match="aopc_bins"):
+        _evaluators(_compose("evaluation.fractions=[0.0,0.5,1.0]"), tokenizer)
+    with pytest.raises(ValueError, match="quantity"):
+        _evaluators(_compose("evaluation.quantity=odds"), tokenizer)
+    with pytest.raises(ValueError, match="schedules is empty"):
+        _evaluators(_compose("evaluation.schedules=[]"), tokenizer)

@@ -253,6 +253,8 @@ class FileSource(DataSource):
             builder, options = "csv", {"keep_default_na": False, "sep": "\t"}
         elif suffixes <= {".jsonl", ".json"}:
             builder, options = "json", {}
+        elif len(suffixes) > 1:
+            raise ValueError(f"the split files mix types {sorted(suffixes)}: give every split in one format")
         else:
             raise ValueError(f"unsupported file type(s) {sorted(suffixes)}: use .csv, .tsv or .jsonl")
         loaded = {}
@@ -308,6 +310,13 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
                     f"{source}: split {split!r} has {len(empty)} empty {column!r} value(s), first at row {empty[0]}"
                 )
         labels = np.asarray(data["label"])
+        if split == "train":
+            missing = sorted(set(range(loaded.num_labels)) - set(labels.tolist()))
+            if missing:
+                raise ValueError(
+                    f"{source}: class(es) {[loaded.label_names[i] for i in missing]} (ids {missing}) never occur "
+                    f"in the training split; integer labels must run 0..C-1, or give label_names"
+                )
         bad = sorted(set(labels[(labels < 0) | (labels >= loaded.num_labels)].tolist()))
         if bad:
             raise ValueError(

@@ -227,6 +227,8 @@ class IterativeMaskingEvaluator:
         segments: int | Sequence[int] | None = None,
         collect_representations: bool = False,
     ) -> None:
+        if not schedules:
+            raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
         unknown = [s for s in schedules if s not in SCHEDULES]
         if unknown:
             raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")

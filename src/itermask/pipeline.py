@@ -42,6 +42,33 @@ class TrainedModel:
     meta: dict
 
 
+def data_fingerprint(cfg: DictConfig) -> dict[str, str]:
+    """SHA-256 of every local file the dataset (``path``/``train``/``validation``/``test``) or a local
+    ``model.pretrained`` directory's ``config.json``/weights name, so editing a data file or a local model
+    invalidates cached checkpoints and results (the config alone names only the path)."""
+    import hashlib
+
+    files = {}
+    source = cfg.dataset.source
+    for field in ("path", "train", "validation", "test"):
+        value = source.get(field) if hasattr(source, "get") else None
+        if value and Path(str(value)).is_file():
+            files[field] = str(value)
+    if "shipped_source" in str(source.get("_target_", "")):
+        files.update({s: f for s, f in hydra.utils.instantiate(source).files.items()})
+    pretrained = Path(str(cfg.model.pretrained))
+    if pretrained.is_dir():
+        files.update({f"model:{p.name}": str(p) for p in sorted(pretrained.iterdir()) if p.is_file()})
+    digests = {}
+    for name, file in files.items():
+        digest = hashlib.sha256()
+        with open(file, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        digests[name] = digest.hexdigest()
+    return digests
+
+
 def training_key(cfg: DictConfig) -> tuple[str, dict]:
     """The checkpoint-cache key: a hash of everything that determines the fine-tuned weights
     (model, dataset source, training settings, trainer precision, seed).
@@ -53,6 +80,7 @@ def training_key(cfg: DictConfig) -> tuple[str, dict]:
     payload = {
         "model": OmegaConf.to_container(cfg.model, resolve=True),
         "dataset": OmegaConf.to_container(cfg.dataset.source, resolve=True),
+        "data_files": data_fingerprint(cfg),
         "train": train,
         "precision": str(cfg.trainer.get("precision", "32-true")),
         "seed": int(cfg.seed),
@@ -221,6 +249,15 @@ def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluat
     saliency = _build(cfg.saliency).bind(tokenizer)
     strategy = _build(cfg.masking)(tokenizer=tokenizer)
     e = cfg.evaluation
+    if e.quantity not in ("probability", "logit"):
+        raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {e.quantity!r}")
+    if e.steps == "fraction":
+        off_grid = [b for b in e.aopc_bins if not any(abs(b - f) < 1e-9 for f in e.fractions)]
+        if off_grid:
+            raise ValueError(
+                f"evaluation.aopc_bins {off_grid} are not among evaluation.fractions {list(e.fractions)}: "
+                "add them to the fractions or change evaluation.aopc_bins"
+            )
     methods = {saliency.name: saliency}
     if e.compare_random and saliency.name != "random":
         methods["random"] = RandomSaliency(seed=int(cfg.seed))
@@ -259,7 +296,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: get (or train) the checkpoint, measure accuracy, run the masking evaluation,
     write ``<output_dir>/results.json`` atomically and log everything; returns the result dict."""
     start = time.time()
-    key = results_key(OmegaConf.to_container(cfg, resolve=True))
+    key = results_key({**OmegaConf.to_container(cfg, resolve=True), "data_files": data_fingerprint(cfg)})
     store = ResultStore(cfg.cache_dir)
     if cfg.get("reuse_results", True) and (reused := store.reuse(key, cfg.output_dir)) is not None:
         logger = _logger(cfg)
@@ -300,6 +337,11 @@ def run_evaluate(cfg: DictConfig) -> dict:
             for name, by_schedule in module.curves.items()
         }
         method = next(iter(evaluators))
+        if not module.curves:
+            raise ValueError(
+                f"no example could be evaluated: all {module.n_skipped} have no maskable token "
+                f"(check evaluation.segments={list(e.segments) if e.segments is not None else None} and the data)"
+            )
         test_labels = torch.tensor(datamodule.tokenized["test"]["label"])
         train_labels = torch.tensor(datamodule.tokenized["train"]["label"])
         majority = int(torch.bincount(train_labels).argmax())
