@@ -222,3 +222,19 @@ def tiny_classifier(request, architecture_tokenizers):
     """``(architecture, tiny random classifier, its tokenizer)`` for each of the five architectures."""
     tokenizer = architecture_tokenizers[request.param]
     return request.param, build_tiny_classifier(request.param, tokenizer), tokenizer
+
+
+class Recorder(torch.nn.Module):
+    """Wraps a classifier and records every input it is called with."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.calls = []
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
+
+    def forward(self, **inputs):
+        self.calls.append({k: v.detach().clone() for k, v in inputs.items()})
+        return self.model(**inputs)

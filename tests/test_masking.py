@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import AdditiveModel, ToyTokenizer
+from conftest import AdditiveModel, Recorder, ToyTokenizer
 
 from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.masking import (
@@ -232,20 +232,6 @@ def test_random_token_draws_non_special_ids_independent_of_batching_and_step():
     assert set(strategy.replacements(long_row).flatten().tolist()) == set(range(5, 16))  # every word, nothing else
 
 
-class Recorder(torch.nn.Module):
-    """Wraps a classifier and records every input it is called with."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        self.calls = []
-
-    def get_input_embeddings(self):
-        return self.model.get_input_embeddings()
-
-    def forward(self, **inputs):
-        self.calls.append({k: v.detach().clone() for k, v in inputs.items()})
-        return self.model(**inputs)
 
 
 def test_random_token_keeps_replacements_under_recursion():

@@ -10,6 +10,7 @@ import hydra
 import pandas as pd
 import pytest
 import torch
+from conftest import Recorder
 from hydra import compose, initialize_config_dir
 from tokenizers import ByteLevelBPETokenizer
 from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizer
@@ -84,18 +85,6 @@ def test_roberta_pair_batch_has_segments_without_token_types(bpe_tokenizer, tmp_
         maskable_positions(stripped, bpe_tokenizer.all_special_ids, [1])
 
 
-class Recorder(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        self.calls = []
-
-    def get_input_embeddings(self):
-        return self.model.get_input_embeddings()
-
-    def forward(self, **inputs):
-        self.calls.append({k: v.detach().clone() for k, v in inputs.items()})
-        return self.model(**inputs)
 
 
 def test_bert_masks_only_the_chosen_segment(tokenizer, tiny_bert, tmp_path):
