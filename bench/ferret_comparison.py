@@ -102,8 +102,8 @@ def stage_ferret(args) -> None:
         rows = {"aopc_compr": [], "aopc_suff": []}
         for ex in data["examples"]:
             explanation = Explanation(ex["text"], ex["tokens"], np.array(ex["scores"]), "gradient", ex["target"])
-            rows["aopc_compr"].append(compr.compute_evaluation(explanation, ex["target"], **kwargs).score)
-            rows["aopc_suff"].append(suff.compute_evaluation(explanation, ex["target"], **kwargs).score)
+            rows["aopc_compr"].append(float(compr.compute_evaluation(explanation, ex["target"], **kwargs).score))
+            rows["aopc_suff"].append(float(suff.compute_evaluation(explanation, ex["target"], **kwargs).score))
         results[name] = rows
     Path(args.out).write_text(json.dumps(results))
 

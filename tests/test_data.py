@@ -70,6 +70,15 @@ def test_empty_split_and_empty_text(tmp_path):
         FileSource(train=blank).load()
 
 
+def test_empty_text_error_names_the_row_of_the_file(tmp_path):
+    rows = [(f"text {i}", i % 2) for i in range(30)]
+    rows[17] = ("   ", 1)
+    path = _write(tmp_path / "one.csv", rows, columns=("text", "label"))
+    # validation and test are carved out of the shuffled file: the error still names data row 17
+    with pytest.raises(ValueError, match=r"1 empty 'text' value\(s\), the first at data row 17 of the 'train' data"):
+        FileSource(path=path).load()
+
+
 def test_missing_file_and_bad_extension(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.csv"):
         FileSource(path=str(tmp_path / "nope.csv"))

@@ -185,3 +185,57 @@ def test_settings_checked_before_any_work(tokenizer):
         _evaluators(_compose("evaluation.quantity=odds"), tokenizer)
     with pytest.raises(ValueError, match="schedules is empty"):
         _evaluators(_compose("evaluation.schedules=[]"), tokenizer)
+
+
+@pytest.mark.parametrize("seed", ["null", "abc", "1.5"])
+def test_missing_or_non_integer_seed_is_refused_before_any_work(seed, monkeypatch, tmp_path):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    for run in (pipeline.run_evaluate, pipeline.run_train):
+        with pytest.raises(ValueError, match="seed must be set to an integer"):
+            run(_compose(f"seed={seed}"))
+    assert not (tmp_path / "cache").exists()
+    assert pipeline.check_seed(_compose("seed=0")) == 0
+
+
+def test_target_class_out_of_range_is_refused_before_fine_tuning(monkeypatch, tmp_path, tokenizer):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("fine-tuning started before the target class was checked")
+
+    monkeypatch.setattr(pipeline, "get_or_train", no_training)
+    with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
+        pipeline.run_evaluate(_compose("evaluation.target=7"))
+    with pytest.raises(ValueError, match="unknown target policy 'gloden'"):
+        _evaluators(_compose("evaluation.target=gloden"), tokenizer)
+
+
+def test_missing_local_model_directory_is_named(tmp_path):
+    from itermask.models import resolve_pretrained
+
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(FileNotFoundError, match="looks like a local directory but there is none"):
+        resolve_pretrained(str(missing))
+    with pytest.raises(FileNotFoundError, match="no-such-model"):
+        resolve_pretrained("./no-such-model")
+    assert resolve_pretrained("roberta-base") == "roberta-base"  # hub ids pass through
+    assert resolve_pretrained("FacebookAI/roberta-base") == "FacebookAI/roberta-base"
+    assert resolve_pretrained(str(tmp_path)) == str(tmp_path)
+
+
+def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
+    from pytorch_lightning.loggers import CSVLogger
+
+    cfg = _compose("logger=csv", f"output_dir={tmp_path}")
+    statuses = []
+    original = CSVLogger.finalize
+    CSVLogger.finalize = lambda self, status: statuses.append(status) or original(self, status)
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            with pipeline._tracked(cfg):
+                raise RuntimeError("boom")
+        with pipeline._tracked(cfg):
+            pass
+    finally:
+        CSVLogger.finalize = original
+    assert statuses == ["failed", "success"]

@@ -123,6 +123,9 @@ class DataSource:
         raw = self._raw()
         if "train" not in raw:
             raise ValueError(f"{self.describe()}: no 'train' split (found {sorted(raw)})")
+        # each row's index in the split as read, so errors name the row of the file, not of a carved split
+        raw = datasets.DatasetDict({s: d.add_column(_SOURCE_ROW, list(range(len(d)))) for s, d in raw.items()})
+        origin = {split: split for split in raw}
         raw = self._carve(self._drop(raw))
         columns = {self.text_column: "text", self.label_column: "label"}
         if self.text_pair_column:
@@ -134,6 +137,16 @@ class DataSource:
                     f"{self.describe()}: split {split!r} has no column(s) {missing}; "
                     f"its columns are {data.column_names}. Set text_column/label_column accordingly."
                 )
+            for column in columns:
+                if column == self.label_column:
+                    continue
+                empty = [row for text, row in zip(data[column], data[_SOURCE_ROW]) if text is None or not str(text).strip()]
+                if empty:
+                    raise ValueError(
+                        f"{self.describe()}: split {split!r} has {len(empty)} empty {column!r} value(s), the first "
+                        f"at data row {min(empty)} of the {origin.get(split, 'train')!r} data as read "
+                        "(0-based, header line not counted)"
+                    )
         names, mapping = self._label_names(raw)
         out = {}
         for split in SPLITS:
@@ -266,6 +279,9 @@ class FileSource(DataSource):
                     raise ValueError(f"{self.describe()}: split {split!r} is empty ({file})") from error
                 raise ValueError(f"{self.describe()}: cannot read {split} file {file}: {error}") from error
         return datasets.DatasetDict(loaded)
+
+
+_SOURCE_ROW = "__itermask_source_row__"
 
 
 def shipped_source(name: str = "rt_snippets") -> FileSource:

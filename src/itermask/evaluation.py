@@ -29,7 +29,7 @@ from itermask.representations import Representations, capture_representations
 from itermask.saliency import SaliencyMethod
 from itermask.tokens import TokenBatch, chunked_logits, maskable_positions
 
-__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "TARGET_POLICIES"]
+__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "TARGET_POLICIES"]
 
 TARGET_POLICIES = ("predicted", "gold")
 
@@ -166,18 +166,33 @@ def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | Non
     Raises:
         ValueError: for an unknown policy, ``"gold"`` without labels, or a class id out of range.
     """
-    num_classes = clean_logits.shape[-1]
+    check_target_policy(policy, clean_logits.shape[-1])
     if policy == "predicted":
         return clean_logits.argmax(dim=-1)
     if policy == "gold":
         if labels is None or (labels < 0).any():
             raise ValueError("target policy 'gold' needs a gold label for every example")
         return labels.long()
-    if isinstance(policy, int) and not isinstance(policy, bool):
-        if not 0 <= policy < num_classes:
-            raise ValueError(f"target class {policy} out of range for {num_classes} classes")
-        return torch.full((clean_logits.shape[0],), policy, dtype=torch.long, device=clean_logits.device)
-    raise ValueError(f"unknown target policy {policy!r}: choose one of {TARGET_POLICIES} or a class id")
+    return torch.full((clean_logits.shape[0],), policy, dtype=torch.long, device=clean_logits.device)
+
+
+def check_target_policy(policy: str | int, num_classes: int | None = None) -> None:
+    """Check a target policy (see :func:`resolve_target`) before any work is done.
+
+    Args:
+        policy: ``"predicted"``, ``"gold"`` or a class id.
+        num_classes: number of classes of the classifier; ``None`` checks only the kind of policy.
+
+    Raises:
+        ValueError: for an unknown policy or a class id outside ``[0, num_classes)``.
+    """
+    if policy in TARGET_POLICIES:
+        return
+    if not isinstance(policy, int) or isinstance(policy, bool):
+        raise ValueError(f"unknown target policy {policy!r}: choose one of {TARGET_POLICIES} or a class id")
+    if policy < 0 or (num_classes is not None and policy >= num_classes):
+        known = f" (this data has {num_classes} classes: 0..{num_classes - 1})" if num_classes is not None else ""
+        raise ValueError(f"target class {policy} out of range{known}")
 
 
 @contextmanager
@@ -242,6 +257,7 @@ class IterativeMaskingEvaluator:
         if grid != sorted(grid):
             raise ValueError(f"masking {steps}s must be ascending, got {grid}")
         step_counts(torch.zeros(1, dtype=torch.long), grid, steps)  # validates the grid
+        check_target_policy(target)
         self.saliency = saliency
         self.strategy = strategy
         self.steps = steps

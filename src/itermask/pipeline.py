@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from itermask import metrics, ood_analysis, tracking
 from itermask.augmentation import RandomMaskingAugmentation
 from itermask.cache import CheckpointCache, config_hash
 from itermask.data import TextClassificationDataModule
-from itermask.evaluation import IterativeMaskingEvaluator
+from itermask.evaluation import IterativeMaskingEvaluator, check_target_policy
 from itermask.lightning_evaluation import MaskingEvaluationModule
 from itermask.models import SequenceClassifier, load_tokenizer
 from itermask.results import environment, write_json_atomic
@@ -88,10 +89,22 @@ def training_key(cfg: DictConfig) -> tuple[str, dict]:
     return config_hash(payload), payload
 
 
+def check_seed(cfg: DictConfig) -> int:
+    """``cfg.seed`` as an int.
+
+    Raises:
+        ValueError: if the seed is missing (``seed=null``) or not an integer."""
+    seed = cfg.get("seed")
+    if seed is None or isinstance(seed, bool) or isinstance(seed, float) and not seed.is_integer():
+        raise ValueError(f"seed must be set to an integer (seed=0 is a valid seed), got seed={seed!r}")
+    try:
+        return int(seed)
+    except (TypeError, ValueError):
+        raise ValueError(f"seed must be set to an integer (seed=0 is a valid seed), got seed={seed!r}") from None
+
+
 def _seed(cfg: DictConfig) -> int:
-    if cfg.get("seed") is None:
-        raise ValueError("seed must be set (an integer; seed=0 is a valid seed)")
-    return pl.seed_everything(int(cfg.seed), workers=True)
+    return pl.seed_everything(check_seed(cfg), workers=True)
 
 
 def _trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
@@ -115,6 +128,20 @@ def _logger(cfg: DictConfig):
     if "name" in cfg.logger and cfg.logger.name is None:
         overrides["name"] = run_name(cfg)
     return tracking.start(hydra.utils.instantiate(cfg.logger, **overrides))
+
+
+@contextmanager
+def _tracked(cfg: DictConfig):
+    """The job's logger (see :func:`_logger`) with the resolved config logged; finished on exit, and
+    marked failed when the block raises."""
+    logger = _logger(cfg)
+    try:
+        tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+        yield logger
+    except BaseException:
+        tracking.finish(logger, failed=True)
+        raise
+    tracking.finish(logger)
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -220,14 +247,11 @@ def _masking_augmentation(cfg: DictConfig, tokenizer) -> RandomMaskingAugmentati
 
 def run_train(cfg: DictConfig) -> float:
     """``train.py``: fine-tune (or reuse) the model for ``cfg``; returns its best validation accuracy."""
+    check_seed(cfg)
     tokenizer, datamodule = prepare(cfg)
-    logger = _logger(cfg)
-    try:
-        tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+    with _tracked(cfg) as logger:
         trained = get_or_train(cfg, datamodule, tokenizer, logger)
         tracking.log_summary(logger, {"best_val_acc": trained.meta["val_acc"]})
-    finally:
-        tracking.finish(logger)
     return trained.meta["val_acc"]
 
 
@@ -296,23 +320,19 @@ def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: get (or train) the checkpoint, measure accuracy, run the masking evaluation,
     write ``<output_dir>/results.json`` atomically and log everything; returns the result dict."""
     start = time.time()
+    check_seed(cfg)
     key = results_key({**OmegaConf.to_container(cfg, resolve=True), "data_files": data_fingerprint(cfg)})
     store = ResultStore(cfg.cache_dir)
     if cfg.get("reuse_results", True) and (reused := store.reuse(key, cfg.output_dir)) is not None:
-        logger = _logger(cfg)
-        try:
-            tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+        with _tracked(cfg) as logger:
             tracking.log_evaluation(logger, reused)
-        finally:
-            tracking.finish(logger)
         return reused
     # fail fast on bad saliency/masking settings, before loading data or training
     tokenizer = load_tokenizer(cfg.model.pretrained)
     evaluators = _evaluators(cfg, tokenizer)
     tokenizer, datamodule = prepare(cfg, tokenizer)
-    logger = _logger(cfg)
-    try:
-        tracking.log_config(logger, OmegaConf.to_container(cfg, resolve=True))
+    check_target_policy(cfg.evaluation.target, len(datamodule.label_names))
+    with _tracked(cfg) as logger:
         trained = get_or_train(cfg, datamodule, tokenizer, logger)
         classifier = SequenceClassifier(
             pretrained=str(trained.model_dir),
@@ -385,5 +405,3 @@ def run_evaluate(cfg: DictConfig) -> dict:
         if "ood" in result:
             tracking.log_ood(logger, result["ood"], images)
         return result
-    finally:
-        tracking.finish(logger)

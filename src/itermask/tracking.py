@@ -187,19 +187,21 @@ def _log_wandb(logger: WandbLogger, wandb, columns: list[str], rows: list, scala
     logger.experiment.summary.update(scalars)
 
 
-def finish(logger: Logger | None) -> None:
-    """End the run (``wandb.finish()`` for W&B), so every multirun job is its own run."""
+def finish(logger: Logger | None, failed: bool = False) -> None:
+    """End the run (``wandb.finish()`` for W&B), so every multirun job is its own run.
+
+    ``failed=True`` (the job raised) marks the run as failed: W&B exit code 1, CSV status ``"failed"``."""
     if isinstance(logger, WandbLogger):
         import wandb
 
         if wandb.run is not None:
             try:
-                wandb.finish()
+                wandb.finish(exit_code=1 if failed else 0)
             except Exception as error:
                 log.warning("W&B run did not finish cleanly (%s: %s); its local files are kept in %s",
                             type(error).__name__, error, logger.save_dir)
     elif isinstance(logger, CSVLogger):
-        logger.finalize("success")
+        logger.finalize("failed" if failed else "success")
 
 
 def default_wandb_mode() -> str:
