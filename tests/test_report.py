@@ -304,6 +304,39 @@ def test_mixed_configs_are_refused_with_the_difference(tmp_path):
         build_report(dupes)
 
 
+def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
+    """experiment=masked_vs_standard sweeps train.masking_augmentation.enabled beside the seed."""
+    results, overrides = [], []
+    for masked, aopcs in ((False, AOPC), (True, [0.02, 0.04, 0.06])):
+        for seed, aopc in zip(range(3), aopcs):
+            result = make_result(seed, aopc=aopc)
+            result["config"]["train"]["masking_augmentation"] = {"enabled": masked, "batch_share": 0.5}
+            ood = {"fraction": [0.0, 0.1, 0.5, 0.9], "values": {
+                "final/auroc_mahalanobis": [0.5, 0.6 + 0.1 * masked, 0.9 - 0.2 * masked + 0.01 * seed, 1.0],
+                "ece": [0.1, None, 0.2, 0.3]}}
+            result["ood"] = {"statistics": {"gradient": {"one_shot": ood}}}
+            results.append(result)
+            overrides.append([f"train.masking_augmentation.enabled={masked}", f"seed={seed}"])
+    report = build_report(write_sweep(tmp_path / "masked", results, overrides=overrides))
+    standard = ("m[train.masking_augmentation.enabled=False]", "d", "gradient", "mask_token")
+    masked = ("m[train.masking_augmentation.enabled=True]", "d", "gradient", "mask_token")
+    assert set(report.groups) == {standard, masked}
+    assert [r.seed for r in report.groups[masked]] == [0, 1, 2]
+    c = report.comparisons
+    row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
+    assert (row.model_a, row.model_b) == (standard[0], masked[0])
+    assert row["difference"] == pytest.approx(0.14 - 0.04)
+    s = report.summary
+    ood = s[(s.score == "ood final/auroc_mahalanobis @50%") & (s.model == masked[0])].iloc[0]
+    assert (ood["n"], ood["mean"], ood["std"]) == pytest.approx((3, 0.71, 0.01))
+    assert s[s.score == "ood final/auroc_mahalanobis @90%"]["mean"].tolist() == [1.0, 1.0]
+    assert s[s.score == "ood ece @10%"]["mean"].isna().all()  # missing is NaN, never 0
+    # an unswept difference is still refused
+    results[3]["config"]["evaluation"]["n_examples"] = 99
+    with pytest.raises(ReportError, match="different configs are mixed"):
+        build_report(write_sweep(tmp_path / "accident", results, overrides=[[o[1]] for o in overrides]))
+
+
 def test_settings_that_do_not_change_results_do_not_mix(tmp_path):
     a, b = make_result(0), make_result(1)
     b["config"]["output_dir"] = "/elsewhere"

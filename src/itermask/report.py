@@ -225,12 +225,22 @@ class Run:
     path: Path
     result: dict
     overrides: list[str] | None = None
+    # swept settings (Hydra overrides such as ``train.masking_augmentation.enabled=True``) that set this run
+    # apart from others with the same model/dataset/saliency/masking; set by the grouping
+    variant: tuple[str, ...] = ()
 
     @property
     def label(self) -> tuple[str, str, str, str]:
+        """(model, dataset, saliency, masking); the model carries the run's variant, e.g.
+        ``minilm[train.masking_augmentation.enabled=True]``."""
         saliency = self.result["saliency"]
         name = saliency.get("name") if isinstance(saliency, dict) else saliency
-        return (str(self.result["model"]), str(self.result["dataset"]), str(name), str(self.result["masking"]))
+        model = str(self.result["model"]) + (f"[{', '.join(self.variant)}]" if self.variant else "")
+        return (model, str(self.result["dataset"]), str(name), str(self.result["masking"]))
+
+    @property
+    def variant_keys(self) -> tuple[str, ...]:
+        return tuple(_override_key(o) for o in self.variant)
 
     @property
     def seed(self) -> int:
@@ -385,16 +395,37 @@ def _contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]
     return out
 
 
+def _override_key(override: str) -> str:
+    """``a.b`` of the Hydra override ``a.b=v`` (also ``+a.b=v``, ``++a.b=v``, ``~a.b``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]] | None:
+    """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, or
+    ``None`` when some differing key was not swept (the runs are mixed by accident)."""
+    if any(run.overrides is None for run in members):
+        return None
+    by_key = [{_override_key(o): o for o in run.overrides if _override_key(o) != "seed"} for run in members]
+    swept = sorted(k for k in set().union(*by_key) if len({b.get(k) for b in by_key}) > 1)
+    if not swept or not all(any(k == s or k.startswith(s + ".") for s in swept) for k in keys):
+        return None
+    return [tuple(b.get(k, f"~{k}") for k in swept) for b in by_key]
+
+
 def _group(runs: list[Run]) -> dict[tuple, list[Run]]:
-    """Runs by (model, dataset, saliency, masking).
+    """Runs by (model, dataset, saliency, masking). Runs with one such label whose configs differ in
+    settings swept by the multirun (e.g. ``train.masking_augmentation.enabled=false,true``) form one group
+    per value, the model name carrying the swept overrides (see :attr:`Run.label`).
 
     Raises:
-        ReportError: runs with one label differ in a setting other than the seed (the message names the
-            differing settings and the runs of each variant), or one seed appears twice.
+        ReportError: runs with one label differ in a setting other than the seed that the multirun did not
+            sweep (the message names the differing settings and the runs of each variant), or one seed
+            appears twice in a group.
     """
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.label, []).append(run)
+    split: dict[tuple, list[Run]] = {}
     problems = []
     for label, members in groups.items():
         contexts = _contexts(members)
@@ -402,8 +433,15 @@ def _group(runs: list[Run]) -> dict[tuple, list[Run]]:
         for i, ctx in enumerate(contexts):
             variants.setdefault(config_hash(ctx), []).append(i)
         name = "/".join(label)
+        keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
+        swept = _swept_variants(members, keys) if len(variants) > 1 else None
+        if swept is not None:
+            for run, variant in zip(members, swept):
+                run.variant = variant
+                split.setdefault(run.label, []).append(run)
+            continue
+        split[label] = members
         if len(variants) > 1:
-            keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
             parts = []
             for idx in variants.values():
                 settings = ", ".join(f"{k}={contexts[idx[0]].get(k, '<absent>')}" for k in keys[:8])
@@ -413,16 +451,17 @@ def _group(runs: list[Run]) -> dict[tuple, list[Run]]:
             problems.append(f"{name}: runs from {len(variants)} different configs are mixed; they differ in "
                             f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
             continue
+    for label, members in split.items():
         seeds: dict[int, list[Run]] = {}
         for run in members:
             seeds.setdefault(run.seed, []).append(run)
         for seed, dupes in seeds.items():
             if len(dupes) > 1:
-                problems.append(f"{name}: seed {seed} appears in {len(dupes)} runs "
+                problems.append(f"{'/'.join(label)}: seed {seed} appears in {len(dupes)} runs "
                                 f"({', '.join(str(d.path) for d in dupes)}): report one multirun folder at a time")
     if problems:
         raise ReportError("cannot aggregate over seeds:\n  " + "\n  ".join(problems))
-    return groups
+    return split
 
 
 def _measures(result: dict) -> dict[tuple[str, str, str], float]:
@@ -441,6 +480,35 @@ def _measures(result: dict) -> dict[tuple[str, str, str], float]:
     for schedule, deltas in (result.get("relative_to_random") or {}).items():
         for key, value in deltas.items():
             out[(f"{main} - random", schedule, key)] = math.nan if value is None else float(value)
+    out.update(_ood_measures(result))
+    return out
+
+
+# OOD statistics (itermask.embedding_stats, under "ood" in results.json) reported at a few masking fractions
+OOD_STATISTICS = ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf", "masf_flagged",
+                  "auroc_max_softmax", "ece")
+
+
+def _ood_measures(result: dict) -> dict[tuple[str, str, str], float]:
+    """``ood <statistic> @<p>%`` for the statistics in :data:`OOD_STATISTICS` at the fractions of the run's
+    ``ood.plots.umap_fractions`` (default 10/50/90 %) that are on its masking grid; missing values are NaN."""
+    ood = result.get("ood") or {}
+    config = (result.get("config") or {}).get("ood") or {}
+    fractions = ((config.get("plots") or {}).get("umap_fractions")) or [0.1, 0.5, 0.9]
+    out = {}
+    for method, by_schedule in (ood.get("statistics") or {}).items():
+        for schedule, stats in by_schedule.items():
+            grid = stats.get("fraction") or []
+            for name in OOD_STATISTICS:
+                values = stats.get("values", {}).get(name)
+                if values is None:
+                    continue
+                for fraction in fractions:
+                    step = next((i for i, f in enumerate(grid) if abs(f - fraction) < 1e-9), None)
+                    if step is not None:
+                        value = values[step]
+                        out[(method, schedule, f"ood {name} @{fraction * 100:g}%")] = (
+                            math.nan if value is None else float(value))
     return out
 
 
@@ -537,12 +605,13 @@ def build_report(
 
 
 def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
-    """Pairs of groups whose runs differ only in the model (and the seed), in the order the models first
-    appear (sorted by name)."""
+    """Pairs of groups whose runs differ only in the model or in swept settings (see :func:`_group`; e.g.
+    standard vs masked fine-tuning) and the seed, sorted by label."""
     labels = sorted(groups)
     context = {}
+    swept = tuple(sorted({k for members in groups.values() for run in members for k in run.variant_keys}))
     for label in labels:
-        ctx = _contexts(groups[label], drop=("model",))
+        ctx = _contexts(groups[label], drop=("model", *swept))
         context[label] = config_hash(ctx[0])
     pairs = []
     for i, a in enumerate(labels):
