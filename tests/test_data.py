@@ -77,6 +77,9 @@ def test_empty_text_error_names_the_row_of_the_file(tmp_path):
     # validation and test are carved out of the shuffled file: the error still names data row 17
     with pytest.raises(ValueError, match=r"1 empty 'text' value\(s\), the first at data row 17 of the 'train' data"):
         FileSource(path=path).load()
+    with pytest.raises(ValueError) as info:
+        FileSource(path=path, text_column="review").load()
+    assert "its columns are ['text', 'label']" in str(info.value)  # no internal columns in the message
 
 
 def test_missing_file_and_bad_extension(tmp_path):

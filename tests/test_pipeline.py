@@ -197,7 +197,7 @@ def test_missing_or_non_integer_seed_is_refused_before_any_work(seed, monkeypatc
     assert pipeline.check_seed(_compose("seed=0")) == 0
 
 
-def test_target_class_out_of_range_is_refused_before_fine_tuning(monkeypatch, tmp_path, tokenizer):
+def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch, tmp_path, tokenizer):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
 
     def no_training(*args, **kwargs):
@@ -206,6 +206,14 @@ def test_target_class_out_of_range_is_refused_before_fine_tuning(monkeypatch, tm
     monkeypatch.setattr(pipeline, "get_or_train", no_training)
     with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
         pipeline.run_evaluate(_compose("evaluation.target=7"))
+    for override, message in [
+        ("evaluation.n_examples=0", "evaluation.n_examples must be positive or null, got 0"),
+        ("evaluation.split=nope", "unknown split 'nope'"),
+        ("evaluation.segments=[1]", r"evaluation.segments=\[1\], but rt_snippets has single texts"),
+        ("train.max_train_examples=0", "train.max_train_examples must be positive or null"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            pipeline.run_evaluate(_compose(override))
     with pytest.raises(ValueError, match="unknown target policy 'gloden'"):
         _evaluators(_compose("evaluation.target=gloden"), tokenizer)
 

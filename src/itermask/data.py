@@ -135,7 +135,8 @@ class DataSource:
             if missing:
                 raise ValueError(
                     f"{self.describe()}: split {split!r} has no column(s) {missing}; "
-                    f"its columns are {data.column_names}. Set text_column/label_column accordingly."
+                    f"its columns are {[c for c in data.column_names if c != _SOURCE_ROW]}. "
+                    "Set text_column/label_column accordingly."
                 )
             for column in columns:
                 if column == self.label_column:
@@ -251,11 +252,14 @@ class FileSource(DataSource):
             raise ValueError("give either dataset.source.path or per-split files, not both")
         files = {"train": path or train, "validation": validation, "test": test}
         self.files = {k: os.fspath(v) for k, v in files.items() if v is not None}
+        self.single_file = path is not None
         for split, file in self.files.items():
             if not Path(file).is_file():
                 raise FileNotFoundError(f"{split} file not found: {file}")
 
     def describe(self) -> str:
+        if self.single_file:
+            return f"file {self.files['train']} (its rows are the 'train' data; missing splits are carved from it)"
         return f"files {self.files}"
 
     def _raw(self) -> datasets.DatasetDict:
@@ -331,13 +335,16 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
             if missing:
                 raise ValueError(
                     f"{source}: class(es) {[loaded.label_names[i] for i in missing]} (ids {missing}) never occur "
-                    f"in the training split; integer labels must run 0..C-1, or give label_names"
+                    f"in the training split, which has {sorted(set(labels.tolist()))}; {loaded.num_labels} classes "
+                    f"were assumed from the labels of all splits (largest {loaded.num_labels - 1}); integer labels "
+                    "must run 0..C-1, or give label_names"
                 )
         bad = sorted(set(labels[(labels < 0) | (labels >= loaded.num_labels)].tolist()))
         if bad:
             raise ValueError(
                 f"{source}: split {split!r} has label(s) {bad[:10]} outside 0..{loaded.num_labels - 1} "
-                f"(classes {loaded.label_names}); unknown string labels map to -1"
+                f"(classes {loaded.label_names}); string labels not in label_names map to -1. Rows with a "
+                f"label to leave out (e.g. -1 for unlabelled) can be dropped with dataset.source.drop_labels=[-1]"
             )
 
 
@@ -398,6 +405,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
         max_train_examples: train on a seeded random subset of this many examples (``None``: all).
         seed: seed of that subset and of shuffling.
         num_workers: data loader workers.
+
+    Raises:
+        ValueError: for a non-positive ``max_train_examples``.
     """
 
     def __init__(
@@ -412,6 +422,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
+        if max_train_examples is not None and max_train_examples <= 0:
+            raise ValueError(f"train.max_train_examples must be positive or null (all), got {max_train_examples}")
         self.source = source
         self.tokenizer = tokenizer
         self.max_length = max_length
@@ -428,6 +440,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def label_names(self) -> list[str]:
         self._require_setup()
         return self.data.label_names
+
+    @property
+    def has_text_pairs(self) -> bool:
+        """Whether the examples are sentence pairs (a second text column, segment 1)."""
+        self._require_setup()
+        return "text_pair" in self.data.splits["train"].column_names
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenized is not None:

@@ -278,12 +278,12 @@ class MlmInfill(MaskingStrategy):
             "vocabulary, or choose another masking strategy (masking=mask_token, unk, pad, attention_off, "
             "random_token or delete)"
         )
-        path = resolve_pretrained(self.mlm_pretrained)
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
         try:
+            path = resolve_pretrained(self.mlm_pretrained)
             model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
             raise ValueError(
                 f"mlm_infill cannot load a masked-language model from {self.mlm_pretrained!r}: {error}; {alternatives}"
             ) from error

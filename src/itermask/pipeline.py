@@ -303,6 +303,25 @@ def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluat
     }
 
 
+def _check_against_data(cfg: DictConfig, datamodule: TextClassificationDataModule) -> None:
+    """Evaluation settings that need the data (target class, split, subset size, segments), checked before
+    any fine-tuning.
+
+    Raises:
+        ValueError: naming the setting."""
+    e = cfg.evaluation
+    check_target_policy(e.target, len(datamodule.label_names))
+    datamodule.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
+    segments = _segments(e.segments)
+    if segments is not None and not datamodule.has_text_pairs and segments != [0]:
+        raise ValueError(
+            f"evaluation.segments={segments}, but {cfg.dataset.name} has single texts (segment 0 only); "
+            "use evaluation.segments=null, or a sentence-pair dataset (text_pair_column)"
+        )
+    if segments is not None and any(s not in (0, 1) for s in segments):
+        raise ValueError(f"evaluation.segments must hold 0 (first text) and/or 1 (second text), got {segments}")
+
+
 def _ood_enabled(cfg: DictConfig) -> bool:
     return bool(cfg.get("ood") is not None and cfg.ood.enabled)
 
@@ -331,7 +350,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
     tokenizer = load_tokenizer(cfg.model.pretrained)
     evaluators = _evaluators(cfg, tokenizer)
     tokenizer, datamodule = prepare(cfg, tokenizer)
-    check_target_policy(cfg.evaluation.target, len(datamodule.label_names))
+    _check_against_data(cfg, datamodule)
     with _tracked(cfg) as logger:
         trained = get_or_train(cfg, datamodule, tokenizer, logger)
         classifier = SequenceClassifier(
@@ -383,6 +402,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
                 "validation": trained.meta["val_acc"],
                 "majority_class_test": float((test_labels == majority).float().mean()),
             },
+            "label_names": list(datamodule.label_names),  # class id -> name (string labels: the mapping)
             "n_test": len(test_labels),
             "n_evaluated": len(next(iter(module.curves[method].values()))) if module.curves else 0,
             "n_skipped_no_maskable": module.n_skipped,
