@@ -187,6 +187,9 @@ def test_entropy_and_auroc_by_hand():
     assert ood_auroc([0.1, 0.2], [0.3, 0.4]) == 1.0
     assert ood_auroc([0.1, 0.3], [0.2, 0.4]) == 0.75
     assert ood_auroc([1.0, 1.0], [1.0, 1.0]) == 0.5
+    # float noise of differently padded batches ties: masking 0 % is exactly 0.5
+    assert ood_auroc([1.0, 2.0, 3.0], [1.0 + 1e-12, 2.0 - 1e-12, 3.0 + 1e-12]) == 0.5
+    assert ood_auroc([1.0, 2.0], [1.0 + 1e-3, 2.0 + 1e-3]) == 0.75  # real differences still count
     with pytest.raises(ValueError, match="non-finite"):
         ood_auroc([0.1, float("nan")], [0.2, 0.3])
 

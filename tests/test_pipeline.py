@@ -247,3 +247,62 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
     finally:
         CSVLogger.finalize = original
     assert statuses == ["failed", "success"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("ood.knn_k=0", "ood.knn_k must be at least 1, got 0"),
+    ("ood.covariance=bogus", "ood.covariance must be 'auto', 'empirical' or 'ledoit_wolf', got 'bogus'"),
+    ("ood.masf_alpha=2", r"ood.masf_alpha must lie in \(0, 1\), got 2"),
+    ("ood.n_fit_examples=0", "ood.n_fit_examples must be positive or null"),
+    ("ood.ece_bins=0", "ood.ece_bins must be at least 1"),
+    ("ood.plots.umap_fractions=[0.33]", r"ood.plots.umap_fractions \[0.33\] are not among evaluation.fractions"),
+])
+def test_ood_settings_are_checked_before_any_work(override, message, tokenizer):
+    with pytest.raises(ValueError, match=message):
+        _evaluators(_compose("ood.enabled=true", override), tokenizer)
+    _evaluators(_compose("ood.enabled=false", override), tokenizer)  # ignored when the analysis is off
+    # a short grid without the UMAP fractions is fine once the plots are off
+    _evaluators(_compose("ood.enabled=true", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
+                         "ood.plots.enabled=false"), tokenizer)
+
+
+def test_unknown_calibration_split_is_refused_before_fine_tuning(monkeypatch, tmp_path):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pipeline, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
+    with pytest.raises(ValueError, match=r"unknown ood.calibration_split 'nope': choose from \['train'"):
+        pipeline.run_evaluate(_compose("ood.enabled=true", "ood.calibration_split=nope"))
+
+
+def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monkeypatch, tmp_path):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pipeline, "_logger", lambda cfg: pytest.fail("the logger started"))
+    cfg = _compose("train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=2")
+    for run in (pipeline.run_evaluate, pipeline.run_train):
+        with pytest.raises(ValueError, match="batch_share must lie in"):
+            run(cfg)
+
+
+def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypatch, tmp_path):
+    from itermask.pipeline import data_fingerprint
+    from itermask.store import ResultStore, results_key
+
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    cfg = _compose("ood.enabled=true", "logger=csv", f"output_dir={tmp_path}/new")
+    key = results_key({**OmegaConf.to_container(cfg, resolve=True), "data_files": data_fingerprint(cfg)})
+    stats = {"steps": "fraction", "x": [0.0, 0.5, 1.0], "fraction": [0.0, 0.5, 1.0], "n_examples": 2,
+             "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7]},
+             "clean": {}, "missing": {}}
+    stored = {"seed": 0, "saliency": {"name": "gradient"}, "scores": {}, "accuracy": {"test": 0.8},
+              "config": {"output_dir": f"{tmp_path}/old"},
+              "ood": {"statistics": {"gradient": {"one_shot": stats}}, "missing_detectors": {}}}
+    ResultStore(cfg.cache_dir).put(key, stored)
+    monkeypatch.setattr(pipeline, "prepare", lambda *a, **k: pytest.fail("data were loaded for a reused result"))
+    logged = []
+    monkeypatch.setattr(pipeline.tracking, "log_evaluation", lambda logger, result: None)
+    monkeypatch.setattr(pipeline.tracking, "log_ood", lambda logger, ood, images: logged.append(sorted(images)))
+    pipeline.run_evaluate(cfg)
+    copied = json.loads((tmp_path / "new" / "results.json").read_text())
+    assert copied["config"]["output_dir"] == f"{tmp_path}/new" and copied["reused_from"].endswith(f"{key}.json")
+    for name in ("ood_statistics.png", "ood_mahalanobis_auroc_by_layer.png"):
+        assert (tmp_path / "new" / name).read_bytes()[:4] == b"\x89PNG"
+    assert logged == [["ood/mahalanobis_auroc_by_layer", "ood/statistics"]]

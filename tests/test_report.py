@@ -331,6 +331,10 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
     assert (ood["n"], ood["mean"], ood["std"]) == pytest.approx((3, 0.71, 0.01))
     assert s[s.score == "ood final/auroc_mahalanobis @90%"]["mean"].tolist() == [1.0, 1.0]
     assert s[s.score == "ood ece @10%"]["mean"].isna().all()  # missing is NaN, never 0
+    # a key set in only some jobs' overrides was not swept: refused, not grouped
+    partial = [o if i % 2 else o[1:] for i, o in enumerate(overrides)]
+    with pytest.raises(ReportError, match="different configs are mixed"):
+        build_report(write_sweep(tmp_path / "partial", results, overrides=partial))
     # an unswept difference is still refused
     results[3]["config"]["evaluation"]["n_examples"] = 99
     with pytest.raises(ReportError, match="different configs are mixed"):

@@ -281,7 +281,7 @@ class MlmInfill(MaskingStrategy):
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
         try:
-            path = resolve_pretrained(self.mlm_pretrained)
+            path = resolve_pretrained(self.mlm_pretrained, setting="masking.mlm_pretrained")
             model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
         except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
             raise ValueError(

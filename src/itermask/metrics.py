@@ -232,9 +232,11 @@ def racu_without_retraining(values: Tensor, random_values: Tensor, grid: Tensor)
     which the explanation's curve runs below the random one (Madsen's "faithfulness" area), the
     denominator the area of the random curve above its end point (his "normaliser"). 1 is the most
     faithful possible (the curve drops to the end value at once), 0 is no better than random, and a
-    negative value is worse than random. The bound 1 holds when both curves end at 100 % masked, where
-    they meet; on a grid that stops earlier (count steps, or fractions below 1) the explanation's curve
-    can end below the random one and the score can exceed 1.
+    negative value is worse than random. The bound 1 holds only when the explanation's curve never drops
+    below the end value and the random curve is not flat: without retraining, curves are not monotone
+    (an intermediate step can score below the fully masked input), a grid that stops before 100 % can
+    leave the explanation's curve below the random one's end, and a nearly flat random curve makes the
+    denominator small, so values above 1 (and large ratios) occur.
 
     Madsen's curves are Recursive-ROAR test performance: the model is retrained on the masked data at
     every step. Ours use the same fine-tuned model throughout, so the masked inputs are out of

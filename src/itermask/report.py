@@ -407,9 +407,11 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
         return None
     by_key = [{_override_key(o): o for o in run.overrides if _override_key(o) != "seed"} for run in members]
     swept = sorted(k for k in set().union(*by_key) if len({b.get(k) for b in by_key}) > 1)
-    if not swept or not all(any(k == s or k.startswith(s + ".") for s in swept) for k in keys):
+    if not swept or any(k not in b for k in swept for b in by_key):  # a sweep sets its keys in every job
         return None
-    return [tuple(b.get(k, f"~{k}") for k in swept) for b in by_key]
+    if not all(any(k == s or k.startswith(s + ".") for s in swept) for k in keys):
+        return None
+    return [tuple(b[k] for k in swept) for b in by_key]
 
 
 def _group(runs: list[Run]) -> dict[tuple, list[Run]]:

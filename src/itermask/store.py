@@ -92,6 +92,8 @@ class ResultStore:
         if result is None:
             return None
         result["reused_from"] = str(self.path(key))
+        if isinstance(result.get("config"), dict):
+            result["config"]["output_dir"] = str(output_dir)
         target = write_json_atomic(Path(output_dir) / "results.json", result)
         log.info("skipping: a result for config hash %s exists (%s); copied to %s", key, self.path(key), target)
         return result
