@@ -141,7 +141,7 @@ class DataSource:
             for column in columns:
                 if column == self.label_column:
                     continue
-                empty = [row for text, row in zip(data[column], data[_SOURCE_ROW]) if text is None or not str(text).strip()]
+                empty = [data[_SOURCE_ROW][i] for i in _empty_rows(data[column])]
                 if empty:
                     raise ValueError(
                         f"{self.describe()}: split {split!r} has {len(empty)} empty {column!r} value(s), the first "
@@ -288,6 +288,11 @@ class FileSource(DataSource):
 _SOURCE_ROW = "__itermask_source_row__"
 
 
+def _empty_rows(texts) -> list[int]:
+    """Indices of missing or blank texts."""
+    return [i for i, text in enumerate(texts) if text is None or not str(text).strip()]
+
+
 def shipped_source(name: str = "rt_snippets") -> FileSource:
     """The dataset shipped with itermask (``itermask/resources/<name>``), with its fixed splits.
 
@@ -324,7 +329,7 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
             if column not in data.column_names:
                 continue
             texts = data[column]
-            empty = [i for i, t in enumerate(texts) if t is None or not str(t).strip()]
+            empty = _empty_rows(texts)
             if empty:
                 raise ValueError(
                     f"{source}: split {split!r} has {len(empty)} empty {column!r} value(s), first at row {empty[0]}"
