@@ -141,8 +141,10 @@ class DataSource:
             for column in columns:
                 if column == self.label_column:
                     continue
-                empty = [data[_SOURCE_ROW][i] for i in _empty_rows(data[column])]
+                empty = _empty_rows(data[column])
                 if empty:
+                    source_rows = data[_SOURCE_ROW]
+                    empty = [source_rows[i] for i in empty]
                     raise ValueError(
                         f"{self.describe()}: split {split!r} has {len(empty)} empty {column!r} value(s), the first "
                         f"at data row {min(empty)} of the {origin.get(split, 'train')!r} data as read "
