@@ -251,7 +251,7 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ("ood.knn_k=0", "ood.knn_k must be at least 1, got 0"),
-    ("ood.covariance=bogus", "ood.covariance must be 'auto', 'empirical' or 'ledoit_wolf', got 'bogus'"),
+    ("ood.covariance=bogus", r"ood.covariance must be one of \('auto', 'empirical', 'ledoit_wolf'\), got 'bogus'"),
     ("ood.masf_alpha=2", r"ood.masf_alpha must lie in \(0, 1\), got 2"),
     ("ood.n_fit_examples=0", "ood.n_fit_examples must be positive or null"),
     ("ood.ece_bins=0", "ood.ece_bins must be at least 1"),

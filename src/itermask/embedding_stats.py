@@ -74,6 +74,7 @@ __all__ = [
 ]
 
 Covariance = Literal["auto", "empirical", "ledoit_wolf"]
+COVARIANCES = ("auto", "empirical", "ledoit_wolf")  # the values of Covariance
 
 
 def representation_views(reps: Representations) -> dict[str, Tensor]:
@@ -110,8 +111,8 @@ class MahalanobisScorer:
     """
 
     def __init__(self, covariance: Covariance = "auto") -> None:
-        if covariance not in ("auto", "empirical", "ledoit_wolf"):
-            raise ValueError(f"covariance must be 'auto', 'empirical' or 'ledoit_wolf', got {covariance!r}")
+        if covariance not in COVARIANCES:
+            raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}")
         self.covariance = covariance
         self.estimator: str | None = None
         self.shrinkage: float | None = None

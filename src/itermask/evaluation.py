@@ -29,7 +29,7 @@ from itermask.representations import Representations, capture_representations
 from itermask.saliency import SaliencyMethod
 from itermask.tokens import TokenBatch, chunked_logits, maskable_positions
 
-__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "TARGET_POLICIES"]
+__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid", "TARGET_POLICIES"]
 
 TARGET_POLICIES = ("predicted", "gold")
 
@@ -174,6 +174,11 @@ def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | Non
             raise ValueError("target policy 'gold' needs a gold label for every example")
         return labels.long()
     return torch.full((clean_logits.shape[0],), policy, dtype=torch.long, device=clean_logits.device)
+
+
+def off_grid(values: Sequence[float], grid: Sequence[float], tol: float = 1e-9) -> list[float]:
+    """The ``values`` (masking fractions) that are not on ``grid`` (within ``tol``), in order."""
+    return [v for v in values if not any(abs(v - g) < tol for g in grid)]
 
 
 def check_target_policy(policy: str | int, num_classes: int | None = None) -> None:

@@ -16,8 +16,8 @@ import torch
 from omegaconf import DictConfig
 
 from itermask import ood_plots
-from itermask.embedding_stats import OODDetectors, masking_ood_statistics
-from itermask.evaluation import MaskingCurves
+from itermask.embedding_stats import COVARIANCES, OODDetectors, masking_ood_statistics
+from itermask.evaluation import MaskingCurves, off_grid
 from itermask.representations import Representations, capture_representations
 from itermask.tokens import chunked_logits
 
@@ -40,8 +40,8 @@ def check_settings(ood: DictConfig, evaluation: DictConfig, splits=None) -> None
             raise ValueError(f"ood.{name} must be positive or null (all), got {value}")
     if int(ood.knn_k) < 1:
         raise ValueError(f"ood.knn_k must be at least 1, got {ood.knn_k}")
-    if ood.covariance not in ("auto", "empirical", "ledoit_wolf"):
-        raise ValueError(f"ood.covariance must be 'auto', 'empirical' or 'ledoit_wolf', got {ood.covariance!r}")
+    if ood.covariance not in COVARIANCES:
+        raise ValueError(f"ood.covariance must be one of {COVARIANCES}, got {ood.covariance!r}")
     if not 0 < float(ood.masf_alpha) < 1:
         raise ValueError(f"ood.masf_alpha must lie in (0, 1), got {ood.masf_alpha}")
     if int(ood.ece_bins) < 1:
@@ -51,10 +51,10 @@ def check_settings(ood: DictConfig, evaluation: DictConfig, splits=None) -> None
             f"unknown ood.calibration_split {ood.calibration_split!r}: choose from {list(splits)} or null (no MaSF)"
         )
     if ood.plots.enabled and evaluation.steps == "fraction":
-        off_grid = [f for f in ood.plots.umap_fractions if not any(abs(f - g) < 1e-9 for g in evaluation.fractions)]
-        if off_grid:
+        off = off_grid(ood.plots.umap_fractions, evaluation.fractions)
+        if off:
             raise ValueError(
-                f"ood.plots.umap_fractions {off_grid} are not among evaluation.fractions "
+                f"ood.plots.umap_fractions {off} are not among evaluation.fractions "
                 f"{list(evaluation.fractions)}: add them to the fractions, change ood.plots.umap_fractions, "
                 "or set ood.plots.enabled=false"
             )

@@ -22,7 +22,7 @@ from itermask import metrics, ood_analysis, tracking
 from itermask.augmentation import RandomMaskingAugmentation
 from itermask.cache import CheckpointCache, config_hash
 from itermask.data import TextClassificationDataModule
-from itermask.evaluation import IterativeMaskingEvaluator, check_target_policy
+from itermask.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
 from itermask.lightning_evaluation import MaskingEvaluationModule
 from itermask.models import SequenceClassifier, load_tokenizer
 from itermask.results import environment, write_json_atomic
@@ -277,10 +277,10 @@ def _evaluators(cfg: DictConfig, tokenizer) -> dict[str, IterativeMaskingEvaluat
     if e.quantity not in ("probability", "logit"):
         raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {e.quantity!r}")
     if e.steps == "fraction":
-        off_grid = [b for b in e.aopc_bins if not any(abs(b - f) < 1e-9 for f in e.fractions)]
-        if off_grid:
+        off = off_grid(e.aopc_bins, e.fractions)
+        if off:
             raise ValueError(
-                f"evaluation.aopc_bins {off_grid} are not among evaluation.fractions {list(e.fractions)}: "
+                f"evaluation.aopc_bins {off} are not among evaluation.fractions {list(e.fractions)}: "
                 "add them to the fractions or change evaluation.aopc_bins"
             )
     if _ood_enabled(cfg):
