@@ -37,7 +37,8 @@ def stage_ours(args) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from itermask import metrics
-    from itermask.data import TextClassificationDataModule, shipped_source
+    from itermask.training.datamodule import TextClassificationDataModule
+    from itermask.training.sources import shipped_source
     from itermask.evaluation import IterativeMaskingEvaluator
     from itermask.masking import Delete, MaskToken
     from itermask.saliency import GradientSaliency

@@ -20,9 +20,9 @@ import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from itermask.data import shipped_source
+from itermask.training.sources import shipped_source
 from itermask.models import load_classifier, load_tokenizer
-from itermask.results import environment, write_json_atomic
+from itermask.storage.files import environment, write_json_atomic
 from itermask.saliency import prepare_for_saliency
 from itermask.tokens import TokenBatch, class_logits
 

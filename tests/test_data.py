@@ -5,7 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from itermask.data import FileSource, TextClassificationDataModule, shipped_source
+from itermask.training.datamodule import TextClassificationDataModule
+from itermask.training.sources import FileSource, shipped_source
 
 
 def _write(path, rows, columns=("review", "sentiment")):

@@ -20,22 +20,17 @@ from transformers import (
     RobertaForSequenceClassification,
 )
 
-from itermask.augmentation import RandomMaskingAugmentation
-from itermask.embedding_stats import (
-    KNNScorer,
-    MahalanobisScorer,
-    MaSF,
-    OODDetectors,
-    empirical_p_values,
+from itermask.training.augmentation import RandomMaskingAugmentation
+from itermask.ood.detectors import KNNScorer, MahalanobisScorer, MaSF, OODDetectors, empirical_p_values, simes
+from itermask.ood.statistics import (
     expected_calibration_error,
     masking_ood_statistics,
     ood_auroc,
     predictive_entropy,
-    simes,
 )
 from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.masking import MaskToken, masked_counts
-from itermask.representations import Representations, capture_representations, classifier_head
+from itermask.core.representations import capture_representations, classifier_head
 from itermask.saliency import RandomSaliency
 from itermask.tokens import TokenBatch, class_logits, maskable_positions
 
@@ -287,7 +282,7 @@ def test_evaluator_collects_representations_of_the_forwards_it_runs(tiny_bert, t
 
 def _train_reps(model, tokenizer, n=40):
     import pandas as pd
-    from itermask.data import shipped_source
+    from itermask.training.sources import shipped_source
 
     texts = pd.read_csv(shipped_source().files["train"], keep_default_na=False)["text"].head(n).tolist()
     batch = _batch(tokenizer, texts)
@@ -380,17 +375,17 @@ def test_masking_augmentation_masks_a_uniform_fraction(tokenizer):
 
 def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
-    from itermask.pipeline import training_key
+    from itermask.settings import training_key
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        standard = compose("evaluate")
-        masked = compose("evaluate", overrides=["train.masking_augmentation.enabled=true"])
-        masked_delete = compose("evaluate", overrides=["train.masking_augmentation.enabled=true", "masking=delete"])
-        masked_share = compose("evaluate", overrides=["train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=0.25"])
-        standard_delete = compose("evaluate", overrides=["masking=delete"])
-        experiment = compose("evaluate", overrides=["experiment=masked_vs_standard"], return_hydra_config=True)
+        standard = compose("evaluate", overrides=["output_dir=/tmp/unused"])
+        masked = compose("evaluate", overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true"])
+        masked_delete = compose("evaluate", overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true", "masking=delete"])
+        masked_share = compose("evaluate", overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=0.25"])
+        standard_delete = compose("evaluate", overrides=["output_dir=/tmp/unused", "masking=delete"])
+        experiment = compose("evaluate", overrides=["output_dir=/tmp/unused", "experiment=masked_vs_standard"], return_hydra_config=True)
     keys = {name: training_key(cfg)[0] for name, cfg in [
         ("standard", standard), ("masked", masked), ("masked_delete", masked_delete),
         ("masked_share", masked_share), ("standard_delete", standard_delete)]}
@@ -402,7 +397,8 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
         del legacy.train.masking_augmentation
     assert training_key(legacy)[0] == keys["standard"]
     payload = training_key(masked)[1]
-    assert payload["train"]["masking_augmentation"]["strategy"]["_target_"] == "itermask.masking.MaskToken"
+    # the key holds each component's config name and settings, not its module path (_target_)
+    assert payload["train"]["masking_augmentation"]["strategy"] == {"name": "mask_token"}
     assert experiment.ood.enabled is True
     assert experiment.hydra.sweeper.params["train.masking_augmentation.enabled"] == "false,true"
 
@@ -474,13 +470,14 @@ def _ood_section():
 def test_ood_rows_and_csv_logging(tmp_path):
     from pytorch_lightning.loggers import CSVLogger
 
-    from itermask.tracking import OOD_COLUMNS, log_ood, ood_rows
+    from itermask.analyses.ood import OOD_COLUMNS, OODAnalysis, ood_rows
+    from itermask.tracking import log_artifacts
 
     rows = ood_rows(_ood_section())
     assert len(rows) == 2 * 4 * 3 and len(rows[0]) == len(OOD_COLUMNS)
     assert ["gradient/one_shot", "gradient", "one_shot", 0.5, "final/auroc_mahalanobis", 0.75] in rows
     logger = CSVLogger(str(tmp_path))
-    log_ood(logger, _ood_section(), images={})
+    log_artifacts(logger, OODAnalysis._artifacts(_ood_section(), images={}))
     import pandas as pd
 
     metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
@@ -490,7 +487,7 @@ def test_ood_rows_and_csv_logging(tmp_path):
 
 
 def test_ood_figures(tmp_path):
-    from itermask import ood_plots
+    from itermask.ood import plots as ood_plots
 
     fig = ood_plots.statistics_figure(_ood_section()["statistics"], keys=["final/l2_norm", "ece"])
     first, second = fig.axes[:2]

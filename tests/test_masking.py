@@ -292,3 +292,35 @@ def test_count_steps_mask_exact_tokens_one_shot_and_recursive(toy_tokenizer):
     with pytest.raises(ValueError, match="ascending"):
         IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count",
                                   counts=[2, 1])
+
+
+def test_a_new_schedule_is_one_class(toy_tokenizer):
+    """A MaskingSchedule subclass with a name registers itself; the evaluator runs it and asks it whether
+    sufficiency (keep-only inputs) applies."""
+    from conftest import AdditiveModel
+
+    from itermask.core.schedules import SCHEDULES, MaskingSchedule, top_k_mask
+
+    class LeastSalientFirst(MaskingSchedule):
+        """Masks the *least* salient tokens first (a control ranking)."""
+
+        name, sufficiency = "least_salient_first", True
+
+        def masks(self, clean_saliency, maskable, k, saliency_fn=None):
+            return torch.stack([top_k_mask(-clean_saliency, maskable, k_s) for k_s in k])
+
+    try:
+        model = AdditiveModel({5: 2.0, 6: 1.0, 7: -1.0})
+        batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 2]]), torch.ones(1, 5, dtype=torch.long))
+        evaluator = IterativeMaskingEvaluator(
+            InputXGradientSaliency(output="logit"), MaskToken(toy_tokenizer), [0.0, 1 / 3, 2 / 3], [0, 1, 2, 3, 4],
+            schedules=["least_salient_first"],
+        )
+        curves = evaluator.evaluate(model, batch)["least_salient_first"]
+        # saliency = the weights 2, 1, -1: token 7 goes first, then 6; logit sums 2, 3, 2
+        assert curves.logits[0, :, 1].tolist() == pytest.approx([2.0, 3.0, 2.0])
+        assert curves.keep_logits[0, :, 1].tolist() == pytest.approx([0.0, -1.0, 0.0])
+    finally:
+        SCHEDULES.pop("least_salient_first", None)
+    with pytest.raises(ValueError, match="unknown masking schedule"):
+        IterativeMaskingEvaluator(RandomSaliency(), MaskToken(toy_tokenizer), [0.0], [0], schedules=["least_salient_first"])

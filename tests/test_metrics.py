@@ -319,3 +319,40 @@ def test_curve_table_follows_the_quantity(curves):
     assert "comprehensiveness_logit" in columns and "comprehensiveness_prob" not in columns
     assert [row[columns.index("comprehensiveness_logit")] for row in rows] == summary["comprehensiveness_logit"]
     assert len(rows) == len(FRACTIONS)
+
+
+def test_a_new_metric_is_one_class(curves):
+    """Adding a metric is one Metric subclass: it registers itself, summarize reports it (with its AOPC),
+    and the tracker and the report read its name, unit and direction from the registry."""
+    from itermask import tracking
+    from itermask.reporting.aggregate import _measures
+
+    class KeptShare(metrics.Metric):
+        """``kept_share``: p(y | x without its top-k tokens) / p(y | x), the share of the target
+        probability that survives masking."""
+
+        name, unit, higher_is_more_faithful, aopc = "kept_share", "fraction", False, True
+
+        def values(self, curves, quantity):
+            clean = metrics.target_output(curves.clean_logits, curves.target, "probability")
+            return metrics.target_output(curves.logits, curves.target, "probability") / clean[:, None]
+
+    try:
+        summary = metrics.summarize(curves["one_shot"])
+        by_example = [[1.0] * 4 + [p / CLEAN[i] for p in MASKED[i]] for i in range(2)]
+        expected = [(a + b) / 2 for a, b in zip(*by_example)]
+        assert summary["kept_share"] == pytest.approx(expected)
+        assert summary["aopc_full_kept_share"] == pytest.approx(sum(expected) / len(expected))
+        # ERASER bins 1, 5, 10, 20, 50 %: k = 0, 0, 0, 1, 2
+        assert summary["aopc_kept_share"] == pytest.approx(sum(expected[1:6]) / 5)
+        assert metrics.metric_info("aopc_kept_share") == metrics.MetricInfo("aopc_kept_share", "fraction", False, False)
+        assert metrics.metric_info("kept_share").per_step
+        columns, rows = tracking.curve_table({"gradient": {"one_shot": summary}})
+        assert [row[columns.index("kept_share")] for row in rows] == pytest.approx(expected)
+        assert "kept_share" in tracking._plot_columns(columns)
+        result = {"accuracy": {"test": 0.5}, "saliency": {"name": "gradient"},
+                  "scores": {"gradient": {"one_shot": summary}}}
+        assert _measures(result)[("gradient", "one_shot", "aopc_kept_share")] == pytest.approx(sum(expected[1:6]) / 5)
+    finally:
+        metrics.METRICS.pop("kept_share", None)
+    assert "kept_share" not in metrics.summarize(curves["one_shot"])

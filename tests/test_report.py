@@ -20,8 +20,8 @@ from scipy import stats
 
 from itermask import report as rep
 from itermask.report import ReportError, build_report, compare_samples, seed_interval, spread_ratio, write_report
-from itermask.results import write_json_atomic, write_text_atomic
-from itermask.store import ResultStore, results_config, results_key
+from itermask.storage.files import write_json_atomic, write_text_atomic
+from itermask.storage.store import ResultStore, results_config, results_key
 
 ROOT = Path(__file__).resolve().parents[1]
 T_975 = {1: 12.706204736174707, 2: 4.302652729912332, 3: 3.182446305284263, 4: 2.7764451051977987}  # t tables

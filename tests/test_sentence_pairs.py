@@ -15,7 +15,8 @@ from hydra import compose, initialize_config_dir
 from tokenizers import ByteLevelBPETokenizer
 from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizer
 
-from itermask.data import FileSource, TextClassificationDataModule, shipped_source
+from itermask.training.datamodule import TextClassificationDataModule
+from itermask.training.sources import FileSource, shipped_source
 from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.masking import Delete, MaskToken
 from itermask.saliency import InputXGradientSaliency, RandomSaliency

@@ -17,7 +17,7 @@ __all__ = ["ReportCallback"]
 
 class ReportCallback(Callback):
     """At the end of a multirun, write ``report.md``/``report.html`` (and plots, CSV tables) into the sweep
-    folder (:mod:`itermask.report`) and, if the jobs log to W&B, a summary run in the sweep's W&B group.
+    folder (:mod:`itermask.reporting`) and, if the jobs log to W&B, a summary run in the sweep's W&B group.
 
     Args:
         wandb: log the W&B summary run; ``None``: when the jobs' logger is W&B (``logger._target_``).
@@ -37,7 +37,7 @@ class ReportCallback(Callback):
         self.test = test
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from itermask import report as reporting
+        from itermask import reporting
         from itermask.tracking import group_name
 
         sweep_dir = Path(config.hydra.sweep.dir)

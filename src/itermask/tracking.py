@@ -16,7 +16,9 @@ from typing import Any
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
-__all__ = ["curve_table", "group_name", "start", "log_config", "log_summary", "log_evaluation", "ood_rows", "OOD_COLUMNS", "log_ood", "finish"]
+from itermask.core.metrics import metric_info
+
+__all__ = ["curve_table", "group_name", "start", "log_config", "log_summary", "log_evaluation", "log_artifacts", "finish"]
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,7 @@ def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
     """The masking curves as one table: a row per (saliency, schedule, step).
 
     Columns are ``curve``, ``saliency``, ``schedule`` and every per-step series of the summaries
-    ``scores[saliency][schedule]`` (:func:`itermask.metrics.summarize`): ``fraction``, ``mean_k``,
+    ``scores[saliency][schedule]`` (:func:`itermask.core.metrics.summarize`): ``fraction``, ``mean_k``,
     ``target_<q>``, ``accuracy``, ``flip_rate``, ``comprehensiveness_<q>``, ``sufficiency_<q>`` (``None`` for
     the recursive schedule), ... with ``<q>`` the quantity the scores were computed on.
 
@@ -53,8 +55,14 @@ def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
 
 
 def _plot_columns(columns: list[str]) -> list[str]:
-    wanted = ("target_", "accuracy", "flip_rate", "comprehensiveness_")
-    return [c for c in columns if c.startswith(wanted)]
+    """The per-step series charted against the masking step: every registered per-step metric's that is
+    not a description of the grid (:data:`itermask.core.metrics.METRICS`)."""
+    charted = []
+    for column in columns:
+        info = metric_info(column)
+        if info is not None and info.per_step and info.higher_is_more_faithful is not None:
+            charted.append(column)
+    return charted
 
 
 def _scalars(result: dict) -> dict[str, float]:
@@ -138,43 +146,26 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
         logger.save()
 
 
-OOD_COLUMNS = ("curve", "saliency", "schedule", "x", "statistic", "value")
-
-
-def ood_rows(ood: dict) -> list[list[Any]]:
-    """The per-step OOD statistics (``ood["statistics"][saliency][schedule]``, see
-    :meth:`itermask.embedding_stats.OODCurves.to_dict`) in long format, :data:`OOD_COLUMNS` order."""
-    rows = []
-    for saliency, by_schedule in ood["statistics"].items():
-        for schedule, stats in by_schedule.items():
-            for key, series in stats["values"].items():
-                for x, value in zip(stats["x"], series):
-                    rows.append([f"{saliency}/{schedule}", saliency, schedule, x, key, value])
-    return rows
-
-
-def log_ood(logger: Logger | None, ood: dict, images: dict[str, Any]) -> None:
-    """Log the OOD statistics (W&B: a long Table, the figures ``images`` ``{name: PNG path}`` as images
-    and the AUROCs and MaSF share of the final-layer input and the model as summary values
-    ``ood/<curve>/<statistic>@<x>`` (``x``: the step); CSV: those as metrics; per-layer values are in the table)."""
-    if logger is None:
+def log_artifacts(logger: Logger | None, artifacts) -> None:
+    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: tables as ``wandb.Table``, figures as
+    ``wandb.Image`` and the summary values in the run summary; CSV: the summary values as metrics. A
+    tracker failure is logged as a warning (the result file is already written)."""
+    if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary):
         return
-    rows = ood_rows(ood)
-    scalars = {
-        f"ood/{curve}/{key}@{x:g}": value
-        for curve, _, _, x, key, value in rows
-        if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
-    }
-    if isinstance(logger, WandbLogger):
-        import wandb
+    try:
+        if isinstance(logger, WandbLogger):
+            import wandb
 
-        payload = {"ood_statistics": wandb.Table(columns=list(OOD_COLUMNS), data=rows)}
-        payload.update({name: wandb.Image(str(path)) for name, path in images.items()})
-        logger.experiment.log(payload)
-        logger.experiment.summary.update(scalars)
-    else:
-        logger.log_metrics(scalars)
-        logger.save()
+            payload = {name: wandb.Table(columns=list(columns), data=rows) for name, (columns, rows) in artifacts.tables.items()}
+            payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
+            logger.experiment.log(payload)
+            logger.experiment.summary.update(artifacts.summary)
+        elif artifacts.summary:
+            logger.log_metrics(artifacts.summary)
+            logger.save()
+    except Exception as error:
+        log.warning("logging the analyses' artifacts failed (%s: %s); the local files are kept", type(error).__name__, error)
+
 
 def _log_wandb(logger: WandbLogger, wandb, columns: list[str], rows: list, scalars: dict) -> None:
     table = wandb.Table(columns=columns, data=rows)

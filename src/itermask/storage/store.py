@@ -15,12 +15,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from itermask.cache import config_hash
-from itermask.results import read_json, write_json_atomic
+from itermask.storage.cache import config_hash
+from itermask.storage.files import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOT_IN_KEY", "results_config", "results_key", "ResultStore"]
+__all__ = ["NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "ResultStore"]
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -44,9 +44,26 @@ NOT_IN_KEY = (
 )
 
 
+#: Config keys that say how a component is built (its class path), not what it computes: left out of every
+#: key, so that moving a class to another module keeps the caches valid. A component is identified by its
+#: config ``name`` and its settings.
+IMPLEMENTATION_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
+
+
+def component_settings(node: Any) -> Any:
+    """A copy of a resolved config node (plain dicts and lists) without :data:`IMPLEMENTATION_KEYS`, at any
+    depth."""
+    if isinstance(node, dict):
+        return {k: component_settings(v) for k, v in node.items() if k not in IMPLEMENTATION_KEYS}
+    if isinstance(node, list):
+        return [component_settings(v) for v in node]
+    return copy.deepcopy(node)
+
+
 def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`."""
-    out = copy.deepcopy(config)
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY` and without
+    :data:`IMPLEMENTATION_KEYS`."""
+    out = component_settings(config)
     for dotted in NOT_IN_KEY:
         *parents, leaf = dotted.split(".")
         node: Any = out
@@ -58,7 +75,7 @@ def results_config(config: dict) -> dict:
 
 
 def results_key(config: dict) -> str:
-    """The results-store key of a resolved config: :func:`itermask.cache.config_hash` of
+    """The results-store key of a resolved config: :func:`itermask.storage.cache.config_hash` of
     :func:`results_config`. Equal for two runs exactly when every setting that changes the result is equal."""
     return config_hash(results_config(config))
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytorch_lightning as pl
 import torch
 
-from itermask.evaluation import IterativeMaskingEvaluator, MaskingCurves
+from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves
 
 __all__ = ["MaskingEvaluationModule"]
 

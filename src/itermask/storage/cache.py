@@ -15,7 +15,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from itermask.results import read_json, write_json_atomic
+from itermask.storage.files import read_json, write_json_atomic
 
 __all__ = ["config_hash", "CheckpointCache"]
 

@@ -1,6 +1,6 @@
 """Pictures of the out-of-distribution analysis (reporting layer; matplotlib and umap-learn).
 
-* :func:`statistics_figure`: each statistic of :mod:`itermask.embedding_stats` against the masking
+* :func:`statistics_figure`: each statistic of :mod:`itermask.ood.statistics` against the masking
   step (fraction or count), one line per saliency method and schedule, the clean inputs' value dashed.
 * :func:`layer_figure`: one statistic for every view (final layer input and each hidden layer).
 * :func:`umap_figure`: a UMAP (McInnes et al. 2018, arXiv 1802.03426) of training, clean test and
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from itermask.evaluation import MaskingCurves
+from itermask.core.evaluation import MaskingCurves
 
 __all__ = ["STATISTICS", "statistics_figure", "layer_figure", "umap_figure", "save"]
 
@@ -51,7 +51,7 @@ def _grid(n: int, columns: int = 4, size: float = 3.2) -> tuple[Figure, list]:
 
 
 def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Figure:
-    """``statistics[saliency][schedule]`` (:meth:`itermask.embedding_stats.OODCurves.to_dict`) as one
+    """``statistics[saliency][schedule]`` (:meth:`itermask.ood.statistics.OODCurves.to_dict`) as one
     panel per key; a missing statistic's panel says why."""
     fig, axes = _grid(len(keys))
     for ax, key in zip(axes, keys):
@@ -79,7 +79,7 @@ def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Fig
 
 def layer_figure(by_schedule: dict, statistic: str) -> Figure:
     """``<view>/<statistic>`` of every view against the masking fraction, one panel per schedule
-    (``by_schedule[schedule]``: :meth:`~itermask.embedding_stats.OODCurves.to_dict`)."""
+    (``by_schedule[schedule]``: :meth:`~itermask.ood.statistics.OODCurves.to_dict`)."""
     fig, axes = _grid(len(by_schedule), columns=len(by_schedule) or 1, size=4.0)
     for ax, (schedule, curves) in zip(axes, by_schedule.items()):
         for key, series in curves["values"].items():

@@ -5,7 +5,7 @@ a random share of the tokens masked in half of the training batches, so that mas
 distribution for the classifier. :class:`RandomMaskingAugmentation` does this with itermask's own
 masking conventions: in a ``batch_share`` of the batches, each example draws a masking fraction
 ``f ~ U[0, 1]``, and ``k = floor(f * n + 0.5)`` of its ``n`` maskable tokens
-(:func:`itermask.tokens.maskable_positions`; :func:`itermask.masking.masked_counts`), chosen uniformly
+(:func:`itermask.tokens.maskable_positions`; :func:`itermask.core.schedules.masked_counts`), chosen uniformly
 at random, are masked with the configured :class:`itermask.masking.MaskingStrategy`.
 """
 
@@ -16,8 +16,9 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
-from itermask.masking import MaskingStrategy, masked_counts, top_k_mask
-from itermask.tokens import TokenBatch, maskable_positions
+from itermask.core.masking import MaskingStrategy
+from itermask.core.schedules import masked_counts, top_k_mask
+from itermask.core.tokens import TokenBatch, maskable_positions
 
 __all__ = ["RandomMaskingAugmentation"]
 

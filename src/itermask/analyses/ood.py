@@ -1,0 +1,253 @@
+"""The ``ood`` analysis: are masked inputs out of the distribution the classifier was fine-tuned on?
+
+Wiring only (the statistics live in :mod:`itermask.ood.detectors` and :mod:`itermask.ood.statistics`, the
+pictures in :mod:`itermask.ood.plots`): embed a seeded subset of the training split (Mahalanobis, kNN, UMAP
+background) and the held-out calibration split (MaSF) with the fine-tuned model, fit the detectors, score
+every masking curve (they carry representations: the analysis asks for them), and draw the figures into
+the job folder. Configured by the ``ood`` node of ``conf/evaluate.yaml``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext
+from itermask.core.evaluation import off_grid
+from itermask.core.representations import Representations, capture_representations
+from itermask.core.tokens import chunked_logits
+from itermask.ood import plots
+from itermask.ood.detectors import COVARIANCES, OODDetectors
+from itermask.ood.statistics import masking_ood_statistics
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OODAnalysis", "collect", "ood_rows", "OOD_COLUMNS", "REPORTED"]
+
+OOD_COLUMNS = ("curve", "saliency", "schedule", "x", "statistic", "value")
+#: the statistics the report shows, at the masking fractions of ``plots.umap_fractions``
+REPORTED = ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf", "masf_flagged",
+            "auroc_max_softmax", "ece")
+
+
+def collect(model: torch.nn.Module, loader, chunk_size: int = 256) -> tuple[Representations, torch.Tensor]:
+    """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
+    (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order. ``model`` must be in
+    eval mode.
+
+    Raises:
+        ValueError: if the loader is empty.
+    """
+    device = next(model.parameters()).device
+    labels = []
+    with capture_representations(model) as records:
+        for batch in loader:
+            chunked_logits(model, batch["tokens"].to(device).trim(), chunk_size)
+            labels.append(batch["labels"])
+    if not labels:
+        raise ValueError("no examples to embed")
+    return Representations.concat(records).map(lambda t: t.cpu()), torch.cat(labels)
+
+
+def ood_rows(ood: dict) -> list[list[Any]]:
+    """The per-step OOD statistics (``ood["statistics"][saliency][schedule]``, see
+    :meth:`itermask.ood.statistics.OODCurves.to_dict`) in long format, :data:`OOD_COLUMNS` order."""
+    rows = []
+    for saliency, by_schedule in ood["statistics"].items():
+        for schedule, stats in by_schedule.items():
+            for key, series in stats["values"].items():
+                for x, value in zip(stats["x"], series):
+                    rows.append([f"{saliency}/{schedule}", saliency, schedule, x, key, value])
+    return rows
+
+
+def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Path]:
+    """Draw the figures that need only the statistics (``result["ood"]["statistics"]``) into ``out``:
+    ``ood_statistics.png`` and ``ood_mahalanobis_auroc_by_layer.png`` (of ``method``); ``{name: path}``.
+    (The UMAP needs the embeddings and is drawn by :meth:`OODAnalysis.run` only.)"""
+    return {
+        "ood/statistics": plots.save(plots.statistics_figure(statistics), out / "ood_statistics.png"),
+        "ood/mahalanobis_auroc_by_layer": plots.save(
+            plots.layer_figure(statistics[method], "auroc_mahalanobis"), out / "ood_mahalanobis_auroc_by_layer.png"
+        ),
+    }
+
+
+class OODAnalysis(Analysis):
+    """Out-of-distribution statistics of the masked inputs' representations at every masking step
+    (:func:`itermask.ood.statistics.masking_ood_statistics`) for every saliency method and schedule.
+
+    Args:
+        n_fit_examples: training examples (a seeded subset) whose embeddings fit the Mahalanobis class means
+            and covariance and the kNN index (``None``: all).
+        calibration_split: held-out split for MaSF, cut in a fit half and a calibration half (``None``: no MaSF).
+        n_calibration_examples: examples of it (``None``: all).
+        knn_k, knn_normalize: see :class:`itermask.ood.detectors.KNNScorer`.
+        covariance: see :class:`itermask.ood.detectors.MahalanobisScorer`.
+        masf_alpha: MaSF significance level.
+        ece_bins: expected-calibration-error bins.
+        seed: seed of the analysis's random choices (training and calibration subsets, MaSF's split,
+            the UMAP and its training points).
+        plots: ``{"enabled", "umap_fractions", "umap_train_points", "umap_neighbors"}``.
+        enabled: read by the settings stage (a disabled analysis is not built).
+
+    Raises:
+        ValueError: naming the setting: sizes not positive, ``knn_k < 1``, an unknown covariance estimator,
+            ``masf_alpha`` outside (0, 1), ``ece_bins < 1``.
+    """
+
+    name = "ood"
+    needs_representations = True
+
+    def __init__(self, n_fit_examples: int | None = 1000, calibration_split: str | None = "validation",
+                 n_calibration_examples: int | None = None, knn_k: int = 10, knn_normalize: bool = True,
+                 covariance: str = "auto", masf_alpha: float = 0.05, ece_bins: int = 15, seed: int = 0,
+                 plots: dict | None = None, enabled: bool = True) -> None:
+        for setting, value in (("n_fit_examples", n_fit_examples), ("n_calibration_examples", n_calibration_examples)):
+            if value is not None and int(value) < 1:
+                raise ValueError(f"ood.{setting} must be positive or null (all), got {value}")
+        if int(knn_k) < 1:
+            raise ValueError(f"ood.knn_k must be at least 1, got {knn_k}")
+        if covariance not in COVARIANCES:
+            raise ValueError(f"ood.covariance must be one of {COVARIANCES}, got {covariance!r}")
+        if not 0 < float(masf_alpha) < 1:
+            raise ValueError(f"ood.masf_alpha must lie in (0, 1), got {masf_alpha}")
+        if int(ece_bins) < 1:
+            raise ValueError(f"ood.ece_bins must be at least 1, got {ece_bins}")
+        self.n_fit_examples, self.n_calibration_examples = n_fit_examples, n_calibration_examples
+        self.calibration_split = calibration_split
+        self.knn_k, self.knn_normalize, self.covariance = int(knn_k), bool(knn_normalize), covariance
+        self.masf_alpha, self.ece_bins, self.seed = float(masf_alpha), int(ece_bins), int(seed)
+        self.plots = {"enabled": True, "umap_fractions": [0.1, 0.5, 0.9], "umap_train_points": 500,
+                      "umap_neighbors": 15, **(plots or {})}
+
+    def check(self, settings) -> None:
+        e = settings.evaluation
+        if self.plots["enabled"] and e.steps == "fraction":
+            off = off_grid(self.plots["umap_fractions"], e.fractions)
+            if off:
+                raise ValueError(
+                    f"ood.plots.umap_fractions {off} are not among evaluation.fractions "
+                    f"{list(e.fractions)}: add them to the fractions, change ood.plots.umap_fractions, "
+                    "or set ood.plots.enabled=false"
+                )
+
+    def check_data(self, data) -> None:
+        splits = list(data.tokenized)
+        if self.calibration_split is not None and self.calibration_split not in splits:
+            raise ValueError(
+                f"unknown ood.calibration_split {self.calibration_split!r}: choose from {splits} or null (no MaSF)"
+            )
+
+    def _fit(self, context: EvaluationContext) -> tuple[OODDetectors, Representations, torch.Tensor]:
+        model, data, chunk = context.model, context.data, context.settings.evaluation.chunk_size
+        was_training = model.training
+        model.eval()
+        try:
+            train, train_labels = collect(model, data.evaluation_dataloader(self.n_fit_examples, self.seed, "train"), chunk)
+            calibration = None
+            if self.calibration_split is not None:
+                loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
+                calibration, _ = collect(model, loader, chunk)
+        finally:
+            model.train(was_training)
+        detectors = OODDetectors.fit(train, train_labels, calibration, k=self.knn_k, normalize_knn=self.knn_normalize,
+                                     covariance=self.covariance, split_seed=self.seed)
+        for key, reason in detectors.missing.items():
+            log.warning("OOD detector %s is missing: %s", key, reason)
+        return detectors, train, train_labels
+
+    def run(self, context: EvaluationContext) -> AnalysisOutput:
+        seconds, start = {}, time.time()
+        detectors, train, train_labels = self._fit(context)
+        seconds["embed_fit_data"], start = time.time() - start, time.time()
+        curves = context.shared["curves"]
+        statistics = {
+            name: {
+                schedule: masking_ood_statistics(c, detectors, alpha=self.masf_alpha, n_bins=self.ece_bins).to_dict()
+                for schedule, c in by_schedule.items()
+            }
+            for name, by_schedule in curves.items()
+        }
+        seconds["fit_and_score"], start = time.time() - start, time.time()
+        section = {
+            "representation": "final = input of the classifier's final linear layer; layer_i = hidden state i "
+            "mean-pooled over attended tokens (layer_0: embeddings); MaSF uses max-pooled hidden states",
+            "fit": detectors.info,
+            "missing_detectors": detectors.missing,
+            "masf_alpha": self.masf_alpha,
+            "knn_k": self.knn_k,
+            "statistics": statistics,
+        }
+        images = {}
+        if self.plots["enabled"]:
+            images = self._figures(context, section, train, train_labels)
+            seconds["plots"] = time.time() - start
+        section["seconds"] = seconds
+        log.info("OOD analysis took %s", {k: round(v, 1) for k, v in seconds.items()})
+        return AnalysisOutput({"ood": section}, self._artifacts(section, images))
+
+    def _figures(self, context: EvaluationContext, section: dict, train: Representations, train_labels) -> dict:
+        method, out = context.settings.method, context.output_dir
+        images = statistics_figures(section["statistics"], method, out)
+        curves = context.shared["curves"][method]
+        if next(iter(curves.values())).steps != "fraction":
+            section["missing_plots"] = {"ood/umap": "the UMAP panels are masking fractions; these curves have count steps"}
+            log.warning("no UMAP: %s", section["missing_plots"]["ood/umap"])
+            return images
+        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
+        keep = keep[: self.plots["umap_train_points"]]
+        figure = plots.umap_figure(
+            train.features[keep], train_labels[keep], curves, fractions=list(self.plots["umap_fractions"]),
+            label_names=context.data.label_names, n_neighbors=self.plots["umap_neighbors"], seed=self.seed,
+        )
+        images["ood/umap"] = plots.save(figure, out / "ood_umap.png")
+        return images
+
+    @staticmethod
+    def _artifacts(section: dict, images: dict[str, Path]) -> Artifacts:
+        """The long table of every statistic (``ood_statistics``), the figures, and as summary values the
+        AUROCs and MaSF share of the final-layer input and of the model, ``ood/<curve>/<statistic>@<x>``
+        (``x``: the step; per-layer values are in the table only)."""
+        rows = ood_rows(section)
+        summary = {
+            f"ood/{curve}/{key}@{x:g}": value
+            for curve, _, _, x, key, value in rows
+            if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
+        }
+        return Artifacts(images=dict(images), tables={"ood_statistics": (list(OOD_COLUMNS), rows)}, summary=summary)
+
+    def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
+        """The figures the stored statistics allow (not the UMAP: no embeddings), the table and summary."""
+        section = result["ood"]
+        images = {}
+        if self.plots["enabled"]:
+            images = statistics_figures(section["statistics"], result["saliency"]["name"], Path(output_dir))
+        return self._artifacts(section, images)
+
+    @classmethod
+    def report_measures(cls, result: dict) -> dict[tuple[str, str, str], float]:
+        """``ood <statistic> @<p>%`` for the statistics in :data:`REPORTED` at the fractions of the run's
+        ``ood.plots.umap_fractions`` (default 10/50/90 %) that are on its masking grid; missing values are NaN."""
+        ood = result.get("ood") or {}
+        config = (result.get("config") or {}).get("ood") or {}
+        fractions: Sequence[float] = ((config.get("plots") or {}).get("umap_fractions")) or [0.1, 0.5, 0.9]
+        out = {}
+        for method, by_schedule in (ood.get("statistics") or {}).items():
+            for schedule, stats in by_schedule.items():
+                grid = stats.get("fraction") or []
+                for name in REPORTED:
+                    values = stats.get("values", {}).get(name)
+                    if values is None:
+                        continue
+                    for fraction in fractions:
+                        step = next((i for i, f in enumerate(grid) if abs(f - fraction) < 1e-9), None)
+                        if step is not None:
+                            value = values[step]
+                            out[(method, schedule, f"ood {name} @{fraction * 100:g}%")] = (
+                                float("nan") if value is None else float(value))
+        return out

@@ -1,0 +1,15 @@
+"""The scientific core: a plain PyTorch library (tensors and small dataclasses in and out; no Hydra,
+OmegaConf, W&B or Lightning, no file I/O) that a researcher calls from a notebook.
+
+- :mod:`~itermask.core.tokens`: token batches, maskable positions, the forward pass; the tokenizer-binding
+  protocol of every component;
+- :mod:`~itermask.core.saliency`: saliency methods by family;
+- :mod:`~itermask.core.masking`: masking strategies; :mod:`~itermask.core.schedules`: masking schedules and
+  step counts;
+- :mod:`~itermask.core.evaluation`: the iterative-masking evaluation of a batch (:class:`MaskingCurves`);
+- :mod:`~itermask.core.metrics`: faithfulness scores and their registry;
+- :mod:`~itermask.core.representations`: capturing representations during the forwards already run;
+- :mod:`~itermask.core.registry`: registries by name.
+
+The OOD statistics (:mod:`itermask.ood`) build on the core; nothing here imports anything above it.
+"""

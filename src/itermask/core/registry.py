@@ -1,0 +1,91 @@
+"""Registries by name: a new component (masking schedule, metric, analysis, ...) is one class.
+
+A :class:`Registry` maps names to objects (classes or instances) in the order they were added. Base classes
+add their subclasses on definition (``__init_subclass__``), so defining the class is all it takes; no list
+elsewhere needs editing.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import ClassVar, Generic, Iterator, TypeVar
+
+__all__ = ["Registry", "Registered"]
+
+T = TypeVar("T")
+
+
+class Registry(dict, Generic[T]):
+    """``{name: object}`` in registration order, with errors that list the known names.
+
+    Args:
+        kind: what the entries are (``"masking schedule"``), for error messages.
+    """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def add(self, name: str, entry: T) -> T:
+        """Register ``entry`` under ``name``; returns ``entry`` (usable as a decorator's body).
+
+        Raises:
+            ValueError: if ``name`` is empty or already taken by another entry.
+        """
+        if not name:
+            raise ValueError(f"a {self.kind} needs a name")
+        if name in self and self[name] is not entry:
+            raise ValueError(f"a {self.kind} named {name!r} is already registered ({self[name]!r})")
+        self[name] = entry
+        return entry
+
+    def get_entry(self, name: str) -> T:
+        """The entry ``name``.
+
+        Raises:
+            ValueError: for an unknown name, listing the known ones.
+        """
+        if name not in self:
+            raise ValueError(f"unknown {self.kind} {name!r}: choose from {sorted(self)}")
+        return self[name]
+
+    def check(self, names) -> list[str]:
+        """``names`` as a list, each known.
+
+        Raises:
+            ValueError: for an empty list or unknown names, listing the known ones.
+        """
+        names = list(names)
+        if not names:
+            raise ValueError(f"no {self.kind} given: choose one or more of {sorted(self)}")
+        unknown = [n for n in names if n not in self]
+        if unknown:
+            raise ValueError(f"unknown {self.kind}(s) {unknown}: choose from {sorted(self)}")
+        return names
+
+    @contextmanager
+    def registered(self, name: str, entry: T) -> Iterator[T]:
+        """Register ``entry`` for the duration of a ``with`` block (tests, notebooks)."""
+        self.add(name, entry)
+        try:
+            yield entry
+        finally:
+            self.pop(name, None)
+
+
+class Registered:
+    """Base of classes whose named subclasses register themselves in the class attribute :attr:`registry`:
+    defining a subclass with a non-empty ``name`` adds :meth:`_registry_entry` (the class itself, or for
+    some registries an instance) under that name."""
+
+    registry: ClassVar[Registry]
+    name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            cls.registry.add(cls.name, cls._registry_entry())
+
+    @classmethod
+    def _registry_entry(cls):
+        return cls

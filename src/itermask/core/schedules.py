@@ -1,0 +1,187 @@
+"""Masking schedules: which tokens are masked at each step, and how many.
+
+A *schedule* decides which tokens are masked at each step of the masking grid (rank once on the clean
+input, or re-rank on the masked input). Conventions (Crothers et al. 2023, arXiv 2308.06795, Sec. 3;
+DeYoung et al. 2020, arXiv 1911.03429):
+
+* steps are masking *fractions* or token *counts* (:data:`STEP_KINDS`): with ``n`` maskable tokens,
+  fraction ``f`` masks ``k = floor(f * n + 0.5)`` tokens (:func:`masked_counts`), count ``c`` masks
+  ``k = min(c, n)`` (:func:`capped_counts`); the ``k`` with the highest saliency, ties broken by position
+  (earlier first, :func:`top_k_mask`);
+* under the recursive schedule a token once masked stays masked.
+
+A new schedule is one subclass of :class:`MaskingSchedule` with a ``name``: it registers itself in
+:data:`SCHEDULES` and declares whether sufficiency (keeping only the top-k tokens) applies to it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, ClassVar, Sequence
+
+import torch
+from torch import Tensor
+
+from itermask.core.registry import Registered, Registry
+
+__all__ = [
+    "masked_counts",
+    "capped_counts",
+    "step_counts",
+    "STEP_KINDS",
+    "top_k_mask",
+    "SaliencyFn",
+    "MaskingSchedule",
+    "OneShot",
+    "Recursive",
+    "SCHEDULES",
+]
+
+def masked_counts(n_maskable: Tensor, fractions: Sequence[float] | Tensor) -> Tensor:
+    """How many tokens each masking fraction masks: ``k = floor(f * n + 0.5)``.
+
+    Args:
+        n_maskable: ``[B]`` count of maskable tokens per example.
+        fractions: ``S`` masking fractions in ``[0, 1]``.
+
+    Returns:
+        ``[S, B]`` long counts (0 <= k <= n).
+
+    Raises:
+        ValueError: if a fraction lies outside ``[0, 1]``.
+    """
+    f = torch.as_tensor(fractions, dtype=torch.float64, device=n_maskable.device)
+    if ((f < 0) | (f > 1)).any():
+        raise ValueError(f"masking fractions must lie in [0, 1], got {f.tolist()}")
+    return torch.floor(f[:, None] * n_maskable[None, :].double() + 0.5).long()
+
+
+def capped_counts(n_maskable: Tensor, counts: Sequence[int] | Tensor) -> Tensor:
+    """Count steps: step ``s`` masks ``k = min(counts[s], n)`` tokens (a token count, not a fraction).
+
+    Args:
+        n_maskable: ``[B]`` count of maskable tokens per example.
+        counts: ``S`` non-negative integers (e.g. 0, 1, 2, ... tokens).
+
+    Returns:
+        ``[S, B]`` long counts (0 <= k <= n).
+
+    Raises:
+        ValueError: if a count is negative or not an integer.
+    """
+    c = torch.as_tensor(counts, dtype=torch.float64, device=n_maskable.device)
+    if ((c < 0) | (c != torch.round(c))).any():
+        raise ValueError(f"masking counts must be non-negative integers, got {c.tolist()}")
+    return torch.minimum(c.long()[:, None], n_maskable[None, :].long())
+
+
+#: the kinds of masking steps: a share of the maskable tokens, or a number of tokens
+STEP_KINDS = ("fraction", "count")
+
+
+def step_counts(n_maskable: Tensor, grid: Sequence[float] | Tensor, steps: str = "fraction") -> Tensor:
+    """Tokens to mask at each step of ``grid``: :func:`masked_counts` for ``steps="fraction"``,
+    :func:`capped_counts` for ``steps="count"``. Returns ``[S, B]`` long.
+
+    Raises:
+        ValueError: for an unknown kind of step, or grid values invalid for it.
+    """
+    if steps == "fraction":
+        return masked_counts(n_maskable, grid)
+    if steps == "count":
+        return capped_counts(n_maskable, grid)
+    raise ValueError(f"unknown kind of masking steps {steps!r}: choose one of {STEP_KINDS}")
+
+
+def top_k_mask(scores: Tensor, candidates: Tensor, k: Tensor) -> Tensor:
+    """The ``k`` candidate positions with the highest score, ties broken by position (earlier first).
+
+    Args:
+        scores: ``[B, L]`` saliency (higher = more salient). NaN counts as lowest.
+        candidates: ``[B, L]`` bool, positions that may be chosen.
+        k: ``[B]`` long, how many to choose per row (clipped to the number of candidates).
+
+    Returns:
+        ``[B, L]`` bool mask with ``min(k, candidates.sum(1))`` True entries per row.
+    """
+    ranked = torch.nan_to_num(scores.double(), nan=-torch.inf).masked_fill(~candidates, -torch.inf)
+    order = torch.sort(ranked, dim=1, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
+    return candidates & (rank < k[:, None])
+
+
+SaliencyFn = Callable[[Tensor, Tensor], Tensor]
+"""``saliency_fn(masked, rows) -> scores``: saliency on the input with ``masked`` (``[R, L]`` bool, clean
+positions) applied, for the examples ``rows`` (``[R]`` long indices); returns ``[R, L]`` scores over clean
+positions."""
+
+
+#: every masking schedule by name, in definition order (subclasses of :class:`MaskingSchedule` add themselves)
+SCHEDULES: Registry[type["MaskingSchedule"]] = Registry("masking schedule")
+
+
+class MaskingSchedule(Registered, ABC):
+    """Which tokens are masked at each step. Subclasses set :attr:`name` (which registers them in
+    :data:`SCHEDULES`) and :attr:`sufficiency`, and implement :meth:`masks`."""
+
+    registry = SCHEDULES
+    #: whether the keep-only-top-k inputs (sufficiency) are defined: the top-k set of a step must be one
+    #: fixed ranking of the clean input
+    sufficiency: ClassVar[bool] = False
+
+    @abstractmethod
+    def masks(self, clean_saliency: Tensor, maskable: Tensor, k: Tensor, saliency_fn: SaliencyFn) -> Tensor:
+        """Masks for every step.
+
+        Args:
+            clean_saliency: ``[B, L]`` saliency on the clean input.
+            maskable: ``[B, L]`` bool maskable positions.
+            k: ``[S, B]`` tokens to mask at each step (from :func:`masked_counts`).
+            saliency_fn: recomputes saliency on a masked input (see :data:`SaliencyFn`).
+
+        Returns:
+            ``[S, B, L]`` bool, the masked positions at each step.
+        """
+
+
+class OneShot(MaskingSchedule):
+    """Rank once on the clean input; step ``s`` masks the top ``k[s]`` tokens of that ranking."""
+
+    name = "one_shot"
+    sufficiency = True
+
+    def masks(self, clean_saliency, maskable, k, saliency_fn=None):
+        return torch.stack([top_k_mask(clean_saliency, maskable, k_s) for k_s in k])
+
+
+class Recursive(MaskingSchedule):
+    """Re-rank on the already-masked input at every step; masked tokens stay masked.
+
+    Step ``s`` adds the ``k[s] - k[s-1]`` most salient still-unmasked tokens, with saliency recomputed on
+    the input masked at step ``s-1`` (the clean input for the first step, so the first step agrees with
+    :class:`OneShot`). Saliency is recomputed only for the examples that gain tokens at that step.
+
+    Raises:
+        ValueError: if ``k`` decreases between steps (fractions must be sorted ascending).
+    """
+
+    name = "recursive"
+
+    def masks(self, clean_saliency, maskable, k, saliency_fn):
+        if (k[1:] < k[:-1]).any():
+            raise ValueError("the recursive schedule needs ascending masking fractions/counts")
+        state = torch.zeros_like(maskable)
+        steps = []
+        scores = clean_saliency
+        for k_s in k:
+            need = (k_s - state.sum(dim=1)).clamp(min=0)
+            # rows with nothing masked yet still rank by the clean saliency
+            rows = torch.nonzero((need > 0) & state.any(dim=1)).flatten()
+            if len(rows):
+                scores = scores.clone()
+                scores[rows] = saliency_fn(state[rows], rows).to(scores.dtype)
+            state = state | top_k_mask(scores, maskable & ~state, need)
+            steps.append(state)
+        return torch.stack(steps)
+

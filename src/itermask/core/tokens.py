@@ -1,0 +1,218 @@
+"""Token batches and the forward pass every part of the core shares.
+
+A classifier here is any ``torch.nn.Module`` that is called as
+``model(input_ids=..., attention_mask=..., [token_type_ids=...])`` and returns either a logits tensor of
+shape ``[B, C]`` or an object with a ``.logits`` attribute (every Hugging Face
+``AutoModelForSequenceClassification`` does), and whose ``get_input_embeddings()`` returns the word
+embedding layer (needed only by gradient-based saliency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+__all__ = ["TokenBatch", "TokenizerBound", "segment_list", "maskable_positions", "class_logits", "chunked_logits"]
+
+
+class TokenizerBound:
+    """The one way components (saliency methods, masking strategies, ...) get the tokenizer.
+
+    A component is built from its settings alone (as Hydra instantiates it from a config node), then
+    :meth:`bind` reads what it needs from the tokenizer (special ids, pad or mask id) and returns the
+    component itself, so ``Method(**settings).bind(tokenizer)`` is ready to use. Subclasses put their
+    reading in :meth:`_bind`, raising ``ValueError`` when the tokenizer lacks something they need.
+    """
+
+    _bound: bool = False
+
+    def bind(self, tokenizer):
+        """Read what the component needs from ``tokenizer``; returns ``self``.
+
+        Raises:
+            ValueError: if the tokenizer lacks a token the component needs.
+        """
+        self._bind(tokenizer)
+        self._bound = True
+        return self
+
+    def _bind(self, tokenizer) -> None:
+        """Take the ids the component needs from ``tokenizer`` (nothing by default)."""
+
+    def require_bound(self) -> None:
+        """Raises ``ValueError`` if :meth:`bind` has not been called."""
+        if not self._bound:
+            raise ValueError(f"{type(self).__name__} is not bound to a tokenizer: call bind(tokenizer)")
+
+
+@dataclass
+class TokenBatch:
+    """A padded batch of token ids, as a tokenizer returns it.
+
+    Attributes:
+        input_ids: ``[B, L]`` long token ids, padded on the right.
+        attention_mask: ``[B, L]`` long, 1 for real tokens (special tokens included), 0 for padding.
+        token_type_ids: ``[B, L]`` long segment ids, or ``None`` for models that take none
+            (RoBERTa, DistilBERT).
+        segment_ids: ``[B, L]`` long segment membership for masking, never passed to the model: ``0``
+            for tokens of the first text, ``1`` for the second text of a sentence pair, ``-1`` for
+            special tokens and padding (from the fast tokenizer's ``sequence_ids()``, see
+            :class:`itermask.training.datamodule.TokenCollator`), or ``None``. Models without token type ids (RoBERTa)
+            need it to mask within one segment.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    token_type_ids: Tensor | None = None
+    segment_ids: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [B, L], got shape {tuple(self.input_ids.shape)}")
+        for name in ("attention_mask", "token_type_ids", "segment_ids"):
+            value = getattr(self, name)
+            if value is not None and value.shape != self.input_ids.shape:
+                raise ValueError(
+                    f"{name} has shape {tuple(value.shape)}, input_ids has {tuple(self.input_ids.shape)}"
+                )
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.input_ids.device
+
+    def model_inputs(self) -> dict[str, Tensor]:
+        """Keyword arguments for the model's forward (``token_type_ids`` only when present;
+        ``segment_ids`` never)."""
+        inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
+        if self.token_type_ids is not None:
+            inputs["token_type_ids"] = self.token_type_ids
+        return inputs
+
+    def map(self, fn) -> "TokenBatch":
+        """Apply ``fn`` to every tensor of the batch (ids, attention mask, token type and segment ids)."""
+        return TokenBatch(
+            fn(self.input_ids),
+            fn(self.attention_mask),
+            None if self.token_type_ids is None else fn(self.token_type_ids),
+            None if self.segment_ids is None else fn(self.segment_ids),
+        )
+
+    def index(self, rows: Tensor | slice) -> "TokenBatch":
+        """The rows ``rows`` (an index tensor, a boolean mask of shape ``[B]`` or a slice)."""
+        return self.map(lambda t: t[rows])
+
+    def tile(self, n: int) -> "TokenBatch":
+        """``n`` copies stacked step-major: row ``s * B + b`` is example ``b`` (shape ``[n * B, L]``)."""
+        return self.map(lambda t: t.repeat(n, 1))
+
+    def trim(self) -> "TokenBatch":
+        """Drop trailing columns that are padding in every row (shorter sequences, same result)."""
+        if not len(self):
+            return self
+        positions = torch.arange(1, self.input_ids.shape[1] + 1, device=self.device)
+        # the last attended position (a strategy may zero attention in the middle of a sequence)
+        length = int((self.attention_mask.bool() * positions).max().item())
+        return self.map(lambda t: t[:, : max(length, 1)])
+
+    def to(self, device: torch.device | str) -> "TokenBatch":
+        return self.map(lambda t: t.to(device))
+
+    def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> "TokenBatch":
+        """A copy with new ids (and optionally a new attention mask), token type and segment ids kept."""
+        return replace(
+            self,
+            input_ids=input_ids,
+            attention_mask=self.attention_mask if attention_mask is None else attention_mask,
+        )
+
+    @staticmethod
+    def concat(batches: Iterable["TokenBatch"]) -> "TokenBatch":
+        """Stack batches of the same length ``L`` along the batch dimension."""
+        batches = list(batches)
+
+        def joined(name):
+            values = [getattr(b, name) for b in batches]
+            return None if any(v is None for v in values) else torch.cat(values)
+
+        return TokenBatch(*(joined(f.name) for f in fields(TokenBatch)))
+
+
+def segment_list(segments: int | Iterable[int] | None) -> list[int] | None:
+    """Segment ids as a list: ``None`` (every segment), one id, or several (``0`` = first text of a
+    sentence pair, ``1`` = second).
+
+    Raises:
+        ValueError: for an id other than 0 or 1.
+    """
+    if segments is None:
+        return None
+    values = [int(segments)] if isinstance(segments, int) else [int(s) for s in segments]
+    if any(s not in (0, 1) for s in values):
+        raise ValueError(f"evaluation.segments must hold 0 (first text) and/or 1 (second text), got {values}")
+    return values
+
+
+def maskable_positions(
+    batch: TokenBatch, special_ids: Iterable[int], segments: int | Iterable[int] | None = None
+) -> Tensor:
+    """Positions that masking may touch: real (attended) tokens whose id is not a special id.
+
+    Membership is tested against the tokenizer's special ids (``tokenizer.all_special_ids``), not the
+    tokenizer's special-tokens mask, so the rule is the same for every input however it was built.
+
+    Args:
+        batch: the clean batch, ``[B, L]``.
+        special_ids: ids never to mask (``[CLS]``, ``[SEP]``, ``[PAD]``, ``[MASK]``, ``[UNK]``, ...).
+        segments: ``None`` (every segment) or the segment(s) whose tokens are maskable, e.g. ``0``,
+            ``[1]`` or ``[0, 1]`` for sentence pairs (0 = first text, 1 = second). Membership is read
+            from ``batch.segment_ids`` when present, else from ``batch.token_type_ids``.
+
+    Returns:
+        ``[B, L]`` bool tensor.
+
+    Raises:
+        ValueError: if ``segments`` is given but the batch has neither segment ids nor token type ids.
+    """
+    special = torch.tensor(sorted(set(int(i) for i in special_ids)), device=batch.device, dtype=batch.input_ids.dtype)
+    maskable = batch.attention_mask.bool() & ~torch.isin(batch.input_ids, special)
+    if segments is not None:
+        membership = batch.segment_ids if batch.segment_ids is not None else batch.token_type_ids
+        if membership is None:
+            raise ValueError(
+                f"masking within segment(s) {segments} needs segment membership, but the batch has neither "
+                "segment_ids (from a fast tokenizer, see TokenCollator) nor token_type_ids; "
+                "set evaluation.segments=null to mask every segment"
+            )
+        wanted = torch.as_tensor(segment_list(segments), device=batch.device)
+        maskable &= torch.isin(membership, wanted.to(membership.dtype))
+    return maskable
+
+
+def class_logits(model: torch.nn.Module, batch: TokenBatch) -> Tensor:
+    """One forward pass; returns logits ``[B, C]`` (unnormalised log-probabilities)."""
+    output = model(**batch.model_inputs())
+    return output if isinstance(output, Tensor) else output.logits
+
+
+def chunked_logits(model: torch.nn.Module, batch: TokenBatch, chunk_size: int) -> Tensor:
+    """Logits ``[B, C]`` for a large batch, computed ``chunk_size`` rows at a time without gradients.
+
+    Each chunk is trimmed to its longest sequence, so a batch sorted by length costs less.
+
+    Raises:
+        ValueError: if ``chunk_size`` is not positive.
+    """
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    outputs = []
+    with torch.inference_mode():
+        for start in range(0, len(batch), chunk_size):
+            chunk = batch.index(slice(start, start + chunk_size)).trim()
+            outputs.append(class_logits(model, chunk).float())
+    return torch.cat(outputs) if outputs else torch.empty(0, 0)

@@ -1,0 +1,48 @@
+"""Reporting: aggregate a multirun's ``results.json`` files over seeds and compare models: tables with confidence
+intervals, masking curves with a band over seeds, and a Markdown + HTML report in the sweep folder.
+
+Run it on demand with ``python -m itermask.report <multirun dir> [--bootstrap] [--permutation] [--wandb]``;
+the Hydra callback :class:`itermask.callbacks.ReportCallback` runs it after every ``evaluate.py -m``.
+
+What it computes, for every (model, dataset, saliency, masking) group of runs that differ only in the seed:
+
+- per measure (test and validation accuracy; every scalar score of ``result["scores"][method][schedule]``;
+  every ``result["relative_to_random"][schedule]`` difference) the number of seeds ``n``, the mean, the
+  sample standard deviation (``ddof=1``) and a confidence interval for the mean over seeds: Student's
+  t-interval ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)`` by default, or a percentile bootstrap
+  (:func:`scipy.stats.bootstrap`);
+- the *seed-spread ratio* ``s(score) / s(test accuracy)``: how much more (> 1) or less (< 1) a faithfulness
+  score moves between fine-tuning seeds than the model's test accuracy does (both are fractions in [0, 1]
+  for probability scores, so the ratio compares like with like). This quantifies the first claim of
+  Crothers, Viktor & Japkowicz, "Robust Infidelity" (arXiv 2308.06795, Sec. 4): faithfulness scores vary
+  widely between otherwise comparable classifiers;
+- for two groups that differ only in the model (``model=roberta,fairberta``): the difference of the means,
+  a confidence interval for it and a test whether it is zero: Welch's unequal-variance t-test
+  (:func:`scipy.stats.ttest_ind` with ``equal_var=False``; interval ``diff ± t_{df} · sqrt(s_a²/n_a +
+  s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided permutation test of the mean difference
+  (:func:`scipy.stats.permutation_test`, interval by bootstrap).
+
+Nothing here trains or evaluates: it reads result files. Every file is written atomically.
+"""
+
+from itermask.reporting.aggregate import Report, build_report
+from itermask.reporting.cli import main
+from itermask.reporting.render import write_report
+from itermask.reporting.statistics import compare_samples, seed_interval, spread_ratio
+from itermask.reporting.summary_run import log_report_to_wandb
+from itermask.reporting.sweep import ReportError, Run, Sweep, load_sweep
+
+__all__ = [
+    "ReportError",
+    "Run",
+    "Sweep",
+    "Report",
+    "seed_interval",
+    "compare_samples",
+    "spread_ratio",
+    "load_sweep",
+    "build_report",
+    "write_report",
+    "log_report_to_wandb",
+    "main",
+]

@@ -1,0 +1,161 @@
+"""Aggregating a loaded sweep: every group's measures over seeds (:class:`Report` tables) and the
+comparisons of groups that differ only in the model or a swept setting."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from itermask.analyses import ANALYSES
+from itermask.reporting.statistics import compare_samples, seed_interval, spread_ratio
+from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep
+from itermask.storage.cache import config_hash
+
+GROUP = ("model", "dataset", "saliency", "masking")
+MEASURE = ("explanation", "schedule", "score")
+ACCURACY = ("test", "validation")
+REFERENCE = ("model", "", "accuracy_test")  # the measure the seed-spread ratio divides by
+
+__all__ = ["Report", "build_report", "GROUP", "MEASURE"]
+
+
+def _measures(result: dict) -> dict[tuple[str, str, str], float]:
+    """Scalar measures of one result: accuracies, per-method scores, differences to random."""
+    out = {}
+    for name in ACCURACY:
+        value = result["accuracy"].get(name)
+        out[("model", "", f"accuracy_{name}")] = math.nan if value is None else float(value)
+    for method, by_schedule in result["scores"].items():
+        for schedule, summary in by_schedule.items():
+            for key, value in summary.items():
+                if key == "n_examples" or isinstance(value, (bool, str, list, dict)):
+                    continue
+                out[(method, schedule, key)] = math.nan if value is None else float(value)
+    main = result["saliency"]["name"] if isinstance(result["saliency"], dict) else str(result["saliency"])
+    for schedule, deltas in (result.get("relative_to_random") or {}).items():
+        for key, value in deltas.items():
+            out[(f"{main} - random", schedule, key)] = math.nan if value is None else float(value)
+    out.update(_analysis_measures(result))
+    return out
+
+
+def _analysis_measures(result: dict) -> dict[tuple[str, str, str], float]:
+    """The rows each analysis section of ``result`` adds (:meth:`itermask.analyses.Analysis.report_measures`
+    of the analysis registered under the section's name)."""
+    out = {}
+    for name, analysis in ANALYSES.items():
+        if name in result:
+            out.update(analysis.report_measures(result))
+    return out
+
+
+def _measure_order(label: tuple, key: tuple[str, str, str]):
+    explanation, schedule, score = key
+    saliency = label[2]
+    rank = 0 if explanation == "model" else 1 if explanation == saliency else 3 if explanation.endswith(" - random") else 2
+    return (rank, explanation, schedule, score)
+
+
+def _curves(result: dict) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per (explanation, schedule): ``fraction`` and every per-step series of the summary."""
+    out = {}
+    for method, by_schedule in result["scores"].items():
+        for schedule, summary in by_schedule.items():
+            if "fraction" in summary:
+                out[(method, schedule)] = {k: v for k, v in summary.items() if isinstance(v, list)}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the report
+
+
+@dataclass
+class Report:
+    """Aggregated tables of one multirun folder (pandas DataFrames in long format).
+
+    ``summary``: one row per group x measure: ``model, dataset, saliency, masking, explanation, schedule,
+    score, n, mean, std, ci_low, ci_high, spread_ratio``. ``per_seed``: ``... , seed, job, value``.
+    ``comparisons``: ``dataset, saliency, masking, model_a, model_b, explanation, schedule, score, n_a, n_b,
+    mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value``.
+    """
+
+    sweep: Sweep
+    groups: dict[tuple, list[Run]]
+    summary: pd.DataFrame
+    per_seed: pd.DataFrame
+    comparisons: pd.DataFrame
+    settings: dict
+
+
+def build_report(
+    root: str | Path,
+    confidence: float = 0.95,
+    interval: str = "t",
+    test: str = "welch",
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> Report:
+    """Load the multirun folder ``root`` and aggregate it (see the module docstring for the formulas).
+
+    Raises:
+        ReportError: see :func:`load_sweep` and the mixed-configuration check (runs of one model, dataset,
+            saliency and masking that differ in another setting).
+        ValueError: unknown ``interval`` or ``test``.
+    """
+    if interval not in ("t", "bootstrap"):
+        raise ValueError(f"interval must be 't' or 'bootstrap', got {interval!r}")
+    if test not in ("welch", "permutation"):
+        raise ValueError(f"test must be 'welch' or 'permutation', got {test!r}")
+    sweep = load_sweep(root)
+    groups = group_runs(sweep.runs)
+    summary_rows, seed_rows = [], []
+    values: dict[tuple, dict[tuple, list[float]]] = {}
+    for label, members in groups.items():
+        per_run = [_measures(run.result) for run in members]
+        keys = sorted(set().union(*per_run), key=lambda k: _measure_order(label, k))
+        values[label] = {k: [m.get(k, math.nan) for m in per_run] for k in keys}
+        reference = seed_interval(values[label].get(REFERENCE, []), confidence, interval, n_resamples, seed)
+        for key in keys:
+            agg = seed_interval(values[label][key], confidence, interval, n_resamples, seed)
+            ratio = spread_ratio(agg["std"], reference["std"]) if key[0] != "model" else math.nan
+            summary_rows.append({**dict(zip(GROUP, label)), **dict(zip(MEASURE, key)), **agg, "spread_ratio": ratio})
+            for run, value in zip(members, values[label][key]):
+                seed_rows.append({**dict(zip(GROUP, label)), "seed": run.seed, "job": run.job,
+                                  **dict(zip(MEASURE, key)), "value": value})
+    comparison_rows = []
+    for label_a, label_b in _model_pairs(groups):
+        shared = [k for k in values[label_a] if k in values[label_b]]
+        for key in shared:
+            diff = compare_samples(values[label_a][key], values[label_b][key], confidence, test, n_resamples, seed)
+            comparison_rows.append({
+                "dataset": label_a[1], "saliency": label_a[2], "masking": label_a[3],
+                "model_a": label_a[0], "model_b": label_b[0], **dict(zip(MEASURE, key)), **diff,
+            })
+    summary = pd.DataFrame(summary_rows, columns=[*GROUP, *MEASURE, "n", "mean", "std", "ci_low", "ci_high", "spread_ratio"])
+    per_seed = pd.DataFrame(seed_rows, columns=[*GROUP, "seed", "job", *MEASURE, "value"])
+    comparisons = pd.DataFrame(comparison_rows, columns=[
+        "dataset", "saliency", "masking", "model_a", "model_b", *MEASURE, "n_a", "n_b", "mean_a", "mean_b",
+        "difference", "ci_low", "ci_high", "statistic", "p_value"])
+    settings = {"confidence": confidence, "interval": interval, "test": test, "n_resamples": n_resamples, "seed": seed}
+    return Report(sweep, groups, summary, per_seed, comparisons, settings)
+
+
+def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
+    """Pairs of groups whose runs differ only in the model or in swept settings (see :func:`~itermask.reporting.sweep.group_runs`; e.g.
+    standard vs masked fine-tuning) and the seed, sorted by label."""
+    labels = sorted(groups)
+    context = {}
+    swept = tuple(sorted({k for members in groups.values() for run in members for k in run.variant_keys}))
+    for label in labels:
+        ctx = _contexts(groups[label], drop=("model", *swept))
+        context[label] = config_hash(ctx[0])
+    pairs = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            if a[0] != b[0] and a[1:] == b[1:] and context[a] == context[b]:
+                pairs.append((a, b))
+    return pairs

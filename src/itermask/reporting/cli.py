@@ -1,0 +1,52 @@
+"""``python -m itermask.report <multirun dir>``: write the report of a multirun folder on demand."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from itermask.reporting.aggregate import build_report
+from itermask.reporting.render import write_report
+from itermask.reporting.summary_run import log_report_to_wandb
+from itermask.reporting.sweep import ReportError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m itermask.report <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
+    parser = argparse.ArgumentParser(prog="python -m itermask.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("multirun_dir", help="a Hydra multirun folder (holding <job>/results.json)")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--bootstrap", action="store_true", help="percentile-bootstrap intervals instead of t")
+    parser.add_argument("--permutation", action="store_true", help="permutation test instead of Welch's t-test")
+    parser.add_argument("--n-resamples", type=int, default=9999)
+    parser.add_argument("--wandb", action="store_true", help="also log a W&B summary run in the sweep's group")
+    parser.add_argument("--wandb-mode", default=None, help="W&B mode (default: WANDB_MODE or offline)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        report = build_report(args.multirun_dir, args.confidence, "bootstrap" if args.bootstrap else "t",
+                              "permutation" if args.permutation else "welch", args.n_resamples)
+    except ReportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    written = write_report(report)
+    for line in report.sweep.missing_lines():
+        log.warning("missing: %s", line)
+    print(f"wrote {written['report.md']} and {written['report.html']} ({len(report.sweep.runs)} runs)")
+    if args.wandb:
+        from itermask.tracking import default_wandb_mode, group_name
+
+        meta = report.sweep.meta
+        logger = meta.get("logger") or {}
+        group = logger.get("group") or group_name(meta.get("task_name") or "evaluate", report.sweep.root)
+        folder = log_report_to_wandb(report, written, project=logger.get("project") or "itermask", group=group,
+                                     mode=args.wandb_mode or default_wandb_mode())
+        if folder:
+            print(f"W&B summary run: {folder}")
+    return 0

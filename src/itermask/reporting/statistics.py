@@ -1,0 +1,158 @@
+"""Statistics over seeds: a confidence interval for a mean, and the comparison of two groups' means.
+
+- :func:`seed_interval`: the number of seeds ``n``, the mean, the sample standard deviation (``ddof=1``) and
+  a confidence interval for the mean: Student's t-interval ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)`` by
+  default, or a percentile bootstrap (:func:`scipy.stats.bootstrap`);
+- :func:`spread_ratio`: ``s(score) / s(test accuracy)``, how much more (> 1) or less (< 1) a faithfulness score
+  moves between fine-tuning seeds than the model's test accuracy does (Crothers, Viktor & Japkowicz,
+  "Robust Infidelity", arXiv 2308.06795, Sec. 4: scores vary widely between comparable classifiers);
+- :func:`compare_samples`: the difference of two groups' means with a confidence interval and a test that
+  it is zero: Welch's unequal-variance t-test (:func:`scipy.stats.ttest_ind` with ``equal_var=False``;
+  interval ``diff ± t_{df} · sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided
+  permutation test of the mean difference (:func:`scipy.stats.permutation_test`, interval by bootstrap).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["seed_interval", "compare_samples", "spread_ratio"]
+
+
+def seed_interval(
+    values: Sequence[float],
+    confidence: float = 0.95,
+    method: str = "t",
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Mean over seeds with a confidence interval.
+
+    Args:
+        values: one value per seed; NaN (or ``None``) values are dropped and not counted.
+        confidence: coverage of the interval, e.g. 0.95.
+        method: ``"t"`` (Student's t-interval ``mean ± t_{(1+c)/2, n-1} · s/sqrt(n)``) or ``"bootstrap"``
+            (percentile bootstrap of the mean, :func:`scipy.stats.bootstrap`, ``n_resamples`` resamples drawn
+            with ``seed``).
+
+    Returns:
+        ``{"n", "mean", "std", "ci_low", "ci_high"}``; ``std`` is the sample standard deviation (ddof=1).
+        With one value ``std`` and the interval are NaN; with zero spread the interval is ``[mean, mean]``.
+
+    Raises:
+        ValueError: unknown ``method`` or ``confidence`` outside (0, 1).
+    """
+    if method not in ("t", "bootstrap"):
+        raise ValueError(f"interval method must be 't' or 'bootstrap', got {method!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    v = _clean(values)
+    n = len(v)
+    out = {"n": n, "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    if n == 0:
+        return out
+    out["mean"] = float(v.mean())
+    if n < 2:
+        return out
+    std = 0.0 if np.ptp(v) == 0 else float(v.std(ddof=1))  # identical values: exactly 0, not 1e-18
+    out["std"] = std
+    if std == 0:
+        low = high = out["mean"]
+    elif method == "t":
+        low, high = stats.t.interval(confidence, n - 1, loc=out["mean"], scale=std / math.sqrt(n))
+    else:
+        res = stats.bootstrap(
+            (v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+        low, high = res.confidence_interval
+    out["ci_low"], out["ci_high"] = float(low), float(high)
+    return out
+
+
+def _mean_difference(x, y, axis=-1):
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def compare_samples(
+    a: Sequence[float],
+    b: Sequence[float],
+    confidence: float = 0.95,
+    test: str = "welch",
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Difference of the means ``mean(a) - mean(b)`` of two independent samples (e.g. one score over the
+    seeds of two models), with a confidence interval and a two-sided test of "no difference".
+
+    Args:
+        a, b: values per seed; NaN/``None`` dropped.
+        test: ``"welch"``: Welch's t-test (:func:`scipy.stats.ttest_ind`, ``equal_var=False``), interval
+            ``diff ± t_{(1+c)/2, df} · sqrt(s_a²/n_a + s_b²/n_b)`` with the Welch–Satterthwaite ``df``
+            (Welch 1947); ``"permutation"``: permutation test of the mean difference over all (or
+            ``n_resamples`` random) relabellings (:func:`scipy.stats.permutation_test`), interval by
+            percentile bootstrap of the difference.
+
+    Returns:
+        ``{"n_a", "n_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "statistic", "p_value"}``
+        (``statistic``: Welch's t, or the mean difference for the permutation test). NaN where a sample has
+        fewer than 2 values. If neither sample varies, the interval is the difference itself, the statistic
+        NaN and ``p_value`` 1 (equal) or 0 (different).
+
+    Raises:
+        ValueError: unknown ``test``.
+    """
+    if test not in ("welch", "permutation"):
+        raise ValueError(f"test must be 'welch' or 'permutation', got {test!r}")
+    x, y = _clean(a), _clean(b)
+    out = {
+        "n_a": len(x), "n_b": len(y),
+        "mean_a": float(x.mean()) if len(x) else math.nan,
+        "mean_b": float(y.mean()) if len(y) else math.nan,
+        "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan, "p_value": math.nan,
+    }
+    if len(x) == 0 or len(y) == 0:
+        return out
+    out["difference"] = out["mean_a"] - out["mean_b"]
+    if len(x) < 2 or len(y) < 2:
+        return out
+    if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread in either sample: the difference is exact
+        out.update(ci_low=out["difference"], ci_high=out["difference"], p_value=1.0 if out["difference"] == 0 else 0.0)
+        return out
+    if test == "welch":
+        with warnings.catch_warnings():  # scipy warns of precision loss when a sample is (nearly) constant
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = stats.ttest_ind(x, y, equal_var=False)
+        ci = res.confidence_interval(confidence)
+        out.update(statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high))
+    else:
+        res = stats.permutation_test(
+            (x, y), _mean_difference, permutation_type="independent", vectorized=True, n_resamples=n_resamples,
+            alternative="two-sided", rng=np.random.default_rng(seed),
+        )
+        boot = stats.bootstrap(
+            (x, y), _mean_difference, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+            vectorized=True, rng=np.random.default_rng(seed),
+        )
+        out.update(statistic=float(res.statistic), p_value=float(res.pvalue),
+                   ci_low=float(boot.confidence_interval.low), ci_high=float(boot.confidence_interval.high))
+    return out
+
+
+def spread_ratio(score_std: float, accuracy_std: float) -> float:
+    """``score_std / accuracy_std``: the seed spread of a score relative to the seed spread of test
+    accuracy (both sample standard deviations over the same seeds). NaN if either is NaN or accuracy did
+    not vary (``accuracy_std == 0``)."""
+    if not (math.isfinite(score_std) and math.isfinite(accuracy_std)) or accuracy_std == 0:
+        return math.nan
+    return score_std / accuracy_std
+
+
+def _clean(values: Iterable[Any]) -> np.ndarray:
+    v = np.array([math.nan if x is None else float(x) for x in values], dtype=float)
+    return v[~np.isnan(v)]

