@@ -399,7 +399,7 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
     payload = training_key(masked)[1]
     # the key holds each component's config name and settings, not its module path (_target_)
     assert payload["train"]["masking_augmentation"]["strategy"] == {"name": "mask_token"}
-    assert experiment.ood.enabled is True
+    assert experiment.ood.level == "full"
     assert experiment.hydra.sweeper.params["train.masking_augmentation.enabled"] == "false,true"
 
 
@@ -420,7 +420,7 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
         "dataset=csv", f"dataset.source.path={tmp_path}/small.csv",
         "train.max_train_examples=96", "train.masking_augmentation.enabled=true",
         "evaluation.n_examples=8", "evaluation.compare_random=false", "evaluation.fractions=[0.0,0.1,0.5,0.9,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
-        "ood.enabled=true", "ood.n_fit_examples=60", "ood.plots.umap_train_points=40",
+        "ood.level=full", "ood.n_fit_examples=60", "ood.plots.umap_train_points=40",
         "ood.plots.umap_neighbors=5", f"hydra.run.dir={tmp_path}/run",
     ]
     out = subprocess.run([sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

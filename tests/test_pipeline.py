@@ -270,10 +270,10 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
 ])
 def test_ood_settings_are_checked_before_any_work(override, message, tokenizer):
     with pytest.raises(ValueError, match=message):
-        _evaluators(_compose("ood.enabled=true", override), tokenizer)
-    _evaluators(_compose("ood.enabled=false", override), tokenizer)  # ignored when the analysis is off
+        _evaluators(_compose("ood.level=full", override), tokenizer)
+    _evaluators(_compose("ood.level=none", override), tokenizer)  # ignored when the analysis is off
     # a short grid without the UMAP fractions is fine once the plots are off
-    _evaluators(_compose("ood.enabled=true", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
+    _evaluators(_compose("ood.level=full", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
                          "ood.plots.enabled=false"), tokenizer)
 
 
@@ -281,7 +281,7 @@ def test_unknown_calibration_split_is_refused_before_fine_tuning(monkeypatch, tm
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pipeline, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
     with pytest.raises(ValueError, match=r"unknown ood.calibration_split 'nope': choose from \['train'"):
-        pipeline.run_evaluate(_compose("ood.enabled=true", "ood.calibration_split=nope"))
+        pipeline.run_evaluate(_compose("ood.level=full", "ood.calibration_split=nope"))
 
 
 def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monkeypatch, tmp_path):
@@ -297,7 +297,7 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
     from itermask.storage.store import ResultStore
 
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    cfg = _compose("ood.enabled=true", "logger=csv", f"output_dir={tmp_path}/new")
+    cfg = _compose("ood.level=full", "logger=csv", f"output_dir={tmp_path}/new")
     key = evaluate_settings(cfg).results_key
     stats = {"steps": "fraction", "x": [0.0, 0.5, 1.0], "fraction": [0.0, 0.5, 1.0], "n_examples": 2,
              "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7]},

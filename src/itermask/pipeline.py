@@ -6,8 +6,8 @@ An evaluation job is four stages, each a function with typed inputs and outputs:
    every component built once and every option checked once, before any work;
 2. **model** (:func:`get_or_train`): the cached fine-tuned checkpoint, or a fine-tuning (after
    :func:`load_data` has loaded the data and checked the settings that need it);
-3. **evaluate** (:func:`evaluate`): the analyses (accuracy, masking curves, then the configured ones such
-   as ``ood``), each returning its part of the result and its artifacts;
+3. **evaluate** (:func:`evaluate`): the analyses (accuracy, masking curves, per-example tables, then the
+   configured ones such as ``ood``), each returning its part of the result and its artifacts;
 4. **record** (:func:`record`): the result file, the results store and the tracker.
 
 A job whose result is already stored (:func:`stored_result`) skips stages 2 and 3. Data flows one way: data
@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from itermask import tracking
-from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, MaskingCurvesAnalysis
+from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, MaskingCurvesAnalysis, PerExampleAnalysis
 from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache
@@ -200,8 +200,8 @@ def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: Mode
 def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel,
              logger=None) -> Evaluation | None:
     """The evaluate stage: load the fine-tuned classifier, make it serve every saliency method (failing
-    before any work if one cannot run), then run the analyses in order: accuracy, masking curves, the
-    configured ones. Returns ``None`` on processes other than rank 0 of a distributed run."""
+    before any work if one cannot run), then run the analyses in order: accuracy, masking curves,
+    per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a distributed run."""
     classifier = SequenceClassifier(
         pretrained=str(trained.model_dir), num_labels=len(data.label_names), label_names=data.label_names
     )
@@ -210,7 +210,7 @@ def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, tra
     trainer = settings.make_trainer(logger=logger if logger is not None else False, inference_mode=False)
     context = EvaluationContext(settings, data, trained, classifier, trainer)
     evaluation = Evaluation({}, Artifacts())
-    for analysis in (AccuracyAnalysis(), MaskingCurvesAnalysis(), *settings.analyses):
+    for analysis in (AccuracyAnalysis(), MaskingCurvesAnalysis(), PerExampleAnalysis(), *settings.analyses):
         output = analysis.run(context)
         if not trainer.is_global_zero:
             return None
@@ -242,7 +242,7 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
         "config": settings.config,
     }
     path = write_json_atomic(settings.output_dir / "results.json", result)
-    ResultStore(settings.cache_dir).put(settings.results_key, result)
+    ResultStore(settings.cache_dir).put(settings.results_key, result, evaluation.artifacts.files)
     log.info("wrote %s (test accuracy %.4f)", path, result["accuracy"]["test"])
     tracking.log_evaluation(logger, result)
     tracking.log_artifacts(logger, evaluation.artifacts)
@@ -261,7 +261,7 @@ def record_stored(settings: EvaluateSettings, stored: dict) -> dict:
     """Log a reused result to the job's tracker run, with the artifacts its analyses can rebuild from it."""
     with tracked(settings) as logger:
         artifacts = Artifacts()
-        for analysis in settings.analyses:
+        for analysis in (PerExampleAnalysis(), *settings.analyses):
             if analysis.name in stored:
                 artifacts.update(analysis.artifacts_from(stored, settings.output_dir))
         tracking.log_evaluation(logger, stored)

@@ -358,11 +358,12 @@ def train_settings(cfg: DictConfig) -> TrainJobSettings:
 
 def _analyses(cfg: DictConfig) -> list[Analysis]:
     """The configured analyses: the top-level nodes named in ``cfg.analyses``, each built with its
-    ``_target_`` unless absent or disabled (``enabled: false``)."""
+    ``_target_`` unless absent or switched off (``enabled: false`` or ``level: none``; its other settings
+    are then not checked)."""
     analyses = []
     for name in cfg.get("analyses") or []:
         node = cfg.get(name)
-        if node is None or not node.get("enabled", True):
+        if node is None or node.get("enabled", True) is False or node.get("level") == "none":
             continue
         analysis = build(node)
         if not isinstance(analysis, Analysis):
@@ -387,7 +388,8 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
     methods = {settings.saliency.name: settings.saliency}
     if e.compare_random and settings.saliency.name != "random":
         methods["random"] = RandomSaliency(seed=settings.seed)
-    collect = any(analysis.needs_representations for analysis in settings.analyses)
+    wanted = {analysis.representations for analysis in settings.analyses}
+    collect = "all" if "all" in wanted else "final" if "final" in wanted else False
     settings.evaluators = {
         name: IterativeMaskingEvaluator(
             method, settings.masking, fractions=list(e.fractions), special_ids=settings.tokenizer.all_special_ids,

@@ -34,17 +34,18 @@ REPORTED = ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf",
             "auroc_max_softmax", "ece")
 
 
-def collect(model: torch.nn.Module, loader, chunk_size: int = 256) -> tuple[Representations, torch.Tensor]:
+def collect(model: torch.nn.Module, loader, chunk_size: int = 256,
+            hidden_states: bool = True) -> tuple[Representations, torch.Tensor]:
     """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
-    (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order. ``model`` must be in
-    eval mode.
+    (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order (only the final
+    layer's input without ``hidden_states``). ``model`` must be in eval mode.
 
     Raises:
         ValueError: if the loader is empty.
     """
     device = next(model.parameters()).device
     labels = []
-    with capture_representations(model) as records:
+    with capture_representations(model, hidden_states) as records:
         for batch in loader:
             chunked_logits(model, batch["tokens"].to(device).trim(), chunk_size)
             labels.append(batch["labels"])
@@ -77,11 +78,20 @@ def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Pa
     }
 
 
+LEVELS = ("none", "final", "full")
+
+
 class OODAnalysis(Analysis):
     """Out-of-distribution statistics of the masked inputs' representations at every masking step
     (:func:`itermask.ood.statistics.masking_ood_statistics`) for every saliency method and schedule.
 
+    At ``level="final"`` (the default run's) only the final linear layer's input is recorded (no extra
+    forward cost) and scored by the Mahalanobis detector (with its OOD AUROC per step) and the descriptive
+    statistics of that view and of the softmax; no hidden layers, kNN, MaSF or figures. At ``"full"``:
+    every hidden layer, kNN, MaSF (on ``calibration_split``) and the figures.
+
     Args:
+        level: ``"final"`` or ``"full"`` (``"none"`` is handled by the settings stage: no analysis).
         n_fit_examples: training examples (a seeded subset) whose embeddings fit the Mahalanobis class means
             and covariance and the kNN index (``None``: all).
         calibration_split: held-out split for MaSF, cut in a fit half and a calibration half (``None``: no MaSF).
@@ -93,7 +103,6 @@ class OODAnalysis(Analysis):
         seed: seed of the analysis's random choices (training and calibration subsets, MaSF's split,
             the UMAP and its training points).
         plots: ``{"enabled", "umap_fractions", "umap_train_points", "umap_neighbors"}``.
-        enabled: read by the settings stage (a disabled analysis is not built).
 
     Raises:
         ValueError: naming the setting: sizes not positive, ``knn_k < 1``, an unknown covariance estimator,
@@ -101,12 +110,13 @@ class OODAnalysis(Analysis):
     """
 
     name = "ood"
-    needs_representations = True
 
-    def __init__(self, n_fit_examples: int | None = 1000, calibration_split: str | None = "validation",
+    def __init__(self, level: str = "final", n_fit_examples: int | None = 1000, calibration_split: str | None = "validation",
                  n_calibration_examples: int | None = None, knn_k: int = 10, knn_normalize: bool = True,
                  covariance: str = "auto", masf_alpha: float = 0.05, ece_bins: int = 15, seed: int = 0,
-                 plots: dict | None = None, enabled: bool = True) -> None:
+                 plots: dict | None = None) -> None:
+        if level not in LEVELS[1:]:
+            raise ValueError(f"ood.level must be one of {LEVELS}, got {level!r}")
         for setting, value in (("n_fit_examples", n_fit_examples), ("n_calibration_examples", n_calibration_examples)):
             if value is not None and int(value) < 1:
                 raise ValueError(f"ood.{setting} must be positive or null (all), got {value}")
@@ -118,12 +128,19 @@ class OODAnalysis(Analysis):
             raise ValueError(f"ood.masf_alpha must lie in (0, 1), got {masf_alpha}")
         if int(ece_bins) < 1:
             raise ValueError(f"ood.ece_bins must be at least 1, got {ece_bins}")
+        self.level = level
         self.n_fit_examples, self.n_calibration_examples = n_fit_examples, n_calibration_examples
-        self.calibration_split = calibration_split
+        self.calibration_split = calibration_split if level == "full" else None
         self.knn_k, self.knn_normalize, self.covariance = int(knn_k), bool(knn_normalize), covariance
         self.masf_alpha, self.ece_bins, self.seed = float(masf_alpha), int(ece_bins), int(seed)
         self.plots = {"enabled": True, "umap_fractions": [0.1, 0.5, 0.9], "umap_train_points": 500,
                       "umap_neighbors": 15, **(plots or {})}
+        if level != "full":
+            self.plots["enabled"] = False
+
+    @property
+    def representations(self) -> str:
+        return "all" if self.level == "full" else "final"
 
     def check(self, settings) -> None:
         e = settings.evaluation
@@ -145,10 +162,12 @@ class OODAnalysis(Analysis):
 
     def _fit(self, context: EvaluationContext) -> tuple[OODDetectors, Representations, torch.Tensor]:
         model, data, chunk = context.model, context.data, context.settings.evaluation.chunk_size
+        full = self.level == "full"
         was_training = model.training
         model.eval()
         try:
-            train, train_labels = collect(model, data.evaluation_dataloader(self.n_fit_examples, self.seed, "train"), chunk)
+            loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train")
+            train, train_labels = collect(model, loader, chunk, hidden_states=full)
             calibration = None
             if self.calibration_split is not None:
                 loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
@@ -156,9 +175,13 @@ class OODAnalysis(Analysis):
         finally:
             model.train(was_training)
         detectors = OODDetectors.fit(train, train_labels, calibration, k=self.knn_k, normalize_knn=self.knn_normalize,
-                                     covariance=self.covariance, split_seed=self.seed)
+                                     covariance=self.covariance, split_seed=self.seed, knn=full)
+        left_out = set() if full else {k for k in detectors.missing if k == "masf" or k.endswith("/knn_distance")}
+        for key in left_out:  # not missing by accident: the level leaves them out
+            detectors.missing[key] = "not computed at ood.level=final (ood.level=full computes it)"
         for key, reason in detectors.missing.items():
-            log.warning("OOD detector %s is missing: %s", key, reason)
+            if key not in left_out:
+                log.warning("OOD detector %s is missing: %s", key, reason)
         return detectors, train, train_labels
 
     def run(self, context: EvaluationContext) -> AnalysisOutput:
@@ -175,6 +198,7 @@ class OODAnalysis(Analysis):
         }
         seconds["fit_and_score"], start = time.time() - start, time.time()
         section = {
+            "level": self.level,
             "representation": "final = input of the classifier's final linear layer; layer_i = hidden state i "
             "mean-pooled over attended tokens (layer_0: embeddings); MaSF uses max-pooled hidden states",
             "fit": detectors.info,

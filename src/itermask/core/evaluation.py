@@ -226,8 +226,10 @@ class IterativeMaskingEvaluator:
         segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second
             text of a sentence pair), or ``None`` for all; see :func:`itermask.tokens.maskable_positions`.
         collect_representations: also record the clean and masked inputs' representations in the
-            curves (``features``, ``layer_mean``, ``layer_max``); needs a Hugging Face classifier (see
-            :func:`itermask.core.representations.capture_representations`). Off by default: it costs memory.
+            curves: ``True`` or ``"all"`` (``features``, ``layer_mean``, ``layer_max``), ``"final"`` (only
+            ``features``, the final linear layer's input, at no extra forward cost); needs a Hugging Face
+            classifier (see :func:`itermask.core.representations.capture_representations`). Off by default:
+            it costs memory.
 
     Raises:
         ValueError: for unknown schedules or kinds of steps, an empty or unsorted grid, count steps without
@@ -247,7 +249,7 @@ class IterativeMaskingEvaluator:
         steps: str = "fraction",
         counts: Sequence[int] | None = None,
         segments: int | Sequence[int] | None = None,
-        collect_representations: bool = False,
+        collect_representations: bool | str = False,
     ) -> None:
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
@@ -275,6 +277,8 @@ class IterativeMaskingEvaluator:
         self.target = target
         self.chunk_size = int(chunk_size)
         self.sufficiency = sufficiency
+        if collect_representations not in (False, True, "final", "all"):
+            raise ValueError(f"collect_representations must be False, True, 'final' or 'all', got {collect_representations!r}")
         self.collect_representations = collect_representations
 
     def maskable(self, batch: TokenBatch) -> Tensor:
@@ -292,7 +296,7 @@ class IterativeMaskingEvaluator:
         """Logits ``[N, C]`` of ``batch`` in chunks, and its representations if ``collect``."""
         if not collect:
             return chunked_logits(model, batch, self.chunk_size), None
-        with capture_representations(model) as records:
+        with capture_representations(model, hidden_states=self.collect_representations != "final") as records:
             logits = chunked_logits(model, batch, self.chunk_size)
         return logits, Representations.concat(records)
 

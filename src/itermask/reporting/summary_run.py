@@ -23,8 +23,9 @@ def log_report_to_wandb(
     save_dir: str | Path | None = None,
     name: str | None = None,
 ) -> str | None:
-    """A W&B summary run in ``group`` (the sweep's group) holding the summary, per-seed and comparison
-    tables (``wandb.Table``) and the plots (``wandb.Image``). Returns the run's local folder, or ``None``
+    """A W&B summary run in ``group`` (the sweep's group) holding the report's tables (``wandb.Table``:
+    summary, per seed, comparisons, headline, seed sensitivity, rank stability) and the plots
+    (``wandb.Image``). Returns the run's local folder, or ``None``
     if W&B failed (a warning is logged; the local report files stay as written)."""
     try:
         import wandb
@@ -34,15 +35,18 @@ def log_report_to_wandb(
             mode=mode, dir=str(save_dir or report.sweep.root), config={"report": report.settings,
                                                                         "multirun_dir": str(report.sweep.root)},
         )
+        tables = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability")
         payload = {f"report/{n}": wandb.Table(dataframe=getattr(report, n).astype(object).where(
-            getattr(report, n).notna(), None)) for n in ("summary", "per_seed", "comparisons")}
+            getattr(report, n).notna(), None)) for n in tables}
         payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
         run.log(payload)
         summary = {"n_runs": len(report.sweep.runs), "n_missing": len(report.sweep.missing_lines())}
         for row in report.summary.itertuples():
             base = "/".join(str(x) for x in (*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score) if x)
             summary[f"{base}/mean"] = row.mean
-            summary[f"{base}/spread_ratio"] = row.spread_ratio
+        for row in report.seed_sensitivity.itertuples():
+            base = "/".join(str(x) for x in (*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score) if x)
+            summary[f"{base}/seed_share"] = row.share
         run.summary.update({k: v for k, v in summary.items() if isinstance(v, (int, float)) and math.isfinite(v)})
         folder = run.dir
         run.finish()

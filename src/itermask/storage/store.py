@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from itermask.storage.cache import config_hash
-from itermask.storage.files import read_json, write_json_atomic
+from itermask.storage.files import read_json, write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,8 @@ def results_key(config: dict) -> str:
 
 
 class ResultStore:
-    """Finished results under ``<root>/results/<key>.json``.
+    """Finished results under ``<root>/results/<key>.json``, with the files that belong to a result (e.g.
+    the per-example tables) under ``<root>/results/<key>.files/`` by their path in the job folder.
 
     Args:
         root: the cache directory (``cfg.cache_dir``); created on demand.
@@ -98,19 +99,30 @@ class ResultStore:
         path = self.path(key)
         return read_json(path) if path.is_file() else None
 
-    def put(self, key: str, result: dict) -> Path:
-        """Store ``result`` atomically under ``key``; returns the file written."""
+    def files_dir(self, key: str) -> Path:
+        return self.root / f"{key}.files"
+
+    def put(self, key: str, result: dict, files: dict[str, Path] | None = None) -> Path:
+        """Store ``result`` under ``key``, with ``files`` (``{path relative to the job folder: path}``):
+        every file is copied atomically first, the result file last, so an entry whose ``.json`` exists
+        is complete. Returns the result file written."""
+        for relative, path in (files or {}).items():
+            write_bytes_atomic(self.files_dir(key) / relative, Path(path).read_bytes())
         return write_json_atomic(self.path(key), result)
 
     def reuse(self, key: str, output_dir: str | Path) -> dict | None:
         """If a result for ``key`` exists, write it (atomically) as ``<output_dir>/results.json`` with
-        ``reused_from`` set to the store file, log that the job is skipped, and return it; else ``None``."""
+        ``reused_from`` set to the store file, and its stored files back into ``output_dir``; log that the job
+        is skipped, and return it; else ``None``."""
         result = self.get(key)
         if result is None:
             return None
         result["reused_from"] = str(self.path(key))
         if isinstance(result.get("config"), dict):
             result["config"]["output_dir"] = str(output_dir)
+        stored = self.files_dir(key)
+        for path in sorted(p for p in stored.rglob("*") if p.is_file()) if stored.is_dir() else []:
+            write_bytes_atomic(Path(output_dir) / path.relative_to(stored), path.read_bytes())
         target = write_json_atomic(Path(output_dir) / "results.json", result)
         log.info("skipping: a result for config hash %s exists (%s); copied to %s", key, self.path(key), target)
         return result
