@@ -371,10 +371,17 @@ def test_wandb_summary_run_offline(sweep):
     assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 2
 
 
-def test_wandb_failure_keeps_the_local_report(sweep, caplog):
+def test_wandb_failure_keeps_the_local_report(sweep, caplog, monkeypatch):
+    import wandb
+
     report = build_report(sweep)
     written = write_report(report)
-    assert rep.log_report_to_wandb(report, written, mode="no-such-mode") is None
+
+    def broken(**kwargs):
+        raise ConnectionError("no server")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    assert rep.log_report_to_wandb(report, written, mode="offline") is None
     assert "W&B summary run failed" in caplog.text and (sweep / "report.md").is_file()
 
 
@@ -388,11 +395,12 @@ def test_tracking_survives_wandb_failures(caplog):
         def experiment(self):
             raise ConnectionError("no server")
 
-    logger = Broken(project="x", mode="offline")
-    assert tracking.start(logger) is None
+    assert tracking.start(lambda **kw: Broken(project="x", mode="offline"), "offline") is None
     assert "W&B run could not start" in caplog.text
-    tracking.log_evaluation(logger, make_result(0))  # warns, does not raise
-    assert "W&B logging failed" in caplog.text
+    tracking.log_evaluation(Broken(project="x", mode="offline"), make_result(0))  # warns, does not raise
+    assert "logging the evaluation failed" in caplog.text
+    tracking.log_config(Broken(project="x", mode="offline"), make_result(0)["config"])
+    assert "logging the run config failed" in caplog.text
 
 
 # -- results store -------------------------------------------------------------------------------------

@@ -160,6 +160,10 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
             "*Spread ratio*: standard deviation over seeds of the score divided by that of test accuracy "
             "(> 1: the score varies more between seeds than the model's accuracy does). "
             "`<method> - random`: the score minus that of the seeded random explanation of the same run.", ""]
+    if sweep.failed:
+        out += ["## Failed jobs", "", f"{len(sweep.failed)} job(s) failed; each folder holds `failed.json` with the "
+                "traceback (also in the job's log). They are not in the tables below.", "",
+                *[f"- {line}" for line in sweep.failed_lines()], ""]
     missing = sweep.missing_lines()
     if missing:
         out += ["## Missing", "", *[f"- {line}" for line in missing], ""]
