@@ -526,13 +526,14 @@ AGENT_ENV = {"WANDB_SWEEP_ID": "abc123", "WANDB_RUN_ID": "run9"}
 
 
 @pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
-def test_wandb_sweep_command_reaches_the_config(sweep_name):
+def test_wandb_sweep_command_reaches_the_config(sweep_name, monkeypatch):
     from omegaconf import OmegaConf
 
     argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(0), AGENT_ENV)
     assert argv[:3] == ["/usr/bin/env", sys.executable, f"{sweep_name}.py"]
     assert not any(a.startswith("--") for a in argv)
-    assert "hydra.run.dir=outputs/wandb_sweeps/abc123/run9" in argv and "logger.group=sweep-abc123" in argv
+    for name, value in AGENT_ENV.items():  # the run's own environment, which Hydra resolves ${oc.env:...} in
+        monkeypatch.setenv(name, value)
     cfg = _compose(*argv[3:], name=sweep_name, hydra=True)
     assert cfg.hydra.run.dir == "outputs/wandb_sweeps/abc123/run9"
     job = OmegaConf.to_container(cfg, resolve=False)
@@ -547,7 +548,7 @@ def test_wandb_sweep_commands_run(tmp_path):
     for sweep_name in ("train", "evaluate"):
         argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
         out = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300, env={**os.environ, "ITERMASK_CACHE": str(tmp_path)})
+                             timeout=300, env={**os.environ, **AGENT_ENV, "ITERMASK_CACHE": str(tmp_path)})
         assert out.returncode == 0, out.stderr[-3000:]
         _check_swept_values(yaml.safe_load(out.stdout), values)
 

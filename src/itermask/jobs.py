@@ -12,7 +12,7 @@ on a job that raised before the multirun-end callbacks run; with the job returni
 write the report (:class:`itermask.callbacks.ReportCallback`, which lists the failed jobs) and then
 :class:`itermask.callbacks.FailedJobsCallback` ends the process with exit status 1. The Optuna sweeper
 tells a trial that returned a :class:`JobFailed` as failed (``float()`` of it raises
-:class:`JobFailedError`) and goes on with the next trial. A single run (no ``-m``) re-raises after
+:class:`JobFailedError`) and goes on with the next trial (``hydra_plugins.itermask_sweepers``). A single run (no ``-m``) re-raises after
 recording, so Hydra reports the error and exits non-zero as usual.
 """
 
@@ -29,7 +29,7 @@ from itermask.storage.files import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FAILURE_FILE", "JobFailed", "JobFailedError", "run_job", "write_failure", "read_failure", "failed_jobs"]
+__all__ = ["FAILURE_FILE", "JobFailed", "JobFailedError", "AllTrialsFailedError", "run_job", "write_failure", "read_failure", "failed_jobs"]
 
 #: the failure marker a failed job leaves in its folder
 FAILURE_FILE = "failed.json"
@@ -38,6 +38,11 @@ FAILURE_FILE = "failed.json"
 class JobFailedError(RuntimeError):
     """Raised by ``float(JobFailed)``: the objective of a failed job (a sweeper reading it records the
     trial as failed)."""
+
+
+class AllTrialsFailedError(RuntimeError):
+    """Every trial of a search failed, so it has no best value (raised by itermask's Optuna sweeper,
+    ``hydra_plugins.itermask_sweepers``)."""
 
 
 class JobFailed:
