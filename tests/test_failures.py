@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -144,13 +146,19 @@ def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entr
 # -- W&B sweeps: wandb's own agent builds the command lines ---------------------------------------------------
 
 
-def agent_runs(sweep_file: Path, run_ids: list[str], monkeypatch, tmp_path, sweep_id="abc123"):
-    """The (argv, env) of each run ``wandb agent`` starts for ``run_ids``, built by wandb's own
-    ``Agent._command_run`` (process creation replaced by a recorder); parameters sampled from the file."""
+def sample(spec: dict, rng: np.random.Generator) -> dict:
+    """One parameter set of a sweep file's ``parameters`` (values, or uniform in [min, max])."""
+    return {name: p["values"][int(rng.integers(len(p["values"])))] if "values" in p else float(rng.uniform(p["min"], p["max"]))
+            for name, p in spec["parameters"].items()}
+
+
+def agent_runs(spec: dict, runs: dict[str, dict], monkeypatch, tmp_path, sweep_id="abc123", program=None):
+    """The (argv, env) of each run ``wandb agent`` starts for ``runs`` (run id -> parameters) of the sweep
+    file ``spec``, built by wandb's own ``Agent._command_run`` (process creation replaced by a recorder)."""
     import wandb.wandb_agent as wandb_agent
 
-    spec = yaml.safe_load(sweep_file.read_text())
     launched = []
+
     def record(command=None, env=None, **kwargs):
         launched.append((command, env))
         return SimpleNamespace()  # stands for the started process
@@ -163,19 +171,17 @@ def agent_runs(sweep_file: Path, run_ids: list[str], monkeypatch, tmp_path, swee
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     agent = wandb_agent.Agent(api=None, queue=None, sweep_id=sweep_id)
     agent._sweep_command = list(spec["command"])  # as Agent.run() reads it from the server's sweep config
-    rng = np.random.default_rng(0)
-    for run_id in run_ids:
-        args = {}
-        for name, p in spec["parameters"].items():
-            value = p["values"][int(rng.integers(len(p["values"])))] if "values" in p else float(rng.uniform(p["min"], p["max"]))
-            args[name] = {"value": value}
-        agent._command_run({"run_id": run_id, "program": spec["program"], "args": args})
+    for run_id, params in runs.items():
+        args = {name: {"value": value} for name, value in params.items()}
+        agent._command_run({"run_id": run_id, "program": program or spec["program"], "args": args})
     return launched
 
 
 @pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
 def test_each_wandb_agent_run_gets_its_own_folder(sweep_name, monkeypatch, tmp_path):
-    launched = agent_runs(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", ["r1", "r2", "r3"], monkeypatch, tmp_path)
+    spec = yaml.safe_load((ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml").read_text())
+    rng = np.random.default_rng(0)
+    launched = agent_runs(spec, {run: sample(spec, rng) for run in ("r1", "r2", "r3")}, monkeypatch, tmp_path)
     folders = []
     for argv, env in launched:
         assert argv[:3] == ["/usr/bin/env", "python", f"{sweep_name}.py"] and env["WANDB_RUN_ID"] in ("r1", "r2", "r3")
@@ -186,3 +192,67 @@ def test_each_wandb_agent_run_gets_its_own_folder(sweep_name, monkeypatch, tmp_p
         folders.append(cfg.hydra.run.dir)
         assert cfg.logger.group == "sweep-abc123" and cfg.logger.mode == "online"
     assert folders == [f"outputs/wandb_sweeps/abc123/{run}" for run in ("r1", "r2", "r3")]
+
+
+TINY = ["train.max_train_examples=96", "+trainer.limit_val_batches=2", "evaluation.n_examples=6",
+        "evaluation.fractions=[0,0.1,0.5,1.0]", "evaluation.aopc_bins=[0.1,0.5]", "data.eval_batch_size=128"]
+
+
+def _offline_env(tmp_path, base: dict | None = None) -> dict:
+    """``base`` (default: this process's environment) with online W&B but no server (a closed local port)
+    and no credentials, so runs fall back to offline logging."""
+    env = {k: v for k, v in (base or os.environ).items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
+    return {**env, "ITERMASK_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT / "src")}
+
+
+@pytest.mark.slow
+def test_three_wandb_agent_runs_land_in_three_folders(monkeypatch, tmp_path):
+    """wandb's agent builds the runs' command lines from the shipped sweep file (with small settings added);
+    each run, started as the agent starts it, writes into its own folder, and the report reads all three."""
+    from itermask.reporting import build_report
+
+    spec = yaml.safe_load((ROOT / "conf/wandb_sweeps/evaluate.yaml").read_text())
+    spec["command"] += [*TINY, "+trainer.limit_test_batches=2"]
+    runs = {"r1": {"seed": 0, "saliency": "gradient", "masking": "mask_token"},  # one fine-tuning, three evaluations
+            "r2": {"seed": 0, "saliency": "input_x_gradient", "masking": "mask_token"},
+            "r3": {"seed": 0, "saliency": "gradient", "masking": "delete"}}
+    launched = agent_runs(spec, runs, monkeypatch, tmp_path, program=str(ROOT / "evaluate.py"))
+    for argv, env in launched:
+        argv = [sys.executable if a == "python" else a for a in argv]
+        out = subprocess.run(argv, cwd=tmp_path, env=_offline_env(tmp_path, env), capture_output=True,
+                             text=True, timeout=900)
+        assert out.returncode == 0, out.stderr[-5000:]
+    sweep = tmp_path / "outputs/wandb_sweeps/abc123"
+    for run_id, params in runs.items():
+        result = json.loads((sweep / run_id / "results.json").read_text())
+        assert (result["saliency"]["name"], result["masking"]) == (params["saliency"], params["masking"])
+        assert len(list((sweep / run_id / "wandb").glob("offline-run-*"))) == 1  # online start fell back
+    report = build_report(sweep)
+    assert sorted(run.path.parent.name for run in report.sweep.runs) == ["r1", "r2", "r3"]
+    assert len(report.groups) == 3
+
+
+@pytest.mark.slow
+def test_a_real_multirun_with_a_failing_job(tmp_path):
+    """Job 1 fails inside its tracker run (an invalid trainer setting, after job 0 fine-tuned the shared
+    checkpoint): the report names it, the exit status is 1, and its W&B run is finished as failed."""
+    from test_tracking import read_wandb_run, records
+
+    out = subprocess.run([sys.executable, "evaluate.py", "-m", "seed=0", "+trainer.limit_test_batches=2,-1", *TINY,
+                          "logger.mode=online", "logger.init_timeout=3", f"hydra.sweep.dir={tmp_path}/multi"],
+                         cwd=ROOT, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=900)
+    assert out.returncode == 1, out.stderr[-5000:]
+    multi = tmp_path / "multi"
+    assert json.loads((multi / "0/results.json").read_text())["seed"] == 0
+    assert not (multi / "1/results.json").exists()
+    marker = json.loads((multi / "1" / FAILURE_FILE).read_text())
+    assert "invalid value -1 for limit_test_batches" in marker["error"]
+    assert "Traceback" in (multi / "1/evaluate.log").read_text()
+    report = (multi / "report.md").read_text()
+    assert "1 finished run(s) of 2 expected" in report and "- job `1` failed" in report
+    assert "invalid value -1 for limit_test_batches" in report
+    failed_run = read_wandb_run(next((multi / "1/wandb").glob("offline-run-*")))
+    assert [r["exit_code"] for r in records(failed_run, "exit")] == [1]
+    finished_run = read_wandb_run(next((multi / "0/wandb").glob("offline-run-*")))
+    assert [r.get("exit_code", 0) for r in records(finished_run, "exit")] == [0]

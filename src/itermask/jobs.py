@@ -93,8 +93,8 @@ def write_failure(output_dir: str | Path, error: BaseException, overrides: list[
 
 
 def read_failure(job_dir: str | Path) -> dict | None:
-    """The failure marker of ``job_dir`` (see :func:`write_failure`), or ``None`` if the job did not fail.
-    An unreadable marker still counts as a failure (its ``error`` says why it cannot be read)."""
+    """The failure marker of ``job_dir`` (see :func:`write_failure`; ``error`` on one line), or ``None`` if
+    the job did not fail. An unreadable marker still counts as a failure (its ``error`` says why)."""
     path = Path(job_dir) / FAILURE_FILE
     if not path.is_file():
         return None
@@ -102,7 +102,9 @@ def read_failure(job_dir: str | Path) -> dict | None:
         marker = read_json(path)
     except (OSError, ValueError) as error:
         return {"error": f"unreadable {FAILURE_FILE} ({error})"}
-    return marker if isinstance(marker, dict) else {"error": f"unexpected {FAILURE_FILE} content"}
+    if not isinstance(marker, dict):
+        return {"error": f"unexpected {FAILURE_FILE} content"}
+    return {**marker, "error": " ".join(str(marker.get("error") or "unknown error").split())}
 
 
 def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
@@ -115,7 +117,7 @@ def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
     for path in sorted(root.rglob(FAILURE_FILE)):
         if "wandb" in path.relative_to(root).parts[:-1]:
             continue
-        found.append((str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {}))
+        found.append((str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {"error": "unknown error"}))
     return found
 
 

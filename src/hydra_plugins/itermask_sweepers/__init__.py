@@ -53,7 +53,7 @@ if _OptunaSweeper is not None:
                 launched = self.sweeper.job_idx
                 if not launched or len(failures) < launched:
                     raise
-                errors = "; ".join(f"trial {job}: {marker.get('error', 'unknown error')}" for job, marker in failures[:5])
+                errors = "; ".join(f"trial {job}: {marker['error']}" for job, marker in failures[:5])
                 more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
                 raise AllTrialsFailedError(
                     f"all {launched} trial(s) of the Optuna search failed, so it has no best value: {errors}{more}. "

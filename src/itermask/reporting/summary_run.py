@@ -104,7 +104,7 @@ def log_report_to_wandb(
             getattr(report, n).notna(), None)) for n in ("summary", "per_seed", "comparisons")}
         if report.sweep.failed:
             payload["report/failed_jobs"] = wandb.Table(columns=["job", "overrides", "error"], data=[
-                [job, " ".join(o or []), marker.get("error")] for job, o, marker in report.sweep.failed])
+                [job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed])
         payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
         run.log(payload)
         run.summary.update(_summary(report))

@@ -83,7 +83,7 @@ class Sweep:
 
     def failed_lines(self) -> list[str]:
         """One line per failed job: its folder, overrides and error (the traceback is in its folder)."""
-        return [f"job `{job}` failed (overrides: {_fmt_overrides(o)}): {marker.get('error', 'unknown error')}"
+        return [f"job `{job}` failed (overrides: {_fmt_overrides(o)}): {marker['error']}"
                 for job, o, marker in self.failed]
 
 
