@@ -95,12 +95,13 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def curve_history(scores: dict) -> list[dict[str, float]]:
+def curve_history(scores: dict, prefix: str = "curves") -> list[dict[str, float]]:
     """The masking curves as history rows: one row per masking step, holding the step (under its step
     metric, :data:`STEP_METRICS`) and every per-step series of every (saliency, schedule) of ``scores``
-    (``scores[saliency][schedule]`` are :func:`~itermask.core.metrics.summarize` summaries) as
-    ``curves/<saliency>/<schedule>/<series>``. The grid itself (``x``, and ``fraction`` for fraction steps)
-    is the step, not a series; missing and non-finite values are left out. Rows are sorted by step."""
+    (``scores[saliency][schedule]`` are :func:`~itermask.core.metrics.summarize` summaries, or any dict
+    with ``steps``, the grid ``x`` and one list per series) as ``<prefix>/<saliency>/<schedule>/<series>``.
+    The grid itself (``x``, and ``fraction`` for fraction steps) is the step, not a series; missing and
+    non-finite values are left out. Rows are sorted by step."""
     rows: dict[tuple[str, float], dict[str, float]] = {}
     for saliency, by_schedule in scores.items():
         for schedule, summary in by_schedule.items():
@@ -115,7 +116,7 @@ def curve_history(scores: dict) -> list[dict[str, float]]:
                 for x, value in zip(grid, values):
                     if _number(value):
                         row = rows.setdefault((step_metric, float(x)), {step_metric: x})
-                        row[metric_key("curves", saliency, schedule, name)] = value
+                        row[metric_key(prefix, saliency, schedule, name)] = value
     return [rows[key] for key in sorted(rows)]
 
 
@@ -252,11 +253,9 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
         log.warning("logging the evaluation failed (%s: %s); the local result file is kept", type(error).__name__, error)
 
 
-def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
-    import wandb
-
-    run = logger.experiment
-    history = curve_history(result["scores"])
+def _log_history(run, history: list[dict[str, float]]) -> None:
+    """Log :func:`curve_history` rows to the W&B ``run``, each series defined against its step metric and
+    kept out of the summary (a curve's last point is not a score)."""
     step_of = {key: step for row in history for step in row if step in STEP_METRICS.values() for key in row}
     for step in set(step_of.values()):
         run.define_metric(step, summary="none")
@@ -265,21 +264,31 @@ def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
             run.define_metric(key, step_metric=step, summary="none")
     for row in history:
         run.log(row)
+
+
+def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
+    import wandb
+
+    run = logger.experiment
+    _log_history(run, curve_history(result["scores"]))
     columns, rows = curve_table(result["scores"])
     run.log({"masking_curves": wandb.Table(columns=columns, data=rows)})
     run.summary.update(scalars)
 
 
 def log_artifacts(logger: Logger | None, artifacts) -> None:
-    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: tables as ``wandb.Table``, figures as
+    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: the curves as history metrics over the
+    masking step (:func:`curve_history` with each curves prefix), tables as ``wandb.Table``, figures as
     ``wandb.Image`` and the summary values in the run summary; CSV: the summary values as metrics. A
     tracker failure is logged as a warning (the result file is already written)."""
-    if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary):
+    if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary or artifacts.curves):
         return
     try:
         if isinstance(logger, WandbLogger):
             import wandb
 
+            for prefix, curves in artifacts.curves.items():
+                _log_history(logger.experiment, curve_history(curves, prefix))
             payload = {name: wandb.Table(columns=list(columns), data=rows) for name, (columns, rows) in artifacts.tables.items()}
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
             logger.experiment.log(payload)

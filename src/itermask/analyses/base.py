@@ -32,17 +32,23 @@ class Artifacts:
         images: ``{tracker key: PNG path}`` figures, already written into the job folder.
         tables: ``{tracker key: (columns, rows)}`` tables for the tracker.
         summary: ``{tracker key: number}`` final values for the tracker's run summary.
+        curves: ``{key prefix: {saliency: {schedule: series}}}`` per-step series for the tracker's history,
+            charted against the masking step: each ``series`` holds ``steps`` (``"fraction"`` or
+            ``"count"``), the grid ``x`` and lists of one value per step
+            (:func:`itermask.tracking.curve_history`).
     """
 
     images: dict[str, Path] = field(default_factory=dict)
     tables: dict[str, tuple[list[str], list[list[Any]]]] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, dict] = field(default_factory=dict)
 
     def update(self, other: "Artifacts") -> "Artifacts":
         """Add ``other``'s entries to this one (in place); returns ``self``."""
         self.images.update(other.images)
         self.tables.update(other.tables)
         self.summary.update(other.summary)
+        self.curves.update(other.curves)
         return self
 
 
