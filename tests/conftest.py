@@ -32,6 +32,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _wandb_reachable_again(monkeypatch):
+    """Each test starts with no memory of an unreachable W&B server (itermask.tracking falls back to
+    offline for the rest of a process once an online start failed)."""
+    from itermask import tracking
+
+    monkeypatch.setattr(tracking, "_unreachable", {})
+
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from test_tracking import history, read_wandb_run, records
+
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["train.max_train_examples=400", "evaluation.n_examples=12", "data.eval_batch_size=128"]
 
@@ -76,6 +78,18 @@ def test_train_then_evaluate_multirun(tmp_path, env):
         assert curve["target_prob"].tolist() == pytest.approx(expected["target_prob"])
         assert curve["flip_rate"].tolist() == pytest.approx(expected["flip_rate"])
         assert curve["sufficiency_prob"].isna().all()
+
+        # ... and as history metrics over the masking step (read with `wandb leet inspect --json`)
+        run = read_wandb_run(Path(tables[0]).parents[3])
+        rows = [row for row in history(run) if "masked_fraction" in row]
+        assert [row["masked_fraction"] for row in rows] == pytest.approx(expected["x"])
+        assert [row["curves/gradient/recursive/target_prob"] for row in rows] == pytest.approx(expected["target_prob"])
+        one_shot = result["scores"]["random"]["one_shot"]
+        assert [row["curves/random/one_shot/sufficiency_prob"] for row in rows] == pytest.approx(one_shot["sufficiency_prob"])
+        steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
+        assert steps == sorted(steps)  # the training x-axis never runs backwards
+        assert records(run, "run")[0]["tags"] == ["model:minilm", "dataset:rt_snippets", "saliency:gradient",
+                                                  "masking:mask_token", f"seed:{result['seed']}"]
 
 
 @pytest.mark.slow

@@ -368,10 +368,17 @@ def test_wandb_summary_run_offline(sweep):
     assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 2
 
 
-def test_wandb_failure_keeps_the_local_report(sweep, caplog):
+def test_wandb_failure_keeps_the_local_report(sweep, caplog, monkeypatch):
+    import wandb
+
     report = build_report(sweep)
     written = write_report(report)
-    assert rep.log_report_to_wandb(report, written, mode="no-such-mode") is None
+
+    def broken(**kwargs):
+        raise ConnectionError("no server")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    assert rep.log_report_to_wandb(report, written, mode="offline") is None
     assert "W&B summary run failed" in caplog.text and (sweep / "report.md").is_file()
 
 
@@ -385,11 +392,12 @@ def test_tracking_survives_wandb_failures(caplog):
         def experiment(self):
             raise ConnectionError("no server")
 
-    logger = Broken(project="x", mode="offline")
-    assert tracking.start(logger) is None
+    assert tracking.start(lambda **kw: Broken(project="x", mode="offline"), "offline") is None
     assert "W&B run could not start" in caplog.text
-    tracking.log_evaluation(logger, make_result(0))  # warns, does not raise
-    assert "W&B logging failed" in caplog.text
+    tracking.log_evaluation(Broken(project="x", mode="offline"), make_result(0))  # warns, does not raise
+    assert "logging the evaluation failed" in caplog.text
+    tracking.log_config(Broken(project="x", mode="offline"), make_result(0)["config"])
+    assert "logging the run config failed" in caplog.text
 
 
 # -- results store -------------------------------------------------------------------------------------
@@ -515,13 +523,14 @@ AGENT_ENV = {"WANDB_SWEEP_ID": "abc123", "WANDB_RUN_ID": "run9"}
 
 
 @pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
-def test_wandb_sweep_command_reaches_the_config(sweep_name):
+def test_wandb_sweep_command_reaches_the_config(sweep_name, monkeypatch):
     from omegaconf import OmegaConf
 
     argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(0), AGENT_ENV)
     assert argv[:3] == ["/usr/bin/env", sys.executable, f"{sweep_name}.py"]
     assert not any(a.startswith("--") for a in argv)
-    assert "hydra.run.dir=outputs/wandb_sweeps/abc123/run9" in argv and "logger.group=sweep-abc123" in argv
+    for name, value in AGENT_ENV.items():  # the run's own environment, which Hydra resolves ${oc.env:...} in
+        monkeypatch.setenv(name, value)
     cfg = _compose(*argv[3:], name=sweep_name, hydra=True)
     assert cfg.hydra.run.dir == "outputs/wandb_sweeps/abc123/run9"
     job = OmegaConf.to_container(cfg, resolve=False)
@@ -536,7 +545,7 @@ def test_wandb_sweep_commands_run(tmp_path):
     for sweep_name in ("train", "evaluate"):
         argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
         out = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300, env={**os.environ, "ITERMASK_CACHE": str(tmp_path)})
+                             timeout=300, env={**os.environ, **AGENT_ENV, "ITERMASK_CACHE": str(tmp_path)})
         assert out.returncode == 0, out.stderr[-3000:]
         _check_swept_values(yaml.safe_load(out.stdout), values)
 

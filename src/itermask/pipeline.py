@@ -80,7 +80,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
     data = load_data(settings)
     with tracked(settings) as logger:
         trained = get_or_train(settings, data, logger)
-        evaluation = evaluate(settings, data, trained, logger)
+        evaluation = evaluate(settings, data, trained)
         return record(settings, trained, evaluation, logger) if evaluation is not None else {}
 
 
@@ -119,13 +119,13 @@ def load_data(settings: TrainJobSettings) -> TextClassificationDataModule:
 @contextmanager
 def tracked(settings: TrainJobSettings):
     """The job's tracker run (the Lightning logger, or ``None``) with the resolved config logged; finished
-    on exit, and marked failed when the block raises."""
+    on exit, and marked failed (with the error in its summary) when the block raises."""
     logger = settings.make_logger()
     try:
         tracking.log_config(logger, settings.config)
         yield logger
-    except BaseException:
-        tracking.finish(logger, failed=True)
+    except BaseException as error:
+        tracking.finish(logger, failed=True, error=f"{type(error).__name__}: {error}")
         raise
     tracking.finish(logger)
 
@@ -197,17 +197,19 @@ def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: Mode
     cache.finish(settings.training_key, meta)
 
 
-def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel,
-             logger=None) -> Evaluation | None:
+def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel) -> Evaluation | None:
     """The evaluate stage: load the fine-tuned classifier, make it serve every saliency method (failing
     before any work if one cannot run), then run the analyses in order: accuracy, masking curves,
-    per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a distributed run."""
+    per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a
+    distributed run. Nothing is logged here: the record stage logs the result."""
     classifier = SequenceClassifier(
         pretrained=str(trained.model_dir), num_labels=len(data.label_names), label_names=data.label_names
     )
     # eager attention when a method reads attention weights; every method checks it can run (fail fast)
     prepare_for_saliency(classifier.model, [evaluator.saliency for evaluator in settings.evaluators.values()])
-    trainer = settings.make_trainer(logger=logger if logger is not None else False, inference_mode=False)
+    # no logger: a new trainer's step restarts at 0, which would run the training x-axis backwards; the
+    # accuracies reach the tracker with the result (tracking.log_evaluation)
+    trainer = settings.make_trainer(logger=False, inference_mode=False)
     context = EvaluationContext(settings, data, trained, classifier, trainer)
     evaluation = Evaluation({}, Artifacts())
     for analysis in (AccuracyAnalysis(), MaskingCurvesAnalysis(), PerExampleAnalysis(), *settings.analyses):

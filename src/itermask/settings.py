@@ -261,9 +261,20 @@ def _run_name(cfg: DictConfig) -> str:
     return "-".join(str(p) for p in parts) + f"-seed{cfg.seed}"
 
 
+def _tags(cfg: DictConfig) -> list[str]:
+    """W&B tags of a job: ``model:<name>``, ``dataset:<name>``, (evaluations) ``saliency:<name>`` and
+    ``masking:<name>``, and ``seed:<n>``."""
+    tags = [f"model:{cfg.model.name}", f"dataset:{cfg.dataset.name}"]
+    if "saliency" in cfg:
+        tags += [f"saliency:{cfg.saliency.name}", f"masking:{cfg.masking.name}"]
+    return tags + [f"seed:{cfg.seed}"]
+
+
 def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
     """A function starting the job's Lightning logger from ``cfg.logger`` (``None`` without one), with the
-    run name and the W&B group (one per multirun sweep) filled in."""
+    run name, the W&B group (one per multirun sweep), job type (the task) and tags filled in where the config
+    leaves them ``null``, and ``init_timeout`` passed as W&B's setting of that name. The run falls back to
+    offline logging when an online start fails (:func:`itermask.tracking.start`)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -276,9 +287,14 @@ def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         multirun = hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN
         spec["group"] = tracking.group_name(cfg.task_name, hydra_cfg.sweep.dir if multirun else None)
-    if "name" in spec and spec["name"] is None:
-        spec["name"] = run_name
-    return lambda: tracking.start(hydra.utils.instantiate(spec))
+    filled = {"name": run_name, "job_type": str(cfg.task_name), "tags": _tags(cfg)}
+    spec.update({key: value for key, value in filled.items() if key in spec and spec[key] is None})
+    timeout = spec.pop("init_timeout", None)
+    if timeout is not None:
+        spec["settings"] = {**(spec.get("settings") or {}), "init_timeout": float(timeout)}
+    # _convert_="all": W&B takes plain dicts and lists (settings, tags), not OmegaConf containers
+    return lambda: tracking.start(lambda **overrides: hydra.utils.instantiate(spec, _convert_="all", **overrides),
+                                  spec.get("mode"))
 
 
 def _augmentation(cfg: DictConfig, tokenizer, built: dict, seed: int) -> RandomMaskingAugmentation | None:

@@ -34,12 +34,17 @@ class Artifacts:
         summary: ``{tracker key: number}`` final values for the tracker's run summary.
         files: ``{path relative to the job folder: path}`` files that are part of the result (e.g. the
             per-example tables): kept with it in the results store and restored when it is reused.
+        curves: ``{key prefix: {saliency: {schedule: series}}}`` per-step series for the tracker's history,
+            charted against the masking step: each ``series`` holds ``steps`` (``"fraction"`` or
+            ``"count"``), the grid ``x`` and lists of one value per step
+            (:func:`itermask.tracking.curve_history`).
     """
 
     images: dict[str, Path] = field(default_factory=dict)
     tables: dict[str, tuple[list[str], list[list[Any]]]] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    curves: dict[str, dict] = field(default_factory=dict)
 
     def update(self, other: "Artifacts") -> "Artifacts":
         """Add ``other``'s entries to this one (in place); returns ``self``."""
@@ -47,6 +52,7 @@ class Artifacts:
         self.tables.update(other.tables)
         self.summary.update(other.summary)
         self.files.update(other.files)
+        self.curves.update(other.curves)
         return self
 
 

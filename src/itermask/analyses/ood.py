@@ -234,16 +234,22 @@ class OODAnalysis(Analysis):
 
     @staticmethod
     def _artifacts(section: dict, images: dict[str, Path]) -> Artifacts:
-        """The long table of every statistic (``ood_statistics``), the figures, and as summary values the
+        """The long table of every statistic (``ood_statistics``), the figures, as summary values the
         AUROCs and MaSF share of the final-layer input and of the model, ``ood/<curve>/<statistic>@<x>``
-        (``x``: the step; per-layer values are in the table only)."""
+        (``x``: the step), and the statistics of the final-layer input and of the model as curves over the
+        masking step (``ood/<saliency>/<schedule>/<statistic>``; per-layer values are in the table only)."""
         rows = ood_rows(section)
         summary = {
             f"ood/{curve}/{key}@{x:g}": value
             for curve, _, _, x, key, value in rows
             if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
         }
-        return Artifacts(images=dict(images), tables={"ood_statistics": (list(OOD_COLUMNS), rows)}, summary=summary)
+        curves = {saliency: {schedule: {"steps": stats.get("steps", "fraction"), "x": stats["x"],
+                                        **{k: v for k, v in stats["values"].items() if not k.startswith("layer_")}}
+                             for schedule, stats in by_schedule.items()}
+                  for saliency, by_schedule in section["statistics"].items()}
+        return Artifacts(images=dict(images), tables={"ood_statistics": (list(OOD_COLUMNS), rows)}, summary=summary,
+                         curves={"ood": curves})
 
     def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
         """The figures the stored statistics allow (not the UMAP: no embeddings), the table and summary."""

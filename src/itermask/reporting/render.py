@@ -233,6 +233,10 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
     out = [f"# itermask report: `{sweep.root}`", "",
            f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).", ""]
     out += _headline(report)
+    if sweep.failed:
+        out += ["## Failed jobs", "", f"{len(sweep.failed)} job(s) failed; each folder holds `failed.json` with the "
+                "traceback (also in the job's log). They are not in the tables below.", "",
+                *[f"- {line}" for line in sweep.failed_lines()], ""]
     missing = sweep.missing_lines()
     if missing:
         out += ["## Missing", "", *[f"- {line}" for line in missing], ""]

@@ -202,7 +202,8 @@ class SequenceClassifier(pl.LightningModule):
         masking_augmentation=None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["masking_augmentation"])
+        # logger=False: the run config already holds these settings (itermask.tracking.log_config)
+        self.save_hyperparameters(ignore=["masking_augmentation"], logger=False)
         self.masking_augmentation = masking_augmentation
         self.model = load_classifier(pretrained, num_labels, label_names)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
