@@ -175,33 +175,6 @@ def test_mask_candidates_reproduce_masking_first_flip_count_exactly_when_each_st
         assert differ >= 3
 
 
-def test_mask_candidates_match_masking_on_a_tiny_bert_where_each_step_lowers(tiny_bert, tokenizer):
-    texts = ["a gorgeous , witty , seductive movie .", "the story is lame and the acting worse .",
-             "it is not a good film", "one of the best films of the year"]
-    enc = tokenizer(texts, padding=True, return_tensors="pt")
-    batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
-    special = tokenizer.all_special_ids
-    n = int((batch.attention_mask.sum(1) - 2).max())
-    evaluator = IterativeMaskingEvaluator(GradientSaliency(), MaskToken(tokenizer), None, special,
-                                          schedules=["one_shot"], steps="count", counts=list(range(n + 1)))
-    curves = evaluator.evaluate(tiny_bert, batch)["one_shot"]
-    attack = GreedyAttack(GradientSaliency(), MaskToken(tokenizer), MaskCandidates().bind(tokenizer), special,
-                          budget=1.0)
-    result = attack.attack(tiny_bert, batch)
-    logits = torch.cat([curves.clean_logits[:, None], curves.logits], 1)
-    p = logits.softmax(-1)[torch.arange(len(batch)), :, curves.target]
-    flip = first_flip_count(curves)
-    checked = 0
-    for b in range(len(batch)):
-        stop = int(curves.n_maskable[b]) if math.isnan(flip[b]) else int(flip[b])
-        if all(p[b, j + 2] < p[b, j + 1] - 1e-6 for j in range(stop)):
-            expected = flip[b].item()
-            got = result.n_perturbed[b].item() if result.success[b] else math.nan
-            assert got == expected or (math.isnan(got) and math.isnan(expected))
-            checked += 1
-    assert checked >= 1
-
-
 def test_delete_strategy_as_the_mask_candidate_removes_the_token():
     model = AdditiveModel(WEIGHTS, vocab_size=20)
     attack = GreedyAttack(WeightSaliency(model), Delete(ToyTokenizer()), MaskCandidates().bind(ToyTokenizer()), SPECIAL,
@@ -355,3 +328,48 @@ def test_random_saliency_ranks_the_same_positions_every_time():
                           SPECIAL, budget=1.0)
     first, second = attack.attack(model, CLEAN, example_ids=torch.tensor([7])), attack.attack(model, CLEAN, example_ids=torch.tensor([7]))
     assert torch.equal(first.substituted_ids, second.substituted_ids) and first.queries.item() == second.queries.item()
+
+
+def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_curves(tiny_bert, tokenizer):
+    from types import SimpleNamespace
+
+    from itermask.analyses import EvaluationContext
+    from itermask.core.evaluation import MaskingCurves
+    from itermask.settings import EvaluationSettings
+    from itermask.training.datamodule import TokenCollator
+
+    texts = ["a good movie", "the story is lame and the acting worse .", "fun , fun , fun", "[SEP]"]
+    features = [{**tokenizer(t), "label": i % 2, "example_id": 10 + i} for i, t in enumerate(texts)]
+    loader = [TokenCollator(tokenizer)(features)]
+    strategy = MaskToken(tokenizer)
+    evaluators = {name: IterativeMaskingEvaluator(method, strategy, [0.0, 0.2, 0.5, 1.0], tokenizer.all_special_ids,
+                                                  schedules=["one_shot"])
+                  for name, method in (("gradient", GradientSaliency()), ("random", RandomSaliency(seed=0)))}
+    evaluation = EvaluationSettings("test", None, 0, "fraction", (0.0, 0.2, 0.5, 1.0), (), (0.2, 0.5), None,
+                                    ("one_shot",), "predicted", "probability", True, 64)
+    settings = SimpleNamespace(evaluation=evaluation, evaluators=evaluators, tokenizer=tokenizer, masking=strategy,
+                               model=SimpleNamespace(pretrained="unused"))
+    batch = loader[0]
+    keep = evaluators["gradient"].maskable(batch["tokens"]).any(1)
+    curves = {name: {"one_shot": MaskingCurves.concat([ev.evaluate(tiny_bert, batch["tokens"].index(keep).trim(),
+                                                                    batch["labels"][keep], batch["example_ids"][keep])["one_shot"]])}
+              for name, ev in evaluators.items()}
+    analysis = AttackAnalysis({"name": "embedding_neighbors", "k": 3, "min_similarity": -1.0}, budget=1.0)
+    analysis.source.bind(tokenizer)
+    analysis.word_start = word_start_vocabulary(tokenizer)
+    data = SimpleNamespace(evaluation_dataloader=lambda n, seed, split: loader)
+    context = EvaluationContext(settings, data, None, SimpleNamespace(model=tiny_bert), None, {"curves": curves})
+    output = analysis.run(context)
+    section = output.result["attack"]
+    assert set(section["methods"]) == {"gradient", "random"}
+    for name, entry in section["methods"].items():
+        examples = entry["examples"]
+        assert examples["example_id"] == [10, 11, 12]  # "[SEP]" alone has no maskable token, as in masking
+        assert all(q <= 3 * n for q, n in zip(examples["queries"], examples["n_maskable"]))
+        assert all(len(s) == c for s, c in zip(examples["substitutions"], examples["n_perturbed"]))
+        assert examples["original_text"][0] == "a good movie"
+        assert entry["link"]["n_examples"] == entry["summary"]["n_attacked"] == 3
+    columns, rows = output.artifacts.tables["attack_examples"]
+    assert len(rows) == 6 and columns[:3] == ["saliency", "example_id", "attacked"]
+    assert "attack/gradient/success_rate" in output.artifacts.summary
+    assert analysis.artifacts_from(output.result, None).tables["attack_examples"][1] == rows

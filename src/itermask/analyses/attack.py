@@ -274,6 +274,6 @@ def _example_records(result: AttackResult, tokenizer, strategy: str) -> dict[str
         out["adversarial_text"].append(_display(tokenizer, adversarial.input_ids[row], adversarial.attention_mask[row]))
     for column in ("example_id", "attacked", "success", "n_perturbed", "n_maskable", "k_max", "queries",
                    "clean_prob", "final_prob", "perturbed_fraction"):
-        value = result.perturbed_fraction if column == "perturbed_fraction" else getattr(result, column)
+        value = getattr(result, "example_ids" if column == "example_id" else column)
         out[column] = value.cpu().tolist()
     return out
