@@ -373,3 +373,41 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     assert len(rows) == 6 and columns[:3] == ["saliency", "example_id", "attacked"]
     assert "attack/gradient/success_rate" in output.artifacts.summary
     assert analysis.artifacts_from(output.result, None).tables["attack_examples"][1] == rows
+
+
+# -- the report: attack rows and the rank correlation across saliency methods ------------------------
+
+
+def test_report_rank_correlation_of_faithfulness_and_attack_efficiency(tmp_path):
+    from test_report import make_result, write_sweep
+
+    from itermask.report import build_report, write_report
+
+    # four methods, three seeds; AOPC 0.1, 0.2, 0.3, 0.4 and success rates in the same order except the last two
+    aopc = {"random": 0.1, "gradient": 0.2, "integrated_gradients": 0.3, "occlusion": 0.4}
+    success = {"random": 0.5, "gradient": 0.6, "integrated_gradients": 0.9, "occlusion": 0.8}
+    results, overrides = [], []
+    for method in aopc:
+        for seed in range(3):
+            result = make_result(seed, saliency=method, aopc=aopc[method] + 0.01 * seed, random_aopc=0.1)
+            entry = {"summary": {"success_rate": success[method] + 0.01 * seed, "perturbed_fraction": 0.5 - aopc[method],
+                                 "median_queries": 10.0},
+                     "link": {"masking_flip_rate_at_budget": 0.2, "masking_first_flip_fraction_at_budget": 0.1,
+                              "spearman_tokens_to_flip": 0.4}}
+            result["attack"] = {"settings": {"ranking": "one_shot"}, "methods": {method: entry}}
+            results.append(result)
+            overrides.append([f"seed={seed}", f"saliency={method}"])
+    report = build_report(write_sweep(tmp_path / "sweep", results, overrides))
+    rows = report.summary[report.summary.score == "attack success_rate"]
+    assert sorted(rows.explanation) == sorted(aopc) and rows[rows.explanation == "gradient"]["mean"].item() == pytest.approx(0.61)
+    links = report.attack_links.set_index("efficiency")
+    assert links.loc["attack success_rate", "methods"] == sorted(aopc)
+    assert links.loc["attack success_rate", "spearman_rho"] == pytest.approx(0.8)  # ranks 1 2 3 4 vs 1 2 4 3
+    # |rho| >= 0.8 iff the sum of squared rank differences is <= 2 or >= 18: 1 + 3 + 3 + 1 of the 24 orders
+    assert links.loc["attack success_rate", "p_value"] == pytest.approx(8 / 24)
+    assert links.loc["attack perturbed_fraction", "spearman_rho"] == pytest.approx(-1.0)
+    assert links.loc["attack perturbed_fraction", "p_value"] == pytest.approx(2 / 24)
+    written = write_report(report)
+    markdown = written["report.md"].read_text()
+    assert "## Faithfulness vs attack efficiency" in markdown and "2/4! = 0.0833: a weak test" in markdown
+    assert (tmp_path / "sweep/report_files/attack_links.csv").is_file()

@@ -4,12 +4,13 @@ comparisons of groups that differ only in the model or a swept setting."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from itermask.analyses import ANALYSES
+from itermask.reporting.attack_link import faithfulness_vs_attack
 from itermask.reporting.statistics import compare_samples, seed_interval, spread_ratio
 from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep
 from itermask.storage.cache import config_hash
@@ -80,7 +81,9 @@ class Report:
     ``summary``: one row per group x measure: ``model, dataset, saliency, masking, explanation, schedule,
     score, n, mean, std, ci_low, ci_high, spread_ratio``. ``per_seed``: ``... , seed, job, value``.
     ``comparisons``: ``dataset, saliency, masking, model_a, model_b, explanation, schedule, score, n_a, n_b,
-    mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value``.
+    mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value``. ``attack_links``: across saliency
+    methods, the rank correlation of faithfulness and attack efficiency
+    (:func:`~itermask.reporting.attack_link.faithfulness_vs_attack`; empty without attacks).
     """
 
     sweep: Sweep
@@ -89,6 +92,7 @@ class Report:
     per_seed: pd.DataFrame
     comparisons: pd.DataFrame
     settings: dict
+    attack_links: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def build_report(
@@ -141,7 +145,7 @@ def build_report(
         "dataset", "saliency", "masking", "model_a", "model_b", *MEASURE, "n_a", "n_b", "mean_a", "mean_b",
         "difference", "ci_low", "ci_high", "statistic", "p_value"])
     settings = {"confidence": confidence, "interval": interval, "test": test, "n_resamples": n_resamples, "seed": seed}
-    return Report(sweep, groups, summary, per_seed, comparisons, settings)
+    return Report(sweep, groups, summary, per_seed, comparisons, settings, faithfulness_vs_attack(summary))
 
 
 def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from itermask.reporting.aggregate import GROUP, MEASURE, Report, _curves, _model_pairs
+from itermask.reporting.attack_link import caveat
 from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import FILES, Run
 from itermask.storage.files import write_bytes_atomic, write_text_atomic
@@ -171,6 +172,7 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
             if key.startswith(f"curves::{title}::"):
                 out += [f"![masking curves {title} {key.rsplit('::', 1)[1]}]({path})", ""]
         out += ["<details><summary>per seed</summary>", "", _seed_table(report, label), "", "</details>", ""]
+    out += _attack_section(report)
     if not report.comparisons.empty:
         test = ("Welch's t-test (unequal variances)" if s["test"] == "welch"
                 else f"permutation test of the mean difference ({s['n_resamples']} resamples), bootstrap interval")
@@ -184,6 +186,26 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
                 if key in images:
                     out += [f"![{title}]({images[key]})", ""]
     return "\n".join(out)
+
+
+def _attack_section(report: Report) -> list[str]:
+    """The rank correlation across saliency methods of faithfulness and attack efficiency (none without it)."""
+    links = report.attack_links
+    if links.empty:
+        return []
+    out = ["## Faithfulness vs attack efficiency (across saliency methods)", "",
+           "Spearman's rank correlation, across the saliency methods of a model/dataset/masking, between the "
+           "seed mean of AOPC comprehensiveness and the seed mean of an attack efficiency (success rate: higher "
+           "is more efficient; perturbed fraction of the successful attacks: lower is more efficient), with the "
+           "exact permutation p-value. If faithfulness partly measures how easily the model is attacked along "
+           "the ranking, rho is positive for the success rate and negative for the perturbed fraction. "
+           f"Caveat: {caveat(int(links['n_methods'].max()))}.", ""]
+    rows = [[r.model, r.dataset, r.masking, r.schedule, r.faithfulness, r.efficiency,
+             ", ".join(f"{m} ({_num(f, 3)}, {_num(e, 3)})" for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)),
+             _num(r.spearman_rho, 3), _num(r.p_value, 3)] for r in links.itertuples()]
+    header = ["model", "dataset", "masking", "schedule", "faithfulness", "efficiency", "methods (faithfulness, efficiency)",
+              "rho", "p"]
+    return [*out, _md_table(header, rows), ""]
 
 
 HTML = """<!DOCTYPE html>
@@ -211,7 +233,7 @@ def render_html(markdown: str, title: str) -> str:
 
 def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str, Path]:
     """Write ``report.md``, ``report.html`` and, under ``report_files/``, the PNG plots and the CSV tables
-    (``summary.csv``, ``per_seed.csv``, ``comparisons.csv``), all atomically, into ``out_dir`` (default:
+    (``summary.csv``, ``per_seed.csv``, ``comparisons.csv``, and ``attack_links.csv`` with attacks), all atomically, into ``out_dir`` (default:
     the multirun folder). Returns the written paths by name."""
     out = Path(out_dir) if out_dir is not None else report.sweep.root
     files = out / FILES
@@ -235,7 +257,9 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
         written[name] = write_bytes_atomic(
             files / name, _plot(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report))
         images[f"compare::{label_a[0]}::{label_b[0]}::{'::'.join(label_a[1:])}"] = f"{FILES}/{name}"
-    for name in ("summary", "per_seed", "comparisons"):
+    for name in ("summary", "per_seed", "comparisons", "attack_links"):
+        if name == "attack_links" and report.attack_links.empty:
+            continue
         written[f"{name}.csv"] = write_text_atomic(files / f"{name}.csv", getattr(report, name).to_csv(index=False))
     markdown = render_markdown(report, images)
     written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")

@@ -13,6 +13,12 @@ log = logging.getLogger(__name__)
 __all__ = ["log_report_to_wandb"]
 
 
+def _cells(frame):
+    """``frame`` with W&B-safe cells: NaN as ``None``, lists as text."""
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.map(lambda v: ", ".join(str(x) for x in v) if isinstance(v, list) else v)
+
+
 def log_report_to_wandb(
     report: Report,
     written: dict[str, Path],
@@ -34,8 +40,9 @@ def log_report_to_wandb(
             mode=mode, dir=str(save_dir or report.sweep.root), config={"report": report.settings,
                                                                         "multirun_dir": str(report.sweep.root)},
         )
-        payload = {f"report/{n}": wandb.Table(dataframe=getattr(report, n).astype(object).where(
-            getattr(report, n).notna(), None)) for n in ("summary", "per_seed", "comparisons")}
+        payload = {f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
+                   for n in ("summary", "per_seed", "comparisons", "attack_links")
+                   if not getattr(report, n).empty or n != "attack_links"}
         payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
         run.log(payload)
         summary = {"n_runs": len(report.sweep.runs), "n_missing": len(report.sweep.missing_lines())}
