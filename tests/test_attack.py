@@ -55,7 +55,7 @@ class TableCandidates(CandidateSource):
     def size(self):
         return max(len(v) for v in self.table.values())
 
-    def _candidates(self, batch, positions):
+    def candidates(self, batch, positions):
         out = torch.full((len(positions), self.size), NO_CANDIDATE)
         for row, token in enumerate(batch.input_ids[torch.arange(len(positions)), positions].tolist()):
             ids = self.table.get(token, [])
@@ -411,3 +411,65 @@ def test_report_rank_correlation_of_faithfulness_and_attack_efficiency(tmp_path)
     markdown = written["report.md"].read_text()
     assert "## Faithfulness vs attack efficiency" in markdown and "2/4! = 0.0833: a weak test" in markdown
     assert (tmp_path / "sweep/report_files/attack_links.csv").is_file()
+
+
+# -- bad input through the config: refused in the settings stage, before any data or fine-tuning -------
+
+
+def _compose(*overrides):
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        return compose(config_name="evaluate", overrides=["output_dir=/tmp/unused", *overrides])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["attack=embedding_neighbors", "attack.candidates.name=thesaurus"],
+     r"unknown attack candidate source 'thesaurus': choose from \['embedding_neighbors', 'mask'"),
+    (["attack=mask", "attack.budget=0"], r"attack.budget must lie in \(0, 1\]"),
+    (["attack=mask", "attack.budget=1.2"], r"attack.budget must lie in \(0, 1\]"),
+    (["attack=embedding_neighbors", "attack.candidates.k=0"], "attack.candidates.k must be an integer >= 1, got 0"),
+    (["attack=mask", "attack.ranking=recursive", "evaluation.schedules=[one_shot]"],
+     r"attack.ranking=recursive is compared with the masking curves of that schedule"),
+])
+def test_bad_attack_settings_are_refused_before_any_work(overrides, message, monkeypatch, tmp_path):
+    from itermask import pipeline
+
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
+    with pytest.raises(ValueError, match=message):
+        pipeline.run_evaluate(_compose(*overrides))
+
+
+def test_a_model_without_input_embeddings_is_refused_before_fine_tuning(monkeypatch, tmp_path):
+    from itermask import pipeline
+    from itermask.settings import evaluate_settings
+    from itermask.training import models
+
+    class NoEmbeddings(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            return torch.zeros(len(input_ids), 2)
+
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "classifier_architecture", lambda pretrained: NoEmbeddings())
+    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
+    with pytest.raises(ValueError, match="NoEmbeddings has no input-embedding matrix .* choose attack=mask"):
+        pipeline.run_evaluate(_compose("attack=embedding_neighbors"))
+    settings = evaluate_settings(_compose("attack=mask"))  # the mask source needs no embeddings
+    assert [a.name for a in settings.analyses] == ["attack"]
+
+
+def test_attack_none_leaves_the_results_key_of_runs_without_it():
+    from omegaconf import OmegaConf
+
+    from itermask.storage.store import results_config, results_key
+
+    config = OmegaConf.to_container(_compose(), resolve=True)
+    assert config["attack"] is None and config["analyses"] == ["ood", "attack"]
+    before = {**config, "analyses": ["ood"]}
+    before.pop("attack")  # the config as it was before the attack group existed
+    assert results_key(config) == results_key(before) and "attack" not in results_config(config)
+    assert results_key(OmegaConf.to_container(_compose("attack=mask"), resolve=True)) != results_key(config)

@@ -126,7 +126,7 @@ CANDIDATE_SOURCES: Registry[type["CandidateSource"]] = Registry("attack candidat
 
 class CandidateSource(Registered, TokenizerBound, ABC):
     """Substitution candidates for one position of each of ``R`` inputs. Subclasses set :attr:`name`
-    (registering them in :data:`CANDIDATE_SOURCES`), :attr:`size` and implement :meth:`_candidates`.
+    (registering them in :data:`CANDIDATE_SOURCES`), :attr:`size` and implement :meth:`candidates`.
 
     Class attributes:
         needs_embeddings: the source reads the classifier's input-embedding matrix (checked by
@@ -154,19 +154,15 @@ class CandidateSource(Registered, TokenizerBound, ABC):
         """Read what the source needs from the fine-tuned ``model`` (nothing by default)."""
         self.check(model)
 
+    @abstractmethod
     def candidates(self, batch: TokenBatch, positions: Tensor) -> Tensor:
         """``[R, C]`` long candidates for position ``positions[r]`` (``[R]`` long) of row ``r`` of ``batch``
         (the current, already perturbed ids, ``[R, L]``): token ids, :data:`MASKED` or :data:`NO_CANDIDATE`.
+        Sources that read the tokenizer or the model need :meth:`bind` and :meth:`prepare` first.
 
         Raises:
-            ValueError: if the source is not bound to a tokenizer.
+            ValueError: from a source that was not bound or prepared.
         """
-        self.require_bound()
-        return self._candidates(batch, positions)
-
-    @abstractmethod
-    def _candidates(self, batch: TokenBatch, positions: Tensor) -> Tensor:
-        """:meth:`candidates` of a bound source."""
 
     def describe(self) -> dict:
         """The settings that define the source, for result files."""
@@ -183,7 +179,7 @@ class MaskCandidates(CandidateSource):
     def size(self) -> int:
         return 1
 
-    def _candidates(self, batch, positions):
+    def candidates(self, batch, positions):
         return torch.full((len(positions), 1), MASKED, dtype=torch.long, device=positions.device)
 
 
@@ -247,7 +243,8 @@ class EmbeddingNeighbours(CandidateSource):
             ValueError: before :meth:`prepare`.
         """
         if self.unit is None:
-            raise ValueError("EmbeddingNeighbours needs the classifier's embeddings: call prepare(model) first")
+            raise ValueError("EmbeddingNeighbours needs the tokenizer and the classifier's embeddings: call "
+                             "bind(tokenizer), then prepare(model)")
         new = sorted({int(i) for i in token_ids} - set(self._neighbours))
         if new:
             with torch.inference_mode():
@@ -260,7 +257,7 @@ class EmbeddingNeighbours(CandidateSource):
                 self._neighbours[token] = indices[row][keep].tolist()
         return {int(i): self._neighbours[int(i)] for i in token_ids}
 
-    def _candidates(self, batch, positions):
+    def candidates(self, batch, positions):
         originals = batch.input_ids[torch.arange(len(positions), device=positions.device), positions].tolist()
         found = self.neighbours(originals)
         out = torch.full((len(positions), self.k), NO_CANDIDATE, dtype=torch.long)
