@@ -473,3 +473,17 @@ def test_attack_none_leaves_the_results_key_of_runs_without_it():
     before.pop("attack")  # the config as it was before the attack group existed
     assert results_key(config) == results_key(before) and "attack" not in results_config(config)
     assert results_key(OmegaConf.to_container(_compose("attack=mask"), resolve=True)) != results_key(config)
+
+
+def test_neighbours_are_kept_until_the_embeddings_change(tiny_bert, tokenizer):
+    source = EmbeddingNeighbours(k=3, min_similarity=-1.0).bind(tokenizer)
+    source.prepare(tiny_bert)
+    token = tokenizer.convert_tokens_to_ids("good")
+    before = source.neighbours([token])[token]
+    source.prepare(tiny_bert)
+    assert source._neighbours  # the same weights: the table is kept
+    with torch.no_grad():  # an in-place update (as an optimizer step) moves "good" onto its last neighbour
+        weight = tiny_bert.get_input_embeddings().weight
+        weight[token] = weight[before[-1]] * 2
+    source.prepare(tiny_bert)
+    assert source.neighbours([token])[token][0] == before[-1]

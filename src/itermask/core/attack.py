@@ -209,6 +209,10 @@ class GreedyAttack:
         """Every valid candidate of ``rows`` in one forward: ``([R, C] target probability, +inf where no
         candidate; [R, C] predicted class)``."""
         row, column = torch.nonzero(candidates != NO_CANDIDATE, as_tuple=True)
+        probs = torch.full(candidates.shape, float("inf"), device=batch.device)
+        predicted = torch.full(candidates.shape, -1, dtype=torch.long, device=batch.device)
+        if not len(row):  # no position of these rows has a candidate
+            return probs, predicted
         source = rows[row]
         value, position = candidates[row, column], positions[row]
         line = torch.arange(len(row), device=batch.device)
@@ -216,11 +220,8 @@ class GreedyAttack:
         ids[line, position] = torch.where(value >= 0, value, ids[line, position])
         masked[line, position] |= value == MASKED
         logits = attack_logits(model, self._inputs(batch.index(source), ids, masked).batch, self.chunk_size)
-        probs = torch.full(candidates.shape, float("inf"), device=batch.device)
-        predicted = torch.full(candidates.shape, -1, dtype=torch.long, device=batch.device)
-        if len(row):
-            probs[row, column] = _target_prob(logits, target[source]).to(batch.device)
-            predicted[row, column] = logits.argmax(dim=-1).to(batch.device)
+        probs[row, column] = _target_prob(logits, target[source]).to(batch.device)
+        predicted[row, column] = logits.argmax(dim=-1).to(batch.device)
         return probs, predicted
 
     def attack(self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor | None = None,

@@ -189,7 +189,8 @@ class EmbeddingNeighbours(CandidateSource):
     docstring; TextFooler's synonym extraction in another embedding space).
 
     Neighbours are found with one matrix product per batch of new original ids against the unit-normalised
-    embedding matrix (``[U, D] x [D, V]``), and kept per id. The original token itself, special ids
+    embedding matrix (``[U, D] x [D, V]``), and kept per id until the embedding weights change (:meth:`prepare`
+    on a model whose matrix is another, or was updated in place, starts afresh). The original token itself, special ids
     (``tokenizer.all_special_ids``), sub-word continuations (:func:`word_start_vocabulary`) and reserved
     slots (``[unusedN]``) are never candidates.
 
@@ -213,6 +214,7 @@ class EmbeddingNeighbours(CandidateSource):
         self.k, self.min_similarity = int(k), float(min_similarity)
         self.unit: Tensor | None = None
         self._neighbours: dict[int, list[int]] = {}
+        self._prepared_for: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -230,11 +232,14 @@ class EmbeddingNeighbours(CandidateSource):
     def prepare(self, model) -> None:
         self.require_bound()
         weight = input_embedding_matrix(model, f"attack candidates {self.name!r}").detach()
+        version = (weight.data_ptr(), weight._version, tuple(weight.shape))  # unchanged weights: keep the neighbours
+        if version == self._prepared_for:
+            return
         if weight.shape[0] < len(self.allowed):
             raise ValueError(f"the classifier's input embeddings have {weight.shape[0]} rows, the tokenizer "
                              f"{len(self.allowed)} ids: they do not belong together")
         self.unit = torch.nn.functional.normalize(weight[: len(self.allowed)].float().cpu(), dim=1)
-        self._neighbours = {}
+        self._neighbours, self._prepared_for = {}, version
 
     def neighbours(self, token_ids: list[int]) -> dict[int, list[int]]:
         """``{id: [neighbour ids, nearest first]}`` for ``token_ids`` (at most ``k`` each, possibly none).
