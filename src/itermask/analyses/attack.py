@@ -53,7 +53,7 @@ def attack_summary(examples: dict[str, list]) -> dict[str, Any]:
     ``median_queries`` and ``mean_queries`` (over the attacked examples). NaN where no example qualifies."""
     attacked = [i for i, a in enumerate(examples["attacked"]) if a]
     won = [i for i in attacked if examples["success"][i]]
-    queries = torch.tensor([float(examples["queries"][i]) for i in attacked])
+    queries = torch.tensor([float(examples["queries"][i]) for i in attacked], dtype=torch.float64)
     return {
         "n_attacked": len(attacked),
         "n_skipped_clean_prediction": len(examples["attacked"]) - len(attacked),
