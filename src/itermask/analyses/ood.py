@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import torch
 
-from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext
+from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext, eval_mode
 from itermask.core.evaluation import off_grid
 from itermask.core.representations import Representations, capture_representations
 from itermask.core.tokens import chunked_logits
@@ -163,17 +163,13 @@ class OODAnalysis(Analysis):
     def _fit(self, context: EvaluationContext) -> tuple[OODDetectors, Representations, torch.Tensor]:
         model, data, chunk = context.model, context.data, context.settings.evaluation.chunk_size
         full = self.level == "full"
-        was_training = model.training
-        model.eval()
-        try:
+        with eval_mode(model):
             loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train")
             train, train_labels = collect(model, loader, chunk, hidden_states=full)
             calibration = None
             if self.calibration_split is not None:
                 loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
                 calibration, _ = collect(model, loader, chunk)
-        finally:
-            model.train(was_training)
         detectors = OODDetectors.fit(train, train_labels, calibration, k=self.knn_k, normalize_knn=self.knn_normalize,
                                      covariance=self.covariance, split_seed=self.seed, knn=full)
         left_out = set() if full else {k for k in detectors.missing if k == "masf" or k.endswith("/knn_distance")}

@@ -30,7 +30,8 @@ from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
 from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
 
-__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid", "TARGET_POLICIES"]
+__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid",
+           "saliency_scores", "TARGET_POLICIES"]
 
 TARGET_POLICIES = ("predicted", "gold")
 
@@ -208,6 +209,17 @@ def _gradients_enabled():
         yield
 
 
+def saliency_scores(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
+    """``method``'s ``[B, L]`` scores of ``batch`` for ``target`` (``[B]``), with gradients enabled for the
+    methods that need them even when called under ``torch.no_grad`` or ``torch.inference_mode`` (clones
+    the inputs: inference tensors never reach autograd)."""
+    if not method.needs_gradients:
+        return method.attribute(model, batch, target, example_ids)
+    with _gradients_enabled():
+        batch = batch.map(torch.clone)
+        return method.attribute(model, batch, target.clone(), example_ids.clone())
+
+
 class IterativeMaskingEvaluator:
     """Masks the most salient tokens step by step and records the model's outputs.
 
@@ -286,11 +298,7 @@ class IterativeMaskingEvaluator:
         return maskable_positions(batch, self.special_ids, self.segments)
 
     def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
-        if not self.saliency.needs_gradients:
-            return self.saliency.attribute(model, batch, target, example_ids)
-        with _gradients_enabled():
-            batch = batch.map(torch.clone)  # never hand inference tensors to autograd
-            return self.saliency.attribute(model, batch, target.clone(), example_ids.clone())
+        return saliency_scores(self.saliency, model, batch, target, example_ids)
 
     def _logits(self, model, batch: TokenBatch, collect: bool = False) -> tuple[Tensor, Representations | None]:
         """Logits ``[N, C]`` of ``batch`` in chunks, and its representations if ``collect``."""

@@ -61,9 +61,15 @@ def component_settings(node: Any) -> Any:
 
 
 def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY` and without
-    :data:`IMPLEMENTATION_KEYS`."""
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, without
+    :data:`IMPLEMENTATION_KEYS`, and without the analyses that are off by being null (``attack: null``):
+    their node and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
     out = component_settings(config)
+    if isinstance(out.get("analyses"), list):
+        off = [name for name in out["analyses"] if name in out and out[name] is None]
+        out["analyses"] = [name for name in out["analyses"] if name not in off]
+        for name in off:
+            out.pop(name)
     for dotted in NOT_IN_KEY:
         *parents, leaf = dotted.split(".")
         node: Any = out

@@ -21,7 +21,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_
 from itermask.core.masking import MlmInfill
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "load_mlm_infill", "PretrainedMlmInfill",
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "classifier_architecture", "load_mlm_infill",
+           "PretrainedMlmInfill",
            "SequenceClassifier"]
 
 PACKAGE_PREFIX = "package:"
@@ -93,6 +94,16 @@ def load_classifier(
     if model.config.num_labels != num_labels:
         raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
     return model
+
+
+def classifier_architecture(pretrained: str) -> torch.nn.Module:
+    """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device: its modules
+    without weights (no memory, no loading), to check what a component needs before any fine-tuning."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    with torch.device("meta"):
+        return AutoModelForSequenceClassification.from_config(config)
 
 
 _MLM_ALTERNATIVES = (
