@@ -156,6 +156,7 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
         num_labels=len(data.label_names),
         label_names=data.label_names,
         masking_augmentation=settings.train.augmentation,
+        adversarial_augmentation=settings.train.adversarial,
         **settings.model.optimizer,
     )
     best = ModelCheckpoint(dirpath=entry / "checkpoints", filename="best", monitor="val_acc", mode="max",

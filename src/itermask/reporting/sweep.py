@@ -26,7 +26,7 @@ FILES = "report_files"
 class ReportError(ValueError):
     """A multirun folder that cannot be reported: nothing finished, mixed configurations, bad files."""
 
-__all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "REQUIRED_KEYS", "FILES"]
+__all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "swept_subtrees", "REQUIRED_KEYS", "FILES"]
 
 
 @dataclass
@@ -233,6 +233,13 @@ def _override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def swept_subtrees(key: str) -> tuple[str, ...]:
+    """The config subtrees a swept override key accounts for: the key itself and, for an on/off switch
+    ``<section>.enabled``, its whole section (a disabled section such as ``train.adversarial_augmentation``
+    is left out of the results config, so its other settings appear only in the enabled runs)."""
+    return (key, key[: -len(".enabled")]) if key.endswith(".enabled") else (key,)
+
+
 def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]] | None:
     """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, or
     ``None`` when some differing key was not swept (the runs are mixed by accident)."""
@@ -242,7 +249,8 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
     swept = sorted(k for k in set().union(*by_key) if len({b.get(k) for b in by_key}) > 1)
     if not swept or any(k not in b for k in swept for b in by_key):  # a sweep sets its keys in every job
         return None
-    if not all(any(k == s or k.startswith(s + ".") for s in swept) for k in keys):
+    subtrees = [t for s in swept for t in swept_subtrees(s)]
+    if not all(any(k == t or k.startswith(t + ".") for t in subtrees) for k in keys):
         return None
     return [tuple(b[k] for k in swept) for b in by_key]
 
