@@ -238,7 +238,20 @@ class MaskCandidates(CandidateSource):
         return torch.full((len(positions), 1), MASKED, dtype=torch.long, device=positions.device)
 
 
-class EmbeddingNeighbours(CandidateSource):
+class _TopK(CandidateSource):
+    """A source of at most ``k`` candidates per position (``k`` checked, :attr:`size` is ``k``)."""
+
+    def __init__(self, k: int) -> None:
+        if isinstance(k, bool) or int(k) != k or int(k) < 1:
+            raise ValueError(f"attack.candidates.k must be an integer >= 1, got {k}")
+        self.k = int(k)
+
+    @property
+    def size(self) -> int:
+        return self.k
+
+
+class EmbeddingNeighbours(_TopK):
     """The ``k`` nearest word-initial, non-special tokens to the original token in the classifier's input
     embedding space (cosine similarity), those at least ``min_similarity`` similar (see the module
     docstring; TextFooler's synonym extraction in another embedding space).
@@ -262,17 +275,13 @@ class EmbeddingNeighbours(CandidateSource):
     needs_embeddings = True
 
     def __init__(self, k: int = 20, min_similarity: float = 0.4) -> None:
-        _check_k(k)
+        super().__init__(k)
         if not -1.0 <= float(min_similarity) <= 1.0:
             raise ValueError(f"attack.candidates.min_similarity must lie in [-1, 1] (a cosine), got {min_similarity}")
-        self.k, self.min_similarity = int(k), float(min_similarity)
+        self.min_similarity = float(min_similarity)
         self.unit: Tensor | None = None
         self._neighbours: dict[int, list[int]] = {}
         self._prepared_for: tuple | None = None
-
-    @property
-    def size(self) -> int:
-        return self.k
 
     def describe(self) -> dict:
         return {"name": self.name, "k": self.k, "min_similarity": self.min_similarity}
@@ -319,11 +328,6 @@ class EmbeddingNeighbours(CandidateSource):
         return _padded([found[token] for token in originals], self.k, positions.device)
 
 
-def _check_k(k) -> None:
-    if isinstance(k, bool) or int(k) != k or int(k) < 1:
-        raise ValueError(f"attack.candidates.k must be an integer >= 1, got {k}")
-
-
 def _originals(batch: TokenBatch, positions: Tensor) -> Tensor:
     """``[R]`` the id at ``positions[r]`` of row ``r``."""
     return batch.input_ids[torch.arange(len(positions), device=batch.device), positions.to(batch.device)]
@@ -338,7 +342,7 @@ def _padded(rows: list[list[int]], k: int, device) -> Tensor:
     return out.to(device)
 
 
-class _WholeWordSource(CandidateSource):
+class _WholeWordSource(_TopK):
     """A token-id source that replaces whole words only: a position whose word continues in the next token
     (a WordPiece ``##`` piece; a BPE/SentencePiece piece without the word-start marker that begins with a
     letter or digit) gets no candidate, so that a substitution never glues a new word to the rest of an old
@@ -393,13 +397,9 @@ class SynonymCandidates(_WholeWordSource):
     """
 
     def __init__(self, k: int = 20, lexicon: Lexicon | None = None) -> None:
-        _check_k(k)
-        self.k, self.lexicon = int(k), lexicon
+        super().__init__(k)
+        self.lexicon = lexicon
         self._found: dict[int, list[int]] = {}
-
-    @property
-    def size(self) -> int:
-        return self.k
 
     def describe(self) -> dict:
         return {"name": self.name, "k": self.k}
@@ -467,15 +467,11 @@ class MlmCandidates(_WholeWordSource):
 
     def __init__(self, mlm: torch.nn.Module | None = None, k: int = 20, chunk_size: int = 16,
                  source: str | None = None) -> None:
-        _check_k(k)
+        super().__init__(k)
         if isinstance(chunk_size, bool) or int(chunk_size) < 1:
             raise ValueError(f"attack.candidates.chunk_size must be a positive integer, got {chunk_size}")
         self.mlm = None if mlm is None else mlm.eval().requires_grad_(False)
-        self.k, self.chunk_size, self.mlm_pretrained = int(k), int(chunk_size), source
-
-    @property
-    def size(self) -> int:
-        return self.k
+        self.chunk_size, self.mlm_pretrained = int(chunk_size), source
 
     def describe(self) -> dict:
         return {"name": self.name, "k": self.k, "mlm_pretrained": self.mlm_pretrained}

@@ -255,6 +255,22 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
     return [tuple(b[k] for k in swept) for b in by_key]
 
 
+def _mixed(label: tuple, members: list[Run], contexts: list[dict[str, str]], keys: list[str]) -> str:
+    """The message for runs of one group from different configs: the differing settings (``keys``) and the
+    runs of each variant."""
+    variants: dict[str, list[int]] = {}
+    for i, ctx in enumerate(contexts):
+        variants.setdefault(config_hash(ctx), []).append(i)
+    parts = []
+    for idx in variants.values():
+        settings = ", ".join(f"{k}={contexts[idx[0]].get(k, '<absent>')}" for k in keys[:8])
+        runs_text = ", ".join(f"{members[i].path.parent.name} (seed {members[i].seed})" for i in idx)
+        parts.append(f"[{settings}] in {runs_text}")
+    more = f" (+{len(keys) - 8} more settings)" if len(keys) > 8 else ""
+    return (f"{'/'.join(label)}: runs from {len(variants)} different configs are mixed; they differ in "
+            f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
+
+
 def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
     """Runs by (model, dataset, saliency, masking). Runs with one such label whose configs differ in
     settings swept by the multirun (e.g. ``train.masking_augmentation.enabled=false,true``) form one group
@@ -272,28 +288,22 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
     problems = []
     for label, members in groups.items():
         contexts = _contexts(members)
-        variants: dict[str, list[int]] = {}
-        for i, ctx in enumerate(contexts):
-            variants.setdefault(config_hash(ctx), []).append(i)
-        name = "/".join(label)
         keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
-        swept = _swept_variants(members, keys) if len(variants) > 1 else None
-        if swept is not None:
-            for run, variant in zip(members, swept):
-                run.variant = variant
-                split.setdefault(run.label, []).append(run)
+        swept = _swept_variants(members, keys) if keys else None
+        if swept is None:
+            split[label] = members
+            if keys:
+                problems.append(_mixed(label, members, contexts, keys))
             continue
-        split[label] = members
-        if len(variants) > 1:
-            parts = []
-            for idx in variants.values():
-                settings = ", ".join(f"{k}={contexts[idx[0]].get(k, '<absent>')}" for k in keys[:8])
-                runs_text = ", ".join(f"{members[i].path.parent.name} (seed {members[i].seed})" for i in idx)
-                parts.append(f"[{settings}] in {runs_text}")
-            more = f" (+{len(keys) - 8} more settings)" if len(keys) > 8 else ""
-            problems.append(f"{name}: runs from {len(variants)} different configs are mixed; they differ in "
-                            f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
-            continue
+        for run, variant in zip(members, swept):
+            run.variant = variant
+            split.setdefault(run.label, []).append(run)
+        for variant_label in {run.label for run in members}:  # within a swept value every setting agrees
+            variant_runs = split[variant_label]
+            variant_contexts = _contexts(variant_runs)
+            if differing := sorted(k for k in set().union(*variant_contexts)
+                                   if len({c.get(k) for c in variant_contexts}) > 1):
+                problems.append(_mixed(variant_label, variant_runs, variant_contexts, differing))
     for label, members in split.items():
         seeds: dict[int, list[Run]] = {}
         for run in members:
