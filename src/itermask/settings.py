@@ -31,11 +31,13 @@ from itermask.core.tokens import segment_list
 from itermask.storage.cache import config_hash
 from itermask.storage.store import component_settings, results_key
 from itermask.training.augmentation import RandomMaskingAugmentation
-from itermask.training.models import load_tokenizer
-from itermask.training.sources import DataSource
+from itermask.training.models import load_model_config, load_tokenizer
+from itermask.training.sources import REPAIR_SWITCHES, DataSource
+from itermask.validation import QUANTITIES, SettingsError, check_config, check_max_length, check_seed_value
 
 __all__ = [
     "check_seed",
+    "plain",
     "ModelSettings",
     "DataSettings",
     "TrainSettings",
@@ -49,22 +51,29 @@ __all__ = [
     "build",
 ]
 
-QUANTITIES = ("probability", "logit")
+def plain(node: DictConfig) -> Any:
+    """A config node as plain containers, interpolations resolved and enum values (the ``evaluation`` schema's
+    choices) as their names: what keys hash and results record."""
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
 
 
 def check_seed(cfg: DictConfig) -> int:
     """``cfg.seed`` as an int.
 
     Raises:
-        ValueError: if the seed is missing (``seed=null``) or not an integer."""
+        ValueError: if the seed is missing (``seed=null``), not an integer, or outside NumPy's range
+            ``[0, 2**32 - 1]``."""
     seed = cfg.get("seed")
     message = f"seed must be set to an integer (seed=0 is a valid seed), got seed={seed!r}"
     if seed is None or isinstance(seed, bool) or isinstance(seed, float) and not seed.is_integer():
         raise ValueError(message)
     try:
-        return int(seed)
+        seed = int(seed)
     except (TypeError, ValueError):
         raise ValueError(message) from None
+    if (problem := check_seed_value("seed", seed)) is not None:
+        raise SettingsError([problem])
+    return seed
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,8 @@ class EvaluationSettings:
     """The masking evaluation (``evaluation``): which examples, which steps, what is compared.
 
     ``grid`` is the masking fractions (``steps="fraction"``) or token counts (``steps="count"``);
-    ``segments`` is ``None`` (every segment) or a list of segment ids."""
+    ``segments`` is ``None`` (every segment) or a list of segment ids; ``aopc_bins`` is ``None`` when AOPC over
+    bins is skipped (``evaluation.aopc_bins=null``)."""
 
     split: str
     n_examples: int | None
@@ -113,7 +123,7 @@ class EvaluationSettings:
     steps: str
     fractions: tuple[float, ...]
     counts: tuple[int, ...]
-    aopc_bins: tuple[float, ...]
+    aopc_bins: tuple[float, ...] | None
     segments: list[int] | None
     schedules: tuple[str, ...]
     target: str | int
@@ -123,24 +133,29 @@ class EvaluationSettings:
 
     @classmethod
     def from_config(cls, node: DictConfig) -> "EvaluationSettings":
-        """Read ``cfg.evaluation``.
+        """Read ``cfg.evaluation`` (typed by :class:`itermask.validation.EvaluationSchema` at composition; the
+        numbers are checked by :func:`itermask.validation.check_config`).
 
         Raises:
             ValueError: for an unknown quantity, AOPC bins off a fraction grid, or bad segments.
         """
-        e = OmegaConf.to_container(node, resolve=True)
+        e = plain(node)
         if e["quantity"] not in QUANTITIES:
             raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {e['quantity']!r}")
+        bins = e["aopc_bins"]
         settings = cls(
             split=e["split"], n_examples=e["n_examples"], subset_seed=int(e["subset_seed"]), steps=e["steps"],
-            fractions=tuple(e["fractions"]), counts=tuple(e["counts"]), aopc_bins=tuple(e["aopc_bins"]),
+            fractions=tuple(e["fractions"]), counts=tuple(e["counts"]),
+            aopc_bins=None if bins is None else tuple(bins),
             segments=segment_list(e["segments"]), schedules=tuple(e["schedules"]), target=e["target"],
             quantity=e["quantity"], compare_random=bool(e["compare_random"]), chunk_size=int(e["chunk_size"]),
         )
-        if settings.steps == "fraction" and (off := off_grid(settings.aopc_bins, settings.fractions)):
+        if settings.steps == "fraction" and settings.aopc_bins and (
+            off := off_grid(settings.aopc_bins, settings.fractions)
+        ):
             raise ValueError(
                 f"evaluation.aopc_bins {off} are not among evaluation.fractions {list(settings.fractions)}: "
-                "add them to the fractions or change evaluation.aopc_bins"
+                "add them to the fractions or change evaluation.aopc_bins (null: no AOPC)"
             )
         return settings
 
@@ -217,7 +232,7 @@ def build(node: DictConfig | dict, **kwargs):
     Raises:
         ValueError, OSError: the component's own error for a bad setting (not wrapped by Hydra).
     """
-    spec = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    spec = plain(node) if isinstance(node, DictConfig) else dict(node)
     spec.pop("name", None)
     try:
         return hydra.utils.instantiate(spec, _convert_="all", **kwargs)
@@ -230,7 +245,7 @@ def build(node: DictConfig | dict, **kwargs):
 def _bound(node: DictConfig, tokenizer, built: dict):
     """The component of ``node`` bound to ``tokenizer``, built once per distinct config (``built`` caches
     them: the evaluation's masking strategy and masked fine-tuning's are one object, so an MLM loads once)."""
-    key = config_hash(OmegaConf.to_container(node, resolve=True))
+    key = config_hash(plain(node))
     if key not in built:
         built[key] = build(node).bind(tokenizer)
     return built[key]
@@ -271,7 +286,7 @@ def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
 
     if cfg.get("logger") is None:
         return lambda: None
-    spec = OmegaConf.to_container(cfg.logger, resolve=True)
+    spec = plain(cfg.logger)
     if "group" in spec and spec["group"] is None:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         multirun = hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN
@@ -293,20 +308,24 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed), from
     the config alone (``source``: the built data source, built here when not given).
-    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key.
+    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key; the data
+    sources' repair switches (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job
+    fails on data they would repair, so the data of a finished job are the same either way.
 
     Raises:
         ValueError: for a missing or non-integer seed."""
     seed = check_seed(cfg)
     source = build(cfg.dataset.source) if source is None else source
     fingerprint = data_fingerprint(source, cfg.model.pretrained)
-    train = component_settings(OmegaConf.to_container(cfg.train, resolve=True))
+    train = component_settings(plain(cfg.train))
     if not (train.get("masking_augmentation") or {}).get("enabled", False):
         train.pop("masking_augmentation", None)
+    source_settings = component_settings(plain(cfg.dataset.source))
+    for switch in REPAIR_SWITCHES:
+        source_settings.pop(switch, None)
     payload = {
-        "model": component_settings(OmegaConf.to_container(cfg.model, resolve=True)),
-        "dataset": {"name": cfg.dataset.name,
-                    "source": component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))},
+        "model": component_settings(plain(cfg.model)),
+        "dataset": {"name": cfg.dataset.name, "source": source_settings},
         "data_files": fingerprint,
         "train": train,
         "precision": str(cfg.trainer.get("precision", "32-true")),
@@ -316,20 +335,26 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
 
 
 def _job_fields(cfg: DictConfig, built: dict) -> dict:
-    """The fields of :class:`TrainJobSettings` (tokenizer loaded, data source and masking strategy built)."""
+    """The fields of :class:`TrainJobSettings` (tokenizer loaded, data source and masking strategy built),
+    after every numeric setting has been checked (:func:`itermask.validation.check_config`, before the
+    tokenizer loads) and ``model.max_length`` against the tokenizer and the model's config."""
     started_at = time.time()
     seed = check_seed(cfg)
+    config = plain(cfg)
+    check_config(config)
     tokenizer = load_tokenizer(cfg.model.pretrained)
     source = build(cfg.dataset.source)
+    check_max_length(int(cfg.model.max_length), tokenizer, load_model_config(cfg.model.pretrained),
+                     str(cfg.model.pretrained), pairs=bool(getattr(source, "text_pair_column", None)))
     key, payload = training_key(cfg, source)
     finetune = cfg.model.finetune
-    trainer_spec = OmegaConf.to_container(cfg.trainer, resolve=True)
+    trainer_spec = plain(cfg.trainer)
     every = cfg.train.get("checkpoint_every_n_steps")
     return dict(
         task_name=str(cfg.task_name), seed=seed, cache_dir=Path(str(cfg.cache_dir)).expanduser(),
         output_dir=Path(str(cfg.output_dir)), tokenizer=tokenizer,
         model=ModelSettings(cfg.model.name, str(cfg.model.pretrained), int(cfg.model.max_length),
-                            int(finetune.batch_size), OmegaConf.to_container(finetune.optimizer, resolve=True)),
+                            int(finetune.batch_size), plain(finetune.optimizer)),
         data=DataSettings(cfg.dataset.name, source, int(cfg.data.eval_batch_size), int(cfg.data.num_workers),
                           cfg.train.max_train_examples),
         train=TrainSettings(bool(cfg.train.keep_lightning_checkpoints), int(every) if every else None,
@@ -339,7 +364,7 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
         training_key=key, training_payload=payload,
         make_trainer=lambda **overrides: hydra.utils.instantiate(trainer_spec, **overrides),
         make_logger=_make_logger(cfg, _run_name(cfg)),
-        config=OmegaConf.to_container(cfg, resolve=True),
+        config=config,
         run_name=_run_name(cfg),
         started_at=started_at,
     ), payload["data_files"]

@@ -41,6 +41,10 @@ NOT_IN_KEY = (
     "trainer.enable_checkpointing",
     "saliency.internal_batch_size",
     "masking.chunk_size",
+    # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
+    # rows they repair, so the data of a finished job are the same either way
+    "dataset.source.drop_missing_labels",
+    "dataset.source.convert_texts",
 )
 
 
