@@ -3,7 +3,9 @@ settings that determine them, so a re-run multirun (a new timestamped sweep fold
 already finished.
 
 Layout: ``<cache_dir>/results/<key>.json``, each written atomically after the job's own
-``results.json``: a file that exists is complete. What does not change a result (output and cache
+``results.json``, holding the result and the SHA-256 of its canonical JSON (:func:`result_checksum`). A file
+that cannot be read or whose checksum does not match is moved into ``results/damaged/`` with a warning and
+the job recomputed. What does not change a result (output and cache
 folders, the logger, worker counts, chunk sizes, checkpointing frequency) is left out of the key
 (:data:`NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result.
 """
@@ -11,16 +13,19 @@ folders, the logger, worker counts, chunk sizes, checkpointing frequency) is lef
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from itermask.storage.cache import config_hash
-from itermask.storage.files import read_json, write_json_atomic
+from itermask.storage.files import move_aside, read_json, to_jsonable, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "ResultStore"]
+__all__ = ["NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "result_checksum",
+           "ResultStore"]
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -84,8 +89,15 @@ def results_key(config: dict) -> str:
     return config_hash(results_config(config))
 
 
+def result_checksum(result: dict) -> str:
+    """Hex SHA-256 of a result's canonical JSON (keys sorted, no spaces; NaN as ``null``): what the results
+    store records with a result and checks when reading it back."""
+    text = json.dumps(to_jsonable(result), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class ResultStore:
-    """Finished results under ``<root>/results/<key>.json``.
+    """Finished results under ``<root>/results/<key>.json`` (``{"sha256": ..., "result": {...}}``).
 
     Args:
         root: the cache directory (``cfg.cache_dir``); created on demand.
@@ -98,17 +110,35 @@ class ResultStore:
         return self.root / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
-        """The stored result for ``key``, or ``None`` if no finished result exists."""
+        """The stored result for ``key``, or ``None`` if there is none. A stored file that cannot be read, is not
+        a stored result or does not match its checksum is moved into ``results/damaged/`` with a warning naming
+        it, and ``None`` returned (the job is recomputed); it is never used."""
         path = self.path(key)
-        return read_json(path) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            stored = read_json(path)
+            if not isinstance(stored, dict) or not isinstance(stored.get("result"), dict) or "sha256" not in stored:
+                problem = "not a stored result with a checksum"
+            elif result_checksum(stored["result"]) != stored["sha256"]:
+                problem = "its result does not match the checksum recorded when it was written"
+            else:
+                return stored["result"]
+        except (OSError, ValueError) as error:  # ValueError: not JSON (cut, emptied, zeroed)
+            problem = f"cannot be read ({type(error).__name__}: {error})"
+        moved = move_aside(path, self.root / "damaged")
+        log.warning("stored result %s is damaged (%s): moved it to %s; the job will be recomputed", path, problem, moved)
+        return None
 
     def put(self, key: str, result: dict) -> Path:
-        """Store ``result`` atomically under ``key``; returns the file written."""
-        return write_json_atomic(self.path(key), result)
+        """Store ``result`` atomically under ``key`` with its checksum; returns the file written."""
+        result = to_jsonable(result)
+        return write_json_atomic(self.path(key), {"sha256": result_checksum(result), "result": result})
 
     def reuse(self, key: str, output_dir: str | Path) -> dict | None:
-        """If a result for ``key`` exists, write it (atomically) as ``<output_dir>/results.json`` with
-        ``reused_from`` set to the store file, log that the job is skipped, and return it; else ``None``."""
+        """If an intact result for ``key`` exists (:meth:`get`), write it (atomically) as
+        ``<output_dir>/results.json`` with ``reused_from`` set to the store file, log that the job is skipped,
+        and return it; else ``None``."""
         result = self.get(key)
         if result is None:
             return None
