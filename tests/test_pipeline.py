@@ -1,5 +1,6 @@
 """Configs, seeding, the checkpoint cache and result files (fast; no training)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -99,8 +100,13 @@ def test_cache_entry_complete_only_after_finish(tmp_path):
 
         with pytest.raises(Timeout):  # a second job waits for the lock
             CheckpointCache(tmp_path / "cache", lock_timeout=0.1).lock("k").acquire()
+    (cache.entry("k") / "model").mkdir(parents=True)
+    (cache.entry("k") / "model" / "config.json").write_text("{}")
     cache.finish("k", {"val_acc": 0.5})
-    assert cache.meta("k") == {"val_acc": 0.5}
+    assert cache.meta("k") == cache.reusable("k") == {
+        "val_acc": 0.5,
+        "files": {"model/config.json": {"bytes": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}},
+    }
 
 
 def test_write_json_atomic_leaves_nothing_half_written(tmp_path):
