@@ -174,7 +174,7 @@ def run(script: str, args: list[str], work: Path, env: dict, timeout: int) -> di
     seconds = time.time() - start
     (work / "console.txt").write_text(text)
     return {"rc": rc, "seconds": round(seconds, 1), "fine_tuning_started": bool(FINE_TUNING.search(text)),
-            "message": message(text, rc)}
+            "message": message(text, rc), "console": str(work / "console.txt")}
 
 
 def message(text: str, rc) -> str:
@@ -187,8 +187,12 @@ def message(text: str, rc) -> str:
     for i, line in enumerate(lines):
         if line.startswith("Error merging override") or line.startswith("Could not"):
             return " ".join(lines[i:i + 2])
-    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
-    last = errors[-1] if errors else (lines[-1] if lines else "")
+    errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
+    if not errors:
+        return lines[-1] if lines else ""
+    last = lines[errors[-1]]
+    if count := re.search(r"(\d+) invalid settings:$", last):  # a SettingsError lists one problem per line
+        last += " " + "; ".join(lines[errors[-1] + 1:errors[-1] + 1 + int(count.group(1))])
     return re.sub(r"^[\w.]+\.(\w+(Error|Exception))", r"\1", last)
 
 

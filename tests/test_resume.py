@@ -160,3 +160,44 @@ def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(tmp_path, tiny_m
     assert trained.meta["resumed"] is None
     assert [p.name.startswith(f"{settings.training_key}-checkpoints-") for p in (tmp_path / "cache/damaged").iterdir()] == [True]
     assert _same(_weights(uninterrupted), _weights(trained))  # started over: the same model
+
+
+@pytest.mark.slow
+def test_train_py_killed_with_sigkill_after_a_step_checkpoint_resumes_to_the_same_model(tmp_path, tiny_model_dir):
+    """The real thing: ``train.py`` killed (SIGKILL) right after its first step checkpoint, run again, ends with
+    the model of an uninterrupted run (one epoch: the exported model is the final one)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/validation.csv", keep_default_na=False).head(240)
+    rows.to_csv(tmp_path / "d.csv", index=False)
+    args = [sys.executable, "train.py", f"model.pretrained={tiny_model_dir}", "model.max_length=32",
+            "model.finetune.batch_size=4", "model.finetune.max_epochs=1", "dataset=csv",
+            f"dataset.source.path={tmp_path / 'd.csv'}", "train.max_train_examples=null",
+            "train.checkpoint_every_n_steps=5", "logger=csv", "trainer.accelerator=cpu"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+    def train(cache, run, kill=False):
+        command = [*args, f"hydra.run.dir={tmp_path / run}"]
+        process = subprocess.Popen(command, cwd=ROOT, env={**env, "ITERMASK_CACHE": str(cache)},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while kill and process.poll() is None and not list(cache.glob("*/checkpoints/last.ckpt")):
+            time.sleep(0.02)
+        if kill:
+            process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=900) == (-signal.SIGKILL if kill else 0)
+        return next(p for p in cache.iterdir() if p.is_dir() and len(p.name) == 16)
+
+    reference = train(tmp_path / "a", "a")
+    entry = train(tmp_path / "b", "b1", kill=True)
+    assert (entry / "checkpoints" / "last.ckpt").is_file() and not (entry / "meta.json").exists()
+    entry = train(tmp_path / "b", "b2")
+    meta = json.loads((entry / "meta.json").read_text())
+    assert meta["resumed"]["exact"] and meta["resumed"]["global_step"] % 5 == 0
+    assert json.loads((reference / "meta.json").read_text())["resumed"] is None
+    expected, got = (load_file(str(e / "model" / "model.safetensors")) for e in (reference, entry))
+    assert _same(expected, got)

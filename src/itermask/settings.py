@@ -232,7 +232,7 @@ def build(node: DictConfig | dict, **kwargs):
     Raises:
         ValueError, OSError: the component's own error for a bad setting (not wrapped by Hydra).
     """
-    spec = plain(node) if isinstance(node, DictConfig) else dict(node)
+    spec = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
     spec.pop("name", None)
     try:
         return hydra.utils.instantiate(spec, _convert_="all", **kwargs)
@@ -245,7 +245,7 @@ def build(node: DictConfig | dict, **kwargs):
 def _bound(node: DictConfig, tokenizer, built: dict):
     """The component of ``node`` bound to ``tokenizer``, built once per distinct config (``built`` caches
     them: the evaluation's masking strategy and masked fine-tuning's are one object, so an MLM loads once)."""
-    key = config_hash(plain(node))
+    key = config_hash(OmegaConf.to_container(node, resolve=True))
     if key not in built:
         built[key] = build(node).bind(tokenizer)
     return built[key]
@@ -286,7 +286,7 @@ def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
 
     if cfg.get("logger") is None:
         return lambda: None
-    spec = plain(cfg.logger)
+    spec = OmegaConf.to_container(cfg.logger, resolve=True)
     if "group" in spec and spec["group"] is None:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         multirun = hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN
@@ -317,14 +317,14 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     seed = check_seed(cfg)
     source = build(cfg.dataset.source) if source is None else source
     fingerprint = data_fingerprint(source, cfg.model.pretrained)
-    train = component_settings(plain(cfg.train))
+    train = component_settings(OmegaConf.to_container(cfg.train, resolve=True))
     if not (train.get("masking_augmentation") or {}).get("enabled", False):
         train.pop("masking_augmentation", None)
-    source_settings = component_settings(plain(cfg.dataset.source))
+    source_settings = component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))
     for switch in REPAIR_SWITCHES:
         source_settings.pop(switch, None)
     payload = {
-        "model": component_settings(plain(cfg.model)),
+        "model": component_settings(OmegaConf.to_container(cfg.model, resolve=True)),
         "dataset": {"name": cfg.dataset.name, "source": source_settings},
         "data_files": fingerprint,
         "train": train,
@@ -348,13 +348,13 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
                      str(cfg.model.pretrained), pairs=bool(getattr(source, "text_pair_column", None)))
     key, payload = training_key(cfg, source)
     finetune = cfg.model.finetune
-    trainer_spec = plain(cfg.trainer)
+    trainer_spec = OmegaConf.to_container(cfg.trainer, resolve=True)
     every = cfg.train.get("checkpoint_every_n_steps")
     return dict(
         task_name=str(cfg.task_name), seed=seed, cache_dir=Path(str(cfg.cache_dir)).expanduser(),
         output_dir=Path(str(cfg.output_dir)), tokenizer=tokenizer,
         model=ModelSettings(cfg.model.name, str(cfg.model.pretrained), int(cfg.model.max_length),
-                            int(finetune.batch_size), plain(finetune.optimizer)),
+                            int(finetune.batch_size), OmegaConf.to_container(finetune.optimizer, resolve=True)),
         data=DataSettings(cfg.dataset.name, source, int(cfg.data.eval_batch_size), int(cfg.data.num_workers),
                           cfg.train.max_train_examples),
         train=TrainSettings(bool(cfg.train.keep_lightning_checkpoints), int(every) if every else None,
