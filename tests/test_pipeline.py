@@ -211,7 +211,7 @@ def test_settings_checked_before_any_work(tokenizer):
 def test_missing_or_non_integer_seed_is_refused_before_any_work(seed, monkeypatch, tmp_path):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     for run in (pipeline.run_evaluate, pipeline.run_train):
-        with pytest.raises(ValueError, match="seed must be set to an integer"):
+        with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 4294967295\] \(NumPy's seed range\)"):
             run(_compose(f"seed={seed}"))
     assert not (tmp_path / "cache").exists()
     assert check_seed(_compose("seed=0")) == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -150,6 +151,8 @@ class EvaluationSettings:
             segments=segment_list(e["segments"]), schedules=tuple(e["schedules"]), target=e["target"],
             quantity=e["quantity"], compare_random=bool(e["compare_random"]), chunk_size=int(e["chunk_size"]),
         )
+        with _naming(f"evaluation.target={settings.target}"):
+            check_target_policy(settings.target)
         if settings.steps == "fraction" and settings.aopc_bins and (
             off := off_grid(settings.aopc_bins, settings.fractions)
         ):
@@ -211,8 +214,10 @@ class EvaluateSettings(TrainJobSettings):
         Raises:
             ValueError: naming the setting."""
         e = self.evaluation
-        check_target_policy(e.target, len(data.label_names))
-        data.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
+        with _naming(f"evaluation.target={e.target}"):
+            check_target_policy(e.target, len(data.label_names))
+        with _naming(f"evaluation.split={e.split}"):
+            data.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
         if e.segments is not None and not data.has_text_pairs and e.segments != [0]:
             raise ValueError(
                 f"evaluation.segments={e.segments}, but {self.data.name} has single texts (segment 0 only); "
@@ -220,6 +225,17 @@ class EvaluateSettings(TrainJobSettings):
             )
         for analysis in self.analyses:
             analysis.check_data(data)
+
+
+@contextmanager
+def _naming(option: str):
+    """Prefix the message of a ``ValueError`` raised inside with the option it is about (``option: ...``)."""
+    try:
+        yield
+    except SettingsError:
+        raise
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}") from error
 
 
 # -- building -----------------------------------------------------------------------------------------
@@ -339,9 +355,9 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
     after every numeric setting has been checked (:func:`itermask.validation.check_config`, before the
     tokenizer loads) and ``model.max_length`` against the tokenizer and the model's config."""
     started_at = time.time()
-    seed = check_seed(cfg)
     config = plain(cfg)
-    check_config(config)
+    check_config(config)  # every bad number and seed at once, the seed included
+    seed = check_seed(cfg)
     tokenizer = load_tokenizer(cfg.model.pretrained)
     source = build(cfg.dataset.source)
     check_max_length(int(cfg.model.max_length), tokenizer, load_model_config(cfg.model.pretrained),
