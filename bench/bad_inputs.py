@@ -2,9 +2,10 @@
 and tabulates what happened: exit code, seconds until the process ended, whether fine-tuning had started,
 and the last error (or repair) line. No assertions: the table is the result (issue 17).
 
-    python bench/bad_inputs.py [--out DIR] [--only NAME ...] [--skip-caches] [--timeout 600]
+    python bench/bad_inputs.py [--out DIR] [--only NAME ...] [--update] [--skip-caches] [--timeout 600]
 
-Writes ``<out>/bad_inputs.md`` and ``<out>/bad_inputs.json``. Every run gets its own cache
+Writes ``<out>/bad_inputs.md`` and ``<out>/bad_inputs.json`` (``--update`` re-runs the ``--only`` cases into
+an earlier table). Every run gets its own cache
 (``ITERMASK_CACHE``), output folder and the CSV logger; the bad data files are written into ``<out>/data``.
 Bad settings should fail before fine-tuning with a message naming the option; the cases a documented switch
 repairs (``dataset.source.drop_missing_labels``, ``dataset.source.convert_texts``) should finish with a
@@ -183,9 +184,10 @@ def message(text: str, rc) -> str:
     if rc == 0:
         notes = [match.group(0) for pattern in (REPAIR, DAMAGED) for match in pattern.finditer(text)]
         return " | ".join(notes) or "(no error)"
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.startswith("Set the environment variable HYDRA_FULL_ERROR")]
     for i, line in enumerate(lines):
-        if line.startswith("Error merging override") or line.startswith("Could not"):
+        if line.startswith("Error merging override") or "Could not find" in line:
             return " ".join(lines[i:i + 2])
     errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
     if not errors:
@@ -262,6 +264,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="run only the cases whose name contains one of these")
     parser.add_argument("--skip-caches", action="store_true", help="skip the damaged-cache cases")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    parser.add_argument("--update", action="store_true",
+                        help="replace the rows of the cases run in <out>/bad_inputs.json, keep the others")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
@@ -284,6 +288,10 @@ def main() -> None:
             print(f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "
                   f"{row['message'][:160]}", flush=True)
     load = os.getloadavg()
+    if args.update and (args.out / "bad_inputs.json").is_file():
+        new = {row["case"]: row for row in rows}
+        old = json.loads((args.out / "bad_inputs.json").read_text())["rows"]
+        rows = [new.pop(row["case"], row) for row in old] + list(new.values())
     (args.out / "bad_inputs.json").write_text(json.dumps({"load_average": load, "rows": rows}, indent=2))
     (args.out / "bad_inputs.md").write_text(f"Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}\n\n"
                                             + table(rows))
