@@ -16,13 +16,13 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
 from itermask.core.masking import MlmInfill
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "classifier_architecture", "load_mlm_infill",
-           "PretrainedMlmInfill",
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_model_config", "load_classifier", "classifier_architecture",
+           "load_mlm_infill", "PretrainedMlmInfill",
            "SequenceClassifier"]
 
 PACKAGE_PREFIX = "package:"
@@ -65,6 +65,17 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
 def load_tokenizer(pretrained: str):
     """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`)."""
     return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
+
+
+def load_model_config(pretrained: str):
+    """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
+
+    Raises:
+        ValueError: if no config can be read (naming ``model.pretrained``)."""
+    try:
+        return AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
 
 
 def load_classifier(
