@@ -171,6 +171,8 @@ class RowForwards:
         representations: also capture :class:`Representations` (needs a Hugging Face classifier, see
             :func:`capture_representations`).
         deduplicate: compute identical rows once (``False``: every row is computed, still length-bucketed).
+        forward_overhead: the cost of one more forward in tokens when choosing chunks (``None``: by device,
+            :data:`FORWARD_OVERHEAD_TOKENS`); see :func:`length_chunks`.
 
     Raises:
         ValueError: if ``token_budget`` is not positive; on the first call with ``representations``, if the
@@ -178,13 +180,15 @@ class RowForwards:
     """
 
     def __init__(self, model: torch.nn.Module, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                 representations: bool = False, deduplicate: bool = True) -> None:
+                 representations: bool = False, deduplicate: bool = True,
+                 forward_overhead: int | None = None) -> None:
         if token_budget <= 0:
             raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.model = model
         self.token_budget = int(token_budget)
         self.collect = representations
         self.deduplicate = deduplicate
+        self.forward_overhead = forward_overhead
         self.stats = ForwardStats()
         self._known: dict[bytes, int] = {}
         self._outputs: list[RowOutputs] = []  # computed rows, in order of computation
@@ -225,7 +229,7 @@ class RowForwards:
 
     def _compute(self, rows: TokenBatch, lengths: Tensor) -> None:
         """Run ``rows`` (all new) in length chunks and append their outputs, in row order."""
-        chunks = length_chunks(lengths, self.token_budget)
+        chunks = length_chunks(lengths, self.token_budget, self.forward_overhead)
         logits, records = [], []
         with torch.inference_mode():
             capture = capture_representations(self.model) if self.collect else _NoCapture()
@@ -268,7 +272,8 @@ class _NoCapture:
 
 
 def row_outputs(model: torch.nn.Module, batch: TokenBatch, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                representations: bool = False, deduplicate: bool = True) -> RowOutputs:
+                representations: bool = False, deduplicate: bool = True,
+                forward_overhead: int | None = None) -> RowOutputs:
     """Logits ``[N, C]`` (and :class:`Representations` ``[N, ...]`` if ``representations``) of every row of
     ``batch``, each distinct row computed once, in length-sorted chunks of at most ``token_budget`` padded
     tokens, under ``torch.inference_mode``. One call of a fresh :class:`RowForwards`; see it for the
@@ -279,4 +284,4 @@ def row_outputs(model: torch.nn.Module, batch: TokenBatch, token_budget: int = D
         out = row_outputs(model, candidates)          # candidates: TokenBatch [N, L]
         p = out.logits.softmax(-1)                    # [N, C]
     """
-    return RowForwards(model, token_budget, representations, deduplicate)(batch)
+    return RowForwards(model, token_budget, representations, deduplicate, forward_overhead)(batch)
