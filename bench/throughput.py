@@ -133,21 +133,23 @@ def load_inputs(n_examples: int, max_length: int, seed: int = 0):
 
 
 def default_grid() -> list[float]:
-    from omegaconf import OmegaConf
+    """The masking fractions of ``conf/evaluate.yaml`` (read as plain YAML: no Hydra needed)."""
+    import yaml
 
-    return [float(f) for f in OmegaConf.load(ROOT / "conf" / "evaluate.yaml").evaluation.fractions]
+    return [float(f) for f in yaml.safe_load((ROOT / "conf" / "evaluate.yaml").read_text())["evaluation"]["fractions"]]
 
 
 def floor_work(model, tokenizer, batch, chunk_rows: int = 256):
-    """The compute floor at ferret's settings (module docstring): returns a function that runs exactly its
-    forwards, with the inputs built beforehand."""
+    """The compute floor at ferret's settings (module docstring): returns ``(run, number of forward rows)``,
+    ``run()`` doing exactly its forwards, with the inputs built beforehand. ``tokenizer`` needs
+    ``all_special_ids`` and ``pad_token_id``."""
     import torch
 
     from itermask.core.forwards import row_lengths
+    from itermask.core.masking import Delete
+    from itermask.core.saliency import GradientSaliency
     from itermask.core.schedules import masked_counts, top_k_mask
-    from itermask.masking import Delete
-    from itermask.saliency import GradientSaliency
-    from itermask.tokens import TokenBatch, class_logits, maskable_positions
+    from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 
     with torch.no_grad():
         target = class_logits(model, batch).argmax(-1)
@@ -182,9 +184,9 @@ def floor_work(model, tokenizer, batch, chunk_rows: int = 256):
 
 
 def evaluator(tokenizer, kind: str, forwards: str, chunk_size: int, token_budget: int):
-    from itermask.evaluation import IterativeMaskingEvaluator
-    from itermask.masking import Delete, MaskToken
-    from itermask.saliency import GradientSaliency
+    from itermask.core.evaluation import IterativeMaskingEvaluator
+    from itermask.core.masking import Delete, MaskToken
+    from itermask.core.saliency import GradientSaliency
 
     if kind == "ferret_settings":
         strategy, grid, schedules = Delete(tokenizer), FERRET_GRID, ["one_shot"]

@@ -109,17 +109,27 @@ def test_row_outputs_match_one_forward_per_row_with_representations(architecture
 # -- the evaluator: the new path (bucketed) gives the old path's (step_major) results ---------------------
 
 STRATEGIES = {"mask_token": MaskToken, "delete": Delete, "attention_off": AttentionOff, "random_token": RandomToken}
-GRID = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
+GRID = [0.0, 0.1, 0.2, 0.5, 0.7, 1.0]
 
 
-def _evaluate(architecture, tokenizer, model, strategy, forwards, saliency):
-    enc = tokenizer(_texts(12), padding=True, truncation=True, max_length=40, return_tensors="pt")
-    batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
-    evaluator = IterativeMaskingEvaluator(
-        saliency, STRATEGIES[strategy](tokenizer), GRID, tokenizer.all_special_ids, chunk_size=16,
-        forwards=forwards, token_budget=96, collect_representations=True,
-    )
-    return evaluator.evaluate(model, batch, labels=torch.arange(12) % 2), evaluator.forward_stats
+_RUNS: dict = {}
+
+
+def _evaluate(tokenizers, architecture, strategy, forwards):
+    """``(curves, forward stats)`` of one evaluation of 10 shipped texts (each run once per session)."""
+    key = (architecture, strategy, forwards)
+    if key not in _RUNS:
+        tokenizer = tokenizers[architecture]
+        model = build_tiny_classifier(architecture, tokenizer)
+        saliency = GradientSaliency() if strategy in ("mask_token", "delete") else RandomSaliency(seed=3)
+        enc = tokenizer(_texts(10), padding=True, truncation=True, max_length=40, return_tensors="pt")
+        batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
+        evaluator = IterativeMaskingEvaluator(
+            saliency, STRATEGIES[strategy](tokenizer), GRID, tokenizer.all_special_ids, chunk_size=16,
+            forwards=forwards, token_budget=96, collect_representations=True,
+        )
+        _RUNS[key] = evaluator.evaluate(model, batch, labels=torch.arange(10) % 2), evaluator.forward_stats
+    return _RUNS[key]
 
 
 def _assert_same_results(old, new, target):
@@ -145,11 +155,8 @@ def _assert_same_results(old, new, target):
     ("roberta", "mask_token"), ("roberta", "delete"),
 ])
 def test_bucketed_forwards_give_the_step_major_results(architecture_tokenizers, architecture, strategy):
-    tokenizer = architecture_tokenizers[architecture]
-    model = build_tiny_classifier(architecture, tokenizer)
-    saliency = GradientSaliency() if strategy in ("mask_token", "delete") else RandomSaliency(seed=3)
-    old, old_stats = _evaluate(architecture, tokenizer, model, strategy, "step_major", saliency)
-    new, new_stats = _evaluate(architecture, tokenizer, model, strategy, "bucketed", saliency)
+    old, old_stats = _evaluate(architecture_tokenizers, architecture, strategy, "step_major")
+    new, new_stats = _evaluate(architecture_tokenizers, architecture, strategy, "bucketed")
     for schedule in ("one_shot", "recursive"):
         _assert_same_results(old[schedule], new[schedule], old[schedule].target)
     assert new["one_shot"].keep_logits is not None and new["recursive"].keep_logits is None
@@ -162,9 +169,7 @@ def test_bucketed_forwards_give_the_step_major_results(architecture_tokenizers, 
 def test_duplicate_rows_share_their_outputs(architecture_tokenizers):
     """Comprehensiveness at k = n and sufficiency at k = 0 are one input (every maskable token masked);
     sufficiency at k = n and every k = 0 row are the clean input: the new path computes them once."""
-    tokenizer = architecture_tokenizers["bert"]
-    model = build_tiny_classifier("bert", tokenizer)
-    curves, stats = _evaluate("bert", tokenizer, model, "mask_token", "bucketed", GradientSaliency())
+    curves, _ = _evaluate(architecture_tokenizers, "bert", "mask_token", "bucketed")
     one_shot, recursive = curves["one_shot"], curves["recursive"]
     assert torch.equal(one_shot.logits[:, -1], one_shot.keep_logits[:, 0])
     assert torch.equal(one_shot.keep_logits[:, -1], one_shot.clean_logits)
