@@ -4,10 +4,14 @@
 
 1. predicts on the clean input and picks the class to explain (:func:`resolve_target`);
 2. computes saliency on the clean input;
-3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`) and runs all masked
-   inputs of the batch (``S x B`` rows) through the model in padded chunks under
-   ``torch.inference_mode``; for the one-shot schedule also the complementary inputs where only the
-   top-k tokens are kept (sufficiency);
+3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`; the recursive schedule
+   recomputes saliency on the masked input of the examples that gain tokens, one call per step split into
+   length chunks), then runs every masked input of the batch (``S x B`` rows per schedule, and for the
+   one-shot schedule also the complementary inputs where only the top-k tokens are kept: sufficiency)
+   through the model in one :class:`itermask.core.forwards.RowForwards` call under
+   ``torch.inference_mode``: each distinct row once, sorted by length, in chunks of at most
+   ``token_budget`` padded tokens (``forwards="step_major"``: the old path, step-major chunks of
+   ``chunk_size`` rows);
 4. optionally (``collect_representations``) records, during those same forward passes, the clean and
    masked inputs' representations (:mod:`itermask.core.representations`) for the out-of-distribution
    statistics of :mod:`itermask.ood.statistics`.
@@ -26,10 +30,10 @@ from torch import Tensor
 
 from itermask.core.forwards import (
     DEFAULT_TOKEN_BUDGET,
-    FORWARD_OVERHEAD_TOKENS,
     ForwardStats,
     RowForwards,
     RowOutputs,
+    forward_overhead_tokens,
     length_chunks,
     row_lengths,
 )
@@ -39,8 +43,8 @@ from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
 from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
 
-__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid", "TARGET_POLICIES", "FORWARDS",
-           "step_major_outputs"]
+__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid",
+           "TARGET_POLICIES", "FORWARDS", "step_major_outputs"]
 
 TARGET_POLICIES = ("predicted", "gold")
 #: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``)
@@ -328,7 +332,7 @@ class IterativeMaskingEvaluator:
         so the forward and backward passes pad little; padding positions score 0 as in one call."""
         if self.forwards == "step_major" or not self.saliency.row_independent:
             return self._saliency(model, batch, target, example_ids)
-        overhead = SALIENCY_OVERHEAD * FORWARD_OVERHEAD_TOKENS.get(batch.device.type, FORWARD_OVERHEAD_TOKENS["cuda"])
+        overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
         chunks = length_chunks(row_lengths(batch), self.token_budget, overhead)
         scores = torch.zeros(batch.input_ids.shape, device=batch.device)
         for rows in chunks:

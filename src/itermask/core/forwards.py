@@ -34,7 +34,7 @@ from itermask.core.tokens import TokenBatch, class_logits
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "RowOutputs", "ForwardStats", "RowForwards", "row_outputs", "row_lengths",
            "length_chunks",
-           "FORWARD_OVERHEAD_TOKENS"]
+           "FORWARD_OVERHEAD_TOKENS", "forward_overhead_tokens"]
 
 #: padded tokens (rows x padded length) per forward: 8192 = 256 rows of 32 tokens. On a CPU, larger chunks
 #: gain nothing; on a GPU, raise it as memory allows (the time per token falls until the device is full).
@@ -100,6 +100,11 @@ def row_lengths(batch: TokenBatch) -> Tensor:
         torch.zeros(len(batch), dtype=torch.long, device=batch.device)
 
 
+def forward_overhead_tokens(device: torch.device) -> int:
+    """:data:`FORWARD_OVERHEAD_TOKENS` of ``device``'s type (an accelerator not listed counts as a GPU)."""
+    return FORWARD_OVERHEAD_TOKENS.get(torch.device(device).type, FORWARD_OVERHEAD_TOKENS["cuda"])
+
+
 def length_chunks(lengths: Tensor, token_budget: int, forward_overhead: int | None = None) -> list[Tensor]:
     """Cut rows into chunks of similar length that each fit ``rows x (its longest row) <= token_budget``
     (a row longer than the budget goes alone), choosing the cuts that minimise the padded tokens plus
@@ -128,7 +133,7 @@ def length_chunks(lengths: Tensor, token_budget: int, forward_overhead: int | No
     if token_budget <= 0:
         raise ValueError(f"the token budget must be positive, got {token_budget}")
     if forward_overhead is None:
-        forward_overhead = FORWARD_OVERHEAD_TOKENS.get(lengths.device.type, FORWARD_OVERHEAD_TOKENS["cuda"])
+        forward_overhead = forward_overhead_tokens(lengths.device)
     order = torch.sort(lengths, descending=True, stable=True).indices
     values, counts = torch.unique_consecutive(lengths[order], return_counts=True)
     chunks, rest, start = [], [], 0  # rest: (length, first, end) of each group's rows not in a full chunk
