@@ -200,19 +200,23 @@ def evaluator(tokenizer, kind: str, forwards: str, chunk_size: int, token_budget
 
 
 class SaliencyLog:
-    """Wraps an evaluator's saliency method: seconds, rows and padded tokens of every call."""
+    """Records each saliency call of an evaluator (``_saliency_by_length``: the clean input, then one call
+    per recursive step): seconds, rows and real tokens. ``clear()`` before a run."""
 
-    def __init__(self, method) -> None:
-        self.method, self.calls = method, []
+    def __init__(self, ev) -> None:
+        self.calls: list[tuple[float, int, int]] = []
+        inner = ev._saliency_by_length
 
-    def __getattr__(self, name):
-        return getattr(self.method, name)
+        def logged(model, batch, target, example_ids):
+            start = time.perf_counter()
+            out = inner(model, batch, target, example_ids)
+            self.calls.append((time.perf_counter() - start, len(batch), int(batch.attention_mask.sum())))
+            return out
 
-    def attribute(self, model, batch, target, example_ids=None):
-        start = time.perf_counter()
-        out = self.method.attribute(model, batch, target, example_ids)
-        self.calls.append((time.perf_counter() - start, len(batch), batch.input_ids.numel()))
-        return out
+        ev._saliency_by_length = logged
+
+    def clear(self) -> None:
+        self.calls.clear()
 
 
 def profile(name: str, work) -> None:
@@ -248,17 +252,18 @@ def itermask_variants(args, tokenizer, model, batch, labels, ids) -> dict:
             continue
         for forwards in ("step_major", "bucketed"):
             ev = evaluator(tokenizer, kind, forwards, args.chunk_size, args.token_budget)
-            ev.saliency = SaliencyLog(ev.saliency)
-            work[f"{kind} [{forwards}]"] = ((lambda ev=ev: ev.evaluate(model, batch, labels, ids)), ev)
+            ev.saliency_log = SaliencyLog(ev)
+            work[f"{kind} [{forwards}]"] = (
+                (lambda ev=ev: (ev.saliency_log.clear(), ev.evaluate(model, batch, labels, ids))), ev)
     return work
 
 
-def recursive_steps(ev, n_steps: int) -> list[str]:
-    """The saliency calls of the last run of a one-shot + recursive evaluator, as table rows."""
-    calls = ev.saliency.calls[-n_steps:]  # one clean call, then one per recursive step that masks more
-    rows = ["| call | rows | padded tokens | seconds |", "| --- | ---: | ---: | ---: |"]
-    for i, (seconds, n, tokens) in enumerate(calls):
-        rows.append(f"| {'clean' if i == 0 else f'step {i}'} | {n} | {tokens} | {seconds:.3f} |")
+def recursive_steps(ev) -> list[str]:
+    """The saliency calls of the last run of a one-shot + recursive evaluator, as table rows: the clean
+    input, then one call per recursive step that masks more tokens (each split into length chunks)."""
+    rows = ["| saliency call | rows | real tokens | seconds |", "| --- | ---: | ---: | ---: |"]
+    for i, (seconds, n, tokens) in enumerate(ev.saliency_log.calls):
+        rows.append(f"| {'clean input' if i == 0 else f'recursive step {i}'} | {n} | {tokens} | {seconds:.3f} |")
     return rows
 
 
@@ -345,9 +350,9 @@ def report(args, work, times, n, load_before) -> None:
             print(f"| {name} | {st.rows} | {st.computed} | {st.forwards} | {st.real_tokens} | {st.padded_tokens} "
                   f"| {st.padding_ratio:.2f} |")
     for name, (_, ev) in work.items():
-        if ev is not None and ev.forwards == "bucketed" and "recursive" in ev.schedules:
+        if ev is not None and "recursive" in ev.schedules:
             print(f"\nrecursive schedule, saliency per call ({name}, last run):\n")
-            print("\n".join(recursive_steps(ev, len(ev.grid))))
+            print("\n".join(recursive_steps(ev)))
     if args.profile:
         for name, (run, ev) in work.items():
             if ev is not None:
