@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from itermask.analyses import Analysis
 from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET
 from itermask.core.masking import MaskingStrategy
 from itermask.core.saliency import RandomSaliency, SaliencyMethod
 from itermask.core.tokens import segment_list
@@ -131,6 +132,8 @@ class EvaluationSettings:
     quantity: str
     compare_random: bool
     chunk_size: int
+    forwards: str = "bucketed"
+    token_budget: int = DEFAULT_TOKEN_BUDGET
 
     @classmethod
     def from_config(cls, node: DictConfig) -> "EvaluationSettings":
@@ -150,6 +153,7 @@ class EvaluationSettings:
             aopc_bins=None if bins is None else tuple(bins),
             segments=segment_list(e["segments"]), schedules=tuple(e["schedules"]), target=e["target"],
             quantity=e["quantity"], compare_random=bool(e["compare_random"]), chunk_size=int(e["chunk_size"]),
+            forwards=e.get("forwards", "bucketed"), token_budget=int(e.get("token_budget", DEFAULT_TOKEN_BUDGET)),
         )
         with _naming(f"evaluation.target={settings.target}"):
             check_target_policy(settings.target)
@@ -451,6 +455,7 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
         name: IterativeMaskingEvaluator(
             method, settings.masking, fractions=list(e.fractions), special_ids=settings.tokenizer.all_special_ids,
             schedules=list(e.schedules), target=e.target, chunk_size=e.chunk_size, steps=e.steps,
+            forwards=e.forwards, token_budget=e.token_budget,
             counts=list(e.counts), segments=e.segments, collect_representations=collect,
         )
         for name, method in methods.items()

@@ -28,6 +28,7 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from itermask.core.evaluation import FORWARDS
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 
 __all__ = ["QUANTITIES", "SEED_RANGE", "EvaluationSchema", "SettingsError", "check_config", "check_seed_value",
@@ -47,6 +48,7 @@ def _choices(name: str, values) -> type[Enum]:
 
 Quantity = _choices("Quantity", QUANTITIES)
 StepKind = _choices("StepKind", STEP_KINDS)
+Forwards = _choices("Forwards", FORWARDS)
 #: Built from :data:`itermask.core.schedules.SCHEDULES` when this module is imported: a schedule defined in
 #: a module imported later is accepted by the evaluator but not by the config.
 Schedule = _choices("Schedule", SCHEDULES)
@@ -69,6 +71,8 @@ class EvaluationSchema:
     quantity: Quantity = MISSING
     compare_random: bool = MISSING
     chunk_size: int = MISSING
+    forwards: Forwards = MISSING
+    token_budget: int = MISSING
 
 
 ConfigStore.instance().store(name="evaluation_schema", node=EvaluationSchema)
@@ -159,6 +163,7 @@ RULES: dict[str, Range] = {
     "train.masking_augmentation.batch_share": Range(integer=False, low=0, high=1),
     "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
     "evaluation.chunk_size": POSITIVE_INT,
+    "evaluation.token_budget": POSITIVE_INT,
     "saliency.n_steps": POSITIVE_INT,
     "saliency.n_samples": POSITIVE_INT,
     "saliency.perturbations_per_eval": POSITIVE_INT,

@@ -38,6 +38,8 @@ NOT_IN_KEY = (
     "data.num_workers",
     "data.eval_batch_size",
     "evaluation.chunk_size",
+    "evaluation.token_budget",
+    "evaluation.forwards",
     "train.keep_lightning_checkpoints",
     "train.checkpoint_every_n_steps",
     "trainer.log_every_n_steps",
