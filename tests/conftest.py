@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizer
 
+import itermask.settings  # noqa: F401  registers the evaluation schema that conf/evaluate.yaml names
 from itermask.core.candidates import NO_CANDIDATE, CandidateSource
 from itermask.training.sources import shipped_source
 

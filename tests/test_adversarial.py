@@ -15,7 +15,7 @@ from itermask.core.adversarial import FirstOrderAttack, embedding_gradient
 from itermask.core.attack import budget_counts
 from itermask.core.candidates import EmbeddingNeighbours, MaskCandidates, word_initial_positions, word_start_vocabulary
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
-from itermask.settings import train_settings, training_key
+from itermask.settings import plain, train_settings, training_key
 from itermask.storage.store import results_key
 from itermask.training.augmentation import AdversarialAugmentation
 
@@ -212,8 +212,12 @@ def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
     assert augmentation.attack.word_start is not None and augmentation.attack.candidates.k == 20
     assert train_settings(_compose(name="train")).train.adversarial is None
     for overrides, message in [
-        (["train.adversarial_augmentation.batch_share=2"], "adversarial_augmentation.batch_share must lie in"),
-        (["train.adversarial_augmentation.budget=0"], "train.adversarial_augmentation.budget must lie in"),
+        (["train.adversarial_augmentation.batch_share=2"],
+         r"train.adversarial_augmentation.batch_share must be a number in \[0, 1\], got 2"),
+        (["train.adversarial_augmentation.budget=0"],
+         r"train.adversarial_augmentation.budget must be a number in \(0, 1\], got 0"),
+        (["train.adversarial_augmentation.candidates.k=0"],
+         "train.adversarial_augmentation.candidates.k must be an integer >= 1, got 0"),
         (["train.adversarial_augmentation.candidates.name=mask", "~train.adversarial_augmentation.candidates.k",
           "~train.adversarial_augmentation.candidates.min_similarity"], "proposes no token ids"),
         (["train.adversarial_augmentation.candidates.name=thesaurus"], "unknown attack candidate source 'thesaurus'"),
@@ -230,6 +234,7 @@ def test_the_experiment_sweeps_adversarial_training_with_an_evaluation_attack():
     assert cfg.hydra.sweeper.params["train.adversarial_augmentation.enabled"] == "false,true"
     assert cfg.hydra.sweeper.params["seed"] == "0,1,2"
     assert cfg.attack.name == "embedding_neighbors" and cfg.attack.candidates.k == 20
-    assert list(cfg.evaluation.schedules) == ["one_shot"] and cfg.evaluation.n_examples == 50
-    assert cfg.attack.ranking in cfg.evaluation.schedules
+    schedules = plain(cfg.evaluation)["schedules"]
+    assert schedules == ["one_shot"] and cfg.evaluation.n_examples == 50
+    assert cfg.attack.ranking in schedules
     assert not math.isnan(cfg.train.adversarial_augmentation.batch_share)

@@ -55,7 +55,7 @@ CLEAN = TokenBatch(torch.tensor([[1, 5, 6, 7, 8, 9, 2]]), torch.ones(1, 7, dtype
 def _attack(model, budget=1.0, max_queries=None, ranking="one_shot", sign=1.0, source=None, target="predicted"):
     source = (source or TableCandidates(TABLE)).bind(ToyTokenizer())
     return GreedyAttack(WeightSaliency(model, sign), MaskToken(ToyTokenizer()), source, SPECIAL, ranking=ranking,
-                        budget=budget, max_queries=max_queries, target=target, chunk_size=2)
+                        budget=budget, max_queries=max_queries, target=target, token_budget=16)
 
 
 def test_known_best_candidate_at_each_step_until_the_first_flip():
@@ -135,7 +135,7 @@ def test_mask_candidates_reproduce_masking_first_flip_count_exactly_when_each_st
     saliency = WeightSaliency(model, sign)
     curves = _counts_curves(model, batch, saliency, n=6)
     attack = GreedyAttack(saliency, MaskToken(ToyTokenizer()), MaskCandidates().bind(ToyTokenizer()), SPECIAL,
-                          budget=1.0, chunk_size=16)
+                          budget=1.0, token_budget=64)
     result = attack.attack(model, batch)
     probs = torch.softmax(torch.cat([curves.clean_logits[:, None], curves.logits], 1), -1)
     target = curves.target
@@ -246,7 +246,7 @@ def test_attack_logits_keep_the_order_of_rows_of_different_lengths(tiny_bert, to
     batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
     with torch.no_grad():
         expected = torch.cat([tiny_bert(**batch.index(slice(i, i + 1)).trim().model_inputs()).logits for i in range(3)])
-    assert torch.allclose(attack_logits(tiny_bert, batch, chunk_size=2), expected, atol=1e-5)
+    assert torch.allclose(attack_logits(tiny_bert, batch, token_budget=16), expected, atol=1e-5)
 
 
 # -- the analysis's statistics ----------------------------------------------------------------------

@@ -177,7 +177,7 @@ class AttackAnalysis(Analysis):
             name: GreedyAttack(evaluator.saliency, settings.masking, self.source, settings.tokenizer.all_special_ids,
                                word_start=self.word_start, ranking=self.ranking, budget=self.budget,
                                max_queries=self.max_queries, target=e.target, segments=e.segments,
-                               chunk_size=e.chunk_size)
+                               token_budget=e.token_budget)
             for name, evaluator in settings.evaluators.items()
         }
 

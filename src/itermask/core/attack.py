@@ -48,7 +48,8 @@ from itermask.core.evaluation import resolve_target, saliency_scores
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import masked_counts, top_k_mask
-from itermask.core.tokens import TokenBatch, chunked_logits, segment_list
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
+from itermask.core.tokens import TokenBatch, segment_list
 
 __all__ = ["RANKINGS", "AttackResult", "GreedyAttack", "attack_logits", "budget_counts", "check_budget"]
 
@@ -70,21 +71,13 @@ def budget_counts(n_maskable: Tensor, budget: float) -> Tensor:
     return masked_counts(n_maskable, [float(budget)])[0]
 
 
-def attack_logits(model: torch.nn.Module, batch: TokenBatch, chunk_size: int) -> Tensor:
-    """Logits ``[N, C]`` (float32) of every row of ``batch``, sorted by real length, run in chunks of
-    ``chunk_size`` rows under ``torch.inference_mode`` and returned in the original order.
-
-    The attack's only forward pass: switch it here to other batching machinery."""
+def attack_logits(model: torch.nn.Module, batch: TokenBatch, token_budget: int = DEFAULT_TOKEN_BUDGET) -> Tensor:
+    """Logits ``[N, C]`` (float32) of every row of ``batch``, in its order: the evaluation's forwards
+    (:func:`itermask.core.forwards.row_outputs`: each distinct row once, length-bucketed chunks of at most
+    ``token_budget`` padded tokens, under ``torch.inference_mode``). The attack's only forward pass."""
     if not len(batch):
         return torch.empty(0, 0)
-    positions = torch.arange(1, batch.input_ids.shape[1] + 1, device=batch.device)
-    lengths = (batch.attention_mask.bool() * positions).amax(dim=1)
-    order = torch.argsort(lengths, stable=True)
-    with torch.inference_mode():
-        logits = chunked_logits(model, batch.index(order), chunk_size)
-    out = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
-    out[order.to(logits.device)] = logits
-    return out
+    return row_outputs(model, batch, token_budget).logits
 
 
 def _target_prob(logits: Tensor, target: Tensor) -> Tensor:
@@ -166,7 +159,7 @@ class GreedyAttack:
         max_queries: the most candidate inputs scored per example, or ``None``.
         target: target policy (:func:`itermask.core.evaluation.resolve_target`).
         segments: segment(s) that may be attacked (sentence pairs), ``None`` for all.
-        chunk_size: rows per forward.
+        token_budget: padded tokens per forward (see :func:`attack_logits`).
 
     Raises:
         ValueError: for an unknown ranking, a bad budget or query budget.
@@ -175,7 +168,7 @@ class GreedyAttack:
     def __init__(self, saliency: SaliencyMethod, strategy: MaskingStrategy, candidates: CandidateSource,
                  special_ids: Iterable[int], word_start: Tensor | None = None, ranking: str = "one_shot",
                  budget: float = 0.2, max_queries: int | None = None, target: str | int = "predicted",
-                 segments: int | Sequence[int] | None = None, chunk_size: int = 256) -> None:
+                 segments: int | Sequence[int] | None = None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> None:
         if ranking not in RANKINGS:
             raise ValueError(f"unknown attack ranking {ranking!r}: choose one of {RANKINGS}")
         check_budget(budget, max_queries)
@@ -183,7 +176,7 @@ class GreedyAttack:
         self.special_ids = sorted(set(int(i) for i in special_ids))
         self.word_start, self.ranking, self.budget = word_start, ranking, float(budget)
         self.max_queries = None if max_queries is None else int(max_queries)
-        self.target, self.segments, self.chunk_size = target, segment_list(segments), int(chunk_size)
+        self.target, self.segments, self.token_budget = target, segment_list(segments), int(token_budget)
 
     def attackable(self, batch: TokenBatch) -> tuple[Tensor, Tensor]:
         """``([B, L] maskable, [B, L] attackable)`` positions of the clean ``batch``
@@ -218,7 +211,7 @@ class GreedyAttack:
         ids, masked = state.ids[source].clone(), state.masked[source].clone()
         ids[line, position] = torch.where(value >= 0, value, ids[line, position])
         masked[line, position] |= value == MASKED
-        logits = attack_logits(model, self._inputs(batch.index(source), ids, masked).batch, self.chunk_size)
+        logits = attack_logits(model, self._inputs(batch.index(source), ids, masked).batch, self.token_budget)
         probs[row, column] = _target_prob(logits, target[source]).to(batch.device)
         predicted[row, column] = logits.argmax(dim=-1).to(batch.device)
         return probs, predicted
@@ -232,7 +225,7 @@ class GreedyAttack:
         self.candidates.prepare(model)
         maskable, attackable = self.attackable(batch)
         n_maskable = maskable.sum(dim=1)
-        clean_logits = attack_logits(model, batch, self.chunk_size).to(device)
+        clean_logits = attack_logits(model, batch, self.token_budget).to(device)
         target = resolve_target(self.target, clean_logits, labels)
         attacked = clean_logits.argmax(dim=-1) == target
         k_max = budget_counts(n_maskable, self.budget)

@@ -16,13 +16,13 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
 from itermask.core.masking import MlmInfill
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "classifier_architecture", "load_mlm_infill",
-           "PretrainedMlmInfill",
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_model_config", "load_classifier", "classifier_architecture",
+           "load_mlm_infill", "PretrainedMlmInfill",
            "SequenceClassifier"]
 
 PACKAGE_PREFIX = "package:"
@@ -67,6 +67,17 @@ def load_tokenizer(pretrained: str):
     return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
 
 
+def load_model_config(pretrained: str):
+    """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
+
+    Raises:
+        ValueError: if no config can be read (naming ``model.pretrained``)."""
+    try:
+        return AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
+
+
 def load_classifier(
     pretrained: str,
     num_labels: int,
@@ -98,10 +109,11 @@ def load_classifier(
 
 def classifier_architecture(pretrained: str) -> torch.nn.Module:
     """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device: its modules
-    without weights (no memory, no loading), to check what a component needs before any fine-tuning."""
-    from transformers import AutoConfig
+    without weights (no memory, no loading), to check what a component needs before any fine-tuning.
 
-    config = AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    Raises:
+        ValueError: if no config can be read (:func:`load_model_config`)."""
+    config = load_model_config(pretrained)
     with torch.device("meta"):
         return AutoModelForSequenceClassification.from_config(config)
 
