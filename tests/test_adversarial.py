@@ -204,6 +204,22 @@ def test_checkpoint_key_changes_only_when_adversarial_training_is_enabled():
     assert results_key(OmegaConf.to_container(_compose(on), resolve=True)) != results_key(resolved)
 
 
+def test_with_adversarial_training_off_every_checkpoint_key_is_the_one_from_before_it_existed():
+    """Keys computed by main at c624e91, before train.adversarial_augmentation existed (standard, masked
+    fine-tuning, another seed and epochs); the evaluation's attack choice changes no checkpoint key."""
+    for overrides, key in [
+        ((), "a5156e850c501ac0"),
+        (("attack=embedding_neighbors",), "a5156e850c501ac0"),
+        (("train.masking_augmentation.enabled=true",), "6629ccc7941488ee"),
+        (("seed=2", "experiment=masked_vs_standard"), "7c9937dcff9b3ba2"),
+        (("attack=mask", "model.finetune.max_epochs=2"), "d675924c53e65f8d"),
+    ]:
+        assert training_key(_compose(*overrides))[0] == key, overrides
+        assert "adversarial_augmentation" not in training_key(_compose(*overrides))[1]["train"]
+    for overrides, key in [((), "a5156e850c501ac0"), (("train.masking_augmentation.enabled=true",), "6629ccc7941488ee")]:
+        assert training_key(_compose(*overrides, name="train"))[0] == key, overrides  # train.py: the same keys
+
+
 def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
     settings = train_settings(_compose("train.adversarial_augmentation.enabled=true",
                                        "train.adversarial_augmentation.budget=0.3", name="train"))
