@@ -323,6 +323,11 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
     row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
     assert (row.model_a, row.model_b) == (standard[0], masked[0])
     assert row["difference"] == pytest.approx(0.14 - 0.04)
+    h = report.headline[(report.headline.score == "aopc_comprehensiveness_prob") & (report.headline.schedule == "one_shot")]
+    by_model = {r.model: r for r in h.itertuples()}  # each group's headline reads its own runs only
+    assert set(by_model) == {standard[0], masked[0]} and len(h) == 2
+    assert by_model[masked[0]].mean == pytest.approx(0.04) and by_model[standard[0]].mean == pytest.approx(0.14)
+    assert by_model[masked[0]].n_seeds == 3 and by_model[masked[0]].n_better <= 3
     s = report.summary
     ood = s[(s.score == "ood final/auroc_mahalanobis @50%") & (s.model == masked[0])].iloc[0]
     assert (ood["n"], ood["mean"], ood["std"]) == pytest.approx((3, 0.71, 0.01))
