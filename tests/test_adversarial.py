@@ -205,7 +205,7 @@ def test_checkpoint_key_changes_only_when_adversarial_training_is_enabled():
 
 
 def test_with_adversarial_training_off_every_checkpoint_key_is_the_one_from_before_it_existed():
-    """Keys computed by main at c624e91, before train.adversarial_augmentation existed (standard, masked
+    """Keys computed by main at a974b20, before train.adversarial_augmentation existed (standard, masked
     fine-tuning, another seed and epochs); the evaluation's attack choice changes no checkpoint key."""
     for overrides, key in [
         ((), "a5156e850c501ac0"),
