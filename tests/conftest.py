@@ -11,9 +11,10 @@ import re
 import pandas as pd
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizer
 
 import itermask.settings  # noqa: F401  registers the evaluation schema that conf/evaluate.yaml names
+from itermask.core.candidates import NO_CANDIDATE, CandidateSource
 from itermask.training.sources import shipped_source
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -61,6 +62,24 @@ def tokenizer(vocab_file):
     tok = BertTokenizer(vocab=vocab_file)
     assert len(tok) == len(SPECIALS) + 400, "the tokenizer did not read the vocabulary"
     return tok
+
+
+def tiny_mlm_config(tokenizer) -> BertConfig:
+    """A 1-layer, hidden-32 BERT config over ``tokenizer``'s vocabulary (for masked-language models)."""
+    return BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+@pytest.fixture
+def mlm_dir(tokenizer, tmp_path):
+    """A tiny random BertForMaskedLM and its tokenizer (the shared WordPiece one) in a directory."""
+    torch.manual_seed(0)
+    model = BertForMaskedLM(tiny_mlm_config(tokenizer)).eval()
+    model.save_pretrained(tmp_path / "mlm")
+    tokenizer.save_pretrained(tmp_path / "mlm")
+    return tmp_path / "mlm"
 
 
 @pytest.fixture
@@ -111,6 +130,24 @@ class ToyTokenizer:
 @pytest.fixture
 def toy_tokenizer():
     return ToyTokenizer()
+
+
+class TableCandidates(CandidateSource):
+    """Fixed candidate ids per original id (a test source; unnamed, so not registered)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    @property
+    def size(self):
+        return max(len(v) for v in self.table.values())
+
+    def candidates(self, batch, positions):
+        out = torch.full((len(positions), self.size), NO_CANDIDATE)
+        for row, token in enumerate(batch.input_ids[torch.arange(len(positions)), positions].tolist()):
+            ids = self.table.get(token, [])
+            out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return out
 
 
 # -- five architectures: tiny random classifiers and tokenizers trained locally on the shipped text -----

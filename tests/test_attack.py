@@ -6,14 +6,13 @@ import math
 
 import pytest
 import torch
-from conftest import AdditiveModel, ToyTokenizer
+from conftest import AdditiveModel, TableCandidates, ToyTokenizer
 
 from itermask.analyses.attack import AttackAnalysis, attack_summary, masking_link
 from itermask.core.attack import GreedyAttack, attack_logits, budget_counts
 from itermask.core.candidates import (
     MASKED,
     NO_CANDIDATE,
-    CandidateSource,
     EmbeddingNeighbours,
     MaskCandidates,
     build_candidate_source,
@@ -43,24 +42,6 @@ class WeightSaliency(SaliencyMethod):
 
     def _scores(self, model, batch, target, example_ids):
         return self.sign * self.model.embedding(batch.input_ids).squeeze(-1).detach()
-
-
-class TableCandidates(CandidateSource):
-    """Fixed candidate ids per original id (a test source; unnamed, so not registered)."""
-
-    def __init__(self, table):
-        self.table = table
-
-    @property
-    def size(self):
-        return max(len(v) for v in self.table.values())
-
-    def candidates(self, batch, positions):
-        out = torch.full((len(positions), self.size), NO_CANDIDATE)
-        for row, token in enumerate(batch.input_ids[torch.arange(len(positions)), positions].tolist()):
-            ids = self.table.get(token, [])
-            out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return out
 
 
 # words a..e = ids 5..9 with weights 2.0, 1.0, 0.5, 0.3, 0.2 (sum 4.0, class 1); candidates: x=10 (1.0),

@@ -2,27 +2,11 @@
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, BertModel
+from conftest import tiny_mlm_config
+from transformers import BertModel
 
 from itermask.models import load_mlm_infill, load_tokenizer
 from itermask.tokens import TokenBatch
-
-
-def _config(tokenizer):
-    return BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
-    )
-
-
-@pytest.fixture
-def mlm_dir(tokenizer, tmp_path):
-    """A tiny random BertForMaskedLM and its tokenizer (the shared WordPiece one) in a directory."""
-    torch.manual_seed(0)
-    model = BertForMaskedLM(_config(tokenizer)).eval()
-    model.save_pretrained(tmp_path / "mlm")
-    tokenizer.save_pretrained(tmp_path / "mlm")
-    return tmp_path / "mlm"
 
 
 def _batch(tokenizer):
@@ -77,7 +61,7 @@ def test_mlm_infill_excludes_special_ids_and_runs_distinct_rows_once(tokenizer, 
 
 def test_mlm_infill_fails_at_construction_without_an_mlm_head(tokenizer, tmp_path):
     torch.manual_seed(0)
-    BertModel(_config(tokenizer)).save_pretrained(tmp_path / "encoder")
+    BertModel(tiny_mlm_config(tokenizer)).save_pretrained(tmp_path / "encoder")
     tokenizer.save_pretrained(tmp_path / "encoder")
     with pytest.raises(ValueError, match="masked-language-model head.*masking=mask_token"):
         load_mlm_infill(tokenizer, str(tmp_path / "encoder"))

@@ -323,6 +323,11 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
     row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
     assert (row.model_a, row.model_b) == (standard[0], masked[0])
     assert row["difference"] == pytest.approx(0.14 - 0.04)
+    h = report.headline[(report.headline.score == "aopc_comprehensiveness_prob") & (report.headline.schedule == "one_shot")]
+    by_model = {r.model: r for r in h.itertuples()}  # each group's headline reads its own runs only
+    assert set(by_model) == {standard[0], masked[0]} and len(h) == 2
+    assert by_model[masked[0]].mean == pytest.approx(0.04) and by_model[standard[0]].mean == pytest.approx(0.14)
+    assert by_model[masked[0]].n_seeds == 3 and by_model[masked[0]].n_better <= 3
     s = report.summary
     ood = s[(s.score == "ood final/auroc_mahalanobis @50%") & (s.model == masked[0])].iloc[0]
     assert (ood["n"], ood["mean"], ood["std"]) == pytest.approx((3, 0.71, 0.01))
@@ -336,6 +341,33 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
     results[3]["config"]["evaluation"]["n_examples"] = 99
     with pytest.raises(ReportError, match="different configs are mixed"):
         build_report(write_sweep(tmp_path / "accident", results, overrides=[[o[1]] for o in overrides]))
+
+
+def test_a_swept_switch_covers_its_sections_settings(tmp_path):
+    """experiment=adversarial_vs_standard: a disabled train.adversarial_augmentation is left out of the
+    results config, so its other settings differ between the groups only through the swept switch."""
+    results, overrides = [], []
+    for adversarial, aopcs in ((False, AOPC), (True, [0.05, 0.07, 0.12])):
+        for seed, aopc in zip(range(3), aopcs):
+            result = make_result(seed, aopc=aopc)
+            result["config"]["train"]["adversarial_augmentation"] = {
+                "enabled": adversarial, "batch_share": 0.5, "budget": 0.2, "candidates": {"name": "embedding_neighbors"}}
+            result["attack"] = {"settings": {"ranking": "one_shot"}, "methods": {"gradient": {
+                "summary": {"success_rate": 0.7 - 0.3 * adversarial + 0.01 * seed}, "link": {}}}}
+            results.append(result)
+            overrides.append([f"train.adversarial_augmentation.enabled={adversarial}", f"seed={seed}"])
+    report = build_report(write_sweep(tmp_path / "adversarial", results, overrides=overrides))
+    standard, adversarial = (f"m[train.adversarial_augmentation.enabled={v}]" for v in (False, True))
+    assert {label[0] for label in report.groups} == {standard, adversarial}
+    c = report.comparisons
+    row = c[(c.explanation == "gradient") & (c.score == "attack success_rate")].iloc[0]
+    assert (row.model_a, row.model_b, row["difference"]) == (standard, adversarial, pytest.approx(0.3))
+    row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
+    assert row["difference"] == pytest.approx(0.14 - 0.08) and 0 < row["p_value"] < 1
+    # another setting of the section differing among the enabled runs alone is not explained by the switch
+    results[4]["config"]["train"]["adversarial_augmentation"]["budget"] = 0.5
+    with pytest.raises(ReportError, match="different configs are mixed"):
+        build_report(write_sweep(tmp_path / "accident", results, overrides=overrides))
 
 
 def test_settings_that_do_not_change_results_do_not_mix(tmp_path):

@@ -147,6 +147,42 @@ def test_without_the_restored_generators_the_resumed_model_differs(
     assert not _same(_weights(uninterrupted), _weights(resumed))
 
 
+ADVERSARIAL = ("train.adversarial_augmentation.enabled=true", "train.adversarial_augmentation.candidates.min_similarity=-1")
+
+
+def test_adversarial_fine_tuning_resumes_to_the_same_weights(tmp_path, tiny_model_dir, small_csv, monkeypatch):
+    """Adversarial fine-tuning draws which batches to attack from its own generator: it is recorded and
+    restored with the others, so a resumed run repeats the interrupted one; without it (the control) the
+    resumed run attacks other batches and ends elsewhere."""
+    reference = _train(_settings(tmp_path / "a", tiny_model_dir, small_csv, *ADVERSARIAL))
+    assert reference.meta["resumed"] is None
+    for cache, restored in ((tmp_path / "b", resume.AUGMENTATIONS), (tmp_path / "c", ("masking_augmentation",))):
+        monkeypatch.setattr(resume, "AUGMENTATIONS", resume.AUGMENTATIONS)
+        with pytest.raises(Killed):
+            _train(_settings(cache, tiny_model_dir, small_csv, *ADVERSARIAL), kill_at=17)
+        last = next(cache.glob("*/checkpoints/last.ckpt"))
+        assert resume.checkpoint_problem(last, ("masking_augmentation",)) is not None  # not enabled, not recorded
+        monkeypatch.setattr(resume, "AUGMENTATIONS", restored)
+        resumed = _train(_settings(cache, tiny_model_dir, small_csv, *ADVERSARIAL))
+        assert resumed.key == reference.key and resumed.meta["resumed"]["global_step"] == 15
+        assert _same(_weights(reference), _weights(resumed)) == ("adversarial_augmentation" in restored)
+
+
+def test_a_checkpoint_without_an_enabled_augmentations_generator_is_refused(tmp_path, tiny_model_dir, small_csv):
+    settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv, *ADVERSARIAL)
+    with pytest.raises(Killed):
+        _train(settings, kill_at=5)
+    last = tmp_path / "cache" / settings.training_key / "checkpoints" / "last.ckpt"
+    assert resume.checkpoint_problem(last, ("adversarial_augmentation",)) is None
+    checkpoint = torch.load(last, weights_only=False)
+    del checkpoint["callbacks"][resume.ExactResume.STATE_KEY]["rng"]["adversarial_augmentation"]
+    torch.save(checkpoint, last)  # as written before adversarial fine-tuning recorded its generator
+    assert "no state of the generator of adversarial_augmentation" in resume.checkpoint_problem(
+        last, ("adversarial_augmentation",))
+    trained = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv, *ADVERSARIAL))
+    assert trained.meta["resumed"] is None  # started over rather than resumed inexactly
+
+
 def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(tmp_path, tiny_model_dir, small_csv, uninterrupted,
                                                                 caplog):
     settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)

@@ -37,7 +37,7 @@ from itermask.storage.files import environment, move_aside, write_json_atomic
 from itermask.storage.store import ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.models import SequenceClassifier
-from itermask.training.resume import ExactResume, checkpoint_problem
+from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_problem
 
 log = logging.getLogger(__name__)
 
@@ -149,14 +149,15 @@ def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule,
     return TrainedModel(key, entry / "model", cache.meta(key))
 
 
-def _resume_from(cache: CheckpointCache, key: str) -> Path | None:
+def _resume_from(cache: CheckpointCache, key: str, augmentations: tuple[str, ...] = ()) -> Path | None:
     """The entry's ``last.ckpt`` to resume from, or ``None``: none exists, or it cannot resume exactly
-    (:func:`~itermask.training.resume.checkpoint_problem`), in which case the entry's Lightning checkpoints are
+    (:func:`~itermask.training.resume.checkpoint_problem`; ``augmentations``: the enabled ones, whose
+    generator states it must hold), in which case the entry's Lightning checkpoints are
     moved into ``<cache>/damaged/`` with a warning and the fine-tuning starts over."""
     last = cache.entry(key) / "checkpoints" / "last.ckpt"
     if not last.is_file():
         return None
-    problem = checkpoint_problem(last)
+    problem = checkpoint_problem(last, augmentations)
     if problem is None:
         log.info("resuming interrupted fine-tuning from %s", last)
         return last
@@ -176,6 +177,7 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
         num_labels=len(data.label_names),
         label_names=data.label_names,
         masking_augmentation=settings.train.augmentation,
+        adversarial_augmentation=settings.train.adversarial,
         **settings.model.optimizer,
     )
     best = ModelCheckpoint(dirpath=entry / "checkpoints", filename="best", monitor="val_acc", mode="max",
@@ -186,7 +188,8 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
         callbacks.append(ModelCheckpoint(dirpath=entry / "checkpoints", every_n_train_steps=settings.train.checkpoint_every_n_steps,
                                          save_top_k=0, save_last=True, enable_version_counter=False))
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
-    last = _resume_from(cache, settings.training_key)
+    enabled = tuple(name for name in AUGMENTATIONS if getattr(classifier, name, None) is not None)
+    last = _resume_from(cache, settings.training_key, enabled)
     trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None)
     if trainer.global_rank == 0:
         resumed = None if last is None else {"checkpoint": str(last), "exact": True, **(resume.resumed or {})}

@@ -25,6 +25,8 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from itermask.analyses import Analysis
+from itermask.core.adversarial import FirstOrderAttack
+from itermask.core.candidates import build_candidate_source, input_embedding_matrix, word_start_vocabulary
 from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
 from itermask.core.forwards import DEFAULT_TOKEN_BUDGET
 from itermask.core.masking import MaskingStrategy
@@ -32,8 +34,9 @@ from itermask.core.saliency import RandomSaliency, SaliencyMethod
 from itermask.core.tokens import segment_list
 from itermask.storage.cache import config_hash
 from itermask.storage.store import component_settings, results_key
-from itermask.training.augmentation import RandomMaskingAugmentation
-from itermask.training.models import load_model_config, load_tokenizer
+from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
+from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
+from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer
 from itermask.training.sources import REPAIR_SWITCHES, DataSource
 from itermask.validation import QUANTITIES, SettingsError, check_config, check_max_length, check_seed_value
 
@@ -104,11 +107,13 @@ class DataSettings:
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Fine-tuning settings (``train``): checkpointing, and masked fine-tuning (``None`` when disabled)."""
+    """Fine-tuning settings (``train``): checkpointing, masked fine-tuning (``augmentation``) and adversarial
+    fine-tuning (``adversarial``), each ``None`` when disabled."""
 
     keep_lightning_checkpoints: bool
     checkpoint_every_n_steps: int | None
     augmentation: RandomMaskingAugmentation | None
+    adversarial: AdversarialAugmentation | None = None
 
 
 @dataclass(frozen=True)
@@ -340,13 +345,42 @@ def _augmentation(cfg: DictConfig, tokenizer, built: dict, seed: int) -> RandomM
     return RandomMaskingAugmentation(strategy, tokenizer.all_special_ids, spec.batch_share, seed=seed)
 
 
+#: the keys of ``train.adversarial_augmentation``
+ADVERSARIAL_KEYS = {"enabled", "batch_share", "budget", "word_initial_only", "candidates"}
+
+
+def _adversarial_augmentation(cfg: DictConfig, tokenizer, seed: int) -> AdversarialAugmentation | None:
+    """Adversarial fine-tuning of ``cfg.train.adversarial_augmentation`` (``None`` when disabled or absent):
+    its candidate source built and bound (``wordnet``/``mlm`` load here), the model's input embeddings
+    checked on the architecture. Its batch choice has its own seed, drawn apart from masked fine-tuning's.
+
+    Raises:
+        ValueError: an unknown key, a bad batch share or budget, a source without token ids (``mask``), a
+            model without an input-embedding matrix, or the source's own error."""
+    spec = cfg.train.get("adversarial_augmentation")
+    if spec is None or not spec.get("enabled", False):
+        return None
+    s = OmegaConf.to_container(spec, resolve=True)
+    if unknown := sorted(set(s) - ADVERSARIAL_KEYS):
+        raise ValueError(f"unknown train.adversarial_augmentation setting(s) {unknown}: known are {sorted(ADVERSARIAL_KEYS)}")
+    source = build_candidate_source(s.get("candidates") or {"name": "embedding_neighbors"})
+    attack = FirstOrderAttack(source, tokenizer.all_special_ids, None, s.get("budget", 0.2))  # settings checked first
+    source.bind(tokenizer)
+    if s.get("word_initial_only", True):
+        attack.word_start = word_start_vocabulary(tokenizer)
+    input_embedding_matrix(classifier_architecture(str(cfg.model.pretrained)), "train.adversarial_augmentation")
+    stream = int(hashlib.sha256(f"adversarial_augmentation:{seed}".encode()).hexdigest()[:12], 16)
+    return AdversarialAugmentation(attack, s.get("batch_share", 0.5), seed=stream)
+
+
 def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str, dict]:
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed), from
     the config alone (``source``: the built data source, built here when not given).
-    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key; the data
-    sources' repair switches (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job
-    fails on data they would repair, so the data of a finished job are the same either way.
+    ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, so
+    standard fine-tuning keeps its key; the data sources' repair switches
+    (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job fails on data they would
+    repair, so the data of a finished job are the same either way.
 
     Raises:
         ValueError: for a missing or non-integer seed."""
@@ -354,8 +388,9 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     source = build(cfg.dataset.source) if source is None else source
     fingerprint = data_fingerprint(source, cfg.model.pretrained)
     train = component_settings(OmegaConf.to_container(cfg.train, resolve=True))
-    if not (train.get("masking_augmentation") or {}).get("enabled", False):
-        train.pop("masking_augmentation", None)
+    for augmentation in ("masking_augmentation", "adversarial_augmentation"):
+        if not (train.get(augmentation) or {}).get("enabled", False):
+            train.pop(augmentation, None)
     source_settings = component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))
     for switch in REPAIR_SWITCHES:
         source_settings.pop(switch, None)
@@ -394,7 +429,7 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
         data=DataSettings(cfg.dataset.name, source, int(cfg.data.eval_batch_size), int(cfg.data.num_workers),
                           cfg.train.max_train_examples),
         train=TrainSettings(bool(cfg.train.keep_lightning_checkpoints), int(every) if every else None,
-                            _augmentation(cfg, tokenizer, built, seed)),
+                            _augmentation(cfg, tokenizer, built, seed), _adversarial_augmentation(cfg, tokenizer, seed)),
         masking=_bound(cfg.masking, tokenizer, built),
         precision=str(cfg.trainer.get("precision", "32-true")),
         training_key=key, training_payload=payload,
@@ -410,8 +445,8 @@ def train_settings(cfg: DictConfig) -> TrainJobSettings:
     """The settings stage of ``train.py``.
 
     Raises:
-        ValueError: for a missing or non-integer seed, an unknown masking strategy setting, bad masked
-            fine-tuning settings; FileNotFoundError for missing data files or model directories.
+        ValueError: for a missing or non-integer seed, an unknown masking strategy setting, bad masked or
+            adversarial fine-tuning settings; FileNotFoundError for missing data files or model directories.
     """
     fields, _ = _job_fields(cfg, {})
     return TrainJobSettings(**fields)
@@ -438,7 +473,7 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
 
     Raises:
         ValueError: naming the setting (seed, saliency, masking, evaluation grid, schedules, target
-            policy, quantity, AOPC bins, segments, analyses' settings, masked fine-tuning).
+            policy, quantity, AOPC bins, segments, analyses' settings, masked and adversarial fine-tuning).
     """
     built: dict = {}
     fields, fingerprint = _job_fields(cfg, built)

@@ -28,6 +28,7 @@ from itermask.core.candidates import build_candidate_source, word_start_vocabula
 from itermask.core.evaluation import MaskingCurves
 from itermask.core.metrics import first_flip_count, first_flip_fraction
 from itermask.storage.per_example import write_per_example
+from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +124,9 @@ class AttackAnalysis(Analysis):
     evaluated saliency method, on the masking evaluation subset, and its link to masking.
 
     Args:
-        candidates: the candidate source's settings, ``{"name": "mask" | "embedding_neighbors" | ..., ...}``
-            (:func:`itermask.core.candidates.build_candidate_source`).
+        candidates: the candidate source's settings, ``{"name": "mask" | "embedding_neighbors" | "wordnet" |
+            "mlm", ...}`` (:func:`itermask.core.candidates.build_candidate_source`); bound (``wordnet`` reads
+            NLTK's corpus, ``mlm`` loads its checkpoint) by :meth:`check`.
         ranking: ``"one_shot"`` (rank once on the clean input) or ``"recursive"`` (re-rank after each
             substitution); the masking curves of the same schedule give the link.
         budget: the most tokens perturbed, a share of the maskable tokens in (0, 1].
@@ -135,7 +137,8 @@ class AttackAnalysis(Analysis):
     Raises:
         ValueError: an unknown candidate source or ranking, a budget outside (0, 1], ``k < 1``; at
             :meth:`check` (before any fine-tuning), a ranking whose schedule the evaluation does not run, a
-            model without an input-embedding matrix for sources that need one.
+            model without an input-embedding matrix for sources that need one, a missing WordNet corpus, an
+            MLM checkpoint without an MLM head or with another vocabulary.
     """
 
     name = "attack"

@@ -43,13 +43,13 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor
 
-from itermask.core.candidates import MASKED, NO_CANDIDATE, CandidateSource, word_initial_positions
+from itermask.core.candidates import MASKED, NO_CANDIDATE, CandidateSource, attackable_positions
 from itermask.core.evaluation import resolve_target, saliency_scores
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import masked_counts, top_k_mask
 from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
-from itermask.core.tokens import TokenBatch, maskable_positions, segment_list
+from itermask.core.tokens import TokenBatch, segment_list
 
 __all__ = ["RANKINGS", "AttackResult", "GreedyAttack", "attack_logits", "budget_counts", "check_budget"]
 
@@ -57,10 +57,11 @@ __all__ = ["RANKINGS", "AttackResult", "GreedyAttack", "attack_logits", "budget_
 RANKINGS = ("one_shot", "recursive")
 
 
-def check_budget(budget: float, max_queries: int | None = None) -> None:
-    """Raises ``ValueError`` for a perturbation budget outside (0, 1] or a query budget below 1."""
+def check_budget(budget: float, max_queries: int | None = None, setting: str = "attack") -> None:
+    """Raises ``ValueError`` for a perturbation budget outside (0, 1] or a query budget below 1 (``setting``:
+    the config node named in the message)."""
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < float(budget) <= 1:
-        raise ValueError(f"attack.budget must lie in (0, 1] (a share of the maskable tokens), got {budget}")
+        raise ValueError(f"{setting}.budget must lie in (0, 1] (a share of the maskable tokens), got {budget}")
     if max_queries is not None and (isinstance(max_queries, bool) or int(max_queries) != max_queries or max_queries < 1):
         raise ValueError(f"attack.max_queries must be a positive integer or null (no limit), got {max_queries}")
 
@@ -178,11 +179,9 @@ class GreedyAttack:
         self.target, self.segments, self.token_budget = target, segment_list(segments), int(token_budget)
 
     def attackable(self, batch: TokenBatch) -> tuple[Tensor, Tensor]:
-        """``([B, L] maskable, [B, L] attackable)`` positions of the clean ``batch``."""
-        maskable = maskable_positions(batch, self.special_ids, self.segments)
-        if self.word_start is None:
-            return maskable, maskable
-        return maskable, word_initial_positions(batch, self.word_start, maskable)
+        """``([B, L] maskable, [B, L] attackable)`` positions of the clean ``batch``
+        (:func:`~itermask.core.candidates.attackable_positions`)."""
+        return attackable_positions(batch, self.special_ids, self.word_start, self.segments)
 
     def _inputs(self, batch: TokenBatch, ids: Tensor, masked: Tensor):
         """The model input (:class:`~itermask.core.masking.MaskedBatch`) of ``batch`` with ``ids`` and the

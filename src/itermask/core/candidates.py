@@ -22,22 +22,34 @@ words, not the pieces inside a word, so it skips sub-word continuations, told ap
   classifier's own embedding space does not, so its neighbours include antonyms (``good`` -> ``bad``) and
   an "adversarial" example here need not keep the meaning. That space is offline for every model.
 
+* synonyms from a lexicon (:class:`SynonymCandidates`): the single-token synonyms of the original word that
+  a lexicon (a ``word -> synonyms`` table or function) gives, PWWS's and TextAttack's WordNet swap (Ren et
+  al. 2019, Sec. 3.1). The lexicon is given to it: the ``wordnet`` source
+  (:class:`itermask.training.attack_sources.WordNetCandidates`) reads NLTK's WordNet corpus when bound;
+* masked-language-model predictions (:class:`MlmCandidates`): the ``k`` top predictions of a masked-language
+  model at the position, replaced by its mask token, BAE-R's candidates (Garg & Ramakrishnan 2020, EMNLP,
+  Sec. 2; without BAE's sentence-encoder similarity filter). The model is given to it: the ``mlm`` source
+  (:class:`itermask.training.attack_sources.PretrainedMlmCandidates`) loads and checks a checkpoint.
+
 A candidate is a token id, or :data:`MASKED` (apply the masking strategy at the position), and
-:data:`NO_CANDIDATE` pads rows with fewer candidates. Issue 14 adds ``wordnet`` and ``mlm`` sources as
-further subclasses.
+:data:`NO_CANDIDATE` pads rows with fewer candidates. Sources whose candidates are token ids
+(:attr:`CandidateSource.gives_token_ids`) also serve adversarial fine-tuning
+(:mod:`itermask.core.adversarial`). Every token-id source proposes only word-initial, non-special,
+non-reserved tokens other than the original (:func:`candidate_vocabulary`).
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterable, Mapping
 
 import torch
 from torch import Tensor
 
 from itermask.core.registry import Registered, Registry
-from itermask.core.tokens import TokenBatch, TokenizerBound
+from itermask.core.tokens import TokenBatch, TokenizerBound, maskable_positions
 
 __all__ = [
     "MASKED",
@@ -46,9 +58,13 @@ __all__ = [
     "CandidateSource",
     "MaskCandidates",
     "EmbeddingNeighbours",
+    "SynonymCandidates",
+    "MlmCandidates",
     "build_candidate_source",
     "word_start_vocabulary",
     "word_initial_positions",
+    "attackable_positions",
+    "candidate_vocabulary",
     "input_embedding_matrix",
 ]
 
@@ -63,6 +79,32 @@ WORD_START_MARKERS = ("\u0120", "\u2581")
 _RESERVED = re.compile(r"^(\[unused\d+\]|<unused\d+>|madeupword\d+)$")
 
 
+def _word_pieces(tokenizer) -> tuple[list[str], str | None, str | None]:
+    """The tokenizer's tokens by id, and its family's sign: ``(tokens, continuation prefix, None)`` for
+    WordPiece, ``(tokens, None, word-start marker)`` for BPE and SentencePiece (see
+    :func:`word_start_vocabulary`).
+
+    Raises:
+        ValueError: if the vocabulary shows neither.
+    """
+    tokens = [str(t) for t in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))]
+    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    prefix = getattr(model, "continuing_subword_prefix", None) if type(model).__name__ == "WordPiece" else None
+    if prefix is None and any(t.startswith("##") for t in tokens):
+        prefix = "##"
+    if prefix:
+        return tokens, prefix, None
+    counts = {marker: sum(t.startswith(marker) for t in tokens) for marker in WORD_START_MARKERS}
+    marker = max(counts, key=counts.get)
+    if not counts[marker]:
+        raise ValueError(
+            f"cannot tell word-initial tokens of {type(tokenizer).__name__}: its vocabulary has neither '##' "
+            "continuation pieces (WordPiece) nor 'Ġ'/'▁' word-start markers (BPE, SentencePiece); "
+            "set attack.word_initial_only=false to attack every maskable position"
+        )
+    return tokens, None, marker
+
+
 def word_start_vocabulary(tokenizer) -> Tensor:
     """``[V]`` bool over the tokenizer's ids (``V = len(tokenizer)``): whether the token starts a word.
 
@@ -74,22 +116,20 @@ def word_start_vocabulary(tokenizer) -> Tensor:
         ValueError: if the vocabulary shows neither continuation prefixes nor word-start markers (set
             ``attack.word_initial_only=false`` to attack every maskable position).
     """
-    tokens = [str(t) for t in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))]
-    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
-    prefix = getattr(model, "continuing_subword_prefix", None) if type(model).__name__ == "WordPiece" else None
-    if prefix is None and any(t.startswith("##") for t in tokens):
-        prefix = "##"
+    tokens, prefix, marker = _word_pieces(tokenizer)
     if prefix:
         return torch.tensor([not t.startswith(prefix) for t in tokens])
-    counts = {marker: sum(t.startswith(marker) for t in tokens) for marker in WORD_START_MARKERS}
-    marker = max(counts, key=counts.get)
-    if not counts[marker]:
-        raise ValueError(
-            f"cannot tell word-initial tokens of {type(tokenizer).__name__}: its vocabulary has neither '##' "
-            "continuation pieces (WordPiece) nor 'Ġ'/'▁' word-start markers (BPE, SentencePiece); "
-            "set attack.word_initial_only=false to attack every maskable position"
-        )
     return torch.tensor([t.startswith(marker) for t in tokens])
+
+
+def candidate_vocabulary(tokenizer) -> Tensor:
+    """``[V]`` bool: the ids a token-id candidate source may propose: word-initial
+    (:func:`word_start_vocabulary`), not special (``tokenizer.all_special_ids``), not a reserved slot
+    (``[unusedN]``, ``<unusedN>``, ``madeupwordN``)."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    allowed = word_start_vocabulary(tokenizer) & torch.tensor([not _RESERVED.match(str(t)) for t in tokens])
+    allowed[[i for i in tokenizer.all_special_ids if 0 <= i < len(allowed)]] = False
+    return allowed
 
 
 def word_initial_positions(batch: TokenBatch, word_start: Tensor, candidates: Tensor) -> Tensor:
@@ -101,6 +141,17 @@ def word_initial_positions(batch: TokenBatch, word_start: Tensor, candidates: Te
     after_other = torch.ones_like(candidates)
     after_other[:, 1:] = ~candidates[:, :-1]
     return candidates & (starts | after_other)
+
+
+def attackable_positions(batch: TokenBatch, special_ids: Iterable[int], word_start: Tensor | None = None,
+                         segments: list[int] | None = None) -> tuple[Tensor, Tensor]:
+    """``([B, L] maskable, [B, L] attackable)`` bool positions of the clean ``batch``: maskable
+    (:func:`itermask.core.tokens.maskable_positions` in ``segments``), and of those the word-initial ones
+    (:func:`word_initial_positions`; every maskable one when ``word_start`` is ``None``)."""
+    maskable = maskable_positions(batch, special_ids, segments)
+    if word_start is None:
+        return maskable, maskable
+    return maskable, word_initial_positions(batch, word_start, maskable)
 
 
 def input_embedding_matrix(model: torch.nn.Module, needed_by: str) -> Tensor:
@@ -131,10 +182,13 @@ class CandidateSource(Registered, TokenizerBound, ABC):
     Class attributes:
         needs_embeddings: the source reads the classifier's input-embedding matrix (checked by
             :meth:`check` before any fine-tuning, on the architecture).
+        gives_token_ids: every candidate is a token id (never :data:`MASKED`), as adversarial fine-tuning
+            needs (:mod:`itermask.core.adversarial`).
     """
 
     registry = CANDIDATE_SOURCES
     needs_embeddings: ClassVar[bool] = False
+    gives_token_ids: ClassVar[bool] = True
 
     @property
     @abstractmethod
@@ -174,6 +228,7 @@ class MaskCandidates(CandidateSource):
     an attack."""
 
     name = "mask"
+    gives_token_ids = False
 
     @property
     def size(self) -> int:
@@ -183,7 +238,20 @@ class MaskCandidates(CandidateSource):
         return torch.full((len(positions), 1), MASKED, dtype=torch.long, device=positions.device)
 
 
-class EmbeddingNeighbours(CandidateSource):
+class _TopK(CandidateSource):
+    """A source of at most ``k`` candidates per position (``k`` checked, :attr:`size` is ``k``)."""
+
+    def __init__(self, k: int) -> None:
+        if isinstance(k, bool) or int(k) != k or int(k) < 1:
+            raise ValueError(f"attack.candidates.k must be an integer >= 1, got {k}")
+        self.k = int(k)
+
+    @property
+    def size(self) -> int:
+        return self.k
+
+
+class EmbeddingNeighbours(_TopK):
     """The ``k`` nearest word-initial, non-special tokens to the original token in the classifier's input
     embedding space (cosine similarity), those at least ``min_similarity`` similar (see the module
     docstring; TextFooler's synonym extraction in another embedding space).
@@ -207,27 +275,19 @@ class EmbeddingNeighbours(CandidateSource):
     needs_embeddings = True
 
     def __init__(self, k: int = 20, min_similarity: float = 0.4) -> None:
-        if isinstance(k, bool) or int(k) != k or int(k) < 1:
-            raise ValueError(f"attack.candidates.k must be an integer >= 1, got {k}")
+        super().__init__(k)
         if not -1.0 <= float(min_similarity) <= 1.0:
             raise ValueError(f"attack.candidates.min_similarity must lie in [-1, 1] (a cosine), got {min_similarity}")
-        self.k, self.min_similarity = int(k), float(min_similarity)
+        self.min_similarity = float(min_similarity)
         self.unit: Tensor | None = None
         self._neighbours: dict[int, list[int]] = {}
         self._prepared_for: tuple | None = None
-
-    @property
-    def size(self) -> int:
-        return self.k
 
     def describe(self) -> dict:
         return {"name": self.name, "k": self.k, "min_similarity": self.min_similarity}
 
     def _bind(self, tokenizer) -> None:
-        tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        allowed = word_start_vocabulary(tokenizer) & torch.tensor([not _RESERVED.match(str(t)) for t in tokens])
-        allowed[[i for i in tokenizer.all_special_ids if 0 <= i < len(allowed)]] = False
-        self.allowed = allowed
+        self.allowed = candidate_vocabulary(tokenizer)
 
     def prepare(self, model) -> None:
         self.require_bound()
@@ -263,12 +323,201 @@ class EmbeddingNeighbours(CandidateSource):
         return {int(i): self._neighbours[int(i)] for i in token_ids}
 
     def candidates(self, batch, positions):
-        originals = batch.input_ids[torch.arange(len(positions), device=positions.device), positions].tolist()
+        originals = _originals(batch, positions).tolist()
         found = self.neighbours(originals)
-        out = torch.full((len(positions), self.k), NO_CANDIDATE, dtype=torch.long)
-        for row, token in enumerate(originals):
-            ids = found[token]
-            out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return _padded([found[token] for token in originals], self.k, positions.device)
+
+
+def _originals(batch: TokenBatch, positions: Tensor) -> Tensor:
+    """``[R]`` the id at ``positions[r]`` of row ``r``."""
+    return batch.input_ids[torch.arange(len(positions), device=batch.device), positions.to(batch.device)]
+
+
+def _padded(rows: list[list[int]], k: int, device) -> Tensor:
+    """``[R, k]`` long: each row's first ``k`` ids, padded with :data:`NO_CANDIDATE`."""
+    out = torch.full((len(rows), k), NO_CANDIDATE, dtype=torch.long)
+    for row, ids in enumerate(rows):
+        ids = ids[:k]
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out.to(device)
+
+
+class _WholeWordSource(_TopK):
+    """A token-id source that replaces whole words only: a position whose word continues in the next token
+    (a WordPiece ``##`` piece; a BPE/SentencePiece piece without the word-start marker that begins with a
+    letter or digit) gets no candidate, so that a substitution never glues a new word to the rest of an old
+    one. Binding reads the allowed ids (:func:`candidate_vocabulary`) and the continuation pieces."""
+
+    def _bind(self, tokenizer) -> None:
+        tokens, prefix, marker = _word_pieces(tokenizer)
+        self.allowed = candidate_vocabulary(tokenizer)
+        self.marker = marker or ""
+        special = set(int(i) for i in tokenizer.all_special_ids)
+        self.continuation = torch.tensor([
+            (t.startswith(prefix) if prefix else not t.startswith(marker) and t[:1].isalnum()) and i not in special
+            for i, t in enumerate(tokens)
+        ])
+
+    def word_continues(self, batch: TokenBatch, positions: Tensor) -> Tensor:
+        """``[R]`` bool: the token after ``positions[r]`` of row ``r`` continues its word (attended and a
+        continuation piece)."""
+        self.require_bound()
+        rows = torch.arange(len(positions), device=batch.device)
+        after = (positions.to(batch.device) + 1).clamp(max=batch.input_ids.shape[1] - 1)
+        ids = batch.input_ids[rows, after].clamp(0, len(self.continuation) - 1)
+        attended = batch.attention_mask[rows, after].bool() & (positions.to(batch.device) + 1 < batch.input_ids.shape[1])
+        return attended & self.continuation.to(batch.device)[ids]
+
+
+#: a lexicon: ``word -> synonyms``, as a mapping or a function
+Lexicon = Mapping[str, Iterable[str]] | Callable[[str], Iterable[str]]
+
+
+class SynonymCandidates(_WholeWordSource):
+    """The single-token synonyms of the original word that ``lexicon`` gives, at most ``k``, in the
+    lexicon's order (PWWS's WordNet swap, Ren et al. 2019, Sec. 3.1; TextAttack's ``WordSwapWordNet``).
+
+    The word is the original token without its word-start marker (``Ġ``/``▁``); the lexicon is asked for it
+    as written, then lower-cased if it gives nothing. A synonym is a candidate when it is *one* allowed
+    token (:func:`candidate_vocabulary`, with the vocabulary's word-start marker), tried as given,
+    lower-cased and, for a capitalised word, capitalised; never the original. Multi-word entries (WordNet
+    writes spaces as ``_``) and words the tokenizer would split into pieces are dropped: nothing is decoded
+    and re-tokenized. Positions whose word continues in the next token get none. Looked up once per
+    original id.
+
+    This class takes the lexicon; the ``wordnet`` source
+    (:class:`itermask.training.attack_sources.WordNetCandidates`) reads NLTK's WordNet when it is bound.
+
+    Args:
+        k: the most candidates per position (>= 1).
+        lexicon: a mapping ``word -> synonyms`` or a function of the word (given now or before :meth:`bind`).
+
+    Raises:
+        ValueError: ``k < 1``; at :meth:`bind`, no lexicon.
+    """
+
+    def __init__(self, k: int = 20, lexicon: Lexicon | None = None) -> None:
+        super().__init__(k)
+        self.lexicon = lexicon
+        self._found: dict[int, list[int]] = {}
+
+    def describe(self) -> dict:
+        return {"name": self.name, "k": self.k}
+
+    def _bind(self, tokenizer) -> None:
+        if self.lexicon is None:
+            raise ValueError(f"{type(self).__name__} needs a lexicon (word -> synonyms) before it is bound")
+        super()._bind(tokenizer)
+        self.vocabulary = tokenizer.get_vocab()
+        self.tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self._found = {}
+
+    def _lookup(self, word: str) -> list[str]:
+        get = self.lexicon.get if isinstance(self.lexicon, Mapping) else self.lexicon
+        found = list(get(word) or [])
+        if not found and word.lower() != word:
+            found = list(get(word.lower()) or [])
+        return [str(w) for w in found]
+
+    def synonyms(self, token_id: int) -> list[int]:
+        """The candidate ids for the original ``token_id`` (see the class docstring)."""
+        self.require_bound()
+        if token_id not in self._found:
+            token = str(self.tokens[token_id]) if 0 <= token_id < len(self.tokens) else ""
+            word = token[len(self.marker):] if self.marker and token.startswith(self.marker) else token
+            ids: list[int] = []
+            for synonym in self._lookup(word) if word and self.allowed[token_id] else []:
+                forms = [synonym, synonym.lower()] + ([synonym.capitalize()] if word[:1].isupper() else [])
+                for form in forms:
+                    i = self.vocabulary.get(self.marker + form)
+                    if i is not None and i < len(self.allowed) and self.allowed[i] and i != token_id and i not in ids:
+                        ids.append(i)
+                        break
+            self._found[token_id] = ids[: self.k]
+        return self._found[token_id]
+
+    def candidates(self, batch, positions):
+        originals = _originals(batch, positions).tolist()
+        continues = self.word_continues(batch, positions).tolist()
+        rows = [[] if cont else self.synonyms(int(token)) for token, cont in zip(originals, continues)]
+        return _padded(rows, self.k, positions.device)
+
+
+class MlmCandidates(_WholeWordSource):
+    """The ``k`` top predictions of a masked-language model at the position, given the current input with
+    that position set to the mask token: BAE-R's candidates (Garg & Ramakrishnan 2020, "BAE: BERT-based
+    Adversarial Examples", EMNLP, Sec. 2), without BAE's sentence-encoder similarity filter. Only allowed ids
+    (:func:`candidate_vocabulary`), never the original; positions whose word continues in the next token get
+    none. One MLM forward per ``chunk_size`` rows under ``torch.inference_mode``.
+
+    This class takes the model; the ``mlm`` source
+    (:class:`itermask.training.attack_sources.PretrainedMlmCandidates`) loads ``mlm_pretrained`` and checks
+    its head and vocabulary when bound.
+
+    Args:
+        mlm: a masked-language model with the tokenizer's vocabulary (``mlm(input_ids=..., attention_mask=...)
+            .logits`` is ``[R, L, V']``, ``V' >= V``), or ``None`` to set before :meth:`bind`.
+        k: the most candidates per position (>= 1).
+        chunk_size: rows per MLM forward (bounds the ``[rows, L, V']`` logits).
+        source: where the model came from, for result files.
+
+    Raises:
+        ValueError: ``k < 1`` or ``chunk_size < 1``; at :meth:`bind`, no model or no mask token.
+    """
+
+    def __init__(self, mlm: torch.nn.Module | None = None, k: int = 20, chunk_size: int = 16,
+                 source: str | None = None) -> None:
+        super().__init__(k)
+        if isinstance(chunk_size, bool) or int(chunk_size) < 1:
+            raise ValueError(f"attack.candidates.chunk_size must be a positive integer, got {chunk_size}")
+        self.mlm = None if mlm is None else mlm.eval().requires_grad_(False)
+        self.chunk_size, self.mlm_pretrained = int(chunk_size), source
+
+    def describe(self) -> dict:
+        return {"name": self.name, "k": self.k, "mlm_pretrained": self.mlm_pretrained}
+
+    def _bind(self, tokenizer) -> None:
+        if self.mlm is None:
+            raise ValueError(f"{type(self).__name__} needs a masked-language model (mlm=...) before it is bound")
+        if getattr(tokenizer, "mask_token_id", None) is None:
+            raise ValueError(f"{type(tokenizer).__name__} has no mask token: the mlm candidates need one")
+        super()._bind(tokenizer)
+        self.mask_token_id = int(tokenizer.mask_token_id)
+        self.takes_token_types = "token_type_ids" in inspect.signature(self.mlm.forward).parameters
+
+    def predictions(self, batch: TokenBatch, positions: Tensor) -> Tensor:
+        """``[R, V]`` float the MLM's logits at ``positions[r]`` of row ``r``, that position masked."""
+        self.require_bound()
+        rows = torch.arange(len(positions), device=batch.device)
+        positions = positions.to(batch.device)
+        ids = batch.input_ids.clone()
+        ids[rows, positions] = self.mask_token_id
+        query = batch.with_ids(ids)
+        if next(self.mlm.parameters()).device != batch.device:
+            self.mlm.to(batch.device)
+        parts = []
+        with torch.inference_mode():
+            for start in range(0, len(rows), self.chunk_size):
+                chunk = slice(start, start + self.chunk_size)
+                inputs = query.index(chunk).model_inputs()
+                if not self.takes_token_types:
+                    inputs.pop("token_type_ids", None)
+                logits = self.mlm(**inputs).logits
+                parts.append(logits[torch.arange(logits.shape[0], device=logits.device), positions[chunk]].float())
+        return torch.cat(parts)[:, : len(self.allowed)] if parts else torch.empty(0, len(self.allowed))
+
+    def candidates(self, batch, positions):
+        if not len(positions):
+            return torch.empty(0, self.k, dtype=torch.long, device=positions.device)
+        scores = self.predictions(batch, positions).clone()
+        scores[:, ~self.allowed.to(scores.device)] = float("-inf")
+        rows = torch.arange(len(positions), device=scores.device)
+        scores[rows, _originals(batch, positions).to(scores.device)] = float("-inf")
+        scores[self.word_continues(batch, positions).to(scores.device)] = float("-inf")
+        values, ids = scores.topk(min(self.k, scores.shape[1]), dim=1)
+        ids = torch.where(values > float("-inf"), ids, NO_CANDIDATE)
+        out = torch.full((len(positions), self.k), NO_CANDIDATE, dtype=torch.long, device=scores.device)
+        out[:, : ids.shape[1]] = ids
         return out.to(positions.device)
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 from itermask.analyses import ANALYSES
 from itermask.reporting.attack_link import faithfulness_vs_attack
 from itermask.reporting.statistics import compare_samples, seed_interval
-from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep
+from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep, swept_subtrees
 from itermask.storage.cache import config_hash
 
 GROUP = ("model", "dataset", "saliency", "masking")
@@ -183,7 +183,8 @@ def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
     standard vs masked fine-tuning) and the seed, sorted by label."""
     labels = sorted(groups)
     context = {}
-    swept = tuple(sorted({k for members in groups.values() for run in members for k in run.variant_keys}))
+    swept = tuple(sorted({t for members in groups.values() for run in members for k in run.variant_keys
+                          for t in swept_subtrees(k)}))
     for label in labels:
         ctx = _contexts(groups[label], drop=("model", *swept))
         context[label] = config_hash(ctx[0])

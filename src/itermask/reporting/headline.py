@@ -98,10 +98,18 @@ def _paired(differences: list[float], confidence: float, higher_is_better: bool 
             "p_value": p, "n_better": better}
 
 
+def _of_label(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
+    """The rows of ``frame`` of the group ``label`` (its :data:`GROUP` columns)."""
+    if frame.empty:
+        return frame
+    return frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
+
+
 def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict]:
     members = report.groups[label]
     method, quantity = label[2], members[0].result.get("quantity", "probability")
-    per_seed = report.per_seed
+    per_seed = _of_label(report.per_seed, label)  # this group's runs only (groups may share a method)
+    sensitivity = _of_label(sensitivity, label)
     rows = []
     for schedule in members[0].result["scores"].get(method, {}):
         mine = per_seed[(per_seed.explanation == method) & (per_seed.schedule == schedule)]

@@ -26,7 +26,7 @@ FILES = "report_files"
 class ReportError(ValueError):
     """A multirun folder that cannot be reported: nothing finished, mixed configurations, bad files."""
 
-__all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "REQUIRED_KEYS", "FILES"]
+__all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "swept_subtrees", "REQUIRED_KEYS", "FILES"]
 
 
 @dataclass
@@ -233,6 +233,13 @@ def _override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def swept_subtrees(key: str) -> tuple[str, ...]:
+    """The config subtrees a swept override key accounts for: the key itself and, for an on/off switch
+    ``<section>.enabled``, its whole section (a disabled section such as ``train.adversarial_augmentation``
+    is left out of the results config, so its other settings appear only in the enabled runs)."""
+    return (key, key[: -len(".enabled")]) if key.endswith(".enabled") else (key,)
+
+
 def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]] | None:
     """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, or
     ``None`` when some differing key was not swept (the runs are mixed by accident)."""
@@ -242,9 +249,26 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
     swept = sorted(k for k in set().union(*by_key) if len({b.get(k) for b in by_key}) > 1)
     if not swept or any(k not in b for k in swept for b in by_key):  # a sweep sets its keys in every job
         return None
-    if not all(any(k == s or k.startswith(s + ".") for s in swept) for k in keys):
+    subtrees = [t for s in swept for t in swept_subtrees(s)]
+    if not all(any(k == t or k.startswith(t + ".") for t in subtrees) for k in keys):
         return None
     return [tuple(b[k] for k in swept) for b in by_key]
+
+
+def _mixed(label: tuple, members: list[Run], contexts: list[dict[str, str]], keys: list[str]) -> str:
+    """The message for runs of one group from different configs: the differing settings (``keys``) and the
+    runs of each variant."""
+    variants: dict[str, list[int]] = {}
+    for i, ctx in enumerate(contexts):
+        variants.setdefault(config_hash(ctx), []).append(i)
+    parts = []
+    for idx in variants.values():
+        settings = ", ".join(f"{k}={contexts[idx[0]].get(k, '<absent>')}" for k in keys[:8])
+        runs_text = ", ".join(f"{members[i].path.parent.name} (seed {members[i].seed})" for i in idx)
+        parts.append(f"[{settings}] in {runs_text}")
+    more = f" (+{len(keys) - 8} more settings)" if len(keys) > 8 else ""
+    return (f"{'/'.join(label)}: runs from {len(variants)} different configs are mixed; they differ in "
+            f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
 
 
 def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
@@ -264,28 +288,22 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
     problems = []
     for label, members in groups.items():
         contexts = _contexts(members)
-        variants: dict[str, list[int]] = {}
-        for i, ctx in enumerate(contexts):
-            variants.setdefault(config_hash(ctx), []).append(i)
-        name = "/".join(label)
         keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
-        swept = _swept_variants(members, keys) if len(variants) > 1 else None
-        if swept is not None:
-            for run, variant in zip(members, swept):
-                run.variant = variant
-                split.setdefault(run.label, []).append(run)
+        swept = _swept_variants(members, keys) if keys else None
+        if swept is None:
+            split[label] = members
+            if keys:
+                problems.append(_mixed(label, members, contexts, keys))
             continue
-        split[label] = members
-        if len(variants) > 1:
-            parts = []
-            for idx in variants.values():
-                settings = ", ".join(f"{k}={contexts[idx[0]].get(k, '<absent>')}" for k in keys[:8])
-                runs_text = ", ".join(f"{members[i].path.parent.name} (seed {members[i].seed})" for i in idx)
-                parts.append(f"[{settings}] in {runs_text}")
-            more = f" (+{len(keys) - 8} more settings)" if len(keys) > 8 else ""
-            problems.append(f"{name}: runs from {len(variants)} different configs are mixed; they differ in "
-                            f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
-            continue
+        for run, variant in zip(members, swept):
+            run.variant = variant
+            split.setdefault(run.label, []).append(run)
+        for variant_label in {run.label for run in members}:  # within a swept value every setting agrees
+            variant_runs = split[variant_label]
+            variant_contexts = _contexts(variant_runs)
+            if differing := sorted(k for k in set().union(*variant_contexts)
+                                   if len({c.get(k) for c in variant_contexts}) > 1):
+                problems.append(_mixed(variant_label, variant_runs, variant_contexts, differing))
     for label, members in split.items():
         seeds: dict[int, list[Run]] = {}
         for run in members:

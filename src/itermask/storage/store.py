@@ -24,8 +24,8 @@ from itermask.storage.files import move_aside, read_json, to_jsonable, write_byt
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "result_checksum",
-           "ResultStore"]
+__all__ = ["NOT_IN_KEY", "DISABLED_NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config",
+           "results_key", "result_checksum", "ResultStore"]
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -48,11 +48,17 @@ NOT_IN_KEY = (
     "trainer.enable_checkpointing",
     "saliency.internal_batch_size",
     "masking.chunk_size",
+    "attack.candidates.chunk_size",
     # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
     # rows they repair, so the data of a finished job are the same either way
     "dataset.source.drop_missing_labels",
     "dataset.source.convert_texts",
 )
+
+
+#: Dotted config sections left out of the key while their ``enabled`` is false: options added after results
+#: were stored, so that runs without them keep their keys.
+DISABLED_NOT_IN_KEY = ("train.adversarial_augmentation",)
 
 
 #: Config keys that say how a component is built (its class path), not what it computes: left out of every
@@ -72,8 +78,9 @@ def component_settings(node: Any) -> Any:
 
 
 def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, without
-    :data:`IMPLEMENTATION_KEYS`, and without the analyses that are off by being null (``attack: null``):
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, the disabled
+    sections of :data:`DISABLED_NOT_IN_KEY`, :data:`IMPLEMENTATION_KEYS`, and the analyses that are off by
+    being null (``attack: null``):
     their node and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
     out = component_settings(config)
     if isinstance(out.get("analyses"), list):
@@ -81,12 +88,15 @@ def results_config(config: dict) -> dict:
         out["analyses"] = [name for name in out["analyses"] if name not in off]
         for name in off:
             out.pop(name)
-    for dotted in NOT_IN_KEY:
+    for dotted in NOT_IN_KEY + DISABLED_NOT_IN_KEY:
         *parents, leaf = dotted.split(".")
         node: Any = out
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
+        if not isinstance(node, dict):
+            continue
+        section = node.get(leaf)
+        if dotted in NOT_IN_KEY or not (isinstance(section, dict) and section.get("enabled", False)):
             node.pop(leaf, None)
     return out
 

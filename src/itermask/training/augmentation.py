@@ -1,4 +1,5 @@
-"""Masked fine-tuning: random masking of training batches (the control of the out-of-distribution study).
+"""Training-batch augmentations: masked fine-tuning (random masking, the control of the out-of-distribution
+study) and adversarial fine-tuning (adversarial versions of the examples, the robustness study).
 
 Madsen et al. 2023 ("Faithfulness Measurable Masked Language Models", arXiv 2310.07819) fine-tune with
 a random share of the tokens masked in half of the training batches, so that masked inputs are in
@@ -7,6 +8,12 @@ masking conventions: in a ``batch_share`` of the batches, each example draws a m
 ``f ~ U[0, 1]``, and ``k = floor(f * n + 0.5)`` of its ``n`` maskable tokens
 (:func:`itermask.tokens.maskable_positions`; :func:`itermask.core.schedules.masked_counts`), chosen uniformly
 at random, are masked with the configured :class:`itermask.masking.MaskingStrategy`.
+
+Adversarial fine-tuning (:class:`AdversarialAugmentation`, ``train.adversarial_augmentation``): in a
+``batch_share`` of the batches every example is replaced by its adversarial version against the current
+model where that version lowers the gold-label probability (:class:`itermask.core.adversarial.FirstOrderAttack`:
+gradient ranking, first-order choice among the candidates, one verification forward), as A2T does for its
+adversarial training (Yoo & Qi 2021, Findings of EMNLP, Sec. 3.1 and 4).
 """
 
 from __future__ import annotations
@@ -16,11 +23,22 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
+from itermask.core.adversarial import FirstOrderAttack
 from itermask.core.masking import MaskingStrategy
 from itermask.core.schedules import masked_counts, top_k_mask
 from itermask.core.tokens import TokenBatch, maskable_positions
 
-__all__ = ["RandomMaskingAugmentation"]
+__all__ = ["RandomMaskingAugmentation", "AdversarialAugmentation", "check_batch_share"]
+
+
+def check_batch_share(batch_share: float, setting: str) -> float:
+    """``batch_share`` as a float.
+
+    Raises:
+        ValueError: if it lies outside [0, 1] (naming ``setting``)."""
+    if isinstance(batch_share, bool) or not isinstance(batch_share, (int, float)) or not 0.0 <= float(batch_share) <= 1.0:
+        raise ValueError(f"{setting}.batch_share must lie in [0, 1], got {batch_share}")
+    return float(batch_share)
 
 
 class RandomMaskingAugmentation:
@@ -37,11 +55,9 @@ class RandomMaskingAugmentation:
     """
 
     def __init__(self, strategy: MaskingStrategy, special_ids: Iterable[int], batch_share: float = 0.5, seed: int = 0) -> None:
-        if not 0.0 <= float(batch_share) <= 1.0:
-            raise ValueError(f"masking_augmentation.batch_share must lie in [0, 1], got {batch_share}")
+        self.batch_share = check_batch_share(batch_share, "masking_augmentation")
         self.strategy = strategy
         self.special_ids = sorted(set(int(i) for i in special_ids))
-        self.batch_share = float(batch_share)
         self.generator = torch.Generator().manual_seed(int(seed))
 
     def sample(self, batch: TokenBatch) -> tuple[Tensor, Tensor]:
@@ -68,3 +84,38 @@ class RandomMaskingAugmentation:
 
     def __repr__(self) -> str:
         return f"RandomMaskingAugmentation({self.strategy!r}, batch_share={self.batch_share})"
+
+
+class AdversarialAugmentation:
+    """Replaces the examples of a share of the training batches by adversarial versions against the current
+    model (see the module docstring).
+
+    Args:
+        attack: the first-order attack (its candidate source bound).
+        batch_share: probability in [0, 1] that a batch is attacked.
+        seed: seed of the choice of batches.
+
+    Raises:
+        ValueError: if ``batch_share`` lies outside [0, 1].
+    """
+
+    def __init__(self, attack: FirstOrderAttack, batch_share: float = 0.5, seed: int = 0) -> None:
+        self.batch_share = check_batch_share(batch_share, "adversarial_augmentation")
+        self.attack = attack
+        self.generator = torch.Generator().manual_seed(int(seed))
+
+    def __call__(self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor) -> tuple[TokenBatch, dict[str, float]]:
+        """The batch to train on and what the attack did (empty when the batch is left clean): shares of the
+        batch ``adv_accepted`` (adversarial version used) and ``adv_flipped`` (its prediction flipped), and
+        ``adv_substituted``, the mean tokens substituted per example."""
+        if torch.rand((), generator=self.generator).item() >= self.batch_share:
+            return batch, {}
+        adversarial = self.attack.generate(model, batch, labels)
+        stats = {"adv_accepted": adversarial.accepted.float().mean().item(),
+                 "adv_flipped": adversarial.flipped.float().mean().item(),
+                 "adv_substituted": adversarial.n_substituted.float().mean().item()}
+        return adversarial.batch, stats
+
+    def __repr__(self) -> str:
+        return (f"AdversarialAugmentation({self.attack.candidates.describe()}, budget={self.attack.budget}, "
+                f"batch_share={self.batch_share})")

@@ -109,10 +109,11 @@ def load_classifier(
 
 def classifier_architecture(pretrained: str) -> torch.nn.Module:
     """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device: its modules
-    without weights (no memory, no loading), to check what a component needs before any fine-tuning."""
-    from transformers import AutoConfig
+    without weights (no memory, no loading), to check what a component needs before any fine-tuning.
 
-    config = AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    Raises:
+        ValueError: if no config can be read (:func:`load_model_config`)."""
+    config = load_model_config(pretrained)
     with torch.device("meta"):
         return AutoModelForSequenceClassification.from_config(config)
 
@@ -124,9 +125,11 @@ _MLM_ALTERNATIVES = (
 )
 
 
-def load_masked_lm(pretrained: str, tokenizer) -> torch.nn.Module:
+def load_masked_lm(pretrained: str, tokenizer, user: str = "mlm_infill", setting: str = "masking.mlm_pretrained",
+                   alternatives: str = _MLM_ALTERNATIVES) -> torch.nn.Module:
     """The masked-language model at ``pretrained`` (see :func:`resolve_pretrained`), checked to have an MLM
-    head and ``tokenizer``'s vocabulary (its tokenizer must load from the same place).
+    head and ``tokenizer``'s vocabulary (its tokenizer must load from the same place). ``user`` (what needs
+    the model), ``setting`` (the config setting) and ``alternatives`` (what to do instead) word the errors.
 
     Raises:
         ValueError: if the checkpoint cannot be loaded, has no MLM head (e.g. the packaged MiniLM, a plain
@@ -139,11 +142,11 @@ def load_masked_lm(pretrained: str, tokenizer) -> torch.nn.Module:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
     try:
-        path = resolve_pretrained(pretrained, setting="masking.mlm_pretrained")
+        path = resolve_pretrained(pretrained, setting=setting)
         model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
         raise ValueError(
-            f"mlm_infill cannot load a masked-language model from {pretrained!r}: {error}; {_MLM_ALTERNATIVES}"
+            f"{user} cannot load a masked-language model from {pretrained!r}: {error}; {alternatives}"
         ) from error
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -152,20 +155,20 @@ def load_masked_lm(pretrained: str, tokenizer) -> torch.nn.Module:
     missing_head = sorted(head & set(info["missing_keys"]))
     if missing_head:
         raise ValueError(
-            f"mlm_infill needs a masked-language-model head, but {pretrained!r} has none "
-            f"(it is an encoder without MLM weights: {missing_head[:3]} would be random); {_MLM_ALTERNATIVES}"
+            f"{user} needs a masked-language-model head, but {pretrained!r} has none "
+            f"(it is an encoder without MLM weights: {missing_head[:3]} would be random); {alternatives}"
         )
     try:
         mlm_vocab = AutoTokenizer.from_pretrained(path).get_vocab()
     except (OSError, ValueError) as error:
         raise ValueError(
-            f"mlm_infill cannot load the tokenizer of {pretrained!r} to check its vocabulary: {error}"
+            f"{user} cannot load the tokenizer of {pretrained!r} to check its vocabulary: {error}"
         ) from error
     if mlm_vocab != tokenizer.get_vocab():
         raise ValueError(
-            f"mlm_infill: the vocabulary of {pretrained!r} ({len(mlm_vocab)} tokens) differs from the "
+            f"{user}: the vocabulary of {pretrained!r} ({len(mlm_vocab)} tokens) differs from the "
             f"classifier tokenizer's ({len(tokenizer.get_vocab())}), so its predicted ids would mean other "
-            f"tokens; {_MLM_ALTERNATIVES}"
+            f"tokens; {alternatives}"
         )
     return model
 
@@ -211,6 +214,11 @@ class SequenceClassifier(pl.LightningModule):
         masking_augmentation: masks training batches at random (masked fine-tuning,
             :class:`itermask.training.augmentation.RandomMaskingAugmentation`); ``None``: standard fine-tuning.
             Not a hyperparameter of the checkpoint (the exported weights carry no trace of it).
+        adversarial_augmentation: replaces the examples of a share of the training batches by adversarial
+            versions against the current model (adversarial fine-tuning,
+            :class:`itermask.training.augmentation.AdversarialAugmentation`), before any masking; logs
+            ``adv_accepted``, ``adv_flipped`` (shares of the attacked batch) and ``adv_substituted`` (tokens per
+            example). ``None``: off. Not a hyperparameter of the checkpoint either.
     """
 
     def __init__(
@@ -222,11 +230,13 @@ class SequenceClassifier(pl.LightningModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
         masking_augmentation=None,
+        adversarial_augmentation=None,
     ) -> None:
         super().__init__()
         # logger=False: the run config already holds these settings (itermask.tracking.log_config)
-        self.save_hyperparameters(ignore=["masking_augmentation"], logger=False)
+        self.save_hyperparameters(ignore=["masking_augmentation", "adversarial_augmentation"], logger=False)
         self.masking_augmentation = masking_augmentation
+        self.adversarial_augmentation = adversarial_augmentation
         self.model = load_classifier(pretrained, num_labels, label_names)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
         self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
@@ -237,11 +247,15 @@ class SequenceClassifier(pl.LightningModule):
         return class_logits(self.model, tokens)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        tokens = batch["tokens"]
+        tokens, size = batch["tokens"], len(batch["labels"])
+        if self.adversarial_augmentation is not None:
+            tokens, stats = self.adversarial_augmentation(self.model, tokens, batch["labels"])
+            for name, value in stats.items():
+                self.log(name, value, batch_size=size)
         if self.masking_augmentation is not None:
             tokens = self.masking_augmentation(tokens)
         loss = torch.nn.functional.cross_entropy(self(tokens), batch["labels"])
-        self.log("train_loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        self.log("train_loss", loss, prog_bar=True, batch_size=size)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:

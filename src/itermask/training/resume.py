@@ -1,10 +1,11 @@
 """Exact resumption of an interrupted fine-tuning: a run resumed from a Lightning checkpoint (written at an
 epoch end or every ``train.checkpoint_every_n_steps`` steps) trains on the same batches, with the same random
-numbers, as an uninterrupted run, and so ends with the same weights.
+numbers, as an uninterrupted run, and so ends with the same weights (masked and adversarial fine-tuning
+included).
 
 Lightning restores the weights, optimizer, learning-rate schedule, loop counters and callbacks, but neither
 the position of the shuffling sampler within an epoch nor the random number generators (dropout, masked
-fine-tuning). :class:`ExactResume` records both in every checkpoint and restores them before the first
+and adversarial fine-tuning). :class:`ExactResume` records both in every checkpoint and restores them before the first
 training batch after a resume; :class:`ResumableDataLoader` is the training loader that can skip to a
 position.
 
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-__all__ = ["ResumableDataLoader", "ExactResume", "rng_states", "set_rng_states", "checkpoint_problem"]
+__all__ = ["AUGMENTATIONS", "ResumableDataLoader", "ExactResume", "rng_states", "set_rng_states", "checkpoint_problem"]
 
 
 class ResumableDataLoader(DataLoader):
@@ -70,9 +71,16 @@ class ResumableDataLoader(DataLoader):
                 yield batch
 
 
+#: the training module's augmentations with their own generator (masked and adversarial fine-tuning): their
+#: states are recorded too. Adversarial fine-tuning draws nothing else: its attack runs in eval mode (no
+#: dropout) and is a function of the current weights, which Lightning restores.
+AUGMENTATIONS = ("masking_augmentation", "adversarial_augmentation")
+
+
 def rng_states(module: pl.LightningModule | None = None) -> dict:
     """The states of Python's, NumPy's and torch's global generators (CUDA's when available) and of the
-    masked fine-tuning generator of ``module`` (if any), in types a checkpoint loads with ``weights_only``."""
+    augmentation generators of ``module`` (:data:`AUGMENTATIONS`, where enabled), in types a checkpoint
+    loads with ``weights_only``."""
     kind, keys, position, has_gauss, gauss = np.random.get_state()
     states: dict[str, Any] = {
         "python": random.getstate(),
@@ -80,9 +88,10 @@ def rng_states(module: pl.LightningModule | None = None) -> dict:
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
-    augmentation = getattr(module, "masking_augmentation", None)
-    if augmentation is not None:
-        states["masking_augmentation"] = augmentation.generator.get_state()
+    for name in AUGMENTATIONS:
+        augmentation = getattr(module, name, None)
+        if augmentation is not None:
+            states[name] = augmentation.generator.get_state()
     return states
 
 
@@ -94,9 +103,10 @@ def set_rng_states(states: dict, module: pl.LightningModule | None = None) -> No
     torch.set_rng_state(states["torch"])
     if states["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
-    augmentation = getattr(module, "masking_augmentation", None)
-    if augmentation is not None and "masking_augmentation" in states:
-        augmentation.generator.set_state(states["masking_augmentation"])
+    for name in AUGMENTATIONS:
+        augmentation = getattr(module, name, None)
+        if augmentation is not None and name in states:
+            augmentation.generator.set_state(states[name])
 
 
 def _tuples(value):
@@ -154,15 +164,20 @@ class ExactResume(pl.Callback):
         self.resumed = {"epoch": state["epoch"], "global_step": state["global_step"], "batches_into_epoch": into}
 
 
-def checkpoint_problem(path: str | Path) -> str | None:
+def checkpoint_problem(path: str | Path, augmentations: Sequence[str] = ()) -> str | None:
     """Why the Lightning checkpoint at ``path`` cannot resume a fine-tuning exactly, or ``None`` if it can: it
-    cannot be read (cut, emptied, overwritten), or it holds no :class:`ExactResume` state (written by an
-    older itermask, so the resumed run would not repeat the interrupted one)."""
+    cannot be read (cut, emptied, overwritten), it holds no :class:`ExactResume` state (written by an older
+    itermask, so the resumed run would not repeat the interrupted one), or it lacks the generator state of one
+    of the enabled ``augmentations`` (names in :data:`AUGMENTATIONS`)."""
     try:  # memory-mapped: the weights are not read, only the checkpoint's structure
         checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except Exception as error:  # noqa: BLE001  torch raises RuntimeError, EOFError, pickle or zip errors
         return f"cannot be read ({type(error).__name__}: {error})"
-    if not isinstance(checkpoint, dict) or ExactResume.STATE_KEY not in (checkpoint.get("callbacks") or {}):
+    state = (checkpoint.get("callbacks") or {}).get(ExactResume.STATE_KEY) if isinstance(checkpoint, dict) else None
+    if state is None:
         return ("holds no record of the sampler position and random generators (written by an older itermask), "
                 "so a run resumed from it would differ from an uninterrupted one")
+    if missing := [name for name in augmentations if name not in (state.get("rng") or {})]:
+        return (f"holds no state of the generator of {', '.join(missing)} (written by an older itermask), so a "
+                "run resumed from it would differ from an uninterrupted one")
     return None
