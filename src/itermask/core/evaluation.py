@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -318,6 +318,7 @@ class IterativeMaskingEvaluator:
         batch: TokenBatch,
         labels: Tensor | None = None,
         example_ids: Tensor | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> dict[str, MaskingCurves]:
         """Run every schedule on ``batch``.
 
@@ -327,6 +328,8 @@ class IterativeMaskingEvaluator:
                 (filter with :meth:`maskable` first).
             labels: ``[B]`` gold labels, or ``None``.
             example_ids: ``[B]`` stable ids (default: row index).
+            progress: called as ``progress(schedule)`` each time a schedule's curves of the batch are done
+                (e.g. to advance a progress bar); ``None``: nothing is called.
 
         Returns:
             ``{schedule: MaskingCurves}``.
@@ -375,6 +378,8 @@ class IterativeMaskingEvaluator:
                 keep_logits=keep_logits,
                 **({} if reps is None else _representation_fields(clean_reps, reps)),
             )
+            if progress is not None:
+                progress(name)
         return results
 
 

@@ -149,6 +149,11 @@ def add_seed_statistics(report) -> None:
     """Fill ``report.seed_sensitivity``, ``report.headline``, ``report.rank_stability`` and ``report.notes``."""
     rows, notes = [], []
     for label, members in report.groups.items():
+        if any(run.result.get("fine_tuned") is False for run in members):
+            notes.append(f"{' / '.join(label)}: evaluated without fine-tuning (train.enabled=false), so every seed "
+                         "evaluates the same classifier: the seeds vary only the evaluation's randomness (the "
+                         "seeded random explanation, random replacement tokens, seeded saliency methods), and "
+                         "the seed share of variance is that randomness's share, not the fine-tuning seed's")
         frames, missing = _per_example_scores(members)
         if frames is None:
             notes.append(f"{' / '.join(label)}: no per-example results in job(s) {', '.join(missing)} (results "

@@ -20,7 +20,7 @@ from itermask.storage.files import read_json, write_bytes_atomic, write_json_ato
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "ResultStore"]
+__all__ = ["NOT_IN_KEY", "NOT_IN_KEY_AT_DEFAULT", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "ResultStore"]
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -41,7 +41,12 @@ NOT_IN_KEY = (
     "trainer.enable_checkpointing",
     "saliency.internal_batch_size",
     "masking.chunk_size",
+    "verbose",
 )
+
+#: Dotted config keys left out of the key while they hold the value given here: options added after results
+#: were cached, left out at their default so that the results of runs that keep the default keep their keys.
+NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True}
 
 
 #: Config keys that say how a component is built (its class path), not what it computes: left out of every
@@ -61,15 +66,17 @@ def component_settings(node: Any) -> Any:
 
 
 def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY` and without
-    :data:`IMPLEMENTATION_KEYS`."""
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, those of
+    :data:`NOT_IN_KEY_AT_DEFAULT` at their default, and without :data:`IMPLEMENTATION_KEYS`."""
     out = component_settings(config)
-    for dotted in NOT_IN_KEY:
+    always = object()
+    leave_out = [*((dotted, always) for dotted in NOT_IN_KEY), *NOT_IN_KEY_AT_DEFAULT.items()]
+    for dotted, default in leave_out:
         *parents, leaf = dotted.split(".")
         node: Any = out
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
+        if isinstance(node, dict) and (default is always or node.get(leaf, default) == default):
             node.pop(leaf, None)
     return out
 
