@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
+import itermask.settings  # noqa: F401  registers the evaluation schema that conf/evaluate.yaml names
 from itermask.training.sources import shipped_source
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -41,7 +41,7 @@ def test_train_then_evaluate_multirun(tmp_path, env):
     entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert len(entries) == 1 and (entries[0] / "meta.json").is_file() and (entries[0] / "model").is_dir()
 
-    _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", *SMALL], env)
+    _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", "attack=embedding_neighbors", *SMALL], env)
     checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
     assert len(checkpoints) == 2  # seed 0 reused, seed 1 trained (results/ is the finished-results store)
     log0 = (tmp_path / "multi/0/evaluate.log").read_text()
@@ -90,6 +90,18 @@ def test_train_then_evaluate_multirun(tmp_path, env):
         assert steps == sorted(steps)  # the training x-axis never runs backwards
         assert records(run, "run")[0]["tags"] == ["model:minilm", "dataset:rt_snippets", "saliency:gradient",
                                                   "masking:mask_token", f"seed:{result['seed']}"]
+        # the attack: every evaluated method, the same examples, in results.json and as a W&B table
+        attack = result["attack"]
+        assert set(attack["methods"]) == {"gradient", "random"} and attack["settings"]["ranking"] == "one_shot"
+        for entry in attack["methods"].values():
+            assert entry["examples"]["example_id"] == result["example_ids"]
+            assert entry["summary"]["n_attacked"] == result["n_evaluated"]  # target = predicted: none skipped
+            assert 0 <= entry["summary"]["success_rate"] <= 1 and entry["link"]["schedule"] == "one_shot"
+            assert all(n <= k for n, k in zip(entry["examples"]["n_perturbed"], entry["examples"]["k_max"]))
+        attack_tables = glob.glob(str(run_dir / "wandb/offline-run-*/files/media/table/attack_examples_*.table.json"))
+        assert len(attack_tables) == 1
+        assert len(json.loads(Path(attack_tables[0]).read_text())["data"]) == 2 * result["n_evaluated"]
+    assert "attack success_rate" in (tmp_path / "multi/report.md").read_text()
 
 
 @pytest.mark.slow

@@ -247,12 +247,13 @@ def test_masking_progress_advances_per_explanation_schedule_and_batch(tiny_bert,
 
     from itermask.training import lightning_evaluation
 
-    evaluator = IterativeMaskingEvaluator(GradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0],
-                                          tokenizer.all_special_ids)
     enc = tokenizer(["a fine film", "dull and long"], padding=True, return_tensors="pt")
-    calls = []
-    evaluator.evaluate(tiny_bert, TokenBatch(enc["input_ids"], enc["attention_mask"]), progress=calls.append)
-    assert calls == ["one_shot", "recursive"]
+    for forwards in ("step_major", "bucketed"):  # both forward paths report the same stages
+        evaluator = IterativeMaskingEvaluator(GradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0],
+                                              tokenizer.all_special_ids, forwards=forwards)
+        calls = []
+        evaluator.evaluate(tiny_bert, TokenBatch(enc["input_ids"], enc["attention_mask"]), progress=calls.append)
+        assert calls == ["one_shot", "recursive", "forwards"]  # each schedule's masks, then the masked forwards
 
     bars = []
 
@@ -289,8 +290,10 @@ def test_masking_progress_advances_per_explanation_schedule_and_batch(tiny_bert,
     loader = torch.utils.data.DataLoader(rows, batch_size=None, collate_fn=lambda batch: batch)
     trainer.test(module, dataloaders=loader, verbose=False)
     (bar,) = bars
-    assert (bar.total, bar.n, bar.closed) == (3 * 3, 9, True)  # 3 batches x (2 + 1 schedules)
-    assert bar.postfix[:3] == ["one_shot done, batch 1/3", "recursive done, batch 1/3", "one_shot done, batch 1/3"]
+    # 3 batches x (gradient: 2 schedules + forwards, random: 1 schedule + forwards)
+    assert (bar.total, bar.n, bar.closed) == (3 * 5, 15, True)
+    assert bar.postfix[:5] == ["one_shot done, batch 1/3", "recursive done, batch 1/3", "forwards done, batch 1/3",
+                               "one_shot done, batch 1/3", "forwards done, batch 1/3"]
     assert bar.description == "masking: random"
 
 

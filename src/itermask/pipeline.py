@@ -34,10 +34,11 @@ from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, Ma
 from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
-from itermask.storage.files import environment, write_json_atomic
+from itermask.storage.files import environment, move_aside, write_json_atomic
 from itermask.storage.store import ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.models import SequenceClassifier, class_mapping
+from itermask.training.resume import ExactResume, checkpoint_problem
 
 log = logging.getLogger(__name__)
 
@@ -177,18 +178,37 @@ def given_classifier(settings: TrainJobSettings, data: TextClassificationDataMod
 
 def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule, logger=None) -> TrainedModel:
     """The model stage: the cached fine-tuned model of ``settings.training_key``, fine-tuned (under the
-    entry's file lock) if missing. An interrupted fine-tuning resumes from the entry's last checkpoint."""
+    entry's file lock) if missing or damaged (:meth:`~itermask.storage.cache.CheckpointCache.reusable` moves a
+    damaged entry aside with a warning). An interrupted fine-tuning resumes exactly from the entry's last
+    checkpoint (:mod:`itermask.training.resume`)."""
     key = settings.training_key
     cache = CheckpointCache(settings.cache_dir)
     entry = cache.entry(key)
     with cache.lock(key):
-        meta = cache.meta(key)
+        meta = cache.reusable(key)
         if meta is not None:
             log.info("reusing fine-tuned checkpoint %s", entry)
             return TrainedModel(key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", settings.model.name, settings.data.name, settings.seed, entry)
         _fine_tune(settings, data, cache, logger)
     return TrainedModel(key, entry / "model", cache.meta(key))
+
+
+def _resume_from(cache: CheckpointCache, key: str) -> Path | None:
+    """The entry's ``last.ckpt`` to resume from, or ``None``: none exists, or it cannot resume exactly
+    (:func:`~itermask.training.resume.checkpoint_problem`), in which case the entry's Lightning checkpoints are
+    moved into ``<cache>/damaged/`` with a warning and the fine-tuning starts over."""
+    last = cache.entry(key) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return None
+    problem = checkpoint_problem(last)
+    if problem is None:
+        log.info("resuming interrupted fine-tuning from %s", last)
+        return last
+    moved = move_aside(last.parent, cache.root / "damaged", name=f"{key}-checkpoints")
+    log.warning("cannot resume from %s: it %s; moved the checkpoints to %s and fine-tuning from the start",
+                last, problem, moved)
+    return None
 
 
 def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, cache: CheckpointCache, logger) -> None:
@@ -205,22 +225,24 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
     )
     best = ModelCheckpoint(dirpath=entry / "checkpoints", filename="best", monitor="val_acc", mode="max",
                            save_top_k=1, save_last=True, enable_version_counter=False)
-    callbacks = [best]
+    resume = ExactResume()  # records the sampler position and random generators in every checkpoint
+    callbacks = [best, resume]
     if settings.train.checkpoint_every_n_steps:  # last.ckpt also every N steps: an interrupted epoch resumes part-way
         callbacks.append(ModelCheckpoint(dirpath=entry / "checkpoints", every_n_train_steps=settings.train.checkpoint_every_n_steps,
                                          save_top_k=0, save_last=True, enable_version_counter=False))
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
-    last = entry / "checkpoints" / "last.ckpt"
-    if last.is_file():
-        log.info("resuming interrupted fine-tuning from %s", last)
-    trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last.is_file() else None)
+    last = _resume_from(cache, settings.training_key)
+    trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None)
     if trainer.global_rank == 0:
-        _export(settings, data, cache, best, start)
+        resumed = None if last is None else {"checkpoint": str(last), "exact": True, **(resume.resumed or {})}
+        _export(settings, data, cache, best, start, resumed)
     trainer.strategy.barrier()
 
 
-def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: ModelCheckpoint, start: float) -> None:
-    """Save the best checkpoint's classifier and tokenizer as ``model/`` and finish the entry (``meta.json``)."""
+def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: ModelCheckpoint, start: float,
+            resumed: dict | None = None) -> None:
+    """Save the best checkpoint's classifier and tokenizer as ``model/`` and finish the entry (``meta.json``,
+    with ``resumed``: ``None``, or where an interrupted fine-tuning resumed)."""
     entry = cache.entry(settings.training_key)
     model = SequenceClassifier.load_from_checkpoint(best.best_model_path, map_location="cpu")
     tmp = entry / "model.tmp"
@@ -236,6 +258,7 @@ def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: Mode
         "label_names": data.label_names,
         "train_examples": len(data.tokenized["train"]),
         "train_seconds": time.time() - start,
+        "resumed": resumed,
     }
     if not settings.train.keep_lightning_checkpoints:
         shutil.rmtree(entry / "checkpoints", ignore_errors=True)

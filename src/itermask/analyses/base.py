@@ -12,6 +12,7 @@ section of the result, and the report reads its rows through :meth:`Analysis.rep
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,19 @@ from itermask.core.registry import Registered, Registry
 if TYPE_CHECKING:  # the stages' types; imported for annotations only
     from itermask.settings import EvaluateSettings
 
-__all__ = ["Analysis", "AnalysisOutput", "Artifacts", "EvaluationContext", "ANALYSES"]
+__all__ = ["Analysis", "AnalysisOutput", "Artifacts", "EvaluationContext", "ANALYSES", "eval_mode"]
+
+
+@contextmanager
+def eval_mode(model):
+    """``model`` in eval mode (no dropout) for the block, its former mode restored after (Lightning's test
+    loop restores the training mode a freshly loaded module starts in)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 @dataclass

@@ -16,10 +16,10 @@ from typing import Any, Sequence
 
 import torch
 
-from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext
+from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext, eval_mode
 from itermask.core.evaluation import off_grid
-from itermask.core.representations import Representations, capture_representations
-from itermask.core.tokens import chunked_logits
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
+from itermask.core.representations import Representations
 from itermask.ood import plots
 from itermask.ood.detectors import COVARIANCES, OODDetectors
 from itermask.ood.statistics import masking_ood_statistics
@@ -34,24 +34,25 @@ REPORTED = ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf",
             "auroc_max_softmax", "ece")
 
 
-def collect(model: torch.nn.Module, loader, chunk_size: int = 256,
+def collect(model: torch.nn.Module, loader, token_budget: int = DEFAULT_TOKEN_BUDGET,
             hidden_states: bool = True) -> tuple[Representations, torch.Tensor]:
     """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
     (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order (only the final
-    layer's input without ``hidden_states``). ``model`` must be in eval mode.
+    layer's input without ``hidden_states``), each batch run by :func:`itermask.core.forwards.row_outputs`
+    (length chunks of at most ``token_budget`` padded tokens). ``model`` must be in eval mode.
 
     Raises:
         ValueError: if the loader is empty.
     """
     device = next(model.parameters()).device
-    labels = []
-    with capture_representations(model, hidden_states) as records:
-        for batch in loader:
-            chunked_logits(model, batch["tokens"].to(device).trim(), chunk_size)
-            labels.append(batch["labels"])
+    labels, parts = [], []
+    for batch in loader:
+        out = row_outputs(model, batch["tokens"].to(device), token_budget, representations="all" if hidden_states else "final")
+        parts.append(out.representations.map(lambda t: t.cpu()))
+        labels.append(batch["labels"])
     if not labels:
         raise ValueError("no examples to embed")
-    return Representations.concat(records).map(lambda t: t.cpu()), torch.cat(labels)
+    return Representations.concat(parts), torch.cat(labels)
 
 
 def ood_rows(ood: dict) -> list[list[Any]]:
@@ -161,19 +162,15 @@ class OODAnalysis(Analysis):
             )
 
     def _fit(self, context: EvaluationContext) -> tuple[OODDetectors, Representations, torch.Tensor]:
-        model, data, chunk = context.model, context.data, context.settings.evaluation.chunk_size
+        model, data, chunk = context.model, context.data, context.settings.evaluation.token_budget
         full = self.level == "full"
-        was_training = model.training
-        model.eval()
-        try:
+        with eval_mode(model):
             loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train")
             train, train_labels = collect(model, loader, chunk, hidden_states=full)
             calibration = None
             if self.calibration_split is not None:
                 loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
                 calibration, _ = collect(model, loader, chunk)
-        finally:
-            model.train(was_training)
         detectors = OODDetectors.fit(train, train_labels, calibration, k=self.knn_k, normalize_knn=self.knn_normalize,
                                      covariance=self.covariance, split_seed=self.seed, knn=full)
         left_out = set() if full else {k for k in detectors.missing if k == "masf" or k.endswith("/knn_distance")}

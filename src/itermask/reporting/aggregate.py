@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from itermask.analyses import ANALYSES
+from itermask.reporting.attack_link import faithfulness_vs_attack
 from itermask.reporting.statistics import compare_samples, seed_interval
 from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep
 from itermask.storage.cache import config_hash
@@ -81,6 +82,8 @@ class Report:
     ``comparisons``: ``dataset, saliency, masking, model_a, model_b, explanation, schedule, score, n_a, n_b,
     mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value, difference_in_seed_sd``.
     ``seed_sensitivity``, ``headline``, ``rank_stability``: see :mod:`itermask.reporting.headline`.
+    ``attack_links``: across saliency methods, the rank correlation of faithfulness and attack efficiency
+    (:func:`~itermask.reporting.attack_link.faithfulness_vs_attack`; empty without attacks).
     ``notes``: warnings the report shows at its top (few seeds, missing per-example files).
     """
 
@@ -93,6 +96,7 @@ class Report:
     seed_sensitivity: pd.DataFrame = field(default_factory=pd.DataFrame)
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
     rank_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
+    attack_links: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
 
 
@@ -126,6 +130,7 @@ def build_report(
     summary, per_seed = _summaries(groups, values, settings)
     report = Report(sweep, groups, summary, per_seed, _comparisons(groups, values, summary, settings), settings)
     headline.add_seed_statistics(report)
+    report.attack_links = faithfulness_vs_attack(summary)
     return report
 
 

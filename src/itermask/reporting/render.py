@@ -13,6 +13,7 @@ import pandas as pd
 
 from itermask.core.metrics import metric_info
 from itermask.reporting.aggregate import GROUP, MEASURE, Report, _curves, _model_pairs
+from itermask.reporting.attack_link import caveat
 from itermask.reporting.plots import curve_figure, slug
 from itermask.reporting.sweep import FILES
 from itermask.storage.files import write_bytes_atomic, write_text_atomic
@@ -245,8 +246,29 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
             f"({interval}) of each measure. `<method> - random`: the score minus that of the seeded random "
             "explanation of the same run.", ""]
     out += _group_sections(report, images)
+    out += _attack_section(report)
     out += _comparison_sections(report, images)
     return "\n".join(out)
+
+
+def _attack_section(report: Report) -> list[str]:
+    """The rank correlation across saliency methods of faithfulness and attack efficiency (none without it)."""
+    links = report.attack_links
+    if links.empty:
+        return []
+    out = ["## Faithfulness vs attack efficiency (across saliency methods)", "",
+           "Spearman's rank correlation, across the saliency methods of a model/dataset/masking, between the "
+           "seed mean of AOPC comprehensiveness and the seed mean of an attack efficiency (success rate: higher "
+           "is more efficient; perturbed fraction of the successful attacks: lower is more efficient), with the "
+           "exact permutation p-value. If faithfulness partly measures how easily the model is attacked along "
+           "the ranking, rho is positive for the success rate and negative for the perturbed fraction. "
+           f"Caveat: {caveat(int(links['n_methods'].max()))}.", ""]
+    rows = [[r.model, r.dataset, r.masking, r.schedule, r.faithfulness, r.efficiency,
+             ", ".join(f"{m} ({_num(f, 3)}, {_num(e, 3)})" for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)),
+             _num(r.spearman_rho, 3), _num(r.p_value, 3)] for r in links.itertuples()]
+    header = ["model", "dataset", "masking", "schedule", "faithfulness", "efficiency", "methods (faithfulness, efficiency)",
+              "rho", "p"]
+    return [*out, _md_table(header, rows), ""]
 
 
 HTML = """<!DOCTYPE html>
@@ -295,7 +317,7 @@ def _curve_images(report: Report, files: Path, written: dict, images: dict) -> N
 
 
 #: the report's tables written as CSV under ``report_files/``
-TABLES = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability")
+TABLES = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
 
 
 def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str, Path]:
@@ -308,6 +330,8 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
     images: dict[str, str] = {}
     _curve_images(report, files, written, images)
     for name in TABLES:
+        if name == "attack_links" and report.attack_links.empty:
+            continue
         written[f"{name}.csv"] = write_text_atomic(files / f"{name}.csv", getattr(report, name).to_csv(index=False))
     markdown = render_markdown(report, images)
     written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")

@@ -70,6 +70,12 @@ def _close_failed_run() -> None:
         pass
 
 
+def _cells(frame):
+    """``frame`` with W&B-safe cells: NaN as ``None``, lists as text."""
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.map(lambda v: ", ".join(str(x) for x in v) if isinstance(v, list) else v)
+
+
 def log_report_to_wandb(
     report: Report,
     written: dict[str, Path],
@@ -102,9 +108,9 @@ def log_report_to_wandb(
             mode=run_mode, dir=str(save_dir or report.sweep.root), tags=sorted(labels) + ["report"],
             config={**shared, "swept": swept, "report": report.settings}, settings=settings,
         ), mode)
-        tables = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability")
-        payload = {f"report/{n}": wandb.Table(dataframe=getattr(report, n).astype(object).where(
-            getattr(report, n).notna(), None)) for n in tables}
+        tables = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
+        payload = {f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
+                   for n in tables if not getattr(report, n).empty or n != "attack_links"}
         if report.sweep.failed:
             payload["report/failed_jobs"] = wandb.Table(columns=["job", "overrides", "error"], data=[
                 [job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed])

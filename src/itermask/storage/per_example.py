@@ -13,7 +13,10 @@ A job's ``per_example/`` folder holds three tables, joined by ``example_id`` (an
   example (``aopc_*``, ``aopc_full_*``, ``auc_*``, ``first_flip_fraction`` and ``first_flip_count``, NaN
   when the prediction never flips, ``never_flip_rate``);
 - ``examples.parquet``: one row per evaluated example: ``example_id``, ``split``, ``text`` (and
-  ``text_pair``), ``label``, ``label_name``.
+  ``text_pair``), ``label``, ``label_name``;
+- ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the
+  attack's outcome (``success``, ``n_perturbed``, ``perturbed_fraction``, ``queries``, the substitutions
+  and positions, original and adversarial text; see :mod:`itermask.analyses.attack`).
 
 Load them with :func:`load_per_example` (``pandas`` DataFrames).
 """
@@ -30,31 +33,34 @@ import pyarrow.parquet as pq
 
 from itermask.storage.files import write_bytes_atomic
 
-__all__ = ["FOLDER", "TABLES", "PerExample", "write_per_example", "load_per_example"]
+__all__ = ["FOLDER", "TABLES", "OPTIONAL_TABLES", "PerExample", "write_per_example", "load_per_example"]
 
 FOLDER = "per_example"
 TABLES = ("steps", "scores", "examples")
+#: tables written by configured analyses (absent when the analysis did not run)
+OPTIONAL_TABLES = ("attack",)
 
 
 @dataclass
 class PerExample:
-    """The per-example tables of one job (see the module docstring)."""
+    """The per-example tables of one job (see the module docstring); ``attack`` is ``None`` without an attack."""
 
     steps: pd.DataFrame
     scores: pd.DataFrame
     examples: pd.DataFrame
+    attack: pd.DataFrame | None = None
 
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
-    """Write ``tables`` (``{name: DataFrame}`` for the names in :data:`TABLES`) as
+    """Write ``tables`` (``{name: DataFrame}`` for names in :data:`TABLES` or :data:`OPTIONAL_TABLES`) as
     ``<job_dir>/per_example/<name>.parquet``, each atomically; returns ``{relative path: path}``.
 
     Raises:
-        ValueError: for a table name not in :data:`TABLES`.
+        ValueError: for an unknown table name.
     """
-    unknown = sorted(set(tables) - set(TABLES))
+    unknown = sorted(set(tables) - set(TABLES) - set(OPTIONAL_TABLES))
     if unknown:
-        raise ValueError(f"unknown per-example table(s) {unknown}: expected {list(TABLES)}")
+        raise ValueError(f"unknown per-example table(s) {unknown}: expected {list(TABLES + OPTIONAL_TABLES)}")
     written = {}
     for name, frame in tables.items():
         buffer = io.BytesIO()
@@ -78,4 +84,7 @@ def load_per_example(job_dir: str | Path) -> PerExample:
         if not path.is_file():
             raise FileNotFoundError(f"no per-example table {path} (the job has no per-example results)")
         frames[name] = pq.read_table(path).to_pandas()
+    for name in OPTIONAL_TABLES:
+        if (folder / f"{name}.parquet").is_file():
+            frames[name] = pq.read_table(folder / f"{name}.parquet").to_pandas()
     return PerExample(**frames)

@@ -2,10 +2,10 @@
 
 Run it with ``Trainer(inference_mode=False).test(module, dataloaders=...)``: Lightning then disables
 gradients with ``torch.no_grad`` only, and the evaluator re-enables them for saliency. With
-``progress_bar=True`` the module shows its own progress bar (tqdm, on global rank 0), which advances once
-per explanation, schedule and batch (the evaluator's ``progress`` callback) with an ETA; Lightning's
-per-batch test bar would sit still for the whole of a batch's masking steps, so the caller switches it off
-for this loop (:class:`itermask.analyses.masking.MaskingCurvesAnalysis`).
+``progress_bar=True`` the module shows its own progress bar (tqdm, on global rank 0), which advances per
+explanation, schedule and batch, and after each batch's masked forwards (the evaluator's ``progress``
+callback), with an ETA; Lightning's per-batch test bar would sit still for the whole of a batch's masking
+steps, so the caller switches it off for this loop (:class:`itermask.analyses.masking.MaskingCurvesAnalysis`).
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ class MaskingEvaluationModule(pl.LightningModule):
 
     @property
     def units_per_batch(self) -> int:
-        """Steps of the progress bar per batch: one per explanation and schedule."""
-        return sum(len(evaluator.schedules) for evaluator in self.evaluators.values())
+        """Steps of the progress bar per batch: per explanation, one per schedule (its masks chosen) and one
+        for the masked forwards (see :meth:`IterativeMaskingEvaluator.evaluate`'s ``progress``)."""
+        return sum(len(evaluator.schedules) + 1 for evaluator in self.evaluators.values())
 
     def on_test_epoch_start(self) -> None:
         self._parts.clear()
@@ -72,8 +73,8 @@ class MaskingEvaluationModule(pl.LightningModule):
             return None
         bar.set_description(f"masking: {name}", refresh=False)
 
-        def advance(schedule: str) -> None:
-            bar.set_postfix_str(f"{schedule} done, batch {batch_idx + 1}/{self._n_batches}", refresh=False)
+        def advance(stage: str) -> None:
+            bar.set_postfix_str(f"{stage} done, batch {batch_idx + 1}/{self._n_batches}", refresh=False)
             bar.update(1)
 
         return advance

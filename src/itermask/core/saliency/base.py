@@ -74,6 +74,10 @@ class SaliencyMethod(TokenizerBound, ABC):
     needs_embeddings: bool = True
     #: whether the model must return attention weights (``attn_implementation="eager"``)
     needs_attentions: bool = False
+    #: whether the scores of a row depend only on that row (and its example id), not on the other rows of
+    #: the batch: then a caller may split a batch into length chunks (as the evaluator does). Every
+    #: built-in method is; a method that normalises over the batch, say, sets ``False``
+    row_independent: bool = True
 
     def __init__(self, output: Literal["probability", "logit"] = "probability", absolute: bool = False) -> None:
         if output not in OUTPUTS:
