@@ -336,6 +336,8 @@ def test_help_shows_the_smoke_preset_values(capsys):
     text = _help("evaluate", ["debug=smoke"], capsys)
     assert "evaluation.n_examples [8]" in text and "evaluation.fractions [[0.0, 0.1, 0.5]]" in text
     assert "train.enabled [true]" in text and "evaluation.segments [null]" in text
+    # the evaluation schema's choices (enums) by name
+    assert "evaluation.steps [fraction]" in text and "evaluation.schedules [[one_shot, recursive]]" in text
     assert "debug=smoke" in text
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from enum import Enum
 
 import yaml
 from omegaconf import Container, OmegaConf
@@ -35,9 +36,12 @@ __all__ = ["configure", "summary_lines", "as_yaml", "LIGHTNING_INFO_LOGGERS"]
 
 def as_yaml(value) -> str:
     """A config value written as on the command line (``true``, ``null``, ``[one_shot, recursive]``); the
-    resolver ``${as_yaml:...}`` of the ``--help`` templates (``conf/hydra/help/``)."""
+    resolver ``${as_yaml:...}`` of the ``--help`` templates (``conf/hydra/help/``). The choices of the
+    ``evaluation`` schema (:class:`itermask.validation.EvaluationSchema`, enums) are written by name."""
     if isinstance(value, Container):
-        value = OmegaConf.to_container(value, resolve=True)
+        value = OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+    elif isinstance(value, Enum):
+        value = value.name
     text = yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip()
     return text.removesuffix("...").strip()
 
