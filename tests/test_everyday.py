@@ -161,6 +161,22 @@ def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatc
         evaluate_settings(_compose("train.enabled=false", "train.masking_augmentation.enabled=true"))
 
 
+def test_a_multirun_without_fine_tuning_says_the_seeds_vary_only_the_evaluation(tmp_path):
+    from test_report import make_result, write_sweep
+
+    from itermask.report import build_report
+
+    tuned = build_report(write_sweep(tmp_path / "tuned", [make_result(seed) for seed in range(3)]))
+    assert not any("without fine-tuning" in note for note in tuned.notes)
+    assert any("rests on 3 fine-tunings" in note for note in tuned.notes)
+    results = [{**make_result(seed), "fine_tuned": False} for seed in range(3)]
+    given = build_report(write_sweep(tmp_path / "given", results))
+    (note,) = [note for note in given.notes if "without fine-tuning" in note]
+    assert note.startswith("m / d / gradient / mask_token: evaluated without fine-tuning (train.enabled=false)")
+    assert "the seeds vary only the evaluation's randomness" in note
+    assert any("rests on 3 evaluation seeds" in note for note in given.notes)
+
+
 def test_the_default_leaves_checkpoint_and_result_keys_unchanged():
     """Keys of configs written before train.enabled and verbose existed (the options deleted) equal those
     with the options at their defaults; train.enabled=false is a different result."""

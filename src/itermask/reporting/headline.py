@@ -168,7 +168,8 @@ def add_seed_statistics(report) -> None:
     report.rank_stability = pd.DataFrame(_rank_rows(report))
     seeds = sorted({len(members) for members in report.groups.values()})
     if seeds and seeds[0] < MIN_SEEDS:
+        tuned = any(run.result.get("fine_tuned", True) for members in report.groups.values() for run in members)
         notes.insert(0, f"only {seeds[0]} seed(s) per group: intervals over seeds are wide and the seed share rests "
-                        f"on {seeds[0]} fine-tunings; use at least {MIN_SEEDS} seeds (e.g. seed=0,1,2,3,4) for firm "
-                        "conclusions")
+                        f"on {seeds[0]} {'fine-tunings' if tuned else 'evaluation seeds'}; use at least {MIN_SEEDS} "
+                        "seeds (e.g. seed=0,1,2,3,4) for firm conclusions")
     report.notes = notes
