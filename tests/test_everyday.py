@@ -365,3 +365,22 @@ def test_smoke_preset_is_small_and_wins_over_an_experiment():
     settings = evaluate_settings(_compose("debug=smoke"))
     assert list(settings.evaluation.aopc_bins) == [0.1, 0.5]
     assert not (ROOT / "conf" / "wandb_sweeps").exists() and (ROOT / "sweeps" / "wandb" / "evaluate.yaml").is_file()
+
+
+def test_wandb_runs_start_without_the_unset_anonymous_setting(tmp_path):
+    """Lightning passes anonymous=None to wandb.init, which W&B warns about on every run; it is left out
+    when unset and kept when asked for."""
+    from pytorch_lightning.loggers import WandbLogger
+
+    from itermask import tracking
+
+    def make(**kw):
+        return WandbLogger(project="itermask", save_dir=str(tmp_path), **{"mode": "offline", **kw})
+
+    assert "anonymous" in make()._wandb_init  # what Lightning does
+    logger = tracking.start(make, "offline")
+    assert "anonymous" not in logger._wandb_init and logger.experiment is not None
+    tracking.finish(logger)
+    logger = tracking.start(lambda **kw: make(anonymous=True, **kw), "offline")
+    assert logger._wandb_init["anonymous"] == "allow"
+    tracking.finish(logger)
