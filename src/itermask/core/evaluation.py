@@ -393,11 +393,8 @@ class IterativeMaskingEvaluator:
                 (filter with :meth:`maskable` first).
             labels: ``[B]`` gold labels, or ``None``.
             example_ids: ``[B]`` stable ids (default: row index).
-            progress: called as ``progress(stage)`` after each part of the work on the batch, to advance a
-                progress bar: once per schedule when its masks are chosen (``stage`` is the schedule's
-                name; the recursive schedule's saliency at every step is the costly part), then once when
-                the masked inputs of every schedule have run through the model (``stage="forwards"``):
-                ``len(schedules) + 1`` calls per batch. ``None``: nothing is called.
+            progress: ``progress(stage)`` after each schedule's masks (``stage``: its name) and after the
+                masked forwards (``"forwards"``), e.g. to advance a progress bar; ``None``: not called.
 
         Returns:
             ``{schedule: MaskingCurves}``.
