@@ -179,7 +179,7 @@ def agent_runs(spec: dict, runs: dict[str, dict], monkeypatch, tmp_path, sweep_i
 
 @pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
 def test_each_wandb_agent_run_gets_its_own_folder(sweep_name, monkeypatch, tmp_path):
-    spec = yaml.safe_load((ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml").read_text())
+    spec = yaml.safe_load((ROOT / f"sweeps/wandb/{sweep_name}.yaml").read_text())
     rng = np.random.default_rng(0)
     launched = agent_runs(spec, {run: sample(spec, rng) for run in ("r1", "r2", "r3")}, monkeypatch, tmp_path)
     folders = []
@@ -212,7 +212,7 @@ def test_three_wandb_agent_runs_land_in_three_folders(monkeypatch, tmp_path):
     each run, started as the agent starts it, writes into its own folder, and the report reads all three."""
     from itermask.reporting import build_report
 
-    spec = yaml.safe_load((ROOT / "conf/wandb_sweeps/evaluate.yaml").read_text())
+    spec = yaml.safe_load((ROOT / "sweeps/wandb/evaluate.yaml").read_text())
     spec["command"] += [*TINY, "+trainer.limit_test_batches=2"]
     runs = {"r1": {"seed": 0, "saliency": "gradient", "masking": "mask_token"},  # one fine-tuning, three evaluations
             "r2": {"seed": 0, "saliency": "input_x_gradient", "masking": "mask_token"},

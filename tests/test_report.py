@@ -558,7 +558,7 @@ AGENT_ENV = {"WANDB_SWEEP_ID": "abc123", "WANDB_RUN_ID": "run9"}
 def test_wandb_sweep_command_reaches_the_config(sweep_name, monkeypatch):
     from omegaconf import OmegaConf
 
-    argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(0), AGENT_ENV)
+    argv, values = _agent_command(ROOT / f"sweeps/wandb/{sweep_name}.yaml", np.random.default_rng(0), AGENT_ENV)
     assert argv[:3] == ["/usr/bin/env", sys.executable, f"{sweep_name}.py"]
     assert not any(a.startswith("--") for a in argv)
     for name, value in AGENT_ENV.items():  # the run's own environment, which Hydra resolves ${oc.env:...} in
@@ -575,7 +575,7 @@ def test_wandb_sweep_command_reaches_the_config(sweep_name, monkeypatch):
 def test_wandb_sweep_commands_run(tmp_path):
     """The agent's command lines themselves (``--cfg job`` prints the resolved config instead of training)."""
     for sweep_name in ("train", "evaluate"):
-        argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
+        argv, values = _agent_command(ROOT / f"sweeps/wandb/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
         out = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=ROOT, capture_output=True, text=True,
                              timeout=300, env={**os.environ, **AGENT_ENV, "ITERMASK_CACHE": str(tmp_path)})
         assert out.returncode == 0, out.stderr[-3000:]

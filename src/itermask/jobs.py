@@ -128,12 +128,16 @@ def _is_nan(value: Any) -> bool:
 def run_job(task: Callable[[Any], Any], cfg) -> Any:
     """Run ``task(cfg)`` as one Hydra job (see the module docstring).
 
+    The console is set up first (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``).
     A stale marker in the job folder (a re-run in the same folder) is removed first. A finished job
     returns the task's value. A NaN objective counts as a failure (:class:`FloatingPointError`).
 
     Raises:
         Exception: the task's error, in a single run (after it is logged and recorded).
     """
+    from itermask import console
+
+    console.configure(verbose=bool(cfg.get("verbose", False)))
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
     try:

@@ -4,8 +4,9 @@ An evaluation job is four stages, each a function with typed inputs and outputs:
 
 1. **settings** (:func:`itermask.settings.evaluate_settings`): the Hydra config becomes typed settings,
    every component built once and every option checked once, before any work;
-2. **model** (:func:`get_or_train`): the cached fine-tuned checkpoint, or a fine-tuning (after
-   :func:`load_data` has loaded the data and checked the settings that need it);
+2. **model** (:func:`get_model`): the cached fine-tuned checkpoint, or a fine-tuning (:func:`get_or_train`,
+   after :func:`load_data` has loaded the data and checked the settings that need it); with
+   ``train.enabled=false`` the given classifier as it is (:func:`given_classifier`);
 3. **evaluate** (:func:`evaluate`): the analyses (accuracy, masking curves, per-example tables, then the
    configured ones such as ``ood``), each returning its part of the result and its artifacts;
 4. **record** (:func:`record`): the result file, the results store and the tracker.
@@ -28,30 +29,41 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from itermask import tracking
+from itermask import console, tracking
 from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, MaskingCurvesAnalysis, PerExampleAnalysis
 from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
-from itermask.storage.cache import CheckpointCache
+from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, move_aside, write_json_atomic
 from itermask.storage.store import ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
-from itermask.training.models import SequenceClassifier
+from itermask.training.models import SequenceClassifier, class_mapping
 from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_problem
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TrainedModel", "Evaluation", "seed", "load_data", "tracked", "get_or_train", "evaluate", "record",
-           "stored_result", "record_stored", "run_train", "run_evaluate"]
+__all__ = ["TrainedModel", "Evaluation", "seed", "load_data", "tracked", "get_model", "get_or_train", "given_classifier",
+           "evaluate", "record", "stored_result", "record_stored", "run_train", "run_evaluate"]
 
 
 @dataclass
 class TrainedModel:
-    """A fine-tuned classifier in the cache: its key, ``save_pretrained`` directory and metadata."""
+    """The classifier the evaluation loads: a fine-tuned one in the cache (its checkpoint key,
+    ``save_pretrained`` directory and ``meta.json``), or a given classifier evaluated as it is (the key of
+    its identity, its ``model.pretrained`` and the metadata of :func:`given_classifier`)."""
 
     key: str
-    model_dir: Path
+    model_dir: Path | str
     meta: dict
+
+    @property
+    def fine_tuned(self) -> bool:
+        return self.meta.get("fine_tuned", True)
+
+    @property
+    def class_order(self) -> list[int] | None:
+        """A given classifier's class index of each of the data's classes (``None`` when fine-tuned here)."""
+        return None if self.fine_tuned else self.meta["classes"]["order"]
 
 
 @dataclass
@@ -80,7 +92,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
         return record_stored(settings, stored)
     data = load_data(settings)
     with tracked(settings) as logger:
-        trained = get_or_train(settings, data, logger)
+        trained = get_model(settings, data, logger)
         evaluation = evaluate(settings, data, trained)
         return record(settings, trained, evaluation, logger) if evaluation is not None else {}
 
@@ -129,6 +141,39 @@ def tracked(settings: TrainJobSettings):
         tracking.finish(logger, failed=True, error=f"{type(error).__name__}: {error}")
         raise
     tracking.finish(logger)
+
+
+def get_model(settings: TrainJobSettings, data: TextClassificationDataModule, logger=None) -> TrainedModel:
+    """The model stage: the fine-tuned model (:func:`get_or_train`), or with ``train.enabled=false`` the given
+    classifier as it is (:func:`given_classifier`)."""
+    return get_or_train(settings, data, logger) if settings.train.enabled else given_classifier(settings, data)
+
+
+def given_classifier(settings: TrainJobSettings, data: TextClassificationDataModule) -> TrainedModel:
+    """The model stage without fine-tuning: ``model.pretrained`` (a sequence classifier's local directory or
+    hub id) evaluated as it is. Its classes are matched to the data's (:func:`~itermask.training.models.class_mapping`;
+    a different order is logged and undone when the evaluation loads it). Its identity is the name and, for a
+    local directory, the SHA-256 of its files (also part of the results key, ``data_files``); ``meta`` records
+    ``fine_tuned: false``, no validation accuracy, and the class mapping.
+
+    Raises:
+        ValueError: see :func:`~itermask.training.models.class_mapping`.
+    """
+    pretrained = settings.model.pretrained
+    mapping = class_mapping(pretrained, data.label_names)
+    if mapping.remapped:
+        log.info("the classes of %s %s are put in the dataset's order %s (class order %s)", pretrained,
+                 list(mapping.model_labels), list(mapping.data_labels), list(mapping.order))
+    elif mapping.matched_by == "count":
+        log.info("%s has generic class names %s: only their number is checked against the dataset's %s; "
+                 "the order is taken as it is", pretrained, list(mapping.model_labels), list(mapping.data_labels))
+    files = {name.split(":", 1)[1]: digest for name, digest in settings.training_payload["data_files"].items()
+             if name.startswith("model:")}
+    identity = {"pretrained": pretrained, "files": files}
+    log.info("evaluating %s as it is (train.enabled=false): no fine-tuning", pretrained)
+    meta = {"fine_tuned": False, **identity, "val_acc": None, "label_names": list(data.label_names),
+            "classes": mapping.to_dict()}
+    return TrainedModel(config_hash(identity), pretrained, meta)
 
 
 def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule, logger=None) -> TrainedModel:
@@ -228,9 +273,8 @@ def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, tra
     before any work if one cannot run), then run the analyses in order: accuracy, masking curves,
     per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a
     distributed run. Nothing is logged here: the record stage logs the result."""
-    classifier = SequenceClassifier(
-        pretrained=str(trained.model_dir), num_labels=len(data.label_names), label_names=data.label_names
-    )
+    classifier = SequenceClassifier(pretrained=str(trained.model_dir), num_labels=len(data.label_names),
+                                    label_names=data.label_names, class_order=trained.class_order)
     # eager attention when a method reads attention weights; every method checks it can run (fail fast)
     prepare_for_saliency(classifier.model, [evaluator.saliency for evaluator in settings.evaluators.values()])
     # no logger: a new trainer's step restarts at 0, which would run the training x-axis backwards; the
@@ -262,7 +306,10 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
         "quantity": e.quantity,
         "steps": e.steps,
         "segments": e.segments,
-        "checkpoint_key": trained.key,
+        "fine_tuned": trained.fine_tuned,
+        "checkpoint_key": trained.key if trained.fine_tuned else None,
+        **({} if trained.fine_tuned else {"evaluated_model": {
+            "key": trained.key, **{k: trained.meta[k] for k in ("pretrained", "files", "classes")}}}),
         "config_hash": settings.results_key,
         **evaluation.result,
         "seconds": time.time() - settings.started_at,
@@ -271,10 +318,17 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
     }
     path = write_json_atomic(settings.output_dir / "results.json", result)
     ResultStore(settings.cache_dir).put(settings.results_key, result, evaluation.artifacts.files)
-    log.info("wrote %s (test accuracy %.4f)", path, result["accuracy"]["test"])
+    log.info("wrote %s", path)
+    _log_summary(result)
     tracking.log_evaluation(logger, result)
     tracking.log_artifacts(logger, evaluation.artifacts)
     return result
+
+
+def _log_summary(result: dict) -> None:
+    """The job's three-line score summary (:func:`itermask.console.summary_lines`) in its log and console."""
+    for line in console.summary_lines(result):
+        log.info(line)
 
 
 def stored_result(settings: EvaluateSettings) -> dict | None:
@@ -294,4 +348,5 @@ def record_stored(settings: EvaluateSettings, stored: dict) -> dict:
                 artifacts.update(analysis.artifacts_from(stored, settings.output_dir))
         tracking.log_evaluation(logger, stored)
         tracking.log_artifacts(logger, artifacts)
+    _log_summary(stored)
     return stored

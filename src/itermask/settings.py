@@ -36,7 +36,7 @@ from itermask.storage.cache import config_hash
 from itermask.storage.store import component_settings, results_key
 from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
 from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
-from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer
+from itermask.training.models import class_mapping, classifier_architecture, load_model_config, load_tokenizer
 from itermask.training.sources import REPAIR_SWITCHES, DataSource
 from itermask.validation import QUANTITIES, SettingsError, check_config, check_max_length, check_seed_value
 
@@ -108,12 +108,16 @@ class DataSettings:
 @dataclass(frozen=True)
 class TrainSettings:
     """Fine-tuning settings (``train``): checkpointing, masked fine-tuning (``augmentation``) and adversarial
-    fine-tuning (``adversarial``), each ``None`` when disabled."""
+    fine-tuning (``adversarial``), each ``None`` when disabled.
+
+    ``enabled=False`` (``evaluate.py`` only): ``model.pretrained`` is a sequence classifier evaluated as it
+    is, without fine-tuning (:func:`itermask.pipeline.given_classifier`)."""
 
     keep_lightning_checkpoints: bool
     checkpoint_every_n_steps: int | None
     augmentation: RandomMaskingAugmentation | None
     adversarial: AdversarialAugmentation | None = None
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -217,8 +221,9 @@ class EvaluateSettings(TrainJobSettings):
         return next(iter(self.evaluators))
 
     def check_against_data(self, data) -> None:
-        """Settings that need the data (target class, split, subset size, segments, the analyses'), checked
-        before any fine-tuning.
+        """Settings that need the data (target class, split, subset size, segments, the analyses', and with
+        ``train.enabled=false`` the given classifier's classes, :func:`~itermask.training.models.class_mapping`),
+        checked before any fine-tuning or evaluation.
 
         Raises:
             ValueError: naming the setting."""
@@ -232,6 +237,8 @@ class EvaluateSettings(TrainJobSettings):
                 f"evaluation.segments={e.segments}, but {self.data.name} has single texts (segment 0 only); "
                 "use evaluation.segments=null, or a sentence-pair dataset (text_pair_column)"
             )
+        if not self.train.enabled:  # the given classifier's classes against the data's (its config only)
+            class_mapping(self.model.pretrained, data.label_names)
         for analysis in self.analyses:
             analysis.check_data(data)
 
@@ -378,7 +385,7 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     dataset source and the contents of its local files, training settings, trainer precision, seed), from
     the config alone (``source``: the built data source, built here when not given).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, so
-    standard fine-tuning keeps its key; the data sources' repair switches
+    standard fine-tuning keeps its key, and ``train.enabled`` only when false; the data sources' repair switches
     (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job fails on data they would
     repair, so the data of a finished job are the same either way.
 
@@ -391,6 +398,8 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     for augmentation in ("masking_augmentation", "adversarial_augmentation"):
         if not (train.get(augmentation) or {}).get("enabled", False):
             train.pop(augmentation, None)
+    if train.get("enabled", True) is True:  # the default leaves the keys as they were before the option
+        train.pop("enabled", None)
     source_settings = component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))
     for switch in REPAIR_SWITCHES:
         source_settings.pop(switch, None)
@@ -419,6 +428,7 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
                      str(cfg.model.pretrained), pairs=bool(getattr(source, "text_pair_column", None)))
     key, payload = training_key(cfg, source)
     finetune = cfg.model.finetune
+    enabled = _train_enabled(cfg)
     trainer_spec = OmegaConf.to_container(cfg.trainer, resolve=True)
     every = cfg.train.get("checkpoint_every_n_steps")
     return dict(
@@ -426,10 +436,12 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
         output_dir=Path(str(cfg.output_dir)), tokenizer=tokenizer,
         model=ModelSettings(cfg.model.name, str(cfg.model.pretrained), int(cfg.model.max_length),
                             int(finetune.batch_size), OmegaConf.to_container(finetune.optimizer, resolve=True)),
+        # without fine-tuning the training split only feeds analyses (the OOD fit draws its own subset)
         data=DataSettings(cfg.dataset.name, source, int(cfg.data.eval_batch_size), int(cfg.data.num_workers),
-                          cfg.train.max_train_examples),
+                          cfg.train.max_train_examples if enabled else None),
         train=TrainSettings(bool(cfg.train.keep_lightning_checkpoints), int(every) if every else None,
-                            _augmentation(cfg, tokenizer, built, seed), _adversarial_augmentation(cfg, tokenizer, seed)),
+                            _augmentation(cfg, tokenizer, built, seed), _adversarial_augmentation(cfg, tokenizer, seed),
+                            enabled),
         masking=_bound(cfg.masking, tokenizer, built),
         precision=str(cfg.trainer.get("precision", "32-true")),
         training_key=key, training_payload=payload,
@@ -441,13 +453,31 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
     ), payload["data_files"]
 
 
+def _train_enabled(cfg: DictConfig) -> bool:
+    """``train.enabled`` (default true).
+
+    Raises:
+        ValueError: if it is not a boolean, or it is false with masked fine-tuning switched on."""
+    enabled = cfg.train.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"train.enabled must be true or false, got {enabled!r}")
+    if not enabled and (cfg.train.get("masking_augmentation") or {}).get("enabled", False):
+        raise ValueError("train.masking_augmentation.enabled=true is masked fine-tuning, but train.enabled=false "
+                         "evaluates model.pretrained without fine-tuning: switch one of them")
+    return enabled
+
+
 def train_settings(cfg: DictConfig) -> TrainJobSettings:
     """The settings stage of ``train.py``.
 
     Raises:
         ValueError: for a missing or non-integer seed, an unknown masking strategy setting, bad masked or
-            adversarial fine-tuning settings; FileNotFoundError for missing data files or model directories.
+            adversarial fine-tuning settings, ``train.enabled=false`` (nothing to do: that is for
+            ``evaluate.py``); FileNotFoundError for missing data files or model directories.
     """
+    if not _train_enabled(cfg):
+        raise ValueError("train.py fine-tunes, but train.enabled=false: evaluate a classifier without fine-tuning "
+                         "with evaluate.py train.enabled=false model.pretrained=<directory or hub id>")
     fields, _ = _job_fields(cfg, {})
     return TrainJobSettings(**fields)
 

@@ -196,6 +196,7 @@ def start(make_logger: Callable[..., Logger | None], mode: str | None = None) ->
 
     def open_run(run_mode: str) -> WandbLogger:
         built = logger if run_mode == configured else make_logger(mode=run_mode)
+        _drop_unset_anonymous(built)
         built.experiment  # noqa: B018 (creates the run)
         return built
 
@@ -204,6 +205,16 @@ def start(make_logger: Callable[..., Logger | None], mode: str | None = None) ->
     except Exception as error:
         log.warning("W&B run could not start (%s: %s); continuing without W&B logging", type(error).__name__, error)
         return None
+
+
+def _drop_unset_anonymous(logger: WandbLogger) -> None:
+    """Lightning's ``WandbLogger`` always passes ``anonymous`` to ``wandb.init`` (``None`` when not asked
+    for), and W&B (0.19+) warns "The anonymous setting has no effect" on every run when it is passed at all;
+    leave it out while it is unset (W&B's own default). A workaround in the logger's init arguments
+    (``_wandb_init``, Lightning's private attribute; nothing is done where it is absent)."""
+    init = getattr(logger, "_wandb_init", None)
+    if isinstance(init, dict) and "anonymous" in init and init["anonymous"] is None:
+        del init["anonymous"]
 
 
 def log_config(logger: Logger | None, config: dict) -> None:

@@ -33,9 +33,18 @@ class MaskingCurvesAnalysis(Analysis):
 
     def run(self, context: EvaluationContext) -> AnalysisOutput:
         settings, e = context.settings, context.settings.evaluation
-        module = MaskingEvaluationModule(context.model, settings.evaluators)
+        # the module's own bar (per explanation, schedule and batch) stands in for Lightning's per-batch bar
+        lightning_bar = context.trainer.progress_bar_callback
+        show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
+        module = MaskingEvaluationModule(context.model, settings.evaluators, progress_bar=show)
         loader = context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split)
-        context.trainer.test(module, dataloaders=loader, verbose=False)
+        if show:
+            lightning_bar.disable()
+        try:
+            context.trainer.test(module, dataloaders=loader, verbose=False)
+        finally:
+            if show:
+                lightning_bar.enable()
         if not context.trainer.is_global_zero:
             return AnalysisOutput({})
         if not module.curves:

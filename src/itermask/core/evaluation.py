@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -383,6 +383,7 @@ class IterativeMaskingEvaluator:
         batch: TokenBatch,
         labels: Tensor | None = None,
         example_ids: Tensor | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> dict[str, MaskingCurves]:
         """Run every schedule on ``batch``.
 
@@ -392,6 +393,8 @@ class IterativeMaskingEvaluator:
                 (filter with :meth:`maskable` first).
             labels: ``[B]`` gold labels, or ``None``.
             example_ids: ``[B]`` stable ids (default: row index).
+            progress: ``progress(stage)`` after each schedule's masks (``stage``: its name) and after the
+                masked forwards (``"forwards"``), e.g. to advance a progress bar; ``None``: not called.
 
         Returns:
             ``{schedule: MaskingCurves}``.
@@ -412,7 +415,7 @@ class IterativeMaskingEvaluator:
         clean = run(batch)
         target = resolve_target(self.target, clean.logits, labels)
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
-        masks = self._schedule_masks(model, batch, maskable, k, target, example_ids)
+        masks = self._schedule_masks(model, batch, maskable, k, target, example_ids, progress)
         groups, keep_of = [], {}
         for name, schedule_masks in masks.items():
             if SCHEDULES[name].sufficiency and self.sufficiency:
@@ -420,6 +423,8 @@ class IterativeMaskingEvaluator:
                 groups.append((maskable & ~schedule_masks, False))
             groups.append((schedule_masks, collect))
         outputs = iter(self._masked_outputs(model, run, batch, groups))
+        if progress is not None:
+            progress("forwards")
         results = {}
         for name in masks:
             keep = next(outputs) if name in keep_of else None
@@ -442,9 +447,10 @@ class IterativeMaskingEvaluator:
         return results
 
     def _schedule_masks(self, model, batch: TokenBatch, maskable: Tensor, k: Tensor, target: Tensor,
-                        example_ids: Tensor) -> dict[str, Tensor]:
+                        example_ids: Tensor, progress: Callable[[str], None] | None = None) -> dict[str, Tensor]:
         """``{schedule: masks [S, B, L]}``: saliency on the clean input, then each schedule's masks (the
-        recursive schedule recomputes saliency on the masked input at each step, see :meth:`_saliency`)."""
+        recursive schedule recomputes saliency on the masked input at each step, see :meth:`_saliency`);
+        ``progress(schedule)`` after each schedule (see :meth:`evaluate`)."""
         length = batch.input_ids.shape[1]
         clean_saliency = self._saliency_by_length(model, batch, target, example_ids)
 
@@ -453,7 +459,12 @@ class IterativeMaskingEvaluator:
             scores = self._saliency_by_length(model, masked.batch, target[rows], example_ids[rows])
             return to_source_positions(scores, masked, length)
 
-        return {name: SCHEDULES[name]().masks(clean_saliency, maskable, k, saliency_fn) for name in self.schedules}
+        masks = {}
+        for name in self.schedules:
+            masks[name] = SCHEDULES[name]().masks(clean_saliency, maskable, k, saliency_fn)
+            if progress is not None:
+                progress(name)
+        return masks
 
 
 def step_major_outputs(model: torch.nn.Module, rows: TokenBatch, chunk_size: int, collect: bool | str,

@@ -157,6 +157,11 @@ def add_seed_statistics(report) -> None:
     """Fill ``report.seed_sensitivity``, ``report.headline``, ``report.rank_stability`` and ``report.notes``."""
     rows, notes = [], []
     for label, members in report.groups.items():
+        if any(run.result.get("fine_tuned") is False for run in members):
+            notes.append(f"{' / '.join(label)}: evaluated without fine-tuning (train.enabled=false), so every seed "
+                         "evaluates the same classifier: the seeds vary only the evaluation's randomness (the "
+                         "seeded random explanation, random replacement tokens, seeded saliency methods), and "
+                         "the seed share of variance is that randomness's share, not the fine-tuning seed's")
         frames, missing = _per_example_scores(members)
         if frames is None:
             notes.append(f"{' / '.join(label)}: no per-example results in job(s) {', '.join(missing)} (results "
@@ -171,7 +176,8 @@ def add_seed_statistics(report) -> None:
     report.rank_stability = pd.DataFrame(_rank_rows(report))
     seeds = sorted({len(members) for members in report.groups.values()})
     if seeds and seeds[0] < MIN_SEEDS:
+        tuned = any(run.result.get("fine_tuned", True) for members in report.groups.values() for run in members)
         notes.insert(0, f"only {seeds[0]} seed(s) per group: intervals over seeds are wide and the seed share rests "
-                        f"on {seeds[0]} fine-tunings; use at least {MIN_SEEDS} seeds (e.g. seed=0,1,2,3,4) for firm "
-                        "conclusions")
+                        f"on {seeds[0]} {'fine-tunings' if tuned else 'evaluation seeds'}; use at least {MIN_SEEDS} "
+                        "seeds (e.g. seed=0,1,2,3,4) for firm conclusions")
     report.notes = notes

@@ -24,7 +24,8 @@ from itermask.storage.files import move_aside, read_json, to_jsonable, write_byt
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOT_IN_KEY", "DISABLED_NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config",
+__all__ = ["NOT_IN_KEY", "NOT_IN_KEY_AT_DEFAULT", "DISABLED_NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings",
+           "results_config",
            "results_key", "result_checksum", "ResultStore"]
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
@@ -49,11 +50,16 @@ NOT_IN_KEY = (
     "saliency.internal_batch_size",
     "masking.chunk_size",
     "attack.candidates.chunk_size",
+    "verbose",
     # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
     # rows they repair, so the data of a finished job are the same either way
     "dataset.source.drop_missing_labels",
     "dataset.source.convert_texts",
 )
+
+#: Dotted config keys left out of the key while they hold the value given here: options added after results
+#: were cached, left out at their default so that the results of runs that keep the default keep their keys.
+NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True}
 
 
 #: Dotted config sections left out of the key while their ``enabled`` is false: options added after results
@@ -78,25 +84,32 @@ def component_settings(node: Any) -> Any:
 
 
 def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, the disabled
-    sections of :data:`DISABLED_NOT_IN_KEY`, :data:`IMPLEMENTATION_KEYS`, and the analyses that are off by
-    being null (``attack: null``):
-    their node and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, those of
+    :data:`NOT_IN_KEY_AT_DEFAULT` at their default, the disabled sections of :data:`DISABLED_NOT_IN_KEY`,
+    :data:`IMPLEMENTATION_KEYS`, and the analyses that are off by being null (``attack: null``): their node
+    and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
     out = component_settings(config)
     if isinstance(out.get("analyses"), list):
         off = [name for name in out["analyses"] if name in out and out[name] is None]
         out["analyses"] = [name for name in out["analyses"] if name not in off]
         for name in off:
             out.pop(name)
-    for dotted in NOT_IN_KEY + DISABLED_NOT_IN_KEY:
+    always, disabled = object(), object()
+    leave_out = [*((dotted, always) for dotted in NOT_IN_KEY), *NOT_IN_KEY_AT_DEFAULT.items(),
+                 *((dotted, disabled) for dotted in DISABLED_NOT_IN_KEY)]
+    for dotted, default in leave_out:
         *parents, leaf = dotted.split(".")
         node: Any = out
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, dict):
             continue
-        section = node.get(leaf)
-        if dotted in NOT_IN_KEY or not (isinstance(section, dict) and section.get("enabled", False)):
+        value = node.get(leaf, default)
+        if default is disabled:
+            drop = not (isinstance(value, dict) and value.get("enabled", False))
+        else:
+            drop = default is always or value == default
+        if drop:
             node.pop(leaf, None)
     return out
 

