@@ -33,7 +33,6 @@ FERRET_GRID = [round(0.1 * i, 1) for i in range(1, 11)]
 
 
 def stage_ours(args) -> None:
-    import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from itermask import metrics
