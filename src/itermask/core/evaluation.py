@@ -3,7 +3,8 @@
 :class:`IterativeMaskingEvaluator` is plain PyTorch (no Lightning, no logging). For a batch it
 
 1. predicts on the clean input and picks the class to explain (:func:`resolve_target`);
-2. computes saliency on the clean input;
+2. computes saliency on the clean input, with its per-example diagnostics (identically zero scores,
+   completeness gap; :meth:`itermask.core.saliency.SaliencyMethod.explain`);
 3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`) and runs all masked
    inputs of the batch (``S x B`` rows) through the model in padded chunks under
    ``torch.inference_mode``; for the one-shot schedule also the complementary inputs where only the
@@ -26,7 +27,7 @@ from torch import Tensor
 
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations, capture_representations
-from itermask.core.saliency import SaliencyMethod
+from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
 from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
 
@@ -60,6 +61,11 @@ class MaskingCurves:
         clean_layer_mean, layer_mean: ``[B, L+1, H]`` / ``[B, S, L+1, H]`` hidden states mean-pooled over
             attended tokens; ``None`` unless collected.
         clean_layer_max, layer_max: the same max-pooled; ``None`` unless collected.
+        saliency_zero: ``[B]`` bool, the saliency of the clean input is identically zero (the example is
+            ranked by position only; see :meth:`itermask.core.saliency.SaliencyMethod.explain`).
+        completeness_gap: ``[B]`` float64, for ``integrated_gradients`` and ``deeplift``: the sum of the
+            clean input's attributions minus ``f(x) - f(baseline)`` of the explained output; else ``None``.
+        output_difference: ``[B]`` float64 ``f(x) - f(baseline)`` beside it; else ``None``.
     """
 
     schedule: str
@@ -79,6 +85,9 @@ class MaskingCurves:
     layer_mean: Tensor | None = None
     clean_layer_max: Tensor | None = None
     layer_max: Tensor | None = None
+    saliency_zero: Tensor | None = None
+    completeness_gap: Tensor | None = None
+    output_difference: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with
@@ -281,12 +290,12 @@ class IterativeMaskingEvaluator:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
         return maskable_positions(batch, self.special_ids, self.segments)
 
-    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
+    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Attribution:
         if not self.saliency.needs_gradients:
-            return self.saliency.attribute(model, batch, target, example_ids)
+            return self.saliency.explain(model, batch, target, example_ids)
         with _gradients_enabled():
             batch = batch.map(torch.clone)  # never hand inference tensors to autograd
-            return self.saliency.attribute(model, batch, target.clone(), example_ids.clone())
+            return self.saliency.explain(model, batch, target.clone(), example_ids.clone())
 
     def _logits(self, model, batch: TokenBatch, collect: bool = False) -> tuple[Tensor, Representations | None]:
         """Logits ``[N, C]`` of ``batch`` in chunks, and its representations if ``collect``."""
@@ -341,18 +350,18 @@ class IterativeMaskingEvaluator:
         collect = self.collect_representations
         clean_logits, clean_reps = self._logits(model, batch, collect)
         target = resolve_target(self.target, clean_logits, labels)
-        clean_saliency = self._saliency(model, batch, target, example_ids)
+        clean = self._saliency(model, batch, target, example_ids)
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
 
         def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
             masked = self.strategy.apply(batch.index(rows), state)
-            scores = self._saliency(model, masked.batch, target[rows], example_ids[rows])
+            scores = self._saliency(model, masked.batch, target[rows], example_ids[rows]).scores
             return to_source_positions(scores, masked, length)
 
         results = {}
         for name in self.schedules:
             schedule = SCHEDULES[name]()
-            masks = schedule.masks(clean_saliency, maskable, k, saliency_fn)
+            masks = schedule.masks(clean.scores, maskable, k, saliency_fn)
             keep_logits = None
             if schedule.sufficiency and self.sufficiency:
                 keep_logits = self._masked_logits(model, batch, maskable & ~masks)[0]
@@ -369,6 +378,9 @@ class IterativeMaskingEvaluator:
                 clean_logits=clean_logits,
                 logits=logits,
                 keep_logits=keep_logits,
+                saliency_zero=clean.zero,
+                completeness_gap=clean.completeness_gap,
+                output_difference=clean.output_difference,
                 **({} if reps is None else _representation_fields(clean_reps, reps)),
             )
         return results
