@@ -45,6 +45,7 @@ __all__ = [
     "ood_auroc",
     "DegenerateScores",
     "TIE_RTOL",
+    "CONSTANT_RTOL",
     "OODCurves",
     "masking_ood_statistics",
 ]
