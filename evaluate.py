@@ -3,12 +3,15 @@
 import hydra
 from omegaconf import DictConfig
 
+from itermask.jobs import run_job
 from itermask.pipeline import run_evaluate
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    run_evaluate(cfg)
+    """A failed job leaves its traceback in its log and a ``failed.json``; a multirun goes on (see
+    :mod:`itermask.jobs`)."""
+    run_job(run_evaluate, cfg)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@
 import hydra
 from omegaconf import DictConfig
 
+from itermask.jobs import run_job
 from itermask.pipeline import run_train
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
-def main(cfg: DictConfig) -> float:
-    """Returns the best validation accuracy (the value Hydra sweepers optimise)."""
-    return run_train(cfg)
+def main(cfg: DictConfig):
+    """Returns the best validation accuracy (the value Hydra sweepers optimise); a failed job of a multirun
+    returns a :class:`~itermask.jobs.JobFailed`, which the Optuna sweeper records as a failed trial."""
+    return run_job(run_train, cfg)
 
 
 if __name__ == "__main__":

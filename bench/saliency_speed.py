@@ -38,6 +38,17 @@ def build(name: str, seed: int = 0):
     return hydra.utils.instantiate(spec)
 
 
+def setup(args) -> tuple:
+    """Threads (``args.threads``), the packaged tokenizer, the classifier ``args.model`` in eval mode and the
+    first ``args.examples`` shipped test texts."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = load_tokenizer(PACKAGED)
+    model = load_classifier(args.model, num_labels=2).eval()
+    texts = list(pd.read_csv(shipped_source().files["test"], keep_default_na=False)["text"][: args.examples])
+    return tokenizer, model, texts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=PACKAGED)
@@ -47,12 +58,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=None, help="config names (default: all)")
     parser.add_argument("--json", default=None, help="also write the timings here")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
-    tokenizer = load_tokenizer(PACKAGED)
-    model = load_classifier(args.model, num_labels=2).eval()
-    texts = list(pd.read_csv(shipped_source().files["test"], keep_default_na=False)["text"][: args.examples])
+    tokenizer, model, texts = setup(args)
     enc = tokenizer(texts, padding=True, truncation=True, max_length=args.max_length, return_tensors="pt")
     batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
     with torch.no_grad():  # (inference tensors cannot enter the gradient methods' autograd)

@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
+import itermask.settings  # noqa: F401  registers the evaluation schema that conf/evaluate.yaml names
 from itermask.training.sources import shipped_source
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,6 +31,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _wandb_reachable_again(monkeypatch):
+    """Each test starts with no memory of an unreachable W&B server (itermask.tracking falls back to
+    offline for the rest of a process once an online start failed)."""
+    from itermask import tracking
+
+    monkeypatch.setattr(tracking, "_unreachable", {})
 
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -353,10 +353,10 @@ def test_capture_finds_the_final_linear_layer(arch):
         classifier_head(torch.nn.Sequential(torch.nn.Linear(2, 2)))
 
 
-def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0)):
+def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0), forwards="bucketed"):
     evaluator = IterativeMaskingEvaluator(
         RandomSaliency(seed=0), MaskToken(tokenizer), fractions, tokenizer.all_special_ids,
-        chunk_size=4, collect_representations=collect,
+        chunk_size=4, collect_representations=collect, forwards=forwards,
     )
     batch = _batch(tokenizer, TEXTS)
     return evaluator.evaluate(model, batch, labels=torch.tensor([1, 1, 0]))
@@ -397,9 +397,10 @@ def _train_reps(model, tokenizer, n=40):
 
 
 def test_masking_ood_statistics_on_a_tiny_model(tiny_bert, tokenizer, caplog):
-    curves = _evaluate(tiny_bert, tokenizer, collect=True)["one_shot"]
-    # fraction 0 masks nothing: step 0 is the clean input again, run in a chunk of another size and padding,
-    # and the near-singular covariance below (40 examples, 32 dimensions) magnifies that float noise
+    # the old step-major forwards: fraction 0 masks nothing, so step 0 is the clean input again, run in a chunk
+    # of another size and padding (bucketed forwards compute that row once), and the near-singular covariance
+    # below (40 examples, 32 dimensions) magnifies that float noise
+    curves = _evaluate(tiny_bert, tokenizer, collect=True, forwards="step_major")["one_shot"]
     assert not torch.equal(curves.features[:, 0], curves.clean_features)
     train, labels = _train_reps(tiny_bert, tokenizer)
     with caplog.at_level(logging.WARNING):
@@ -502,7 +503,7 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
     payload = training_key(masked)[1]
     # the key holds each component's config name and settings, not its module path (_target_)
     assert payload["train"]["masking_augmentation"]["strategy"] == {"name": "mask_token"}
-    assert experiment.ood.enabled is True
+    assert experiment.ood.level == "full"
     assert experiment.hydra.sweeper.params["train.masking_augmentation.enabled"] == "false,true"
 
 
@@ -523,7 +524,7 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
         "dataset=csv", f"dataset.source.path={tmp_path}/small.csv",
         "train.max_train_examples=96", "train.masking_augmentation.enabled=true",
         "evaluation.n_examples=8", "evaluation.compare_random=false", "evaluation.fractions=[0.0,0.1,0.5,0.9,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
-        "ood.enabled=true", "ood.n_fit_examples=60", "ood.plots.umap_train_points=40",
+        "ood.level=full", "ood.n_fit_examples=60", "ood.plots.umap_train_points=40",
         "ood.plots.umap_neighbors=5", f"hydra.run.dir={tmp_path}/run",
     ]
     out = subprocess.run([sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -589,6 +590,24 @@ def test_ood_rows_and_csv_logging(tmp_path):
     assert metrics["ood/gradient/recursive/final/auroc_mahalanobis@0.5"].dropna().tolist() == [0.75]
     assert metrics["ood/gradient/one_shot/masf_flagged@1"].dropna().tolist() == [1.0]
     assert not any(c.startswith("ood/gradient/one_shot/layer_1") for c in metrics.columns)  # per-layer: table only
+
+
+def test_ood_statistics_reach_wandb_as_curves_over_the_masking_step(tmp_path):
+    from pytorch_lightning.loggers import WandbLogger
+
+    from itermask import tracking
+    from itermask.analyses.ood import OODAnalysis
+    from test_tracking import history, read_wandb_run
+
+    logger = WandbLogger(project="itermask", save_dir=str(tmp_path), mode="offline")
+    tracking.log_artifacts(logger, OODAnalysis._artifacts(_ood_section(), images={}))
+    run_dir = Path(logger.experiment.dir).parent
+    tracking.finish(logger)
+    rows = [row for row in history(read_wandb_run(run_dir)) if "masked_fraction" in row]
+    assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
+    assert [row["ood/gradient/recursive/final/auroc_mahalanobis"] for row in rows] == [0.5, 0.75, 1.0]
+    assert [row["ood/gradient/one_shot/masf_flagged"] for row in rows] == [0.0, 0.5, 1.0]
+    assert not any(key.startswith("ood/gradient/one_shot/layer_1") for row in rows for key in row)  # table only
 
 
 def test_ood_figures(tmp_path):

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from itermask.storage.store import SCHEMA_VERSION
+from test_tracking import history, read_wandb_run, records
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["train.max_train_examples=400", "evaluation.n_examples=12", "data.eval_batch_size=128"]
@@ -41,7 +42,7 @@ def test_train_then_evaluate_multirun(tmp_path, env):
     entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert len(entries) == 1 and (entries[0] / "meta.json").is_file() and (entries[0] / "model").is_dir()
 
-    _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", *SMALL], env)
+    _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", "attack=embedding_neighbors", *SMALL], env)
     checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
     assert len(checkpoints) == 2  # seed 0 reused, seed 1 trained (results/ is the finished-results store)
     log0 = (tmp_path / "multi/0/evaluate.log").read_text()
@@ -83,6 +84,30 @@ def test_train_then_evaluate_multirun(tmp_path, env):
         assert curve["target_prob"].tolist() == pytest.approx(expected["target_prob"])
         assert curve["flip_rate"].tolist() == pytest.approx(expected["flip_rate"])
         assert curve["sufficiency_prob"].isna().all()
+
+        # ... and as history metrics over the masking step (read with `wandb leet inspect --json`)
+        run = read_wandb_run(Path(tables[0]).parents[3])
+        rows = [row for row in history(run) if "masked_fraction" in row]
+        assert [row["masked_fraction"] for row in rows] == pytest.approx(expected["x"])
+        assert [row["curves/gradient/recursive/target_prob"] for row in rows] == pytest.approx(expected["target_prob"])
+        one_shot = result["scores"]["random"]["one_shot"]
+        assert [row["curves/random/one_shot/sufficiency_prob"] for row in rows] == pytest.approx(one_shot["sufficiency_prob"])
+        steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
+        assert steps == sorted(steps)  # the training x-axis never runs backwards
+        assert records(run, "run")[0]["tags"] == ["model:minilm", "dataset:rt_snippets", "saliency:gradient",
+                                                  "masking:mask_token", f"seed:{result['seed']}"]
+        # the attack: every evaluated method, the same examples, in results.json and as a W&B table
+        attack = result["attack"]
+        assert set(attack["methods"]) == {"gradient", "random"} and attack["settings"]["ranking"] == "one_shot"
+        for entry in attack["methods"].values():
+            assert entry["examples"]["example_id"] == result["example_ids"]
+            assert entry["summary"]["n_attacked"] == result["n_evaluated"]  # target = predicted: none skipped
+            assert 0 <= entry["summary"]["success_rate"] <= 1 and entry["link"]["schedule"] == "one_shot"
+            assert all(n <= k for n, k in zip(entry["examples"]["n_perturbed"], entry["examples"]["k_max"]))
+        attack_tables = glob.glob(str(run_dir / "wandb/offline-run-*/files/media/table/attack_examples_*.table.json"))
+        assert len(attack_tables) == 1
+        assert len(json.loads(Path(attack_tables[0]).read_text())["data"]) == 2 * result["n_evaluated"]
+    assert "attack success_rate" in (tmp_path / "multi/report.md").read_text()
 
 
 @pytest.mark.slow

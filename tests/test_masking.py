@@ -241,6 +241,7 @@ def test_random_token_keeps_replacements_under_recursion():
     evaluator = IterativeMaskingEvaluator(
         RandomSaliency(seed=1), RandomToken(tokenizer, seed=0), None, tokenizer.all_special_ids,
         schedules=["recursive"], steps="count", counts=[0, 1, 2, 3, 4, 5, 6], sufficiency=False,
+        forwards="step_major",  # every step's row in one forward, in step order (the default de-duplicates)
     )
     curves = evaluator.evaluate(model, batch)["recursive"]
     assert curves.k.tolist() == [[0, 1, 2, 3, 4, 5, 6]]

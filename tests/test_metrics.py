@@ -349,7 +349,8 @@ def test_a_new_metric_is_one_class(curves):
         assert metrics.metric_info("kept_share").per_step
         columns, rows = tracking.curve_table({"gradient": {"one_shot": summary}})
         assert [row[columns.index("kept_share")] for row in rows] == pytest.approx(expected)
-        assert "kept_share" in tracking._plot_columns(columns)
+        history = tracking.curve_history({"gradient": {"one_shot": summary}})
+        assert [row["curves/gradient/one_shot/kept_share"] for row in history] == pytest.approx(expected)
         result = {"accuracy": {"test": 0.5}, "saliency": {"name": "gradient"},
                   "scores": {"gradient": {"one_shot": summary}}}
         assert _measures(result)[("gradient", "one_shot", "aopc_kept_share")] == pytest.approx(sum(expected[1:6]) / 5)

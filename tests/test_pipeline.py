@@ -1,5 +1,6 @@
 """Configs, seeding, the checkpoint cache and result files (fast; no training)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -99,8 +100,13 @@ def test_cache_entry_complete_only_after_finish(tmp_path):
 
         with pytest.raises(Timeout):  # a second job waits for the lock
             CheckpointCache(tmp_path / "cache", lock_timeout=0.1).lock("k").acquire()
+    (cache.entry("k") / "model").mkdir(parents=True)
+    (cache.entry("k") / "model" / "config.json").write_text("{}")
     cache.finish("k", {"val_acc": 0.5})
-    assert cache.meta("k") == {"val_acc": 0.5}
+    assert cache.meta("k") == cache.reusable("k") == {
+        "val_acc": 0.5,
+        "files": {"model/config.json": {"bytes": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}},
+    }
 
 
 def test_write_json_atomic_leaves_nothing_half_written(tmp_path):
@@ -192,8 +198,11 @@ def test_editing_a_data_file_changes_the_keys(tmp_path):
 def test_settings_checked_before_any_work(tokenizer):
     with pytest.raises(ValueError, match="aopc_bins"):
         _evaluators(_compose("evaluation.fractions=[0.0,0.5,1.0]"), tokenizer)
-    with pytest.raises(ValueError, match="quantity"):
-        _evaluators(_compose("evaluation.quantity=odds"), tokenizer)
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="evaluation.quantity=odds") as error:
+        _compose("evaluation.quantity=odds")  # refused when the config is composed
+    assert "expected one of [probability, logit]" in str(error.value.__cause__)
     with pytest.raises(ValueError, match="schedules is empty"):
         _evaluators(_compose("evaluation.schedules=[]"), tokenizer)
 
@@ -202,7 +211,7 @@ def test_settings_checked_before_any_work(tokenizer):
 def test_missing_or_non_integer_seed_is_refused_before_any_work(seed, monkeypatch, tmp_path):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     for run in (pipeline.run_evaluate, pipeline.run_train):
-        with pytest.raises(ValueError, match="seed must be set to an integer"):
+        with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 4294967295\] \(NumPy's seed range\)"):
             run(_compose(f"seed={seed}"))
     assert not (tmp_path / "cache").exists()
     assert check_seed(_compose("seed=0")) == 0
@@ -218,10 +227,10 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
     with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
         pipeline.run_evaluate(_compose("evaluation.target=7"))
     for override, message in [
-        ("evaluation.n_examples=0", "evaluation.n_examples must be positive or null, got 0"),
+        ("evaluation.n_examples=0", r"evaluation.n_examples must be an integer >= 1 or null \(the whole split\), got 0"),
         ("evaluation.split=nope", "unknown split 'nope'"),
         ("evaluation.segments=[1]", r"evaluation.segments=\[1\], but rt_snippets has single texts"),
-        ("train.max_train_examples=0", "train.max_train_examples must be positive or null"),
+        ("train.max_train_examples=0", "train.max_train_examples must be an integer >= 1 or null"),
     ]:
         with pytest.raises(ValueError, match=message):
             pipeline.run_evaluate(_compose(override))
@@ -270,10 +279,10 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
 ])
 def test_ood_settings_are_checked_before_any_work(override, message, tokenizer):
     with pytest.raises(ValueError, match=message):
-        _evaluators(_compose("ood.enabled=true", override), tokenizer)
-    _evaluators(_compose("ood.enabled=false", override), tokenizer)  # ignored when the analysis is off
+        _evaluators(_compose("ood.level=full", override), tokenizer)
+    _evaluators(_compose("ood.level=none", override), tokenizer)  # ignored when the analysis is off
     # a short grid without the UMAP fractions is fine once the plots are off
-    _evaluators(_compose("ood.enabled=true", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
+    _evaluators(_compose("ood.level=full", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
                          "ood.plots.enabled=false"), tokenizer)
 
 
@@ -281,7 +290,7 @@ def test_unknown_calibration_split_is_refused_before_fine_tuning(monkeypatch, tm
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pipeline, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
     with pytest.raises(ValueError, match=r"unknown ood.calibration_split 'nope': choose from \['train'"):
-        pipeline.run_evaluate(_compose("ood.enabled=true", "ood.calibration_split=nope"))
+        pipeline.run_evaluate(_compose("ood.level=full", "ood.calibration_split=nope"))
 
 
 def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monkeypatch, tmp_path):
@@ -289,7 +298,7 @@ def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monk
     monkeypatch.setattr(pipeline, "tracked", lambda settings: pytest.fail("the logger started"))
     cfg = _compose("train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=2")
     for run in (pipeline.run_evaluate, pipeline.run_train):
-        with pytest.raises(ValueError, match="batch_share must lie in"):
+        with pytest.raises(ValueError, match=r"batch_share must be a number in \[0, 1\], got 2"):
             run(cfg)
 
 
@@ -297,7 +306,7 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
     from itermask.storage.store import ResultStore
 
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    cfg = _compose("ood.enabled=true", "logger=csv", f"output_dir={tmp_path}/new")
+    cfg = _compose("ood.level=full", "logger=csv", f"output_dir={tmp_path}/new")
     key = evaluate_settings(cfg).results_key
     stats = {"steps": "fraction", "x": [0.0, 0.5, 1.0], "fraction": [0.0, 0.5, 1.0], "n_examples": 2,
              "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7]},

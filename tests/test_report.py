@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 from itermask import report as rep
-from itermask.report import ReportError, build_report, compare_samples, seed_interval, spread_ratio, write_report
+from itermask.report import ReportError, build_report, compare_samples, seed_interval, write_report
 from itermask.storage.files import write_json_atomic, write_text_atomic
 from itermask.storage.store import ResultStore, results_config, results_key
 
@@ -163,11 +163,6 @@ def test_permutation_test_exact_p_value():
     assert math.isnan(compare_samples([1], [2, 3])["p_value"])
 
 
-def test_spread_ratio():
-    assert spread_ratio(0.04, 0.02) == 2.0
-    assert math.isnan(spread_ratio(0.04, 0.0)) and math.isnan(spread_ratio(math.nan, 0.1))
-
-
 # -- aggregation of a multirun folder --------------------------------------------------------------------
 
 
@@ -187,13 +182,14 @@ def test_aggregation_over_seeds(sweep):
     assert acc["ci_high"] == pytest.approx(mean + T_975[2] * std / math.sqrt(3))
     aopc = row("gradient", "one_shot", "aopc_comprehensiveness_prob")
     assert aopc["mean"] == pytest.approx(0.14) and aopc["std"] == pytest.approx(0.04)
-    assert aopc["spread_ratio"] == pytest.approx(2.0)  # 0.04 / 0.02
     assert row("gradient", "one_shot", "aopc_sufficiency_prob")["mean"] == pytest.approx(0.07)
-    assert row("gradient", "one_shot", "auc_prob")["spread_ratio"] == pytest.approx(2.0)
     rel = row("gradient - random", "recursive", "aopc_comprehensiveness_prob")
     assert rel["mean"] == pytest.approx(0.09)
     flat = row("random", "one_shot", "aopc_comprehensiveness_prob")
-    assert flat["std"] == 0 and flat["spread_ratio"] == 0
+    assert flat["std"] == 0
+    # these hand-made results have no per-example tables: the seed share is not computed, and the report says so
+    assert report.seed_sensitivity.empty and any("no per-example results" in note for note in report.notes)
+    assert any("only 3 seed(s)" in note for note in report.notes)
     assert row("gradient", "one_shot", "first_flip_fraction")["n"] == 0  # None in every run
     assert "aopc_sufficiency_prob" not in set(s[s.schedule == "recursive"].score)
     # per-seed table: one value per seed and measure
@@ -226,9 +222,8 @@ def test_two_models_are_compared(tmp_path):
     assert row["ci_low"] < row["difference"] < row["ci_high"] < 0
     acc = c[c.score == "accuracy_test"].iloc[0]
     assert acc["mean_a"] == pytest.approx(0.8) and acc["mean_b"] == pytest.approx(0.82)
-    # spread ratio in the fairberta group: accuracy did not vary, so the ratio is undefined
-    s = report.summary
-    assert s[(s.model == "fairberta") & (s.explanation == "gradient")].spread_ratio.isna().all()
+    # the difference in units of the pooled within-group seed sd: sqrt((0.02^2 + 0.04^2) / 2)
+    assert row["difference_in_seed_sd"] == pytest.approx((0.05 - 0.14) / math.sqrt((0.02**2 + 0.04**2) / 2))
     permuted = build_report(root, test="permutation", n_resamples=999).comparisons
     assert permuted.loc[row.name, "p_value"] == pytest.approx(2 / 20)  # 3 vs 3 fully separated: exact test
 
@@ -237,16 +232,18 @@ def test_report_files(sweep):
     report = build_report(sweep)
     written = write_report(report)
     md = (sweep / "report.md").read_text()
-    assert "| gradient | one_shot | aopc_comprehensiveness_prob | 3 | 0.1400 | 0.0400 |" in md
+    # one_shot and recursive have the same per-seed values here: the row is shown once
+    assert "| gradient | one_shot = recursive | aopc_comprehensiveness_prob | probability | 3 | 0.1400 | 0.0400 |" in md
     half = T_975[2] * 0.04 / math.sqrt(3)
-    assert f"[{0.14 - half:.4f}, {0.14 + half:.4f}] | 2.00 |" in md
+    assert f"[{0.14 - half:.4f}, {0.14 + half:.4f}] |" in md
     html = (sweep / "report.html").read_text()
     assert "<table>" in html and "report_files/curves_m_d_gradient_mask_token_one_shot.png" in html
     for name in ("curves_m_d_gradient_mask_token_one_shot.png", "curves_m_d_gradient_mask_token_recursive.png"):
         assert (sweep / "report_files" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (sweep / "report_files" / "summary.csv").read_text().splitlines()
     assert len(summary) == 1 + len(report.summary)
-    assert set(written) >= {"report.md", "report.html", "summary.csv", "per_seed.csv", "comparisons.csv"}
+    assert set(written) >= {"report.md", "report.html", "summary.csv", "per_seed.csv", "comparisons.csv",
+                            "headline.csv", "seed_sensitivity.csv"}
     assert not list(sweep.rglob("*.tmp"))
     # a second report over the folder ignores its own output
     assert len(build_report(sweep).sweep.runs) == 3
@@ -365,16 +362,23 @@ def test_wandb_summary_run_offline(sweep):
     folder = rep.log_report_to_wandb(report, written, project="itermask", group="evaluate-test", mode="offline")
     assert folder is not None and Path(folder).name.startswith("offline-run-")
     tables = sorted(p.name.split("_0_")[0] for p in Path(folder).rglob("*.table.json"))
-    assert tables == ["comparisons", "per_seed", "summary"]
+    assert tables == ["comparisons", "headline", "per_seed", "rank_stability", "seed_sensitivity", "summary"]
     summary = json.loads(next(Path(folder).rglob("summary_*.table.json")).read_text())
     assert len(summary["data"]) == len(report.summary)
     assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 2
 
 
-def test_wandb_failure_keeps_the_local_report(sweep, caplog):
+def test_wandb_failure_keeps_the_local_report(sweep, caplog, monkeypatch):
+    import wandb
+
     report = build_report(sweep)
     written = write_report(report)
-    assert rep.log_report_to_wandb(report, written, mode="no-such-mode") is None
+
+    def broken(**kwargs):
+        raise ConnectionError("no server")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    assert rep.log_report_to_wandb(report, written, mode="offline") is None
     assert "W&B summary run failed" in caplog.text and (sweep / "report.md").is_file()
 
 
@@ -388,11 +392,12 @@ def test_tracking_survives_wandb_failures(caplog):
         def experiment(self):
             raise ConnectionError("no server")
 
-    logger = Broken(project="x", mode="offline")
-    assert tracking.start(logger) is None
+    assert tracking.start(lambda **kw: Broken(project="x", mode="offline"), "offline") is None
     assert "W&B run could not start" in caplog.text
-    tracking.log_evaluation(logger, make_result(0))  # warns, does not raise
-    assert "W&B logging failed" in caplog.text
+    tracking.log_evaluation(Broken(project="x", mode="offline"), make_result(0))  # warns, does not raise
+    assert "logging the evaluation failed" in caplog.text
+    tracking.log_config(Broken(project="x", mode="offline"), make_result(0)["config"])
+    assert "logging the run config failed" in caplog.text
 
 
 # -- results store -------------------------------------------------------------------------------------
@@ -527,13 +532,14 @@ AGENT_ENV = {"WANDB_SWEEP_ID": "abc123", "WANDB_RUN_ID": "run9"}
 
 
 @pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
-def test_wandb_sweep_command_reaches_the_config(sweep_name):
+def test_wandb_sweep_command_reaches_the_config(sweep_name, monkeypatch):
     from omegaconf import OmegaConf
 
     argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(0), AGENT_ENV)
     assert argv[:3] == ["/usr/bin/env", sys.executable, f"{sweep_name}.py"]
     assert not any(a.startswith("--") for a in argv)
-    assert "hydra.run.dir=outputs/wandb_sweeps/abc123/run9" in argv and "logger.group=sweep-abc123" in argv
+    for name, value in AGENT_ENV.items():  # the run's own environment, which Hydra resolves ${oc.env:...} in
+        monkeypatch.setenv(name, value)
     cfg = _compose(*argv[3:], name=sweep_name, hydra=True)
     assert cfg.hydra.run.dir == "outputs/wandb_sweeps/abc123/run9"
     job = OmegaConf.to_container(cfg, resolve=False)
@@ -548,7 +554,7 @@ def test_wandb_sweep_commands_run(tmp_path):
     for sweep_name in ("train", "evaluate"):
         argv, values = _agent_command(ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
         out = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300, env={**os.environ, "ITERMASK_CACHE": str(tmp_path)})
+                             timeout=300, env={**os.environ, **AGENT_ENV, "ITERMASK_CACHE": str(tmp_path)})
         assert out.returncode == 0, out.stderr[-3000:]
         _check_swept_values(yaml.safe_load(out.stdout), values)
 
@@ -606,7 +612,7 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path, env):
     assert json.loads((tmp_path / "second/1/results.json").read_text())["seed"] == 1
     assert len(list((cache / "results").glob("*.json"))) == 2
     md = (tmp_path / "second/report.md").read_text()  # written by the Hydra callback
-    assert "2 finished run(s) of 2 expected" in md and "spread ratio" in md
+    assert "2 finished run(s) of 2 expected" in md and md.index("## Headline") < md.index("## Scores over seeds")
 
 
 @pytest.mark.slow
@@ -645,7 +651,7 @@ def test_report_callback_after_a_multirun(sweep, tmp_path, caplog):
     config = OmegaConf.create({"task_name": "evaluate", "hydra": {"sweep": {"dir": str(sweep)}},
                                "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"}})
     ReportCallback().on_multirun_end(config)
-    assert "| gradient | one_shot | aopc_comprehensiveness_prob | 3 | 0.1400 |" in (sweep / "report.md").read_text()
+    assert "| gradient | one_shot = recursive | aopc_comprehensiveness_prob | probability | 3 | 0.1400 |" in (sweep / "report.md").read_text()
     assert not (sweep / "wandb").exists()  # CSV logger: no W&B summary run
     (tmp_path / "empty").mkdir()
     config.hydra.sweep.dir = str(tmp_path / "empty")

@@ -93,6 +93,7 @@ def test_bert_masks_only_the_chosen_segment(tokenizer, tiny_bert, tmp_path):
     model = Recorder(tiny_bert)
     evaluator = IterativeMaskingEvaluator(
         InputXGradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids, segments=[1],
+        forwards="step_major",  # the rows below are read in step-major order (test_forwards covers the default)
     )
     curves = evaluator.evaluate(model, batch)
     assert curves["one_shot"].n_maskable.tolist() == [4, 1, 2]
@@ -121,7 +122,7 @@ def test_roberta_delete_within_the_first_segment(bpe_tokenizer, tmp_path):
     model = Recorder(RobertaForSequenceClassification(config).eval())
     evaluator = IterativeMaskingEvaluator(
         RandomSaliency(seed=0), Delete(bpe_tokenizer), [0.0, 0.5, 1.0], bpe_tokenizer.all_special_ids,
-        segments=[0], sufficiency=False,
+        segments=[0], sufficiency=False, forwards="step_major",  # the last call read in step-major order
     )
     curves = evaluator.evaluate(model, batch)
     assert curves["recursive"].k[:, -1].tolist() == curves["recursive"].n_maskable.tolist()

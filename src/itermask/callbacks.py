@@ -1,9 +1,10 @@
-"""Hydra callbacks: the report after a multirun (configured in ``conf/evaluate.yaml`` under
-``hydra.callbacks``)."""
+"""Hydra callbacks (configured under ``hydra.callbacks``): the report after an evaluation multirun
+(``conf/evaluate.yaml``) and the failed jobs' exit status after any multirun (``conf/train.yaml``)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReportCallback"]
+__all__ = ["ReportCallback", "FailedJobsCallback"]
 
 
 class ReportCallback(Callback):
@@ -63,6 +64,37 @@ class ReportCallback(Callback):
                 group=group or group_name(config.task_name, sweep_dir),
                 mode=(OmegaConf.select(logger, "mode", default=None) if logger is not None else None) or "offline",
                 save_dir=sweep_dir,
+                init_timeout=OmegaConf.select(logger, "init_timeout", default=None) if logger is not None else None,
             )
             if folder:
                 log.info("W&B summary run: %s", folder)
+
+
+class FailedJobsCallback(Callback):
+    """At the end of a multirun, name the jobs that failed (their ``failed.json``, :mod:`itermask.jobs`)
+    and, if any did, end the process with exit status 1.
+
+    It is the first entry of ``hydra.callbacks``: Hydra calls the multirun-end callbacks in reverse order,
+    so this one runs after the others (the report is written first).
+
+    Args:
+        exit_nonzero: end with exit status 1 when a job failed (``false`` for searches whose failed trials
+            are part of the search, e.g. ``hparams_search=optuna``: the failures are still logged).
+    """
+
+    def __init__(self, exit_nonzero: bool = True) -> None:
+        self.exit_nonzero = exit_nonzero
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from itermask.jobs import failed_jobs
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        failures = failed_jobs(sweep_dir)
+        if not failures:
+            return
+        for job, marker in failures:
+            log.error("job %s failed: %s (traceback in %s and its log)", job, marker["error"],
+                      sweep_dir / job / "failed.json")
+        if self.exit_nonzero:
+            log.error("%d job(s) of the multirun in %s failed; exiting with status 1", len(failures), sweep_dir)
+            sys.exit(1)

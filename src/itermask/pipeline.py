@@ -6,8 +6,8 @@ An evaluation job is four stages, each a function with typed inputs and outputs:
    every component built once and every option checked once, before any work;
 2. **model** (:func:`get_or_train`): the cached fine-tuned checkpoint, or a fine-tuning (after
    :func:`load_data` has loaded the data and checked the settings that need it);
-3. **evaluate** (:func:`evaluate`): the analyses (accuracy, masking curves, then the configured ones such
-   as ``ood``), each returning its part of the result and its artifacts;
+3. **evaluate** (:func:`evaluate`): the analyses (accuracy, masking curves, per-example tables, then the
+   configured ones such as ``ood``), each returning its part of the result and its artifacts;
 4. **record** (:func:`record`): the result file, the results store and the tracker.
 
 A job whose result is already stored (:func:`stored_result`) skips stages 2 and 3. Data flows one way: data
@@ -29,14 +29,15 @@ from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from itermask import tracking
-from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, MaskingCurvesAnalysis
+from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, MaskingCurvesAnalysis, PerExampleAnalysis
 from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache
-from itermask.storage.files import environment, write_json_atomic
+from itermask.storage.files import environment, move_aside, write_json_atomic
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.models import SequenceClassifier
+from itermask.training.resume import ExactResume, checkpoint_problem
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def run_evaluate(cfg: DictConfig) -> dict:
     data = load_data(settings)
     with tracked(settings) as logger:
         trained = get_or_train(settings, data, logger)
-        evaluation = evaluate(settings, data, trained, logger)
+        evaluation = evaluate(settings, data, trained)
         return record(settings, trained, evaluation, logger) if evaluation is not None else {}
 
 
@@ -119,31 +120,50 @@ def load_data(settings: TrainJobSettings) -> TextClassificationDataModule:
 @contextmanager
 def tracked(settings: TrainJobSettings):
     """The job's tracker run (the Lightning logger, or ``None``) with the resolved config logged; finished
-    on exit, and marked failed when the block raises."""
+    on exit, and marked failed (with the error in its summary) when the block raises."""
     logger = settings.make_logger()
     try:
         tracking.log_config(logger, settings.config)
         yield logger
-    except BaseException:
-        tracking.finish(logger, failed=True)
+    except BaseException as error:
+        tracking.finish(logger, failed=True, error=f"{type(error).__name__}: {error}")
         raise
     tracking.finish(logger)
 
 
 def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule, logger=None) -> TrainedModel:
     """The model stage: the cached fine-tuned model of ``settings.training_key``, fine-tuned (under the
-    entry's file lock) if missing. An interrupted fine-tuning resumes from the entry's last checkpoint."""
+    entry's file lock) if missing or damaged (:meth:`~itermask.storage.cache.CheckpointCache.reusable` moves a
+    damaged entry aside with a warning). An interrupted fine-tuning resumes exactly from the entry's last
+    checkpoint (:mod:`itermask.training.resume`)."""
     key = settings.training_key
     cache = CheckpointCache(settings.cache_dir)
     entry = cache.entry(key)
     with cache.lock(key):
-        meta = cache.meta(key)
+        meta = cache.reusable(key)
         if meta is not None:
             log.info("reusing fine-tuned checkpoint %s", entry)
             return TrainedModel(key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", settings.model.name, settings.data.name, settings.seed, entry)
         _fine_tune(settings, data, cache, logger)
     return TrainedModel(key, entry / "model", cache.meta(key))
+
+
+def _resume_from(cache: CheckpointCache, key: str) -> Path | None:
+    """The entry's ``last.ckpt`` to resume from, or ``None``: none exists, or it cannot resume exactly
+    (:func:`~itermask.training.resume.checkpoint_problem`), in which case the entry's Lightning checkpoints are
+    moved into ``<cache>/damaged/`` with a warning and the fine-tuning starts over."""
+    last = cache.entry(key) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return None
+    problem = checkpoint_problem(last)
+    if problem is None:
+        log.info("resuming interrupted fine-tuning from %s", last)
+        return last
+    moved = move_aside(last.parent, cache.root / "damaged", name=f"{key}-checkpoints")
+    log.warning("cannot resume from %s: it %s; moved the checkpoints to %s and fine-tuning from the start",
+                last, problem, moved)
+    return None
 
 
 def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, cache: CheckpointCache, logger) -> None:
@@ -160,22 +180,24 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
     )
     best = ModelCheckpoint(dirpath=entry / "checkpoints", filename="best", monitor="val_acc", mode="max",
                            save_top_k=1, save_last=True, enable_version_counter=False)
-    callbacks = [best]
+    resume = ExactResume()  # records the sampler position and random generators in every checkpoint
+    callbacks = [best, resume]
     if settings.train.checkpoint_every_n_steps:  # last.ckpt also every N steps: an interrupted epoch resumes part-way
         callbacks.append(ModelCheckpoint(dirpath=entry / "checkpoints", every_n_train_steps=settings.train.checkpoint_every_n_steps,
                                          save_top_k=0, save_last=True, enable_version_counter=False))
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
-    last = entry / "checkpoints" / "last.ckpt"
-    if last.is_file():
-        log.info("resuming interrupted fine-tuning from %s", last)
-    trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last.is_file() else None)
+    last = _resume_from(cache, settings.training_key)
+    trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None)
     if trainer.global_rank == 0:
-        _export(settings, data, cache, best, start)
+        resumed = None if last is None else {"checkpoint": str(last), "exact": True, **(resume.resumed or {})}
+        _export(settings, data, cache, best, start, resumed)
     trainer.strategy.barrier()
 
 
-def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: ModelCheckpoint, start: float) -> None:
-    """Save the best checkpoint's classifier and tokenizer as ``model/`` and finish the entry (``meta.json``)."""
+def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: ModelCheckpoint, start: float,
+            resumed: dict | None = None) -> None:
+    """Save the best checkpoint's classifier and tokenizer as ``model/`` and finish the entry (``meta.json``,
+    with ``resumed``: ``None``, or where an interrupted fine-tuning resumed)."""
     entry = cache.entry(settings.training_key)
     model = SequenceClassifier.load_from_checkpoint(best.best_model_path, map_location="cpu")
     tmp = entry / "model.tmp"
@@ -191,26 +213,29 @@ def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: Mode
         "label_names": data.label_names,
         "train_examples": len(data.tokenized["train"]),
         "train_seconds": time.time() - start,
+        "resumed": resumed,
     }
     if not settings.train.keep_lightning_checkpoints:
         shutil.rmtree(entry / "checkpoints", ignore_errors=True)
     cache.finish(settings.training_key, meta)
 
 
-def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel,
-             logger=None) -> Evaluation | None:
+def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel) -> Evaluation | None:
     """The evaluate stage: load the fine-tuned classifier, make it serve every saliency method (failing
-    before any work if one cannot run), then run the analyses in order: accuracy, masking curves, the
-    configured ones. Returns ``None`` on processes other than rank 0 of a distributed run."""
+    before any work if one cannot run), then run the analyses in order: accuracy, masking curves,
+    per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a
+    distributed run. Nothing is logged here: the record stage logs the result."""
     classifier = SequenceClassifier(
         pretrained=str(trained.model_dir), num_labels=len(data.label_names), label_names=data.label_names
     )
     # eager attention when a method reads attention weights; every method checks it can run (fail fast)
     prepare_for_saliency(classifier.model, [evaluator.saliency for evaluator in settings.evaluators.values()])
-    trainer = settings.make_trainer(logger=logger if logger is not None else False, inference_mode=False)
+    # no logger: a new trainer's step restarts at 0, which would run the training x-axis backwards; the
+    # accuracies reach the tracker with the result (tracking.log_evaluation)
+    trainer = settings.make_trainer(logger=False, inference_mode=False)
     context = EvaluationContext(settings, data, trained, classifier, trainer)
     evaluation = Evaluation({}, Artifacts())
-    for analysis in (AccuracyAnalysis(), MaskingCurvesAnalysis(), *settings.analyses):
+    for analysis in (AccuracyAnalysis(), MaskingCurvesAnalysis(), PerExampleAnalysis(), *settings.analyses):
         output = analysis.run(context)
         if not trainer.is_global_zero:
             return None
@@ -243,7 +268,7 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
         "config": settings.config,
     }
     path = write_json_atomic(settings.output_dir / "results.json", result)
-    ResultStore(settings.cache_dir).put(settings.results_key, result)
+    ResultStore(settings.cache_dir).put(settings.results_key, result, evaluation.artifacts.files)
     log.info("wrote %s (test accuracy %.4f)", path, result["accuracy"]["test"])
     tracking.log_evaluation(logger, result)
     tracking.log_artifacts(logger, evaluation.artifacts)
@@ -262,7 +287,7 @@ def record_stored(settings: EvaluateSettings, stored: dict) -> dict:
     """Log a reused result to the job's tracker run, with the artifacts its analyses can rebuild from it."""
     with tracked(settings) as logger:
         artifacts = Artifacts()
-        for analysis in settings.analyses:
+        for analysis in (PerExampleAnalysis(), *settings.analyses):
             if analysis.name in stored:
                 artifacts.update(analysis.artifacts_from(stored, settings.output_dir))
         tracking.log_evaluation(logger, stored)

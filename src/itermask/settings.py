@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,17 +26,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from itermask.analyses import Analysis
 from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET
 from itermask.core.masking import MaskingStrategy
 from itermask.core.saliency import RandomSaliency, SaliencyMethod
 from itermask.core.tokens import segment_list
 from itermask.storage.cache import config_hash
 from itermask.storage.store import component_settings, results_key
 from itermask.training.augmentation import RandomMaskingAugmentation
-from itermask.training.models import load_tokenizer
-from itermask.training.sources import DataSource
+from itermask.training.models import load_model_config, load_tokenizer
+from itermask.training.sources import REPAIR_SWITCHES, DataSource
+from itermask.validation import QUANTITIES, SettingsError, check_config, check_max_length, check_seed_value
 
 __all__ = [
     "check_seed",
+    "plain",
     "ModelSettings",
     "DataSettings",
     "TrainSettings",
@@ -49,22 +53,29 @@ __all__ = [
     "build",
 ]
 
-QUANTITIES = ("probability", "logit")
+def plain(node: DictConfig) -> Any:
+    """A config node as plain containers, interpolations resolved and enum values (the ``evaluation`` schema's
+    choices) as their names: what keys hash and results record."""
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
 
 
 def check_seed(cfg: DictConfig) -> int:
     """``cfg.seed`` as an int.
 
     Raises:
-        ValueError: if the seed is missing (``seed=null``) or not an integer."""
+        ValueError: if the seed is missing (``seed=null``), not an integer, or outside NumPy's range
+            ``[0, 2**32 - 1]``."""
     seed = cfg.get("seed")
     message = f"seed must be set to an integer (seed=0 is a valid seed), got seed={seed!r}"
     if seed is None or isinstance(seed, bool) or isinstance(seed, float) and not seed.is_integer():
         raise ValueError(message)
     try:
-        return int(seed)
+        seed = int(seed)
     except (TypeError, ValueError):
         raise ValueError(message) from None
+    if (problem := check_seed_value("seed", seed)) is not None:
+        raise SettingsError([problem])
+    return seed
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,8 @@ class EvaluationSettings:
     """The masking evaluation (``evaluation``): which examples, which steps, what is compared.
 
     ``grid`` is the masking fractions (``steps="fraction"``) or token counts (``steps="count"``);
-    ``segments`` is ``None`` (every segment) or a list of segment ids."""
+    ``segments`` is ``None`` (every segment) or a list of segment ids; ``aopc_bins`` is ``None`` when AOPC over
+    bins is skipped (``evaluation.aopc_bins=null``)."""
 
     split: str
     n_examples: int | None
@@ -113,34 +125,44 @@ class EvaluationSettings:
     steps: str
     fractions: tuple[float, ...]
     counts: tuple[int, ...]
-    aopc_bins: tuple[float, ...]
+    aopc_bins: tuple[float, ...] | None
     segments: list[int] | None
     schedules: tuple[str, ...]
     target: str | int
     quantity: str
     compare_random: bool
     chunk_size: int
+    forwards: str = "bucketed"
+    token_budget: int = DEFAULT_TOKEN_BUDGET
 
     @classmethod
     def from_config(cls, node: DictConfig) -> "EvaluationSettings":
-        """Read ``cfg.evaluation``.
+        """Read ``cfg.evaluation`` (typed by :class:`itermask.validation.EvaluationSchema` at composition; the
+        numbers are checked by :func:`itermask.validation.check_config`).
 
         Raises:
             ValueError: for an unknown quantity, AOPC bins off a fraction grid, or bad segments.
         """
-        e = OmegaConf.to_container(node, resolve=True)
+        e = plain(node)
         if e["quantity"] not in QUANTITIES:
             raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {e['quantity']!r}")
+        bins = e["aopc_bins"]
         settings = cls(
             split=e["split"], n_examples=e["n_examples"], subset_seed=int(e["subset_seed"]), steps=e["steps"],
-            fractions=tuple(e["fractions"]), counts=tuple(e["counts"]), aopc_bins=tuple(e["aopc_bins"]),
+            fractions=tuple(e["fractions"]), counts=tuple(e["counts"]),
+            aopc_bins=None if bins is None else tuple(bins),
             segments=segment_list(e["segments"]), schedules=tuple(e["schedules"]), target=e["target"],
             quantity=e["quantity"], compare_random=bool(e["compare_random"]), chunk_size=int(e["chunk_size"]),
+            forwards=e.get("forwards", "bucketed"), token_budget=int(e.get("token_budget", DEFAULT_TOKEN_BUDGET)),
         )
-        if settings.steps == "fraction" and (off := off_grid(settings.aopc_bins, settings.fractions)):
+        with _naming(f"evaluation.target={settings.target}"):
+            check_target_policy(settings.target)
+        if settings.steps == "fraction" and settings.aopc_bins and (
+            off := off_grid(settings.aopc_bins, settings.fractions)
+        ):
             raise ValueError(
                 f"evaluation.aopc_bins {off} are not among evaluation.fractions {list(settings.fractions)}: "
-                "add them to the fractions or change evaluation.aopc_bins"
+                "add them to the fractions or change evaluation.aopc_bins (null: no AOPC)"
             )
         return settings
 
@@ -196,8 +218,10 @@ class EvaluateSettings(TrainJobSettings):
         Raises:
             ValueError: naming the setting."""
         e = self.evaluation
-        check_target_policy(e.target, len(data.label_names))
-        data.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
+        with _naming(f"evaluation.target={e.target}"):
+            check_target_policy(e.target, len(data.label_names))
+        with _naming(f"evaluation.split={e.split}"):
+            data.evaluation_subset(e.n_examples, e.subset_seed, e.split)  # unknown split, size <= 0
         if e.segments is not None and not data.has_text_pairs and e.segments != [0]:
             raise ValueError(
                 f"evaluation.segments={e.segments}, but {self.data.name} has single texts (segment 0 only); "
@@ -205,6 +229,17 @@ class EvaluateSettings(TrainJobSettings):
             )
         for analysis in self.analyses:
             analysis.check_data(data)
+
+
+@contextmanager
+def _naming(option: str):
+    """Prefix the message of a ``ValueError`` raised inside with the option it is about (``option: ...``)."""
+    try:
+        yield
+    except SettingsError:
+        raise
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}") from error
 
 
 # -- building -----------------------------------------------------------------------------------------
@@ -261,9 +296,20 @@ def _run_name(cfg: DictConfig) -> str:
     return "-".join(str(p) for p in parts) + f"-seed{cfg.seed}"
 
 
+def _tags(cfg: DictConfig) -> list[str]:
+    """W&B tags of a job: ``model:<name>``, ``dataset:<name>``, (evaluations) ``saliency:<name>`` and
+    ``masking:<name>``, and ``seed:<n>``."""
+    tags = [f"model:{cfg.model.name}", f"dataset:{cfg.dataset.name}"]
+    if "saliency" in cfg:
+        tags += [f"saliency:{cfg.saliency.name}", f"masking:{cfg.masking.name}"]
+    return tags + [f"seed:{cfg.seed}"]
+
+
 def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
     """A function starting the job's Lightning logger from ``cfg.logger`` (``None`` without one), with the
-    run name and the W&B group (one per multirun sweep) filled in."""
+    run name, the W&B group (one per multirun sweep), job type (the task) and tags filled in where the config
+    leaves them ``null``, and ``init_timeout`` passed as W&B's setting of that name. The run falls back to
+    offline logging when an online start fails (:func:`itermask.tracking.start`)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -276,9 +322,14 @@ def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         multirun = hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN
         spec["group"] = tracking.group_name(cfg.task_name, hydra_cfg.sweep.dir if multirun else None)
-    if "name" in spec and spec["name"] is None:
-        spec["name"] = run_name
-    return lambda: tracking.start(hydra.utils.instantiate(spec))
+    filled = {"name": run_name, "job_type": str(cfg.task_name), "tags": _tags(cfg)}
+    spec.update({key: value for key, value in filled.items() if key in spec and spec[key] is None})
+    timeout = spec.pop("init_timeout", None)
+    if timeout is not None:
+        spec["settings"] = {**(spec.get("settings") or {}), "init_timeout": float(timeout)}
+    # _convert_="all": W&B takes plain dicts and lists (settings, tags), not OmegaConf containers
+    return lambda: tracking.start(lambda **overrides: hydra.utils.instantiate(spec, _convert_="all", **overrides),
+                                  spec.get("mode"))
 
 
 def _augmentation(cfg: DictConfig, tokenizer, built: dict, seed: int) -> RandomMaskingAugmentation | None:
@@ -293,7 +344,9 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed), from
     the config alone (``source``: the built data source, built here when not given).
-    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key.
+    ``train.masking_augmentation`` counts only when enabled, so standard fine-tuning keeps its key; the data
+    sources' repair switches (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job
+    fails on data they would repair, so the data of a finished job are the same either way.
 
     Raises:
         ValueError: for a missing or non-integer seed."""
@@ -303,10 +356,12 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
     train = component_settings(OmegaConf.to_container(cfg.train, resolve=True))
     if not (train.get("masking_augmentation") or {}).get("enabled", False):
         train.pop("masking_augmentation", None)
+    source_settings = component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))
+    for switch in REPAIR_SWITCHES:
+        source_settings.pop(switch, None)
     payload = {
         "model": component_settings(OmegaConf.to_container(cfg.model, resolve=True)),
-        "dataset": {"name": cfg.dataset.name,
-                    "source": component_settings(OmegaConf.to_container(cfg.dataset.source, resolve=True))},
+        "dataset": {"name": cfg.dataset.name, "source": source_settings},
         "data_files": fingerprint,
         "train": train,
         "precision": str(cfg.trainer.get("precision", "32-true")),
@@ -316,11 +371,17 @@ def training_key(cfg: DictConfig, source: DataSource | None = None) -> tuple[str
 
 
 def _job_fields(cfg: DictConfig, built: dict) -> dict:
-    """The fields of :class:`TrainJobSettings` (tokenizer loaded, data source and masking strategy built)."""
+    """The fields of :class:`TrainJobSettings` (tokenizer loaded, data source and masking strategy built),
+    after every numeric setting has been checked (:func:`itermask.validation.check_config`, before the
+    tokenizer loads) and ``model.max_length`` against the tokenizer and the model's config."""
     started_at = time.time()
+    config = plain(cfg)
+    check_config(config)  # every bad number and seed at once, the seed included
     seed = check_seed(cfg)
     tokenizer = load_tokenizer(cfg.model.pretrained)
     source = build(cfg.dataset.source)
+    check_max_length(int(cfg.model.max_length), tokenizer, load_model_config(cfg.model.pretrained),
+                     str(cfg.model.pretrained), pairs=bool(getattr(source, "text_pair_column", None)))
     key, payload = training_key(cfg, source)
     finetune = cfg.model.finetune
     trainer_spec = OmegaConf.to_container(cfg.trainer, resolve=True)
@@ -339,7 +400,7 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
         training_key=key, training_payload=payload,
         make_trainer=lambda **overrides: hydra.utils.instantiate(trainer_spec, **overrides),
         make_logger=_make_logger(cfg, _run_name(cfg)),
-        config=OmegaConf.to_container(cfg, resolve=True),
+        config=config,
         run_name=_run_name(cfg),
         started_at=started_at,
     ), payload["data_files"]
@@ -358,11 +419,12 @@ def train_settings(cfg: DictConfig) -> TrainJobSettings:
 
 def _analyses(cfg: DictConfig) -> list[Analysis]:
     """The configured analyses: the top-level nodes named in ``cfg.analyses``, each built with its
-    ``_target_`` unless absent or disabled (``enabled: false``)."""
+    ``_target_`` unless absent or switched off (``enabled: false`` or ``level: none``; its other settings
+    are then not checked)."""
     analyses = []
     for name in cfg.get("analyses") or []:
         node = cfg.get(name)
-        if node is None or not node.get("enabled", True):
+        if node is None or node.get("enabled", True) is False or node.get("level") == "none":
             continue
         analysis = build(node)
         if not isinstance(analysis, Analysis):
@@ -387,11 +449,13 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
     methods = {settings.saliency.name: settings.saliency}
     if e.compare_random and settings.saliency.name != "random":
         methods["random"] = RandomSaliency(seed=settings.seed)
-    collect = any(analysis.needs_representations for analysis in settings.analyses)
+    wanted = {analysis.representations for analysis in settings.analyses}
+    collect = "all" if "all" in wanted else "final" if "final" in wanted else False
     settings.evaluators = {
         name: IterativeMaskingEvaluator(
             method, settings.masking, fractions=list(e.fractions), special_ids=settings.tokenizer.all_special_ids,
             schedules=list(e.schedules), target=e.target, chunk_size=e.chunk_size, steps=e.steps,
+            forwards=e.forwards, token_budget=e.token_budget,
             counts=list(e.counts), segments=e.segments, collect_representations=collect,
         )
         for name, method in methods.items()

@@ -1,26 +1,54 @@
 """Experiment tracking: building the Lightning logger from config and logging evaluation results.
 
 W&B (default) runs offline unless ``WANDB_MODE`` or ``logger.mode`` says otherwise. Each Hydra job is
-its own W&B run; the runs of one multirun share a group (the sweep folder's name, unless
-``logger.group`` is set). Masking curves go to W&B as a Table plus line plots keyed by masking
-fraction, scores as summary values, the resolved config as the run config. ``logger=csv`` writes the
-same numbers with Lightning's ``CSVLogger``.
+its own W&B run, with a job type (the task), tags (``model:<name>``, ``dataset:<name>``,
+``saliency:<name>``, ``masking:<name>``, ``seed:<n>``) and the resolved config without Hydra's internals
+(``_target_``, ...) or machine paths (:func:`clean_config`); the runs of one multirun share a group (the
+sweep folder's name, unless ``logger.group`` is set). What a job logs to W&B:
+
+- every per-step series of every (saliency, schedule) as history metrics against the masking step
+  (``wandb.define_metric``: step metric ``masked_fraction`` for fraction steps, ``masked_tokens`` for
+  count steps), keys ``curves/<saliency>/<schedule>/<series>``, so W&B's own line plots chart the curves
+  and a group or sweep shows their mean and spread over seeds;
+- the same numbers as one ``masking_curves`` Table (a row per saliency, schedule and step);
+- the scalar scores in the run summary, keys without spaces (:func:`metric_key`);
+- the analyses' tables, figures and summary values (:func:`log_artifacts`).
+
+Online, a W&B server that does not answer within ``logger.init_timeout`` seconds (W&B's ``init_timeout``
+setting; W&B's own account lookup can add up to about 10 s) makes the run log offline instead, and so
+every later run of the same process (:func:`with_offline_fallback`). Every W&B call is guarded: a tracker
+failure is logged as a warning and never fails or loses a job whose result file is written.
+``logger=csv`` writes the same numbers with Lightning's ``CSVLogger``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
-from itermask.core.metrics import metric_info
-
-__all__ = ["curve_table", "group_name", "start", "log_config", "log_summary", "log_evaluation", "log_artifacts", "finish"]
+__all__ = ["curve_table", "curve_history", "metric_key", "clean_config", "group_name", "start",
+           "with_offline_fallback", "log_config", "log_summary", "log_evaluation", "log_artifacts", "finish",
+           "STEP_METRICS"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: the W&B step metric of the curves, by the evaluation's kind of steps
+STEP_METRICS = {"fraction": "masked_fraction", "count": "masked_tokens"}
+#: Hydra's instantiation keys, dropped from the config a run records
+HYDRA_KEYS = frozenset({"_target_", "_partial_", "_convert_", "_recursive_", "_args_"})
+#: top-level settings that name folders on this machine or the tracker itself, not the experiment
+MACHINE_KEYS = ("output_dir", "cache_dir", "logger")
+OFFLINE_MODES = ("offline", "dryrun", "disabled")
+# process-wide: the error of the first online start that failed; later runs of the process go offline at once
+_unreachable: dict[str, str] = {}
 
 ID_COLUMNS = ("curve", "saliency", "schedule")
 
@@ -54,15 +82,42 @@ def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
     return columns, rows
 
 
-def _plot_columns(columns: list[str]) -> list[str]:
-    """The per-step series charted against the masking step: every registered per-step metric's that is
-    not a description of the grid (:data:`itermask.core.metrics.METRICS`)."""
-    charted = []
-    for column in columns:
-        info = metric_info(column)
-        if info is not None and info.per_step and info.higher_is_more_faithful is not None:
-            charted.append(column)
-    return charted
+def metric_key(*parts: Any) -> str:
+    """A tracker key from ``parts`` joined by ``/``, without spaces or other characters that W&B keys
+    should not hold: ``"gradient - random"`` becomes ``gradient_minus_random``, any other run of characters
+    outside letters, digits and ``_ . - = + @ /`` one ``_``."""
+    text = "/".join(str(p) for p in parts if p not in (None, ""))
+    text = re.sub(r"[^A-Za-z0-9_.=+@/-]+", "_", text.replace(" - ", "_minus_"))
+    return re.sub(r"_*/_*", "/", text).strip("_")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def curve_history(scores: dict, prefix: str = "curves") -> list[dict[str, float]]:
+    """The masking curves as history rows: one row per masking step, holding the step (under its step
+    metric, :data:`STEP_METRICS`) and every per-step series of every (saliency, schedule) of ``scores``
+    (``scores[saliency][schedule]`` are :func:`~itermask.core.metrics.summarize` summaries, or any dict
+    with ``steps``, the grid ``x`` and one list per series) as ``<prefix>/<saliency>/<schedule>/<series>``.
+    The grid itself (``x``, and ``fraction`` for fraction steps) is the step, not a series; missing and
+    non-finite values are left out. Rows are sorted by step."""
+    rows: dict[tuple[str, float], dict[str, float]] = {}
+    for saliency, by_schedule in scores.items():
+        for schedule, summary in by_schedule.items():
+            steps = summary.get("steps", "fraction")
+            step_metric = STEP_METRICS[steps]
+            grid = summary.get("x", summary.get("fraction"))
+            for name, values in summary.items():
+                if name == "x" or (name == "fraction" and steps == "fraction"):
+                    continue
+                if not isinstance(values, list) or len(values) != len(grid):
+                    continue
+                for x, value in zip(grid, values):
+                    if _number(value):
+                        row = rows.setdefault((step_metric, float(x)), {step_metric: x})
+                        row[metric_key(prefix, saliency, schedule, name)] = value
+    return [rows[key] for key in sorted(rows)]
 
 
 def _scalars(result: dict) -> dict[str, float]:
@@ -71,13 +126,28 @@ def _scalars(result: dict) -> dict[str, float]:
         for schedule, summary in by_schedule.items():
             for key, value in summary.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    out[f"{saliency}/{schedule}/{key}"] = value
+                    out[metric_key(saliency, schedule, key)] = value
     for schedule, deltas in result.get("relative_to_random", {}).items():
         for key, value in deltas.items():
-            out[f"relative_to_random/{schedule}/{key}"] = value
+            out[metric_key("relative_to_random", schedule, key)] = value
     out["n_evaluated"] = result["n_evaluated"]
     out["n_skipped_no_maskable"] = result["n_skipped_no_maskable"]
     return out
+
+
+def clean_config(config: dict) -> dict:
+    """The config a run records: ``config`` without Hydra's instantiation keys (:data:`HYDRA_KEYS`, at any
+    depth) and without the top-level folders of this machine and the tracker's own settings
+    (:data:`MACHINE_KEYS`). ``config`` is not modified."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in HYDRA_KEYS}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return strip({k: v for k, v in config.items() if k not in MACHINE_KEYS})
 
 
 def group_name(task_name: str, sweep_dir: str | Path | None) -> str:
@@ -90,22 +160,60 @@ def group_name(task_name: str, sweep_dir: str | Path | None) -> str:
     return f"{task_name}-{path.parent.name}-{path.name}" if path.parent.name else f"{task_name}-{path.name}"
 
 
-def start(logger: Logger | None) -> Logger | None:
-    """Start the logger's run now (``wandb.init`` for W&B). If that fails (no server, bad credentials) the
-    job goes on without a logger: a warning is logged and ``None`` returned; results are written locally."""
-    if isinstance(logger, WandbLogger):
-        try:
-            logger.experiment  # noqa: B018 (creates the run)
-        except Exception as error:  # wandb raises many types (CommError, UsageError, timeouts)
-            log.warning("W&B run could not start (%s: %s); continuing without W&B logging", type(error).__name__, error)
-            return None
-    return logger
+def with_offline_fallback(open_run: Callable[[str], T], mode: str | None) -> T:
+    """``open_run(mode)``, and ``open_run("offline")`` if that fails in an online mode (no server, no
+    credentials, W&B's ``init_timeout`` passed): the run then logs offline (``wandb sync`` uploads it
+    later). Once an online start failed, later calls of the process start offline at once (a multirun's
+    jobs and its summary run wait for an unreachable server only once). ``mode=None``: ``WANDB_MODE``.
+
+    Raises:
+        Exception: whatever the offline start raises (or the online start, for an offline ``mode``).
+    """
+    mode = mode or default_wandb_mode()
+    if mode in OFFLINE_MODES:
+        return open_run(mode)
+    if _unreachable:
+        log.warning("W&B: logging offline (the server did not answer earlier: %s)", _unreachable["error"])
+        return open_run("offline")
+    try:
+        return open_run(mode)
+    except Exception as error:  # wandb raises many types (CommError, UsageError, timeouts)
+        _unreachable["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        log.warning("W&B run could not start online (%s); logging offline instead (upload later with "
+                    "`wandb sync <run folder>`)", _unreachable["error"])
+        return open_run("offline")
+
+
+def start(make_logger: Callable[..., Logger | None], mode: str | None = None) -> Logger | None:
+    """Build the job's logger with ``make_logger(**overrides)`` and start its run now (``wandb.init`` for
+    W&B; ``mode`` is the W&B mode it was configured with), falling back to offline logging
+    (:func:`with_offline_fallback`). If W&B cannot start at all, the job goes on without a logger: a
+    warning is logged and ``None`` returned; results are written locally."""
+    logger = make_logger()
+    if not isinstance(logger, WandbLogger):
+        return logger
+    configured = mode or default_wandb_mode()
+
+    def open_run(run_mode: str) -> WandbLogger:
+        built = logger if run_mode == configured else make_logger(mode=run_mode)
+        built.experiment  # noqa: B018 (creates the run)
+        return built
+
+    try:
+        return with_offline_fallback(open_run, configured)
+    except Exception as error:
+        log.warning("W&B run could not start (%s: %s); continuing without W&B logging", type(error).__name__, error)
+        return None
 
 
 def log_config(logger: Logger | None, config: dict) -> None:
-    """Record the resolved config as the run's config / hyperparameters."""
-    if logger is not None:
-        logger.log_hyperparams(config)
+    """Record the resolved config (:func:`clean_config`) as the run's config / hyperparameters."""
+    if logger is None:
+        return
+    try:
+        logger.log_hyperparams(clean_config(config))
+    except Exception as error:
+        log.warning("logging the run config failed (%s: %s)", type(error).__name__, error)
 
 
 def log_summary(logger: Logger | None, values: dict[str, float]) -> None:
@@ -123,39 +231,64 @@ def log_summary(logger: Logger | None, values: dict[str, float]) -> None:
 
 
 def log_evaluation(logger: Logger | None, result: dict) -> None:
-    """Log curves (Table + line plots for W&B, per-step metrics for CSV) and scalar scores."""
+    """Log the curves (W&B: history metrics against the masking step and the ``masking_curves`` Table;
+    CSV: per-step metrics) and the scalar scores (summary). A tracker failure is a warning."""
     if logger is None:
         return
-    columns, rows = curve_table(result["scores"])
     scalars = {k: v for k, v in _scalars(result).items() if v is not None}
-    if isinstance(logger, WandbLogger):
-        import wandb
+    try:
+        if isinstance(logger, WandbLogger):
+            _log_wandb(logger, result, scalars)
+        else:
+            columns, rows = curve_table(result["scores"])
+            for step, row in enumerate(rows):
+                values = dict(zip(columns, row))
+                logger.log_metrics(
+                    {f"curve/{row[0]}/{c}": v for c, v in values.items() if c not in ID_COLUMNS and v is not None},
+                    step=step,
+                )
+            logger.log_metrics(scalars, step=len(rows))
+            logger.save()
+    except Exception as error:  # the result file is already written; keep the job alive
+        log.warning("logging the evaluation failed (%s: %s); the local result file is kept", type(error).__name__, error)
 
-        try:
-            _log_wandb(logger, wandb, columns, rows, scalars)
-        except Exception as error:  # the result file is already written; keep the job alive
-            log.warning("W&B logging failed (%s: %s); the local result file is kept", type(error).__name__, error)
-    else:
-        for step, row in enumerate(rows):
-            values = dict(zip(columns, row))
-            logger.log_metrics(
-                {f"curve/{row[0]}/{c}": v for c, v in values.items() if c not in ID_COLUMNS and v is not None},
-                step=step,
-            )
-        logger.log_metrics(scalars, step=len(rows))
-        logger.save()
+
+def _log_history(run, history: list[dict[str, float]]) -> None:
+    """Log :func:`curve_history` rows to the W&B ``run``, each series defined against its step metric and
+    kept out of the summary (a curve's last point is not a score)."""
+    step_of = {key: step for row in history for step in row if step in STEP_METRICS.values() for key in row}
+    for step in set(step_of.values()):
+        run.define_metric(step, summary="none")
+    for key, step in step_of.items():  # exact names: they win over Lightning's "*" -> trainer/global_step
+        if key != step:
+            run.define_metric(key, step_metric=step, summary="none")
+    for row in history:
+        run.log(row)
+
+
+def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
+    import wandb
+
+    run = logger.experiment
+    _log_history(run, curve_history(result["scores"]))
+    columns, rows = curve_table(result["scores"])
+    run.log({"masking_curves": wandb.Table(columns=columns, data=rows)})
+    run.summary.update(scalars)
 
 
 def log_artifacts(logger: Logger | None, artifacts) -> None:
-    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: tables as ``wandb.Table``, figures as
+    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: the curves as history metrics over the
+    masking step (:func:`curve_history` with each curves prefix), tables as ``wandb.Table``, figures as
     ``wandb.Image`` and the summary values in the run summary; CSV: the summary values as metrics. A
     tracker failure is logged as a warning (the result file is already written)."""
-    if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary):
+    if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary or artifacts.curves):
         return
     try:
         if isinstance(logger, WandbLogger):
             import wandb
 
+            for prefix, curves in artifacts.curves.items():
+                _log_history(logger.experiment, curve_history(curves, prefix))
             payload = {name: wandb.Table(columns=list(columns), data=rows) for name, (columns, rows) in artifacts.tables.items()}
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
             logger.experiment.log(payload)
@@ -167,30 +300,22 @@ def log_artifacts(logger: Logger | None, artifacts) -> None:
         log.warning("logging the analyses' artifacts failed (%s: %s); the local files are kept", type(error).__name__, error)
 
 
-def _log_wandb(logger: WandbLogger, wandb, columns: list[str], rows: list, scalars: dict) -> None:
-    table = wandb.Table(columns=columns, data=rows)
-    payload = {"masking_curves": table}
-    for column in _plot_columns(columns):
-        payload[f"plots/{column}"] = wandb.plot.line(
-            table, "x", column, stroke="curve", title=f"{column} vs masking step"
-        )
-    logger.experiment.log(payload)
-    logger.experiment.summary.update(scalars)
-
-
-def finish(logger: Logger | None, failed: bool = False) -> None:
+def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:
     """End the run (``wandb.finish()`` for W&B), so every multirun job is its own run.
 
-    ``failed=True`` (the job raised) marks the run as failed: W&B exit code 1, CSV status ``"failed"``."""
+    ``failed=True`` (the job raised) marks the run as failed: W&B exit code 1 and the ``error`` in the run
+    summary, CSV status ``"failed"``."""
     if isinstance(logger, WandbLogger):
         import wandb
 
         if wandb.run is not None:
             try:
+                if error is not None:
+                    wandb.run.summary["error"] = error
                 wandb.finish(exit_code=1 if failed else 0)
-            except Exception as error:
+            except Exception as finish_error:
                 log.warning("W&B run did not finish cleanly (%s: %s); its local files are kept in %s",
-                            type(error).__name__, error, logger.save_dir)
+                            type(finish_error).__name__, finish_error, logger.save_dir)
     elif isinstance(logger, CSVLogger):
         logger.finalize("failed" if failed else "success")
 

@@ -3,7 +3,7 @@
 An :class:`Analysis` runs on a fine-tuned model (the :class:`EvaluationContext`) and returns an
 :class:`AnalysisOutput`: a JSON-ready part of the result file plus its :class:`Artifacts` (files it wrote,
 tables, figures and summary values for the tracker). The evaluate stage always runs the built-in
-``accuracy`` and ``masking`` analyses, then those the config names under ``analyses`` (each a top-level
+``accuracy``, ``masking`` and ``per_example`` analyses, then those the config names under ``analyses`` (each a top-level
 config node with a ``_target_`` subclass of :class:`Analysis`, e.g. ``ood``). A new analysis is one
 subclass plus its config node: it registers itself in :data:`ANALYSES` by its ``name``, which is also its
 section of the result, and the report reads its rows through :meth:`Analysis.report_measures`.
@@ -12,16 +12,29 @@ section of the result, and the report reads its rows through :meth:`Analysis.rep
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from itermask.core.registry import Registered, Registry
 
 if TYPE_CHECKING:  # the stages' types; imported for annotations only
     from itermask.settings import EvaluateSettings
 
-__all__ = ["Analysis", "AnalysisOutput", "Artifacts", "EvaluationContext", "ANALYSES"]
+__all__ = ["Analysis", "AnalysisOutput", "Artifacts", "EvaluationContext", "ANALYSES", "eval_mode"]
+
+
+@contextmanager
+def eval_mode(model):
+    """``model`` in eval mode (no dropout) for the block, its former mode restored after (Lightning's test
+    loop restores the training mode a freshly loaded module starts in)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 @dataclass
@@ -32,17 +45,27 @@ class Artifacts:
         images: ``{tracker key: PNG path}`` figures, already written into the job folder.
         tables: ``{tracker key: (columns, rows)}`` tables for the tracker.
         summary: ``{tracker key: number}`` final values for the tracker's run summary.
+        files: ``{path relative to the job folder: path}`` files that are part of the result (e.g. the
+            per-example tables): kept with it in the results store and restored when it is reused.
+        curves: ``{key prefix: {saliency: {schedule: series}}}`` per-step series for the tracker's history,
+            charted against the masking step: each ``series`` holds ``steps`` (``"fraction"`` or
+            ``"count"``), the grid ``x`` and lists of one value per step
+            (:func:`itermask.tracking.curve_history`).
     """
 
     images: dict[str, Path] = field(default_factory=dict)
     tables: dict[str, tuple[list[str], list[list[Any]]]] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+    curves: dict[str, dict] = field(default_factory=dict)
 
     def update(self, other: "Artifacts") -> "Artifacts":
         """Add ``other``'s entries to this one (in place); returns ``self``."""
         self.images.update(other.images)
         self.tables.update(other.tables)
         self.summary.update(other.summary)
+        self.files.update(other.files)
+        self.curves.update(other.curves)
         return self
 
 
@@ -96,12 +119,16 @@ class Analysis(Registered, ABC):
 
     Class attributes:
         name: the result section the analysis writes (and its config node's name, for configured ones).
-        needs_representations: the masking evaluation must record the inputs' representations
-            (:mod:`itermask.core.representations`) for this analysis.
     """
 
     registry = ANALYSES
-    needs_representations: ClassVar[bool] = False
+
+    @property
+    def representations(self) -> bool | str:
+        """Which representations the masking evaluation must record for this analysis: ``False`` (none, the
+        default), ``"final"`` (the final linear layer's input) or ``"all"`` (every hidden layer too); see
+        :mod:`itermask.core.representations`."""
+        return False
 
     def check(self, settings: "EvaluateSettings") -> None:
         """Check the analysis's settings against the job's, before any data is loaded.

@@ -83,7 +83,7 @@ class MaskingCurvesAnalysis(Analysis):
         context.shared["curves"] = module.curves
         scores = {
             name: {
-                schedule: metrics.summarize(curves, quantity=e.quantity, bins=list(e.aopc_bins))
+                schedule: metrics.summarize(curves, quantity=e.quantity, bins=e.aopc_bins)
                 for schedule, curves in by_schedule.items()
             }
             for name, by_schedule in module.curves.items()

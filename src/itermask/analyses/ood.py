@@ -16,10 +16,10 @@ from typing import Any, Sequence
 
 import torch
 
-from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext
+from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext, eval_mode
 from itermask.core.evaluation import off_grid
-from itermask.core.representations import Representations, capture_representations
-from itermask.core.tokens import chunked_logits
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
+from itermask.core.representations import Representations
 from itermask.ood import plots
 from itermask.ood.detectors import COVARIANCES, OODDetectors
 from itermask.ood.statistics import masking_ood_statistics
@@ -34,23 +34,25 @@ REPORTED = ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf",
             "auroc_max_softmax", "ece")
 
 
-def collect(model: torch.nn.Module, loader, chunk_size: int = 256) -> tuple[Representations, torch.Tensor]:
+def collect(model: torch.nn.Module, loader, token_budget: int = DEFAULT_TOKEN_BUDGET,
+            hidden_states: bool = True) -> tuple[Representations, torch.Tensor]:
     """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
-    (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order. ``model`` must be in
-    eval mode.
+    (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order (only the final
+    layer's input without ``hidden_states``), each batch run by :func:`itermask.core.forwards.row_outputs`
+    (length chunks of at most ``token_budget`` padded tokens). ``model`` must be in eval mode.
 
     Raises:
         ValueError: if the loader is empty.
     """
     device = next(model.parameters()).device
-    labels = []
-    with capture_representations(model) as records:
-        for batch in loader:
-            chunked_logits(model, batch["tokens"].to(device).trim(), chunk_size)
-            labels.append(batch["labels"])
+    labels, parts = [], []
+    for batch in loader:
+        out = row_outputs(model, batch["tokens"].to(device), token_budget, representations="all" if hidden_states else "final")
+        parts.append(out.representations.map(lambda t: t.cpu()))
+        labels.append(batch["labels"])
     if not labels:
         raise ValueError("no examples to embed")
-    return Representations.concat(records).map(lambda t: t.cpu()), torch.cat(labels)
+    return Representations.concat(parts), torch.cat(labels)
 
 
 def ood_rows(ood: dict) -> list[list[Any]]:
@@ -77,11 +79,20 @@ def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Pa
     }
 
 
+LEVELS = ("none", "final", "full")
+
+
 class OODAnalysis(Analysis):
     """Out-of-distribution statistics of the masked inputs' representations at every masking step
     (:func:`itermask.ood.statistics.masking_ood_statistics`) for every saliency method and schedule.
 
+    At ``level="final"`` (the default run's) only the final linear layer's input is recorded (no extra
+    forward cost) and scored by the Mahalanobis detector (with its OOD AUROC per step) and the descriptive
+    statistics of that view and of the softmax; no hidden layers, kNN, MaSF or figures. At ``"full"``:
+    every hidden layer, kNN, MaSF (on ``calibration_split``) and the figures.
+
     Args:
+        level: ``"final"`` or ``"full"`` (``"none"`` is handled by the settings stage: no analysis).
         n_fit_examples: training examples (a seeded subset) whose embeddings fit the Mahalanobis class means
             and covariance and the kNN index (``None``: all).
         calibration_split: held-out split for MaSF, cut in a fit half and a calibration half (``None``: no MaSF).
@@ -93,7 +104,6 @@ class OODAnalysis(Analysis):
         seed: seed of the analysis's random choices (training and calibration subsets, MaSF's split,
             the UMAP and its training points).
         plots: ``{"enabled", "umap_fractions", "umap_train_points", "umap_neighbors"}``.
-        enabled: read by the settings stage (a disabled analysis is not built).
 
     Raises:
         ValueError: naming the setting: sizes not positive, ``knn_k < 1``, an unknown covariance estimator,
@@ -101,12 +111,13 @@ class OODAnalysis(Analysis):
     """
 
     name = "ood"
-    needs_representations = True
 
-    def __init__(self, n_fit_examples: int | None = 1000, calibration_split: str | None = "validation",
+    def __init__(self, level: str = "final", n_fit_examples: int | None = 1000, calibration_split: str | None = "validation",
                  n_calibration_examples: int | None = None, knn_k: int = 10, knn_normalize: bool = True,
                  covariance: str = "auto", masf_alpha: float = 0.05, ece_bins: int = 15, seed: int = 0,
-                 plots: dict | None = None, enabled: bool = True) -> None:
+                 plots: dict | None = None) -> None:
+        if level not in LEVELS[1:]:
+            raise ValueError(f"ood.level must be one of {LEVELS}, got {level!r}")
         for setting, value in (("n_fit_examples", n_fit_examples), ("n_calibration_examples", n_calibration_examples)):
             if value is not None and int(value) < 1:
                 raise ValueError(f"ood.{setting} must be positive or null (all), got {value}")
@@ -118,12 +129,19 @@ class OODAnalysis(Analysis):
             raise ValueError(f"ood.masf_alpha must lie in (0, 1), got {masf_alpha}")
         if int(ece_bins) < 1:
             raise ValueError(f"ood.ece_bins must be at least 1, got {ece_bins}")
+        self.level = level
         self.n_fit_examples, self.n_calibration_examples = n_fit_examples, n_calibration_examples
-        self.calibration_split = calibration_split
+        self.calibration_split = calibration_split if level == "full" else None
         self.knn_k, self.knn_normalize, self.covariance = int(knn_k), bool(knn_normalize), covariance
         self.masf_alpha, self.ece_bins, self.seed = float(masf_alpha), int(ece_bins), int(seed)
         self.plots = {"enabled": True, "umap_fractions": [0.1, 0.5, 0.9], "umap_train_points": 500,
                       "umap_neighbors": 15, **(plots or {})}
+        if level != "full":
+            self.plots["enabled"] = False
+
+    @property
+    def representations(self) -> str:
+        return "all" if self.level == "full" else "final"
 
     def check(self, settings) -> None:
         e = settings.evaluation
@@ -144,21 +162,23 @@ class OODAnalysis(Analysis):
             )
 
     def _fit(self, context: EvaluationContext) -> tuple[OODDetectors, Representations, torch.Tensor]:
-        model, data, chunk = context.model, context.data, context.settings.evaluation.chunk_size
-        was_training = model.training
-        model.eval()
-        try:
-            train, train_labels = collect(model, data.evaluation_dataloader(self.n_fit_examples, self.seed, "train"), chunk)
+        model, data, chunk = context.model, context.data, context.settings.evaluation.token_budget
+        full = self.level == "full"
+        with eval_mode(model):
+            loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train")
+            train, train_labels = collect(model, loader, chunk, hidden_states=full)
             calibration = None
             if self.calibration_split is not None:
                 loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
                 calibration, _ = collect(model, loader, chunk)
-        finally:
-            model.train(was_training)
         detectors = OODDetectors.fit(train, train_labels, calibration, k=self.knn_k, normalize_knn=self.knn_normalize,
-                                     covariance=self.covariance, split_seed=self.seed)
+                                     covariance=self.covariance, split_seed=self.seed, knn=full)
+        left_out = set() if full else {k for k in detectors.missing if k == "masf" or k.endswith("/knn_distance")}
+        for key in left_out:  # not missing by accident: the level leaves them out
+            detectors.missing[key] = "not computed at ood.level=final (ood.level=full computes it)"
         for key, reason in detectors.missing.items():
-            log.warning("OOD detector %s is missing: %s", key, reason)
+            if key not in left_out:
+                log.warning("OOD detector %s is missing: %s", key, reason)
         return detectors, train, train_labels
 
     def run(self, context: EvaluationContext) -> AnalysisOutput:
@@ -175,6 +195,7 @@ class OODAnalysis(Analysis):
         }
         seconds["fit_and_score"], start = time.time() - start, time.time()
         section = {
+            "level": self.level,
             "representation": "final = input of the classifier's final linear layer; layer_i = hidden state i "
             "mean-pooled over attended tokens (layer_0: embeddings); MaSF uses max-pooled hidden states",
             "fit": detectors.info,
@@ -210,16 +231,22 @@ class OODAnalysis(Analysis):
 
     @staticmethod
     def _artifacts(section: dict, images: dict[str, Path]) -> Artifacts:
-        """The long table of every statistic (``ood_statistics``), the figures, and as summary values the
+        """The long table of every statistic (``ood_statistics``), the figures, as summary values the
         AUROCs and MaSF share of the final-layer input and of the model, ``ood/<curve>/<statistic>@<x>``
-        (``x``: the step; per-layer values are in the table only)."""
+        (``x``: the step), and the statistics of the final-layer input and of the model as curves over the
+        masking step (``ood/<saliency>/<schedule>/<statistic>``; per-layer values are in the table only)."""
         rows = ood_rows(section)
         summary = {
             f"ood/{curve}/{key}@{x:g}": value
             for curve, _, _, x, key, value in rows
             if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
         }
-        return Artifacts(images=dict(images), tables={"ood_statistics": (list(OOD_COLUMNS), rows)}, summary=summary)
+        curves = {saliency: {schedule: {"steps": stats.get("steps", "fraction"), "x": stats["x"],
+                                        **{k: v for k, v in stats["values"].items() if not k.startswith("layer_")}}
+                             for schedule, stats in by_schedule.items()}
+                  for saliency, by_schedule in section["statistics"].items()}
+        return Artifacts(images=dict(images), tables={"ood_statistics": (list(OOD_COLUMNS), rows)}, summary=summary,
+                         curves={"ood": curves})
 
     def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
         """The figures the stored statistics allow (not the UMAP: no embeddings), the table and summary."""

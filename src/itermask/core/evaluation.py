@@ -5,10 +5,14 @@
 1. predicts on the clean input and picks the class to explain (:func:`resolve_target`);
 2. computes saliency on the clean input, with its per-example diagnostics (identically zero scores,
    completeness gap; :meth:`itermask.core.saliency.SaliencyMethod.explain`);
-3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`) and runs all masked
-   inputs of the batch (``S x B`` rows) through the model in padded chunks under
-   ``torch.inference_mode``; for the one-shot schedule also the complementary inputs where only the
-   top-k tokens are kept (sufficiency);
+3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`; the recursive schedule
+   recomputes saliency on the masked input of the examples that gain tokens, one call per step split into
+   length chunks), then runs every masked input of the batch (``S x B`` rows per schedule, and for the
+   one-shot schedule also the complementary inputs where only the top-k tokens are kept: sufficiency)
+   through the model in one :class:`itermask.core.forwards.RowForwards` call under
+   ``torch.inference_mode``: each distinct row once, sorted by length, in chunks of at most
+   ``token_budget`` padded tokens (``forwards="step_major"``: the old path, step-major chunks of
+   ``chunk_size`` rows);
 4. optionally (``collect_representations``) records, during those same forward passes, the clean and
    masked inputs' representations (:mod:`itermask.core.representations`) for the out-of-distribution
    statistics of :mod:`itermask.ood.statistics`.
@@ -25,15 +29,30 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor
 
+from itermask.core.forwards import (
+    DEFAULT_TOKEN_BUDGET,
+    ForwardStats,
+    RowForwards,
+    RowOutputs,
+    forward_overhead_tokens,
+    length_chunks,
+    row_lengths,
+)
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations, capture_representations
 from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
 from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
 
-__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid", "TARGET_POLICIES"]
+__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid",
+           "saliency_scores", "saliency_attribution", "TARGET_POLICIES", "FORWARDS", "step_major_outputs"]
 
 TARGET_POLICIES = ("predicted", "gold")
+#: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``)
+FORWARDS = ("bucketed", "step_major")
+#: a saliency call (forward, backward, attribution set-up) costs about this many plain forwards, when
+#: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
+SALIENCY_OVERHEAD = 4
 
 
 @dataclass
@@ -217,6 +236,29 @@ def _gradients_enabled():
         yield
 
 
+def saliency_attribution(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
+                         sanity: bool = True) -> Attribution:
+    """``method``'s :class:`~itermask.core.saliency.Attribution` of ``batch`` for ``target`` (``[B]``): ``[B, L]``
+    scores and their per-example diagnostics (:meth:`SaliencyMethod.explain`, whose zero-score check runs if
+    ``sanity``), with gradients enabled for the methods that need them even when called under
+    ``torch.no_grad`` or ``torch.inference_mode`` (clones the inputs: inference tensors never reach autograd).
+
+    Raises:
+        SaliencyError: see :meth:`SaliencyMethod.explain`.
+    """
+    if not method.needs_gradients:
+        return method.explain(model, batch, target, example_ids, sanity)
+    with _gradients_enabled():
+        batch = batch.map(torch.clone)
+        return method.explain(model, batch, target.clone(), example_ids.clone(), sanity)
+
+
+def saliency_scores(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
+                    sanity: bool = True) -> Tensor:
+    """The ``[B, L]`` scores of :func:`saliency_attribution`."""
+    return saliency_attribution(method, model, batch, target, example_ids, sanity).scores
+
+
 class IterativeMaskingEvaluator:
     """Masks the most salient tokens step by step and records the model's outputs.
 
@@ -227,7 +269,14 @@ class IterativeMaskingEvaluator:
         special_ids: token ids never masked (``tokenizer.all_special_ids``).
         schedules: names from :data:`itermask.core.schedules.SCHEDULES`.
         target: target policy, see :func:`resolve_target`.
-        chunk_size: rows per masked forward pass.
+        chunk_size: rows per forward pass of the old ``step_major`` path.
+        forwards: how the clean and masked rows run through the model: ``"bucketed"`` (default; every
+            masked row of the batch, all steps, both directions and every schedule, in one
+            :class:`itermask.core.forwards.RowForwards`: each distinct row once, sorted by length, chunks
+            of at most ``token_budget`` padded tokens) or ``"step_major"`` (the old path: each schedule and
+            direction in step-major order, chunks of ``chunk_size`` rows, no de-duplication; the same
+            results up to float rounding, kept for comparison).
+        token_budget: padded tokens (rows x padded length) per forward of the ``bucketed`` path.
         sufficiency: also run the keep-only-top-k inputs for the schedules where sufficiency is defined.
         steps: ``"fraction"`` (the grid is ``fractions``) or ``"count"`` (the grid is ``counts``: mask
             ``min(c, n)`` tokens at count ``c``).
@@ -235,12 +284,14 @@ class IterativeMaskingEvaluator:
         segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second
             text of a sentence pair), or ``None`` for all; see :func:`itermask.tokens.maskable_positions`.
         collect_representations: also record the clean and masked inputs' representations in the
-            curves (``features``, ``layer_mean``, ``layer_max``); needs a Hugging Face classifier (see
-            :func:`itermask.core.representations.capture_representations`). Off by default: it costs memory.
+            curves: ``True`` or ``"all"`` (``features``, ``layer_mean``, ``layer_max``), ``"final"`` (only
+            ``features``, the final linear layer's input, at no extra forward cost); needs a Hugging Face
+            classifier (see :func:`itermask.core.representations.capture_representations`). Off by default:
+            it costs memory.
 
     Raises:
-        ValueError: for unknown schedules or kinds of steps, an empty or unsorted grid, count steps without
-            counts.
+        ValueError: for unknown schedules, kinds of steps or forward paths, an empty or unsorted grid, count
+            steps without counts, a non-positive token budget or chunk size.
     """
 
     def __init__(
@@ -256,7 +307,9 @@ class IterativeMaskingEvaluator:
         steps: str = "fraction",
         counts: Sequence[int] | None = None,
         segments: int | Sequence[int] | None = None,
-        collect_representations: bool = False,
+        collect_representations: bool | str = False,
+        forwards: str = "bucketed",
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
     ) -> None:
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
@@ -274,6 +327,10 @@ class IterativeMaskingEvaluator:
             raise ValueError(f"masking {steps}s must be ascending, got {grid}")
         step_counts(torch.zeros(1, dtype=torch.long), grid, steps)  # validates the grid
         check_target_policy(target)
+        if forwards not in FORWARDS:
+            raise ValueError(f"unknown forward path {forwards!r}: choose one of {FORWARDS}")
+        if token_budget <= 0 or chunk_size <= 0:
+            raise ValueError(f"token_budget and chunk_size must be positive, got {token_budget} and {chunk_size}")
         self.saliency = saliency
         self.strategy = strategy
         self.steps = steps
@@ -284,38 +341,65 @@ class IterativeMaskingEvaluator:
         self.target = target
         self.chunk_size = int(chunk_size)
         self.sufficiency = sufficiency
+        if collect_representations not in (False, True, "final", "all"):
+            raise ValueError(f"collect_representations must be False, True, 'final' or 'all', got {collect_representations!r}")
         self.collect_representations = collect_representations
+        self.forwards = forwards
+        self.token_budget = int(token_budget)
+        #: what the forwards of the last :meth:`evaluate` call ran (rows, distinct rows computed, padding)
+        self.forward_stats = ForwardStats()
 
     def maskable(self, batch: TokenBatch) -> Tensor:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
         return maskable_positions(batch, self.special_ids, self.segments)
 
-    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Attribution:
-        if not self.saliency.needs_gradients:
-            return self.saliency.explain(model, batch, target, example_ids)
-        with _gradients_enabled():
-            batch = batch.map(torch.clone)  # never hand inference tensors to autograd
-            return self.saliency.explain(model, batch, target.clone(), example_ids.clone())
+    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool) -> Attribution:
+        return saliency_attribution(self.saliency, model, batch, target, example_ids, sanity)
 
-    def _logits(self, model, batch: TokenBatch, collect: bool = False) -> tuple[Tensor, Representations | None]:
-        """Logits ``[N, C]`` of ``batch`` in chunks, and its representations if ``collect``."""
-        if not collect:
-            return chunked_logits(model, batch, self.chunk_size), None
-        with capture_representations(model) as records:
-            logits = chunked_logits(model, batch, self.chunk_size)
-        return logits, Representations.concat(records)
+    def _saliency_by_length(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
+                            sanity: bool = True) -> Attribution:
+        """Saliency of ``batch`` (one call of all its rows: the clean input, or every example that gains
+        tokens at a recursive step). On the ``bucketed`` path, for a method whose scores of a row do not
+        depend on the other rows (:attr:`SaliencyMethod.row_independent`), the rows are split into length
+        chunks (:func:`itermask.core.forwards.length_chunks`), each trimmed to its longest row, so the forward
+        and backward passes pad little; padding positions score 0 as in one call. The zero-score check
+        (``sanity``) runs once on the whole batch, not per chunk."""
+        if self.forwards == "step_major" or not self.saliency.row_independent:
+            return self._saliency(model, batch, target, example_ids, sanity)
+        overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
+        chunks = length_chunks(row_lengths(batch), self.token_budget, overhead)
+        parts = [(rows, self._saliency(model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
+                 for rows in chunks]
+        whole = _assemble(parts, batch.input_ids.shape, batch.device)
+        if sanity:
+            self.saliency.check_scores(whole, model)
+        return whole
 
-    def _masked_logits(
-        self, model, batch: TokenBatch, masks: Tensor, collect: bool = False
-    ) -> tuple[Tensor, Representations | None]:
-        """Logits ``[B, S, C]`` for ``masks`` ``[S, B, L]`` applied to ``batch``, in one chunked pass, and
-        the representations (``[B, S, ...]``) if ``collect``."""
-        steps, size, length = masks.shape
-        masked = self.strategy.apply(batch.tile(steps), masks.reshape(steps * size, length)).batch
-        logits, reps = self._logits(model, masked, collect)
-        if reps is not None:
-            reps = reps.map(lambda t: t.reshape(steps, size, *t.shape[1:]).transpose(0, 1))
-        return logits.reshape(steps, size, -1).transpose(0, 1), reps
+    def _runner(self, model, collect: bool):
+        """The forward runner of one :meth:`evaluate` call, ``run(rows) -> RowOutputs``; resets
+        :attr:`forward_stats`, which it then counts into."""
+        if self.forwards == "bucketed":
+            runner = RowForwards(model, self.token_budget, representations=collect)
+            self.forward_stats = runner.stats
+            return runner
+        self.forward_stats = ForwardStats()
+        return lambda rows: step_major_outputs(model, rows, self.chunk_size, collect, self.forward_stats)
+
+    def _masked_outputs(self, model, run, batch: TokenBatch, groups: list[tuple[Tensor, bool]]) -> list[RowOutputs]:
+        """Outputs ``[B, S, ...]`` for each group ``(masks, collect)`` of masks ``[S, B, L]`` applied to
+        ``batch``: with ``bucketed`` forwards every group's rows in one :class:`RowForwards` call (one length
+        sort, each distinct row once); with ``step_major`` (the old path) one chunked pass per group, in
+        step-major order, representations only where ``collect``."""
+        inputs = [self.strategy.apply(batch.tile(m.shape[0]), m.flatten(0, 1)).batch for m, _ in groups]
+        if self.forwards == "step_major":
+            flat = [step_major_outputs(model, rows, self.chunk_size, collect, self.forward_stats)
+                    for rows, (_, collect) in zip(inputs, groups)]
+        else:
+            joined, start, flat = run(TokenBatch.concat(inputs)), 0, []
+            for rows in inputs:
+                flat.append(joined.index(slice(start, start + len(rows))))
+                start += len(rows)
+        return [_by_example(out, masks.shape[0]) for out, (masks, _) in zip(flat, groups)]
 
     def evaluate(
         self,
@@ -348,24 +432,24 @@ class IterativeMaskingEvaluator:
         if (n_maskable == 0).any():
             raise ValueError("every example needs at least one maskable token; filter them out first")
         collect = self.collect_representations
-        clean_logits, clean_reps = self._logits(model, batch, collect)
-        target = resolve_target(self.target, clean_logits, labels)
-        clean = self._saliency(model, batch, target, example_ids)
+        run = self._runner(model, collect)
+        clean = run(batch)
+        target = resolve_target(self.target, clean.logits, labels)
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
-
-        def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
-            masked = self.strategy.apply(batch.index(rows), state)
-            scores = self._saliency(model, masked.batch, target[rows], example_ids[rows]).scores
-            return to_source_positions(scores, masked, length)
-
+        saliency = self._saliency_by_length(model, batch, target, example_ids)
+        masks = self._schedule_masks(model, batch, maskable, k, target, example_ids, saliency)
+        groups, keep_of = [], {}
+        for name, schedule_masks in masks.items():
+            if SCHEDULES[name].sufficiency and self.sufficiency:
+                keep_of[name] = len(groups)
+                groups.append((maskable & ~schedule_masks, False))
+            groups.append((schedule_masks, collect))
+        outputs = iter(self._masked_outputs(model, run, batch, groups))
         results = {}
-        for name in self.schedules:
-            schedule = SCHEDULES[name]()
-            masks = schedule.masks(clean.scores, maskable, k, saliency_fn)
-            keep_logits = None
-            if schedule.sufficiency and self.sufficiency:
-                keep_logits = self._masked_logits(model, batch, maskable & ~masks)[0]
-            logits, reps = self._masked_logits(model, batch, masks, collect)
+        for name in masks:
+            keep = next(outputs) if name in keep_of else None
+            masked = next(outputs)
+            reps = masked.representations
             results[name] = MaskingCurves(
                 schedule=name,
                 steps=self.steps,
@@ -375,15 +459,75 @@ class IterativeMaskingEvaluator:
                 k=k.T.contiguous(),
                 target=target,
                 labels=labels,
-                clean_logits=clean_logits,
-                logits=logits,
-                keep_logits=keep_logits,
-                saliency_zero=clean.zero,
-                completeness_gap=clean.completeness_gap,
-                output_difference=clean.output_difference,
-                **({} if reps is None else _representation_fields(clean_reps, reps)),
+                clean_logits=clean.logits,
+                logits=masked.logits,
+                keep_logits=None if keep is None else keep.logits,
+                saliency_zero=saliency.zero,
+                completeness_gap=saliency.completeness_gap,
+                output_difference=saliency.output_difference,
+                **({} if reps is None or not collect else _representation_fields(clean.representations, reps)),
             )
         return results
+
+    def _schedule_masks(self, model, batch: TokenBatch, maskable: Tensor, k: Tensor, target: Tensor,
+                        example_ids: Tensor, clean: Attribution) -> dict[str, Tensor]:
+        """``{schedule: masks [S, B, L]}`` from the ``clean`` input's saliency (the recursive schedule
+        recomputes saliency on the masked input at each step, see :meth:`_saliency_by_length`)."""
+        length = batch.input_ids.shape[1]
+
+        def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
+            masked = self.strategy.apply(batch.index(rows), state)
+            # no zero-score check: a masked input may legitimately lose every gradient (the clean one was checked)
+            scores = self._saliency_by_length(model, masked.batch, target[rows], example_ids[rows], sanity=False).scores
+            return to_source_positions(scores, masked, length)
+
+        return {name: SCHEDULES[name]().masks(clean.scores, maskable, k, saliency_fn) for name in self.schedules}
+
+
+def step_major_outputs(model: torch.nn.Module, rows: TokenBatch, chunk_size: int, collect: bool | str,
+                       stats: ForwardStats | None = None) -> RowOutputs:
+    """The old forward path (``forwards="step_major"``): ``rows`` in their given order (step-major), in
+    chunks of ``chunk_size`` rows each trimmed to its longest row, every row computed (no de-duplication);
+    representations captured if ``collect``; counted into ``stats`` if given. Kept to compare before/after
+    (``bench/throughput.py``)."""
+    if stats is not None:
+        lengths = row_lengths(rows)
+        chunk_lengths = [int(lengths[i : i + chunk_size].max()) for i in range(0, len(rows), chunk_size)]
+        stats.rows += len(rows)
+        stats.computed += len(rows)
+        stats.forwards += len(chunk_lengths)
+        stats.real_tokens += int(lengths.sum())
+        stats.padded_tokens += sum(min(chunk_size, len(rows) - i * chunk_size) * n for i, n in enumerate(chunk_lengths))
+    if not collect:
+        return RowOutputs(chunked_logits(model, rows, chunk_size))
+    with capture_representations(model, hidden_states=collect != "final") as records:
+        logits = chunked_logits(model, rows, chunk_size)
+    return RowOutputs(logits, Representations.concat(records))
+
+
+def _assemble(parts: list[tuple[Tensor, Attribution]], shape: torch.Size, device) -> Attribution:
+    """One batch's :class:`Attribution` (scores ``shape`` ``[B, L]``) from those of its row chunks
+    ``(rows, attribution)``, each trimmed to its own longest row (the rest of a row scores 0)."""
+    scores = torch.zeros(shape, device=device)
+    zero = torch.zeros(shape[0], dtype=torch.bool, device=device)
+    first = parts[0][1] if parts else None
+    extra = {name: torch.zeros(shape[0], dtype=torch.float64, device=device)
+             for name in ("completeness_gap", "output_difference") if first is not None and getattr(first, name) is not None}
+    for rows, part in parts:
+        scores[rows, : part.scores.shape[1]] = part.scores
+        zero[rows] = part.zero
+        for name, values in extra.items():
+            values[rows] = getattr(part, name)
+    return Attribution(scores, zero, extra.get("completeness_gap"), extra.get("output_difference"))
+
+
+def _by_example(outputs: RowOutputs, steps: int) -> RowOutputs:
+    """Step-major rows ``[S * B, ...]`` -> ``[B, S, ...]``."""
+    def fold(t: Tensor) -> Tensor:
+        return t.reshape(steps, t.shape[0] // steps, *t.shape[1:]).transpose(0, 1)
+
+    reps = None if outputs.representations is None else outputs.representations.map(fold)
+    return RowOutputs(fold(outputs.logits), reps)
 
 
 def _representation_fields(clean: Representations, masked: Representations) -> dict[str, Tensor]:

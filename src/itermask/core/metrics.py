@@ -165,8 +165,10 @@ def aopc(scores: Tensor, fractions: Tensor, bins: Sequence[float] = AOPC_BINS) -
         ``[B]``.
 
     Raises:
-        ValueError: if a bin is not one of the fractions.
+        ValueError: if a bin is not one of the fractions, or there is no bin (the mean of nothing).
     """
+    if len(bins) == 0:
+        raise ValueError("AOPC needs at least one bin (summarize(..., bins=None) leaves AOPC out)")
     return scores[:, _bin_columns(fractions, bins)].mean(dim=1)
 
 
@@ -500,7 +502,7 @@ def _mean(values: Tensor) -> float:
 
 
 def summarize(
-    curves: MaskingCurves, quantity: Quantity = "probability", bins: Sequence[float] = AOPC_BINS
+    curves: MaskingCurves, quantity: Quantity = "probability", bins: Sequence[float] | None = AOPC_BINS
 ) -> dict:
     """Scores averaged over the examples of ``curves``: every metric of :data:`METRICS` that applies.
 
@@ -514,7 +516,7 @@ def summarize(
           ``comprehensiveness_<q>``, ``log_odds_drop`` and, for schedules with keep-only inputs
           (one-shot), ``sufficiency_<q>``;
         * for each per-step metric with ``aopc``: ``aopc_<key>`` over the ERASER ``bins`` (fraction steps
-          only), then ``aopc_full_<key>`` over every step;
+          only; none when ``bins`` is ``None``), then ``aopc_full_<key>`` over every step;
         * one scalar per per-example metric: ``auc_<q>`` (area under the target curve over x),
           ``first_flip_fraction`` and ``first_flip_count`` (means over the examples that flip) and
           ``never_flip_rate``.
@@ -532,7 +534,7 @@ def summarize(
         out[metric.key(quantity)] = metric.reduce(values, curves)
         if metric.aopc:
             areas[metric.key(quantity)] = values
-    if curves.steps == "fraction":
+    if curves.steps == "fraction" and bins is not None:
         out.update({f"aopc_{key}": aopc(values, curves.grid, bins).mean().item() for key, values in areas.items()})
     out.update({f"aopc_full_{key}": aopc_full(values).mean().item() for key, values in areas.items()})
     for metric in (m for m in applicable if not m.per_step):
@@ -540,15 +542,18 @@ def summarize(
     return out
 
 
-def per_example(curves: MaskingCurves, quantity: Quantity = "probability", bins: Sequence[float] = AOPC_BINS) -> dict[str, Tensor]:
+def per_example(
+    curves: MaskingCurves, quantity: Quantity = "probability", bins: Sequence[float] | None = AOPC_BINS
+) -> dict[str, Tensor]:
     """Every applicable metric per example: ``{key: [B, S] or [B] tensor}`` (keys as in :func:`summarize`,
-    AOPC scores per example included); NaN where a value is undefined (e.g. no flip)."""
+    AOPC scores per example included; none over bins when ``bins`` is ``None``); NaN where a value is
+    undefined (e.g. no flip)."""
     out = {}
     for metric in (m for m in METRICS.values() if m.applies(curves)):
         values = metric.values(curves, quantity)
         out[metric.key(quantity)] = values
         if metric.aopc:
-            if curves.steps == "fraction":
+            if curves.steps == "fraction" and bins is not None:
                 out[f"aopc_{metric.key(quantity)}"] = aopc(values, curves.grid, bins)
             out[f"aopc_full_{metric.key(quantity)}"] = aopc_full(values)
     return out

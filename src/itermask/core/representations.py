@@ -42,13 +42,13 @@ class Representations:
     Attributes:
         features: ``[N, D]`` float, input of the classifier's final linear layer.
         layer_mean: ``[N, L+1, H]`` float, hidden states (embedding output first) mean-pooled over the
-            attended tokens.
-        layer_max: ``[N, L+1, H]`` float, the same max-pooled.
+            attended tokens; ``None`` when only the final layer's input was captured.
+        layer_max: ``[N, L+1, H]`` float, the same max-pooled; ``None`` likewise.
     """
 
     features: Tensor
-    layer_mean: Tensor
-    layer_max: Tensor
+    layer_mean: Tensor | None = None
+    layer_max: Tensor | None = None
 
     def __len__(self) -> int:
         return self.features.shape[0]
@@ -63,11 +63,15 @@ class Representations:
         parts = list(parts)
         if not parts:
             raise ValueError("no representations were captured (no forward pass ran inside the capture)")
-        return Representations(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(Representations)))
+        def joined(name):
+            values = [getattr(p, name) for p in parts]
+            return None if any(v is None for v in values) else torch.cat(values)
+
+        return Representations(*(joined(f.name) for f in fields(Representations)))
 
     def map(self, fn) -> "Representations":
-        """Apply ``fn`` to every tensor (e.g. a reshape or ``.cpu()``)."""
-        return Representations(*(fn(getattr(self, f.name)) for f in fields(Representations)))
+        """Apply ``fn`` to every tensor (e.g. a reshape or ``.cpu()``); absent ones stay ``None``."""
+        return Representations(*(None if (v := getattr(self, f.name)) is None else fn(v) for f in fields(Representations)))
 
 
 def classifier_head(model: torch.nn.Module) -> torch.nn.Linear:
@@ -115,13 +119,15 @@ def pool_hidden_states(hidden_states: Iterable[Tensor], attention_mask: Tensor) 
 
 
 @contextmanager
-def capture_representations(model: torch.nn.Module) -> Iterator[list[Representations]]:
+def capture_representations(model: torch.nn.Module, hidden_states: bool = True) -> Iterator[list[Representations]]:
     """Record :class:`Representations` of every forward pass of ``model`` run inside the block.
 
     The model must be called with keyword arguments (``model(input_ids=..., attention_mask=...)``, as
-    :func:`itermask.tokens.class_logits` does); ``output_hidden_states=True`` is added to each call.
-    Yields a list that receives one :class:`Representations` per forward pass, in call order, on the
-    model's device. The hooks are removed on exit.
+    :func:`itermask.tokens.class_logits` does); with ``hidden_states`` (default) ``output_hidden_states=True``
+    is added to each call and every layer is pooled, without it only the final layer's input is recorded
+    (``layer_mean``/``layer_max`` are ``None``; no extra cost). Yields a list that receives one
+    :class:`Representations` per forward pass, in call order, on the model's device. The hooks are removed
+    on exit.
 
     Raises:
         ValueError: on entry if the final linear layer cannot be found (:func:`classifier_head`); during
@@ -133,17 +139,20 @@ def capture_representations(model: torch.nn.Module) -> Iterator[list[Representat
 
     def before_model(module, args, kwargs):
         captured.clear()
-        return args, {**kwargs, "output_hidden_states": True}
+        return args, {**kwargs, "output_hidden_states": True} if hidden_states else kwargs
 
     def before_head(module, args):
         captured.append(args[0].detach().float())
 
     def after_model(module, args, kwargs, output):
+        if len(captured) != 1:
+            raise ValueError(f"the final linear layer ran {len(captured)} times in one forward pass, expected once")
+        if not hidden_states:
+            records.append(Representations(captured[0]))
+            return
         hidden = getattr(output, "hidden_states", None)
         if hidden is None:
             raise ValueError(f"{type(module).__name__} returned no hidden states with output_hidden_states=True")
-        if len(captured) != 1:
-            raise ValueError(f"the final linear layer ran {len(captured)} times in one forward pass, expected once")
         mask = kwargs.get("attention_mask")
         if mask is None:
             mask = torch.ones(hidden[0].shape[:2], dtype=torch.long, device=hidden[0].device)

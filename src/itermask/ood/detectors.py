@@ -55,9 +55,10 @@ COVARIANCES = ("auto", "empirical", "ledoit_wolf")  # the values of Covariance
 
 
 def representation_views(reps: Representations) -> dict[str, Tensor]:
-    """The views scored: ``{"final": features [..., D], "layer_0": layer_mean[..., 0, :], ...}``."""
+    """The views scored: ``{"final": features [..., D], "layer_0": layer_mean[..., 0, :], ...}`` (only
+    ``final`` when the hidden states were not captured)."""
     views = {"final": reps.features}
-    for i in range(reps.layer_mean.shape[-2]):
+    for i in range(0 if reps.layer_mean is None else reps.layer_mean.shape[-2]):
         views[f"layer_{i}"] = reps.layer_mean[..., i, :]
     return views
 
@@ -317,6 +318,7 @@ class OODDetectors:
         normalize_knn: bool = True,
         covariance: Covariance = "auto",
         split_seed: int = 0,
+        knn: bool = True,
     ) -> "OODDetectors":
         """Fit Mahalanobis and kNN on training representations, MaSF on held-out ones.
 
@@ -327,6 +329,7 @@ class OODDetectors:
                 into a fit half and a calibration half; ``None``: MaSF is missing.
             k, normalize_knn: see :class:`KNNScorer`.
             covariance: see :class:`MahalanobisScorer`.
+            knn: also fit the kNN detectors (else they are missing with the reason).
 
         A detector that cannot be fitted is recorded in ``missing`` with the reason (its ``ValueError``).
         """
@@ -340,6 +343,9 @@ class OODDetectors:
                     detectors.info[f"{view}/shrinkage"] = scorer.shrinkage
             except ValueError as error:
                 detectors.missing[f"{view}/mahalanobis"] = str(error)
+            if not knn:
+                detectors.missing[f"{view}/knn_distance"] = "the kNN detector was not asked for (knn=False)"
+                continue
             try:
                 detectors.knn[view] = KNNScorer(k, normalize_knn).fit(features)
             except ValueError as error:

@@ -247,8 +247,11 @@ def _degenerate(clean: np.ndarray, masked: np.ndarray, out: OODCurves, keys: tup
     return True
 
 
-def _same_as_clean(masked: Tensor, clean: Tensor, unmasked: Tensor) -> Tensor:
-    """``masked`` ``[B, S, ...]`` with the rows where ``unmasked`` ``[B, S]`` replaced by ``clean`` ``[B, ...]``."""
+def _same_as_clean(masked: Tensor | None, clean: Tensor | None, unmasked: Tensor) -> Tensor | None:
+    """``masked`` ``[B, S, ...]`` with the rows where ``unmasked`` ``[B, S]`` replaced by ``clean`` ``[B, ...]``
+    (``None`` if not captured, e.g. the pooled layers at ``ood.level=final``)."""
+    if masked is None:
+        return None
     where = unmasked.to(masked.device).reshape(*unmasked.shape, *(1,) * (masked.dim() - 2))
     return torch.where(where, clean.unsqueeze(1).to(masked.dtype), masked)
 

@@ -11,12 +11,17 @@ What it computes, for every (model, dataset, saliency, masking) group of runs th
   sample standard deviation (``ddof=1``) and a confidence interval for the mean over seeds: Student's
   t-interval ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)`` by default, or a percentile bootstrap
   (:func:`scipy.stats.bootstrap`);
-- the *seed-spread ratio* ``s(score) / s(test accuracy)``: how much more (> 1) or less (< 1) a faithfulness
-  score moves between fine-tuning seeds than the model's test accuracy does (both are fractions in [0, 1]
-  for probability scores, so the ratio compares like with like). This quantifies the first claim of
-  Crothers, Viktor & Japkowicz, "Robust Infidelity" (arXiv 2308.06795, Sec. 4): faithfulness scores vary
-  widely between otherwise comparable classifiers;
-- for two groups that differ only in the model (``model=roberta,fairberta``): the difference of the means,
+- from the jobs' per-example tables, every per-example score's *seed share of variance* (a two-way
+  random-effects decomposition over seeds x examples, with a bootstrap interval over examples) and a
+  Friedman test that the seeds differ, the mean Spearman correlation between seeds, and Kendall's W of
+  the ranking of saliency methods across seeds (:mod:`itermask.reporting.seeds`). This quantifies the
+  first claim of Crothers, Viktor & Japkowicz, "Robust Infidelity" (arXiv 2308.06795, Sec. 4): faithfulness
+  scores vary widely between otherwise comparable classifiers;
+- the headline (:mod:`itermask.reporting.headline`): each explanation's score minus the random
+  explanation's with a paired interval and test over seeds, and, with OOD statistics, the Mahalanobis
+  OOD AUROC of masked inputs (the paper's second claim);
+- for two groups that differ only in the model (``model=roberta,fairberta``) or a swept setting: the
+  difference of the means (also in units of the within-group seed standard deviation),
   a confidence interval for it and a test whether it is zero: Welch's unequal-variance t-test
   (:func:`scipy.stats.ttest_ind` with ``equal_var=False``; interval ``diff ± t_{df} · sqrt(s_a²/n_a +
   s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided permutation test of the mean difference
@@ -28,7 +33,7 @@ Nothing here trains or evaluates: it reads result files. Every file is written a
 from itermask.reporting.aggregate import Report, build_report
 from itermask.reporting.cli import main
 from itermask.reporting.render import write_report
-from itermask.reporting.statistics import compare_samples, seed_interval, spread_ratio
+from itermask.reporting.statistics import compare_samples, seed_interval
 from itermask.reporting.summary_run import log_report_to_wandb
 from itermask.reporting.sweep import ReportError, Run, Sweep, load_sweep
 
@@ -39,7 +44,6 @@ __all__ = [
     "Report",
     "seed_interval",
     "compare_samples",
-    "spread_ratio",
     "load_sweep",
     "build_report",
     "write_report",

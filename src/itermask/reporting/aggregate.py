@@ -4,20 +4,20 @@ comparisons of groups that differ only in the model or a swept setting."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from itermask.analyses import ANALYSES
-from itermask.reporting.statistics import compare_samples, seed_interval, spread_ratio
+from itermask.reporting.attack_link import faithfulness_vs_attack
+from itermask.reporting.statistics import compare_samples, seed_interval
 from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep
 from itermask.storage.cache import config_hash
 
 GROUP = ("model", "dataset", "saliency", "masking")
 MEASURE = ("explanation", "schedule", "score")
 ACCURACY = ("test", "validation")
-REFERENCE = ("model", "", "accuracy_test")  # the measure the seed-spread ratio divides by
 
 __all__ = ["Report", "build_report", "GROUP", "MEASURE"]
 
@@ -78,9 +78,13 @@ class Report:
     """Aggregated tables of one multirun folder (pandas DataFrames in long format).
 
     ``summary``: one row per group x measure: ``model, dataset, saliency, masking, explanation, schedule,
-    score, n, mean, std, ci_low, ci_high, spread_ratio``. ``per_seed``: ``... , seed, job, value``.
+    score, n, mean, std, ci_low, ci_high``. ``per_seed``: ``... , seed, job, value``.
     ``comparisons``: ``dataset, saliency, masking, model_a, model_b, explanation, schedule, score, n_a, n_b,
-    mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value``.
+    mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value, difference_in_seed_sd``.
+    ``seed_sensitivity``, ``headline``, ``rank_stability``: see :mod:`itermask.reporting.headline`.
+    ``attack_links``: across saliency methods, the rank correlation of faithfulness and attack efficiency
+    (:func:`~itermask.reporting.attack_link.faithfulness_vs_attack`; empty without attacks).
+    ``notes``: warnings the report shows at its top (few seeds, missing per-example files).
     """
 
     sweep: Sweep
@@ -89,6 +93,11 @@ class Report:
     per_seed: pd.DataFrame
     comparisons: pd.DataFrame
     settings: dict
+    seed_sensitivity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rank_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
+    attack_links: pd.DataFrame = field(default_factory=pd.DataFrame)
+    notes: list[str] = field(default_factory=list)
 
 
 def build_report(
@@ -99,49 +108,74 @@ def build_report(
     n_resamples: int = 9999,
     seed: int = 0,
 ) -> Report:
-    """Load the multirun folder ``root`` and aggregate it (see the module docstring for the formulas).
+    """Load the multirun folder ``root`` and aggregate it: every measure over seeds, the seed sensitivity
+    of every per-example score, the headline, rank stability and comparisons (see the module docstrings of
+    :mod:`itermask.reporting.statistics` and :mod:`itermask.reporting.seeds`).
 
     Raises:
         ReportError: see :func:`load_sweep` and the mixed-configuration check (runs of one model, dataset,
             saliency and masking that differ in another setting).
         ValueError: unknown ``interval`` or ``test``.
     """
+    from itermask.reporting import headline
+
     if interval not in ("t", "bootstrap"):
         raise ValueError(f"interval must be 't' or 'bootstrap', got {interval!r}")
     if test not in ("welch", "permutation"):
         raise ValueError(f"test must be 'welch' or 'permutation', got {test!r}")
+    settings = {"confidence": confidence, "interval": interval, "test": test, "n_resamples": n_resamples, "seed": seed}
     sweep = load_sweep(root)
     groups = group_runs(sweep.runs)
+    values = {label: _group_values(label, members) for label, members in groups.items()}
+    summary, per_seed = _summaries(groups, values, settings)
+    report = Report(sweep, groups, summary, per_seed, _comparisons(groups, values, summary, settings), settings)
+    headline.add_seed_statistics(report)
+    report.attack_links = faithfulness_vs_attack(summary)
+    return report
+
+
+def _group_values(label: tuple, members: list[Run]) -> dict[tuple, list[float]]:
+    """``{measure: [value per run]}`` of one group, measures in report order."""
+    per_run = [_measures(run.result) for run in members]
+    keys = sorted(set().union(*per_run), key=lambda k: _measure_order(label, k))
+    return {k: [m.get(k, math.nan) for m in per_run] for k in keys}
+
+
+def _summaries(groups: dict, values: dict, settings: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``summary`` and ``per_seed`` tables."""
+    s = settings
     summary_rows, seed_rows = [], []
-    values: dict[tuple, dict[tuple, list[float]]] = {}
     for label, members in groups.items():
-        per_run = [_measures(run.result) for run in members]
-        keys = sorted(set().union(*per_run), key=lambda k: _measure_order(label, k))
-        values[label] = {k: [m.get(k, math.nan) for m in per_run] for k in keys}
-        reference = seed_interval(values[label].get(REFERENCE, []), confidence, interval, n_resamples, seed)
-        for key in keys:
-            agg = seed_interval(values[label][key], confidence, interval, n_resamples, seed)
-            ratio = spread_ratio(agg["std"], reference["std"]) if key[0] != "model" else math.nan
-            summary_rows.append({**dict(zip(GROUP, label)), **dict(zip(MEASURE, key)), **agg, "spread_ratio": ratio})
-            for run, value in zip(members, values[label][key]):
+        for key, per_run in values[label].items():
+            agg = seed_interval(per_run, s["confidence"], s["interval"], s["n_resamples"], s["seed"])
+            summary_rows.append({**dict(zip(GROUP, label)), **dict(zip(MEASURE, key)), **agg})
+            for run, value in zip(members, per_run):
                 seed_rows.append({**dict(zip(GROUP, label)), "seed": run.seed, "job": run.job,
                                   **dict(zip(MEASURE, key)), "value": value})
-    comparison_rows = []
-    for label_a, label_b in _model_pairs(groups):
-        shared = [k for k in values[label_a] if k in values[label_b]]
-        for key in shared:
-            diff = compare_samples(values[label_a][key], values[label_b][key], confidence, test, n_resamples, seed)
-            comparison_rows.append({
-                "dataset": label_a[1], "saliency": label_a[2], "masking": label_a[3],
-                "model_a": label_a[0], "model_b": label_b[0], **dict(zip(MEASURE, key)), **diff,
-            })
-    summary = pd.DataFrame(summary_rows, columns=[*GROUP, *MEASURE, "n", "mean", "std", "ci_low", "ci_high", "spread_ratio"])
+    summary = pd.DataFrame(summary_rows, columns=[*GROUP, *MEASURE, "n", "mean", "std", "ci_low", "ci_high"])
     per_seed = pd.DataFrame(seed_rows, columns=[*GROUP, "seed", "job", *MEASURE, "value"])
-    comparisons = pd.DataFrame(comparison_rows, columns=[
+    return summary, per_seed
+
+
+def _comparisons(groups: dict, values: dict, summary: pd.DataFrame, settings: dict) -> pd.DataFrame:
+    """Every measure of each pair of groups that differ only in the model or a swept setting: the difference
+    of the means, its interval and test (:func:`compare_samples`), and the difference in units of the
+    within-group seed standard deviation (pooled: ``sqrt((s_a^2 + s_b^2) / 2)``)."""
+    s = settings
+    rows = []
+    for label_a, label_b in _model_pairs(groups):
+        for key in (k for k in values[label_a] if k in values[label_b]):
+            diff = compare_samples(values[label_a][key], values[label_b][key], s["confidence"], s["test"],
+                                   s["n_resamples"], s["seed"])
+            sds = [seed_interval(values[label][key])["std"] for label in (label_a, label_b)]
+            pooled = math.sqrt((sds[0] ** 2 + sds[1] ** 2) / 2) if all(math.isfinite(x) for x in sds) else math.nan
+            in_sd = diff["difference"] / pooled if pooled and math.isfinite(pooled) else math.nan
+            rows.append({"dataset": label_a[1], "saliency": label_a[2], "masking": label_a[3],
+                         "model_a": label_a[0], "model_b": label_b[0], **dict(zip(MEASURE, key)), **diff,
+                         "difference_in_seed_sd": in_sd})
+    return pd.DataFrame(rows, columns=[
         "dataset", "saliency", "masking", "model_a", "model_b", *MEASURE, "n_a", "n_b", "mean_a", "mean_b",
-        "difference", "ci_low", "ci_high", "statistic", "p_value"])
-    settings = {"confidence": confidence, "interval": interval, "test": test, "n_resamples": n_resamples, "seed": seed}
-    return Report(sweep, groups, summary, per_seed, comparisons, settings)
+        "difference", "ci_low", "ci_high", "statistic", "p_value", "difference_in_seed_sd"])
 
 
 def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:

@@ -1,99 +1,24 @@
-"""Writing a :class:`~itermask.reporting.aggregate.Report`: masking-curve plots with a band over seeds,
-Markdown and HTML, and the CSV tables, all atomically."""
+"""Writing a :class:`~itermask.reporting.aggregate.Report`: Markdown and HTML that lead with the headline
+(score minus random, seed share of variance, OOD AUROC), masking-curve figures
+(:mod:`itermask.reporting.plots`), and the CSV tables, all atomically."""
 
 from __future__ import annotations
 
-import io
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from itermask.core.metrics import metric_info
 from itermask.reporting.aggregate import GROUP, MEASURE, Report, _curves, _model_pairs
-from itermask.reporting.statistics import seed_interval
-from itermask.reporting.sweep import FILES, Run
+from itermask.reporting.attack_link import caveat
+from itermask.reporting.plots import curve_figure, slug
+from itermask.reporting.sweep import FILES
 from itermask.storage.files import write_bytes_atomic, write_text_atomic
 
 __all__ = ["write_report", "render_markdown", "render_html", "main_table"]
-
-
-def _curve_band(runs: list[Run], key: tuple[str, str], series: str, confidence: float, interval: str,
-                n_resamples: int, seed: int):
-    rows = [_curves(r.result).get(key, {}) for r in runs]
-    rows = [r for r in rows if series in r and "fraction" in r]
-    if not rows:
-        return None
-    fraction = np.asarray(rows[0].get("x", rows[0]["fraction"]), dtype=float)  # the step grid
-    matrix = np.array([[math.nan if x is None else x for x in r[series]] for r in rows], dtype=float)
-    aggs = [seed_interval(matrix[:, j], confidence, interval, n_resamples, seed) for j in range(matrix.shape[1])]
-    mean = np.array([a["mean"] for a in aggs])
-    low = np.array([a["ci_low"] for a in aggs])
-    high = np.array([a["ci_high"] for a in aggs])
-    return fraction, mean, low, high
-
-
-def _panels(runs: list[Run]) -> list[str]:
-    """The per-step series to plot: the usual ones first, then any other (``x``, ``fraction`` and
-    ``mean_k`` describe the grid and are not plotted)."""
-    names: list[str] = []
-    for run in runs:
-        for series in _curves(run.result).values():
-            names += [n for n in series if n not in names]
-    order = ["target_prob", "target_logit", "comprehensiveness_prob", "comprehensiveness_logit",
-             "sufficiency_prob", "sufficiency_logit", "flip_rate", "accuracy"]
-    grid = ("x", "fraction", "mean_k")
-    return [n for n in order if n in names] + [n for n in names if n not in order and n not in grid]
-
-
-def _x_label(runs: list[Run]) -> str:
-    steps = {s.get("steps", "fraction") for r in runs for by in r.result["scores"].values() for s in by.values()}
-    return "tokens masked" if steps == {"count"} else "masking fraction"
-
-
-def _plot(lines: list[tuple[str, list[Run], tuple[str, str], dict]], title: str, report: Report) -> bytes:
-    """A PNG: one panel per curve series, one line per (legend, runs, (explanation, schedule), matplotlib
-    style), band = the confidence interval over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    s = report.settings
-    panels = _panels([r for _, runs, _, _ in lines for r in runs])
-    x_label = _x_label([r for _, runs, _, _ in lines for r in runs])
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows + 0.6), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    for ax, series in zip(axes.flat, panels):
-        for legend, runs, key, style in lines:
-            band = _curve_band(runs, key, series, s["confidence"], s["interval"], s["n_resamples"], s["seed"])
-            if band is None:
-                continue
-            fraction, mean, low, high = band
-            (line,) = ax.plot(fraction, mean, marker="o", markersize=3, label=f"{legend} (n={len(runs)})", **style)
-            if np.isfinite(low).any():
-                ax.fill_between(fraction, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set_xlabel(x_label)
-        ax.set_title(series)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{title}\n(mean over seeds; band: {int(round(s['confidence'] * 100))} % "
-                 f"{'t' if s['interval'] == 't' else 'bootstrap'} interval)", fontsize=10)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def _slug(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(p for p in parts if p)).strip("-")
-
 
 
 def _num(value: Any, digits: int = 4) -> str:
@@ -115,15 +40,43 @@ def _ci(row) -> str:
     return f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
 
 
+def _of_group(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    return frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
+
+
+def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[str, pd.Series]]:
+    """``(schedules, row)`` for the rows of one group, a row whose per-seed values equal another row's of the
+    same explanation and score (e.g. the random explanation under both schedules) shown once, its schedules
+    joined as ``one_shot = recursive``."""
+    seen: dict[tuple, list] = {}
+    for _, row in rows.iterrows():
+        values = per_seed[(per_seed.explanation == row.explanation) & (per_seed.schedule == row.schedule)
+                          & (per_seed.score == row.score)].sort_values("seed").value.round(12).tolist()
+        key = (row.explanation, row.score, tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in values))
+        seen.setdefault(key, []).append(row)
+    return [(" = ".join(r["schedule"] or "-" for r in group), group[0]) for group in seen.values()]
+
+
 def main_table(report: Report, label: tuple) -> str:
-    """The Markdown table of one group: each measure's n, mean, std, CI and seed-spread ratio."""
-    rows = report.summary[(report.summary[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
+    """The Markdown table of one group: each measure's n, mean, std and CI over seeds (rows identical to
+    another row shown once)."""
+    rows = _of_group(report.summary, label)
     pct = int(round(report.settings["confidence"] * 100))
-    header = ["explanation", "schedule", "score", "n", "mean", "std", f"{pct} % CI", "spread ratio"]
+    header = ["explanation", "schedule", "score", "unit", "n", "mean", "std", f"{pct} % CI"]
+    merged = _merged_schedules(rows, _of_group(report.per_seed, label))
     return _md_table(header, [
-        [r.explanation, r.schedule or "-", r.score, _num(r.n), _num(r.mean), _num(r.std), _ci(r._asdict()),
-         _num(r.spread_ratio, 2)] for r in rows.itertuples()
+        [r["explanation"], schedules, r["score"], _unit(r["score"]), _num(r["n"]), _num(r["mean"]), _num(r["std"]),
+         _ci(r)] for schedules, r in merged
     ])
+
+
+def _unit(score: str) -> str:
+    if score.startswith("accuracy_"):
+        return "fraction"
+    info = metric_info(score)
+    return info.unit if info is not None else ("AUROC" if "auroc" in score else "")
 
 
 def _seed_table(report: Report, label: tuple) -> str:
@@ -140,50 +93,182 @@ def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
     pct = int(round(report.settings["confidence"] * 100))
     name = "Welch t" if report.settings["test"] == "welch" else "mean diff."
     return _md_table(
-        ["explanation", "schedule", "score", "n a/b", "mean a", "mean b", "a - b", f"{pct} % CI", name, "p"],
+        ["explanation", "schedule", "score", "n a/b", "mean a", "mean b", "a - b", f"{pct} % CI", name, "p",
+         "in seed sd"],
         [[r.explanation, r.schedule or "-", r.score, f"{r.n_a}/{r.n_b}", _num(r.mean_a), _num(r.mean_b),
-          _num(r.difference), _ci(r._asdict()), _num(r.statistic, 3), _num(r.p_value, 4)]
-         for r in frame.itertuples()])
+          _num(r.difference), _ci(r._asdict()), _num(r.statistic, 3), _num(r.p_value, 4),
+          _num(r.difference_in_seed_sd, 2)] for r in frame.itertuples()])
 
 
-def render_markdown(report: Report, images: dict[str, str]) -> str:
-    """The report as Markdown; ``images`` maps image keys to paths relative to the report."""
-    s = report.settings
-    sweep = report.sweep
-    pct = int(round(s["confidence"] * 100))
-    interval = ("Student's t-interval over seeds" if s["interval"] == "t"
-                else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)")
-    out = [f"# itermask report: `{sweep.root}`", ""]
-    expected = f" of {sweep.n_expected} expected" if sweep.n_expected is not None else ""
-    out += [f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s). "
-            f"Mean, sample standard deviation and {pct} % confidence interval ({interval}) of each measure. "
-            "*Spread ratio*: standard deviation over seeds of the score divided by that of test accuracy "
-            "(> 1: the score varies more between seeds than the model's accuracy does). "
-            "`<method> - random`: the score minus that of the seeded random explanation of the same run.", ""]
-    missing = sweep.missing_lines()
-    if missing:
-        out += ["## Missing", "", *[f"- {line}" for line in missing], ""]
+def _fmt_pm(row) -> str:
+    return f"{_num(row['mean'], 3)} ± {_num(row['std'], 3)}"
+
+
+def _direction(row) -> str:
+    flag = row["higher_is_more_faithful"]
+    return "" if flag is None or (isinstance(flag, float) and math.isnan(flag)) else (
+        ", higher = more faithful" if flag else ", lower = more faithful")
+
+
+def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
+    first, pct = members[0].result, int(round(report.settings["confidence"] * 100))
+    summary = _of_group(report.summary, label)
+    acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
+    skipped = first.get("n_skipped_no_maskable") or 0
+    n_test = f"{first['n_test']:,}" if isinstance(first.get("n_test"), int) else "n/a"
+    out = [f"**{' / '.join(label)}**, {len(members)} seed(s) ({', '.join(str(r.seed) for r in members)}): test "
+           f"accuracy {_fmt_pm(acc.iloc[0]) if len(acc) else 'n/a'} (mean ± std over seeds) on "
+           f"{n_test} test examples; the scores below on {first.get('n_evaluated', 'n/a')} "
+           f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."), ""]
+    rows = _of_group(report.headline, label)
+    if len(rows):
+        method = label[2]
+        out += [_md_table(
+            ["schedule", "score", method, f"{method} − random ({pct} % CI)", "p (paired t, seeds)",
+             "better than random", f"seed share of variance ({pct} % CI)"],
+            [[r["schedule"], f"{r['score']} ({r['unit']}{_direction(r)})", _num(r["mean"]),
+              f"{_num(r['difference'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]", _num(r["p_value"], 3),
+              f"{int(r['n_better'])} of {int(r['n_seeds'])} seeds" if pd.notna(r["n_better"]) else "n/a",
+              f"{_num(r['seed_share'], 3)} [{_num(r['share_ci_low'], 3)}, {_num(r['share_ci_high'], 3)}]"]
+             for _, r in rows.iterrows()]), ""]
+    ood = summary[summary.score.str.startswith("ood final/auroc_mahalanobis @")]
+    if len(ood):
+        cols = list(dict.fromkeys(ood.score))
+        table = [[e, sch, *[_fmt_pm(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)].iloc[0])
+                            if len(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)]) else "n/a"
+                            for c in cols]]
+                 for e, sch in dict.fromkeys(zip(ood.explanation, ood.schedule))]
+        out += ["Masked inputs out of distribution (the paper's second claim): OOD AUROC of masked vs clean "
+                "evaluation inputs by the Mahalanobis score of the final layer's input (0.5: indistinguishable, "
+                "1: every masked input scores above every clean one), mean ± std over seeds:", "",
+                _md_table(["explanation", "schedule", *[c.rsplit("@", 1)[1] + " masked" for c in cols]], table), ""]
+    return out
+
+
+def _headline(report: Report) -> list[str]:
+    out = ["## Headline", ""]
+    out += [f"> **Note:** {note}" for note in report.notes] + ([""] if report.notes else [])
+    for label, members in report.groups.items():
+        out += _headline_group(report, label, members)
+    out += ["*Seed share of variance*: the share of a score's variance over seeds x examples that comes from "
+            "the fine-tuning seed (two-way random-effects ANOVA; 0: the seeds agree, 1: only the seed matters; "
+            "interval: bootstrap over examples). *p*: paired t-test over seeds of the difference to the seeded "
+            "random explanation evaluated on the same examples.", ""]
+    return out
+
+
+def _seed_sensitivity_section(report: Report) -> list[str]:
+    frame = report.seed_sensitivity
+    if frame.empty:
+        return []
+    pct = int(round(report.settings["confidence"] * 100))
+    out = ["## Seed sensitivity", "", "Every per-example score over seeds x examples (examples where the score is "
+           "undefined in some seed, e.g. never flipped, are dropped: n used / dropped). Friedman: test that the "
+           "seeds' per-example scores differ. Spearman: mean rank correlation of the per-example scores between "
+           "seeds. Rows identical to another row are shown once.", ""]
+    for label in report.groups:
+        rows = _of_group(frame, label)
+        if rows.empty:
+            continue
+        merged: dict[tuple, list] = {}
+        for _, r in rows.iterrows():
+            key = (r["explanation"], r["score"], round(r["share"], 12) if pd.notna(r["share"]) else None,
+                   r["n_examples"], round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None)
+            merged.setdefault(key, []).append(r)
+        out += [f"### {' / '.join(label)}", "", _md_table(
+            ["explanation", "schedule", "score", "n used / dropped", f"seed share ({pct} % CI)", "Friedman p",
+             "Spearman", "note"],
+            [[g[0]["explanation"], " = ".join(r["schedule"] for r in g), g[0]["score"],
+              f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
+              f"{_num(g[0]['share'], 3)} [{_num(g[0]['ci_low'], 3)}, {_num(g[0]['ci_high'], 3)}]",
+              _num(g[0]["friedman_p"], 4), _num(g[0]["mean_spearman"], 3), g[0]["why"] or ""] for g in merged.values()]), ""]
+    if not report.rank_stability.empty:
+        out += ["### Rank stability of the saliency methods", "", "Kendall's W of the methods' ranking by each "
+                "seed (1: every seed ranks them alike). Few methods give a weak test.", "", _md_table(
+                    ["model", "dataset", "masking", "schedule", "score", "methods", "W", "p"],
+                    [[r.model, r.dataset, r.masking, r.schedule, r.score, r.methods, _num(r.w, 3), _num(r.p_value, 4)]
+                     for r in report.rank_stability.itertuples()]), ""]
+    return out
+
+
+def _group_sections(report: Report, images: dict[str, str]) -> list[str]:
+    out = []
     for label, members in report.groups.items():
         title = " / ".join(label)
         out += [f"## {title}", "", f"Seeds: {', '.join(str(r.seed) for r in members)} "
-                f"(jobs {', '.join(r.job for r in members)}).", "", main_table(report, label), ""]
+                f"(jobs {', '.join(r.job for r in members)}).", ""]
         for key, path in images.items():
             if key.startswith(f"curves::{title}::"):
                 out += [f"![masking curves {title} {key.rsplit('::', 1)[1]}]({path})", ""]
-        out += ["<details><summary>per seed</summary>", "", _seed_table(report, label), "", "</details>", ""]
-    if not report.comparisons.empty:
-        test = ("Welch's t-test (unequal variances)" if s["test"] == "welch"
-                else f"permutation test of the mean difference ({s['n_resamples']} resamples), bootstrap interval")
-        out += ["## Model comparisons", "", f"Difference of the means over seeds (a - b), {pct} % confidence "
-                f"interval and two-sided p-value of {test}.", ""]
-        for (a, b), frame in report.comparisons.groupby(["model_a", "model_b"], sort=False):
-            for (dataset, saliency, masking), sub in frame.groupby(["dataset", "saliency", "masking"], sort=False):
-                title = f"{a} vs {b}: {dataset} / {saliency} / {masking}"
-                out += [f"### {title}", "", _comparison_table(report, sub), ""]
-                key = f"compare::{a}::{b}::{dataset}::{saliency}::{masking}"
-                if key in images:
-                    out += [f"![{title}]({images[key]})", ""]
+        out += [main_table(report, label), "", "<details><summary>per seed</summary>", "",
+                _seed_table(report, label), "", "</details>", ""]
+    return out
+
+
+def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
+    if report.comparisons.empty:
+        return []
+    s, pct = report.settings, int(round(report.settings["confidence"] * 100))
+    test = ("Welch's t-test (unequal variances)" if s["test"] == "welch"
+            else f"permutation test of the mean difference ({s['n_resamples']} resamples), bootstrap interval")
+    out = ["## Model comparisons", "", f"Difference of the means over seeds (a - b), {pct} % confidence interval, "
+           f"two-sided p-value of {test}, and the difference in units of the pooled within-group seed standard "
+           "deviation (*in seed sd*).", ""]
+    for (a, b), frame in report.comparisons.groupby(["model_a", "model_b"], sort=False):
+        for (dataset, saliency, masking), sub in frame.groupby(["dataset", "saliency", "masking"], sort=False):
+            title = f"{a} vs {b}: {dataset} / {saliency} / {masking}"
+            out += [f"### {title}", "", _comparison_table(report, sub), ""]
+            key = f"compare::{a}::{b}::{dataset}::{saliency}::{masking}"
+            if key in images:
+                out += [f"![{title}]({images[key]})", ""]
+    return out
+
+
+def render_markdown(report: Report, images: dict[str, str]) -> str:
+    """The report as Markdown, headline first; ``images`` maps image keys to paths relative to the report."""
+    s, sweep = report.settings, report.sweep
+    pct = int(round(s["confidence"] * 100))
+    interval = ("Student's t-interval over seeds" if s["interval"] == "t"
+                else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)")
+    expected = f" of {sweep.n_expected} expected" if sweep.n_expected is not None else ""
+    out = [f"# itermask report: `{sweep.root}`", "",
+           f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).", ""]
+    out += _headline(report)
+    if sweep.failed:
+        out += ["## Failed jobs", "", f"{len(sweep.failed)} job(s) failed; each folder holds `failed.json` with the "
+                "traceback (also in the job's log). They are not in the tables below.", "",
+                *[f"- {line}" for line in sweep.failed_lines()], ""]
+    missing = sweep.missing_lines()
+    if missing:
+        out += ["## Missing", "", *[f"- {line}" for line in missing], ""]
+    out += _seed_sensitivity_section(report)
+    out += ["## Scores over seeds", "", f"Mean, sample standard deviation and {pct} % confidence interval "
+            f"({interval}) of each measure. `<method> - random`: the score minus that of the seeded random "
+            "explanation of the same run.", ""]
+    out += _group_sections(report, images)
+    out += _attack_section(report)
+    out += _comparison_sections(report, images)
     return "\n".join(out)
+
+
+def _attack_section(report: Report) -> list[str]:
+    """The rank correlation across saliency methods of faithfulness and attack efficiency (none without it)."""
+    links = report.attack_links
+    if links.empty:
+        return []
+    out = ["## Faithfulness vs attack efficiency (across saliency methods)", "",
+           "Spearman's rank correlation, across the saliency methods of a model/dataset/masking, between the "
+           "seed mean of AOPC comprehensiveness and the seed mean of an attack efficiency (success rate: higher "
+           "is more efficient; perturbed fraction of the successful attacks: lower is more efficient), with the "
+           "exact permutation p-value. If faithfulness partly measures how easily the model is attacked along "
+           "the ranking, rho is positive for the success rate and negative for the perturbed fraction. "
+           f"Caveat: {caveat(int(links['n_methods'].max()))}.", ""]
+    rows = [[r.model, r.dataset, r.masking, r.schedule, r.faithfulness, r.efficiency,
+             ", ".join(f"{m} ({_num(f, 3)}, {_num(e, 3)})" for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)),
+             _num(r.spearman_rho, 3), _num(r.p_value, 3)] for r in links.itertuples()]
+    header = ["model", "dataset", "masking", "schedule", "faithfulness", "efficiency", "methods (faithfulness, efficiency)",
+              "rho", "p"]
+    return [*out, _md_table(header, rows), ""]
 
 
 HTML = """<!DOCTYPE html>
@@ -209,33 +294,44 @@ def render_html(markdown: str, title: str) -> str:
     return HTML.format(title=escape(title), body=MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown))
 
 
-def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str, Path]:
-    """Write ``report.md``, ``report.html`` and, under ``report_files/``, the PNG plots and the CSV tables
-    (``summary.csv``, ``per_seed.csv``, ``comparisons.csv``), all atomically, into ``out_dir`` (default:
-    the multirun folder). Returns the written paths by name."""
-    out = Path(out_dir) if out_dir is not None else report.sweep.root
-    files = out / FILES
-    written: dict[str, Path] = {}
-    images: dict[str, str] = {}
+def _curve_images(report: Report, files: Path, written: dict, images: dict) -> None:
+    """One figure per group and schedule (every explanation), one per compared pair of groups."""
     for label, members in report.groups.items():
         title = " / ".join(label)
-        schedules = sorted({k[1] for r in members for k in _curves(r.result)})
-        for schedule in schedules:
+        for schedule in sorted({k[1] for r in members for k in _curves(r.result)}):
             methods = sorted({k[0] for r in members for k in _curves(r.result) if k[1] == schedule},
                              key=lambda m: (m != label[2], m))
             lines = [(m, members, (m, schedule), {"color": f"C{i}"}) for i, m in enumerate(methods)]
-            name = f"curves_{_slug(*label, schedule)}.png"
-            written[name] = write_bytes_atomic(files / name, _plot(lines, f"{title} ({schedule})", report))
+            notes = [] if schedule == "one_shot" else ["sufficiency is not defined for this schedule (no panel)"]
+            name = f"curves_{slug(*label, schedule)}.png"
+            written[name] = write_bytes_atomic(files / name, curve_figure(lines, f"{title} ({schedule})", report.settings, notes))
             images[f"curves::{title}::{schedule}"] = f"{FILES}/{name}"
     for label_a, label_b in _model_pairs(report.groups):
         schedules = sorted({k[1] for r in report.groups[label_a] for k in _curves(r.result)})
         lines = [(f"{lab[0]} {s}", report.groups[lab], (label_a[2], s), {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]})
                  for j, s in enumerate(schedules) for i, lab in enumerate((label_a, label_b))]
-        name = f"compare_{_slug(label_a[0], 'vs', label_b[0], *label_a[1:])}.png"
-        written[name] = write_bytes_atomic(
-            files / name, _plot(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report))
+        name = f"compare_{slug(label_a[0], 'vs', label_b[0], *label_a[1:])}.png"
+        figure = curve_figure(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report.settings)
+        written[name] = write_bytes_atomic(files / name, figure)
         images[f"compare::{label_a[0]}::{label_b[0]}::{'::'.join(label_a[1:])}"] = f"{FILES}/{name}"
-    for name in ("summary", "per_seed", "comparisons"):
+
+
+#: the report's tables written as CSV under ``report_files/``
+TABLES = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
+
+
+def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write ``report.md``, ``report.html`` and, under ``report_files/``, the PNG plots and the CSV tables
+    (:data:`TABLES`), all atomically, into ``out_dir`` (default: the multirun folder). Returns the written
+    paths by name."""
+    out = Path(out_dir) if out_dir is not None else report.sweep.root
+    files = out / FILES
+    written: dict[str, Path] = {}
+    images: dict[str, str] = {}
+    _curve_images(report, files, written, images)
+    for name in TABLES:
+        if name == "attack_links" and report.attack_links.empty:
+            continue
         written[f"{name}.csv"] = write_text_atomic(files / f"{name}.csv", getattr(report, name).to_csv(index=False))
     markdown = render_markdown(report, images)
     written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")

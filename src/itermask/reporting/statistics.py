@@ -3,9 +3,6 @@
 - :func:`seed_interval`: the number of seeds ``n``, the mean, the sample standard deviation (``ddof=1``) and
   a confidence interval for the mean: Student's t-interval ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)`` by
   default, or a percentile bootstrap (:func:`scipy.stats.bootstrap`);
-- :func:`spread_ratio`: ``s(score) / s(test accuracy)``, how much more (> 1) or less (< 1) a faithfulness score
-  moves between fine-tuning seeds than the model's test accuracy does (Crothers, Viktor & Japkowicz,
-  "Robust Infidelity", arXiv 2308.06795, Sec. 4: scores vary widely between comparable classifiers);
 - :func:`compare_samples`: the difference of two groups' means with a confidence interval and a test that
   it is zero: Welch's unequal-variance t-test (:func:`scipy.stats.ttest_ind` with ``equal_var=False``;
   interval ``diff ± t_{df} · sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided
@@ -21,7 +18,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from scipy import stats
 
-__all__ = ["seed_interval", "compare_samples", "spread_ratio"]
+__all__ = ["seed_interval", "compare_samples"]
 
 
 def seed_interval(
@@ -142,15 +139,6 @@ def compare_samples(
         out.update(statistic=float(res.statistic), p_value=float(res.pvalue),
                    ci_low=float(boot.confidence_interval.low), ci_high=float(boot.confidence_interval.high))
     return out
-
-
-def spread_ratio(score_std: float, accuracy_std: float) -> float:
-    """``score_std / accuracy_std``: the seed spread of a score relative to the seed spread of test
-    accuracy (both sample standard deviations over the same seeds). NaN if either is NaN or accuracy did
-    not vary (``accuracy_std == 0``)."""
-    if not (math.isfinite(score_std) and math.isfinite(accuracy_std)) or accuracy_std == 0:
-        return math.nan
-    return score_std / accuracy_std
 
 
 def _clean(values: Iterable[Any]) -> np.ndarray:

@@ -2,15 +2,78 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 from itermask.reporting.aggregate import GROUP, Report
+from itermask.reporting.sweep import _flatten
 
 log = logging.getLogger(__name__)
 
-__all__ = ["log_report_to_wandb"]
+__all__ = ["log_report_to_wandb", "shared_config"]
+
+
+def _unflatten(flat: dict[str, Any]) -> dict:
+    nested: dict = {}
+    for dotted, value in flat.items():
+        *parents, leaf = dotted.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def shared_config(configs: list[dict]) -> tuple[dict, dict[str, list]]:
+    """What the runs' configs share and what sets them apart: ``(shared, swept)``. ``shared`` is the
+    clean config (:func:`itermask.tracking.clean_config`) restricted to the settings equal in every run,
+    nested as in a job run's config; ``swept`` maps each dotted setting that differs (the seed, a swept
+    model or saliency method, a swept training setting) to its sorted distinct values."""
+    from itermask.tracking import clean_config
+
+    flats = [_flatten(clean_config(config)) for config in configs]
+    keys = sorted(set().union(*flats)) if flats else []
+    shared, swept = {}, {}
+    for key in keys:
+        values = {flat.get(key, "null") for flat in flats}
+        if len(values) == 1:
+            shared[key] = json.loads(values.pop())
+        else:
+            swept[key] = [json.loads(v) for v in sorted(values)]
+    return _unflatten(shared), swept
+
+
+def _summary(report: Report) -> dict[str, float]:
+    from itermask.tracking import metric_key
+
+    summary = {"n_runs": len(report.sweep.runs), "n_missing": len(report.sweep.missing_lines()),
+               "n_failed": len(report.sweep.failed)}
+    for row in report.summary.itertuples():
+        base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
+        summary[f"{base}/mean"] = row.mean
+    for row in report.seed_sensitivity.itertuples():
+        base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
+        summary[f"{base}/seed_share"] = row.share
+    return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+
+
+def _close_failed_run() -> None:
+    try:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish(exit_code=1)
+    except Exception:  # nothing more to do: the warning names the first error
+        pass
+
+
+def _cells(frame):
+    """``frame`` with W&B-safe cells: NaN as ``None``, lists as text."""
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.map(lambda v: ", ".join(str(x) for x in v) if isinstance(v, list) else v)
 
 
 def log_report_to_wandb(
@@ -22,32 +85,43 @@ def log_report_to_wandb(
     mode: str = "offline",
     save_dir: str | Path | None = None,
     name: str | None = None,
+    init_timeout: float | None = None,
 ) -> str | None:
-    """A W&B summary run in ``group`` (the sweep's group) holding the summary, per-seed and comparison
-    tables (``wandb.Table``) and the plots (``wandb.Image``). Returns the run's local folder, or ``None``
-    if W&B failed (a warning is logged; the local report files stay as written)."""
+    """A W&B summary run in ``group`` (the sweep's group, job type ``report``) holding the report's tables
+    (``wandb.Table``: summary, per seed, comparisons, headline, seed sensitivity, rank stability), the
+    failed jobs, the plots (``wandb.Image``), each measure's mean and seed share of variance in its summary
+    (keys without spaces, :func:`itermask.tracking.metric_key`) and as config what the runs share plus the ``swept`` settings (:func:`shared_config`) and the report's
+    settings. Online, it falls back to offline logging like the jobs' runs (``init_timeout`` seconds,
+    :func:`itermask.tracking.with_offline_fallback`). Returns the run's local folder, or ``None`` if W&B
+    failed (a warning is logged; the local report files stay as written)."""
     try:
         import wandb
 
-        run = wandb.init(
+        from itermask.tracking import with_offline_fallback
+
+        shared, swept = shared_config([run.result["config"] for run in report.sweep.runs])
+        labels = {f"{g}:{run.label[i] if g != 'model' else run.result['model']}"
+                  for run in report.sweep.runs for i, g in enumerate(GROUP)}
+        settings = {"init_timeout": float(init_timeout)} if init_timeout is not None else None
+        run = with_offline_fallback(lambda run_mode: wandb.init(
             project=project, group=group, name=name or f"{group or 'itermask'}-report", job_type="report",
-            mode=mode, dir=str(save_dir or report.sweep.root), config={"report": report.settings,
-                                                                        "multirun_dir": str(report.sweep.root)},
-        )
-        payload = {f"report/{n}": wandb.Table(dataframe=getattr(report, n).astype(object).where(
-            getattr(report, n).notna(), None)) for n in ("summary", "per_seed", "comparisons")}
+            mode=run_mode, dir=str(save_dir or report.sweep.root), tags=sorted(labels) + ["report"],
+            config={**shared, "swept": swept, "report": report.settings}, settings=settings,
+        ), mode)
+        tables = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
+        payload = {f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
+                   for n in tables if not getattr(report, n).empty or n != "attack_links"}
+        if report.sweep.failed:
+            payload["report/failed_jobs"] = wandb.Table(columns=["job", "overrides", "error"], data=[
+                [job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed])
         payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
         run.log(payload)
-        summary = {"n_runs": len(report.sweep.runs), "n_missing": len(report.sweep.missing_lines())}
-        for row in report.summary.itertuples():
-            base = "/".join(str(x) for x in (*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score) if x)
-            summary[f"{base}/mean"] = row.mean
-            summary[f"{base}/spread_ratio"] = row.spread_ratio
-        run.summary.update({k: v for k, v in summary.items() if isinstance(v, (int, float)) and math.isfinite(v)})
+        run.summary.update(_summary(report))
         folder = run.dir
         run.finish()
         return str(Path(folder).parent)
     except Exception as error:
+        _close_failed_run()
         log.warning("W&B summary run failed (%s: %s); the report files are kept in %s",
                     type(error).__name__, error, report.sweep.root)
         return None

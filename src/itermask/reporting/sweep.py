@@ -1,5 +1,5 @@
-"""Loading a multirun folder (its ``results.json`` files, the jobs' Hydra overrides and the sweep's
-``multirun.yaml``) and grouping the runs: one group per (model, dataset, saliency, masking), split by
+"""Loading a multirun folder (its ``results.json`` files, the failed jobs' ``failed.json``, the jobs'
+Hydra overrides and the sweep's ``multirun.yaml``) and grouping the runs: one group per (model, dataset, saliency, masking), split by
 swept settings, refusing runs mixed by accident."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from itermask.jobs import read_failure
 from itermask.storage.cache import config_hash
 from itermask.storage.files import read_json
 from itermask.storage.store import results_config
@@ -63,8 +64,9 @@ class Run:
 
 @dataclass
 class Sweep:
-    """What a multirun folder holds: finished runs, job folders without a result, and (for Hydra's basic
-    sweeper, from ``multirun.yaml``) the jobs that were expected but never started."""
+    """What a multirun folder holds: finished runs, failed jobs (``failed.json``: job folder, overrides,
+    marker), job folders without a result, and (for Hydra's basic sweeper, from ``multirun.yaml``) the jobs
+    that were expected but never started."""
 
     root: Path
     runs: list[Run]
@@ -72,11 +74,17 @@ class Sweep:
     not_started: list[list[str]] = field(default_factory=list)
     n_expected: int | None = None
     meta: dict = field(default_factory=dict)
+    failed: list[tuple[str, list[str] | None, dict]] = field(default_factory=list)
 
     def missing_lines(self) -> list[str]:
         lines = [f"job folder `{job}` has no results.json (overrides: {_fmt_overrides(o)})" for job, o in self.unfinished]
         lines += [f"job never started (overrides: {_fmt_overrides(o)})" for o in self.not_started]
         return lines
+
+    def failed_lines(self) -> list[str]:
+        """One line per failed job: its folder, overrides and error (the traceback is in its folder)."""
+        return [f"job `{job}` failed (overrides: {_fmt_overrides(o)}): {marker['error']}"
+                for job, o, marker in self.failed]
 
 
 def _fmt_overrides(overrides: list[str] | None) -> str:
@@ -169,16 +177,20 @@ def load_sweep(root: str | Path) -> Sweep:
         (p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root and not _skip(p, root)),
         key=lambda p: (len(p.parts), _natural(p.name)),
     )
-    unfinished = [(str(d.relative_to(root)), _read_overrides(d)) for d in job_dirs if d not in finished]
+    failed = [(str(d.relative_to(root)), _read_overrides(d), marker)
+              for d in job_dirs if (marker := read_failure(d)) is not None]
+    failed_dirs = {root / job for job, _, _ in failed}
+    unfinished = [(str(d.relative_to(root)), _read_overrides(d)) for d in job_dirs
+                  if d not in finished and d not in failed_dirs]
     expected, meta = _expected_jobs(root)
     seen = {frozenset(o) for o in (_read_overrides(d) for d in job_dirs) if o is not None}
     not_started = [o for o in expected or [] if frozenset(o) not in seen]
     runs.sort(key=lambda r: (r.label, r.seed, _natural(r.job)))
-    sweep = Sweep(root, runs, unfinished, not_started, len(expected) if expected is not None else None, meta)
+    sweep = Sweep(root, runs, unfinished, not_started, len(expected) if expected is not None else None, meta, failed)
     if not runs:
         found = f"{len(job_dirs)} job folder(s), none with a results.json"
         if job_dirs:
-            found += ": " + "; ".join(f"{j} ({_fmt_overrides(o)})" for j, o in unfinished)
+            found += ": " + "; ".join([f"{j} ({_fmt_overrides(o)})" for j, o in unfinished] + sweep.failed_lines())
         if expected is not None:
             found += f". multirun.yaml expects {len(expected)} job(s)"
             if not_started:

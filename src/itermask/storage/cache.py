@@ -3,19 +3,24 @@ everything that determines them, and guarded by a file lock so parallel jobs nev
 
 Layout of an entry ``<root>/<key>/``: ``model/`` (``save_pretrained`` classifier and tokenizer),
 ``checkpoints/`` (Lightning checkpoints while training, for resuming), ``meta.json`` (written last,
-atomically: an entry without it is unfinished).
+atomically: an entry without it is unfinished). ``meta.json`` records the size and SHA-256 of every file
+under ``model/`` (``files``); an entry is reused only when they all match (:meth:`CheckpointCache.reusable`).
+A damaged entry is moved into ``<root>/damaged/`` with a warning and fine-tuned again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
-from itermask.storage.files import read_json, write_json_atomic
+from itermask.storage.files import file_manifest, manifest_problems, move_aside, read_json, write_json_atomic
+
+log = logging.getLogger(__name__)
 
 __all__ = ["config_hash", "CheckpointCache"]
 
@@ -47,10 +52,35 @@ class CheckpointCache:
         return FileLock(str(self.root / f"{key}.lock"), timeout=self.lock_timeout)
 
     def meta(self, key: str) -> dict | None:
-        """The entry's ``meta.json``, or ``None`` if the entry is missing or unfinished."""
+        """The entry's ``meta.json`` as written, or ``None`` if the entry is missing or unfinished (unchecked:
+        see :meth:`reusable`)."""
         path = self.entry(key) / "meta.json"
         return read_json(path) if path.is_file() else None
 
+    def reusable(self, key: str) -> dict | None:
+        """The entry's ``meta.json`` when the entry is finished and intact: every file it records (``files``)
+        present with its size and checksum. ``None`` for a missing or unfinished entry (no ``meta.json``; its
+        Lightning checkpoints stay for resuming), and for a damaged one: ``meta.json`` unreadable or without
+        checksums, a file missing, cut or changed. A damaged entry is moved into ``<root>/damaged/`` with a
+        warning naming it and what is wrong, so the caller fine-tunes it again; it is never used."""
+        entry = self.entry(key)
+        if not (entry / "meta.json").is_file():
+            return None
+        try:
+            meta = read_json(entry / "meta.json")
+            files = meta.get("files") if isinstance(meta, dict) else None
+            problems = manifest_problems(entry, files) if files else ["meta.json records no checksums of the model files"]
+        except (OSError, ValueError) as error:  # ValueError: not JSON (cut, emptied, zeroed)
+            problems = [f"meta.json cannot be read ({type(error).__name__}: {error})"]
+        if not problems:
+            return meta
+        moved = move_aside(entry, self.root / "damaged")
+        log.warning("cached checkpoint %s is damaged (%s): moved it to %s; it will be fine-tuned again",
+                    entry, "; ".join(problems), moved)
+        return None
+
     def finish(self, key: str, meta: dict) -> None:
-        """Mark the entry complete by writing ``meta.json`` atomically."""
-        write_json_atomic(self.entry(key) / "meta.json", meta)
+        """Mark the entry complete by writing ``meta.json`` atomically, with the size and SHA-256 of every file
+        under the entry's ``model/`` (``files``, paths relative to the entry)."""
+        entry = self.entry(key)
+        write_json_atomic(entry / "meta.json", {**meta, "files": file_manifest(entry / "model", entry)})

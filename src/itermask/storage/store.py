@@ -3,7 +3,9 @@ settings that determine them, so a re-run multirun (a new timestamped sweep fold
 already finished.
 
 Layout: ``<cache_dir>/results/<key>.json``, each written atomically after the job's own
-``results.json``: a file that exists is complete. What does not change a result (output and cache
+``results.json``, holding the result and the SHA-256 of its canonical JSON (:func:`result_checksum`). A file
+that cannot be read or whose checksum does not match is moved into ``results/damaged/`` with a warning and
+the job recomputed. What does not change a result (output and cache
 folders, the logger, worker counts, chunk sizes, checkpointing frequency) is left out of the key
 (:data:`NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result. The key also holds
 :data:`SCHEMA_VERSION`, so results stored by code whose numbers have since been fixed are recomputed.
@@ -12,16 +14,19 @@ folders, the logger, worker counts, chunk sizes, checkpointing frequency) is lef
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from itermask.storage.cache import config_hash
-from itermask.storage.files import read_json, write_json_atomic
+from itermask.storage.files import move_aside, read_json, to_jsonable, write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key", "ResultStore"]
+__all__ = ["SCHEMA_VERSION", "NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings", "results_config", "results_key",
+           "result_checksum", "ResultStore"]
 
 #: Version of the results: of their layout and of the statistics that compute them. It is part of every
 #: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
@@ -41,6 +46,8 @@ NOT_IN_KEY = (
     "data.num_workers",
     "data.eval_batch_size",
     "evaluation.chunk_size",
+    "evaluation.token_budget",
+    "evaluation.forwards",
     "train.keep_lightning_checkpoints",
     "train.checkpoint_every_n_steps",
     "trainer.log_every_n_steps",
@@ -49,6 +56,10 @@ NOT_IN_KEY = (
     "trainer.enable_checkpointing",
     "saliency.internal_batch_size",
     "masking.chunk_size",
+    # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
+    # rows they repair, so the data of a finished job are the same either way
+    "dataset.source.drop_missing_labels",
+    "dataset.source.convert_texts",
 )
 
 
@@ -69,9 +80,15 @@ def component_settings(node: Any) -> Any:
 
 
 def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY` and without
-    :data:`IMPLEMENTATION_KEYS`."""
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, without
+    :data:`IMPLEMENTATION_KEYS`, and without the analyses that are off by being null (``attack: null``):
+    their node and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
     out = component_settings(config)
+    if isinstance(out.get("analyses"), list):
+        off = [name for name in out["analyses"] if name in out and out[name] is None]
+        out["analyses"] = [name for name in out["analyses"] if name not in off]
+        for name in off:
+            out.pop(name)
     for dotted in NOT_IN_KEY:
         *parents, leaf = dotted.split(".")
         node: Any = out
@@ -89,8 +106,17 @@ def results_key(config: dict) -> str:
     return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
+def result_checksum(result: dict) -> str:
+    """Hex SHA-256 of a result's canonical JSON (keys sorted, no spaces; NaN as ``null``): what the results
+    store records with a result and checks when reading it back."""
+    text = json.dumps(to_jsonable(result), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class ResultStore:
-    """Finished results under ``<root>/results/<key>.json``.
+    """Finished results under ``<root>/results/<key>.json`` (``{"sha256": ..., "result": {...}, "files":
+    {path: sha256}}``), with the files that belong to a result (e.g. the per-example tables) under
+    ``<root>/results/<key>.files/`` by their path in the job folder.
 
     Args:
         root: the cache directory (``cfg.cache_dir``); created on demand.
@@ -102,24 +128,67 @@ class ResultStore:
     def path(self, key: str) -> Path:
         return self.root / f"{key}.json"
 
-    def get(self, key: str) -> dict | None:
-        """The stored result for ``key``, or ``None`` if no finished result exists."""
-        path = self.path(key)
-        return read_json(path) if path.is_file() else None
+    def files_dir(self, key: str) -> Path:
+        return self.root / f"{key}.files"
 
-    def put(self, key: str, result: dict) -> Path:
-        """Store ``result`` atomically under ``key``; returns the file written."""
-        return write_json_atomic(self.path(key), result)
+    def get(self, key: str) -> dict | None:
+        """The stored result for ``key``, or ``None`` if there is none. An entry that cannot be read, is not a
+        stored result, or whose result or files do not match the checksums recorded when it was written is
+        moved into ``results/damaged/`` with a warning naming it, and ``None`` returned (the job is
+        recomputed); it is never used."""
+        path = self.path(key)
+        if not path.is_file():
+            return None
+        try:
+            stored = read_json(path)
+            problem = self._problem(key, stored)
+            if problem is None:
+                return stored["result"]
+        except (OSError, ValueError) as error:  # ValueError: not JSON (cut, emptied, zeroed)
+            problem = f"cannot be read ({type(error).__name__}: {error})"
+        moved = move_aside(path, self.root / "damaged")
+        if self.files_dir(key).is_dir():
+            move_aside(self.files_dir(key), self.root / "damaged")
+        log.warning("stored result %s is damaged (%s): moved it to %s; the job will be recomputed", path, problem, moved)
+        return None
+
+    def _problem(self, key: str, stored) -> str | None:
+        """What is wrong with the stored entry ``stored`` of ``key`` (``None``: intact)."""
+        if not isinstance(stored, dict) or not isinstance(stored.get("result"), dict) or "sha256" not in stored:
+            return "not a stored result with a checksum"
+        if result_checksum(stored["result"]) != stored["sha256"]:
+            return "its result does not match the checksum recorded when it was written"
+        for relative, digest in (stored.get("files") or {}).items():
+            file = self.files_dir(key) / relative
+            if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != digest:
+                return f"its file {relative} is missing or does not match its checksum"
+        return None
+
+    def put(self, key: str, result: dict, files: dict[str, Path] | None = None) -> Path:
+        """Store ``result`` under ``key`` with its checksum, and ``files`` (``{path relative to the job folder:
+        path}``) with theirs: every file is copied atomically first, the result file last, so an entry whose
+        ``.json`` exists is complete. Returns the result file written."""
+        checksums = {}
+        for relative, path in (files or {}).items():
+            data = Path(path).read_bytes()
+            write_bytes_atomic(self.files_dir(key) / relative, data)
+            checksums[relative] = hashlib.sha256(data).hexdigest()
+        result = to_jsonable(result)
+        return write_json_atomic(self.path(key), {"sha256": result_checksum(result), "result": result, "files": checksums})
 
     def reuse(self, key: str, output_dir: str | Path) -> dict | None:
-        """If a result for ``key`` exists, write it (atomically) as ``<output_dir>/results.json`` with
-        ``reused_from`` set to the store file, log that the job is skipped, and return it; else ``None``."""
+        """If an intact result for ``key`` exists (:meth:`get`), write it (atomically) as
+        ``<output_dir>/results.json`` with ``reused_from`` set to the store file, and its stored files back
+        into ``output_dir``; log that the job is skipped, and return it; else ``None``."""
         result = self.get(key)
         if result is None:
             return None
         result["reused_from"] = str(self.path(key))
         if isinstance(result.get("config"), dict):
             result["config"]["output_dir"] = str(output_dir)
+        stored = self.files_dir(key)
+        for path in sorted(p for p in stored.rglob("*") if p.is_file()) if stored.is_dir() else []:
+            write_bytes_atomic(Path(output_dir) / path.relative_to(stored), path.read_bytes())
         target = write_json_atomic(Path(output_dir) / "results.json", result)
         log.info("skipping: a result for config hash %s exists (%s); copied to %s", key, self.path(key), target)
         return result

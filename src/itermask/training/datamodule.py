@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from itermask.core.tokens import TokenBatch
+from itermask.training.resume import ResumableDataLoader
 from itermask.training.sources import DataSource, LabelledSplits
 
 __all__ = ["TextClassificationDataModule", "TokenCollator", "segment_ids"]
@@ -147,8 +148,10 @@ class TextClassificationDataModule(pl.LightningDataModule):
             raise RuntimeError("call setup() first")
 
     def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
+        """A loader over ``data``; a shuffling one (training) can resume part-way through a pass
+        (:class:`~itermask.training.resume.ResumableDataLoader`)."""
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
-        return DataLoader(
+        return (ResumableDataLoader if shuffle else DataLoader)(
             data,
             batch_size=batch_size,
             shuffle=shuffle,

@@ -16,12 +16,13 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
 from itermask.core.masking import MlmInfill
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["resolve_pretrained", "load_tokenizer", "load_classifier", "load_mlm_infill", "PretrainedMlmInfill",
+__all__ = ["resolve_pretrained", "load_tokenizer", "load_model_config", "load_classifier", "classifier_architecture",
+           "load_mlm_infill", "PretrainedMlmInfill",
            "SequenceClassifier"]
 
 PACKAGE_PREFIX = "package:"
@@ -66,6 +67,17 @@ def load_tokenizer(pretrained: str):
     return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
 
 
+def load_model_config(pretrained: str):
+    """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
+
+    Raises:
+        ValueError: if no config can be read (naming ``model.pretrained``)."""
+    try:
+        return AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
+
+
 def load_classifier(
     pretrained: str,
     num_labels: int,
@@ -93,6 +105,16 @@ def load_classifier(
     if model.config.num_labels != num_labels:
         raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
     return model
+
+
+def classifier_architecture(pretrained: str) -> torch.nn.Module:
+    """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device: its modules
+    without weights (no memory, no loading), to check what a component needs before any fine-tuning."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+    with torch.device("meta"):
+        return AutoModelForSequenceClassification.from_config(config)
 
 
 _MLM_ALTERNATIVES = (
@@ -202,7 +224,8 @@ class SequenceClassifier(pl.LightningModule):
         masking_augmentation=None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["masking_augmentation"])
+        # logger=False: the run config already holds these settings (itermask.tracking.log_config)
+        self.save_hyperparameters(ignore=["masking_augmentation"], logger=False)
         self.masking_augmentation = masking_augmentation
         self.model = load_classifier(pretrained, num_labels, label_names)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them

@@ -9,7 +9,12 @@ local files, so that editing them changes the cache keys) plus one ``conf/datase
 
 from __future__ import annotations
 
+import csv
+import json
+import logging
+import math
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,7 +23,10 @@ from typing import Any, Mapping, Sequence
 import datasets
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "REPAIR_SWITCHES",
     "LabelledSplits",
     "DataSource",
     "HubSource",
@@ -29,6 +37,14 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
+#: Source settings that turn bad rows into a logged repair instead of an error. They are left out of the
+#: checkpoint and result keys: off, the job fails on the rows they would repair, so a finished job's data
+#: are the same either way.
+REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts")
+#: Label values read as missing (pandas' default NA strings, which ``keep_default_na=False`` keeps as text),
+#: unless ``label_names`` names them.
+MISSING_LABELS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                            "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
 
 
 @dataclass
@@ -61,6 +77,10 @@ class DataSource:
         seed: seed of those carvings (fixed, independent of the experiment seed).
         drop_labels: raw label values whose rows are dropped from every split before anything else
             (e.g. ``[-1]`` for SNLI's pairs without a gold label).
+        drop_missing_labels: drop rows whose label is missing or blank (``None``, NaN, ``""``, ``"NaN"``,
+            ``"NA"``, ...), logging how many per split; off (default), such rows are an error naming them.
+        convert_texts: read numbers in a text column as text (``5`` -> ``"5"``), with a logged note; off
+            (default), a text column holding anything but strings is an error naming the rows.
     """
 
     def __init__(
@@ -73,6 +93,8 @@ class DataSource:
         test_ratio: float = 0.1,
         seed: int = 0,
         drop_labels: Sequence[Any] | None = None,
+        drop_missing_labels: bool = False,
+        convert_texts: bool = False,
     ) -> None:
         self.text_column = text_column
         self.label_column = label_column
@@ -82,6 +104,11 @@ class DataSource:
         self.test_ratio = test_ratio
         self.seed = seed
         self.drop_labels = list(drop_labels) if drop_labels is not None else []
+        self.drop_missing_labels = bool(drop_missing_labels)
+        self.convert_texts = bool(convert_texts)
+        for name, ratio in (("validation_ratio", validation_ratio), ("test_ratio", test_ratio)):
+            if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
+                raise ValueError(f"dataset.source.{name} must be a number in (0, 1), got {ratio!r}")
 
     def _drop(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
         if not self.drop_labels:
@@ -107,6 +134,10 @@ class DataSource:
     def describe(self) -> str:
         return type(self).__name__
 
+    def where(self, split: str) -> str:
+        """Where the rows of ``split`` as read come from, for error messages."""
+        return f"{self.describe()}, split {split!r}"
+
     def local_files(self) -> dict[str, str]:
         """``{name: path}`` of the local files the source reads (none for a hub dataset); their contents
         are hashed into the checkpoint and result keys."""
@@ -125,7 +156,8 @@ class DataSource:
         # each row's index in the split as read, so errors name the row of the file, not of a carved split
         raw = datasets.DatasetDict({s: d.add_column(_SOURCE_ROW, list(range(len(d)))) for s, d in raw.items()})
         origin = {split: split for split in raw}
-        raw = self._carve(self._drop(raw))
+        raw = datasets.DatasetDict({split: self._checked(split, data) for split, data in self._drop(raw).items()})
+        raw = self._carve(raw)
         columns = {self.text_column: "text", self.label_column: "label"}
         if self.text_pair_column:
             columns[self.text_pair_column] = "text_pair"
@@ -163,6 +195,63 @@ class DataSource:
         loaded = LabelledSplits(datasets.DatasetDict(out), names, mapping)
         validate_splits(loaded, source=self.describe())
         return loaded
+
+    def _checked(self, split: str, data: datasets.Dataset) -> datasets.Dataset:
+        """One split as read, its values checked: rows with a missing label dropped (``drop_missing_labels``)
+        or refused, numbers in a text column converted (``convert_texts``) or refused, a column mixing kinds of
+        values (numbers and words) refused; integer labels written as text become integers.
+
+        Raises:
+            ValueError: naming the file (or source and split), the column and the first offending rows.
+        """
+        where = self.where(split)
+        if self.label_column in data.column_names:
+            data = self._checked_labels(where, data)
+        for column in (self.text_column, self.text_pair_column):
+            if column and column in data.column_names:
+                data = self._checked_texts(where, data, column)
+        return data
+
+    def _checked_labels(self, where: str, data: datasets.Dataset) -> datasets.Dataset:
+        column, named = self.label_column, {str(name) for name in self.label_names or ()}
+        values = data[column]
+        missing = [i for i, v in enumerate(values) if _missing_label(v, named)]
+        if missing:
+            rows = _row_list(data, missing)
+            if not self.drop_missing_labels:
+                raise ValueError(
+                    f"{where}: column {column!r} has {len(missing)} missing or blank label(s), at {rows}; a missing "
+                    "label is not a class. Fill them in, or drop these rows with dataset.source.drop_missing_labels=true"
+                )
+            log.warning("%s: dropped %d row(s) whose label (column %r) is missing or blank "
+                        "(dataset.source.drop_missing_labels=true), at %s", where, len(missing), column, rows)
+            data = data.select(sorted(set(range(len(values))) - set(missing)))
+            values = data[column]
+        kinds = _kinds(values, data[_SOURCE_ROW], label=True)
+        if len(kinds) > 1 and not (named and {str(v) for v in values} <= named):
+            raise ValueError(
+                f"{where}: column {column!r} mixes kinds of labels: {_examples(kinds)}; give every label as a class "
+                "id (integer) or every label as a class name"
+            )
+        if set(kinds) == {"integer"} and any(isinstance(v, str) for v in values):
+            data = data.remove_columns(column).add_column(column, [int(v) for v in values])
+        return data
+
+    def _checked_texts(self, where: str, data: datasets.Dataset, column: str) -> datasets.Dataset:
+        values = data[column]
+        others = [i for i, v in enumerate(values) if v is not None and not isinstance(v, str)]
+        if not others:
+            return data
+        numbers = all(_plain_number(values[i]) for i in others)
+        kinds = _kinds(values, data[_SOURCE_ROW])
+        if numbers and self.convert_texts:
+            log.warning("%s: read %d number(s) in text column %r as text (dataset.source.convert_texts=true), at %s",
+                        where, len(others), column, _row_list(data, others))
+            texts = [v if v is None or isinstance(v, str) else str(v) for v in values]
+            return data.remove_columns(column).add_column(column, texts)
+        found = f"mixes kinds of values: {_examples(kinds)}" if len(kinds) > 1 else f"holds no text, only {_examples(kinds)}"
+        hint = "; read its numbers as text with dataset.source.convert_texts=true" if numbers else ""
+        raise ValueError(f"{where}: text column {column!r} {found}, at {_row_list(data, others)}{hint}")
 
     def _carve(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
         raw = datasets.DatasetDict(dict(raw))
@@ -262,6 +351,9 @@ class FileSource(DataSource):
         """``{"path": file}`` for a single file, else ``{split: file}``."""
         return {"path": self.files["train"]} if self.single_file else dict(self.files)
 
+    def where(self, split: str) -> str:
+        return f"{self.files['train']}" if self.single_file else f"{self.files[split]} ({split} file)"
+
     def describe(self) -> str:
         if self.single_file:
             return f"file {self.files['train']} (its rows are the 'train' data; missing splits are carved from it)"
@@ -286,11 +378,99 @@ class FileSource(DataSource):
             except Exception as error:  # datasets raises for an empty file
                 if Path(file).stat().st_size == 0 or "corresponds to no data" in str(error):
                     raise ValueError(f"{self.describe()}: split {split!r} is empty ({file})") from error
-                raise ValueError(f"{self.describe()}: cannot read {split} file {file}: {error}") from error
+                # Arrow types a column from the first block of rows: a column whose kind of value changes later
+                # fails with a cast error that names neither the column nor the rows; find them here
+                if mixed := _mixed_columns(file, options.get("sep", ",")):
+                    raise ValueError(
+                        f"{file}: {'; '.join(mixed)}. Give each column one kind of value (labels all class ids or "
+                        "all class names)"
+                    ) from error
+                cause = f"{error}: {error.__cause__}" if error.__cause__ is not None else str(error)
+                raise ValueError(f"{self.describe()}: cannot read {split} file {file}: {cause}") from error
         return datasets.DatasetDict(loaded)
 
 
 _SOURCE_ROW = "__itermask_source_row__"
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _missing_label(value, named: set[str]) -> bool:
+    """Whether a raw label value is missing: ``None``, NaN, blank, or an NA string not among ``named``."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and (not value.strip() or value in MISSING_LABELS and value not in named)
+
+
+def _plain_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _kind(value, label: bool) -> str:
+    """What kind of value a cell holds, for type errors: ``text``, ``integer``, ``number``, ``boolean``, or
+    the Python type name (lists, dicts). A label written as an integer in text counts as an integer."""
+    if isinstance(value, str):
+        return "integer" if label and _INTEGER.fullmatch(value.strip()) else "text"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return type(value).__name__
+
+
+def _kinds(values, source_rows, label: bool = False) -> dict[str, tuple[int, Any]]:
+    """``{kind: (data row, value)}`` of the first value of each kind, missing values left out."""
+    kinds: dict[str, tuple[int, Any]] = {}
+    for value, row in zip(values, source_rows):
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            kinds.setdefault(_kind(value, label), (row, value))
+    return kinds
+
+
+def _examples(kinds: dict[str, tuple[int, Any]]) -> str:
+    return " and ".join(f"{kind} (e.g. {value!r} at data row {row})" for kind, (row, value) in kinds.items())
+
+
+def _cell_kind(value) -> str:
+    """The kind of a cell of a file as read by Python (:func:`_mixed_columns`): a CSV cell is text, named
+    ``integer`` or ``number`` when it is written as one."""
+    if not isinstance(value, str):
+        return _kind(value, label=False)
+    try:
+        float(value)
+    except ValueError:
+        return "text"
+    return "integer" if _INTEGER.fullmatch(value.strip()) else "number"
+
+
+def _mixed_columns(file: str, sep: str = ",") -> list[str]:
+    """Columns of a CSV/TSV or JSON-lines file whose cells hold more than one kind of value (numbers and
+    words), each named with its first example of each kind; empty when there is none (or the file cannot be
+    read line by line)."""
+    kinds: dict[str, dict[str, tuple[int, Any]]] = {}
+    try:
+        with open(file, newline="", encoding="utf-8") as handle:
+            if Path(file).suffix.lower() in (".jsonl", ".json"):
+                rows = (json.loads(line) for line in handle if line.strip())
+            else:
+                rows = csv.DictReader(handle, delimiter=sep)
+            for index, row in enumerate(rows):
+                for column, value in (row.items() if isinstance(row, dict) else ()):
+                    if value is not None and value != "":
+                        kinds.setdefault(str(column), {}).setdefault(_cell_kind(value), (index, value))
+    except (OSError, ValueError, csv.Error):  # not line-delimited JSON, undecodable text: no diagnosis
+        return []
+    return [f"column {column!r} mixes kinds of values: {_examples(found)}"
+            for column, found in kinds.items() if len(found) > 1]
+
+
+def _row_list(data: datasets.Dataset, indices: list[int], shown: int = 5) -> str:
+    """The data rows as read (0-based, header line not counted) of ``indices``, the first ``shown`` of them."""
+    source_rows = data[_SOURCE_ROW]
+    rows = ", ".join(str(source_rows[i]) for i in indices[:shown])
+    more = f" and {len(indices) - shown} more" if len(indices) > shown else ""
+    return f"data row(s) {rows}{more} (0-based, header line not counted)"
 
 
 def _empty_rows(texts) -> list[int]:

@@ -124,6 +124,10 @@ class SaliencyMethod(TokenizerBound, ABC):
     needs_attentions: bool = False
     #: whether identically zero scores are an error (whole batch) or a warning (some examples)
     zero_check: bool = True
+    #: whether the scores of a row depend only on that row (and its example id), not on the other rows of
+    #: the batch: then a caller may split a batch into length chunks (as the evaluator does). Every
+    #: built-in method is; a method that normalises over the batch, say, sets ``False``
+    row_independent: bool = True
 
     def __init__(self, output: Literal["probability", "logit"] = "probability", absolute: bool = False) -> None:
         if output not in OUTPUTS:
@@ -152,10 +156,15 @@ class SaliencyMethod(TokenizerBound, ABC):
         return self.explain(model, batch, target, example_ids).scores
 
     def explain(
-        self, model: torch.nn.Module, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None
+        self, model: torch.nn.Module, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None,
+        sanity: bool = True,
     ) -> Attribution:
         """:meth:`attribute` with per-example diagnostics: which examples' scores are identically zero and,
         for methods with a baseline in embedding space, the completeness gap (see :class:`Attribution`).
+        With ``sanity=False`` the zero scores are only flagged (:attr:`Attribution.zero`), not warned about or
+        raised: for a caller that splits one batch into parts and checks the whole with
+        :meth:`check_scores`, or that re-explains masked or perturbed inputs (recursive masking, attacks),
+        where a part may legitimately be all zeros. The translation of a disconnected forward always applies.
 
         Warns:
             ZeroSaliencyWarning: if some (not all) examples' scores are identically zero (e.g. a
@@ -180,17 +189,33 @@ class SaliencyMethod(TokenizerBound, ABC):
         attended = batch.attention_mask.bool()
         scores = scores.masked_fill(~attended, 0.0).detach()
         zero = ((scores == 0) | ~attended).all(dim=1)
-        if self.zero_check and len(batch) and bool(zero.all()):
-            raise SaliencyError(self._failure(model, f"gave identically zero scores to all {len(batch)} examples of a batch"))
-        if self.zero_check and bool(zero.any()):
-            warnings.warn(
-                f"saliency={self.name} gave identically zero scores to {int(zero.sum())} of {len(batch)} examples "
-                f"on {type(model).__name__} (they are ranked by position only); a saturated float32 softmax can "
-                "give an exactly zero gradient: explain the logit (saliency.output=logit) to avoid that",
-                ZeroSaliencyWarning, stacklevel=2,
-            )
         detach = (lambda t: None if t is None else t.detach().double())
-        return Attribution(scores, zero, detach(gap), detach(difference))
+        attribution = Attribution(scores, zero, detach(gap), detach(difference))
+        if sanity:
+            self.check_scores(attribution, model)
+        return attribution
+
+    def check_scores(self, attribution: Attribution, model: torch.nn.Module) -> None:
+        """The zero-score sanity check of :meth:`explain` on one batch's ``attribution`` (no-op for methods
+        with ``zero_check = False``, i.e. ``random``).
+
+        Warns:
+            ZeroSaliencyWarning: if some (not all) examples' scores are identically zero.
+
+        Raises:
+            SaliencyError: if every example of a non-empty batch has identically zero scores.
+        """
+        zero, size = attribution.zero, len(attribution.zero)
+        if not self.zero_check or not bool(zero.any()):
+            return
+        if bool(zero.all()):
+            raise SaliencyError(self._failure(model, f"gave identically zero scores to all {size} examples of a batch"))
+        warnings.warn(
+            f"saliency={self.name} gave identically zero scores to {int(zero.sum())} of {size} examples "
+            f"on {type(model).__name__} (they are ranked by position only); a saturated float32 softmax can "
+            "give an exactly zero gradient: explain the logit (saliency.output=logit) to avoid that",
+            ZeroSaliencyWarning, stacklevel=3,
+        )
 
     def _failure(self, model: torch.nn.Module, what: str) -> str:
         """The message of a :class:`SaliencyError`: the method, the model class, ``what`` happened and the

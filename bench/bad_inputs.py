@@ -1,0 +1,302 @@
+"""Runs ``evaluate.py`` (and ``train.py``) with bad inputs and damaged caches, the way a new user meets them,
+and tabulates what happened: exit code, seconds until the process ended, whether fine-tuning had started,
+and the last error (or repair) line. No assertions: the table is the result (issue 17).
+
+    python bench/bad_inputs.py [--out DIR] [--only NAME ...] [--update] [--skip-caches] [--timeout 600]
+
+Writes ``<out>/bad_inputs.md`` and ``<out>/bad_inputs.json`` (``--update`` re-runs the ``--only`` cases into
+an earlier table). Every run gets its own cache
+(``ITERMASK_CACHE``), output folder and the CSV logger; the bad data files are written into ``<out>/data``.
+Bad settings should fail before fine-tuning with a message naming the option; the cases a documented switch
+repairs (``dataset.source.drop_missing_labels``, ``dataset.source.convert_texts``) should finish with a
+logged repair; every damaged cache should be recomputed with a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "src/itermask/resources/rt_snippets"
+#: Settings that keep a run that is meant to finish (repairs, cache cases) to about a minute on 2 cores.
+SMALL = ["train.max_train_examples=64", "evaluation.n_examples=4", "evaluation.fractions=[0.0,0.5,1.0]",
+         "evaluation.aopc_bins=[0.5]", "evaluation.schedules=[one_shot]", "evaluation.compare_random=false",
+         "saliency=random", "data.eval_batch_size=128"]
+FINE_TUNING = re.compile(r"fine-tuning \S+ on \S+, seed")
+REPAIR = re.compile(r"(dropped \d+ row\(s\) whose label|read \d+ number\(s\) in text column)[^\n]*")
+DAMAGED = re.compile(r"(cached checkpoint|stored result) \S+ is damaged[^\n]*")
+
+
+def write_data(folder: Path) -> dict[str, Path]:
+    """The bad data files, from the shipped validation split (text, label 0/1)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = pd.read_csv(SHIPPED / "validation.csv", keep_default_na=False).head(200)[["text", "label"]]
+    files = {}
+
+    def csv(name, frame, **kw):
+        files[name] = folder / f"{name}.csv"
+        frame.to_csv(files[name], index=False, **kw)
+
+    def jsonl(name, rows):
+        files[name] = folder / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    frame = base.astype({"label": str})
+    frame.loc[[3, 17, 42], "label"] = ""
+    csv("blank_labels", frame)
+    frame = base.astype({"label": str})
+    frame.loc[[5, 9], "label"] = "NaN"
+    csv("nan_labels", frame)
+    frame = base.copy()
+    frame["text"] = range(1000, 1000 + len(frame))
+    csv("number_texts", frame)
+    rows = base.to_dict("records")
+    jsonl("mixed_labels", [{**r, "label": "positive" if i == 7 else r["label"]} for i, r in enumerate(rows)])
+    jsonl("mixed_texts", [{**r, "text": 12345 if i == 11 else r["text"]} for i, r in enumerate(rows)])
+    jsonl("null_labels", [{**r, "label": None if i in (2, 4) else r["label"]} for i, r in enumerate(rows)])
+    train = pd.read_csv(SHIPPED / "train.csv", keep_default_na=False)[["text", "label"]]
+    big = pd.concat([train, train]).head(10500).astype({"label": object})  # Arrow reads 10,000 rows per block
+    big.iloc[10400:, big.columns.get_loc("label")] = "positive"
+    csv("mixed_labels_late", big)
+    csv("one_class", base.assign(label=1))
+    frame = base.copy()
+    frame.loc[[8], "text"] = "   "
+    csv("blank_text", frame)
+    files["empty"] = folder / "empty.csv"
+    files["empty"].write_text("")
+    files["excel"] = folder / "data.xlsx"
+    files["excel"].write_bytes(b"PK\x03\x04")
+    return files
+
+
+def csv_args(path: Path, *extra: str) -> list[str]:
+    return ["dataset=csv", f"dataset.source.path={path}", *extra]
+
+
+def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
+    """``(name, arguments, expected)``; ``expected`` is ``error``, ``repair`` or ``train-error`` (train.py)."""
+    f = files
+    #: a single override, named by itself
+    plain = [
+        "evaluation.chunk_size=0",
+        "evaluation.chunk_size=abc",
+        "data.eval_batch_size=0",
+        "data.num_workers=-1",
+        "model.finetune.batch_size=0",
+        "model.finetune.max_epochs=0",
+        "trainer.max_epochs=0",
+        "model.max_length=0",
+        "evaluation.aopc_bins=[]",
+        "evaluation.n_examples=0",
+        "evaluation.subset_seed=-1",
+        "evaluation.quantity=logits",
+        "evaluation.steps=percent",
+        "train.max_train_examples=0",
+        "train.checkpoint_every_n_steps=0",
+    ]
+    return [(override, [override], "error") for override in plain] + [
+        ("negative seed", ["seed=-1"], "error"),
+        ("seed above NumPy's range", ["seed=4294967296"], "error"),
+        ("seed not a number", ["seed=abc"], "error"),
+        ("seed null", ["seed=null"], "error"),
+        ("seed 1.5", ["seed=1.5"], "error"),
+        ("train.py: negative seed", ["seed=-3"], "train-error"),
+        ("train.py: batch size -4", ["model.finetune.batch_size=-4"], "train-error"),
+        ("negative learning rate", ["model.finetune.optimizer.learning_rate=-1e-5"], "error"),
+        ("learning rate 0", ["model.finetune.optimizer.learning_rate=0"], "error"),
+        ("warm-up ratio 1.5", ["model.finetune.optimizer.warmup_ratio=1.5"], "error"),
+        ("negative weight decay", ["model.finetune.optimizer.weight_decay=-0.1"], "error"),
+        ("model.max_length=1000 (> positions)", ["model.max_length=1000"], "error"),
+        ("model.max_length=1 (< special tokens)", ["model.max_length=1"], "error"),
+        ("AOPC bin off the grid", ["evaluation.aopc_bins=[0.33]"], "error"),
+        ("fraction above 1", ["evaluation.fractions=[0.0,0.5,1.5]"], "error"),
+        ("no fractions", ["evaluation.fractions=[]"], "error"),
+        ("negative token count", ["evaluation.steps=count", "evaluation.counts=[-1,2]"], "error"),
+        ("unknown schedule", ["evaluation.schedules=[one_shot,iterative]"], "error"),
+        ("no schedules", ["evaluation.schedules=[]"], "error"),
+        ("unknown target policy", ["evaluation.target=gloden"], "error"),
+        ("target class 7 of 2", ["evaluation.target=7"], "error"),
+        ("unknown split", ["evaluation.split=nope"], "error"),
+        ("segment 1 of single texts", ["evaluation.segments=[1]"], "error"),
+        ("saliency.n_steps=0", ["saliency=integrated_gradients", "saliency.n_steps=0"], "error"),
+        ("saliency.internal_batch_size=0", ["saliency=integrated_gradients", "saliency.internal_batch_size=0"], "error"),
+        ("saliency.n_samples=0 (lime)", ["saliency=lime", "saliency.n_samples=0"], "error"),
+        ("saliency.n_samples=-3 (kernel_shap)", ["saliency=kernel_shap", "saliency.n_samples=-3"], "error"),
+        ("saliency.kernel_width=0 (lime)", ["saliency=lime", "saliency.kernel_width=0"], "error"),
+        ("mlm_infill without an MLM head", ["masking=mlm_infill"], "error"),
+        ("ood.knn_k=0", ["ood.enabled=true", "ood.knn_k=0"], "error"),
+        ("unknown model", ["model=nonexistent"], "error"),
+        ("missing local model directory", ["model.pretrained=./no-such-model"], "error"),
+        ("validation share 0", csv_args(f["blank_text"], "dataset.source.validation_ratio=0"), "error"),
+        ("test share 1.2", csv_args(f["blank_text"], "dataset.source.test_ratio=1.2"), "error"),
+        ("several bad settings at once", ["model.finetune.batch_size=0", "evaluation.chunk_size=-1", "seed=-2"],
+         "error"),
+        ("CSV: blank labels", csv_args(f["blank_labels"]), "error"),
+        ("CSV: blank labels, drop_missing_labels=true", csv_args(f["blank_labels"],
+                                                                 "dataset.source.drop_missing_labels=true", *SMALL),
+         "repair"),
+        ("CSV: labels written NaN", csv_args(f["nan_labels"]), "error"),
+        ("JSONL: null labels", csv_args(f["null_labels"]), "error"),
+        ("CSV: numbers in the text column", csv_args(f["number_texts"]), "error"),
+        ("CSV: numbers as texts, convert_texts=true", csv_args(f["number_texts"], "dataset.source.convert_texts=true",
+                                                               *SMALL), "repair"),
+        ("JSONL: labels mix integers and words", csv_args(f["mixed_labels"]), "error"),
+        ("JSONL: texts mix words and numbers", csv_args(f["mixed_texts"]), "error"),
+        ("CSV: label kind changes after 10,000 rows", csv_args(f["mixed_labels_late"]), "error"),
+        ("CSV: one class only", csv_args(f["one_class"]), "error"),
+        ("CSV: a blank text", csv_args(f["blank_text"]), "error"),
+        ("CSV: no such text column", csv_args(f["blank_text"], "dataset.source.text_column=review"), "error"),
+        ("CSV: empty file", csv_args(f["empty"]), "error"),
+        ("CSV: file does not exist", csv_args(f["empty"].with_name("nowhere.csv")), "error"),
+        ("unsupported file type (.xlsx)", csv_args(f["excel"]), "error"),
+    ]
+
+
+def run(script: str, args: list[str], work: Path, env: dict, timeout: int) -> dict:
+    """Run ``script`` with ``args`` in its own output folder; what happened."""
+    work.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    try:
+        out = subprocess.run([sys.executable, script, *args, "logger=csv", f"hydra.run.dir={work}"], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=timeout)
+        rc, text = out.returncode, out.stdout + out.stderr
+    except subprocess.TimeoutExpired as error:
+        rc, text = "timeout", (error.stdout or b"").decode() + (error.stderr or b"").decode()
+    seconds = time.time() - start
+    (work / "console.txt").write_text(text)
+    return {"rc": rc, "seconds": round(seconds, 1), "fine_tuning_started": bool(FINE_TUNING.search(text)),
+            "message": message(text, rc), "console": str(work / "console.txt")}
+
+
+def message(text: str, rc) -> str:
+    """The error the user reads (Hydra's composition error spans two lines), or on success the repair or
+    damage warning that was logged."""
+    if rc == 0:
+        notes = [match.group(0) for pattern in (REPAIR, DAMAGED) for match in pattern.finditer(text)]
+        return " | ".join(notes) or "(no error)"
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.startswith("Set the environment variable HYDRA_FULL_ERROR")]
+    for i, line in enumerate(lines):
+        if line.startswith("Error merging override") or "Could not find" in line:
+            return " ".join(lines[i:i + 2])
+    errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
+    if not errors:
+        return lines[-1] if lines else ""
+    last = lines[errors[-1]]
+    if count := re.search(r"(\d+) invalid settings:$", last):  # a SettingsError lists one problem per line
+        last += " " + "; ".join(lines[errors[-1] + 1:errors[-1] + 1 + int(count.group(1))])
+    return re.sub(r"^[\w.]+\.(\w+(Error|Exception))", r"\1", last)
+
+
+def cache_cases() -> list[tuple[str, str, str]]:
+    """``(name, file under the cache, damage)``: the stored result, then the checkpoint's files."""
+    return [
+        ("stored result cut in half", "result", "cut"),
+        ("stored result emptied", "result", "empty"),
+        ("stored result zeroed", "result", "zero"),
+        ("checkpoint weights cut in half", "model/model.safetensors", "cut"),
+        ("checkpoint weights deleted", "model/model.safetensors", "delete"),
+        ("checkpoint weights: 64 bytes zeroed", "model/model.safetensors", "zero"),
+        ("checkpoint config cut in half", "model/config.json", "cut"),
+        ("checkpoint config deleted", "model/config.json", "delete"),
+        ("checkpoint meta.json cut in half", "meta.json", "cut"),
+    ]
+
+
+def damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "cut":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "delete":
+        path.unlink()
+    elif how == "zero":
+        start = min(len(data) // 2, max(len(data) - 64, 0))
+        path.write_bytes(data[:start] + bytes(64) + data[start + 64:])
+
+
+def run_cache_cases(out: Path, env: dict, timeout: int) -> list[dict]:
+    """One small run fills a cache; each case copies it, damages one file and runs the same job again (with
+    ``reuse_results=false`` for the checkpoint cases, which the stored result would otherwise short-cut)."""
+    pristine = out / "caches" / "pristine"
+    first = run("evaluate.py", SMALL, out / "caches" / "first", {**env, "ITERMASK_CACHE": str(pristine)}, timeout)
+    rows = [{"case": "cache: first run (fills the cache)", "expected": "ok", **first}]
+    for name, target, how in cache_cases():
+        cache = out / "caches" / name.replace(" ", "_").replace(":", "")
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(pristine, cache)
+        if target == "result":
+            path = next((cache / "results").glob("*.json"))
+            args = SMALL
+        else:
+            path = next(p for p in cache.iterdir() if (p / "meta.json").is_file()) / target
+            args = [*SMALL, "reuse_results=false"]
+        damage(path, how)
+        row = run("evaluate.py", args, cache.with_name(cache.name + "-run"), {**env, "ITERMASK_CACHE": str(cache)}, timeout)
+        rows.append({"case": f"cache: {name}", "expected": "recompute", **row})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = "| # | input | expected | exit code | seconds | fine-tuning started | message |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+    body = "".join(
+        f"| {i} | {r['case']} | {r['expected']} | {r['rc']} | {r['seconds']} | "
+        f"{'yes' if r['fine_tuning_started'] else 'no'} | {r['message'].replace('|', '/')[:400]} |\n"
+        for i, r in enumerate(rows, 1)
+    )
+    return head + body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/itermask-bad-inputs"))
+    parser.add_argument("--only", nargs="*", help="run only the cases whose name contains one of these")
+    parser.add_argument("--skip-caches", action="store_true", help="skip the damaged-cache cases")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    parser.add_argument("--update", action="store_true",
+                        help="replace the rows of the cases run in <out>/bad_inputs.json, keep the others")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
+           "HYDRA_FULL_ERROR": "0", "PYTHONPATH": str(ROOT / "src")}
+    files = write_data(args.out / "data")
+    rows = []
+    for i, (name, case_args, expected) in enumerate(cases(files)):
+        if args.only and not any(word in name for word in args.only):
+            continue
+        script = "train.py" if expected == "train-error" else "evaluate.py"
+        env_case = {**env, "ITERMASK_CACHE": str(args.out / "cache" / str(i))}
+        row = {"case": name, "expected": "error" if expected == "train-error" else expected,
+               **run(script, case_args, args.out / "runs" / str(i), env_case, args.timeout)}
+        rows.append(row)
+        print(f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {name}: {row['message'][:160]}",
+              flush=True)
+    if not args.skip_caches and not args.only:
+        for row in run_cache_cases(args.out, env, args.timeout):
+            rows.append(row)
+            print(f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "
+                  f"{row['message'][:160]}", flush=True)
+    load = os.getloadavg()
+    if args.update and (args.out / "bad_inputs.json").is_file():
+        new = {row["case"]: row for row in rows}
+        old = json.loads((args.out / "bad_inputs.json").read_text())["rows"]
+        rows = [new.pop(row["case"], row) for row in old] + list(new.values())
+    (args.out / "bad_inputs.json").write_text(json.dumps({"load_average": load, "rows": rows}, indent=2))
+    (args.out / "bad_inputs.md").write_text(f"Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}\n\n"
+                                            + table(rows))
+    print(args.out / "bad_inputs.md")
+
+
+if __name__ == "__main__":
+    main()

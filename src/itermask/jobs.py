@@ -1,0 +1,155 @@
+"""One Hydra job whose failure is recorded instead of ending the multirun.
+
+``train.py`` and ``evaluate.py`` run their task through :func:`run_job`. A job that raises (or whose
+objective is NaN) leaves:
+
+- its traceback in the job's log (``<job folder>/<task>.log``, Hydra's job log file);
+- a failure marker ``<job folder>/failed.json`` (:data:`FAILURE_FILE`: error, traceback, overrides);
+- its tracker run finished as failed (:func:`itermask.pipeline.tracked`).
+
+In a multirun the job then *returns* a :class:`JobFailed` instead of raising. Hydra's basic sweeper raises
+on a job that raised before the multirun-end callbacks run; with the job returning, the callbacks still
+write the report (:class:`itermask.callbacks.ReportCallback`, which lists the failed jobs) and then
+:class:`itermask.callbacks.FailedJobsCallback` ends the process with exit status 1. The Optuna sweeper
+tells a trial that returned a :class:`JobFailed` as failed (``float()`` of it raises
+:class:`JobFailedError`) and goes on with the next trial (``hydra_plugins.itermask_sweepers``). A single run (no ``-m``) re-raises after
+recording, so Hydra reports the error and exits non-zero as usual.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from itermask.storage.files import read_json, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FAILURE_FILE", "JobFailed", "JobFailedError", "AllTrialsFailedError", "run_job", "write_failure", "read_failure", "failed_jobs"]
+
+#: the failure marker a failed job leaves in its folder
+FAILURE_FILE = "failed.json"
+
+
+class JobFailedError(RuntimeError):
+    """Raised by ``float(JobFailed)``: the objective of a failed job (a sweeper reading it records the
+    trial as failed)."""
+
+
+class AllTrialsFailedError(RuntimeError):
+    """Every trial of a search failed, so it has no best value (raised by itermask's Optuna sweeper,
+    ``hydra_plugins.itermask_sweepers``)."""
+
+
+class JobFailed:
+    """What a failed job of a multirun returns instead of raising (picklable, so it also crosses process
+    launchers such as joblib and submitit).
+
+    Attributes:
+        error: ``"<exception type>: <message>"``.
+        output_dir: the job's folder, holding :data:`FAILURE_FILE`.
+    """
+
+    def __init__(self, error: str, output_dir: str) -> None:
+        self.error = error
+        self.output_dir = output_dir
+
+    def __float__(self) -> float:
+        raise JobFailedError(f"job {self.output_dir} failed: {self.error}")
+
+    def __repr__(self) -> str:
+        return f"JobFailed({self.error!r}, {self.output_dir!r})"
+
+
+def _hydra_job() -> tuple[bool, list[str] | None, str | None]:
+    """(is this a multirun job, the job's overrides, its number) from Hydra's runtime config, if any."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return False, None, None
+    hydra_cfg = HydraConfig.get()
+    num = hydra_cfg.job.get("num")
+    return hydra_cfg.mode == RunMode.MULTIRUN, list(hydra_cfg.overrides.task), None if num is None else str(num)
+
+
+def write_failure(output_dir: str | Path, error: BaseException, overrides: list[str] | None = None,
+                  job: str | None = None) -> Path:
+    """Write :data:`FAILURE_FILE` into ``output_dir`` (atomically): the error (``type``, ``message`` and
+    ``error`` = ``"<type>: <message>"``), the formatted traceback, the job's overrides and number, the time."""
+    return write_json_atomic(Path(output_dir) / FAILURE_FILE, {
+        "error": f"{type(error).__name__}: {error}",
+        "type": type(error).__name__,
+        "message": str(error),
+        "traceback": "".join(traceback.format_exception(error)),
+        "overrides": overrides,
+        "job": job,
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    })
+
+
+def read_failure(job_dir: str | Path) -> dict | None:
+    """The failure marker of ``job_dir`` (see :func:`write_failure`; ``error`` on one line), or ``None`` if
+    the job did not fail. An unreadable marker still counts as a failure (its ``error`` says why)."""
+    path = Path(job_dir) / FAILURE_FILE
+    if not path.is_file():
+        return None
+    try:
+        marker = read_json(path)
+    except (OSError, ValueError) as error:
+        return {"error": f"unreadable {FAILURE_FILE} ({error})"}
+    if not isinstance(marker, dict):
+        return {"error": f"unexpected {FAILURE_FILE} content"}
+    return {**marker, "error": " ".join(str(marker.get("error") or "unknown error").split())}
+
+
+def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
+    """``(job folder relative to root, marker)`` of every failed job under a sweep folder ``root``, in
+    folder order (W&B run folders skipped)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.rglob(FAILURE_FILE)):
+        if "wandb" in path.relative_to(root).parts[:-1]:
+            continue
+        found.append((str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {"error": "unknown error"}))
+    return found
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def run_job(task: Callable[[Any], Any], cfg) -> Any:
+    """Run ``task(cfg)`` as one Hydra job (see the module docstring).
+
+    A stale marker in the job folder (a re-run in the same folder) is removed first. A finished job
+    returns the task's value. A NaN objective counts as a failure (:class:`FloatingPointError`).
+
+    Raises:
+        Exception: the task's error, in a single run (after it is logged and recorded).
+    """
+    output_dir = Path(str(cfg.output_dir))
+    (output_dir / FAILURE_FILE).unlink(missing_ok=True)
+    try:
+        value = task(cfg)
+        if _is_nan(value):
+            raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
+        return value
+    except Exception as error:
+        multirun, overrides, job = _hydra_job()
+        log.exception("job failed (overrides: %s): %s: %s", " ".join(overrides or []) or "none",
+                      type(error).__name__, error)
+        try:
+            marker = write_failure(output_dir, error, overrides, job)
+            log.error("failure recorded in %s", marker)
+        except OSError as write_error:  # the job's error matters more than the marker's
+            log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
+        if not multirun:
+            raise
+        return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))

@@ -1,0 +1,169 @@
+"""The statistics the report leads with: per explanation and schedule, the score minus the random
+explanation's (paired over seeds), how often it beats random, and how much of the score's variation is the
+seed's (:mod:`itermask.reporting.seeds`, from the jobs' per-example tables), plus Kendall's W of the
+methods' ranking across seeds.
+
+Tables added to a :class:`~itermask.reporting.aggregate.Report`:
+
+- ``seed_sensitivity``: one row per group x (explanation, schedule, per-example score): ``n_seeds``,
+  ``n_examples`` (used), ``n_dropped`` (undefined in some seed), the variance components, ``share`` with
+  ``ci_low``/``ci_high``, ``friedman_statistic``/``friedman_p``, ``mean_spearman``, ``why``;
+- ``headline``: one row per group x schedule x headline score (AOPC comprehensiveness and, where defined,
+  sufficiency): ``difference`` (method - random, mean over seeds), its interval, ``p_value`` (paired t-test
+  over seeds, :func:`scipy.stats.ttest_1samp` of the per-seed differences), ``n_better`` of ``n_seeds``
+  (seeds where the method beats random in the score's faithful direction), the seed share and its interval;
+- ``rank_stability``: one row per (model, dataset, masking, schedule, score) with at least 3 saliency
+  methods: Kendall's W of the methods' mean scores across seeds and its p-value.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from itermask.core.metrics import metric_info
+from itermask.reporting.aggregate import GROUP
+from itermask.reporting.seeds import MIN_SEEDS, kendalls_w, seed_share
+from itermask.reporting.statistics import seed_interval
+from itermask.reporting.sweep import Run
+
+__all__ = ["add_seed_statistics", "headline_scores", "HEADLINE_SCORES"]
+#: the scores the headline leads with, most important first (``<q>``: prob or logit)
+HEADLINE_SCORES = ("comprehensiveness_{q}", "sufficiency_{q}")
+
+
+def _per_example_scores(members: list[Run]) -> tuple[list[pd.DataFrame] | None, list[str]]:
+    """Each run's ``per_example/scores.parquet`` (``None`` and the jobs without one if any is missing)."""
+    from itermask.storage.per_example import FOLDER
+
+    frames, missing = [], []
+    for run in members:
+        path = run.path.parent / FOLDER / "scores.parquet"
+        if path.is_file():
+            frames.append(pd.read_parquet(path))
+        else:
+            missing.append(run.job)
+    return (None if missing else frames), missing
+
+
+def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], settings: dict) -> list[dict]:
+    """Seed-sensitivity rows of one group: every per-example score of every (explanation, schedule) present in
+    all its runs, over the examples every run evaluated."""
+    rows = []
+    keys = set.intersection(*({tuple(k) for k in f[["saliency", "schedule"]].drop_duplicates().values} for f in frames))
+    for explanation, schedule in sorted(keys):
+        parts = [f[(f.saliency == explanation) & (f.schedule == schedule)].set_index("example_id") for f in frames]
+        examples = sorted(set.intersection(*(set(p.index) for p in parts)))
+        scores = [c for c in parts[0].columns if c not in ("saliency", "schedule") and all(c in p for p in parts)]
+        for score in scores:
+            values = np.stack([p.loc[examples, score].to_numpy(dtype=float) for p in parts])
+            result = seed_share(values, settings["confidence"], n_resamples=2000, seed=settings["seed"])
+            rows.append({**dict(zip(GROUP, label)), "explanation": explanation, "schedule": schedule,
+                         "score": score, **result})
+    return rows
+
+
+def headline_scores(quantity: str, available) -> list[str]:
+    """The headline's score keys among ``available``: the AOPC over ERASER's bins where computed (fraction
+    steps), else the AOPC over every step."""
+    q = "prob" if quantity == "probability" else "logit"
+    keys = []
+    for template in HEADLINE_SCORES:
+        name = template.format(q=q)
+        key = next((k for k in (f"aopc_{name}", f"aopc_full_{name}") if k in available), None)
+        if key is not None:
+            keys.append(key)
+    return keys
+
+
+def _paired(differences: list[float], confidence: float, higher_is_better: bool | None) -> dict:
+    """The mean per-seed difference (method - random) with a t-interval, the paired t-test's p-value and the
+    number of seeds where the method is better."""
+    d = np.array([x for x in differences if x is not None and math.isfinite(x)], dtype=float)
+    agg = seed_interval(d, confidence)
+    p = math.nan
+    if len(d) >= 2:
+        if np.ptp(d) == 0:
+            p = 1.0 if d[0] == 0 else 0.0
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                p = float(stats.ttest_1samp(d, 0.0).pvalue)
+    better = int((d > 0).sum() if higher_is_better is not False else (d < 0).sum())
+    return {"n_seeds": len(d), "difference": agg["mean"], "ci_low": agg["ci_low"], "ci_high": agg["ci_high"],
+            "p_value": p, "n_better": better}
+
+
+def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict]:
+    members = report.groups[label]
+    method, quantity = label[2], members[0].result.get("quantity", "probability")
+    per_seed = report.per_seed
+    rows = []
+    for schedule in members[0].result["scores"].get(method, {}):
+        mine = per_seed[(per_seed.explanation == method) & (per_seed.schedule == schedule)]
+        for score in headline_scores(quantity, set(mine.score)):
+            info = metric_info(score, quantity)
+            direction = info.higher_is_more_faithful if info is not None else None
+            rel = per_seed[(per_seed.explanation == f"{method} - random") & (per_seed.schedule == schedule)
+                           & (per_seed.score == score)]
+            paired = _paired(rel.value.tolist(), report.settings["confidence"], direction) if len(rel) else {}
+            own = mine[mine.score == score].value
+            share = sensitivity[(sensitivity.explanation == method) & (sensitivity.schedule == schedule)
+                                & (sensitivity.score == score)] if len(sensitivity) else sensitivity
+            rows.append({
+                **dict(zip(GROUP, label)), "explanation": method, "schedule": schedule, "score": score,
+                "unit": info.unit if info else "", "higher_is_more_faithful": direction,
+                "mean": float(own.mean()) if len(own) else math.nan, "n_seeds": len(members),
+                "difference": paired.get("difference", math.nan), "ci_low": paired.get("ci_low", math.nan),
+                "ci_high": paired.get("ci_high", math.nan), "p_value": paired.get("p_value", math.nan),
+                "n_better": paired.get("n_better"),
+                "seed_share": float(share.share.iloc[0]) if len(share) else math.nan,
+                "share_ci_low": float(share.ci_low.iloc[0]) if len(share) else math.nan,
+                "share_ci_high": float(share.ci_high.iloc[0]) if len(share) else math.nan,
+            })
+    return rows
+
+
+def _rank_rows(report) -> list[dict]:
+    """Kendall's W of the saliency methods' mean per-seed scores, per (model, dataset, masking, schedule,
+    score), over the groups that share them (one method per group, plus ``random``)."""
+    per_seed = report.per_seed
+    scored = per_seed.score.map(lambda score: metric_info(score) is not None)
+    methods = per_seed[scored & ~per_seed.explanation.str.contains(" - ") & (per_seed.explanation != "model")]
+    rows = []
+    for key, frame in methods.groupby(["model", "dataset", "masking", "schedule", "score"], sort=True):
+        table = frame.drop_duplicates(["explanation", "seed"]).pivot(index="seed", columns="explanation", values="value")
+        if table.shape[1] < 3:
+            continue
+        result = kendalls_w(table.to_numpy(dtype=float))
+        rows.append({**dict(zip(("model", "dataset", "masking", "schedule", "score"), key)),
+                     "methods": ", ".join(table.columns), **result})
+    return rows
+
+
+def add_seed_statistics(report) -> None:
+    """Fill ``report.seed_sensitivity``, ``report.headline``, ``report.rank_stability`` and ``report.notes``."""
+    rows, notes = [], []
+    for label, members in report.groups.items():
+        frames, missing = _per_example_scores(members)
+        if frames is None:
+            notes.append(f"{' / '.join(label)}: no per-example results in job(s) {', '.join(missing)} (results "
+                         "written before itermask kept them): the seed share of variance is not computed")
+            continue
+        rows += _seed_rows(label, members, frames, report.settings)
+    columns = [*GROUP, "explanation", "schedule", "score", "n_seeds", "n_examples", "n_dropped", "var_seed",
+               "var_example", "var_residual", "share", "ci_low", "ci_high", "friedman_statistic", "friedman_p",
+               "mean_spearman", "why"]
+    report.seed_sensitivity = pd.DataFrame(rows, columns=columns)
+    report.headline = pd.DataFrame([r for label in report.groups for r in _headline_rows(report, label, report.seed_sensitivity)])
+    report.rank_stability = pd.DataFrame(_rank_rows(report))
+    seeds = sorted({len(members) for members in report.groups.values()})
+    if seeds and seeds[0] < MIN_SEEDS:
+        notes.insert(0, f"only {seeds[0]} seed(s) per group: intervals over seeds are wide and the seed share rests "
+                        f"on {seeds[0]} fine-tunings; use at least {MIN_SEEDS} seeds (e.g. seed=0,1,2,3,4) for firm "
+                        "conclusions")
+    report.notes = notes

@@ -1,0 +1,147 @@
+"""Seed sensitivity: how much of a score's variation comes from the fine-tuning seed (the paper's first
+claim, Crothers, Viktor & Japkowicz 2023, arXiv 2308.06795, Sec. 4), measured on per-example values.
+
+For one score, ``values[s, e]`` holds its value for seed ``s`` and example ``e`` (the same evaluation
+examples for every seed, one value per cell). It is read as a two-way random-effects model without
+replication, ``y_se = mu + a_s + b_e + eps_se``, whose variance components are estimated by the ANOVA
+method of moments (e.g. Searle, Casella & McCulloch 1992, *Variance Components*, Sec. 4.6):
+
+- ``MS_seed = E sum_s (ybar_s. - ybar..)^2 / (S - 1)``, ``MS_example = S sum_e (ybar_.e - ybar..)^2 / (E - 1)``,
+  ``MS_residual = sum (y_se - ybar_s. - ybar_.e + ybar..)^2 / ((S - 1)(E - 1))``;
+- ``var_seed = (MS_seed - MS_residual) / E``, ``var_example = (MS_example - MS_residual) / S``,
+  ``var_residual = MS_residual``, negative estimates clipped at 0;
+- the **seed share of variance** ``var_seed / (var_seed + var_example + var_residual)``: unit-free, 0 when
+  the seeds agree up to noise, 1 when only the seed matters. Its confidence interval is a percentile
+  bootstrap over examples (seeds are few and fixed).
+
+The mean squares are those of the two-way ANOVA table (``statsmodels``' ``anova_lm`` of ``y ~ C(seed) +
+C(example)`` gives the same numbers; the tests check it); they are computed here in closed form so that
+thousands of bootstrap resamples run in one vectorised pass. The Friedman test (:func:`scipy.stats.
+friedmanchisquare`, examples as blocks, seeds as treatments) tests whether the seeds' per-example scores
+differ. Rank stability: Kendall's coefficient of concordance ``W = chi2_F / (m (k - 1))`` of the ranking of
+``k`` saliency methods by ``m`` seeds (Kendall & Babington Smith 1939; ``chi2_F`` is Friedman's statistic
+with seeds as blocks), and the mean Spearman correlation of the per-example scores between seeds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["variance_components", "seed_share", "kendalls_w", "mean_spearman", "MIN_SEEDS"]
+
+#: fewer seeds than this get a visible warning in the report: a variance over 3 seeds is a rough estimate
+MIN_SEEDS = 5
+
+
+def variance_components(values: np.ndarray) -> dict[str, np.ndarray]:
+    """The ANOVA (method of moments) variance components of ``values`` ``[..., S, E]`` (seeds x examples,
+    any leading batch dimensions), see the module docstring.
+
+    Returns:
+        ``{"var_seed", "var_example", "var_residual", "share"}`` arrays of the leading shape; ``share`` is
+        NaN where the total is 0 (every value equal).
+
+    Raises:
+        ValueError: with fewer than 2 seeds or 2 examples, or NaN values.
+    """
+    y = np.asarray(values, dtype=np.float64)
+    n_seeds, n_examples = y.shape[-2:]
+    if n_seeds < 2 or n_examples < 2:
+        raise ValueError(f"variance components need at least 2 seeds and 2 examples, got {n_seeds} x {n_examples}")
+    if np.isnan(y).any():
+        raise ValueError("variance components need a value for every seed and example (drop undefined examples)")
+    grand = y.mean(axis=(-2, -1), keepdims=True)
+    seed_means = y.mean(axis=-1, keepdims=True)
+    example_means = y.mean(axis=-2, keepdims=True)
+    ms_seed = n_examples * ((seed_means - grand) ** 2).sum(axis=(-2, -1)) / (n_seeds - 1)
+    ms_example = n_seeds * ((example_means - grand) ** 2).sum(axis=(-2, -1)) / (n_examples - 1)
+    residual = y - seed_means - example_means + grand
+    ms_residual = (residual**2).sum(axis=(-2, -1)) / ((n_seeds - 1) * (n_examples - 1))
+    var_seed = np.clip((ms_seed - ms_residual) / n_examples, 0, None)
+    var_example = np.clip((ms_example - ms_residual) / n_seeds, 0, None)
+    total = var_seed + var_example + ms_residual
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, var_seed / np.where(total > 0, total, 1), np.nan)
+    return {"var_seed": var_seed, "var_example": var_example, "var_residual": ms_residual, "share": share}
+
+
+def seed_share(values: np.ndarray, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> dict:
+    """The seed share of variance of ``values`` ``[S, E]`` with a bootstrap interval over examples, the
+    Friedman test that the seeds differ and the mean Spearman correlation between seeds.
+
+    Examples with a NaN for some seed (a score undefined there, e.g. a first-flip fraction of an example
+    that never flips) are dropped; ``n_examples``/``n_dropped`` say how many were used and dropped.
+
+    Returns:
+        ``{"n_seeds", "n_examples", "n_dropped", "var_seed", "var_example", "var_residual", "share",
+        "ci_low", "ci_high", "friedman_statistic", "friedman_p", "mean_spearman", "why"}``; a statistic that
+        cannot be computed is NaN and ``why`` says why (``None`` otherwise).
+    """
+    y = np.asarray(values, dtype=np.float64)
+    keep = ~np.isnan(y).any(axis=0)
+    out = {"n_seeds": int(y.shape[0]), "n_examples": int(keep.sum()), "n_dropped": int((~keep).sum()),
+           "var_seed": math.nan, "var_example": math.nan, "var_residual": math.nan, "share": math.nan,
+           "ci_low": math.nan, "ci_high": math.nan, "friedman_statistic": math.nan, "friedman_p": math.nan,
+           "mean_spearman": math.nan, "why": None}
+    y = y[:, keep]
+    if y.shape[0] < 2 or y.shape[1] < 2:
+        out["why"] = f"needs at least 2 seeds and 2 examples with a value in every seed, got {y.shape[0]} x {y.shape[1]}"
+        return out
+    point = variance_components(y)
+    out.update({k: float(v) for k, v in point.items()})
+    if math.isnan(out["share"]):
+        out["why"] = "every value is the same: no variance to divide"
+        return out
+    rng = np.random.default_rng(seed)
+    resampled = y[:, rng.integers(0, y.shape[1], size=(n_resamples, y.shape[1]))].transpose(1, 0, 2)  # [B, S, E]
+    shares = variance_components(resampled)["share"]
+    alpha = (1 - confidence) / 2
+    out["ci_low"], out["ci_high"] = (float(q) for q in np.nanquantile(shares, [alpha, 1 - alpha]))
+    out["mean_spearman"] = mean_spearman(y)
+    if y.shape[0] >= 3:
+        with warnings.catch_warnings():  # scipy warns when a block is constant
+            warnings.simplefilter("ignore", RuntimeWarning)
+            test = stats.friedmanchisquare(*y)
+        out["friedman_statistic"], out["friedman_p"] = float(test.statistic), float(test.pvalue)
+    else:
+        out["why"] = "the Friedman test needs at least 3 seeds"
+    return out
+
+
+def mean_spearman(values: np.ndarray) -> float:
+    """The mean over pairs of seeds of Spearman's rank correlation of their per-example values
+    (``values`` ``[S, E]``); NaN with fewer than 2 seeds or where a seed's values are constant."""
+    y = np.asarray(values, dtype=np.float64)
+    with warnings.catch_warnings():  # scipy warns on constant input and returns NaN
+        warnings.simplefilter("ignore")
+        rhos = [stats.spearmanr(y[a], y[b]).statistic for a, b in itertools.combinations(range(len(y)), 2)]
+    rhos = [r for r in rhos if np.isfinite(r)]
+    return float(np.mean(rhos)) if rhos else math.nan
+
+
+def kendalls_w(scores: np.ndarray) -> dict:
+    """Kendall's coefficient of concordance of ``scores`` ``[m, k]``: ``m`` seeds (raters) each scoring
+    ``k`` saliency methods (objects), ``W = chi2_F / (m (k - 1))`` from Friedman's statistic with seeds as
+    blocks (tie-corrected by scipy). 1: every seed ranks the methods alike; 0: no agreement.
+
+    Returns:
+        ``{"n_seeds", "n_methods", "w", "p_value", "why"}`` (NaN and a reason with fewer than 3 methods or 2
+        seeds).
+    """
+    x = np.asarray(scores, dtype=np.float64)
+    x = x[~np.isnan(x).any(axis=1)]
+    m, k = x.shape
+    out = {"n_seeds": int(m), "n_methods": int(k), "w": math.nan, "p_value": math.nan, "why": None}
+    if k < 3 or m < 2:
+        out["why"] = f"Kendall's W needs at least 3 methods and 2 seeds, got {k} methods and {m} seeds"
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = stats.friedmanchisquare(*x.T)
+    out["w"], out["p_value"] = float(test.statistic / (m * (k - 1))), float(test.pvalue)
+    return out

@@ -1,0 +1,90 @@
+"""Per-example results: Parquet tables (pyarrow) in a job folder, written atomically, and their loader.
+
+A job's ``per_example/`` folder holds three tables, joined by ``example_id`` (and ``saliency``,
+``schedule``):
+
+- ``steps.parquet``: one row per (saliency method, schedule, example, masking step) with ``example_id``,
+  ``label``, ``target``, ``n_maskable``, ``step`` (index), ``x`` (the grid value: masking fraction or token
+  count), ``k`` (tokens masked), ``target_prob`` and ``target_logit`` (the target class after masking) and
+  the per-example value of every per-step metric (:data:`itermask.core.metrics.METRICS`), e.g.
+  ``comprehensiveness_prob``, ``log_odds_drop``, ``sufficiency_prob`` (NaN where undefined), ``flip_rate``
+  (1.0 where the prediction differs from the clean one) and ``accuracy`` (1.0 where correct);
+- ``scores.parquet``: one row per (saliency method, schedule, example) with every scalar score per
+  example (``aopc_*``, ``aopc_full_*``, ``auc_*``, ``first_flip_fraction`` and ``first_flip_count``, NaN
+  when the prediction never flips, ``never_flip_rate``);
+- ``examples.parquet``: one row per evaluated example: ``example_id``, ``split``, ``text`` (and
+  ``text_pair``), ``label``, ``label_name``;
+- ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the
+  attack's outcome (``success``, ``n_perturbed``, ``perturbed_fraction``, ``queries``, the substitutions
+  and positions, original and adversarial text; see :mod:`itermask.analyses.attack`).
+
+Load them with :func:`load_per_example` (``pandas`` DataFrames).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from itermask.storage.files import write_bytes_atomic
+
+__all__ = ["FOLDER", "TABLES", "OPTIONAL_TABLES", "PerExample", "write_per_example", "load_per_example"]
+
+FOLDER = "per_example"
+TABLES = ("steps", "scores", "examples")
+#: tables written by configured analyses (absent when the analysis did not run)
+OPTIONAL_TABLES = ("attack",)
+
+
+@dataclass
+class PerExample:
+    """The per-example tables of one job (see the module docstring); ``attack`` is ``None`` without an attack."""
+
+    steps: pd.DataFrame
+    scores: pd.DataFrame
+    examples: pd.DataFrame
+    attack: pd.DataFrame | None = None
+
+
+def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
+    """Write ``tables`` (``{name: DataFrame}`` for names in :data:`TABLES` or :data:`OPTIONAL_TABLES`) as
+    ``<job_dir>/per_example/<name>.parquet``, each atomically; returns ``{relative path: path}``.
+
+    Raises:
+        ValueError: for an unknown table name.
+    """
+    unknown = sorted(set(tables) - set(TABLES) - set(OPTIONAL_TABLES))
+    if unknown:
+        raise ValueError(f"unknown per-example table(s) {unknown}: expected {list(TABLES + OPTIONAL_TABLES)}")
+    written = {}
+    for name, frame in tables.items():
+        buffer = io.BytesIO()
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer, compression="zstd")
+        relative = f"{FOLDER}/{name}.parquet"
+        written[relative] = write_bytes_atomic(Path(job_dir) / relative, buffer.getvalue())
+    return written
+
+
+def load_per_example(job_dir: str | Path) -> PerExample:
+    """The per-example tables of the job folder ``job_dir`` (the folder holding ``results.json``).
+
+    Raises:
+        FileNotFoundError: naming the missing file (results written before per-example files existed, or a
+            job that did not finish).
+    """
+    folder = Path(job_dir) / FOLDER
+    frames = {}
+    for name in TABLES:
+        path = folder / f"{name}.parquet"
+        if not path.is_file():
+            raise FileNotFoundError(f"no per-example table {path} (the job has no per-example results)")
+        frames[name] = pq.read_table(path).to_pandas()
+    for name in OPTIONAL_TABLES:
+        if (folder / f"{name}.parquet").is_file():
+            frames[name] = pq.read_table(folder / f"{name}.parquet").to_pandas()
+    return PerExample(**frames)

@@ -1,0 +1,168 @@
+"""Exact resumption of an interrupted fine-tuning: a run resumed from a Lightning checkpoint (written at an
+epoch end or every ``train.checkpoint_every_n_steps`` steps) trains on the same batches, with the same random
+numbers, as an uninterrupted run, and so ends with the same weights.
+
+Lightning restores the weights, optimizer, learning-rate schedule, loop counters and callbacks, but neither
+the position of the shuffling sampler within an epoch nor the random number generators (dropout, masked
+fine-tuning). :class:`ExactResume` records both in every checkpoint and restores them before the first
+training batch after a resume; :class:`ResumableDataLoader` is the training loader that can skip to a
+position.
+
+Why not ``torchdata.stateful_dataloader.StatefulDataLoader``, the loader Lightning's stateful-loader support
+is made for: for the same generator it shuffles in another order than ``torch.utils.data.DataLoader``
+(torchdata 0.11), so switching would change every fine-tuned model while its checkpoint key stays the same,
+and it warns on every pass (``set_vital`` is deprecated).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+__all__ = ["ResumableDataLoader", "ExactResume", "rng_states", "set_rng_states", "checkpoint_problem"]
+
+
+class ResumableDataLoader(DataLoader):
+    """A ``DataLoader`` whose position in the current pass can be read (:meth:`position`) and restored
+    (:meth:`resume`). It yields exactly what ``DataLoader`` yields with the same arguments.
+
+    A restored pass draws its shuffling order again from the generator state recorded at the start of the
+    interrupted pass and skips the batches already delivered (they are read and collated, not trained on: a
+    few milliseconds each); a position at the end of a pass continues with the generator state recorded there.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._start: torch.Tensor | None = None
+        self._delivered = 0
+        self._pending: dict | None = None
+
+    def _generator_state(self) -> torch.Tensor | None:
+        return self.generator.get_state() if self.generator is not None else None
+
+    def position(self) -> dict:
+        """``{"start": generator state at the start of the current pass, "now": generator state now,
+        "delivered": batches delivered in the current pass, "length": batches per pass}``."""
+        return {"start": self._start, "now": self._generator_state(), "delivered": self._delivered,
+                "length": len(self)}
+
+    def resume(self, position: dict) -> None:
+        """Make the next pass continue from ``position`` (from :meth:`position` of an earlier run)."""
+        self._pending = position
+
+    def __iter__(self):
+        pending, self._pending = self._pending, None
+        skip = 0
+        if pending is not None and self.generator is not None:
+            mid_pass = 0 < pending["delivered"] < pending["length"]
+            self.generator.set_state(pending["start"] if mid_pass else pending["now"])
+            skip = pending["delivered"] if mid_pass else 0
+        self._start, self._delivered = self._generator_state(), 0
+        for batch in super().__iter__():
+            self._delivered += 1
+            if self._delivered > skip:
+                yield batch
+
+
+def rng_states(module: pl.LightningModule | None = None) -> dict:
+    """The states of Python's, NumPy's and torch's global generators (CUDA's when available) and of the
+    masked fine-tuning generator of ``module`` (if any), in types a checkpoint loads with ``weights_only``."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [kind, keys.tolist(), position, has_gauss, gauss],
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    augmentation = getattr(module, "masking_augmentation", None)
+    if augmentation is not None:
+        states["masking_augmentation"] = augmentation.generator.get_state()
+    return states
+
+
+def set_rng_states(states: dict, module: pl.LightningModule | None = None) -> None:
+    """Restore what :func:`rng_states` recorded."""
+    random.setstate(_tuples(states["python"]))
+    kind, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    augmentation = getattr(module, "masking_augmentation", None)
+    if augmentation is not None and "masking_augmentation" in states:
+        augmentation.generator.set_state(states["masking_augmentation"])
+
+
+def _tuples(value):
+    """Python's generator state with its nested tuples back (a checkpoint may store them as lists)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+class ExactResume(pl.Callback):
+    """Records, in every checkpoint, the training loader's position (:class:`ResumableDataLoader`) and the
+    random generators' states, and restores them when training resumes from such a checkpoint, so that the
+    resumed run continues exactly where the interrupted one stopped.
+
+    ``resumed`` is ``None``, or after a resume ``{"epoch", "global_step", "batches_into_epoch"}`` of the
+    checkpoint (``batches_into_epoch`` 0: an epoch boundary).
+    """
+
+    #: key of this callback's state in a Lightning checkpoint's ``callbacks``
+    STATE_KEY = "ExactResume"
+
+    def __init__(self) -> None:
+        self._trainer: pl.Trainer | None = None
+        self._restored: dict | None = None
+        self.resumed: dict | None = None
+
+    @property
+    def state_key(self) -> str:
+        return self.STATE_KEY
+
+    def state_dict(self) -> dict:
+        trainer = self._trainer
+        loader = trainer.train_dataloader if trainer is not None else None
+        return {
+            "rng": rng_states(trainer.lightning_module if trainer is not None else None),
+            "loader": loader.position() if isinstance(loader, ResumableDataLoader) else None,
+            "epoch": trainer.current_epoch if trainer is not None else None,
+            "global_step": trainer.global_step if trainer is not None else None,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._restored = state_dict
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._trainer = trainer
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        state, self._restored = self._restored, None
+        if state is None:
+            return
+        loader = trainer.train_dataloader
+        position = state["loader"]
+        if isinstance(loader, ResumableDataLoader) and position is not None:
+            loader.resume(position)
+        set_rng_states(state["rng"], pl_module)
+        into = position["delivered"] if position and position["delivered"] < position["length"] else 0
+        self.resumed = {"epoch": state["epoch"], "global_step": state["global_step"], "batches_into_epoch": into}
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """Why the Lightning checkpoint at ``path`` cannot resume a fine-tuning exactly, or ``None`` if it can: it
+    cannot be read (cut, emptied, overwritten), or it holds no :class:`ExactResume` state (written by an
+    older itermask, so the resumed run would not repeat the interrupted one)."""
+    try:  # memory-mapped: the weights are not read, only the checkpoint's structure
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as error:  # noqa: BLE001  torch raises RuntimeError, EOFError, pickle or zip errors
+        return f"cannot be read ({type(error).__name__}: {error})"
+    if not isinstance(checkpoint, dict) or ExactResume.STATE_KEY not in (checkpoint.get("callbacks") or {}):
+        return ("holds no record of the sampler position and random generators (written by an older itermask), "
+                "so a run resumed from it would differ from an uninterrupted one")
+    return None

@@ -1,0 +1,295 @@
+"""Checks of the settings stage (:mod:`itermask.settings`) that need no data: bad settings fail here, with a
+message naming the option and its allowed values, before any tokenizer, data or model is loaded.
+
+Two layers:
+
+* **at composition** (Hydra): :class:`EvaluationSchema` is the structured-config schema of the ``evaluation``
+  node (registered in Hydra's ConfigStore as ``evaluation_schema`` and named in ``conf/evaluate.yaml``'s
+  defaults). Values with a fixed set of choices (``quantity``, ``steps``, ``schedules``) are enums and the
+  other fields typed, so ``evaluation.quantity=logits`` or ``evaluation.chunk_size=abc`` fails while the
+  config is composed, listing the choices. Target policies (a class id *or* ``predicted``/``gold``) cannot be
+  typed in OmegaConf 2.3 (no unions) and are checked by the settings stage.
+  The schema is registered when this module is imported (the entry points import it through
+  :mod:`itermask.pipeline`); code composing ``evaluate.yaml`` with Hydra's compose API imports
+  :mod:`itermask.settings` first.
+* **numeric settings** (:func:`check_config`): every batch size, chunk size, epoch count, step and sample
+  count, learning rate, ratio and seed of the resolved config, all problems reported at once; and
+  (:func:`check_max_length`) ``model.max_length`` against the tokenizer's special tokens and the model's
+  position embeddings, read from its config.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from itermask.core.evaluation import FORWARDS
+from itermask.core.schedules import SCHEDULES, STEP_KINDS
+
+__all__ = ["QUANTITIES", "SEED_RANGE", "EvaluationSchema", "SettingsError", "check_config", "check_seed_value",
+           "check_max_length", "position_limit"]
+
+QUANTITIES = ("probability", "logit")
+#: Seeds NumPy (and so Lightning's ``seed_everything``) accepts: unsigned 32-bit integers.
+SEED_RANGE = (0, 2**32 - 1)
+
+
+# -- composition: the schema of the `evaluation` node ----------------------------------------------------
+
+
+def _choices(name: str, values) -> type[Enum]:
+    return Enum(name, {value: value for value in values})
+
+
+Quantity = _choices("Quantity", QUANTITIES)
+StepKind = _choices("StepKind", STEP_KINDS)
+Forwards = _choices("Forwards", FORWARDS)
+#: Built from :data:`itermask.core.schedules.SCHEDULES` when this module is imported: a schedule defined in
+#: a module imported later is accepted by the evaluator but not by the config.
+Schedule = _choices("Schedule", SCHEDULES)
+
+
+@dataclass
+class EvaluationSchema:
+    """Types of ``cfg.evaluation`` (values come from ``conf/evaluate.yaml``; see its comments)."""
+
+    split: str = MISSING
+    n_examples: Optional[int] = MISSING
+    subset_seed: int = MISSING
+    steps: StepKind = MISSING
+    fractions: List[float] = MISSING
+    aopc_bins: Optional[List[float]] = MISSING
+    counts: List[int] = MISSING
+    segments: Any = MISSING  # null, a segment id or a list of them
+    schedules: List[Schedule] = MISSING
+    target: Any = MISSING  # predicted, gold or a class id: checked by the settings stage
+    quantity: Quantity = MISSING
+    compare_random: bool = MISSING
+    chunk_size: int = MISSING
+    forwards: Forwards = MISSING
+    token_budget: int = MISSING
+
+
+ConfigStore.instance().store(name="evaluation_schema", node=EvaluationSchema)
+
+
+# -- numeric settings ------------------------------------------------------------------------------------
+
+
+class SettingsError(ValueError):
+    """One or more settings are out of range; the message names each option, its allowed values and the value
+    found, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        text = problems[0] if len(problems) == 1 else f"{len(problems)} invalid settings:\n  " + "\n  ".join(problems)
+        super().__init__(text)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a numeric option: an integer or a finite number between ``low`` and ``high`` (each
+    bound inclusive unless ``open`` says otherwise), or ``null`` when ``null`` gives its meaning."""
+
+    integer: bool
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    null: str | None = None
+
+    def allows(self, value) -> bool:
+        if value is None:
+            return self.null is not None
+        if not (_is_int(value) if self.integer else _is_number(value)):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        if self.low is not None and self.high is not None:
+            text = f"{kind} in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+        elif self.low is not None:
+            text = f"{kind} {'>' if self.low_open else '>='} {_num(self.low)}"
+        else:
+            text = kind
+        return text + (f" or null ({self.null})" if self.null else "")
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+POSITIVE_INT = Range(integer=True, low=1)
+NON_NEGATIVE_INT = Range(integer=True, low=0)
+POSITIVE = Range(integer=False, low=0, low_open=True)
+NON_NEGATIVE = Range(integer=False, low=0)
+SHARE = Range(integer=False, low=0, high=1, low_open=True, high_open=True)
+SEED = Range(integer=True, low=SEED_RANGE[0], high=SEED_RANGE[1])
+
+#: Numeric options and their ranges, by dotted key; options absent from a config (another saliency method,
+#: ``train.py`` without ``evaluation``) are skipped. Seeds (``seed`` and ``*_seed`` keys anywhere) are
+#: checked by :func:`_seed_problems`; the OOD analysis checks its own options (``OODAnalysis.check``).
+RULES: dict[str, Range] = {
+    "model.max_length": POSITIVE_INT,
+    "model.finetune.batch_size": POSITIVE_INT,
+    "model.finetune.max_epochs": POSITIVE_INT,
+    "model.finetune.optimizer.learning_rate": POSITIVE,
+    "model.finetune.optimizer.weight_decay": NON_NEGATIVE,
+    "model.finetune.optimizer.warmup_ratio": Range(integer=False, low=0, high=1, high_open=True),
+    "trainer.max_epochs": POSITIVE_INT,
+    "trainer.log_every_n_steps": POSITIVE_INT,
+    "data.eval_batch_size": POSITIVE_INT,
+    "data.num_workers": NON_NEGATIVE_INT,
+    "dataset.source.validation_ratio": SHARE,
+    "dataset.source.test_ratio": SHARE,
+    "train.max_train_examples": Range(integer=True, low=1, null="the whole training split"),
+    "train.checkpoint_every_n_steps": Range(integer=True, low=1, null="checkpoints at epoch ends only"),
+    "train.masking_augmentation.batch_share": Range(integer=False, low=0, high=1),
+    "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
+    "evaluation.chunk_size": POSITIVE_INT,
+    "evaluation.token_budget": POSITIVE_INT,
+    "saliency.n_steps": POSITIVE_INT,
+    "saliency.n_samples": POSITIVE_INT,
+    "saliency.perturbations_per_eval": POSITIVE_INT,
+    "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
+    "saliency.kernel_width": POSITIVE,
+    "saliency.alpha": NON_NEGATIVE,
+    "masking.chunk_size": POSITIVE_INT,
+}
+
+_ABSENT = object()
+
+
+def _get(config: dict, dotted: str):
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def check_seed_value(key: str, value) -> str | None:
+    """The problem with seed ``value`` of option ``key`` (``None`` if it is a valid NumPy seed)."""
+    return None if SEED.allows(value) else f"{key} must be {SEED.describe()} (NumPy's seed range), got {value!r}"
+
+
+def _seed_problems(node, prefix: str = "") -> list[str]:
+    """Every ``seed`` or ``*_seed`` option of the (plain, resolved) config outside NumPy's range."""
+    problems = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if str(key) == "seed" or str(key).endswith("_seed"):
+                if (problem := check_seed_value(dotted, value)) is not None:
+                    problems.append(problem)
+            else:
+                problems += _seed_problems(value, f"{dotted}.")
+    return problems
+
+
+def _list_problems(config: dict) -> list[str]:
+    """The masking grids and the AOPC bins (``evaluation``): the grid of the configured kind of steps and the
+    bins non-empty (the bins may be null: no AOPC), every value in range."""
+    problems = []
+    steps = _get(config, "evaluation.steps")
+    checks = [
+        ("evaluation.fractions", Range(integer=False, low=0, high=1), steps == "fraction", None),
+        ("evaluation.counts", NON_NEGATIVE_INT, steps == "count", None),
+        ("evaluation.aopc_bins", Range(integer=False, low=0, high=1, low_open=True), True, "no AOPC"),
+    ]
+    for key, item, needed, null in checks:
+        value = _get(config, key)
+        if value is _ABSENT or (value is None and null):
+            continue
+        if not isinstance(value, list) or (needed and not value):
+            alternative = f" or null ({null})" if null else ""
+            problems.append(f"{key} must be a non-empty list (each item {item.describe()}){alternative}, got {value!r}")
+        elif bad := [v for v in value if not item.allows(v)]:
+            problems.append(f"every item of {key} must be {item.describe()}, got {bad}")
+    return problems
+
+
+def check_config(config: dict) -> None:
+    """Check every numeric option of a resolved config (a plain dict) against :data:`RULES`, every seed against
+    NumPy's range and the masking grid and AOPC bins.
+
+    Raises:
+        SettingsError: naming each bad option, its allowed values and the value found (all at once).
+    """
+    problems = []
+    for key, allowed in RULES.items():
+        value = _get(config, key)
+        if value is _ABSENT:
+            continue
+        if key == "trainer.max_epochs" and value == _get(config, "model.finetune.max_epochs"):
+            continue  # the same value as model.finetune.max_epochs (interpolated): reported once, there
+        if not allowed.allows(value):
+            problems.append(f"{key} must be {allowed.describe()}, got {value!r}")
+    problems += _seed_problems(config)
+    problems += _list_problems(config)
+    if problems:
+        raise SettingsError(problems)
+
+
+# -- model.max_length ------------------------------------------------------------------------------------
+
+#: Model types whose position ids start after the padding id (fairseq's convention): ``max_position_embeddings``
+#: minus ``pad_token_id + 1`` positions are usable (RoBERTa: 514 - 2 = 512).
+PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text",
+                            "roberta-prelayernorm", "xmod")
+
+
+def position_limit(config) -> int | None:
+    """The longest input (in tokens, special tokens included) that a model's absolute position embeddings
+    allow, from its ``transformers`` config; ``None`` when the model has no absolute positions (DeBERTa with
+    ``position_biased_input=False``) or the config names no limit."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if not _is_int(positions) or positions <= 0 or getattr(config, "position_biased_input", True) is False:
+        return None
+    if getattr(config, "model_type", "") in PADDING_OFFSET_POSITIONS:
+        positions -= int(getattr(config, "pad_token_id", 0) or 0) + 1
+    return positions
+
+
+def check_max_length(max_length: int, tokenizer, model_config, pretrained: str, pairs: bool = False) -> None:
+    """``model.max_length`` must leave room for text beside the special tokens (one token, or one per text of a
+    sentence pair) and fit the model's position embeddings (:func:`position_limit`).
+
+    Args:
+        model_config: the ``transformers`` config of ``pretrained`` (``AutoConfig``).
+        pairs: whether the data are sentence pairs.
+
+    Raises:
+        SettingsError: naming ``model.max_length`` and the allowed range.
+    """
+    specials = tokenizer.num_special_tokens_to_add(pair=pairs)
+    low = specials + (2 if pairs else 1)
+    high = position_limit(model_config)
+    if low <= max_length and (high is None or max_length <= high):
+        return
+    text = "one token of each text" if pairs else "one token of text"
+    why = f"{specials} special tokens + {text}"
+    if high is None:
+        allowed = f"at least {low} ({why})"
+    else:
+        allowed = (f"between {low} ({why}) and {high} (the position embeddings of {pretrained}: "
+                   f"max_position_embeddings={model_config.max_position_embeddings})")
+    raise SettingsError([f"model.max_length must be {allowed}, got {max_length}"])
+

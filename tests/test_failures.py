@@ -1,0 +1,258 @@
+"""Multiruns that survive failures (a failed job is recorded, the report still written, the exit status
+non-zero), Optuna searches past NaN and raising trials, and W&B sweep runs in their own folders.
+
+The entry points run in this process (``runpy``, as ``python evaluate.py ...`` would) with the task replaced
+by a fake, so these tests exercise Hydra, its sweepers and callbacks without training anything."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+
+from itermask import pipeline
+from itermask.jobs import FAILURE_FILE, AllTrialsFailedError, JobFailed, JobFailedError, failed_jobs, run_job
+from itermask.storage.files import write_json_atomic
+from test_report import ROOT, make_result
+
+
+@pytest.fixture
+def entry_point(monkeypatch):
+    """``entry_point("evaluate.py", *args)`` runs the script as ``__main__`` with ``args`` (Hydra's job
+    logging and global state are restored afterwards)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+
+    def run(script: str, *args: str):
+        monkeypatch.setattr(sys, "argv", [script, *args])
+        runpy.run_path(str(ROOT / script), run_name="__main__")
+
+    yield run
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    HydraConfig.instance().cfg = None
+    GlobalHydra.instance().clear()
+
+
+def _job_seed() -> int:
+    from hydra.core.hydra_config import HydraConfig
+
+    return int(next(o for o in HydraConfig.get().overrides.task if o.startswith("seed=")).split("=")[1])
+
+
+def test_a_failed_job_is_reported_and_the_multirun_exits_nonzero(tmp_path, monkeypatch, entry_point):
+    def fake_evaluate(cfg):
+        seed = _job_seed()
+        if seed == 1:
+            raise ValueError("boom on seed 1")
+        result = make_result(seed, accuracy=0.8 + seed / 100, aopc=0.1 + seed / 100)
+        return write_json_atomic(Path(cfg.output_dir) / "results.json", result)
+
+    monkeypatch.setattr(pipeline, "run_evaluate", fake_evaluate)
+    with pytest.raises(SystemExit) as exit_status:
+        entry_point("evaluate.py", "-m", "seed=0,1,2", "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert exit_status.value.code == 1
+    sweep = tmp_path / "sweep"
+    marker = json.loads((sweep / "1" / FAILURE_FILE).read_text())
+    assert marker["error"] == "ValueError: boom on seed 1" and marker["overrides"] == ["seed=1", "logger=csv"]
+    assert 'raise ValueError("boom on seed 1")' in marker["traceback"]
+    log1 = (sweep / "1" / "evaluate.log").read_text()
+    assert "Traceback (most recent call last)" in log1 and "ValueError: boom on seed 1" in log1
+    assert not (sweep / "0" / FAILURE_FILE).exists() and not (sweep / "2" / FAILURE_FILE).exists()
+    report = (sweep / "report.md").read_text()  # written before the exit
+    assert "## Failed jobs" in report
+    assert "- job `1` failed (overrides: seed=1 logger=csv): ValueError: boom on seed 1" in report
+    assert "2 finished run(s) of 3 expected" in report and "Seeds: 0, 2" in report
+    assert "## Missing" not in report  # a failed job is listed once, as failed
+    assert [job for job, _ in failed_jobs(sweep)] == ["1"]
+
+
+def test_a_single_run_reraises_after_recording(tmp_path):
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"output_dir": str(tmp_path)})
+    (tmp_path / FAILURE_FILE).write_text("{}")  # a stale marker of an earlier attempt in the same folder
+    assert run_job(lambda c: 0.5, cfg) == 0.5 and not (tmp_path / FAILURE_FILE).exists()
+    with pytest.raises(KeyError, match="missing"):
+        run_job(lambda c: {}["missing"], cfg)
+    assert json.loads((tmp_path / FAILURE_FILE).read_text())["type"] == "KeyError"
+    with pytest.raises(FloatingPointError, match="objective is NaN"):
+        run_job(lambda c: math.nan, cfg)
+
+
+def test_a_failed_job_has_no_objective():
+    failed = JobFailed("ValueError: x", "/runs/3")
+    with pytest.raises(JobFailedError, match="job /runs/3 failed: ValueError: x"):
+        float(failed)
+    assert not isinstance(JobFailedError("x"), (ValueError, TypeError))  # the sweeper must not re-wrap it
+
+
+OPTUNA = ["hparams_search=optuna", "hydra.sweeper.n_trials=4", "hydra.sweeper.sampler.n_startup_trials=4", "logger=csv"]
+
+
+def _study(tmp_path):
+    import optuna
+
+    return optuna.load_study(study_name="train-minilm-rt_snippets", storage=f"sqlite:///{tmp_path}/optuna.db")
+
+
+def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch, entry_point):
+    from hydra.core.hydra_config import HydraConfig
+
+    def fake_train(cfg):
+        job = HydraConfig.get().job.num
+        if job == 1:
+            return math.nan
+        if job == 2:
+            raise RuntimeError("diverged")
+        return 0.6 + job / 10
+
+    monkeypatch.setattr(pipeline, "run_train", fake_train)
+    entry_point("train.py", *OPTUNA, f"hydra.sweeper.storage=sqlite:///{tmp_path}/optuna.db",
+                f"hydra.sweep.dir={tmp_path}/optuna")  # returns: failed trials do not fail the search
+    states = [trial.state.name for trial in _study(tmp_path).trials]
+    assert states == ["COMPLETE", "FAIL", "FAIL", "COMPLETE"]
+    best = yaml.safe_load((tmp_path / "optuna/optimization_results.yaml").read_text())
+    assert best["best_value"] == pytest.approx(0.9)  # trial 3; trial 0 gave 0.6
+    assert json.loads((tmp_path / "optuna/1" / FAILURE_FILE).read_text())["type"] == "FloatingPointError"
+    assert json.loads((tmp_path / "optuna/2" / FAILURE_FILE).read_text())["error"] == "RuntimeError: diverged"
+
+
+def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the exception itself, not Hydra's printed summary
+    monkeypatch.setattr(pipeline, "run_train", lambda cfg: math.nan)
+    with pytest.raises(AllTrialsFailedError, match=r"all 2 trial\(s\) of the Optuna search failed.*"
+                                                   r"trial 0: FloatingPointError: the job's objective is NaN"):
+        entry_point("train.py", *OPTUNA, "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path}/optuna")
+
+
+# -- W&B sweeps: wandb's own agent builds the command lines ---------------------------------------------------
+
+
+def sample(spec: dict, rng: np.random.Generator) -> dict:
+    """One parameter set of a sweep file's ``parameters`` (values, or uniform in [min, max])."""
+    return {name: p["values"][int(rng.integers(len(p["values"])))] if "values" in p else float(rng.uniform(p["min"], p["max"]))
+            for name, p in spec["parameters"].items()}
+
+
+def agent_runs(spec: dict, runs: dict[str, dict], monkeypatch, tmp_path, sweep_id="abc123", program=None):
+    """The (argv, env) of each run ``wandb agent`` starts for ``runs`` (run id -> parameters) of the sweep
+    file ``spec``, built by wandb's own ``Agent._command_run`` (process creation replaced by a recorder)."""
+    import wandb.wandb_agent as wandb_agent
+
+    launched = []
+
+    def record(command=None, env=None, **kwargs):
+        launched.append((command, env))
+        return SimpleNamespace()  # stands for the started process
+
+    monkeypatch.setattr(wandb_agent, "AgentProcess", record)
+    for name in ("WANDB_RUN_ID", "WANDB_SWEEP_PARAM_PATH"):
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)  # the agent sets them; restored afterwards
+    monkeypatch.setenv("WANDB_SWEEP_ID", sweep_id)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    agent = wandb_agent.Agent(api=None, queue=None, sweep_id=sweep_id)
+    agent._sweep_command = list(spec["command"])  # as Agent.run() reads it from the server's sweep config
+    for run_id, params in runs.items():
+        args = {name: {"value": value} for name, value in params.items()}
+        agent._command_run({"run_id": run_id, "program": program or spec["program"], "args": args})
+    return launched
+
+
+@pytest.mark.parametrize("sweep_name", ["train", "evaluate"])
+def test_each_wandb_agent_run_gets_its_own_folder(sweep_name, monkeypatch, tmp_path):
+    spec = yaml.safe_load((ROOT / f"conf/wandb_sweeps/{sweep_name}.yaml").read_text())
+    rng = np.random.default_rng(0)
+    launched = agent_runs(spec, {run: sample(spec, rng) for run in ("r1", "r2", "r3")}, monkeypatch, tmp_path)
+    folders = []
+    for argv, env in launched:
+        assert argv[:3] == ["/usr/bin/env", "python", f"{sweep_name}.py"] and env["WANDB_RUN_ID"] in ("r1", "r2", "r3")
+        for name in ("WANDB_RUN_ID", "WANDB_SWEEP_ID"):  # what the run's own process sees
+            monkeypatch.setenv(name, env[name])
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name=sweep_name, overrides=argv[3:], return_hydra_config=True)
+        folders.append(cfg.hydra.run.dir)
+        assert cfg.logger.group == "sweep-abc123" and cfg.logger.mode == "online"
+    assert folders == [f"outputs/wandb_sweeps/abc123/{run}" for run in ("r1", "r2", "r3")]
+
+
+TINY = ["train.max_train_examples=96", "+trainer.limit_val_batches=2", "evaluation.n_examples=6",
+        "evaluation.fractions=[0,0.1,0.5,1.0]", "evaluation.aopc_bins=[0.1,0.5]", "data.eval_batch_size=128"]
+
+
+def _offline_env(tmp_path, base: dict | None = None) -> dict:
+    """``base`` (default: this process's environment) with online W&B but no server (a closed local port)
+    and no credentials, so runs fall back to offline logging."""
+    env = {k: v for k, v in (base or os.environ).items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
+    return {**env, "ITERMASK_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT / "src")}
+
+
+@pytest.mark.slow
+def test_three_wandb_agent_runs_land_in_three_folders(monkeypatch, tmp_path):
+    """wandb's agent builds the runs' command lines from the shipped sweep file (with small settings added);
+    each run, started as the agent starts it, writes into its own folder, and the report reads all three."""
+    from itermask.reporting import build_report
+
+    spec = yaml.safe_load((ROOT / "conf/wandb_sweeps/evaluate.yaml").read_text())
+    spec["command"] += [*TINY, "+trainer.limit_test_batches=2"]
+    runs = {"r1": {"seed": 0, "saliency": "gradient", "masking": "mask_token"},  # one fine-tuning, three evaluations
+            "r2": {"seed": 0, "saliency": "input_x_gradient", "masking": "mask_token"},
+            "r3": {"seed": 0, "saliency": "gradient", "masking": "delete"}}
+    launched = agent_runs(spec, runs, monkeypatch, tmp_path, program=str(ROOT / "evaluate.py"))
+    for argv, env in launched:
+        argv = [sys.executable if a == "python" else a for a in argv]
+        out = subprocess.run(argv, cwd=tmp_path, env=_offline_env(tmp_path, env), capture_output=True,
+                             text=True, timeout=900)
+        assert out.returncode == 0, out.stderr[-5000:]
+    sweep = tmp_path / "outputs/wandb_sweeps/abc123"
+    for run_id, params in runs.items():
+        result = json.loads((sweep / run_id / "results.json").read_text())
+        assert (result["saliency"]["name"], result["masking"]) == (params["saliency"], params["masking"])
+        assert len(list((sweep / run_id / "wandb").glob("offline-run-*"))) == 1  # online start fell back
+    report = build_report(sweep)
+    assert sorted(run.path.parent.name for run in report.sweep.runs) == ["r1", "r2", "r3"]
+    assert len(report.groups) == 3
+
+
+@pytest.mark.slow
+def test_a_real_multirun_with_a_failing_job(tmp_path):
+    """Job 1 fails inside its tracker run (an invalid trainer setting, after job 0 fine-tuned the shared
+    checkpoint): the report names it, the exit status is 1, and its W&B run is finished as failed."""
+    from test_tracking import read_wandb_run, records
+
+    out = subprocess.run([sys.executable, "evaluate.py", "-m", "seed=0", "+trainer.limit_test_batches=2,-1", *TINY,
+                          "logger.mode=online", "logger.init_timeout=3", f"hydra.sweep.dir={tmp_path}/multi"],
+                         cwd=ROOT, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=900)
+    assert out.returncode == 1, out.stderr[-5000:]
+    multi = tmp_path / "multi"
+    assert json.loads((multi / "0/results.json").read_text())["seed"] == 0
+    assert not (multi / "1/results.json").exists()
+    marker = json.loads((multi / "1" / FAILURE_FILE).read_text())
+    assert "invalid value -1 for limit_test_batches" in marker["error"]
+    assert "Traceback" in (multi / "1/evaluate.log").read_text()
+    report = (multi / "report.md").read_text()
+    assert "1 finished run(s) of 2 expected" in report and "- job `1` failed" in report
+    assert "invalid value -1 for limit_test_batches" in report
+    failed_run = read_wandb_run(next((multi / "1/wandb").glob("offline-run-*")))
+    assert [r["exit_code"] for r in records(failed_run, "exit")] == [1]
+    finished_run = read_wandb_run(next((multi / "0/wandb").glob("offline-run-*")))
+    assert [r.get("exit_code", 0) for r in records(finished_run, "exit")] == [0]

@@ -1,0 +1,203 @@
+"""Exact resume: a tiny fine-tuning interrupted after a step checkpoint and resumed ends with the same weights
+as an uninterrupted one, and its meta.json says that it resumed (fast: a 2-layer BERT, ~80 examples)."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import pytorch_lightning as pl
+import torch
+from hydra import compose, initialize_config_dir
+from safetensors.torch import load_file
+
+from itermask import pipeline
+from itermask.settings import train_settings
+from itermask.training import resume
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Killed(Exception):
+    """Stands for the job being killed."""
+
+
+class KillAt(pl.Callback):
+    """Interrupts training just before the optimizer step ``step`` (0-based) would run."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise Killed(f"killed before step {self.step}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """A 32-wide model gains nothing from intra-op threads, and on a busy 2-core machine they cost 10x."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory, vocab_file):
+    """A tiny random BERT encoder and its tokenizer saved as a local ``model.pretrained`` directory."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    tokenizer = BertTokenizer(vocab=vocab_file)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    path = tmp_path_factory.mktemp("tiny-bert")
+    BertForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_csv(tmp_path_factory):
+    rows = pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/validation.csv", keep_default_na=False).head(100)
+    path = tmp_path_factory.mktemp("data") / "small.csv"
+    rows.to_csv(path, index=False)
+    return path
+
+
+def _settings(cache, model_dir, csv, *overrides):
+    """81 training examples in batches of 8: 11 steps per epoch, 2 epochs, a step checkpoint every 3 steps."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "output_dir=/tmp/unused", f"cache_dir={cache}", f"model.pretrained={model_dir}", "model.max_length=32",
+            "model.finetune.batch_size=8", "model.finetune.max_epochs=2", "dataset=csv",
+            f"dataset.source.path={csv}", "train.max_train_examples=null", "train.checkpoint_every_n_steps=3",
+            "~logger", "+trainer.enable_progress_bar=false", "trainer.accelerator=cpu", *overrides,
+        ])
+    return train_settings(cfg)
+
+
+class FinalWeights(pl.Callback):
+    """Keeps the weights at the end of training (the exported model is the best epoch's, and which checkpoint
+    file Lightning writes last differs after a resume)."""
+
+    def __init__(self) -> None:
+        self.weights = None
+
+    def on_train_end(self, trainer, pl_module):
+        self.weights = {name: value.detach().clone() for name, value in pl_module.state_dict().items()}
+
+
+def _train(settings, kill_at=None):
+    """Fine-tune (or reuse); returns the cache entry and the weights at the end of training (``None`` when none
+    happened)."""
+    final = FinalWeights()
+    extra = [final] + ([KillAt(kill_at)] if kill_at is not None else [])
+    make_trainer = settings.make_trainer
+    settings.make_trainer = lambda **kw: make_trainer(**{**kw, "callbacks": [*kw.get("callbacks", []), *extra]})
+    data = pipeline.load_data(settings)
+    trained = pipeline.get_or_train(settings, data)
+    trained.final_weights = final.weights
+    return trained
+
+
+def _weights(trained):
+    return trained.final_weights
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_model_dir, small_csv):
+    return _train(_settings(tmp_path_factory.mktemp("cache"), tiny_model_dir, small_csv))
+
+
+@pytest.mark.parametrize("kill_at, checkpoint_step, into_epoch", [(5, 3, 3), (17, 15, 4)])
+def test_a_fine_tuning_killed_after_a_step_checkpoint_resumes_to_the_same_weights(
+    tmp_path, tiny_model_dir, small_csv, uninterrupted, kill_at, checkpoint_step, into_epoch
+):
+    settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)
+    with pytest.raises(Killed):
+        _train(settings, kill_at=kill_at)
+    entry = tmp_path / "cache" / settings.training_key
+    assert (entry / "checkpoints" / "last.ckpt").is_file() and not (entry / "meta.json").exists()
+
+    resumed = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv))
+    assert resumed.key == uninterrupted.key
+    assert _same(_weights(uninterrupted), _weights(resumed))
+    exported = [load_file(str(t.model_dir / "model.safetensors")) for t in (uninterrupted, resumed)]
+    assert _same(*exported) and resumed.meta["val_acc"] == uninterrupted.meta["val_acc"]
+    assert uninterrupted.meta["resumed"] is None
+    record = resumed.meta["resumed"]
+    assert record["exact"] and record["checkpoint"].endswith("last.ckpt")
+    # step 15 is batch 4 of the second epoch (11 steps per epoch): 4 batches in, counting from 0 at step 11
+    assert record["global_step"] == checkpoint_step and record["batches_into_epoch"] == into_epoch
+
+
+def test_without_the_restored_generators_the_resumed_model_differs(
+    tmp_path, tiny_model_dir, small_csv, uninterrupted, monkeypatch
+):
+    """The control: the comparison above sees a resume that loses the random state (as before exact resume)."""
+    settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)
+    with pytest.raises(Killed):
+        _train(settings, kill_at=17)
+    monkeypatch.setattr(resume, "set_rng_states", lambda states, module=None: None)
+    resumed = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv))
+    assert not _same(_weights(uninterrupted), _weights(resumed))
+
+
+def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(tmp_path, tiny_model_dir, small_csv, uninterrupted,
+                                                                caplog):
+    settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)
+    with pytest.raises(Killed):
+        _train(settings, kill_at=5)
+    last = tmp_path / "cache" / settings.training_key / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # cut in half
+    with caplog.at_level("WARNING"):
+        trained = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv))
+    assert f"cannot resume from {last}: it cannot be read" in caplog.text
+    assert trained.meta["resumed"] is None
+    assert [p.name.startswith(f"{settings.training_key}-checkpoints-") for p in (tmp_path / "cache/damaged").iterdir()] == [True]
+    assert _same(_weights(uninterrupted), _weights(trained))  # started over: the same model
+
+
+@pytest.mark.slow
+def test_train_py_killed_with_sigkill_after_a_step_checkpoint_resumes_to_the_same_model(tmp_path, tiny_model_dir):
+    """The real thing: ``train.py`` killed (SIGKILL) right after its first step checkpoint, run again, ends with
+    the model of an uninterrupted run (one epoch: the exported model is the final one)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/validation.csv", keep_default_na=False).head(240)
+    rows.to_csv(tmp_path / "d.csv", index=False)
+    args = [sys.executable, "train.py", f"model.pretrained={tiny_model_dir}", "model.max_length=32",
+            "model.finetune.batch_size=4", "model.finetune.max_epochs=1", "dataset=csv",
+            f"dataset.source.path={tmp_path / 'd.csv'}", "train.max_train_examples=null",
+            "train.checkpoint_every_n_steps=5", "logger=csv", "trainer.accelerator=cpu"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+    def train(cache, run, kill=False):
+        command = [*args, f"hydra.run.dir={tmp_path / run}"]
+        process = subprocess.Popen(command, cwd=ROOT, env={**env, "ITERMASK_CACHE": str(cache)},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while kill and process.poll() is None and not list(cache.glob("*/checkpoints/last.ckpt")):
+            time.sleep(0.02)
+        if kill:
+            process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=900) == (-signal.SIGKILL if kill else 0)
+        return next(p for p in cache.iterdir() if p.is_dir() and len(p.name) == 16)
+
+    reference = train(tmp_path / "a", "a")
+    entry = train(tmp_path / "b", "b1", kill=True)
+    assert (entry / "checkpoints" / "last.ckpt").is_file() and not (entry / "meta.json").exists()
+    entry = train(tmp_path / "b", "b2")
+    meta = json.loads((entry / "meta.json").read_text())
+    assert meta["resumed"]["exact"] and meta["resumed"]["global_step"] % 5 == 0
+    assert json.loads((reference / "meta.json").read_text())["resumed"] is None
+    expected, got = (load_file(str(e / "model" / "model.safetensors")) for e in (reference, entry))
+    assert _same(expected, got)

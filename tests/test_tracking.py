@@ -1,0 +1,164 @@
+"""The tracker: curves as W&B history metrics over the masking step, clean keys and config, tags, the
+offline fallback of an online start. Offline W&B runs are read back with ``wandb leet inspect --json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from pytorch_lightning.loggers import WandbLogger
+
+from itermask import tracking
+from test_report import make_result
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def read_wandb_run(run_dir: Path) -> list[dict]:
+    """The records of an offline W&B run (``wandb leet inspect --json``: one JSON object per line)."""
+    log_file = next(Path(run_dir).glob("*.wandb"))
+    out = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log_file)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def records(run: list[dict], kind: str) -> list[dict]:
+    return [r[kind] for r in run if r.get("type") == kind]
+
+
+def history(run: list[dict]) -> list[dict]:
+    return [r["item"] for r in records(run, "history")]
+
+
+def test_curve_history_is_one_row_per_masking_step():
+    result = make_result(0)
+    rows = tracking.curve_history(result["scores"])
+    assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
+    gradient = result["scores"]["gradient"]
+    for key in ("target_prob", "comprehensiveness_prob", "flip_rate", "mean_k", "accuracy"):
+        assert [row[f"curves/gradient/one_shot/{key}"] for row in rows] == gradient["one_shot"][key]
+    assert [row["curves/random/recursive/comprehensiveness_prob"] for row in rows] == [0.0, 0.05, 0.1]
+    assert [row["curves/gradient/one_shot/sufficiency_prob"] for row in rows] == [0.1, 0.05, 0.0]
+    assert not any("recursive/sufficiency" in key for row in rows for key in row)  # one-shot only
+    assert not any(key.endswith(("/x", "/fraction")) for row in rows for key in row)  # the step itself
+    assert len(rows[0]) == 1 + 2 * 2 * 5 + 2  # step, 5 series x 2 explanations x 2 schedules, 2 sufficiencies
+
+
+def test_curve_history_of_count_steps_and_missing_values():
+    summary = {"steps": "count", "x": [0, 2, 4], "fraction": [0.0, 0.25, 0.5], "target_prob": [0.9, None, 0.4],
+               "accuracy": [float("nan"), 0.5, 0.5], "aopc_full_comprehensiveness_prob": 0.2}
+    rows = tracking.curve_history({"ig": {"one_shot": summary}})
+    assert [row["masked_tokens"] for row in rows] == [0, 2, 4]
+    assert [row.get("curves/ig/one_shot/target_prob") for row in rows] == [0.9, None, 0.4]  # None: left out
+    assert "curves/ig/one_shot/accuracy" not in rows[0]  # NaN: left out
+    assert [row["curves/ig/one_shot/fraction"] for row in rows] == [0.0, 0.25, 0.5]  # mean k/n: a series here
+    assert not any("aopc" in key for row in rows for key in row)  # scalars go to the summary
+
+
+def test_metric_key_and_clean_config():
+    assert tracking.metric_key("gradient - random", "one_shot", "aopc_comprehensiveness_prob") == \
+        "gradient_minus_random/one_shot/aopc_comprehensiveness_prob"
+    assert tracking.metric_key("minilm[train.masking_augmentation.enabled=True]", "d", "", "ood auroc @10%", "mean") == \
+        "minilm_train.masking_augmentation.enabled=True/d/ood_auroc_@10/mean"
+    config = {"output_dir": "/home/me/out", "cache_dir": "/home/me/.cache", "logger": {"_target_": "W"}, "seed": 0,
+              "trainer": {"_target_": "pytorch_lightning.Trainer", "max_epochs": 1},
+              "saliency": {"_target_": "S", "_partial_": True, "name": "gradient", "nested": [{"_target_": "x", "a": 1}]}}
+    assert tracking.clean_config(config) == {"seed": 0, "trainer": {"max_epochs": 1},
+                                             "saliency": {"name": "gradient", "nested": [{"a": 1}]}}
+    assert config["trainer"]["_target_"] == "pytorch_lightning.Trainer"  # not modified
+
+
+def _logger(tmp_path, **kw):
+    return WandbLogger(project="itermask", save_dir=str(tmp_path), name="evaluate-m-d-gradient-mask_token-seed0",
+                       group="evaluate-test", job_type="evaluate", tags=["model:m", "seed:0"], **kw)
+
+
+def test_offline_run_holds_the_curves_as_history_over_masking_steps(tmp_path):
+    result = make_result(0)
+    logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    for step in (0, 50, 100):  # what fine-tuning logs, against trainer/global_step
+        logger.log_metrics({"train_loss": 1.0 / (step + 1)}, step=step)
+    tracking.log_config(logger, result["config"])
+    tracking.log_evaluation(logger, result)
+    run_dir = Path(logger.experiment.dir).parent
+    tracking.finish(logger)
+    run = read_wandb_run(run_dir)
+    header = records(run, "run")[0]
+    assert header["job_type"] == "evaluate" and header["tags"] == ["model:m", "seed:0"]
+    config = {k: v for r in records(run, "config") for k, v in (r.get("update") or {}).items()}
+    assert config["model"] == {"name": "m", "pretrained": "hub/m", "max_length": 64}
+    assert "_target_" not in json.dumps(config) and "output_dir" not in config and "cache_dir" not in config
+    metrics = {m.get("name") or m.get("glob_name"): m for m in records(run, "metric")}
+    assert metrics["curves/gradient/one_shot/target_prob"]["step_metric"] == "masked_fraction"
+    assert metrics["curves/gradient/one_shot/target_prob"]["summary"] == {"none": True}
+    rows = [row for row in history(run) if "masked_fraction" in row]
+    assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
+    assert [row["curves/gradient/one_shot/target_prob"] for row in rows] == pytest.approx([0.9, 0.5, 0.5])
+    assert [row["curves/random/one_shot/comprehensiveness_prob"] for row in rows] == pytest.approx([0.0, 0.05, 0.1])
+    assert not any("trainer/global_step" in row for row in rows)  # the curves' x-axis is the masking step
+    steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
+    assert steps == sorted(steps) and steps[:3] == [0, 50, 100]  # monotone
+    summary = {k: v for r in records(run, "summary") for k, v in (r.get("update") or {}).items()}
+    assert summary["gradient/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(0.1)
+    assert summary["relative_to_random/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(0.05)
+    assert not any(" " in key for key in summary)
+    assert not any(key.startswith(("plots/", "curves/")) for key in summary)  # no chart tables, no curve ends
+    tables = {key.split(".")[0] for key in summary if key.endswith("._type")}
+    assert tables == {"masking_curves"}
+
+
+def test_an_online_start_that_fails_logs_offline_and_later_runs_start_offline(tmp_path, caplog):
+    modes = []
+
+    class Unreachable(WandbLogger):
+        @property
+        def experiment(self):
+            if self._experiment is None:  # a start, not a use of the started run
+                modes.append(self._wandb_init["mode"])
+            if self._wandb_init["mode"] == "online":
+                raise TimeoutError("Run initialization has timed out after 2.0 sec.")
+            return super().experiment
+
+    make = lambda **kw: Unreachable(project="x", save_dir=str(tmp_path), **{"mode": "online", **kw})  # noqa: E731
+    first = tracking.start(make, "online")
+    assert modes == ["online", "offline"] and first.experiment.settings.mode == "offline"
+    assert "could not start online (TimeoutError: Run initialization has timed out" in caplog.text
+    tracking.finish(first)
+    second = tracking.start(make, "online")
+    assert modes == ["online", "offline", "offline"]  # the server is not asked again in this process
+    tracking.finish(second)
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 2
+
+
+@pytest.mark.slow
+def test_unreachable_server_costs_seconds_not_minutes(tmp_path):
+    """WANDB_MODE=online with a W&B server that refuses connections: the run waits ``init_timeout`` (2 s
+    here, not W&B's default 90 s), then logs offline."""
+    script = textwrap.dedent(f"""
+        from hydra import compose, initialize_config_dir
+        from itermask import tracking
+        from itermask.settings import _make_logger
+        with initialize_config_dir(config_dir={str(ROOT / "conf")!r}, version_base="1.3"):
+            cfg = compose("evaluate", overrides=["output_dir={tmp_path}", "logger.mode=online", "logger.init_timeout=2"])
+        logger = _make_logger(cfg, "probe")()  # the job's logger as settings.py builds it
+        logger.log_metrics({{"a": 1.0}}, step=0)
+        print("MODE", logger.experiment.settings.mode)
+        tracking.finish(logger)
+    """)
+    with socket.socket() as sock:  # bound, never listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        env = {**os.environ, "WANDB_MODE": "online", "WANDB_BASE_URL": f"http://127.0.0.1:{port}",
+               "WANDB_API_KEY": "a" * 40, "PYTHONPATH": str(ROOT / "src")}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "MODE offline" in out.stdout and "logging offline instead" in out.stderr
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
+    failed_start = next((tmp_path / "wandb").glob("run-*/logs/debug.log")).read_text()
+    assert "communicating run to backend with 2.0 second timeout" in failed_start
