@@ -153,3 +153,65 @@ def test_the_evaluator_carries_the_diagnostics_to_the_results(toy_tokenizer, cap
     random = IterativeMaskingEvaluator(RandomSaliency(), MaskToken(toy_tokenizer), [0.0, 1.0], [0, 1, 2, 3, 4],
                                        schedules=["one_shot"]).evaluate(model, batch)["one_shot"]
     assert saliency_diagnostics("random", random) == {"n_examples": 3, "n_zero_saliency": 0, "zero_saliency_example_ids": []}
+
+
+def _evaluator(method, toy_tokenizer, fractions=(0.0, 0.5, 1.0), **kwargs):
+    return IterativeMaskingEvaluator(method, MaskToken(toy_tokenizer), list(fractions), [0, 1, 2, 3, 4], target=1, **kwargs)
+
+
+@pytest.mark.parametrize("forwards", ["bucketed", "step_major"])
+def test_the_zero_check_covers_the_whole_batch_not_each_length_chunk(forwards, toy_tokenizer):
+    # a token budget of 5 puts each row in a length chunk of its own on the bucketed path: the saturated row
+    # (length 5, one-step IG exactly 0) is a chunk whose every score is 0, yet the batch is not all zero
+    model = AdditiveModel({**WEIGHTS, 12: 100.0})
+    batch = _batch([[1, 12, 12, 12, 2], [1, 5, 6, 2, 0]])
+    method = IntegratedGradientsSaliency(n_steps=1, output="probability").bind(toy_tokenizer)
+    evaluator = _evaluator(method, toy_tokenizer, schedules=["one_shot"], token_budget=5, forwards=forwards)
+    with pytest.warns(ZeroSaliencyWarning, match="identically zero scores to 1 of 2 examples") as caught:
+        curves = evaluator.evaluate(model, batch)["one_shot"]
+    assert len([w for w in caught if w.category is ZeroSaliencyWarning]) == 1  # one warning per batch, not per chunk
+    assert curves.saliency_zero.tolist() == [True, False]
+    # the chunked diagnostics are those of one call on the whole batch
+    whole = method.explain(model, batch, torch.tensor([1, 1]), sanity=False)
+    torch.testing.assert_close(curves.completeness_gap, whole.completeness_gap)
+    torch.testing.assert_close(curves.output_difference, whole.output_difference)
+    # every row saturated: an error, however the rows are chunked
+    saturated = _batch([[1, 12, 12, 12, 2], [1, 12, 12, 2, 0]])
+    with pytest.raises(SaliencyError, match="identically zero scores to all 2 examples of a batch"):
+        evaluator.evaluate(model, saturated)
+
+
+def test_recursive_saliency_of_a_masked_input_may_be_all_zero(toy_tokenizer):
+    # [CLS] a z [SEP] with w(a) = 1, w(z) = 0: the clean logit-IG scores are [0, 1, 0, 0] (not all zero). The
+    # recursive schedule masks a at 50 %, then explains [CLS] [MASK] z [SEP], whose word embeddings at the
+    # maskable positions all equal the pad baseline's (0): every score is 0, legitimately, and no error
+    model = AdditiveModel(WEIGHTS)
+    method = IntegratedGradientsSaliency(n_steps=2, output="logit").bind(toy_tokenizer)
+    batch = _batch([[1, 5, 9, 2]])
+    with pytest.raises(SaliencyError):  # called on its own, that input is an all-zero batch
+        method.attribute(model, _batch([[1, 3, 9, 2]]), torch.tensor([1]))
+    curves = _evaluator(method, toy_tokenizer, schedules=["recursive"]).evaluate(model, batch)["recursive"]
+    assert curves.k.tolist() == [[0, 1, 2]] and curves.saliency_zero.tolist() == [False]
+    # logit 0.5 - 0.25 + 1 = 1.25 clean, 0.25 with a masked (and with z masked too)
+    assert curves.logits[0, :, 1].tolist() == pytest.approx([1.25, 0.25, 0.25])
+    assert curves.completeness_gap.abs().max() < 1e-6  # logit IG on a linear model is exact
+
+
+def test_the_per_example_scores_table_carries_the_diagnostics(toy_tokenizer):
+    from itermask.analyses.per_example import score_frame
+
+    model = AdditiveModel({**WEIGHTS, 12: 100.0})
+    batch = _batch([[1, 12, 12, 12, 2], [1, 5, 6, 2, 0], [1, 8, 7, 5, 2]])
+    method = IntegratedGradientsSaliency(n_steps=1, output="probability").bind(toy_tokenizer)
+    with pytest.warns(ZeroSaliencyWarning):
+        curves = _evaluator(method, toy_tokenizer, schedules=["one_shot"]).evaluate(
+            model, batch, example_ids=torch.tensor([10, 11, 12]))["one_shot"]
+    frame = score_frame("integrated_gradients", curves, "probability", [0.5])
+    assert frame.example_id.tolist() == [10, 11, 12] and frame.saliency_zero.tolist() == [True, False, False]
+    # the saturated row misses all of p(x) - p(baseline) = 1 - sigmoid(0.25)
+    assert frame.completeness_gap[0] == pytest.approx(-(1 - 1 / (1 + math.exp(-0.25))), abs=1e-6)
+    assert frame.completeness_gap.tolist() == pytest.approx(curves.completeness_gap.tolist())
+    assert frame.output_difference.tolist() == pytest.approx(curves.output_difference.tolist())
+    gradient = _evaluator(GradientSaliency(output="logit"), toy_tokenizer, schedules=["one_shot"]).evaluate(model, batch)
+    plain = score_frame("gradient", gradient["one_shot"], "probability", [0.5])
+    assert plain.saliency_zero.tolist() == [False] * 3 and "completeness_gap" not in plain.columns
