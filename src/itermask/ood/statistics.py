@@ -256,6 +256,23 @@ def _same_as_clean(masked: Tensor | None, clean: Tensor | None, unmasked: Tensor
     return torch.where(where, clean.unsqueeze(1).to(masked.dtype), masked)
 
 
+def _with_unmasked_as_clean(curves: MaskingCurves) -> tuple[Representations, Representations, Tensor]:
+    """``(clean, masked)`` representations and the masked ``[B, S, C]`` logits of ``curves``, the masked rows
+    with ``k = 0`` taken from the clean forward (see :func:`masking_ood_statistics`).
+
+    Raises:
+        ValueError: if the curves carry no representations.
+    """
+    pair = curves.representations()
+    if pair is None:
+        raise ValueError("these masking curves carry no representations: evaluate with collect_representations=True")
+    clean_reps, masked_reps = pair
+    unmasked = curves.k == 0  # [B, S]
+    masked_reps = Representations(*(_same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
+                                    for f in fields(Representations)))
+    return clean_reps, masked_reps, _same_as_clean(curves.logits, curves.clean_logits, unmasked)
+
+
 def masking_ood_statistics(
     curves: MaskingCurves, detectors: OODDetectors, alpha: float = 0.05, n_bins: int = 15
 ) -> OODCurves:
@@ -281,16 +298,7 @@ def masking_ood_statistics(
     Raises:
         ValueError: if the curves carry no representations.
     """
-    pair = curves.representations()
-    if pair is None:
-        raise ValueError(
-            "these masking curves carry no representations: evaluate with collect_representations=True"
-        )
-    clean_reps, masked_reps = pair
-    unmasked = curves.k == 0  # [B, S]
-    masked_reps = Representations(*(_same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
-                                    for f in fields(Representations)))
-    logits = _same_as_clean(curves.logits, curves.clean_logits, unmasked)
+    clean_reps, masked_reps, logits = _with_unmasked_as_clean(curves)
     size, steps = logits.shape[:2]
     fraction = curves.grid if curves.steps == "fraction" else curves.masked_fraction.mean(dim=0)
     out = OODCurves(steps=curves.steps, x=curves.grid.tolist(), fraction=fraction.tolist(), n_examples=size)
