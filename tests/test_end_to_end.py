@@ -87,11 +87,14 @@ def test_train_then_evaluate_multirun(tmp_path, env):
 
         # ... and as history metrics over the masking step (read with `wandb leet inspect --json`)
         run = read_wandb_run(Path(tables[0]).parents[3])
-        rows = [row for row in history(run) if "masked_fraction" in row]
+        rows = [row for row in history(run) if "curves/gradient/recursive/target_prob" in row]
         assert [row["masked_fraction"] for row in rows] == pytest.approx(expected["x"])
         assert [row["curves/gradient/recursive/target_prob"] for row in rows] == pytest.approx(expected["target_prob"])
         one_shot = result["scores"]["random"]["one_shot"]
         assert [row["curves/random/one_shot/sufficiency_prob"] for row in rows] == pytest.approx(one_shot["sufficiency_prob"])
+        # the OOD analysis (final-layer Mahalanobis by default) logs its own series over the same step metric
+        ood_rows = [row for row in history(run) if any(key.startswith("ood/") for key in row)]
+        assert [row["masked_fraction"] for row in ood_rows] == pytest.approx(expected["x"])
         steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
         assert steps == sorted(steps)  # the training x-axis never runs backwards
         assert records(run, "run")[0]["tags"] == ["model:minilm", "dataset:rt_snippets", "saliency:gradient",
