@@ -207,9 +207,9 @@ class SaliencyLog:
         self.calls: list[tuple[float, int, int]] = []
         inner = ev._saliency_by_length
 
-        def logged(model, batch, target, example_ids):
+        def logged(model, batch, target, example_ids, sanity=True):
             start = time.perf_counter()
-            out = inner(model, batch, target, example_ids)
+            out = inner(model, batch, target, example_ids, sanity)
             self.calls.append((time.perf_counter() - start, len(batch), int(batch.attention_mask.sum())))
             return out
 

@@ -20,9 +20,13 @@ from transformers import (
     RobertaForSequenceClassification,
 )
 
+from itermask.storage.store import SCHEMA_VERSION
 from itermask.training.augmentation import RandomMaskingAugmentation
 from itermask.ood.detectors import KNNScorer, MahalanobisScorer, MaSF, OODDetectors, empirical_p_values, simes
 from itermask.ood.statistics import (
+    DegenerateScores,
+    calibration_bins,
+    calibration_error,
     expected_calibration_error,
     masking_ood_statistics,
     ood_auroc,
@@ -174,6 +178,40 @@ def test_expected_calibration_error_by_hand():
     assert expected_calibration_error(logits, labels) == pytest.approx((0.05 + 2 * 0.21) / 3, abs=1e-6)
     with pytest.raises(ValueError, match="gold label"):
         expected_calibration_error(logits, torch.tensor([1, -1, 0]))
+    with pytest.raises(ValueError, match="n_bins=0"):
+        expected_calibration_error(logits, labels, n_bins=0)
+
+
+def test_expected_calibration_error_puts_a_confidence_of_one_in_the_last_bin():
+    # the issue's case: 0.95 (right) and exactly 1.0 (wrong, saturated float32 softmax) in 10 bins share
+    # the last bin (0.9, 1]: |acc 0.5 - conf 0.975| = 0.475 (torchmetrics 1.9.0 gives 0.525, issue 3510)
+    logits = torch.tensor([[0.0, math.log(0.95 / 0.05)], [100.0, 0.0]], dtype=torch.float64)
+    assert logits.softmax(-1).amax(-1)[1].item() == 1.0
+    assert expected_calibration_error(logits, torch.tensor([1, 1]), n_bins=10) == pytest.approx(0.475, abs=1e-12)
+    # saturated float32 logits only: confidence exactly 1.0 each, 2 of 3 right -> |2/3 - 1| = 1/3
+    saturated = torch.tensor([[0.0, 40.0], [0.0, 60.0], [-50.0, 50.0]], dtype=torch.float32)
+    assert (saturated.softmax(-1).amax(-1) == 1.0).all()
+    assert expected_calibration_error(saturated, torch.tensor([1, 1, 0]), n_bins=15) == pytest.approx(1 / 3, abs=1e-12)
+
+
+def test_calibration_bins_close_each_bin_at_its_upper_edge():
+    # bins [0, 0.1], (0.1, 0.2], ..., (0.9, 1.0]: 0.0 in the first, 1.0 in the last, an edge in the bin it closes
+    confidence = np.array([0.0, 0.05, 0.1, 0.1000001, 0.3, 0.5, 0.95, 1.0])
+    np.testing.assert_array_equal(calibration_bins(confidence, 10), [0, 0, 0, 1, 2, 4, 9, 9])
+    np.testing.assert_array_equal(calibration_bins(np.array([0.0, 0.5, 1.0]), 1), [0, 0, 0])
+    # a confidence of 0.0 (right) and 1.0 (wrong): each bin is off by 1
+    assert calibration_error(np.array([0.0, 1.0]), np.array([True, False]), 10) == 1.0
+    assert calibration_error(np.array([0.0, 1.0]), np.array([False, True]), 10) == 0.0
+
+
+def test_expected_calibration_error_agrees_with_torchmetrics_away_from_the_edges():
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    torch.manual_seed(0)
+    logits, labels = torch.randn(500, 3) * 2, torch.randint(0, 3, (500,))
+    probs = logits.double().softmax(-1)
+    expected = multiclass_calibration_error(probs, labels, num_classes=3, n_bins=15, norm="l1")
+    assert expected_calibration_error(logits, labels) == pytest.approx(float(expected), abs=1e-6)  # its float32
 
 
 def test_entropy_and_auroc_by_hand():
@@ -181,12 +219,79 @@ def test_entropy_and_auroc_by_hand():
     assert predictive_entropy(torch.tensor([[0.0, 100.0]])).item() == pytest.approx(0.0, abs=1e-6)
     assert ood_auroc([0.1, 0.2], [0.3, 0.4]) == 1.0
     assert ood_auroc([0.1, 0.3], [0.2, 0.4]) == 0.75
-    assert ood_auroc([1.0, 1.0], [1.0, 1.0]) == 0.5
-    # float noise of differently padded batches ties: masking 0 % is exactly 0.5
-    assert ood_auroc([1.0, 2.0, 3.0], [1.0 + 1e-12, 2.0 - 1e-12, 3.0 + 1e-12]) == 0.5
     assert ood_auroc([1.0, 2.0], [1.0 + 1e-3, 2.0 + 1e-3]) == 0.75  # real differences still count
     with pytest.raises(ValueError, match="non-finite"):
         ood_auroc([0.1, float("nan")], [0.2, 0.3])
+
+
+def test_auroc_with_one_extreme_score():
+    # one huge score (a near-singular covariance, an outlier) must not collapse the others into ties
+    assert ood_auroc([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 1e12]) == 1.0
+    assert ood_auroc([1.0, 2.0, 3.0, 1e12], [4.0, 5.0, 6.0, 7.0]) == 12 / 16  # the huge clean one beats all
+    assert ood_auroc([1e-3, 2e-3, 3e-3], [4e-3, 5e-3, 1e15]) == 1.0
+
+
+def test_auroc_with_ties_counts_them_one_half():
+    from sklearn.metrics import roc_auc_score
+
+    clean, masked = [1.0, 2.0, 2.0, 3.0], [2.0, 3.0, 4.0]
+    # masked 2: 1 clean below, 2 tied -> 2; masked 3: 3 below, 1 tied -> 3.5; masked 4: 4 -> 9.5 of 12
+    assert ood_auroc(clean, masked) == 9.5 / 12
+    rng = np.random.default_rng(0)
+    clean, masked = rng.integers(0, 5, 40).astype(float), rng.integers(1, 7, 30).astype(float)
+    truth = np.r_[np.zeros(40), np.ones(30)]
+    assert ood_auroc(clean, masked) == pytest.approx(roc_auc_score(truth, np.r_[clean, masked]), abs=1e-15)
+
+
+def test_auroc_at_zero_masking_is_one_half():
+    # masked 0 %: the clean inputs again, up to the float noise of differently padded batches (~1e-6 of the
+    # scores' size, measured); the scores sit far from 0 (their size is 50x their spread)
+    rng = np.random.default_rng(1)
+    clean = 1000 + 20 * rng.normal(size=100)
+    noisy = clean * (1 + 1e-7 * rng.normal(size=100))
+    assert not np.array_equal(noisy, clean)
+    assert ood_auroc(clean, noisy) == 0.5
+    assert ood_auroc(clean, clean + 1e-6 * 27 * rng.normal(size=100)) == 0.5  # 1e-6 of the IQR
+    # and a real shift of a share of a standard deviation is not noise
+    assert ood_auroc(clean, clean + 2.0) > 0.5
+
+
+def test_auroc_of_scores_that_all_tie_is_degenerate_not_one_half():
+    with pytest.raises(DegenerateScores, match="tie"):
+        ood_auroc([1.0, 1.0], [1.0, 1.0])
+    assert isinstance(DegenerateScores("x"), ValueError)
+    assert ood_auroc([5.0, 5.0, 5.0, 6.0], [5.0, 5.0, 5.0, 5.0]) == 6 / 16  # most tie, one does not
+
+
+class _Constant:
+    """A degenerate detector: the same score for every input (MaSF: the same p-value)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def score(self, features):
+        return np.full(len(features), self.value) + 1e-9 * np.random.default_rng(0).normal(size=len(features))
+
+    def p_values(self, layer_max):
+        return np.full(len(layer_max), self.value)
+
+
+def test_degenerate_detectors_are_missing_with_a_warning_never_one_half(tiny_bert, tokenizer, caplog):
+    curves = _evaluate(tiny_bert, tokenizer, collect=True)["one_shot"]
+    train, labels = _train_reps(tiny_bert, tokenizer)
+    detectors = OODDetectors.fit(train, labels, calibration=train, k=3)
+    # Mahalanobis on the final-layer input and kNN on layer 1 constant (up to float noise), MaSF p = 1
+    detectors.mahalanobis["final"], detectors.knn["layer_1"], detectors.masf = _Constant(7.0), _Constant(0.3), _Constant(1.0)
+    with caplog.at_level(logging.WARNING, logger="itermask.ood.statistics"):
+        stats = masking_ood_statistics(curves, detectors)
+    for key, detector in (("final/mahalanobis", "mahalanobis on final"), ("final/auroc_mahalanobis", "mahalanobis on final"),
+                          ("layer_1/knn_distance", "knn_distance on layer_1"), ("layer_1/auroc_knn_distance", "knn_distance on layer_1"),
+                          ("auroc_masf", "MaSF"), ("masf_flagged", "MaSF"), ("masf_p_median", "MaSF")):
+        assert key not in stats.values, key
+        assert stats.missing[key].startswith(f"degenerate detector: {detector} gives every clean and masked input the same score")
+    assert "degenerate detector: mahalanobis on final" in caplog.text and "degenerate detector: MaSF" in caplog.text
+    # the others are computed as usual
+    assert len(stats.values["layer_1/auroc_mahalanobis"]) == 3 and len(stats.values["final/auroc_knn_distance"]) == 3
 
 
 # --- representation capture ---------------------------------------------------------------------------
@@ -248,10 +353,10 @@ def test_capture_finds_the_final_linear_layer(arch):
         classifier_head(torch.nn.Sequential(torch.nn.Linear(2, 2)))
 
 
-def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0)):
+def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0), forwards="bucketed"):
     evaluator = IterativeMaskingEvaluator(
         RandomSaliency(seed=0), MaskToken(tokenizer), fractions, tokenizer.all_special_ids,
-        chunk_size=4, collect_representations=collect,
+        chunk_size=4, collect_representations=collect, forwards=forwards,
     )
     batch = _batch(tokenizer, TEXTS)
     return evaluator.evaluate(model, batch, labels=torch.tensor([1, 1, 0]))
@@ -292,12 +397,11 @@ def _train_reps(model, tokenizer, n=40):
 
 
 def test_masking_ood_statistics_on_a_tiny_model(tiny_bert, tokenizer, caplog):
-    curves = _evaluate(tiny_bert, tokenizer, collect=True)["one_shot"]
-    # fraction 0 masks nothing; make step 0 bit-identical to the clean input (a different chunk's padding
-    # changes the last float bits)
-    for masked, clean in (("features", "clean_features"), ("layer_mean", "clean_layer_mean"),
-                          ("layer_max", "clean_layer_max"), ("logits", "clean_logits")):
-        getattr(curves, masked)[:, 0] = getattr(curves, clean)
+    # the old step-major forwards: fraction 0 masks nothing, so step 0 is the clean input again, run in a chunk
+    # of another size and padding (bucketed forwards compute that row once), and the near-singular covariance
+    # below (40 examples, 32 dimensions) magnifies that float noise
+    curves = _evaluate(tiny_bert, tokenizer, collect=True, forwards="step_major")["one_shot"]
+    assert not torch.equal(curves.features[:, 0], curves.clean_features)
     train, labels = _train_reps(tiny_bert, tokenizer)
     with caplog.at_level(logging.WARNING):
         detectors = OODDetectors.fit(train, labels, calibration=train, k=50)  # 40 < 32 + 2 -> no; k too big
@@ -427,6 +531,7 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     result = json.loads((tmp_path / "run/results.json").read_text())
     assert result["config"]["train"]["masking_augmentation"]["enabled"] is True
+    assert result["schema_version"] == SCHEMA_VERSION
     ood = result["ood"]
     fit = ood["fit"]
     assert fit["n_train"] == 60 and fit["masf_fit"] == fit["n_calibration"] // 2 > 10
@@ -438,8 +543,9 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
         for schedule in ("one_shot", "recursive"):
             stats = ood["statistics"][method][schedule]
             assert stats["n_examples"] == result["n_evaluated"]
-            # fraction 0: masked = clean up to float noise, which can only reorder the B identical pairs
-            assert stats["values"]["final/auroc_mahalanobis"][0] == pytest.approx(0.5, abs=0.5 / stats["n_examples"])
+            # fraction 0 masks nothing: the masked inputs are the clean ones, exactly indistinguishable
+            for key in ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf", "auroc_max_softmax"):
+                assert stats["values"][key][0] == 0.5, key
             assert len(stats["values"]["layer_6/mahalanobis"]) == 5
             assert 0 <= min(stats["values"]["masf_flagged"]) <= max(stats["values"]["masf_flagged"]) <= 1
     for name in ("ood_statistics.png", "ood_umap.png", "ood_mahalanobis_auroc_by_layer.png"):

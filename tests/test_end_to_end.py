@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from itermask.storage.store import SCHEMA_VERSION
 from test_tracking import history, read_wandb_run, records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,11 @@ def test_train_then_evaluate_multirun(tmp_path, env):
             assert "aopc_sufficiency_prob" in one_shot
             assert "aopc_sufficiency_prob" not in result["scores"][method]["recursive"]
         assert result["environment"]["packages"]["itermask"]
+        assert result["schema_version"] == SCHEMA_VERSION
+        for method in ("gradient", "random"):
+            diagnostics = result["saliency_diagnostics"][method]
+            assert diagnostics["n_examples"] == result["n_evaluated"] and "completeness_gap" not in diagnostics
+            assert diagnostics["n_zero_saliency"] == len(diagnostics["zero_saliency_example_ids"])
 
         # the curves logged to the offline W&B run equal the result file's
         run_dir = Path(tmp_path / f"multi/{result['seed']}")
@@ -134,6 +140,9 @@ def test_evaluate_on_a_users_csv(tmp_path, env):
     assert result["config"]["dataset"]["source"]["text_column"] == "snippet"
     assert result["saliency"]["name"] == "integrated_gradients" and result["masking"] == "delete"
     assert result["n_test"] == 30  # test_ratio 0.1 of 300
+    # integrated gradients record their completeness gap (4 steps: a visible but bounded gap)
+    gap = result["saliency_diagnostics"]["integrated_gradients"]["completeness_gap"]
+    assert 0 <= gap["median_abs"] <= gap["max_abs"] < 1 and gap["median_relative"] is not None
     assert (tmp_path / "run/csv").is_dir()
     meta = json.loads(next((tmp_path / "cache").glob("*/meta.json")).read_text())
     assert meta["label_names"] == ["fresh", "rotten"]

@@ -448,6 +448,15 @@ def test_results_key_ignores_what_does_not_change_results():
         assert results_key({**config, **change}) != results_key(config)
 
 
+def test_results_key_holds_the_schema_version(monkeypatch):
+    from itermask.storage import store
+
+    config = make_result(0)["config"]
+    key = results_key(config)
+    monkeypatch.setattr(store, "SCHEMA_VERSION", store.SCHEMA_VERSION - 1)
+    assert results_key(config) != key  # results stored by the code before a fix are not reused
+
+
 def test_result_store_reuse(tmp_path, caplog):
     store = ResultStore(tmp_path / "cache")
     assert store.get("k") is None and store.reuse("k", tmp_path / "job") is None

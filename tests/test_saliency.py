@@ -102,6 +102,7 @@ from itermask.saliency import (  # noqa: E402
     KernelShapSaliency,
     LimeSaliency,
     OcclusionSaliency,
+    ZeroSaliencyWarning,
     example_seed,
     prepare_for_saliency,
 )
@@ -176,7 +177,8 @@ def test_lime_and_kernel_shap_examples_without_tokens_get_zeros(toy_tokenizer):
     ids = torch.tensor([[1, 2, 0], [1, 5, 2]])
     batch = TokenBatch(ids, (ids != 0).long())
     for method in (LimeSaliency(n_samples=8), KernelShapSaliency(n_samples=8)):
-        scores = method.bind(toy_tokenizer).attribute(AdditiveModel(WEIGHTS), batch, torch.tensor([1, 1]))
+        with pytest.warns(ZeroSaliencyWarning, match="1 of 2 examples"):  # flagged, never silent
+            scores = method.bind(toy_tokenizer).attribute(AdditiveModel(WEIGHTS), batch, torch.tensor([1, 1]))
         assert (scores[0] == 0).all() and scores[1, 1] > 0
 
 

@@ -35,7 +35,7 @@ from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, move_aside, write_json_atomic
-from itermask.storage.store import ResultStore
+from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.models import SequenceClassifier, class_mapping
 from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_problem
@@ -296,6 +296,7 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
     log the result and the artifacts to the tracker; returns the result."""
     e = settings.evaluation
     result = {
+        "schema_version": SCHEMA_VERSION,
         "task": settings.task_name,
         "seed": settings.seed,
         "model": settings.model.name,

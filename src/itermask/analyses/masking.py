@@ -4,11 +4,48 @@ subset, summarised by :func:`itermask.core.metrics.summarize` and read against t
 
 from __future__ import annotations
 
+import logging
+
+import torch
+
 from itermask.analyses.base import Analysis, AnalysisOutput, EvaluationContext
 from itermask.core import metrics
+from itermask.core.evaluation import MaskingCurves
 from itermask.training.lightning_evaluation import MaskingEvaluationModule
 
-__all__ = ["MaskingCurvesAnalysis"]
+log = logging.getLogger(__name__)
+
+__all__ = ["MaskingCurvesAnalysis", "saliency_diagnostics"]
+
+
+def saliency_diagnostics(method: str, curves: MaskingCurves) -> dict:
+    """The ``saliency_diagnostics`` entry of one method, from its curves' per-example fields (the clean
+    input's saliency, shared by every schedule): ``n_examples``; ``n_zero_saliency`` and
+    ``zero_saliency_example_ids`` (identically zero scores: ranked by position only); for methods with a
+    completeness gap (``integrated_gradients``, ``deeplift``; sum of attributions minus ``f(x) - f(baseline)``,
+    Sundararajan et al. 2017, Prop. 1), ``completeness_gap`` with its ``median`` and ``median_abs`` (units
+    of the explained output) and ``median_relative`` (``|gap| / |f(x) - f(baseline)|`` over the examples where
+    that is not 0). Logs a warning when some examples have zero saliency."""
+    entry: dict = {"n_examples": len(curves)}
+    if curves.saliency_zero is not None:
+        zero = curves.saliency_zero.bool()
+        entry["n_zero_saliency"] = int(zero.sum())
+        entry["zero_saliency_example_ids"] = curves.example_ids[zero].tolist()
+        if zero.any():
+            log.warning("saliency=%s: %d of %d evaluated examples have identically zero saliency on the clean input "
+                        "(ranked by position only): example ids %s", method, entry["n_zero_saliency"], len(curves),
+                        entry["zero_saliency_example_ids"][:20])
+    if curves.completeness_gap is not None:
+        gap = curves.completeness_gap.double()
+        nonzero = curves.output_difference.abs() > 0
+        relative = gap[nonzero].abs() / curves.output_difference[nonzero].abs()
+        entry["completeness_gap"] = {
+            "median": float(gap.median()),
+            "median_abs": float(gap.abs().median()),
+            "median_relative": float(relative.median()) if len(relative) else None,
+            "max_abs": float(gap.abs().max()),
+        }
+    return entry
 
 
 def relative_to_random(scores: dict, method: str) -> dict:
@@ -66,6 +103,10 @@ class MaskingCurvesAnalysis(Analysis):
             "n_skipped_no_maskable": module.n_skipped,
             "example_ids": first.example_ids.tolist(),
             "scores": scores,
+            "saliency_diagnostics": {
+                name: saliency_diagnostics(name, next(iter(by_schedule.values())))
+                for name, by_schedule in module.curves.items()
+            },
             # racu_without_retraining_*: Madsen et al. 2022's RACU on curves without retraining
             "relative_to_random": relative_to_random(scores, settings.method),
         })

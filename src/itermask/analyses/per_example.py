@@ -56,6 +56,10 @@ def score_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.D
                           "example_id": curves.example_ids.cpu().numpy()})
     for key, values in scalar.items():
         frame[key] = values
+    # the clean input's saliency diagnostics (itermask.core.saliency.Attribution), where recorded
+    for column in ("saliency_zero", "completeness_gap", "output_difference"):
+        if (values := getattr(curves, column)) is not None:
+            frame[column] = values.detach().cpu().numpy()
     return frame
 
 

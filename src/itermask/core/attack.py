@@ -193,7 +193,8 @@ class GreedyAttack:
         """``[R, L]`` saliency over clean positions of the current inputs of ``rows``."""
         sub = batch.index(rows)
         masked = self._inputs(sub, state.ids[rows], state.masked[rows])
-        scores = saliency_scores(self.saliency, model, masked.batch, target[rows], example_ids[rows])
+        # no zero-score check: a perturbed input may legitimately lose every gradient (sanity=False)
+        scores = saliency_scores(self.saliency, model, masked.batch, target[rows], example_ids[rows], sanity=False)
         return to_source_positions(scores, masked, batch.input_ids.shape[1])
 
     def _score(self, model, batch: TokenBatch, state: _State, rows: Tensor, positions: Tensor,

@@ -3,7 +3,8 @@
 :class:`IterativeMaskingEvaluator` is plain PyTorch (no Lightning, no logging). For a batch it
 
 1. predicts on the clean input and picks the class to explain (:func:`resolve_target`);
-2. computes saliency on the clean input;
+2. computes saliency on the clean input, with its per-example diagnostics (identically zero scores,
+   completeness gap; :meth:`itermask.core.saliency.SaliencyMethod.explain`);
 3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`; the recursive schedule
    recomputes saliency on the masked input of the examples that gain tokens, one call per step split into
    length chunks), then runs every masked input of the batch (``S x B`` rows per schedule, and for the
@@ -39,12 +40,12 @@ from itermask.core.forwards import (
 )
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations, capture_representations
-from itermask.core.saliency import SaliencyMethod
+from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
 from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
 
 __all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid",
-           "saliency_scores", "TARGET_POLICIES", "FORWARDS", "step_major_outputs"]
+           "saliency_scores", "saliency_attribution", "TARGET_POLICIES", "FORWARDS", "step_major_outputs"]
 
 TARGET_POLICIES = ("predicted", "gold")
 #: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``)
@@ -79,6 +80,11 @@ class MaskingCurves:
         clean_layer_mean, layer_mean: ``[B, L+1, H]`` / ``[B, S, L+1, H]`` hidden states mean-pooled over
             attended tokens; ``None`` unless collected.
         clean_layer_max, layer_max: the same max-pooled; ``None`` unless collected.
+        saliency_zero: ``[B]`` bool, the saliency of the clean input is identically zero (the example is
+            ranked by position only; see :meth:`itermask.core.saliency.SaliencyMethod.explain`).
+        completeness_gap: ``[B]`` float64, for ``integrated_gradients`` and ``deeplift``: the sum of the
+            clean input's attributions minus ``f(x) - f(baseline)`` of the explained output; else ``None``.
+        output_difference: ``[B]`` float64 ``f(x) - f(baseline)`` beside it; else ``None``.
     """
 
     schedule: str
@@ -98,6 +104,9 @@ class MaskingCurves:
     layer_mean: Tensor | None = None
     clean_layer_max: Tensor | None = None
     layer_max: Tensor | None = None
+    saliency_zero: Tensor | None = None
+    completeness_gap: Tensor | None = None
+    output_difference: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with
@@ -227,15 +236,27 @@ def _gradients_enabled():
         yield
 
 
-def saliency_scores(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
-    """``method``'s ``[B, L]`` scores of ``batch`` for ``target`` (``[B]``), with gradients enabled for the
-    methods that need them even when called under ``torch.no_grad`` or ``torch.inference_mode`` (clones
-    the inputs: inference tensors never reach autograd)."""
+def saliency_attribution(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
+                         sanity: bool = True) -> Attribution:
+    """``method``'s :class:`~itermask.core.saliency.Attribution` of ``batch`` for ``target`` (``[B]``): ``[B, L]``
+    scores and their per-example diagnostics (:meth:`SaliencyMethod.explain`, whose zero-score check runs if
+    ``sanity``), with gradients enabled for the methods that need them even when called under
+    ``torch.no_grad`` or ``torch.inference_mode`` (clones the inputs: inference tensors never reach autograd).
+
+    Raises:
+        SaliencyError: see :meth:`SaliencyMethod.explain`.
+    """
     if not method.needs_gradients:
-        return method.attribute(model, batch, target, example_ids)
+        return method.explain(model, batch, target, example_ids, sanity)
     with _gradients_enabled():
         batch = batch.map(torch.clone)
-        return method.attribute(model, batch, target.clone(), example_ids.clone())
+        return method.explain(model, batch, target.clone(), example_ids.clone(), sanity)
+
+
+def saliency_scores(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
+                    sanity: bool = True) -> Tensor:
+    """The ``[B, L]`` scores of :func:`saliency_attribution`."""
+    return saliency_attribution(method, model, batch, target, example_ids, sanity).scores
 
 
 class IterativeMaskingEvaluator:
@@ -332,24 +353,27 @@ class IterativeMaskingEvaluator:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
         return maskable_positions(batch, self.special_ids, self.segments)
 
-    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
-        return saliency_scores(self.saliency, model, batch, target, example_ids)
+    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool) -> Attribution:
+        return saliency_attribution(self.saliency, model, batch, target, example_ids, sanity)
 
-    def _saliency_by_length(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
-        """Saliency ``[B, L]`` of ``batch`` (one call of all its rows: the clean input, or every example
-        that gains tokens at a recursive step). On the ``bucketed`` path, for a method whose scores of a
-        row do not depend on the other rows (:attr:`SaliencyMethod.row_independent`), the rows are split
-        into length chunks (:func:`itermask.core.forwards.length_chunks`), each trimmed to its longest row,
-        so the forward and backward passes pad little; padding positions score 0 as in one call."""
+    def _saliency_by_length(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
+                            sanity: bool = True) -> Attribution:
+        """Saliency of ``batch`` (one call of all its rows: the clean input, or every example that gains
+        tokens at a recursive step). On the ``bucketed`` path, for a method whose scores of a row do not
+        depend on the other rows (:attr:`SaliencyMethod.row_independent`), the rows are split into length
+        chunks (:func:`itermask.core.forwards.length_chunks`), each trimmed to its longest row, so the forward
+        and backward passes pad little; padding positions score 0 as in one call. The zero-score check
+        (``sanity``) runs once on the whole batch, not per chunk."""
         if self.forwards == "step_major" or not self.saliency.row_independent:
-            return self._saliency(model, batch, target, example_ids)
+            return self._saliency(model, batch, target, example_ids, sanity)
         overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
         chunks = length_chunks(row_lengths(batch), self.token_budget, overhead)
-        scores = torch.zeros(batch.input_ids.shape, device=batch.device)
-        for rows in chunks:
-            part = batch.index(rows).trim()
-            scores[rows, : part.input_ids.shape[1]] = self._saliency(model, part, target[rows], example_ids[rows])
-        return scores
+        parts = [(rows, self._saliency(model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
+                 for rows in chunks]
+        whole = _assemble(parts, batch.input_ids.shape, batch.device)
+        if sanity:
+            self.saliency.check_scores(whole, model)
+        return whole
 
     def _runner(self, model, collect: bool):
         """The forward runner of one :meth:`evaluate` call, ``run(rows) -> RowOutputs``; resets
@@ -415,7 +439,8 @@ class IterativeMaskingEvaluator:
         clean = run(batch)
         target = resolve_target(self.target, clean.logits, labels)
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
-        masks = self._schedule_masks(model, batch, maskable, k, target, example_ids, progress)
+        saliency = self._saliency_by_length(model, batch, target, example_ids)
+        masks = self._schedule_masks(model, batch, maskable, k, target, example_ids, saliency, progress)
         groups, keep_of = [], {}
         for name, schedule_masks in masks.items():
             if SCHEDULES[name].sufficiency and self.sufficiency:
@@ -442,26 +467,30 @@ class IterativeMaskingEvaluator:
                 clean_logits=clean.logits,
                 logits=masked.logits,
                 keep_logits=None if keep is None else keep.logits,
+                saliency_zero=saliency.zero,
+                completeness_gap=saliency.completeness_gap,
+                output_difference=saliency.output_difference,
                 **({} if reps is None or not collect else _representation_fields(clean.representations, reps)),
             )
         return results
 
     def _schedule_masks(self, model, batch: TokenBatch, maskable: Tensor, k: Tensor, target: Tensor,
-                        example_ids: Tensor, progress: Callable[[str], None] | None = None) -> dict[str, Tensor]:
-        """``{schedule: masks [S, B, L]}``: saliency on the clean input, then each schedule's masks (the
-        recursive schedule recomputes saliency on the masked input at each step, see :meth:`_saliency`);
+                        example_ids: Tensor, clean: Attribution,
+                        progress: Callable[[str], None] | None = None) -> dict[str, Tensor]:
+        """``{schedule: masks [S, B, L]}`` from the ``clean`` input's saliency (the recursive schedule
+        recomputes saliency on the masked input at each step, see :meth:`_saliency_by_length`);
         ``progress(schedule)`` after each schedule (see :meth:`evaluate`)."""
         length = batch.input_ids.shape[1]
-        clean_saliency = self._saliency_by_length(model, batch, target, example_ids)
 
         def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
             masked = self.strategy.apply(batch.index(rows), state)
-            scores = self._saliency_by_length(model, masked.batch, target[rows], example_ids[rows])
+            # no zero-score check: a masked input may legitimately lose every gradient (the clean one was checked)
+            scores = self._saliency_by_length(model, masked.batch, target[rows], example_ids[rows], sanity=False).scores
             return to_source_positions(scores, masked, length)
 
         masks = {}
         for name in self.schedules:
-            masks[name] = SCHEDULES[name]().masks(clean_saliency, maskable, k, saliency_fn)
+            masks[name] = SCHEDULES[name]().masks(clean.scores, maskable, k, saliency_fn)
             if progress is not None:
                 progress(name)
         return masks
@@ -486,6 +515,22 @@ def step_major_outputs(model: torch.nn.Module, rows: TokenBatch, chunk_size: int
     with capture_representations(model, hidden_states=collect != "final") as records:
         logits = chunked_logits(model, rows, chunk_size)
     return RowOutputs(logits, Representations.concat(records))
+
+
+def _assemble(parts: list[tuple[Tensor, Attribution]], shape: torch.Size, device) -> Attribution:
+    """One batch's :class:`Attribution` (scores ``shape`` ``[B, L]``) from those of its row chunks
+    ``(rows, attribution)``, each trimmed to its own longest row (the rest of a row scores 0)."""
+    scores = torch.zeros(shape, device=device)
+    zero = torch.zeros(shape[0], dtype=torch.bool, device=device)
+    first = parts[0][1] if parts else None
+    extra = {name: torch.zeros(shape[0], dtype=torch.float64, device=device)
+             for name in ("completeness_gap", "output_difference") if first is not None and getattr(first, name) is not None}
+    for rows, part in parts:
+        scores[rows, : part.scores.shape[1]] = part.scores
+        zero[rows] = part.zero
+        for name, values in extra.items():
+            values[rows] = getattr(part, name)
+    return Attribution(scores, zero, extra.get("completeness_gap"), extra.get("output_difference"))
 
 
 def _by_example(outputs: RowOutputs, steps: int) -> RowOutputs:

@@ -11,92 +11,158 @@ Statistics (higher = more out-of-distribution for every *score*):
 * L2 norm; cosine similarity and L2 distance to the same example unmasked.
 * Mahalanobis score and k-nearest-neighbour distance per view; MaSF, reported as the fraction of inputs
   flagged at ``alpha`` (:mod:`itermask.ood.detectors`).
-* OOD AUROC of masked vs clean test inputs for every score (:func:`ood_auroc`, scikit-learn's
-  ``roc_auc_score``).
+* OOD AUROC of masked vs clean test inputs for every score (:func:`ood_auroc`, on the raw scores; ties
+  only within float noise).
 * Max softmax probability, predictive entropy (nats) and expected calibration error (15 equal-width
-  bins; Guo et al. 2017, arXiv 1706.04599, Eq. 3; torchmetrics).
+  bins; Guo et al. 2017, arXiv 1706.04599, Eq. 3; :func:`expected_calibration_error`).
 
-A statistic that cannot be computed is never a silent zero: it is left out of the values and its
-reason recorded under ``missing``.
+A statistic that cannot be computed is never a silent zero or 0.5: it is left out of the values and its
+reason recorded under ``missing`` (a degenerate detector, whose scores all tie, also logs a warning).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
-from sklearn.metrics import roc_auc_score
 from torch import Tensor
-from torchmetrics.functional.classification import multiclass_calibration_error
 
 from itermask.core.evaluation import MaskingCurves
+from itermask.core.representations import Representations
 from itermask.ood.detectors import OODDetectors, _numpy, representation_views
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "max_softmax_probability",
     "predictive_entropy",
+    "calibration_bins",
+    "calibration_error",
     "expected_calibration_error",
     "ood_auroc",
+    "DegenerateScores",
+    "TIE_RTOL",
+    "CONSTANT_RTOL",
     "OODCurves",
     "masking_ood_statistics",
 ]
 
 def max_softmax_probability(logits: Tensor) -> Tensor:
-    """``[...]`` the largest softmax probability of ``logits`` ``[..., C]`` (Hendrycks & Gimpel 2017)."""
-    return logits.float().softmax(dim=-1).amax(dim=-1)
+    """``[...]`` float64, the largest softmax probability of ``logits`` ``[..., C]`` (Hendrycks & Gimpel
+    2017); in float64 so that ``1 - p`` of a confident prediction does not round to 0 as in float32."""
+    return logits.double().softmax(dim=-1).amax(dim=-1)
 
 
 def predictive_entropy(logits: Tensor) -> Tensor:
-    """``[...]`` entropy in nats of the softmax of ``logits`` ``[..., C]``."""
-    log_p = logits.float().log_softmax(dim=-1)
+    """``[...]`` float64 entropy in nats of the softmax of ``logits`` ``[..., C]``."""
+    log_p = logits.double().log_softmax(dim=-1)
     return -(log_p.exp() * log_p).sum(dim=-1)
 
 
+def calibration_bins(confidence: np.ndarray, n_bins: int) -> np.ndarray:
+    """Index of the equal-width bin of each confidence: ``B_1 = [0, 1/M]`` and ``B_m = ((m-1)/M, m/M]``
+    for ``m = 2..M`` (Guo et al. 2017, Sec. 2): 0.0 falls in the first bin, 1.0 in the last, a confidence
+    equal to an edge ``m/M`` in the bin it closes.
+
+    Args:
+        confidence: ``[N]`` probabilities in [0, 1].
+        n_bins: ``M``.
+
+    Returns:
+        ``[N]`` int bin indices in ``0..M-1``.
+    """
+    edges = np.arange(1, int(n_bins)) / int(n_bins)  # the inner edges m/M, m = 1..M-1
+    return np.searchsorted(edges, np.asarray(confidence, dtype=np.float64), side="left")
+
+
+def calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
+    """``ECE = sum_m |B_m|/N |acc(B_m) - conf(B_m)|`` over the bins of :func:`calibration_bins`
+    (Guo et al. 2017, Eq. 3), for ``[N]`` confidences and ``[N]`` bool correctness."""
+    confidence = np.asarray(confidence, dtype=np.float64)
+    gap = np.bincount(calibration_bins(confidence, n_bins), weights=np.asarray(correct, dtype=np.float64) - confidence,
+                      minlength=int(n_bins))  # per bin: sum of (correct - confidence) = |B_m| (acc - conf)
+    return float(np.abs(gap).sum() / len(confidence))
+
+
 def expected_calibration_error(logits: Tensor, labels: Tensor, n_bins: int = 15) -> float:
-    """Expected calibration error (Guo et al. 2017, arXiv 1706.04599, Eq. 3): the confidence (max softmax
-    probability) is binned into ``n_bins`` equal-width bins; ECE ``= sum_b |B_b|/N |acc(B_b) - conf(B_b)|``.
+    """Expected calibration error of the top label (Guo et al. 2017, arXiv 1706.04599, Sec. 2, Eq. 3).
+
+    Top-label convention: each example's confidence is its largest softmax probability (computed in
+    float64) and it counts as correct when that class (the first, on a tie) is its gold label. The
+    confidences fall into ``n_bins`` equal-width bins, 0.0 in the first and 1.0 in the last
+    (:func:`calibration_bins`); ``ECE = sum_m |B_m|/N |acc(B_m) - conf(B_m)|``.
 
     Args:
         logits: ``[N, C]``.
         labels: ``[N]`` gold labels, all ``>= 0``.
+        n_bins: ``M``, at least 1.
 
     Returns:
-        ECE, a probability difference in [0, 1] (torchmetrics' ``multiclass_calibration_error``, L1 norm).
+        ECE, a probability difference in [0, 1].
 
     Raises:
-        ValueError: without examples or with unknown (negative) labels.
+        ValueError: without examples, with unknown (negative) labels or with ``n_bins < 1``.
     """
+    # Not torchmetrics' multiclass_calibration_error: in torchmetrics 1.9.0 (the newest release) a
+    # confidence of exactly 1.0, which saturated float32 softmax outputs reach, lands in an extra bin
+    # beyond the last (torchmetrics issue 3510), so e.g. confidences 0.95 (right) and 1.0 (wrong) in 10
+    # bins give 0.525 instead of 0.475.
     if len(labels) == 0 or (labels < 0).any():
         raise ValueError("ECE needs at least one example and a gold label for each")
-    probs = logits.float().softmax(dim=-1)
-    return float(multiclass_calibration_error(probs, labels.long(), num_classes=probs.shape[-1], n_bins=n_bins, norm="l1"))
+    if int(n_bins) < 1:
+        raise ValueError(f"ECE needs at least one bin, got n_bins={n_bins}")
+    confidence, predicted = logits.detach().double().softmax(dim=-1).max(dim=-1)
+    correct = predicted.cpu() == labels.detach().cpu().long()
+    return calibration_error(confidence.cpu().numpy(), correct.numpy(), n_bins)
 
 
-def ood_auroc(clean_scores: np.ndarray, masked_scores: np.ndarray, rtol: float = 1e-6) -> float:
+#: relative tolerance of :func:`ood_auroc`: scores closer than this share of their interquartile range tie
+TIE_RTOL = 1e-4
+#: a detector whose scores on every clean and masked input lie within this share of their magnitude is
+#: constant: they carry nothing beyond the float32 rounding of the representations they are computed from
+CONSTANT_RTOL = 1e-6
+
+
+class DegenerateScores(ValueError):
+    """Scores that all tie cannot tell any two inputs apart (an AUROC of 0.5 would read as "in
+    distribution")."""
+
+
+def ood_auroc(clean_scores: np.ndarray, masked_scores: np.ndarray, rtol: float = TIE_RTOL) -> float:
     """AUROC of telling masked inputs (positives) from clean ones (negatives) by a score that is higher
-    for out-of-distribution inputs (``sklearn.metrics.roc_auc_score``). 0.5: indistinguishable; 1: every
-    masked input scores above every clean one; below 0.5: masked inputs score *lower*.
+    for out-of-distribution inputs: the probability that a masked input scores above a clean one, ties
+    counting one half (the Mann-Whitney U statistic over ``n_masked * n_clean``; equal to
+    ``sklearn.metrics.roc_auc_score`` when ``rtol = 0``). 0.5: indistinguishable; 1: every masked input
+    scores above every clean one; below 0.5: masked inputs score *lower*.
 
-    Scores are rounded to ``rtol`` times the largest absolute score first, so values that differ only by
-    the float noise of differently padded batches tie (masking 0 % gives exactly 0.5).
+    Two scores tie when they are equal or differ by at most ``rtol`` times the interquartile range of all
+    the scores (their spread, which one extreme score does not move), so values that differ only by the
+    float noise of differently padded batches tie and masking 0 % gives exactly 0.5. The scores
+    themselves are never rounded: for each masked score the clean scores below it and those within the
+    tolerance are counted by binary search (``np.searchsorted``).
 
     Raises:
+        DegenerateScores: (a ``ValueError``) if all scores are equal.
         ValueError: if a score is not finite or either set is empty.
     """
-    clean_scores, masked_scores = np.asarray(clean_scores, float), np.asarray(masked_scores, float)
-    if not len(clean_scores) or not len(masked_scores):
+    clean, masked = np.asarray(clean_scores, float).ravel(), np.asarray(masked_scores, float).ravel()
+    if not len(clean) or not len(masked):
         raise ValueError("OOD AUROC needs clean and masked scores")
-    scores = np.concatenate([clean_scores, masked_scores])
+    scores = np.concatenate([clean, masked])
     if not np.isfinite(scores).all():
         raise ValueError("OOD AUROC got non-finite scores")
-    truth = np.concatenate([np.zeros(len(clean_scores)), np.ones(len(masked_scores))])
-    scale = float(np.abs(scores).max()) * rtol
-    if scale > 0:
-        scores = np.round(scores / scale)
-    return float(roc_auc_score(truth, scores))
-
+    if scores.min() == scores.max():
+        raise DegenerateScores(f"the scores separate no inputs: all clean and masked scores tie (at {np.median(scores):.6g})")
+    # Not sklearn's roc_auc_score (used by the tests as the reference for rtol = 0): it ties only equal
+    # scores, and making float-noise neighbours equal by rounding merges distinct scores near a coarse grid
+    tol = rtol * float(np.subtract(*np.percentile(scores, [75, 25])))
+    clean = np.sort(clean)
+    below = np.searchsorted(clean, masked - tol, side="left")  # clean < masked - tol
+    within = np.searchsorted(clean, masked + tol, side="right") - below  # |clean - masked| <= tol
+    return float((below.sum() + 0.5 * within.sum()) / (len(clean) * len(masked)))
 
 
 @dataclass
@@ -143,14 +209,68 @@ def _per_step(clean: np.ndarray, masked: np.ndarray, out: OODCurves, key: str, a
     """Record the mean of ``masked`` ``[B, S]`` per step, the clean mean and (optionally) the AUROC."""
     out.values[key] = masked.mean(axis=0).tolist()
     out.clean[key] = float(clean.mean())
-    if not auroc:
+    if auroc:
+        name = key.rsplit("/", 1)
+        _auroc_series(clean, masked, out, f"{name[0]}/auroc_{name[1]}" if len(name) == 2 else f"auroc_{key}")
+
+
+def _auroc_series(clean: np.ndarray, masked: np.ndarray, out: OODCurves, key: str) -> None:
+    """``out.values[key]``: the OOD AUROC of ``masked`` ``[B, S]`` vs ``clean`` ``[B]`` at each step; if it
+    cannot be computed at some step (non-finite scores, or a degenerate detector whose scores all tie),
+    the whole series goes under ``out.missing[key]`` with the reasons and the steps, and a warning is
+    logged: a tie must never read as 0.5 ("in distribution")."""
+    series, failed = [], {}
+    for s in range(masked.shape[1]):
+        try:
+            series.append(ood_auroc(clean, masked[:, s]))
+        except ValueError as error:
+            failed.setdefault(str(error), []).append(f"{out.x[s]:g}")
+    if not failed:
+        out.values[key] = series
         return
-    name = key.rsplit("/", 1)
-    auroc_key = f"{name[0]}/auroc_{name[1]}" if len(name) == 2 else f"auroc_{key}"
-    try:
-        out.values[auroc_key] = [ood_auroc(clean, masked[:, s]) for s in range(masked.shape[1])]
-    except ValueError as error:
-        out.missing[auroc_key] = str(error)
+    out.missing[key] = "; ".join(f"{reason} at {out.steps} {', '.join(at)}" for reason, at in failed.items())
+    log.warning("OOD statistic %s is missing: %s", key, out.missing[key])
+
+
+def _degenerate(clean: np.ndarray, masked: np.ndarray, out: OODCurves, keys: tuple[str, ...], detector: str) -> bool:
+    """If a detector's finite scores on every clean (``[B]``) and masked (``[B, S]``) input are constant
+    (equal within :data:`CONSTANT_RTOL` of their magnitude), list ``keys`` under ``out.missing`` with the
+    reason, log a warning and return ``True``."""
+    scores = np.concatenate([clean.ravel(), masked.ravel()])
+    if not np.isfinite(scores).all() or np.ptp(scores) > CONSTANT_RTOL * np.abs(scores).max():
+        return False
+    reason = (f"degenerate detector: {detector} gives every clean and masked input the same score "
+              f"({np.median(scores):.6g}), so it cannot tell any inputs apart")
+    for key in keys:
+        out.missing[key] = reason
+    log.warning("OOD statistics %s are missing: %s", ", ".join(keys), reason)
+    return True
+
+
+def _same_as_clean(masked: Tensor | None, clean: Tensor | None, unmasked: Tensor) -> Tensor | None:
+    """``masked`` ``[B, S, ...]`` with the rows where ``unmasked`` ``[B, S]`` replaced by ``clean`` ``[B, ...]``
+    (``None`` if not captured, e.g. the pooled layers at ``ood.level=final``)."""
+    if masked is None:
+        return None
+    where = unmasked.to(masked.device).reshape(*unmasked.shape, *(1,) * (masked.dim() - 2))
+    return torch.where(where, clean.unsqueeze(1).to(masked.dtype), masked)
+
+
+def _with_unmasked_as_clean(curves: MaskingCurves) -> tuple[Representations, Representations, Tensor]:
+    """``(clean, masked)`` representations and the masked ``[B, S, C]`` logits of ``curves``, the masked rows
+    with ``k = 0`` taken from the clean forward (see :func:`masking_ood_statistics`).
+
+    Raises:
+        ValueError: if the curves carry no representations.
+    """
+    pair = curves.representations()
+    if pair is None:
+        raise ValueError("these masking curves carry no representations: evaluate with collect_representations=True")
+    clean_reps, masked_reps = pair
+    unmasked = curves.k == 0  # [B, S]
+    masked_reps = Representations(*(_same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
+                                    for f in fields(Representations)))
+    return clean_reps, masked_reps, _same_as_clean(curves.logits, curves.clean_logits, unmasked)
 
 
 def masking_ood_statistics(
@@ -165,6 +285,11 @@ def masking_ood_statistics(
         alpha: MaSF significance level; ``masf_flagged`` is the share of inputs with p-value below it.
         n_bins: ECE bins.
 
+    A masked input with no token masked (``k = 0``: every 0 % step, and small fractions of short
+    examples) *is* the clean input; its representations and logits are taken from the clean forward, since
+    the masked forward ran it in another chunk, whose padding changes the last float bits (and a
+    near-singular covariance can magnify those into visibly different Mahalanobis scores).
+
     Returns:
         :class:`OODCurves`. L2 norm, Mahalanobis, kNN distance, MaSF (``1 - p``), entropy and
         ``1 - max softmax`` get an ``auroc_*`` (masked vs clean); cosine similarity and distance to the
@@ -173,13 +298,8 @@ def masking_ood_statistics(
     Raises:
         ValueError: if the curves carry no representations.
     """
-    pair = curves.representations()
-    if pair is None:
-        raise ValueError(
-            "these masking curves carry no representations: evaluate with collect_representations=True"
-        )
-    clean_reps, masked_reps = pair
-    size, steps = curves.logits.shape[:2]
+    clean_reps, masked_reps, logits = _with_unmasked_as_clean(curves)
+    size, steps = logits.shape[:2]
     fraction = curves.grid if curves.steps == "fraction" else curves.masked_fraction.mean(dim=0)
     out = OODCurves(steps=curves.steps, x=curves.grid.tolist(), fraction=fraction.tolist(), n_examples=size)
     clean_views, masked_views = representation_views(clean_reps), representation_views(masked_reps)
@@ -196,8 +316,9 @@ def masking_ood_statistics(
                 out.missing[key] = detectors.missing.get(key, "the detector was not fitted")
                 out.missing[f"{view}/auroc_{name}"] = out.missing[key]
                 continue
-            scorer = scorers[view]
-            _per_step(scorer.score(clean), scorer.score(flat).reshape(size, steps), out, key)
+            scores = scorers[view].score(clean), scorers[view].score(flat).reshape(size, steps)
+            if not _degenerate(*scores, out, (key, f"{view}/auroc_{name}"), f"{name} on {view}"):
+                _per_step(*scores, out, key)
 
     if detectors.masf is None:
         reason = detectors.missing.get("masf", "MaSF was not fitted")
@@ -207,21 +328,22 @@ def masking_ood_statistics(
         clean_p = detectors.masf.p_values(clean_reps.layer_max)
         masked_p = detectors.masf.p_values(masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:]))
         masked_p = masked_p.reshape(size, steps)
-        out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()
-        out.clean["masf_flagged"] = float((clean_p < alpha).mean())
-        out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
-        out.clean["masf_p_median"] = float(np.median(clean_p))
-        out.values["auroc_masf"] = [ood_auroc(1 - clean_p, 1 - masked_p[:, s]) for s in range(steps)]
+        if not _degenerate(clean_p, masked_p, out, ("masf_flagged", "masf_p_median", "auroc_masf"), "MaSF"):
+            out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()
+            out.clean["masf_flagged"] = float((clean_p < alpha).mean())
+            out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
+            out.clean["masf_p_median"] = float(np.median(clean_p))
+            _auroc_series(1 - clean_p, 1 - masked_p, out, "auroc_masf")
 
-    msp_clean, msp = _numpy(max_softmax_probability(curves.clean_logits)), _numpy(max_softmax_probability(curves.logits))
+    msp_clean, msp = _numpy(max_softmax_probability(curves.clean_logits)), _numpy(max_softmax_probability(logits))
     _per_step(msp_clean, msp, out, "max_softmax", auroc=False)
-    out.values["auroc_max_softmax"] = [ood_auroc(1 - msp_clean, 1 - msp[:, s]) for s in range(steps)]
-    _per_step(_numpy(predictive_entropy(curves.clean_logits)), _numpy(predictive_entropy(curves.logits)), out, "entropy")
+    _auroc_series(1 - msp_clean, 1 - msp, out, "auroc_max_softmax")
+    _per_step(_numpy(predictive_entropy(curves.clean_logits)), _numpy(predictive_entropy(logits)), out, "entropy")
     if (curves.labels < 0).any():
         out.missing["ece"] = "ECE needs gold labels; some evaluated examples have none"
     else:
         labels = curves.labels.cpu()
-        out.values["ece"] = [expected_calibration_error(curves.logits[:, s].cpu(), labels, n_bins) for s in range(steps)]
+        out.values["ece"] = [expected_calibration_error(logits[:, s].cpu(), labels, n_bins) for s in range(steps)]
         out.clean["ece"] = expected_calibration_error(curves.clean_logits.cpu(), labels, n_bins)
     for key in [k for k, series in out.values.items() if not all(math.isfinite(v) for v in series)]:
         out.missing[key] = f"non-finite values {out.values.pop(key)}"

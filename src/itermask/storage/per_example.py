@@ -11,7 +11,9 @@ A job's ``per_example/`` folder holds three tables, joined by ``example_id`` (an
   (1.0 where the prediction differs from the clean one) and ``accuracy`` (1.0 where correct);
 - ``scores.parquet``: one row per (saliency method, schedule, example) with every scalar score per
   example (``aopc_*``, ``aopc_full_*``, ``auc_*``, ``first_flip_fraction`` and ``first_flip_count``, NaN
-  when the prediction never flips, ``never_flip_rate``);
+  when the prediction never flips, ``never_flip_rate``) and the clean input's saliency diagnostics:
+  ``saliency_zero`` (its scores are identically zero) and, for ``integrated_gradients`` and ``deeplift``,
+  ``completeness_gap`` (sum of attributions minus ``output_difference`` = ``f(x) - f(baseline)``);
 - ``examples.parquet``: one row per evaluated example: ``example_id``, ``split``, ``text`` (and
   ``text_pair``), ``label``, ``label_name``;
 - ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the

@@ -7,7 +7,8 @@ Layout: ``<cache_dir>/results/<key>.json``, each written atomically after the jo
 that cannot be read or whose checksum does not match is moved into ``results/damaged/`` with a warning and
 the job recomputed. What does not change a result (output and cache
 folders, the logger, worker counts, chunk sizes, checkpointing frequency) is left out of the key
-(:data:`NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result.
+(:data:`NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result. The key also holds
+:data:`SCHEMA_VERSION`, so results stored by code whose numbers have since been fixed are recomputed.
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ from itermask.storage.files import move_aside, read_json, to_jsonable, write_byt
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NOT_IN_KEY", "NOT_IN_KEY_AT_DEFAULT", "DISABLED_NOT_IN_KEY", "IMPLEMENTATION_KEYS", "component_settings",
-           "results_config",
-           "results_key", "result_checksum", "ResultStore"]
+__all__ = ["SCHEMA_VERSION", "NOT_IN_KEY", "NOT_IN_KEY_AT_DEFAULT", "DISABLED_NOT_IN_KEY", "IMPLEMENTATION_KEYS",
+           "component_settings", "results_config", "results_key", "result_checksum", "ResultStore"]
+
+#: Version of the results: of their layout and of the statistics that compute them. It is part of every
+#: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
+#: stored numbers or their layout, so that a re-run recomputes instead of returning the old code's numbers.
+#: 1 (implicit, no field): up to issue 9. 2: exact ECE binning, OOD AUROC on raw scores, degenerate
+#: detectors under ``missing``, saliency diagnostics (issue 10).
+SCHEMA_VERSION = 2
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -116,8 +123,9 @@ def results_config(config: dict) -> dict:
 
 def results_key(config: dict) -> str:
     """The results-store key of a resolved config: :func:`itermask.storage.cache.config_hash` of
-    :func:`results_config`. Equal for two runs exactly when every setting that changes the result is equal."""
-    return config_hash(results_config(config))
+    :data:`SCHEMA_VERSION` and :func:`results_config`. Equal for two runs exactly when the code's result
+    schema and every setting that changes the result are equal."""
+    return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
 def result_checksum(result: dict) -> str:

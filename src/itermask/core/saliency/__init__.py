@@ -15,8 +15,11 @@ from itermask.core.saliency.base import (
     BASELINES,
     OUTPUTS,
     TOKEN_BASELINES,
+    Attribution,
     RandomSaliency,
+    SaliencyError,
     SaliencyMethod,
+    ZeroSaliencyWarning,
     example_seed,
     prepare_for_saliency,
 )
@@ -26,6 +29,9 @@ from itermask.core.saliency.reference import DeepLiftSaliency, IntegratedGradien
 
 __all__ = [
     "SaliencyMethod",
+    "Attribution",
+    "SaliencyError",
+    "ZeroSaliencyWarning",
     "RandomSaliency",
     "GradientSaliency",
     "InputXGradientSaliency",

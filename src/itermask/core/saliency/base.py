@@ -22,12 +22,21 @@ its logit (``output="logit"``), for every method that explains an output.
 
 Before an evaluation, call :func:`prepare_for_saliency` (or each method's :meth:`SaliencyMethod.check`) so
 that a method that cannot run on a model fails before any work, with a message saying what to choose.
+
+Sanity (:meth:`SaliencyMethod.explain`): scores that cannot depend on the input are an error, not a
+ranking. When the model's forward does not use the word embeddings it is given (Captum issue 978), the raw
+autograd or hook failure becomes a :class:`SaliencyError` naming the method, the model class and that
+cause; a batch whose scores are all identically zero is a :class:`SaliencyError` too, and single examples
+with identically zero scores are flagged and warned about (:class:`ZeroSaliencyWarning`). ``random`` is
+exempt.
 """
 
 from __future__ import annotations
 
 import hashlib
+import warnings
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Iterable, Literal
 
 import torch
@@ -35,7 +44,7 @@ from torch import Tensor
 
 from itermask.core.tokens import TokenBatch, TokenizerBound, class_logits
 
-__all__ = ["SaliencyMethod", "RandomSaliency", "prepare_for_saliency", "example_seed", "OUTPUTS", "BASELINES", "TOKEN_BASELINES"]
+__all__ = ["SaliencyMethod", "Attribution", "SaliencyError", "ZeroSaliencyWarning", "RandomSaliency", "prepare_for_saliency", "example_seed", "OUTPUTS", "BASELINES", "TOKEN_BASELINES"]
 
 OUTPUTS = ("probability", "logit")
 #: baselines of the path/reference methods; the perturbation methods take the token ones (pad, mask)
@@ -44,6 +53,45 @@ TOKEN_BASELINES = ("pad", "mask")
 
 _NEEDS_NO_ATTENTIONS = "gradient, integrated_gradients, occlusion, lime, kernel_shap or random"
 _NEEDS_NO_EMBEDDINGS = "occlusion, lime, kernel_shap, attention or random"
+
+
+#: what autograd and Captum's layer hooks raise when the output does not depend on the word-embedding layer
+_DISCONNECTED = (
+    "does not require grad",  # autograd: the output has no graph back to the inputs
+    "Forward hook did not obtain any outputs",  # Captum: the hooked embedding layer never ran
+    "appears to not have been used in the graph",  # autograd.grad with allow_unused=False
+)
+
+
+class SaliencyError(RuntimeError):
+    """A saliency method's scores cannot depend on the input (the message names the method, the model
+    class and the likely cause)."""
+
+
+class ZeroSaliencyWarning(UserWarning):
+    """Some examples got identically zero saliency scores (they are then ranked by position only)."""
+
+
+@dataclass
+class Attribution:
+    """Saliency scores of a batch and their per-example diagnostics (:meth:`SaliencyMethod.explain`).
+
+    Attributes:
+        scores: ``[B, L]`` float scores, 0 at padding.
+        zero: ``[B]`` bool, the example's scores are identically zero at every attended position.
+        completeness_gap: ``[B]`` float64, for methods with a baseline in embedding space
+            (``integrated_gradients``, ``deeplift``): the sum of the example's attributions minus
+            ``f(x) - f(baseline)``, in units of the explained output (probability or logit). Completeness
+            (Sundararajan et al. 2017, arXiv 1703.01365, Prop. 1) and DeepLIFT's summation-to-delta
+            (Shrikumar et al. 2017, arXiv 1704.02685, Eq. 1) say it is 0; for IG it is the path integral's
+            discretisation error. ``None`` for other methods.
+        output_difference: ``[B]`` float64 ``f(x) - f(baseline)`` of the explained output, or ``None``.
+    """
+
+    scores: Tensor
+    zero: Tensor
+    completeness_gap: Tensor | None = None
+    output_difference: Tensor | None = None
 
 
 def example_seed(seed: int, example_id: int) -> int:
@@ -74,6 +122,8 @@ class SaliencyMethod(TokenizerBound, ABC):
     needs_embeddings: bool = True
     #: whether the model must return attention weights (``attn_implementation="eager"``)
     needs_attentions: bool = False
+    #: whether identically zero scores are an error (whole batch) or a warning (some examples)
+    zero_check: bool = True
     #: whether the scores of a row depend only on that row (and its example id), not on the other rows of
     #: the batch: then a caller may split a batch into length chunks (as the evaluator does). Every
     #: built-in method is; a method that normalises over the batch, say, sets ``False``
@@ -99,13 +149,95 @@ class SaliencyMethod(TokenizerBound, ABC):
 
         Returns:
             ``[B, L]`` float scores, 0 at padding.
+
+        Raises:
+            SaliencyError: see :meth:`explain`.
+        """
+        return self.explain(model, batch, target, example_ids).scores
+
+    def explain(
+        self, model: torch.nn.Module, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None,
+        sanity: bool = True,
+    ) -> Attribution:
+        """:meth:`attribute` with per-example diagnostics: which examples' scores are identically zero and,
+        for methods with a baseline in embedding space, the completeness gap (see :class:`Attribution`).
+        With ``sanity=False`` the zero scores are only flagged (:attr:`Attribution.zero`), not warned about or
+        raised: for a caller that splits one batch into parts and checks the whole with
+        :meth:`check_scores`, or that re-explains masked or perturbed inputs (recursive masking, attacks),
+        where a part may legitimately be all zeros. The translation of a disconnected forward always applies.
+
+        Warns:
+            ZeroSaliencyWarning: if some (not all) examples' scores are identically zero (e.g. a
+                saturated float32 softmax can give an exactly zero gradient). Not for ``random``.
+
+        Raises:
+            SaliencyError: if the forward does not use the word embeddings it is given (the raw autograd
+                or Captum hook failure, translated), or if every example of a non-empty batch gets
+                identically zero scores. Not for ``random``.
         """
         if example_ids is None:
             example_ids = torch.arange(len(batch), device=batch.device)
-        scores = self._scores(model, batch, target, example_ids).float()
+        try:
+            scores, gap, difference = self._attribution(model, batch, target, example_ids)
+        except (RuntimeError, AssertionError) as error:
+            if not any(text in str(error) for text in _DISCONNECTED):
+                raise
+            raise SaliencyError(self._failure(model, f"failed ({error})")) from error
+        scores = scores.float()
         if self.absolute:
             scores = scores.abs()
-        return scores.masked_fill(~batch.attention_mask.bool(), 0.0).detach()
+        attended = batch.attention_mask.bool()
+        scores = scores.masked_fill(~attended, 0.0).detach()
+        zero = ((scores == 0) | ~attended).all(dim=1)
+        detach = (lambda t: None if t is None else t.detach().double())
+        attribution = Attribution(scores, zero, detach(gap), detach(difference))
+        if sanity:
+            self.check_scores(attribution, model)
+        return attribution
+
+    def check_scores(self, attribution: Attribution, model: torch.nn.Module) -> None:
+        """The zero-score sanity check of :meth:`explain` on one batch's ``attribution`` (no-op for methods
+        with ``zero_check = False``, i.e. ``random``).
+
+        Warns:
+            ZeroSaliencyWarning: if some (not all) examples' scores are identically zero.
+
+        Raises:
+            SaliencyError: if every example of a non-empty batch has identically zero scores.
+        """
+        zero, size = attribution.zero, len(attribution.zero)
+        if not self.zero_check or not bool(zero.any()):
+            return
+        if bool(zero.all()):
+            raise SaliencyError(self._failure(model, f"gave identically zero scores to all {size} examples of a batch"))
+        warnings.warn(
+            f"saliency={self.name} gave identically zero scores to {int(zero.sum())} of {size} examples "
+            f"on {type(model).__name__} (they are ranked by position only); a saturated float32 softmax can "
+            "give an exactly zero gradient: explain the logit (saliency.output=logit) to avoid that",
+            ZeroSaliencyWarning, stacklevel=3,
+        )
+
+    def _failure(self, model: torch.nn.Module, what: str) -> str:
+        """The message of a :class:`SaliencyError`: the method, the model class, ``what`` happened and the
+        likely cause."""
+        if self.needs_embeddings:
+            get = getattr(model, "get_input_embeddings", None)
+            layer = type(get()).__name__ if callable(get) else "none"
+            cause = (f"the model's forward does not use the word embeddings it is given: the output of "
+                     f"get_input_embeddings() ({layer}) does not reach the logits (e.g. the forward embeds the ids "
+                     "with another module or detaches them; Captum issue 978)")
+        else:
+            cause = "the model's output does not depend on the token ids it is given"
+        return (f"saliency={self.name} on {type(model).__name__} {what}. Likely cause: {cause}. Identically zero "
+                "scores can also come from a baseline equal to the input or from predictions saturated in float32 "
+                "(explain the logit: saliency.output=logit)")
+
+    def _attribution(
+        self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Raw ``[B, L]`` scores, and the ``[B]`` completeness gap and ``f(x) - f(baseline)`` where the method
+        defines them (``None`` otherwise)."""
+        return self._scores(model, batch, target, example_ids), None, None
 
     @abstractmethod
     def _scores(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
@@ -225,6 +357,7 @@ class RandomSaliency(SaliencyMethod):
     name = "random"
     needs_gradients = False
     needs_embeddings = False
+    zero_check = False
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__(output="probability", absolute=False)

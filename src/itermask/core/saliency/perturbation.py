@@ -44,9 +44,9 @@ class _PerturbationSaliency(_BaselineSaliency):
     def describe(self) -> dict:
         return {**super().describe(), "perturbations_per_eval": self.perturbations_per_eval}
 
-    def attribute(self, model, batch, target, example_ids=None):
+    def explain(self, model, batch, target, example_ids=None, sanity=True):
         with torch.inference_mode():
-            return super().attribute(model, batch, target, example_ids)
+            return super().explain(model, batch, target, example_ids, sanity)
 
     def _scores(self, model, batch, target, example_ids):
         maskable = ~self.kept(batch)

@@ -141,22 +141,30 @@ class _EmbeddingPathSaliency(_BaselineSaliency):
         return layer(self.baseline_ids(batch))
 
     def _scores(self, model, batch, target, example_ids):
+        return self._attribution(model, batch, target, example_ids)[0]
+
+    def _attribution(self, model, batch, target, example_ids):
+        """Scores ``[B, L]``, the completeness gap ``[B]`` (Captum's convergence delta: the attributions'
+        sum minus ``f(x) - f(baseline)``) and ``f(x) - f(baseline)`` ``[B]``."""
         self._require_bound()
         layer = self._embedding_layer(model)
         embeddings = layer(batch.input_ids).detach()
         baseline = self.baseline_embeddings(layer, batch, embeddings).detach()
-        attributions = self._attribute(
+        attributions, gap = self._attribute(
             _EmbeddingForward(model, layer, self),
             embeddings,
             baseline,
             target,
             (batch.input_ids, batch.attention_mask, batch.token_type_ids),
         )
-        return attributions.sum(dim=-1)
+        scores = attributions.sum(dim=-1)
+        gap = gap.detach().double()
+        return scores, gap, scores.detach().double().sum(dim=-1) - gap
 
     @abstractmethod
-    def _attribute(self, forward: _EmbeddingForward, embeddings, baseline, target, extra) -> Tensor:
-        """``[B, L, D]`` attributions of ``forward`` at ``embeddings`` against ``baseline``."""
+    def _attribute(self, forward: _EmbeddingForward, embeddings, baseline, target, extra) -> tuple[Tensor, Tensor]:
+        """``[B, L, D]`` attributions of ``forward`` at ``embeddings`` against ``baseline`` and the ``[B]``
+        convergence delta (``return_convergence_delta=True``)."""
 
 
 class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
@@ -196,6 +204,7 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
             additional_forward_args=extra,
             n_steps=self.n_steps,
             internal_batch_size=self.internal_batch_size,
+            return_convergence_delta=True,
         )
 
 
@@ -224,5 +233,6 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
         with warnings.catch_warnings():  # Captum announces its temporary hooks on every call
             warnings.filterwarnings("ignore", message="Setting forward, backward hooks", category=UserWarning)
             return DeepLift(forward).attribute(
-                embeddings.requires_grad_(), baselines=baseline, target=target, additional_forward_args=extra
+                embeddings.requires_grad_(), baselines=baseline, target=target, additional_forward_args=extra,
+                return_convergence_delta=True,
             )
