@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 
-import torch
 
 from itermask.analyses.base import Analysis, AnalysisOutput, EvaluationContext
 from itermask.core import metrics
