@@ -223,6 +223,7 @@ def test_the_report_leads_with_the_headline(tmp_path):
     assert row["seed_share"] == pytest.approx(expected["share"]) and row["share_ci_low"] == pytest.approx(expected["ci_low"])
     sens = report.seed_sensitivity
     assert set(sens.explanation) == {"gradient", "random"} and (sens.n_examples == 20).all()
+    report.seed_sensitivity["why"] = np.nan  # no notes, as a frame read back or concatenated holds them
     write_report(report)
     md = (root / "report.md").read_text()
     sections = [line for line in md.splitlines() if line.startswith("## ")]
@@ -234,3 +235,6 @@ def test_the_report_leads_with_the_headline(tmp_path):
     assert "aopc_comprehensiveness_prob (probability, higher = more faithful)" in headline
     # random gives the same per-example values under both schedules: one row in the seed-sensitivity table
     assert "| random | one_shot = recursive | aopc_comprehensiveness_prob |" in md
+    # a row without a note has an empty note cell, not pandas' "nan"
+    sensitivity = md[md.index("## Seed sensitivity"):md.index("## Scores over seeds")]
+    assert "| nan |" not in sensitivity and "aopc_comprehensiveness_prob | 20 / 0 |" in sensitivity

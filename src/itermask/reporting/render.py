@@ -157,6 +157,11 @@ def _headline(report: Report) -> list[str]:
     return out
 
 
+def _text(value) -> str:
+    """A table cell's text: ``""`` for a missing value (``None`` or pandas' NaN), never ``"nan"``."""
+    return value if isinstance(value, str) else ""
+
+
 def _seed_sensitivity_section(report: Report) -> list[str]:
     frame = report.seed_sensitivity
     if frame.empty:
@@ -181,7 +186,7 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
             [[g[0]["explanation"], " = ".join(r["schedule"] for r in g), g[0]["score"],
               f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
               f"{_num(g[0]['share'], 3)} [{_num(g[0]['ci_low'], 3)}, {_num(g[0]['ci_high'], 3)}]",
-              _num(g[0]["friedman_p"], 4), _num(g[0]["mean_spearman"], 3), g[0]["why"] or ""] for g in merged.values()]), ""]
+              _num(g[0]["friedman_p"], 4), _num(g[0]["mean_spearman"], 3), _text(g[0]["why"])] for g in merged.values()]), ""]
     if not report.rank_stability.empty:
         out += ["### Rank stability of the saliency methods", "", "Kendall's W of the methods' ranking by each "
                 "seed (1: every seed ranks them alike). Few methods give a weak test.", "", _md_table(
