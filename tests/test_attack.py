@@ -259,6 +259,16 @@ def _examples(success, n_perturbed, k_max, attacked=None):
             "perturbed_fraction": [c / 10 for c in n_perturbed]}
 
 
+def test_examples_whose_budget_allows_no_token_are_not_counted_as_failed_attacks():
+    # k_max = 0 (e.g. attack.budget=0.01 on a text of 10 maskable tokens): not attacked, not a failure
+    examples = _examples([False, True, False], [0, 1, 0], [0, 2, 0])
+    summary = attack_summary(examples)
+    assert summary["n_attacked"] == 1 and summary["n_skipped_no_budget"] == 2
+    assert summary["success_rate"] == 1.0 and summary["median_queries"] == 20.0
+    none = attack_summary(_examples([False, False], [0, 0], [0, 0]))
+    assert none["n_attacked"] == 0 and none["n_skipped_no_budget"] == 2 and math.isnan(none["success_rate"])
+
+
 def test_summary_and_link_on_constructed_examples():
     from itermask.core.evaluation import MaskingCurves
 

@@ -124,3 +124,12 @@ def test_integer_classes_that_never_occur_are_refused(tmp_path):
     path = _write(tmp_path / "ones.csv", [(f"text {i}", 1) for i in range(30)], columns=("text", "label"))
     with pytest.raises(ValueError, match=r"never occur in the training split"):
         FileSource(path=path).load()
+
+
+def test_empty_texts_are_counted_in_every_row_of_the_file_even_those_carved_into_validation_and_test(tmp_path):
+    # 300 rows, every 10th text blank (rows 0, 10, ..., 290): the carved validation and test splits get
+    # some of them, but the error counts all 30 and names row 0
+    rows = [("" if i % 10 == 0 else f"text {i}", i % 2) for i in range(300)]
+    path = _write(tmp_path / "blanks.csv", rows, columns=("text", "label"))
+    with pytest.raises(ValueError, match=r"split 'train' has 30 empty 'text' value\(s\), the first at data row 0 "):
+        FileSource(path=path).load()

@@ -293,6 +293,9 @@ def test_count_steps_mask_exact_tokens_one_shot_and_recursive(toy_tokenizer):
     with pytest.raises(ValueError, match="ascending"):
         IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count",
                                   counts=[2, 1])
+    # a repeated step would count twice in AOPC (full-grid AOPC is the mean over the grid's steps)
+    with pytest.raises(ValueError, match="no repeats"):
+        IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), [0, 0.1, 0.1, 0.5], [0])
 
 
 def test_a_new_schedule_is_one_class(toy_tokenizer):

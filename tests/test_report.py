@@ -386,6 +386,12 @@ def test_cli(sweep, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert rep.main([str(tmp_path / "empty")]) == 2
     assert "error: no finished runs" in capsys.readouterr().err
+    # bad options are argparse errors (exit 2, the option named), before any run is read
+    for option, value in (("--confidence", "2"), ("--confidence", "0"), ("--n-resamples", "-5")):
+        with pytest.raises(SystemExit) as exit_info:
+            rep.main([str(sweep), option, value])
+        assert exit_info.value.code == 2
+        assert f"argument {option}: must be" in capsys.readouterr().err
 
 
 def test_wandb_summary_run_offline(sweep):

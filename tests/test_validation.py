@@ -15,7 +15,8 @@ from itermask.core.metrics import summarize
 from itermask.evaluation import MaskingCurves
 from itermask.settings import EvaluationSettings, evaluate_settings, plain, training_key
 from itermask.storage.store import results_key
-from itermask.validation import SettingsError, check_config, check_max_length, position_limit
+from itermask.validation import (SettingsError, check_added_keys, check_config, check_max_length, check_vocabulary,
+                                 position_limit)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,3 +148,36 @@ def test_null_aopc_bins_leave_aopc_out_and_keep_the_full_curve_area():
     assert without["aopc_full_comprehensiveness_prob"] == with_bins["aopc_full_comprehensiveness_prob"]
     assert with_bins["aopc_comprehensiveness_prob"] == pytest.approx(without["comprehensiveness_prob"][1])
     assert results_key(plain(_compose("evaluation.aopc_bins=null"))) != results_key(plain(_compose()))
+
+
+class _Sized:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+@pytest.mark.parametrize("size, vocab, problem", [(5, 30522, "tokenizer files"), (30600, 30522, "beyond the model"),
+                                                  (30522, 30522, None), (15261, 30522, None), (15260, 30522, "tokenizer files")])
+def test_a_tokenizer_that_does_not_cover_the_models_vocabulary_is_refused(size, vocab, problem):
+    """A save_pretrained() folder without tokenizer files loads a tokenizer of a few special tokens: every word
+    becomes [UNK], so fine-tuning would learn nothing and no token would be maskable. Half the vocabulary is
+    the limit (15261 = 30522 // 2 passes)."""
+    config = BertConfig(vocab_size=vocab)
+    if problem is None:
+        check_vocabulary(_Sized(size), config, "/tmp/m")
+    else:
+        with pytest.raises(SettingsError, match=f"model.pretrained=/tmp/m: its tokenizer has {size} tokens but the "
+                                                f"model's vocabulary has {vocab}.*{problem}"):
+            check_vocabulary(_Sized(size), config, "/tmp/m")
+
+
+def test_a_key_added_with_plus_to_itermasks_own_settings_is_refused():
+    # Hydra suggests "+train.lr=-1" for the mistyped key train.lr: nothing reads it, but it changes the keys
+    with pytest.raises(SettingsError, match=r"train.lr \(added with \+train.lr=...\) is not an option of the train"):
+        check_added_keys(["seed=1", "+train.lr=-1"])
+    with pytest.raises(SettingsError, match="2 invalid settings"):
+        check_added_keys(["+evaluation.foo=1", "+ood.bar=2"])
+    # groups, forced additions (++) and sections handed to a library pass
+    check_added_keys(["+experiment=masked_vs_standard", "++train.lr=1", "+trainer.limit_train_batches=2", "seed=3"])

@@ -38,7 +38,8 @@ from itermask.training import attack_sources  # noqa: F401  (registers the wordn
 from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
 from itermask.training.models import class_mapping, classifier_architecture, load_model_config, load_tokenizer
 from itermask.training.sources import REPAIR_SWITCHES, DataSource
-from itermask.validation import QUANTITIES, SettingsError, check_config, check_max_length, check_seed_value
+from itermask.validation import (QUANTITIES, SettingsError, check_added_keys, check_config, check_max_length,
+                                 check_seed_value, check_vocabulary)
 
 __all__ = [
     "check_seed",
@@ -418,14 +419,20 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
     """The fields of :class:`TrainJobSettings` (tokenizer loaded, data source and masking strategy built),
     after every numeric setting has been checked (:func:`itermask.validation.check_config`, before the
     tokenizer loads) and ``model.max_length`` against the tokenizer and the model's config."""
+    from hydra.core.hydra_config import HydraConfig
+
     started_at = time.time()
+    if HydraConfig.initialized():
+        check_added_keys(list(HydraConfig.get().overrides.task))
     config = plain(cfg)
     check_config(config)  # every bad number and seed at once, the seed included
     seed = check_seed(cfg)
     tokenizer = load_tokenizer(cfg.model.pretrained)
     source = build(cfg.dataset.source)
-    check_max_length(int(cfg.model.max_length), tokenizer, load_model_config(cfg.model.pretrained),
-                     str(cfg.model.pretrained), pairs=bool(getattr(source, "text_pair_column", None)))
+    model_config = load_model_config(cfg.model.pretrained)
+    check_vocabulary(tokenizer, model_config, str(cfg.model.pretrained))
+    check_max_length(int(cfg.model.max_length), tokenizer, model_config, str(cfg.model.pretrained),
+                     pairs=bool(getattr(source, "text_pair_column", None)))
     key, payload = training_key(cfg, source)
     finetune = cfg.model.finetune
     enabled = _train_enabled(cfg)

@@ -32,7 +32,7 @@ from itermask.core.evaluation import FORWARDS
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 
 __all__ = ["QUANTITIES", "SEED_RANGE", "EvaluationSchema", "SettingsError", "check_config", "check_seed_value",
-           "check_max_length", "position_limit"]
+           "check_max_length", "check_vocabulary", "check_added_keys", "OWN_SECTIONS", "position_limit"]
 
 QUANTITIES = ("probability", "logit")
 #: Seeds NumPy (and so Lightning's ``seed_everything``) accepts: unsigned 32-bit integers.
@@ -297,3 +297,48 @@ def check_max_length(max_length: int, tokenizer, model_config, pretrained: str, 
                    f"max_position_embeddings={model_config.max_position_embeddings})")
     raise SettingsError([f"model.max_length must be {allowed}, got {max_length}"])
 
+
+
+def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:
+    """The tokenizer must cover the model's vocabulary: a tokenizer with fewer than half of the model's
+    ``vocab_size`` ids is not the model's (typically a ``save_pretrained()`` folder without its tokenizer
+    files, for which ``transformers`` builds a tokenizer of a few special tokens that maps every word to
+    ``[UNK]``), and one with more ids than the embedding matrix would index past it.
+
+    Raises:
+        SettingsError: naming ``model.pretrained``, both sizes and the likely cause.
+    """
+    size, vocab = len(tokenizer), getattr(model_config, "vocab_size", None)
+    if not vocab or vocab // 2 <= size <= vocab:
+        return
+    if size < vocab // 2:
+        why = ("is this a folder without its tokenizer files (tokenizer.json, vocab.txt or the like)? Save the "
+               "tokenizer with the model (tokenizer.save_pretrained(folder))")
+    else:
+        why = "token ids beyond the model's embedding matrix would fail; use the model's own tokenizer"
+    raise SettingsError([f"model.pretrained={pretrained}: its tokenizer has {size} tokens but the model's vocabulary "
+                         f"has {vocab}: {why}"])
+
+
+#: Config sections whose options are all in itermask's own YAML files: a key that an override adds to them
+#: with ``+`` (Hydra's hint for a mistyped key) is read by nothing. Sections passed on to a library
+#: (``trainer``, ``logger``, ``model``) may take added keys.
+OWN_SECTIONS = ("train", "data", "evaluation", "ood")
+
+
+def check_added_keys(overrides: list[str]) -> None:
+    """Refuse command-line overrides that add (``+key=value``) a key to one of :data:`OWN_SECTIONS`: nothing
+    reads it, yet it enters the cache keys (a new fine-tuning under a new key). ``++key=value`` still forces it.
+
+    Args:
+        overrides: the task's overrides as given (``HydraConfig.get().overrides.task``).
+
+    Raises:
+        SettingsError: naming each such key.
+    """
+    added = [o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")]
+    unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS]
+    if unread:
+        raise SettingsError([f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
+                             "nothing reads it, but it would change the cache keys; check its spelling against "
+                             "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)" for key in unread])

@@ -50,16 +50,20 @@ def _mean(values: list[float]) -> float:
 
 def attack_summary(examples: dict[str, list]) -> dict[str, Any]:
     """One method's attack over the examples (``examples``: the per-example lists of :data:`EXAMPLE_COLUMNS`):
-    ``n_attacked``, ``n_skipped_clean_prediction`` (clean prediction != target), ``success_rate`` (share of the
-    attacked examples whose decision flipped within the budget), ``perturbed_fraction`` and
+    ``n_attacked``, ``n_skipped_clean_prediction`` (clean prediction != target), ``n_skipped_no_budget``
+    (``k_max = 0``: the budget allows no token of so short a text, e.g. ``attack.budget=0.01`` below 50
+    maskable tokens; such an example is not attacked, so it is not a failure either), ``success_rate`` (share of
+    the attacked examples whose decision flipped within the budget), ``perturbed_fraction`` and
     ``perturbed_count`` (means over the successful attacks, TextAttack's "average perturbed word %"),
     ``median_queries`` and ``mean_queries`` (over the attacked examples). NaN where no example qualifies."""
-    attacked = [i for i, a in enumerate(examples["attacked"]) if a]
+    attacked = [i for i, a in enumerate(examples["attacked"]) if a and examples["k_max"][i] > 0]
     won = [i for i in attacked if examples["success"][i]]
     queries = torch.tensor([float(examples["queries"][i]) for i in attacked], dtype=torch.float64)
+    n_target = sum(bool(a) for a in examples["attacked"])
     return {
         "n_attacked": len(attacked),
-        "n_skipped_clean_prediction": len(examples["attacked"]) - len(attacked),
+        "n_skipped_clean_prediction": len(examples["attacked"]) - n_target,
+        "n_skipped_no_budget": n_target - len(attacked),
         "success_rate": len(won) / len(attacked) if attacked else math.nan,
         "perturbed_fraction": _mean([examples["perturbed_fraction"][i] for i in won]),
         "perturbed_count": _mean([examples["n_perturbed"][i] for i in won]),
@@ -208,6 +212,13 @@ class AttackAnalysis(Analysis):
             examples["masking_first_flip_count"] = [by_id.get(i, math.nan) for i in examples["example_id"]]
             methods[name] = {"summary": {**attack_summary(examples), "seconds": seconds[name]}, "link": link,
                              "examples": examples}
+            summary = methods[name]["summary"]
+            if summary["n_skipped_no_budget"]:
+                log.warning("attack %s: %d of %d examples not attacked: attack.budget=%s allows no token of texts "
+                            "this short (k_max = floor(budget * n + 0.5) = 0)%s", name, summary["n_skipped_no_budget"],
+                            len(examples["attacked"]), self.budget,
+                            "; no example was attacked, so the success rate is undefined (NaN)"
+                            if not summary["n_attacked"] else "")
             log.info("attack %s (%s): %s", name, self.source.name,
                      {k: round(v, 3) for k, v in methods[name]["summary"].items() if isinstance(v, float)})
         section = {"settings": self.describe(), "masking": settings.masking.name, "methods": methods,

@@ -290,7 +290,7 @@ class IterativeMaskingEvaluator:
             it costs memory.
 
     Raises:
-        ValueError: for unknown schedules, kinds of steps or forward paths, an empty or unsorted grid, count
+        ValueError: for unknown schedules, kinds of steps or forward paths, an empty, unsorted or repeating grid, count
             steps without counts, a non-positive token budget or chunk size.
     """
 
@@ -323,8 +323,8 @@ class IterativeMaskingEvaluator:
         grid = [float(v) for v in (fractions if steps == "fraction" else counts)]
         if not grid:
             raise ValueError(f"at least one masking {steps} is needed")
-        if grid != sorted(grid):
-            raise ValueError(f"masking {steps}s must be ascending, got {grid}")
+        if any(b <= a for a, b in zip(grid, grid[1:])):  # a repeated step would count twice in AOPC
+            raise ValueError(f"masking {steps}s must be strictly ascending (no repeats), got {grid}")
         step_counts(torch.zeros(1, dtype=torch.long), grid, steps)  # validates the grid
         check_target_policy(target)
         if forwards not in FORWARDS:

@@ -17,14 +17,30 @@ log = logging.getLogger(__name__)
 __all__ = ["main"]
 
 
+def _confidence(text: str) -> float:
+    """An argparse type: a confidence level strictly between 0 and 1."""
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), e.g. 0.95, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m itermask.report <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
     parser = argparse.ArgumentParser(prog="python -m itermask.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("multirun_dir", help="a Hydra multirun folder (holding <job>/results.json)")
-    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--confidence", type=_confidence, default=0.95, help="confidence level of the intervals, in (0, 1)")
     parser.add_argument("--bootstrap", action="store_true", help="percentile-bootstrap intervals instead of t")
     parser.add_argument("--permutation", action="store_true", help="permutation test instead of Welch's t-test")
-    parser.add_argument("--n-resamples", type=int, default=9999)
+    parser.add_argument("--n-resamples", type=_positive, default=9999, help="bootstrap/permutation resamples (>= 1)")
     parser.add_argument("--wandb", action="store_true", help="also log a W&B summary run in the sweep's group")
     parser.add_argument("--wandb-mode", default=None, help="W&B mode (default: WANDB_MODE or offline)")
     args = parser.parse_args(argv)

@@ -32,8 +32,9 @@ __all__ = ["SCHEMA_VERSION", "NOT_IN_KEY", "NOT_IN_KEY_AT_DEFAULT", "DISABLED_NO
 #: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
 #: stored numbers or their layout, so that a re-run recomputes instead of returning the old code's numbers.
 #: 1 (implicit, no field): up to issue 9. 2: exact ECE binning, OOD AUROC on raw scores, degenerate
-#: detectors under ``missing``, saliency diagnostics (issue 10).
-SCHEMA_VERSION = 2
+#: detectors under ``missing``, saliency diagnostics (issue 10). 3: attacked examples whose budget allows no
+#: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``).
+SCHEMA_VERSION = 3
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (

@@ -155,12 +155,33 @@ class DataSource:
             raise ValueError(f"{self.describe()}: no 'train' split (found {sorted(raw)})")
         # each row's index in the split as read, so errors name the row of the file, not of a carved split
         raw = datasets.DatasetDict({s: d.add_column(_SOURCE_ROW, list(range(len(d)))) for s, d in raw.items()})
-        origin = {split: split for split in raw}
         raw = datasets.DatasetDict({split: self._checked(split, data) for split, data in self._drop(raw).items()})
-        raw = self._carve(raw)
         columns = {self.text_column: "text", self.label_column: "label"}
         if self.text_pair_column:
             columns[self.text_pair_column] = "text_pair"
+        self._check_columns(raw, columns)  # the splits as read, before any is carved: every row counted
+        raw = self._carve(raw)
+        names, mapping = self._label_names(raw)
+        out = {}
+        for split in SPLITS:
+            data = raw[split].select_columns(list(columns)).rename_columns(
+                {k: v for k, v in columns.items() if k != v}
+            )
+            if mapping is not None:
+                labels = [mapping.get(str(v), -1) for v in data["label"]]
+                data = data.remove_columns("label").add_column("label", labels)
+            data = data.add_column("example_id", list(range(len(data))))
+            out[split] = data
+        loaded = LabelledSplits(datasets.DatasetDict(out), names, mapping)
+        validate_splits(loaded, source=self.describe())
+        return loaded
+
+    def _check_columns(self, raw: datasets.DatasetDict, columns: dict[str, str]) -> None:
+        """Every split as read has the configured columns and no empty text (in any text column).
+
+        Raises:
+            ValueError: naming the split, the column and, for empty texts, their count and first data row.
+        """
         for split, data in raw.items():
             missing = [c for c in columns if c not in data.column_names]
             if missing:
@@ -178,23 +199,8 @@ class DataSource:
                     empty = [source_rows[i] for i in empty]
                     raise ValueError(
                         f"{self.describe()}: split {split!r} has {len(empty)} empty {column!r} value(s), the first "
-                        f"at data row {min(empty)} of the {origin.get(split, 'train')!r} data as read "
-                        "(0-based, header line not counted)"
+                        f"at data row {min(empty)} of the {split!r} data as read (0-based, header line not counted)"
                     )
-        names, mapping = self._label_names(raw)
-        out = {}
-        for split in SPLITS:
-            data = raw[split].select_columns(list(columns)).rename_columns(
-                {k: v for k, v in columns.items() if k != v}
-            )
-            if mapping is not None:
-                labels = [mapping.get(str(v), -1) for v in data["label"]]
-                data = data.remove_columns("label").add_column("label", labels)
-            data = data.add_column("example_id", list(range(len(data))))
-            out[split] = data
-        loaded = LabelledSplits(datasets.DatasetDict(out), names, mapping)
-        validate_splits(loaded, source=self.describe())
-        return loaded
 
     def _checked(self, split: str, data: datasets.Dataset) -> datasets.Dataset:
         """One split as read, its values checked: rows with a missing label dropped (``drop_missing_labels``)
