@@ -133,3 +133,12 @@ def test_empty_texts_are_counted_in_every_row_of_the_file_even_those_carved_into
     path = _write(tmp_path / "blanks.csv", rows, columns=("text", "label"))
     with pytest.raises(ValueError, match=r"split 'train' has 30 empty 'text' value\(s\), the first at data row 0 "):
         FileSource(path=path).load()
+
+
+def test_an_evaluation_subset_larger_than_the_split_says_so(tokenizer, caplog):
+    dm = TextClassificationDataModule(shipped_source(), tokenizer, max_length=32, max_train_examples=50, seed=0)
+    dm.setup()
+    n = len(dm.tokenized["test"])
+    with caplog.at_level("WARNING"):
+        assert len(dm.evaluation_subset(n + 100)) == n
+    assert f"evaluation.n_examples={n + 100}, but split 'test' has only {n} examples" in caplog.text

@@ -202,7 +202,9 @@ def _sweep_with_per_example(tmp_path):
         results.append(result)
     root = write_sweep(tmp_path / "sweep", results)
     for i, seed_values in enumerate(zip(matrix["gradient"], matrix["random"])):
-        frames = [pd.DataFrame({"saliency": m, "schedule": s, "example_id": examples, "aopc_comprehensiveness_prob": v})
+        # sufficiency: defined for one-shot only (NaN for recursive); saliency_zero: a diagnostic, not a score
+        frames = [pd.DataFrame({"saliency": m, "schedule": s, "example_id": examples, "aopc_comprehensiveness_prob": v,
+                                "aopc_sufficiency_prob": v / 2 if s == "one_shot" else np.nan, "saliency_zero": False})
                   for m, v in zip(("gradient", "random"), seed_values) for s in ("one_shot", "recursive")]
         write_per_example(root / str(i), {"scores": pd.concat(frames, ignore_index=True)})
     return root, {m: np.stack(v) for m, v in matrix.items()}, results
@@ -223,6 +225,9 @@ def test_the_report_leads_with_the_headline(tmp_path):
     assert row["seed_share"] == pytest.approx(expected["share"]) and row["share_ci_low"] == pytest.approx(expected["ci_low"])
     sens = report.seed_sensitivity
     assert set(sens.explanation) == {"gradient", "random"} and (sens.n_examples == 20).all()
+    assert set(zip(sens.schedule, sens.score)) == {("one_shot", "aopc_comprehensiveness_prob"),
+                                                    ("recursive", "aopc_comprehensiveness_prob"),
+                                                    ("one_shot", "aopc_sufficiency_prob")}
     report.seed_sensitivity["why"] = np.nan  # no notes, as a frame read back or concatenated holds them
     write_report(report)
     md = (root / "report.md").read_text()

@@ -51,8 +51,8 @@ def _per_example_scores(members: list[Run]) -> tuple[list[pd.DataFrame] | None, 
 
 
 def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], settings: dict) -> list[dict]:
-    """Seed-sensitivity rows of one group: every per-example score of every (explanation, schedule) present in
-    all its runs, over the examples every run evaluated."""
+    """Seed-sensitivity rows of one group: every per-example score (a registered metric, defined for the
+    schedule) of every (explanation, schedule) present in all its runs, over the examples every run evaluated."""
     rows = []
     keys = set.intersection(*({tuple(k) for k in f[["saliency", "schedule"]].drop_duplicates().values} for f in frames))
     for explanation, schedule in sorted(keys):
@@ -61,6 +61,8 @@ def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], set
         scores = [c for c in parts[0].columns if c not in ("saliency", "schedule") and all(c in p for p in parts)]
         for score in scores:
             values = np.stack([p.loc[examples, score].to_numpy(dtype=float) for p in parts])
+            if metric_info(score) is None or np.isnan(values).all():
+                continue  # a diagnostic column, or a score the schedule does not define (recursive sufficiency)
             result = seed_share(values, settings["confidence"], n_resamples=2000, seed=settings["seed"])
             rows.append({**dict(zip(GROUP, label)), "explanation": explanation, "schedule": schedule,
                          "score": score, **result})

@@ -3,6 +3,7 @@ and the data module that tokenizes a :class:`~itermask.training.sources.DataSour
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -15,6 +16,8 @@ from torch.utils.data import DataLoader
 from itermask.core.tokens import TokenBatch
 from itermask.training.resume import ResumableDataLoader
 from itermask.training.sources import DataSource, LabelledSplits
+
+log = logging.getLogger(__name__)
 
 __all__ = ["TextClassificationDataModule", "TokenCollator", "segment_ids"]
 
@@ -196,6 +199,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
             if n_examples < len(data):
                 rows = np.random.default_rng(subset_seed).choice(len(data), size=n_examples, replace=False)
                 data = data.select(np.sort(rows))
+            elif n_examples > len(data):
+                log.warning("evaluation.n_examples=%d, but split %r has only %d examples: evaluating all %d",
+                            n_examples, split, len(data), len(data))
         return self._by_length(data)
 
     def evaluation_dataloader(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> DataLoader:
