@@ -147,8 +147,8 @@ class DataSource:
         """Load, carve missing splits, normalise columns and validate.
 
         Raises:
-            ValueError: missing column, empty split, empty text, label out of range (see
-                :func:`validate_splits`).
+            ValueError: missing column, empty text (:meth:`_check_columns`), empty split, label out of range
+                (:func:`validate_splits`).
         """
         raw = self._raw()
         if "train" not in raw:
@@ -505,7 +505,8 @@ def shipped_source(name: str = "rt_snippets") -> FileSource:
 
 
 def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
-    """Check that every split is non-empty, every text non-empty and every label in ``[0, C)``.
+    """Check that every split is non-empty and every label in ``[0, C)`` (empty texts are found earlier, in the
+    splits as read: :meth:`DataSource._check_columns`).
 
     Raises:
         ValueError: naming the split and the first offending row or label values.
@@ -516,15 +517,6 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
         data = loaded.splits[split]
         if len(data) == 0:
             raise ValueError(f"{source}: split {split!r} is empty")
-        for column in ("text", "text_pair"):
-            if column not in data.column_names:
-                continue
-            texts = data[column]
-            empty = _empty_rows(texts)
-            if empty:
-                raise ValueError(
-                    f"{source}: split {split!r} has {len(empty)} empty {column!r} value(s), first at row {empty[0]}"
-                )
         labels = np.asarray(data["label"])
         if split == "train":
             missing = sorted(set(range(loaded.num_labels)) - set(labels.tolist()))
