@@ -35,7 +35,10 @@ def settings_for(share: float | None):
     """The fine-tuning settings of the embedded default, adversarial fine-tuning at ``share`` (or off)."""
     overrides = ["output_dir=/tmp/unused", "logger=csv"]
     if share is not None:
-        overrides += ["train.adversarial_augmentation.enabled=true", f"train.adversarial_augmentation.batch_share={share}"]
+        overrides += [
+            "train.adversarial_augmentation.enabled=true",
+            f"train.adversarial_augmentation.batch_share={share}",
+        ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return train_settings(compose("train", overrides=overrides))
 
@@ -43,8 +46,12 @@ def settings_for(share: float | None):
 def time_steps(settings, batches: list[dict]) -> tuple[float, dict]:
     """Seconds for one pass of training steps over ``batches``, and the attack's mean logged statistics."""
     seed(settings.seed)
-    module = SequenceClassifier(settings.model.pretrained, num_labels=2,
-                                adversarial_augmentation=settings.train.adversarial, **settings.model.optimizer)
+    module = SequenceClassifier(
+        settings.model.pretrained,
+        num_labels=2,
+        adversarial_augmentation=settings.train.adversarial,
+        **settings.model.optimizer,
+    )
     logged: dict[str, list[float]] = {}
     module.log = lambda name, value, **kwargs: logged.setdefault(name, []).append(float(value))  # no trainer here
     optimizer = torch.optim.AdamW(module.parameters(), lr=settings.model.optimizer["learning_rate"])
@@ -66,7 +73,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    configs = {"standard": settings_for(None), **{f"adversarial, batch_share {s}": settings_for(s) for s in args.shares}}
+    configs = {
+        "standard": settings_for(None),
+        **{f"adversarial, batch_share {s}": settings_for(s) for s in args.shares},
+    }
     data = load_data(configs["standard"])
     batches = list(itertools.islice(iter(data.train_dataloader()), args.steps))
     steps_per_epoch = len(data.train_dataloader())
@@ -78,15 +88,19 @@ def main() -> None:
             times[name].append(seconds)
             print(f"  {name}: {seconds:.1f} s for {len(batches)} steps", flush=True)
     base = min(times["standard"]) / len(batches)
-    print("\n| fine-tuning | s / step (best of repeats) | x standard | projected epoch (s) | attacked batches: accepted, flipped, tokens substituted |")
+    print(
+        "\n| fine-tuning | s / step (best of repeats) | x standard | projected epoch (s) | attacked batches: accepted, flipped, tokens substituted |"
+    )
     print("| --- | ---: | ---: | ---: | --- |")
     for name, values in times.items():
         per_step = min(values) / len(batches)
         s = stats.get(name) or {}
         attack = ", ".join(f"{s[k]:.2f}" for k in ("adv_accepted", "adv_flipped", "adv_substituted") if k in s) or "-"
         print(f"| {name} | {per_step:.3f} | {per_step / base:.2f} | {per_step * steps_per_epoch:.0f} | {attack} |")
-    print(f"\n{len(batches)} steps of batch size {configs['standard'].model.batch_size}, {steps_per_epoch} steps per "
-          f"epoch, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\n{len(batches)} steps of batch size {configs['standard'].model.batch_size}, {steps_per_epoch} steps per "
+        f"epoch, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,15 @@ def attack_for(name: str, saliency: str, tokenizer) -> GreedyAttack:
     settings.candidates = own.candidates
     method = build(saliency).bind(tokenizer)
     source = build_candidate_source(OmegaConf.to_container(settings.candidates)).bind(tokenizer)
-    return GreedyAttack(method, MaskToken(tokenizer), source, tokenizer.all_special_ids,
-                        word_start=word_start_vocabulary(tokenizer), ranking=settings.ranking, budget=settings.budget)
+    return GreedyAttack(
+        method,
+        MaskToken(tokenizer),
+        source,
+        tokenizer.all_special_ids,
+        word_start=word_start_vocabulary(tokenizer),
+        ranking=settings.ranking,
+        budget=settings.budget,
+    )
 
 
 def main() -> None:
@@ -55,8 +62,13 @@ def main() -> None:
     texts.sort(key=lambda t: len(tokenizer(t, truncation=True, max_length=args.max_length)["input_ids"]))
     batches = []
     for start in range(0, len(texts), args.batch_size):
-        enc = tokenizer(texts[start:start + args.batch_size], padding=True, truncation=True,
-                        max_length=args.max_length, return_tensors="pt")
+        enc = tokenizer(
+            texts[start : start + args.batch_size],
+            padding=True,
+            truncation=True,
+            max_length=args.max_length,
+            return_tensors="pt",
+        )
         batches.append(TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")))
     print("| attack | examples/s | s | success rate | mean queries | forwards (candidate inputs) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -73,12 +85,17 @@ def main() -> None:
         seconds = time.perf_counter() - start
         success = torch.cat([r.success for r in results]).float().mean().item()
         queries = torch.cat([r.queries for r in results]).double()
-        print(f"| {name} ({args.saliency}) | {len(texts) / seconds:.2f} | {seconds:.1f} | {success:.2f} | "
-              f"{queries.mean().item():.1f} | {int(queries.sum())} |", flush=True)
+        print(
+            f"| {name} ({args.saliency}) | {len(texts) / seconds:.2f} | {seconds:.1f} | {success:.2f} | "
+            f"{queries.mean().item():.1f} | {int(queries.sum())} |",
+            flush=True,
+        )
         if profile:
             pstats.Stats(profile).sort_stats("cumulative").print_stats(18)
-    print(f"\n{len(texts)} examples, torch threads {torch.get_num_threads()}, "
-          f"load average {os.getloadavg()[0]:.1f}, model {args.model}")
+    print(
+        f"\n{len(texts)} examples, torch threads {torch.get_num_threads()}, "
+        f"load average {os.getloadavg()[0]:.1f}, model {args.model}"
+    )
 
 
 if __name__ == "__main__":

@@ -29,9 +29,16 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "src/itermask/resources/rt_snippets"
 #: Settings that keep a run that is meant to finish (repairs, cache cases) to about a minute on 2 cores.
-SMALL = ["train.max_train_examples=64", "evaluation.n_examples=4", "evaluation.fractions=[0.0,0.5,1.0]",
-         "evaluation.aopc_bins=[0.5]", "evaluation.schedules=[one_shot]", "evaluation.compare_random=false",
-         "saliency=random", "data.eval_batch_size=128"]
+SMALL = [
+    "train.max_train_examples=64",
+    "evaluation.n_examples=4",
+    "evaluation.fractions=[0.0,0.5,1.0]",
+    "evaluation.aopc_bins=[0.5]",
+    "evaluation.schedules=[one_shot]",
+    "evaluation.compare_random=false",
+    "saliency=random",
+    "data.eval_batch_size=128",
+]
 FINE_TUNING = re.compile(r"fine-tuning \S+ on \S+, seed")
 REPAIR = re.compile(r"(dropped \d+ row\(s\) whose label|read \d+ number\(s\) in text column)[^\n]*")
 DAMAGED = re.compile(r"(cached checkpoint|stored result) \S+ is damaged[^\n]*")
@@ -129,7 +136,11 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("unknown split", ["evaluation.split=nope"], "error"),
         ("segment 1 of single texts", ["evaluation.segments=[1]"], "error"),
         ("saliency.n_steps=0", ["saliency=integrated_gradients", "saliency.n_steps=0"], "error"),
-        ("saliency.internal_batch_size=0", ["saliency=integrated_gradients", "saliency.internal_batch_size=0"], "error"),
+        (
+            "saliency.internal_batch_size=0",
+            ["saliency=integrated_gradients", "saliency.internal_batch_size=0"],
+            "error",
+        ),
         ("saliency.n_samples=0 (lime)", ["saliency=lime", "saliency.n_samples=0"], "error"),
         ("saliency.n_samples=-3 (kernel_shap)", ["saliency=kernel_shap", "saliency.n_samples=-3"], "error"),
         ("saliency.kernel_width=0 (lime)", ["saliency=lime", "saliency.kernel_width=0"], "error"),
@@ -139,17 +150,25 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("missing local model directory", ["model.pretrained=./no-such-model"], "error"),
         ("validation share 0", csv_args(f["blank_text"], "dataset.source.validation_ratio=0"), "error"),
         ("test share 1.2", csv_args(f["blank_text"], "dataset.source.test_ratio=1.2"), "error"),
-        ("several bad settings at once", ["model.finetune.batch_size=0", "evaluation.chunk_size=-1", "seed=-2"],
-         "error"),
+        (
+            "several bad settings at once",
+            ["model.finetune.batch_size=0", "evaluation.chunk_size=-1", "seed=-2"],
+            "error",
+        ),
         ("CSV: blank labels", csv_args(f["blank_labels"]), "error"),
-        ("CSV: blank labels, drop_missing_labels=true", csv_args(f["blank_labels"],
-                                                                 "dataset.source.drop_missing_labels=true", *SMALL),
-         "repair"),
+        (
+            "CSV: blank labels, drop_missing_labels=true",
+            csv_args(f["blank_labels"], "dataset.source.drop_missing_labels=true", *SMALL),
+            "repair",
+        ),
         ("CSV: labels written NaN", csv_args(f["nan_labels"]), "error"),
         ("JSONL: null labels", csv_args(f["null_labels"]), "error"),
         ("CSV: numbers in the text column", csv_args(f["number_texts"]), "error"),
-        ("CSV: numbers as texts, convert_texts=true", csv_args(f["number_texts"], "dataset.source.convert_texts=true",
-                                                               *SMALL), "repair"),
+        (
+            "CSV: numbers as texts, convert_texts=true",
+            csv_args(f["number_texts"], "dataset.source.convert_texts=true", *SMALL),
+            "repair",
+        ),
         ("JSONL: labels mix integers and words", csv_args(f["mixed_labels"]), "error"),
         ("JSONL: texts mix words and numbers", csv_args(f["mixed_texts"]), "error"),
         ("CSV: label kind changes after 10,000 rows", csv_args(f["mixed_labels_late"]), "error"),
@@ -167,15 +186,26 @@ def run(script: str, args: list[str], work: Path, env: dict, timeout: int) -> di
     work.mkdir(parents=True, exist_ok=True)
     start = time.time()
     try:
-        out = subprocess.run([sys.executable, script, *args, "logger=csv", f"hydra.run.dir={work}"], cwd=ROOT,
-                             env=env, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [sys.executable, script, *args, "logger=csv", f"hydra.run.dir={work}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         rc, text = out.returncode, out.stdout + out.stderr
     except subprocess.TimeoutExpired as error:
         rc, text = "timeout", (error.stdout or b"").decode() + (error.stderr or b"").decode()
     seconds = time.time() - start
     (work / "console.txt").write_text(text)
-    return {"rc": rc, "seconds": round(seconds, 1), "fine_tuning_started": bool(FINE_TUNING.search(text)),
-            "message": message(text, rc), "console": str(work / "console.txt")}
+    return {
+        "rc": rc,
+        "seconds": round(seconds, 1),
+        "fine_tuning_started": bool(FINE_TUNING.search(text)),
+        "message": message(text, rc),
+        "console": str(work / "console.txt"),
+    }
 
 
 def message(text: str, rc) -> str:
@@ -184,17 +214,20 @@ def message(text: str, rc) -> str:
     if rc == 0:
         notes = [match.group(0) for pattern in (REPAIR, DAMAGED) for match in pattern.finditer(text)]
         return " | ".join(notes) or "(no error)"
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not line.startswith("Set the environment variable HYDRA_FULL_ERROR")]
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("Set the environment variable HYDRA_FULL_ERROR")
+    ]
     for i, line in enumerate(lines):
         if line.startswith("Error merging override") or "Could not find" in line:
-            return " ".join(lines[i:i + 2])
+            return " ".join(lines[i : i + 2])
     errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
     if not errors:
         return lines[-1] if lines else ""
     last = lines[errors[-1]]
     if count := re.search(r"(\d+) invalid settings:$", last):  # a SettingsError lists one problem per line
-        last += " " + "; ".join(lines[errors[-1] + 1:errors[-1] + 1 + int(count.group(1))])
+        last += " " + "; ".join(lines[errors[-1] + 1 : errors[-1] + 1 + int(count.group(1))])
     return re.sub(r"^[\w.]+\.(\w+(Error|Exception))", r"\1", last)
 
 
@@ -223,7 +256,7 @@ def damage(path: Path, how: str) -> None:
         path.unlink()
     elif how == "zero":
         start = min(len(data) // 2, max(len(data) - 64, 0))
-        path.write_bytes(data[:start] + bytes(64) + data[start + 64:])
+        path.write_bytes(data[:start] + bytes(64) + data[start + 64 :])
 
 
 def run_cache_cases(out: Path, env: dict, timeout: int) -> list[dict]:
@@ -243,7 +276,9 @@ def run_cache_cases(out: Path, env: dict, timeout: int) -> list[dict]:
             path = next(p for p in cache.iterdir() if (p / "meta.json").is_file()) / target
             args = [*SMALL, "reuse_results=false"]
         damage(path, how)
-        row = run("evaluate.py", args, cache.with_name(cache.name + "-run"), {**env, "ITERMASK_CACHE": str(cache)}, timeout)
+        row = run(
+            "evaluate.py", args, cache.with_name(cache.name + "-run"), {**env, "ITERMASK_CACHE": str(cache)}, timeout
+        )
         rows.append({"case": f"cache: {name}", "expected": "recompute", **row})
     return rows
 
@@ -264,12 +299,21 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="run only the cases whose name contains one of these")
     parser.add_argument("--skip-caches", action="store_true", help="skip the damaged-cache cases")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
-    parser.add_argument("--update", action="store_true",
-                        help="replace the rows of the cases run in <out>/bad_inputs.json, keep the others")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="replace the rows of the cases run in <out>/bad_inputs.json, keep the others",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
-           "HYDRA_FULL_ERROR": "0", "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "HYDRA_FULL_ERROR": "0",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
     files = write_data(args.out / "data")
     rows = []
     for i, (name, case_args, expected) in enumerate(cases(files)):
@@ -277,24 +321,33 @@ def main() -> None:
             continue
         script = "train.py" if expected == "train-error" else "evaluate.py"
         env_case = {**env, "ITERMASK_CACHE": str(args.out / "cache" / str(i))}
-        row = {"case": name, "expected": "error" if expected == "train-error" else expected,
-               **run(script, case_args, args.out / "runs" / str(i), env_case, args.timeout)}
+        row = {
+            "case": name,
+            "expected": "error" if expected == "train-error" else expected,
+            **run(script, case_args, args.out / "runs" / str(i), env_case, args.timeout),
+        }
         rows.append(row)
-        print(f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {name}: {row['message'][:160]}",
-              flush=True)
+        print(
+            f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {name}: {row['message'][:160]}",
+            flush=True,
+        )
     if not args.skip_caches and not args.only:
         for row in run_cache_cases(args.out, env, args.timeout):
             rows.append(row)
-            print(f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "
-                  f"{row['message'][:160]}", flush=True)
+            print(
+                f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "
+                f"{row['message'][:160]}",
+                flush=True,
+            )
     load = os.getloadavg()
     if args.update and (args.out / "bad_inputs.json").is_file():
         new = {row["case"]: row for row in rows}
         old = json.loads((args.out / "bad_inputs.json").read_text())["rows"]
         rows = [new.pop(row["case"], row) for row in old] + list(new.values())
     (args.out / "bad_inputs.json").write_text(json.dumps({"load_average": load, "rows": rows}, indent=2))
-    (args.out / "bad_inputs.md").write_text(f"Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}\n\n"
-                                            + table(rows))
+    (args.out / "bad_inputs.md").write_text(
+        f"Load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}\n\n" + table(rows)
+    )
     print(args.out / "bad_inputs.md")
 
 

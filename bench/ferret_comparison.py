@@ -36,12 +36,12 @@ def stage_ours(args) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from itermask import metrics
-    from itermask.training.datamodule import TextClassificationDataModule
-    from itermask.training.sources import shipped_source
     from itermask.evaluation import IterativeMaskingEvaluator
     from itermask.masking import Delete, MaskToken
     from itermask.saliency import GradientSaliency
     from itermask.tokens import TokenBatch
+    from itermask.training.datamodule import TextClassificationDataModule
+    from itermask.training.sources import shipped_source
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(args.model_dir).eval()
@@ -53,7 +53,11 @@ def stage_ours(args) -> None:
     saliency = GradientSaliency()
     out = {"examples": [], "ours": {}}
     variants = {
-        "mask_token, ERASER bins": (MaskToken(tokenizer), [0.0, 0.01, 0.05, 0.1, 0.2, 0.5], [0.01, 0.05, 0.1, 0.2, 0.5]),
+        "mask_token, ERASER bins": (
+            MaskToken(tokenizer),
+            [0.0, 0.01, 0.05, 0.1, 0.2, 0.5],
+            [0.01, 0.05, 0.1, 0.2, 0.5],
+        ),
         "delete, ERASER bins": (Delete(tokenizer), [0.0, 0.01, 0.05, 0.1, 0.2, 0.5], [0.01, 0.05, 0.1, 0.2, 0.5]),
         "mask_token, ferret grid": (MaskToken(tokenizer), FERRET_GRID, FERRET_GRID),
         "delete, ferret grid": (Delete(tokenizer), FERRET_GRID, FERRET_GRID),

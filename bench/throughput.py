@@ -63,7 +63,8 @@ def ferret_worker(model_dir: str, texts_file: str, threads: int) -> None:
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     texts = json.loads(Path(texts_file).read_text())
     bench = Benchmark(
-        model, tokenizer,
+        model,
+        tokenizer,
         explainers=[GradientExplainer(model, tokenizer, multiply_by_inputs=False)],
         evaluators=[AOPC_Comprehensiveness_Evaluation(model, tokenizer), AOPC_Sufficiency_Evaluation(model, tokenizer)],
     )
@@ -90,7 +91,10 @@ class FerretProcess:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": ""}
         self.process = subprocess.Popen(
             [python, __file__, "ferret-worker", model_dir, str(texts_file), str(threads)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         self._read()  # ready
 
@@ -158,11 +162,13 @@ def floor_work(model, tokenizer, batch, chunk_rows: int = 256):
     k = masked_counts(maskable.sum(1), FERRET_GRID)
     masks = torch.stack([top_k_mask(scores, maskable, k_s) for k_s in k])  # [S, B, L]
     delete, steps = Delete(tokenizer), len(FERRET_GRID)
-    rows = TokenBatch.concat([
-        batch,
-        delete.apply(batch.tile(steps), masks.flatten(0, 1)).batch,
-        delete.apply(batch.tile(steps), (maskable & ~masks).flatten(0, 1)).batch,
-    ])
+    rows = TokenBatch.concat(
+        [
+            batch,
+            delete.apply(batch.tile(steps), masks.flatten(0, 1)).batch,
+            delete.apply(batch.tile(steps), (maskable & ~masks).flatten(0, 1)).batch,
+        ]
+    )
     rows = rows.index(torch.sort(row_lengths(rows), descending=True, stable=True).indices)
     embeddings = model.get_input_embeddings()
 
@@ -194,8 +200,14 @@ def evaluator(tokenizer, kind: str, forwards: str, chunk_size: int, token_budget
         strategy, grid = MaskToken(tokenizer), default_grid()
         schedules = ["one_shot"] if kind == "defaults_one_shot" else ["one_shot", "recursive"]
     return IterativeMaskingEvaluator(
-        GradientSaliency(), strategy, grid, tokenizer.all_special_ids, schedules,
-        chunk_size=chunk_size, forwards=forwards, token_budget=token_budget,
+        GradientSaliency(),
+        strategy,
+        grid,
+        tokenizer.all_special_ids,
+        schedules,
+        chunk_size=chunk_size,
+        forwards=forwards,
+        token_budget=token_budget,
     )
 
 
@@ -221,7 +233,8 @@ class SaliencyLog:
 
 def profile(name: str, work) -> None:
     """One run of ``work`` under torch.profiler: the top operators by total CPU time."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         work()
@@ -254,7 +267,9 @@ def itermask_variants(args, tokenizer, model, batch, labels, ids) -> dict:
             ev = evaluator(tokenizer, kind, forwards, args.chunk_size, args.token_budget)
             ev.saliency_log = SaliencyLog(ev)
             work[f"{kind} [{forwards}]"] = (
-                (lambda ev=ev: (ev.saliency_log.clear(), ev.evaluate(model, batch, labels, ids))), ev)
+                (lambda ev=ev: (ev.saliency_log.clear(), ev.evaluate(model, batch, labels, ids))),
+                ev,
+            )
     return work
 
 
@@ -289,9 +304,12 @@ def main() -> None:
     args.token_budget = args.token_budget or DEFAULT_TOKEN_BUDGET
     load_before = os.getloadavg()
     tokenizer, model, batch, labels, ids, texts = load_inputs(args.examples, args.max_length)
-    print(f"{len(batch)} examples, {int(batch.attention_mask.sum())} tokens (padded length "
-          f"{batch.input_ids.shape[1]}), torch threads {torch.get_num_threads()}, token budget {args.token_budget}, "
-          f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
+    print(
+        f"{len(batch)} examples, {int(batch.attention_mask.sum())} tokens (padded length "
+        f"{batch.input_ids.shape[1]}), torch threads {torch.get_num_threads()}, token budget {args.token_budget}, "
+        f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}",
+        flush=True,
+    )
     work = itermask_variants(args, tokenizer, model, batch, labels, ids)
     for run, _ in work.values():  # warm-up (allocator, lazy imports)
         run()
@@ -320,19 +338,26 @@ def report(args, work, times, n, load_before) -> None:
     best = {name: min(values) for name, values in times.items()}
     rate = {name: n / seconds for name, seconds in best.items()}
     load_after = os.getloadavg()
-    print(f"\n## {n} examples, {args.threads} thread(s); best of {args.rounds} rounds; load average "
-          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after\n")
+    print(
+        f"\n## {n} examples, {args.threads} thread(s); best of {args.rounds} rounds; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after\n"
+    )
     print("| variant | seconds | examples / s |\n| --- | ---: | ---: |")
     for name in best:
         print(f"| {name} | {best[name]:.2f} | {rate[name]:.2f} |")
     ratios = {}
     new, old = rate.get("ferret_settings [bucketed]"), rate.get("ferret_settings [step_major]")
     for label, num, den in [
-        ("itermask / floor", new, rate.get("floor")), ("itermask / ferret", new, rate.get("ferret")),
-        ("old path / floor", old, rate.get("floor")), ("old path / ferret", old, rate.get("ferret")),
+        ("itermask / floor", new, rate.get("floor")),
+        ("itermask / ferret", new, rate.get("ferret")),
+        ("old path / floor", old, rate.get("floor")),
+        ("old path / ferret", old, rate.get("ferret")),
         ("new / old path, ferret settings", new, old),
-        ("new / old path, defaults one-shot", rate.get("defaults_one_shot [bucketed]"),
-         rate.get("defaults_one_shot [step_major]")),
+        (
+            "new / old path, defaults one-shot",
+            rate.get("defaults_one_shot [bucketed]"),
+            rate.get("defaults_one_shot [step_major]"),
+        ),
         ("new / old path, defaults", rate.get("defaults [bucketed]"), rate.get("defaults [step_major]")),
     ]:
         if num and den:
@@ -346,8 +371,10 @@ def report(args, work, times, n, load_before) -> None:
     for name, (_, ev) in work.items():
         if ev is not None:
             st = ev.forward_stats
-            print(f"| {name} | {st.rows} | {st.computed} | {st.forwards} | {st.real_tokens} | {st.padded_tokens} "
-                  f"| {st.padding_ratio:.2f} |")
+            print(
+                f"| {name} | {st.rows} | {st.computed} | {st.forwards} | {st.real_tokens} | {st.padded_tokens} "
+                f"| {st.padding_ratio:.2f} |"
+            )
     for name, (_, ev) in work.items():
         if ev is not None and "recursive" in ev.schedules:
             print(f"\nrecursive schedule, saliency per call ({name}, last run):\n")
@@ -359,11 +386,22 @@ def report(args, work, times, n, load_before) -> None:
                 ev.strategy.apply = labelled(ev.strategy.apply, "masking (strategy.apply)")
                 profile(name, run)
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "threads": args.threads, "examples": n, "rounds": args.rounds, "token_budget": args.token_budget,
-            "load_average": [load_before, load_after], "seconds": times, "examples_per_second": rate,
-            "ratios": ratios, "forward_stats": forward_stats,
-        }, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "threads": args.threads,
+                    "examples": n,
+                    "rounds": args.rounds,
+                    "token_budget": args.token_budget,
+                    "load_average": [load_before, load_after],
+                    "seconds": times,
+                    "examples_per_second": rate,
+                    "ratios": ratios,
+                    "forward_stats": forward_stats,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
+
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run the end-to-end tests marked slow")
 
@@ -67,8 +68,13 @@ def tokenizer(vocab_file):
 def tiny_mlm_config(tokenizer) -> BertConfig:
     """A 1-layer, hidden-32 BERT config over ``tokenizer``'s vocabulary (for masked-language models)."""
     return BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
     )
 
 
@@ -213,8 +219,15 @@ def architecture_tokenizers(wordpiece_backend, bpe_backend) -> dict:
     with_types = ["input_ids", "token_type_ids", "attention_mask"]
     without_types = ["input_ids", "attention_mask"]
     roberta = PreTrainedTokenizerFast(
-        tokenizer_object=bpe_backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
-        cls_token="<s>", sep_token="</s>", mask_token="<mask>", model_input_names=without_types,
+        tokenizer_object=bpe_backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        cls_token="<s>",
+        sep_token="</s>",
+        mask_token="<mask>",
+        model_input_names=without_types,
     )
     tokenizers = {"roberta": roberta}
     for name in ("bert", "distilbert", "electra", "deberta_v2"):
@@ -231,9 +244,7 @@ def build_tiny_classifier(architecture: str, tokenizer, seed: int = 0) -> torch.
     import transformers as tf
 
     torch.manual_seed(seed)
-    common = dict(
-        vocab_size=len(tokenizer), num_labels=2, pad_token_id=tokenizer.pad_token_id, initializer_range=0.2
-    )
+    common = dict(vocab_size=len(tokenizer), num_labels=2, pad_token_id=tokenizer.pad_token_id, initializer_range=0.2)
     layers = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
     if architecture == "bert":
         config = tf.BertConfig(max_position_embeddings=128, **layers, **common)
@@ -245,15 +256,21 @@ def build_tiny_classifier(architecture: str, tokenizer, seed: int = 0) -> torch.
         )
         model_class = tf.RobertaForSequenceClassification
     elif architecture == "distilbert":
-        config = tf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=128, **common)
+        config = tf.DistilBertConfig(
+            dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=128, **common
+        )
         model_class = tf.DistilBertForSequenceClassification
     elif architecture == "electra":
         config = tf.ElectraConfig(embedding_size=16, max_position_embeddings=128, **layers, **common)
         model_class = tf.ElectraForSequenceClassification
     elif architecture == "deberta_v2":
         config = tf.DebertaV2Config(
-            relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16, max_position_embeddings=128,
-            **layers, **common,
+            relative_attention=True,
+            pos_att_type=["p2c", "c2p"],
+            position_buckets=16,
+            max_position_embeddings=128,
+            **layers,
+            **common,
         )
         model_class = tf.DebertaV2ForSequenceClassification
     else:

@@ -68,8 +68,9 @@ def test_first_order_choice_ranking_and_verification_by_hand():
     # verification: row 0 s = 1 - 6 + 0.4 = -4.6 (flipped), row 1 s = 0.9 + 2.7 = 3.6 (p(0) lower, not a flip:
     # it was already wrong)
     assert out.clean_prob.tolist() == pytest.approx([float(p0), float(1 - p1)], rel=1e-5)
-    assert out.adversarial_prob.tolist() == pytest.approx([float(torch.sigmoid(torch.tensor(-4.6))),
-                                                           float(1 - torch.sigmoid(torch.tensor(3.6)))], rel=1e-5)
+    assert out.adversarial_prob.tolist() == pytest.approx(
+        [float(torch.sigmoid(torch.tensor(-4.6))), float(1 - torch.sigmoid(torch.tensor(3.6)))], rel=1e-5
+    )
     assert out.accepted.tolist() == [True, True] and out.flipped.tolist() == [True, False]
     assert out.n_substituted.tolist() == [1, 1] == out.n_proposed.tolist()
     assert model.training and set(model.modes) == {False}  # attacked in eval mode, mode restored
@@ -104,9 +105,16 @@ def _predicted(model, batch):
 
 
 def test_adversarial_examples_really_lower_the_target_probability_on_a_tiny_bert(tiny_bert, tokenizer):
-    texts = ["a good film with a great story", "the worst movie of the year", "not funny and too long",
-             "one of the best films", "it is a bad film", "a very good and funny movie", "the story is too long",
-             "the acting is great but the film is not"]
+    texts = [
+        "a good film with a great story",
+        "the worst movie of the year",
+        "not funny and too long",
+        "one of the best films",
+        "it is a bad film",
+        "a very good and funny movie",
+        "the story is too long",
+        "the acting is great but the film is not",
+    ]
     enc = tokenizer(texts, padding=True, return_tensors="pt")
     batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
     labels = _predicted(tiny_bert, batch)  # attack the model's own decisions
@@ -157,20 +165,29 @@ def test_the_training_step_trains_on_the_adversarial_batch(tiny_bert, tokenizer,
     tiny_bert.config.hidden_dropout_prob = tiny_bert.config.attention_probs_dropout_prob = 0.0
     tiny_bert.save_pretrained(tmp_path / "clf")
     tokenizer.save_pretrained(tmp_path / "clf")
-    attack = FirstOrderAttack(EmbeddingNeighbours(k=10, min_similarity=-1.0).bind(tokenizer),
-                              tokenizer.all_special_ids, word_start_vocabulary(tokenizer), budget=0.5)
-    module = SequenceClassifier(str(tmp_path / "clf"), num_labels=2,
-                                adversarial_augmentation=AdversarialAugmentation(attack, batch_share=1.0))
+    attack = FirstOrderAttack(
+        EmbeddingNeighbours(k=10, min_similarity=-1.0).bind(tokenizer),
+        tokenizer.all_special_ids,
+        word_start_vocabulary(tokenizer),
+        budget=0.5,
+    )
+    module = SequenceClassifier(
+        str(tmp_path / "clf"), num_labels=2, adversarial_augmentation=AdversarialAugmentation(attack, batch_share=1.0)
+    )
     logged = {}
     module.log = lambda name, value, **kwargs: logged.__setitem__(name, value)
-    enc = tokenizer(["a good film with a great story", "the worst movie of the year"], padding=True, return_tensors="pt")
+    enc = tokenizer(
+        ["a good film with a great story", "the worst movie of the year"], padding=True, return_tensors="pt"
+    )
     tokens = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
     labels = _predicted(module.model.eval(), tokens)
     module.model.train()
     loss = module.training_step({"tokens": tokens, "labels": labels}, 0)
     expected = attack.generate(module.model, tokens, labels)  # deterministic: the same adversarial batch
     assert module.model.training
-    assert float(loss) == pytest.approx(float(torch.nn.functional.cross_entropy(module(expected.batch), labels)), rel=1e-5)
+    assert float(loss) == pytest.approx(
+        float(torch.nn.functional.cross_entropy(module(expected.batch), labels)), rel=1e-5
+    )
     assert float(logged["adv_accepted"]) == pytest.approx(expected.accepted.float().mean().item())
     assert expected.accepted.any() and not expected.batch.input_ids.equal(tokens.input_ids)
 
@@ -185,14 +202,22 @@ def test_checkpoint_key_changes_only_when_adversarial_training_is_enabled():
     standard = _compose()
     key = training_key(standard)[0]
     assert training_key(_compose("train.adversarial_augmentation.budget=0.5"))[0] == key  # disabled: ignored
-    assert training_key(_compose("attack=embedding_neighbors", "attack.budget=0.5"))[0] == key  # the evaluation's attack
+    assert (
+        training_key(_compose("attack=embedding_neighbors", "attack.budget=0.5"))[0] == key
+    )  # the evaluation's attack
     legacy = standard.copy()
     with open_dict(legacy):
         del legacy.train.adversarial_augmentation
     assert training_key(legacy)[0] == key  # as before the option existed
-    keys = {training_key(_compose(on, *extra))[0] for extra in
-            ([], ["train.adversarial_augmentation.budget=0.5"], ["train.adversarial_augmentation.batch_share=1.0"],
-             ["train.adversarial_augmentation.candidates.k=5"])}
+    keys = {
+        training_key(_compose(on, *extra))[0]
+        for extra in (
+            [],
+            ["train.adversarial_augmentation.budget=0.5"],
+            ["train.adversarial_augmentation.batch_share=1.0"],
+            ["train.adversarial_augmentation.candidates.k=5"],
+        )
+    }
     assert len(keys) == 4 and key not in keys
     assert training_key(_compose(on, "attack=embedding_neighbors"))[0] == training_key(_compose(on))[0]
     payload = training_key(_compose(on))[1]["train"]["adversarial_augmentation"]
@@ -216,28 +241,49 @@ def test_with_adversarial_training_off_every_checkpoint_key_is_the_one_from_befo
     ]:
         assert training_key(_compose(*overrides))[0] == key, overrides
         assert "adversarial_augmentation" not in training_key(_compose(*overrides))[1]["train"]
-    for overrides, key in [((), "a5156e850c501ac0"), (("train.masking_augmentation.enabled=true",), "6629ccc7941488ee")]:
+    for overrides, key in [
+        ((), "a5156e850c501ac0"),
+        (("train.masking_augmentation.enabled=true",), "6629ccc7941488ee"),
+    ]:
         assert training_key(_compose(*overrides, name="train"))[0] == key, overrides  # train.py: the same keys
 
 
 def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
-    settings = train_settings(_compose("train.adversarial_augmentation.enabled=true",
-                                       "train.adversarial_augmentation.budget=0.3", name="train"))
+    settings = train_settings(
+        _compose(
+            "train.adversarial_augmentation.enabled=true", "train.adversarial_augmentation.budget=0.3", name="train"
+        )
+    )
     augmentation = settings.train.adversarial
     assert augmentation.batch_share == 0.5 and augmentation.attack.budget == 0.3
     assert augmentation.attack.word_start is not None and augmentation.attack.candidates.k == 20
     assert train_settings(_compose(name="train")).train.adversarial is None
     for overrides, message in [
-        (["train.adversarial_augmentation.batch_share=2"],
-         r"train.adversarial_augmentation.batch_share must be a number in \[0, 1\], got 2"),
-        (["train.adversarial_augmentation.budget=0"],
-         r"train.adversarial_augmentation.budget must be a number in \(0, 1\], got 0"),
-        (["train.adversarial_augmentation.candidates.k=0"],
-         "train.adversarial_augmentation.candidates.k must be an integer >= 1, got 0"),
-        (["train.adversarial_augmentation.candidates.name=mask", "~train.adversarial_augmentation.candidates.k",
-          "~train.adversarial_augmentation.candidates.min_similarity"], "proposes no token ids"),
+        (
+            ["train.adversarial_augmentation.batch_share=2"],
+            r"train.adversarial_augmentation.batch_share must be a number in \[0, 1\], got 2",
+        ),
+        (
+            ["train.adversarial_augmentation.budget=0"],
+            r"train.adversarial_augmentation.budget must be a number in \(0, 1\], got 0",
+        ),
+        (
+            ["train.adversarial_augmentation.candidates.k=0"],
+            "train.adversarial_augmentation.candidates.k must be an integer >= 1, got 0",
+        ),
+        (
+            [
+                "train.adversarial_augmentation.candidates.name=mask",
+                "~train.adversarial_augmentation.candidates.k",
+                "~train.adversarial_augmentation.candidates.min_similarity",
+            ],
+            "proposes no token ids",
+        ),
         (["train.adversarial_augmentation.candidates.name=thesaurus"], "unknown attack candidate source 'thesaurus'"),
-        (["+train.adversarial_augmentation.steps=3"], r"unknown train.adversarial_augmentation setting\(s\) \['steps'\]"),
+        (
+            ["+train.adversarial_augmentation.steps=3"],
+            r"unknown train.adversarial_augmentation setting\(s\) \['steps'\]",
+        ),
     ]:
         with pytest.raises(ValueError, match=message):
             train_settings(_compose("train.adversarial_augmentation.enabled=true", *overrides, name="train"))
@@ -245,8 +291,11 @@ def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
 
 def test_the_experiment_sweeps_adversarial_training_with_an_evaluation_attack():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("evaluate", overrides=["output_dir=/tmp/unused", "experiment=adversarial_vs_standard"],
-                      return_hydra_config=True)
+        cfg = compose(
+            "evaluate",
+            overrides=["output_dir=/tmp/unused", "experiment=adversarial_vs_standard"],
+            return_hydra_config=True,
+        )
     assert cfg.hydra.sweeper.params["train.adversarial_augmentation.enabled"] == "false,true"
     assert cfg.hydra.sweeper.params["seed"] == "0,1,2"
     assert cfg.attack.name == "embedding_neighbors" and cfg.attack.candidates.k == 20

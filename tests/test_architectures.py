@@ -89,7 +89,10 @@ def test_every_saliency_method_runs_alone_and_in_the_evaluator(tiny_classifier, 
     n_maskable = maskable.sum(1)
     for strategy in (MaskToken(tokenizer), Delete(tokenizer)):
         evaluator = IterativeMaskingEvaluator(
-            method, strategy, fractions=[0.0, 0.5, 1.0], special_ids=tokenizer.all_special_ids,
+            method,
+            strategy,
+            fractions=[0.0, 0.5, 1.0],
+            special_ids=tokenizer.all_special_ids,
             schedules=("one_shot", "recursive"),
         )
         curves = evaluator.evaluate(model, batch, example_ids=torch.arange(3))

@@ -46,16 +46,38 @@ class WeightSaliency(SaliencyMethod):
 
 # words a..e = ids 5..9 with weights 2.0, 1.0, 0.5, 0.3, 0.2 (sum 4.0, class 1); candidates: x=10 (1.0),
 # y=11 (-1.5), z=12 (3.0) for a; u=13 (0.8), v=14 (2.0) for b; w=15 (0.9) for c; t=16 (-0.5) for d
-WEIGHTS = {5: 2.0, 6: 1.0, 7: 0.5, 8: 0.3, 9: 0.2, 10: 1.0, 11: -1.5, 12: 3.0, 13: 0.8, 14: 2.0, 15: 0.9, 16: -0.5,
-           17: -3.0}
+WEIGHTS = {
+    5: 2.0,
+    6: 1.0,
+    7: 0.5,
+    8: 0.3,
+    9: 0.2,
+    10: 1.0,
+    11: -1.5,
+    12: 3.0,
+    13: 0.8,
+    14: 2.0,
+    15: 0.9,
+    16: -0.5,
+    17: -3.0,
+}
 TABLE = {5: [10, 11, 12], 6: [13, 14], 7: [15], 8: [16], 9: [16]}
 CLEAN = TokenBatch(torch.tensor([[1, 5, 6, 7, 8, 9, 2]]), torch.ones(1, 7, dtype=torch.long))
 
 
 def _attack(model, budget=1.0, max_queries=None, ranking="one_shot", sign=1.0, source=None, target="predicted"):
     source = (source or TableCandidates(TABLE)).bind(ToyTokenizer())
-    return GreedyAttack(WeightSaliency(model, sign), MaskToken(ToyTokenizer()), source, SPECIAL, ranking=ranking,
-                        budget=budget, max_queries=max_queries, target=target, token_budget=16)
+    return GreedyAttack(
+        WeightSaliency(model, sign),
+        MaskToken(ToyTokenizer()),
+        source,
+        SPECIAL,
+        ranking=ranking,
+        budget=budget,
+        max_queries=max_queries,
+        target=target,
+        token_budget=16,
+    )
 
 
 def test_known_best_candidate_at_each_step_until_the_first_flip():
@@ -95,8 +117,14 @@ class RecordingSaliency(WeightSaliency):
 def test_recursive_ranking_recomputes_saliency_on_the_perturbed_input_after_each_substitution(ranking):
     model = AdditiveModel(WEIGHTS, vocab_size=20)
     saliency = RecordingSaliency(model)
-    attack = GreedyAttack(saliency, MaskToken(ToyTokenizer()), TableCandidates(TABLE).bind(ToyTokenizer()), SPECIAL,
-                          ranking=ranking, budget=1.0)
+    attack = GreedyAttack(
+        saliency,
+        MaskToken(ToyTokenizer()),
+        TableCandidates(TABLE).bind(ToyTokenizer()),
+        SPECIAL,
+        ranking=ranking,
+        budget=1.0,
+    )
     result = attack.attack(model, CLEAN)
     assert result.substituted_ids.tolist() == [[1, 11, 13, 7, 16, 9, 2]]  # the same path as one-shot here
     expected = [[[1, 5, 6, 7, 8, 9, 2]]]
@@ -114,8 +142,16 @@ def test_examples_whose_clean_prediction_is_not_the_target_are_skipped():
 
 
 def _counts_curves(model, batch, saliency, n):
-    evaluator = IterativeMaskingEvaluator(saliency, MaskToken(ToyTokenizer()), None, SPECIAL, schedules=["one_shot"],
-                                          steps="count", counts=list(range(n + 1)), chunk_size=7)
+    evaluator = IterativeMaskingEvaluator(
+        saliency,
+        MaskToken(ToyTokenizer()),
+        None,
+        SPECIAL,
+        schedules=["one_shot"],
+        steps="count",
+        counts=list(range(n + 1)),
+        chunk_size=7,
+    )
     return evaluator.evaluate(model, batch)["one_shot"]
 
 
@@ -134,8 +170,9 @@ def test_mask_candidates_reproduce_masking_first_flip_count_exactly_when_each_st
     batch = _random_batch()
     saliency = WeightSaliency(model, sign)
     curves = _counts_curves(model, batch, saliency, n=6)
-    attack = GreedyAttack(saliency, MaskToken(ToyTokenizer()), MaskCandidates().bind(ToyTokenizer()), SPECIAL,
-                          budget=1.0, token_budget=64)
+    attack = GreedyAttack(
+        saliency, MaskToken(ToyTokenizer()), MaskCandidates().bind(ToyTokenizer()), SPECIAL, budget=1.0, token_budget=64
+    )
     result = attack.attack(model, batch)
     probs = torch.softmax(torch.cat([curves.clean_logits[:, None], curves.logits], 1), -1)
     target = curves.target
@@ -158,8 +195,9 @@ def test_mask_candidates_reproduce_masking_first_flip_count_exactly_when_each_st
 
 def test_delete_strategy_as_the_mask_candidate_removes_the_token():
     model = AdditiveModel(WEIGHTS, vocab_size=20)
-    attack = GreedyAttack(WeightSaliency(model), Delete(ToyTokenizer()), MaskCandidates().bind(ToyTokenizer()), SPECIAL,
-                          budget=1.0)
+    attack = GreedyAttack(
+        WeightSaliency(model), Delete(ToyTokenizer()), MaskCandidates().bind(ToyTokenizer()), SPECIAL, budget=1.0
+    )
     batch = TokenBatch(torch.tensor([[1, 11, 5, 9, 2]]), torch.ones(1, 5, dtype=torch.long))  # sum 0.7
     result = attack.attack(model, batch)  # deleting a (2.0, the most salient) leaves -1.3: a flip
     assert result.n_perturbed.item() == 1 and result.success.item() and result.perturbed[0].tolist()[2]
@@ -254,9 +292,15 @@ def test_attack_logits_keep_the_order_of_rows_of_different_lengths(tiny_bert, to
 
 def _examples(success, n_perturbed, k_max, attacked=None):
     n = len(success)
-    return {"example_id": list(range(n)), "attacked": attacked or [True] * n, "success": success,
-            "n_perturbed": n_perturbed, "k_max": k_max, "queries": [10 * (i + 1) for i in range(n)],
-            "perturbed_fraction": [c / 10 for c in n_perturbed]}
+    return {
+        "example_id": list(range(n)),
+        "attacked": attacked or [True] * n,
+        "success": success,
+        "n_perturbed": n_perturbed,
+        "k_max": k_max,
+        "queries": [10 * (i + 1) for i in range(n)],
+        "perturbed_fraction": [c / 10 for c in n_perturbed],
+    }
 
 
 def test_examples_whose_budget_allows_no_token_are_not_counted_as_failed_attacks():
@@ -272,8 +316,9 @@ def test_examples_whose_budget_allows_no_token_are_not_counted_as_failed_attacks
 def test_summary_and_link_on_constructed_examples():
     from itermask.core.evaluation import MaskingCurves
 
-    examples = _examples([True, True, False, True, False], [1, 2, 2, 3, 2], [2, 2, 2, 3, 2],
-                         attacked=[True, True, True, True, False])
+    examples = _examples(
+        [True, True, False, True, False], [1, 2, 2, 3, 2], [2, 2, 2, 3, 2], attacked=[True, True, True, True, False]
+    )
     summary = attack_summary(examples)
     assert summary["n_attacked"] == 4 and summary["n_skipped_clean_prediction"] == 1
     assert summary["success_rate"] == 0.75
@@ -287,9 +332,18 @@ def test_summary_and_link_on_constructed_examples():
     for b, s in enumerate(flip_at):
         if s is not None:
             logits[b, s:, 0] = 2.0
-    curves = MaskingCurves("one_shot", "count", torch.arange(5.0), torch.arange(5), torch.full((5,), 10), k,
-                           torch.ones(5, dtype=torch.long), torch.ones(5, dtype=torch.long),
-                           torch.tensor([[0.0, 1.0]] * 5), logits)
+    curves = MaskingCurves(
+        "one_shot",
+        "count",
+        torch.arange(5.0),
+        torch.arange(5),
+        torch.full((5,), 10),
+        k,
+        torch.ones(5, dtype=torch.long),
+        torch.ones(5, dtype=torch.long),
+        torch.tensor([[0.0, 1.0]] * 5),
+        logits,
+    )
     link = masking_link(examples, curves)
     assert link["n_examples"] == 4 and link["masking_flip_rate_at_budget"] == 0.5  # examples 0 and 2
     assert link["masking_first_flip_fraction_at_budget"] == pytest.approx((0.1 + 0.2) / 2)
@@ -299,14 +353,27 @@ def test_summary_and_link_on_constructed_examples():
 
     assert link["spearman_tokens_to_flip"] == pytest.approx(stats.spearmanr([1, 3.5, 2, 3.5], [1, 2, 4, 3]).statistic)
     constant = masking_link(_examples([False] * 4, [2] * 4, [2] * 4), curves.select(torch.arange(4)))
-    assert math.isnan(constant["spearman_tokens_to_flip"]) and "constant" in constant["missing"]["spearman_tokens_to_flip"]
+    assert (
+        math.isnan(constant["spearman_tokens_to_flip"]) and "constant" in constant["missing"]["spearman_tokens_to_flip"]
+    )
 
 
 def test_report_measures_name_the_ranking_and_keep_missing_values_nan():
-    result = {"attack": {"settings": {"ranking": "one_shot"}, "methods": {"gradient": {
-        "summary": {"success_rate": 0.5, "perturbed_fraction": None, "median_queries": 12.0},
-        "link": {"masking_flip_rate_at_budget": 0.25, "masking_first_flip_fraction_at_budget": 0.1,
-                 "spearman_tokens_to_flip": 0.3}}}}}
+    result = {
+        "attack": {
+            "settings": {"ranking": "one_shot"},
+            "methods": {
+                "gradient": {
+                    "summary": {"success_rate": 0.5, "perturbed_fraction": None, "median_queries": 12.0},
+                    "link": {
+                        "masking_flip_rate_at_budget": 0.25,
+                        "masking_first_flip_fraction_at_budget": 0.1,
+                        "spearman_tokens_to_flip": 0.3,
+                    },
+                }
+            },
+        }
+    }
     rows = AttackAnalysis.report_measures(result)
     assert rows[("gradient", "one_shot", "attack success_rate")] == 0.5
     assert math.isnan(rows[("gradient", "one_shot", "attack perturbed_fraction")])
@@ -315,9 +382,17 @@ def test_report_measures_name_the_ranking_and_keep_missing_values_nan():
 
 def test_random_saliency_ranks_the_same_positions_every_time():
     model = AdditiveModel(WEIGHTS, vocab_size=20)
-    attack = GreedyAttack(RandomSaliency(seed=3), MaskToken(ToyTokenizer()), TableCandidates(TABLE).bind(ToyTokenizer()),
-                          SPECIAL, budget=1.0)
-    first, second = attack.attack(model, CLEAN, example_ids=torch.tensor([7])), attack.attack(model, CLEAN, example_ids=torch.tensor([7]))
+    attack = GreedyAttack(
+        RandomSaliency(seed=3),
+        MaskToken(ToyTokenizer()),
+        TableCandidates(TABLE).bind(ToyTokenizer()),
+        SPECIAL,
+        budget=1.0,
+    )
+    first, second = (
+        attack.attack(model, CLEAN, example_ids=torch.tensor([7])),
+        attack.attack(model, CLEAN, example_ids=torch.tensor([7])),
+    )
     assert torch.equal(first.substituted_ids, second.substituted_ids) and first.queries.item() == second.queries.item()
 
 
@@ -333,18 +408,49 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     features = [{**tokenizer(t), "label": i % 2, "example_id": 10 + i} for i, t in enumerate(texts)]
     loader = [TokenCollator(tokenizer)(features)]
     strategy = MaskToken(tokenizer)
-    evaluators = {name: IterativeMaskingEvaluator(method, strategy, [0.0, 0.2, 0.5, 1.0], tokenizer.all_special_ids,
-                                                  schedules=["one_shot"])
-                  for name, method in (("gradient", GradientSaliency()), ("random", RandomSaliency(seed=0)))}
-    evaluation = EvaluationSettings("test", None, 0, "fraction", (0.0, 0.2, 0.5, 1.0), (), (0.2, 0.5), None,
-                                    ("one_shot",), "predicted", "probability", True, 64)
-    settings = SimpleNamespace(evaluation=evaluation, evaluators=evaluators, tokenizer=tokenizer, masking=strategy,
-                               model=SimpleNamespace(pretrained="unused"), output_dir=tmp_path)
+    evaluators = {
+        name: IterativeMaskingEvaluator(
+            method, strategy, [0.0, 0.2, 0.5, 1.0], tokenizer.all_special_ids, schedules=["one_shot"]
+        )
+        for name, method in (("gradient", GradientSaliency()), ("random", RandomSaliency(seed=0)))
+    }
+    evaluation = EvaluationSettings(
+        "test",
+        None,
+        0,
+        "fraction",
+        (0.0, 0.2, 0.5, 1.0),
+        (),
+        (0.2, 0.5),
+        None,
+        ("one_shot",),
+        "predicted",
+        "probability",
+        True,
+        64,
+    )
+    settings = SimpleNamespace(
+        evaluation=evaluation,
+        evaluators=evaluators,
+        tokenizer=tokenizer,
+        masking=strategy,
+        model=SimpleNamespace(pretrained="unused"),
+        output_dir=tmp_path,
+    )
     batch = loader[0]
     keep = evaluators["gradient"].maskable(batch["tokens"]).any(1)
-    curves = {name: {"one_shot": MaskingCurves.concat([ev.evaluate(tiny_bert, batch["tokens"].index(keep).trim(),
-                                                                    batch["labels"][keep], batch["example_ids"][keep])["one_shot"]])}
-              for name, ev in evaluators.items()}
+    curves = {
+        name: {
+            "one_shot": MaskingCurves.concat(
+                [
+                    ev.evaluate(
+                        tiny_bert, batch["tokens"].index(keep).trim(), batch["labels"][keep], batch["example_ids"][keep]
+                    )["one_shot"]
+                ]
+            )
+        }
+        for name, ev in evaluators.items()
+    }
     analysis = AttackAnalysis({"name": "embedding_neighbors", "k": 3, "min_similarity": -1.0}, budget=1.0)
     analysis.source.bind(tokenizer)
     analysis.word_start = word_start_vocabulary(tokenizer)
@@ -370,8 +476,9 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     table = pd.read_parquet(output.artifacts.files["per_example/attack.parquet"])
     assert len(table) == 6 and table[table.saliency == "gradient"].example_id.tolist() == [10, 11, 12]
     assert table.success.tolist() == [s for e in section["methods"].values() for s in e["examples"]["success"]]
-    assert [list(p) for p in table.perturbed_positions] == [p for e in section["methods"].values()
-                                                            for p in e["examples"]["perturbed_positions"]]
+    assert [list(p) for p in table.perturbed_positions] == [
+        p for e in section["methods"].values() for p in e["examples"]["perturbed_positions"]
+    ]
 
 
 # -- the report: attack rows and the rank correlation across saliency methods ------------------------
@@ -389,16 +496,26 @@ def test_report_rank_correlation_of_faithfulness_and_attack_efficiency(tmp_path)
     for method in aopc:
         for seed in range(3):
             result = make_result(seed, saliency=method, aopc=aopc[method] + 0.01 * seed, random_aopc=0.1)
-            entry = {"summary": {"success_rate": success[method] + 0.01 * seed, "perturbed_fraction": 0.5 - aopc[method],
-                                 "median_queries": 10.0},
-                     "link": {"masking_flip_rate_at_budget": 0.2, "masking_first_flip_fraction_at_budget": 0.1,
-                              "spearman_tokens_to_flip": 0.4}}
+            entry = {
+                "summary": {
+                    "success_rate": success[method] + 0.01 * seed,
+                    "perturbed_fraction": 0.5 - aopc[method],
+                    "median_queries": 10.0,
+                },
+                "link": {
+                    "masking_flip_rate_at_budget": 0.2,
+                    "masking_first_flip_fraction_at_budget": 0.1,
+                    "spearman_tokens_to_flip": 0.4,
+                },
+            }
             result["attack"] = {"settings": {"ranking": "one_shot"}, "methods": {method: entry}}
             results.append(result)
             overrides.append([f"seed={seed}", f"saliency={method}"])
     report = build_report(write_sweep(tmp_path / "sweep", results, overrides))
     rows = report.summary[report.summary.score == "attack success_rate"]
-    assert sorted(rows.explanation) == sorted(aopc) and rows[rows.explanation == "gradient"]["mean"].item() == pytest.approx(0.61)
+    assert sorted(rows.explanation) == sorted(aopc) and rows[rows.explanation == "gradient"][
+        "mean"
+    ].item() == pytest.approx(0.61)
     links = report.attack_links.set_index("efficiency")
     assert links.loc["attack success_rate", "methods"] == sorted(aopc)
     assert links.loc["attack success_rate", "spearman_rho"] == pytest.approx(0.8)  # ranks 1 2 3 4 vs 1 2 4 3
@@ -425,15 +542,22 @@ def _compose(*overrides):
         return compose(config_name="evaluate", overrides=["output_dir=/tmp/unused", *overrides])
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["attack=embedding_neighbors", "attack.candidates.name=thesaurus"],
-     r"unknown attack candidate source 'thesaurus': choose from \['embedding_neighbors', 'mask'"),
-    (["attack=mask", "attack.budget=0"], r"attack.budget must lie in \(0, 1\]"),
-    (["attack=mask", "attack.budget=1.2"], r"attack.budget must lie in \(0, 1\]"),
-    (["attack=embedding_neighbors", "attack.candidates.k=0"], "attack.candidates.k must be an integer >= 1, got 0"),
-    (["attack=mask", "attack.ranking=recursive", "evaluation.schedules=[one_shot]"],
-     r"attack.ranking=recursive is compared with the masking curves of that schedule"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["attack=embedding_neighbors", "attack.candidates.name=thesaurus"],
+            r"unknown attack candidate source 'thesaurus': choose from \['embedding_neighbors', 'mask'",
+        ),
+        (["attack=mask", "attack.budget=0"], r"attack.budget must lie in \(0, 1\]"),
+        (["attack=mask", "attack.budget=1.2"], r"attack.budget must lie in \(0, 1\]"),
+        (["attack=embedding_neighbors", "attack.candidates.k=0"], "attack.candidates.k must be an integer >= 1, got 0"),
+        (
+            ["attack=mask", "attack.ranking=recursive", "evaluation.schedules=[one_shot]"],
+            r"attack.ranking=recursive is compared with the masking curves of that schedule",
+        ),
+    ],
+)
 def test_bad_attack_settings_are_refused_before_any_work(overrides, message, monkeypatch, tmp_path):
     from itermask import pipeline
 

@@ -12,7 +12,11 @@ from itermask.training.sources import FileSource
 
 
 def _csv(path, labels, texts=None):
-    texts = texts if texts is not None else [f"review number {i} is {'good' if i % 2 else 'bad'}" for i in range(len(labels))]
+    texts = (
+        texts
+        if texts is not None
+        else [f"review number {i} is {'good' if i % 2 else 'bad'}" for i in range(len(labels))]
+    )
     path.write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in zip(texts, labels)))
     return str(path)
 
@@ -57,14 +61,19 @@ def test_a_label_name_that_looks_missing_is_kept_when_label_names_name_it(tmp_pa
 
 def test_null_labels_in_jsonl(tmp_path):
     rows = [{"text": f"t {i}", "label": None if i == 5 else i % 2} for i in range(40)]
-    with pytest.raises(ValueError, match=r"d.jsonl: column 'label' has 1 missing or blank label\(s\), at data row\(s\) 5 "):
+    with pytest.raises(
+        ValueError, match=r"d.jsonl: column 'label' has 1 missing or blank label\(s\), at data row\(s\) 5 "
+    ):
         FileSource(path=_jsonl(tmp_path / "d.jsonl", rows)).load()
 
 
 def test_numbers_in_a_text_column_are_an_error_or_converted_with_a_note(tmp_path, caplog):
     path = _csv(tmp_path / "d.csv", LABELS, texts=[str(1000 + i) for i in range(40)])
-    with pytest.raises(ValueError, match=r"text column 'text' holds no text, only integer \(e.g. 1000 at data row 0\), "
-                                         r"at data row\(s\) 0, 1, 2, 3, 4 and 35 more .*convert_texts=true"):
+    with pytest.raises(
+        ValueError,
+        match=r"text column 'text' holds no text, only integer \(e.g. 1000 at data row 0\), "
+        r"at data row\(s\) 0, 1, 2, 3, 4 and 35 more .*convert_texts=true",
+    ):
         FileSource(path=path).load()
     with caplog.at_level(logging.WARNING):
         loaded = FileSource(path=path, convert_texts=True).load()
@@ -75,12 +84,18 @@ def test_numbers_in_a_text_column_are_an_error_or_converted_with_a_note(tmp_path
 
 def test_a_jsonl_column_mixing_kinds_of_values_names_an_example_of_each(tmp_path):
     rows = [{"text": f"t {i}", "label": "positive" if i == 7 else i % 2} for i in range(40)]
-    with pytest.raises(ValueError, match=r"column 'label' mixes kinds of labels: integer \(e.g. 0 at data row 0\) "
-                                         r"and text \(e.g. 'positive' at data row 7\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"column 'label' mixes kinds of labels: integer \(e.g. 0 at data row 0\) "
+        r"and text \(e.g. 'positive' at data row 7\)",
+    ):
         FileSource(path=_jsonl(tmp_path / "d.jsonl", rows)).load()
     rows = [{"text": 12345 if i == 11 else f"t {i}", "label": i % 2} for i in range(40)]
-    with pytest.raises(ValueError, match=r"text column 'text' mixes kinds of values: text \(e.g. 't 0' at data row 0\) "
-                                         r"and integer \(e.g. 12345 at data row 11\), at data row\(s\) 11 "):
+    with pytest.raises(
+        ValueError,
+        match=r"text column 'text' mixes kinds of values: text \(e.g. 't 0' at data row 0\) "
+        r"and integer \(e.g. 12345 at data row 11\), at data row\(s\) 11 ",
+    ):
         FileSource(path=_jsonl(tmp_path / "d.jsonl", rows)).load()
 
 
@@ -91,8 +106,11 @@ def test_a_csv_column_whose_kind_changes_after_the_first_block_is_named(tmp_path
     frame = frame.astype({"label": object})
     frame.loc[10020:, "label"] = "positive"
     frame.to_csv(tmp_path / "big.csv", index=False)
-    with pytest.raises(ValueError, match=r"big.csv: column 'label' mixes kinds of values: integer \(e.g. '0' at data row 0\) "
-                                         r"and text \(e.g. 'positive' at data row 10020\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"big.csv: column 'label' mixes kinds of values: integer \(e.g. '0' at data row 0\) "
+        r"and text \(e.g. 'positive' at data row 10020\)",
+    ):
         FileSource(path=str(tmp_path / "big.csv")).load()
 
 

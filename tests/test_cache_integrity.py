@@ -52,7 +52,10 @@ def test_a_finished_entry_records_and_matches_its_checksums(tmp_path):
     _entry(cache)
     meta = cache.reusable("k")
     assert meta["val_acc"] == 0.75 and sorted(meta["files"]) == [
-        "model/config.json", "model/model.safetensors", "model/tokenizer.json"]
+        "model/config.json",
+        "model/model.safetensors",
+        "model/tokenizer.json",
+    ]
     assert meta["files"]["model/model.safetensors"]["bytes"] == len(WEIGHTS)
     assert manifest_problems(cache.entry("k"), meta["files"]) == []
     assert file_manifest(cache.entry("k") / "model", cache.entry("k")) == meta["files"]
@@ -86,8 +89,17 @@ def test_get_or_train_fine_tunes_again_when_the_entry_is_damaged(tmp_path, monke
         _entry(cache)
 
     monkeypatch.setattr(pipeline, "_fine_tune", fine_tune)
-    settings = type("S", (), {"training_key": "k", "cache_dir": tmp_path, "seed": 0,
-                              "model": type("M", (), {"name": "m"}), "data": type("D", (), {"name": "d"})})
+    settings = type(
+        "S",
+        (),
+        {
+            "training_key": "k",
+            "cache_dir": tmp_path,
+            "seed": 0,
+            "model": type("M", (), {"name": "m"}),
+            "data": type("D", (), {"name": "d"}),
+        },
+    )
     with caplog.at_level(logging.WARNING):
         trained = pipeline.get_or_train(settings, data=None)
     assert fine_tuned == ["k"] and trained.meta["val_acc"] == 0.75
@@ -96,8 +108,11 @@ def test_get_or_train_fine_tunes_again_when_the_entry_is_damaged(tmp_path, monke
     assert pipeline.get_or_train(settings, data=None).meta["files"] and fine_tuned == []  # intact: reused
 
 
-RESULT = {"seed": 0, "scores": {"gradient": {"one_shot": {"aopc": 0.125, "curve": [0.0, 0.5, float("nan")]}}},
-          "accuracy": {"test": 0.8}}
+RESULT = {
+    "seed": 0,
+    "scores": {"gradient": {"one_shot": {"aopc": 0.125, "curve": [0.0, 0.5, float("nan")]}}},
+    "accuracy": {"test": 0.8},
+}
 
 
 def _spoil_result(path, how):

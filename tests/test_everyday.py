@@ -32,9 +32,18 @@ def _compose(*overrides, name="evaluate", hydra=False):
 
 
 def _tiny_config(tokenizer, id2label=None, **kwargs) -> BertConfig:
-    return BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id,
-                      num_labels=len(id2label or [0, 1]), id2label=id2label, **kwargs)
+    return BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=len(id2label or [0, 1]),
+        id2label=id2label,
+        **kwargs,
+    )
 
 
 def _save_classifier(path: Path, tokenizer, id2label=None, seed=0) -> Path:
@@ -64,8 +73,11 @@ def test_generic_class_names_compare_only_the_count(tmp_path, tokenizer):
 
 def test_mismatched_classes_are_refused_naming_both_sides(tmp_path, tokenizer):
     three = _save_classifier(tmp_path / "three", tokenizer, {0: "neg", 1: "neu", 2: "pos"})
-    with pytest.raises(ValueError, match=r"has classes \['neg', 'neu', 'pos'\], the dataset \['negative', "
-                                         r"'positive'\]: their numbers differ \(3 vs 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"has classes \['neg', 'neu', 'pos'\], the dataset \['negative', "
+        r"'positive'\]: their numbers differ \(3 vs 2\)",
+    ):
         class_mapping(str(three), ["negative", "positive"])
     emotions = _save_classifier(tmp_path / "emotions", tokenizer, {0: "joy", 1: "Negative"})
     with pytest.raises(ValueError, match=r"the dataset's \['positive'\] have no class of that name"):
@@ -78,8 +90,11 @@ def test_an_encoder_is_not_evaluated_without_fine_tuning(tmp_path, tokenizer):
     # a config that claims a classifier but whose weights have no head: refused when loaded
     encoder = tmp_path / "encoder"
     BertModel(_tiny_config(tokenizer, architectures=["BertForSequenceClassification"])).save_pretrained(encoder)
-    with pytest.raises(ValueError, match=r"has no trained classification head \(\['classifier.bias', "
-                                         r"'classifier.weight'\] would be random\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"has no trained classification head \(\['classifier.bias', "
+        r"'classifier.weight'\] would be random\)",
+    ):
         load_classifier(str(encoder), 2, ["negative", "positive"], class_order=[0, 1])
 
 
@@ -99,8 +114,16 @@ def test_reordered_classes_swap_the_logits(tiny_bert, tokenizer):
 # -- the model stage without fine-tuning ---------------------------------------------------------------
 
 
-SMALL = ["logger=csv", "evaluation.n_examples=6", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
-         "ood.n_fit_examples=40", "data.eval_batch_size=512", "+trainer.limit_test_batches=1", "model.max_length=32"]
+SMALL = [
+    "logger=csv",
+    "evaluation.n_examples=6",
+    "evaluation.fractions=[0.0,0.5,1.0]",
+    "evaluation.aopc_bins=[0.5]",
+    "ood.n_fit_examples=40",
+    "data.eval_batch_size=512",
+    "+trainer.limit_test_batches=1",
+    "model.max_length=32",
+]
 
 
 def _flip_classes(source: Path, target: Path) -> Path:
@@ -123,8 +146,13 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
     training, and records that no fine-tuning happened."""
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     start = _save_classifier(tmp_path / "tiny", tokenizer)
-    tune = [f"model.pretrained={start}", "train.max_train_examples=48", "+trainer.limit_val_batches=1",
-            "+trainer.enable_progress_bar=false", *SMALL]
+    tune = [
+        f"model.pretrained={start}",
+        "train.max_train_examples=48",
+        "+trainer.limit_val_batches=1",
+        "+trainer.enable_progress_bar=false",
+        *SMALL,
+    ]
     fine_tuned = pipeline.run_evaluate(_compose(*tune, f"output_dir={tmp_path}/tuned"))
     model_dir = Path(tmp_path / "cache" / fine_tuned["checkpoint_key"] / "model")
     assert fine_tuned["fine_tuned"] is True and "evaluated_model" not in fine_tuned
@@ -133,8 +161,15 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
     flipped = _flip_classes(model_dir, tmp_path / "flipped")
     for directory in (model_dir, flipped):
         out = tmp_path / f"given-{directory.name}"
-        result = pipeline.run_evaluate(_compose(f"model.pretrained={directory}", "train.enabled=false",
-                                                "+trainer.enable_progress_bar=false", *SMALL, f"output_dir={out}"))
+        result = pipeline.run_evaluate(
+            _compose(
+                f"model.pretrained={directory}",
+                "train.enabled=false",
+                "+trainer.enable_progress_bar=false",
+                *SMALL,
+                f"output_dir={out}",
+            )
+        )
         assert json.loads((out / "results.json").read_text())["fine_tuned"] is False
         assert result["checkpoint_key"] is None and result["accuracy"]["validation"] is None
         assert result["accuracy"]["test"] == fine_tuned["accuracy"]["test"]
@@ -142,9 +177,16 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
         assert json.dumps(result["scores"], sort_keys=True) == json.dumps(fine_tuned["scores"], sort_keys=True)
         model = result["evaluated_model"]
         assert model["pretrained"] == str(directory)
-        assert model["files"]["model.safetensors"] == hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()
-    assert model["classes"] == {"model_labels": ["positive", "negative"], "data_labels": ["negative", "positive"],
-                                "order": [1, 0], "matched_by": "name"}
+        assert (
+            model["files"]["model.safetensors"]
+            == hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()
+        )
+    assert model["classes"] == {
+        "model_labels": ["positive", "negative"],
+        "data_labels": ["negative", "positive"],
+        "order": [1, 0],
+        "matched_by": "name",
+    }
 
 
 def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatch, tokenizer):
@@ -242,9 +284,14 @@ def test_score_summary_has_three_lines_with_the_results_values():
     result = make_result(0, accuracy=0.8125, aopc=0.25, random_aopc=0.0625)
     result["n_test"] = 1342
     fractions = [0.0, 0.1, 0.5, 0.9]
-    result["ood"] = {"statistics": {"gradient": {
-        schedule: {"fraction": fractions, "values": {"final/auroc_mahalanobis": [0.5, 0.61, value, 0.99]}}
-        for schedule, value in (("one_shot", 0.875), ("recursive", 0.9375))}}}
+    result["ood"] = {
+        "statistics": {
+            "gradient": {
+                schedule: {"fraction": fractions, "values": {"final/auroc_mahalanobis": [0.5, 0.61, value, 0.99]}}
+                for schedule, value in (("one_shot", 0.875), ("recursive", 0.9375))
+            }
+        }
+    }
     assert console.summary_lines(result) == [
         "accuracy: test 0.812 on 1342 examples (majority class 0.570), validation 0.802",
         "gradient AOPC (probability) (minus random in brackets): one_shot comprehensiveness 0.250 (+0.188), "
@@ -265,8 +312,9 @@ def test_masking_progress_advances_per_explanation_schedule_and_batch(tiny_bert,
 
     enc = tokenizer(["a fine film", "dull and long"], padding=True, return_tensors="pt")
     for forwards in ("step_major", "bucketed"):  # both forward paths report the same stages
-        evaluator = IterativeMaskingEvaluator(GradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0],
-                                              tokenizer.all_special_ids, forwards=forwards)
+        evaluator = IterativeMaskingEvaluator(
+            GradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids, forwards=forwards
+        )
         calls = []
         evaluator.evaluate(tiny_bert, TokenBatch(enc["input_ids"], enc["attention_mask"]), progress=calls.append)
         assert calls == ["one_shot", "recursive", "forwards"]  # each schedule's masks, then the masked forwards
@@ -293,23 +341,43 @@ def test_masking_progress_advances_per_explanation_schedule_and_batch(tiny_bert,
     monkeypatch.setattr(lightning_evaluation, "tqdm", Bar)
     texts = ["a fine film", "dull and long", "the best of the year", "not good", "it is a movie"]
     enc = tokenizer(texts, padding=True, return_tensors="pt")
-    rows = [{"tokens": TokenBatch(enc["input_ids"][i:i + 2], enc["attention_mask"][i:i + 2]),
-             "labels": torch.tensor([0, 1][: len(enc["input_ids"][i:i + 2])]),
-             "example_ids": torch.arange(i, min(i + 2, len(texts)))} for i in range(0, len(texts), 2)]
+    rows = [
+        {
+            "tokens": TokenBatch(enc["input_ids"][i : i + 2], enc["attention_mask"][i : i + 2]),
+            "labels": torch.tensor([0, 1][: len(enc["input_ids"][i : i + 2])]),
+            "example_ids": torch.arange(i, min(i + 2, len(texts))),
+        }
+        for i in range(0, len(texts), 2)
+    ]
     from itermask.core.saliency import RandomSaliency
 
     module = lightning_evaluation.MaskingEvaluationModule(
-        tiny_bert, {"gradient": evaluator, "random": IterativeMaskingEvaluator(
-            RandomSaliency(seed=0), MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids,
-            schedules=["one_shot"])}, progress_bar=True)
+        tiny_bert,
+        {
+            "gradient": evaluator,
+            "random": IterativeMaskingEvaluator(
+                RandomSaliency(seed=0),
+                MaskToken(tokenizer),
+                [0.0, 0.5, 1.0],
+                tokenizer.all_special_ids,
+                schedules=["one_shot"],
+            ),
+        },
+        progress_bar=True,
+    )
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, inference_mode=False)
     loader = torch.utils.data.DataLoader(rows, batch_size=None, collate_fn=lambda batch: batch)
     trainer.test(module, dataloaders=loader, verbose=False)
     (bar,) = bars
     # 3 batches x (gradient: 2 schedules + forwards, random: 1 schedule + forwards)
     assert (bar.total, bar.n, bar.closed) == (3 * 5, 15, True)
-    assert bar.postfix[:5] == ["one_shot done, batch 1/3", "recursive done, batch 1/3", "forwards done, batch 1/3",
-                               "one_shot done, batch 1/3", "forwards done, batch 1/3"]
+    assert bar.postfix[:5] == [
+        "one_shot done, batch 1/3",
+        "recursive done, batch 1/3",
+        "forwards done, batch 1/3",
+        "one_shot done, batch 1/3",
+        "forwards done, batch 1/3",
+    ]
     assert bar.description == "masking: random"
 
 

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from test_report import ROOT, make_result
 
 from itermask import pipeline
 from itermask.jobs import FAILURE_FILE, AllTrialsFailedError, JobFailed, JobFailedError, failed_jobs, run_job
 from itermask.storage.files import write_json_atomic
-from test_report import ROOT, make_result
 
 
 @pytest.fixture
@@ -125,8 +125,12 @@ def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch
         return 0.6 + job / 10
 
     monkeypatch.setattr(pipeline, "run_train", fake_train)
-    entry_point("train.py", *OPTUNA, f"hydra.sweeper.storage=sqlite:///{tmp_path}/optuna.db",
-                f"hydra.sweep.dir={tmp_path}/optuna")  # returns: failed trials do not fail the search
+    entry_point(
+        "train.py",
+        *OPTUNA,
+        f"hydra.sweeper.storage=sqlite:///{tmp_path}/optuna.db",
+        f"hydra.sweep.dir={tmp_path}/optuna",
+    )  # returns: failed trials do not fail the search
     states = [trial.state.name for trial in _study(tmp_path).trials]
     assert states == ["COMPLETE", "FAIL", "FAIL", "COMPLETE"]
     best = yaml.safe_load((tmp_path / "optuna/optimization_results.yaml").read_text())
@@ -138,8 +142,11 @@ def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch
 def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point):
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the exception itself, not Hydra's printed summary
     monkeypatch.setattr(pipeline, "run_train", lambda cfg: math.nan)
-    with pytest.raises(AllTrialsFailedError, match=r"all 2 trial\(s\) of the Optuna search failed.*"
-                                                   r"trial 0: FloatingPointError: the job's objective is NaN"):
+    with pytest.raises(
+        AllTrialsFailedError,
+        match=r"all 2 trial\(s\) of the Optuna search failed.*"
+        r"trial 0: FloatingPointError: the job's objective is NaN",
+    ):
         entry_point("train.py", *OPTUNA, "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path}/optuna")
 
 
@@ -148,8 +155,12 @@ def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entr
 
 def sample(spec: dict, rng: np.random.Generator) -> dict:
     """One parameter set of a sweep file's ``parameters`` (values, or uniform in [min, max])."""
-    return {name: p["values"][int(rng.integers(len(p["values"])))] if "values" in p else float(rng.uniform(p["min"], p["max"]))
-            for name, p in spec["parameters"].items()}
+    return {
+        name: p["values"][int(rng.integers(len(p["values"])))]
+        if "values" in p
+        else float(rng.uniform(p["min"], p["max"]))
+        for name, p in spec["parameters"].items()
+    }
 
 
 def agent_runs(spec: dict, runs: dict[str, dict], monkeypatch, tmp_path, sweep_id="abc123", program=None):
@@ -194,16 +205,29 @@ def test_each_wandb_agent_run_gets_its_own_folder(sweep_name, monkeypatch, tmp_p
     assert folders == [f"outputs/wandb_sweeps/abc123/{run}" for run in ("r1", "r2", "r3")]
 
 
-TINY = ["train.max_train_examples=96", "+trainer.limit_val_batches=2", "evaluation.n_examples=6",
-        "evaluation.fractions=[0,0.1,0.5,1.0]", "evaluation.aopc_bins=[0.1,0.5]", "data.eval_batch_size=128"]
+TINY = [
+    "train.max_train_examples=96",
+    "+trainer.limit_val_batches=2",
+    "evaluation.n_examples=6",
+    "evaluation.fractions=[0,0.1,0.5,1.0]",
+    "evaluation.aopc_bins=[0.1,0.5]",
+    "data.eval_batch_size=128",
+]
 
 
 def _offline_env(tmp_path, base: dict | None = None) -> dict:
     """``base`` (default: this process's environment) with online W&B but no server (a closed local port)
     and no credentials, so runs fall back to offline logging."""
     env = {k: v for k, v in (base or os.environ).items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
-    return {**env, "ITERMASK_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT / "src")}
+    return {
+        **env,
+        "ITERMASK_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_BASE_URL": "http://127.0.0.1:9",
+        "WANDB_SILENT": "true",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
 
 
 @pytest.mark.slow
@@ -214,14 +238,17 @@ def test_three_wandb_agent_runs_land_in_three_folders(monkeypatch, tmp_path):
 
     spec = yaml.safe_load((ROOT / "sweeps/wandb/evaluate.yaml").read_text())
     spec["command"] += [*TINY, "+trainer.limit_test_batches=2"]
-    runs = {"r1": {"seed": 0, "saliency": "gradient", "masking": "mask_token"},  # one fine-tuning, three evaluations
-            "r2": {"seed": 0, "saliency": "input_x_gradient", "masking": "mask_token"},
-            "r3": {"seed": 0, "saliency": "gradient", "masking": "delete"}}
+    runs = {
+        "r1": {"seed": 0, "saliency": "gradient", "masking": "mask_token"},  # one fine-tuning, three evaluations
+        "r2": {"seed": 0, "saliency": "input_x_gradient", "masking": "mask_token"},
+        "r3": {"seed": 0, "saliency": "gradient", "masking": "delete"},
+    }
     launched = agent_runs(spec, runs, monkeypatch, tmp_path, program=str(ROOT / "evaluate.py"))
     for argv, env in launched:
         argv = [sys.executable if a == "python" else a for a in argv]
-        out = subprocess.run(argv, cwd=tmp_path, env=_offline_env(tmp_path, env), capture_output=True,
-                             text=True, timeout=900)
+        out = subprocess.run(
+            argv, cwd=tmp_path, env=_offline_env(tmp_path, env), capture_output=True, text=True, timeout=900
+        )
         assert out.returncode == 0, out.stderr[-5000:]
     sweep = tmp_path / "outputs/wandb_sweeps/abc123"
     for run_id, params in runs.items():
@@ -239,9 +266,24 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
     checkpoint): the report names it, the exit status is 1, and its W&B run is finished as failed."""
     from test_tracking import read_wandb_run, records
 
-    out = subprocess.run([sys.executable, "evaluate.py", "-m", "seed=0", "+trainer.limit_test_batches=2,-1", *TINY,
-                          "logger.mode=online", "logger.init_timeout=3", f"hydra.sweep.dir={tmp_path}/multi"],
-                         cwd=ROOT, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "evaluate.py",
+            "-m",
+            "seed=0",
+            "+trainer.limit_test_batches=2,-1",
+            *TINY,
+            "logger.mode=online",
+            "logger.init_timeout=3",
+            f"hydra.sweep.dir={tmp_path}/multi",
+        ],
+        cwd=ROOT,
+        env=_offline_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 1, out.stderr[-5000:]
     multi = tmp_path / "multi"
     assert json.loads((multi / "0/results.json").read_text())["seed"] == 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-
 from conftest import AdditiveModel, Recorder, build_tiny_classifier
+
 from itermask.core.forwards import ForwardStats, RowForwards, length_chunks, row_lengths, row_outputs
 from itermask.core.representations import capture_representations
 from itermask.evaluation import IterativeMaskingEvaluator
@@ -33,7 +33,10 @@ def test_length_chunks_cut_where_padding_costs_least():
     # no overhead: each length its own chunk, longest first; the 30-token row fits the budget alone
     assert [c.tolist() for c in budget_chunks] == [[9], [3, 7], [0], [1, 2], [4, 5, 6], [8]]
     # a large overhead merges everything that fits the budget into one chunk
-    assert [c.tolist() for c in length_chunks(lengths, 100, forward_overhead=1000)] == [[9], [3, 7, 0, 1, 2, 4, 5, 6, 8]]
+    assert [c.tolist() for c in length_chunks(lengths, 100, forward_overhead=1000)] == [
+        [9],
+        [3, 7, 0, 1, 2, 4, 5, 6, 8],
+    ]
     # budget 30, overhead 5: [9, 9, 5] (3 x 9 = 27 tokens) and the six short rows (6 x 3 = 18)
     assert [lengths[c].tolist() for c in length_chunks(lengths, 30, 5)] == [[30], [9, 9, 5], [3, 3, 2, 2, 2, 1]]
     # a tight budget: rows longer than it run alone, every row exactly once, the budget held
@@ -60,8 +63,13 @@ def test_row_forwards_compute_each_distinct_row_once_and_scatter_back():
     expected = torch.tensor([-1.0, 3.0, 0.0, -1.0, 3.0])  # sum of the weights of each row (specials weigh 0)
     assert torch.equal(out.logits[:, 1], expected) and torch.equal(out.logits[:, 0], torch.zeros(5))
     assert sum(len(call["input_ids"]) for call in model.calls) == 3  # three distinct rows
-    assert runner.stats == ForwardStats(rows=5, computed=3, forwards=len(model.calls), real_tokens=12,
-                                        padded_tokens=sum(c["input_ids"].numel() for c in model.calls))
+    assert runner.stats == ForwardStats(
+        rows=5,
+        computed=3,
+        forwards=len(model.calls),
+        real_tokens=12,
+        padded_tokens=sum(c["input_ids"].numel() for c in model.calls),
+    )
     # a later call remembers: the clean row again costs nothing, a new row is computed alone
     again = runner(_rows([[1, 8, 2], [1, 9, 2]], width=6))  # wider padding: the same first row
     assert again.logits[:, 1].tolist() == [3.0, -1.0]
@@ -127,8 +135,14 @@ def _evaluate(tokenizers, architecture, strategy, forwards):
         enc = tokenizer(_texts(10), padding=True, truncation=True, max_length=40, return_tensors="pt")
         batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
         evaluator = IterativeMaskingEvaluator(
-            saliency, STRATEGIES[strategy](tokenizer), GRID, tokenizer.all_special_ids, chunk_size=16,
-            forwards=forwards, token_budget=96, collect_representations=True,
+            saliency,
+            STRATEGIES[strategy](tokenizer),
+            GRID,
+            tokenizer.all_special_ids,
+            chunk_size=16,
+            forwards=forwards,
+            token_budget=96,
+            collect_representations=True,
         )
         _RUNS[key] = evaluator.evaluate(model, batch, labels=torch.arange(10) % 2), evaluator.forward_stats
     return _RUNS[key]
@@ -152,10 +166,17 @@ def _assert_same_results(old, new, target):
     assert torch.equal(old.k, new.k) and torch.equal(old.target, new.target)
 
 
-@pytest.mark.parametrize("architecture, strategy", [
-    ("bert", "mask_token"), ("bert", "delete"), ("bert", "attention_off"), ("bert", "random_token"),
-    ("roberta", "mask_token"), ("roberta", "delete"),
-])
+@pytest.mark.parametrize(
+    "architecture, strategy",
+    [
+        ("bert", "mask_token"),
+        ("bert", "delete"),
+        ("bert", "attention_off"),
+        ("bert", "random_token"),
+        ("roberta", "mask_token"),
+        ("roberta", "delete"),
+    ],
+)
 def test_bucketed_forwards_give_the_step_major_results(architecture_tokenizers, architecture, strategy):
     old, old_stats = _evaluate(architecture_tokenizers, architecture, strategy, "step_major")
     new, new_stats = _evaluate(architecture_tokenizers, architecture, strategy, "bucketed")

@@ -191,7 +191,11 @@ def test_fixed_strategies_exact_ids_and_attention(strategy_cls, ids, attention):
 
 def test_token_replacements_share_one_class():
     assert all(issubclass(c, ReplaceWithToken) for c in (MaskToken, UnkToken, PadToken))
-    assert [c.token_attribute for c in (MaskToken, UnkToken, PadToken)] == ["mask_token_id", "unk_token_id", "pad_token_id"]
+    assert [c.token_attribute for c in (MaskToken, UnkToken, PadToken)] == [
+        "mask_token_id",
+        "unk_token_id",
+        "pad_token_id",
+    ]
     assert "apply" not in vars(UnkToken) and "apply" not in vars(PadToken) and "apply" not in vars(MaskToken)
     with pytest.raises(ValueError, match="unk_token_id"):
         UnkToken(ToyTokenizer())  # the toy tokenizer has no unknown token
@@ -232,15 +236,19 @@ def test_random_token_draws_non_special_ids_independent_of_batching_and_step():
     assert set(strategy.replacements(long_row).flatten().tolist()) == set(range(5, 16))  # every word, nothing else
 
 
-
-
 def test_random_token_keeps_replacements_under_recursion():
     tokenizer = VocabTokenizer()
     model = Recorder(AdditiveModel({i: float(i % 3) - 1 for i in range(5, 16)}))
     batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 8, 9, 10, 2]]), torch.ones(1, 8, dtype=torch.long))
     evaluator = IterativeMaskingEvaluator(
-        RandomSaliency(seed=1), RandomToken(tokenizer, seed=0), None, tokenizer.all_special_ids,
-        schedules=["recursive"], steps="count", counts=[0, 1, 2, 3, 4, 5, 6], sufficiency=False,
+        RandomSaliency(seed=1),
+        RandomToken(tokenizer, seed=0),
+        None,
+        tokenizer.all_special_ids,
+        schedules=["recursive"],
+        steps="count",
+        counts=[0, 1, 2, 3, 4, 5, 6],
+        sufficiency=False,
         forwards="step_major",  # every step's row in one forward, in step order (the default de-duplicates)
     )
     curves = evaluator.evaluate(model, batch)["recursive"]
@@ -271,11 +279,17 @@ def test_capped_counts_and_step_counts():
 def test_count_steps_mask_exact_tokens_one_shot_and_recursive(toy_tokenizer):
     # additive model: weights 3, 1, 2, -1, 0.5 for ids 5..9; input x gradient on the logit ranks them
     model = AdditiveModel({5: 3.0, 6: 1.0, 7: 2.0, 8: -1.0, 9: 0.5})
-    batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 8, 9, 2], [1, 7, 5, 2, 0, 0, 0]]),
-                       torch.tensor([[1] * 7, [1, 1, 1, 1, 0, 0, 0]]))
+    batch = TokenBatch(
+        torch.tensor([[1, 5, 6, 7, 8, 9, 2], [1, 7, 5, 2, 0, 0, 0]]), torch.tensor([[1] * 7, [1, 1, 1, 1, 0, 0, 0]])
+    )
     evaluator = IterativeMaskingEvaluator(
-        InputXGradientSaliency(output="logit"), MaskToken(toy_tokenizer), None, [0, 1, 2, 3, 4],
-        steps="count", counts=[0, 1, 2, 3], target=1,
+        InputXGradientSaliency(output="logit"),
+        MaskToken(toy_tokenizer),
+        None,
+        [0, 1, 2, 3, 4],
+        steps="count",
+        counts=[0, 1, 2, 3],
+        target=1,
     )
     curves = evaluator.evaluate(model, batch)
     for schedule in ("one_shot", "recursive"):
@@ -291,8 +305,9 @@ def test_count_steps_mask_exact_tokens_one_shot_and_recursive(toy_tokenizer):
     with pytest.raises(ValueError, match="counts"):
         IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count")
     with pytest.raises(ValueError, match="ascending"):
-        IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count",
-                                  counts=[2, 1])
+        IterativeMaskingEvaluator(
+            InputXGradientSaliency(), MaskToken(toy_tokenizer), None, [0], steps="count", counts=[2, 1]
+        )
     # a repeated step would count twice in AOPC (full-grid AOPC is the mean over the grid's steps)
     with pytest.raises(ValueError, match="no repeats"):
         IterativeMaskingEvaluator(InputXGradientSaliency(), MaskToken(toy_tokenizer), [0, 0.1, 0.1, 0.5], [0])
@@ -317,7 +332,10 @@ def test_a_new_schedule_is_one_class(toy_tokenizer):
         model = AdditiveModel({5: 2.0, 6: 1.0, 7: -1.0})
         batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 2]]), torch.ones(1, 5, dtype=torch.long))
         evaluator = IterativeMaskingEvaluator(
-            InputXGradientSaliency(output="logit"), MaskToken(toy_tokenizer), [0.0, 1 / 3, 2 / 3], [0, 1, 2, 3, 4],
+            InputXGradientSaliency(output="logit"),
+            MaskToken(toy_tokenizer),
+            [0.0, 1 / 3, 2 / 3],
+            [0, 1, 2, 3, 4],
             schedules=["least_salient_first"],
         )
         curves = evaluator.evaluate(model, batch)["least_salient_first"]
@@ -327,4 +345,6 @@ def test_a_new_schedule_is_one_class(toy_tokenizer):
     finally:
         SCHEDULES.pop("least_salient_first", None)
     with pytest.raises(ValueError, match="unknown masking schedule"):
-        IterativeMaskingEvaluator(RandomSaliency(), MaskToken(toy_tokenizer), [0.0], [0], schedules=["least_salient_first"])
+        IterativeMaskingEvaluator(
+            RandomSaliency(), MaskToken(toy_tokenizer), [0.0], [0], schedules=["least_salient_first"]
+        )

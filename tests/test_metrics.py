@@ -254,13 +254,17 @@ def test_relative_to_random_on_the_additive_model(toy_tokenizer, curves):
         ours["aopc_comprehensiveness_prob"] - theirs["aopc_comprehensiveness_prob"]
     )
     assert relative["auc_prob"] == pytest.approx(ours["auc_prob"] - theirs["auc_prob"])
-    assert {"aopc_full_comprehensiveness_prob", "aopc_log_odds_drop", "racu_without_retraining_accuracy"} <= set(relative)
+    assert {"aopc_full_comprehensiveness_prob", "aopc_log_odds_drop", "racu_without_retraining_accuracy"} <= set(
+        relative
+    )
     # accuracy against labels 1, 1. Reverse order: example 0 sums 3, 2, 0 -> right, right, wrong (tie -> 0);
     # example 1 sums 0, 1, 0 -> wrong, right, wrong (clean: wrong)
     acc_theirs = [0.5] * 4 + [0.5, 1.0, 0.0]
     assert theirs["accuracy"] == pytest.approx(acc_theirs)
     acc_ours = [0.5] * 4 + [0.0, 0.5, 0.0]
-    expected = trapezoid(FRACTIONS, [r - e for r, e in zip(acc_theirs, acc_ours)]) / trapezoid(FRACTIONS, [r - 0.0 for r in acc_theirs])
+    expected = trapezoid(FRACTIONS, [r - e for r, e in zip(acc_theirs, acc_ours)]) / trapezoid(
+        FRACTIONS, [r - 0.0 for r in acc_theirs]
+    )
     assert relative["racu_without_retraining_accuracy"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="different quantity"):
         metrics.relative_to_random(metrics.summarize(curves["one_shot"], quantity="logit"), theirs)
@@ -270,7 +274,12 @@ def test_count_step_summary(toy_tokenizer):
     model = AdditiveModel({A: 2.0, B: 1.0, C: -1.0})
     batch = TokenBatch(torch.tensor([[1, A, B, C, 2], [1, C, B, 2, 0]]), torch.tensor([[1] * 5, [1, 1, 1, 1, 0]]))
     evaluator = IterativeMaskingEvaluator(
-        InputXGradientSaliency(output="logit"), MaskToken(toy_tokenizer), None, SPECIAL, steps="count", counts=[0, 1, 2, 3],
+        InputXGradientSaliency(output="logit"),
+        MaskToken(toy_tokenizer),
+        None,
+        SPECIAL,
+        steps="count",
+        counts=[0, 1, 2, 3],
     )
     one_shot = evaluator.evaluate(model, batch, labels=torch.tensor([1, 0]))["one_shot"]
     summary = metrics.summarize(one_shot, quantity="logit")
@@ -351,8 +360,11 @@ def test_a_new_metric_is_one_class(curves):
         assert [row[columns.index("kept_share")] for row in rows] == pytest.approx(expected)
         history = tracking.curve_history({"gradient": {"one_shot": summary}})
         assert [row["curves/gradient/one_shot/kept_share"] for row in history] == pytest.approx(expected)
-        result = {"accuracy": {"test": 0.5}, "saliency": {"name": "gradient"},
-                  "scores": {"gradient": {"one_shot": summary}}}
+        result = {
+            "accuracy": {"test": 0.5},
+            "saliency": {"name": "gradient"},
+            "scores": {"gradient": {"one_shot": summary}},
+        }
         assert _measures(result)[("gradient", "one_shot", "aopc_kept_share")] == pytest.approx(sum(expected[1:6]) / 5)
     finally:
         metrics.METRICS.pop("kept_share", None)

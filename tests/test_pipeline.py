@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 
 from itermask import pipeline
 from itermask.settings import build as _build
-from itermask.settings import check_seed, data_fingerprint as _data_fingerprint, evaluate_settings, train_settings
-from itermask.settings import training_key
+from itermask.settings import check_seed, evaluate_settings, train_settings, training_key
+from itermask.settings import data_fingerprint as _data_fingerprint
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, write_json_atomic
 
@@ -80,8 +80,13 @@ def test_training_key_covers_what_determines_the_weights():
     key, payload = training_key(base)
     assert key == training_key(_compose())[0]
     assert payload["seed"] == 0
-    for override in ("seed=1", "model.finetune.optimizer.learning_rate=1e-4", "train.max_train_examples=10",
-                     "model=bert", "dataset=sst2"):
+    for override in (
+        "seed=1",
+        "model.finetune.optimizer.learning_rate=1e-4",
+        "train.max_train_examples=10",
+        "model=bert",
+        "dataset=sst2",
+    ):
         assert training_key(_compose(override))[0] != key, override
     # evaluation settings do not change the checkpoint
     assert training_key(_compose("saliency=integrated_gradients", "evaluation.n_examples=5"))[0] == key
@@ -103,10 +108,14 @@ def test_cache_entry_complete_only_after_finish(tmp_path):
     (cache.entry("k") / "model").mkdir(parents=True)
     (cache.entry("k") / "model" / "config.json").write_text("{}")
     cache.finish("k", {"val_acc": 0.5})
-    assert cache.meta("k") == cache.reusable("k") == {
-        "val_acc": 0.5,
-        "files": {"model/config.json": {"bytes": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}},
-    }
+    assert (
+        cache.meta("k")
+        == cache.reusable("k")
+        == {
+            "val_acc": 0.5,
+            "files": {"model/config.json": {"bytes": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}},
+        }
+    )
 
 
 def test_write_json_atomic_leaves_nothing_half_written(tmp_path):
@@ -127,8 +136,12 @@ def test_environment_records_versions():
 
 def test_unknown_config_option_lists_the_choices():
     out = subprocess.run(
-        [sys.executable, "evaluate.py", "model=nonexistent"], cwd=ROOT, capture_output=True, text=True,
-        env={**os.environ, "HYDRA_FULL_ERROR": "0"}, timeout=120,
+        [sys.executable, "evaluate.py", "model=nonexistent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
+        timeout=120,
     )
     assert out.returncode != 0
     assert "Could not find 'model/nonexistent'" in out.stderr
@@ -154,7 +167,9 @@ def test_mlm_infill_on_the_default_model_fails_before_any_work(monkeypatch, tmp_
 
 
 def test_evaluation_steps_and_segments_reach_the_evaluators(tokenizer):
-    cfg = _compose("saliency=random", "evaluation.steps=count", "evaluation.counts=[0,1,2,4]", "evaluation.segments=[1]")
+    cfg = _compose(
+        "saliency=random", "evaluation.steps=count", "evaluation.counts=[0,1,2,4]", "evaluation.segments=[1]"
+    )
     evaluators = _evaluators(cfg, tokenizer)
     assert list(evaluators) == ["random"]
     evaluator = evaluators["random"]
@@ -227,7 +242,10 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
     with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
         pipeline.run_evaluate(_compose("evaluation.target=7"))
     for override, message in [
-        ("evaluation.n_examples=0", r"evaluation.n_examples must be an integer >= 1 or null \(the whole split\), got 0"),
+        (
+            "evaluation.n_examples=0",
+            r"evaluation.n_examples must be an integer >= 1 or null \(the whole split\), got 0",
+        ),
         ("evaluation.split=nope", "unknown split 'nope'"),
         ("evaluation.segments=[1]", r"evaluation.segments=\[1\], but rt_snippets has single texts"),
         ("train.max_train_examples=0", "train.max_train_examples must be an integer >= 1 or null"),
@@ -269,21 +287,31 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
     assert statuses == ["failed", "success"]
 
 
-@pytest.mark.parametrize("override, message", [
-    ("ood.knn_k=0", "ood.knn_k must be at least 1, got 0"),
-    ("ood.covariance=bogus", r"ood.covariance must be one of \('auto', 'empirical', 'ledoit_wolf'\), got 'bogus'"),
-    ("ood.masf_alpha=2", r"ood.masf_alpha must lie in \(0, 1\), got 2"),
-    ("ood.n_fit_examples=0", "ood.n_fit_examples must be positive or null"),
-    ("ood.ece_bins=0", "ood.ece_bins must be at least 1"),
-    ("ood.plots.umap_fractions=[0.33]", r"ood.plots.umap_fractions \[0.33\] are not among evaluation.fractions"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("ood.knn_k=0", "ood.knn_k must be at least 1, got 0"),
+        ("ood.covariance=bogus", r"ood.covariance must be one of \('auto', 'empirical', 'ledoit_wolf'\), got 'bogus'"),
+        ("ood.masf_alpha=2", r"ood.masf_alpha must lie in \(0, 1\), got 2"),
+        ("ood.n_fit_examples=0", "ood.n_fit_examples must be positive or null"),
+        ("ood.ece_bins=0", "ood.ece_bins must be at least 1"),
+        ("ood.plots.umap_fractions=[0.33]", r"ood.plots.umap_fractions \[0.33\] are not among evaluation.fractions"),
+    ],
+)
 def test_ood_settings_are_checked_before_any_work(override, message, tokenizer):
     with pytest.raises(ValueError, match=message):
         _evaluators(_compose("ood.level=full", override), tokenizer)
     _evaluators(_compose("ood.level=none", override), tokenizer)  # ignored when the analysis is off
     # a short grid without the UMAP fractions is fine once the plots are off
-    _evaluators(_compose("ood.level=full", "evaluation.fractions=[0.0,0.5,1.0]", "evaluation.aopc_bins=[0.5]",
-                         "ood.plots.enabled=false"), tokenizer)
+    _evaluators(
+        _compose(
+            "ood.level=full",
+            "evaluation.fractions=[0.0,0.5,1.0]",
+            "evaluation.aopc_bins=[0.5]",
+            "ood.plots.enabled=false",
+        ),
+        tokenizer,
+    )
 
 
 def test_unknown_calibration_split_is_refused_before_fine_tuning(monkeypatch, tmp_path):
@@ -308,17 +336,30 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     cfg = _compose("ood.level=full", "logger=csv", f"output_dir={tmp_path}/new")
     key = evaluate_settings(cfg).results_key
-    stats = {"steps": "fraction", "x": [0.0, 0.5, 1.0], "fraction": [0.0, 0.5, 1.0], "n_examples": 2,
-             "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7]},
-             "clean": {}, "missing": {}}
-    stored = {"seed": 0, "saliency": {"name": "gradient"}, "scores": {}, "accuracy": {"test": 0.8},
-              "config": {"output_dir": f"{tmp_path}/old"},
-              "ood": {"statistics": {"gradient": {"one_shot": stats}}, "missing_detectors": {}}}
+    stats = {
+        "steps": "fraction",
+        "x": [0.0, 0.5, 1.0],
+        "fraction": [0.0, 0.5, 1.0],
+        "n_examples": 2,
+        "values": {"final/auroc_mahalanobis": [0.5, 0.75, 1.0], "layer_1/auroc_mahalanobis": [0.5, 0.6, 0.7]},
+        "clean": {},
+        "missing": {},
+    }
+    stored = {
+        "seed": 0,
+        "saliency": {"name": "gradient"},
+        "scores": {},
+        "accuracy": {"test": 0.8},
+        "config": {"output_dir": f"{tmp_path}/old"},
+        "ood": {"statistics": {"gradient": {"one_shot": stats}}, "missing_detectors": {}},
+    }
     ResultStore(cfg.cache_dir).put(key, stored)
     monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded for a reused result"))
     logged = []
     monkeypatch.setattr(pipeline.tracking, "log_evaluation", lambda logger, result: None)
-    monkeypatch.setattr(pipeline.tracking, "log_artifacts", lambda logger, artifacts: logged.append(sorted(artifacts.images)))
+    monkeypatch.setattr(
+        pipeline.tracking, "log_artifacts", lambda logger, artifacts: logged.append(sorted(artifacts.images))
+    )
     pipeline.run_evaluate(cfg)
     copied = json.loads((tmp_path / "new" / "results.json").read_text())
     assert copied["config"]["output_dir"] == f"{tmp_path}/new" and copied["reused_from"].endswith(f"{key}.json")

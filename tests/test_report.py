@@ -36,18 +36,39 @@ def _mean_std(values):
 # -- hand-made result files ---------------------------------------------------------------------------
 
 
-def make_result(seed, model="m", accuracy=0.8, aopc=0.1, random_aopc=0.05, fractions=(0.0, 0.5, 1.0), curve=None,
-                saliency="gradient", masking="mask_token", n_examples=8, validation=None):
+def make_result(
+    seed,
+    model="m",
+    accuracy=0.8,
+    aopc=0.1,
+    random_aopc=0.05,
+    fractions=(0.0, 0.5, 1.0),
+    curve=None,
+    saliency="gradient",
+    masking="mask_token",
+    n_examples=8,
+    validation=None,
+):
     """A results.json dict of the shape pipeline.run_evaluate writes, with chosen scores."""
     curve = list(curve if curve is not None else [0.9, 0.6 - aopc, 0.5])
 
     def summary(a, one_shot):
-        out = {"n_examples": n_examples, "quantity": "probability", "steps": "fraction", "x": list(fractions),
-               "fraction": list(fractions),
-               "mean_k": [0.0, 3.0, 6.0], "target_prob": curve, "accuracy": [1.0, 0.5, 0.5],
-               "flip_rate": [0.0, 0.25, 0.5], "comprehensiveness_prob": [0.0, a, 2 * a],
-               "aopc_comprehensiveness_prob": a, "auc_prob": 0.6 - a, "first_flip_fraction": None,
-               "never_flip_rate": 0.5}
+        out = {
+            "n_examples": n_examples,
+            "quantity": "probability",
+            "steps": "fraction",
+            "x": list(fractions),
+            "fraction": list(fractions),
+            "mean_k": [0.0, 3.0, 6.0],
+            "target_prob": curve,
+            "accuracy": [1.0, 0.5, 0.5],
+            "flip_rate": [0.0, 0.25, 0.5],
+            "comprehensiveness_prob": [0.0, a, 2 * a],
+            "aopc_comprehensiveness_prob": a,
+            "auc_prob": 0.6 - a,
+            "first_flip_fraction": None,
+            "never_flip_rate": 0.5,
+        }
         if one_shot:
             out.update(sufficiency_prob=[0.1, 0.05, 0.0], aopc_sufficiency_prob=a / 2)
         return out
@@ -55,23 +76,37 @@ def make_result(seed, model="m", accuracy=0.8, aopc=0.1, random_aopc=0.05, fract
     scores = {saliency: {"one_shot": summary(aopc, True), "recursive": summary(aopc, False)}}
     scores["random"] = {"one_shot": summary(random_aopc, True), "recursive": summary(random_aopc, False)}
     config = {
-        "task_name": "evaluate", "seed": seed, "output_dir": f"/somewhere/{seed}", "cache_dir": "/cache",
+        "task_name": "evaluate",
+        "seed": seed,
+        "output_dir": f"/somewhere/{seed}",
+        "cache_dir": "/cache",
         "model": {"name": model, "pretrained": f"hub/{model}", "max_length": 64},
         "dataset": {"name": "d", "source": {"_target_": "x"}},
-        "saliency": {"name": saliency}, "masking": {"name": masking},
+        "saliency": {"name": saliency},
+        "masking": {"name": masking},
         "evaluation": {"n_examples": n_examples, "fractions": list(fractions), "chunk_size": 256},
         "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"},
         "train": {"max_train_examples": 100},
     }
     return {
-        "task": "evaluate", "seed": seed, "model": model, "dataset": "d", "n_evaluated": n_examples,
+        "task": "evaluate",
+        "seed": seed,
+        "model": model,
+        "dataset": "d",
+        "n_evaluated": n_examples,
         "n_skipped_no_maskable": 0,
-        "saliency": {"name": saliency, "output": "probability", "absolute": False}, "masking": masking,
-        "accuracy": {"test": accuracy, "validation": validation if validation is not None else accuracy - 0.01,
-                     "majority_class_test": 0.57},
+        "saliency": {"name": saliency, "output": "probability", "absolute": False},
+        "masking": masking,
+        "accuracy": {
+            "test": accuracy,
+            "validation": validation if validation is not None else accuracy - 0.01,
+            "majority_class_test": 0.57,
+        },
         "scores": scores,
-        "relative_to_random": {"one_shot": {"aopc_comprehensiveness_prob": aopc - random_aopc},
-                               "recursive": {"aopc_comprehensiveness_prob": aopc - random_aopc}},
+        "relative_to_random": {
+            "one_shot": {"aopc_comprehensiveness_prob": aopc - random_aopc},
+            "recursive": {"aopc_comprehensiveness_prob": aopc - random_aopc},
+        },
         "config": config,
     }
 
@@ -129,8 +164,9 @@ def test_bootstrap_interval_is_seeded_and_inside_the_data():
     a = seed_interval(values, method="bootstrap", n_resamples=2000, seed=3)
     assert a == seed_interval(values, method="bootstrap", n_resamples=2000, seed=3)
     assert min(values) <= a["ci_low"] < a["mean"] < a["ci_high"] <= max(values)
-    direct = stats.bootstrap((np.array(values),), np.mean, n_resamples=2000, method="percentile",
-                             rng=np.random.default_rng(3)).confidence_interval
+    direct = stats.bootstrap(
+        (np.array(values),), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(3)
+    ).confidence_interval
     assert (a["ci_low"], a["ci_high"]) == pytest.approx((direct.low, direct.high))
 
 
@@ -194,7 +230,9 @@ def test_aggregation_over_seeds(sweep):
     assert "aopc_sufficiency_prob" not in set(s[s.schedule == "recursive"].score)
     # per-seed table: one value per seed and measure
     per = report.per_seed
-    chosen = per[(per.explanation == "gradient") & (per.schedule == "one_shot") & (per.score == "aopc_comprehensiveness_prob")]
+    chosen = per[
+        (per.explanation == "gradient") & (per.schedule == "one_shot") & (per.score == "aopc_comprehensiveness_prob")
+    ]
     assert chosen.sort_values("seed").value.tolist() == pytest.approx(AOPC)
     assert len(per) == 3 * len(s)
     assert report.comparisons.empty and report.sweep.missing_lines() == []
@@ -210,12 +248,16 @@ def test_bootstrap_option_changes_only_the_intervals(sweep):
 def test_two_models_are_compared(tmp_path):
     results = [make_result(s, model="roberta", accuracy=a, aopc=o) for s, a, o in zip(range(3), ACC, AOPC)]
     results += [make_result(s, model="fairberta", accuracy=0.8, aopc=o) for s, o in zip(range(3), [0.05, 0.07, 0.03])]
-    root = write_sweep(tmp_path / "pair", results, overrides=[[f"model={r['model']}", f"seed={r['seed']}"] for r in results])
+    root = write_sweep(
+        tmp_path / "pair", results, overrides=[[f"model={r['model']}", f"seed={r['seed']}"] for r in results]
+    )
     report = build_report(root)
     assert len(report.groups) == 2
     c = report.comparisons
     assert set(zip(c.model_a, c.model_b)) == {("fairberta", "roberta")}  # sorted by name
-    row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
+    row = c[
+        (c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")
+    ].iloc[0]
     ref = stats.ttest_ind([0.05, 0.07, 0.03], AOPC, equal_var=False)
     assert row["difference"] == pytest.approx(0.05 - 0.14)
     assert (row["statistic"], row["p_value"]) == pytest.approx((ref.statistic, ref.pvalue))
@@ -242,23 +284,39 @@ def test_report_files(sweep):
         assert (sweep / "report_files" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (sweep / "report_files" / "summary.csv").read_text().splitlines()
     assert len(summary) == 1 + len(report.summary)
-    assert set(written) >= {"report.md", "report.html", "summary.csv", "per_seed.csv", "comparisons.csv",
-                            "headline.csv", "seed_sensitivity.csv"}
+    assert set(written) >= {
+        "report.md",
+        "report.html",
+        "summary.csv",
+        "per_seed.csv",
+        "comparisons.csv",
+        "headline.csv",
+        "seed_sensitivity.csv",
+    }
     assert not list(sweep.rglob("*.tmp"))
     # a second report over the folder ignores its own output
     assert len(build_report(sweep).sweep.runs) == 3
 
 
 def test_missing_runs_are_listed(tmp_path):
-    root = write_sweep(tmp_path / "partial", [make_result(0), make_result(1), None],
-                       overrides=[["seed=0"], ["seed=1"], ["seed=2"]])
-    (root / "multirun.yaml").write_text(yaml.safe_dump({
-        "task_name": "evaluate",
-        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
-                  "overrides": {"task": ["seed=0,1,2,3", "evaluation.n_examples=8"]}},
-    }))
+    root = write_sweep(
+        tmp_path / "partial", [make_result(0), make_result(1), None], overrides=[["seed=0"], ["seed=1"], ["seed=2"]]
+    )
+    (root / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "task_name": "evaluate",
+                "hydra": {
+                    "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                    "overrides": {"task": ["seed=0,1,2,3", "evaluation.n_examples=8"]},
+                },
+            }
+        )
+    )
     for i in range(3):
-        (root / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={i}", "evaluation.n_examples=8"]))
+        (root / str(i) / ".hydra" / "overrides.yaml").write_text(
+            yaml.safe_dump([f"seed={i}", "evaluation.n_examples=8"])
+        )
     report = build_report(root)
     assert report.sweep.n_expected == 4 and len(report.sweep.runs) == 2
     assert report.sweep.missing_lines() == [
@@ -308,9 +366,13 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
         for seed, aopc in zip(range(3), aopcs):
             result = make_result(seed, aopc=aopc)
             result["config"]["train"]["masking_augmentation"] = {"enabled": masked, "batch_share": 0.5}
-            ood = {"fraction": [0.0, 0.1, 0.5, 0.9], "values": {
-                "final/auroc_mahalanobis": [0.5, 0.6 + 0.1 * masked, 0.9 - 0.2 * masked + 0.01 * seed, 1.0],
-                "ece": [0.1, None, 0.2, 0.3]}}
+            ood = {
+                "fraction": [0.0, 0.1, 0.5, 0.9],
+                "values": {
+                    "final/auroc_mahalanobis": [0.5, 0.6 + 0.1 * masked, 0.9 - 0.2 * masked + 0.01 * seed, 1.0],
+                    "ece": [0.1, None, 0.2, 0.3],
+                },
+            }
             result["ood"] = {"statistics": {"gradient": {"one_shot": ood}}}
             results.append(result)
             overrides.append([f"train.masking_augmentation.enabled={masked}", f"seed={seed}"])
@@ -320,10 +382,14 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
     assert set(report.groups) == {standard, masked}
     assert [r.seed for r in report.groups[masked]] == [0, 1, 2]
     c = report.comparisons
-    row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
+    row = c[
+        (c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")
+    ].iloc[0]
     assert (row.model_a, row.model_b) == (standard[0], masked[0])
     assert row["difference"] == pytest.approx(0.14 - 0.04)
-    h = report.headline[(report.headline.score == "aopc_comprehensiveness_prob") & (report.headline.schedule == "one_shot")]
+    h = report.headline[
+        (report.headline.score == "aopc_comprehensiveness_prob") & (report.headline.schedule == "one_shot")
+    ]
     by_model = {r.model: r for r in h.itertuples()}  # each group's headline reads its own runs only
     assert set(by_model) == {standard[0], masked[0]} and len(h) == 2
     assert by_model[masked[0]].mean == pytest.approx(0.04) and by_model[standard[0]].mean == pytest.approx(0.14)
@@ -351,9 +417,17 @@ def test_a_swept_switch_covers_its_sections_settings(tmp_path):
         for seed, aopc in zip(range(3), aopcs):
             result = make_result(seed, aopc=aopc)
             result["config"]["train"]["adversarial_augmentation"] = {
-                "enabled": adversarial, "batch_share": 0.5, "budget": 0.2, "candidates": {"name": "embedding_neighbors"}}
-            result["attack"] = {"settings": {"ranking": "one_shot"}, "methods": {"gradient": {
-                "summary": {"success_rate": 0.7 - 0.3 * adversarial + 0.01 * seed}, "link": {}}}}
+                "enabled": adversarial,
+                "batch_share": 0.5,
+                "budget": 0.2,
+                "candidates": {"name": "embedding_neighbors"},
+            }
+            result["attack"] = {
+                "settings": {"ranking": "one_shot"},
+                "methods": {
+                    "gradient": {"summary": {"success_rate": 0.7 - 0.3 * adversarial + 0.01 * seed}, "link": {}}
+                },
+            }
             results.append(result)
             overrides.append([f"train.adversarial_augmentation.enabled={adversarial}", f"seed={seed}"])
     report = build_report(write_sweep(tmp_path / "adversarial", results, overrides=overrides))
@@ -362,7 +436,9 @@ def test_a_swept_switch_covers_its_sections_settings(tmp_path):
     c = report.comparisons
     row = c[(c.explanation == "gradient") & (c.score == "attack success_rate")].iloc[0]
     assert (row.model_a, row.model_b, row["difference"]) == (standard, adversarial, pytest.approx(0.3))
-    row = c[(c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")].iloc[0]
+    row = c[
+        (c.explanation == "gradient") & (c.schedule == "one_shot") & (c.score == "aopc_comprehensiveness_prob")
+    ].iloc[0]
     assert row["difference"] == pytest.approx(0.14 - 0.08) and 0 < row["p_value"] < 1
     # another setting of the section differing among the enabled runs alone is not explained by the switch
     results[4]["config"]["train"]["adversarial_augmentation"]["budget"] = 0.5
@@ -491,8 +567,15 @@ def _compose(*overrides, name="evaluate", hydra=False):
         return compose(config_name=name, overrides=list(overrides), return_hydra_config=hydra)
 
 
-@pytest.mark.parametrize("model,pretrained", [("fairberta", "facebook/FairBERTa"), ("bert_cda", "fairnlp/bert-cda"),
-                                              ("bert_large", "bert-large-uncased"), ("roberta", "roberta-base")])
+@pytest.mark.parametrize(
+    "model,pretrained",
+    [
+        ("fairberta", "facebook/FairBERTa"),
+        ("bert_cda", "fairnlp/bert-cda"),
+        ("bert_large", "bert-large-uncased"),
+        ("roberta", "roberta-base"),
+    ],
+)
 def test_paper_model_pairs(model, pretrained):
     cfg = _compose(f"model={model}", "output_dir=/tmp/unused")
     assert cfg.model.name == model and cfg.model.pretrained == pretrained
@@ -500,11 +583,14 @@ def test_paper_model_pairs(model, pretrained):
     assert "BERT-large uncased" in text and "bert_large" in text
 
 
-@pytest.mark.parametrize("launcher,target", [
-    ("joblib", "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
-    ("submitit_local", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"),
-    ("submitit_slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
-])
+@pytest.mark.parametrize(
+    "launcher,target",
+    [
+        ("joblib", "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
+        ("submitit_local", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"),
+        ("submitit_slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
+    ],
+)
 def test_launchers_compose(launcher, target):
     cfg = _compose(f"hydra/launcher={launcher}", hydra=True)
     assert cfg.hydra.launcher._target_ == target
@@ -521,8 +607,12 @@ def test_optuna_search_composes():
     cfg = _compose("hparams_search=optuna", name="train", hydra=True)
     sweeper = cfg.hydra.sweeper
     assert sweeper._target_.endswith("OptunaSweeper") and sweeper.direction == "maximize"
-    assert set(sweeper.params) == {"model.finetune.optimizer.learning_rate", "model.finetune.batch_size",
-                                   "model.finetune.max_epochs", "model.finetune.optimizer.warmup_ratio"}
+    assert set(sweeper.params) == {
+        "model.finetune.optimizer.learning_rate",
+        "model.finetune.batch_size",
+        "model.finetune.max_epochs",
+        "model.finetune.optimizer.warmup_ratio",
+    }
     assert cfg.hydra.mode.name == "MULTIRUN"
 
 
@@ -591,23 +681,43 @@ def test_wandb_sweep_commands_run(tmp_path):
     """The agent's command lines themselves (``--cfg job`` prints the resolved config instead of training)."""
     for sweep_name in ("train", "evaluate"):
         argv, values = _agent_command(ROOT / f"sweeps/wandb/{sweep_name}.yaml", np.random.default_rng(1), AGENT_ENV)
-        out = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300, env={**os.environ, **AGENT_ENV, "ITERMASK_CACHE": str(tmp_path)})
+        out = subprocess.run(
+            [*argv, "--cfg", "job", "--resolve"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **AGENT_ENV, "ITERMASK_CACHE": str(tmp_path)},
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         _check_swept_values(yaml.safe_load(out.stdout), values)
 
 
 # -- slow: real multiruns with tiny settings ---------------------------------------------------------------
 
-TINY = ["train.max_train_examples=96", "+trainer.limit_val_batches=2", "+trainer.limit_test_batches=2",
-        "evaluation.n_examples=6", "evaluation.fractions=[0,0.1,0.5,1.0]", "evaluation.aopc_bins=[0.1,0.5]",
-        "data.eval_batch_size=128", "logger=csv"]
+TINY = [
+    "train.max_train_examples=96",
+    "+trainer.limit_val_batches=2",
+    "+trainer.limit_test_batches=2",
+    "evaluation.n_examples=6",
+    "evaluation.fractions=[0,0.1,0.5,1.0]",
+    "evaluation.aopc_bins=[0.1,0.5]",
+    "data.eval_batch_size=128",
+    "logger=csv",
+]
 
 
 @pytest.fixture
 def env(tmp_path):
-    return {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT / "src")}
+    return {
+        **os.environ,
+        "ITERMASK_CACHE": str(tmp_path / "cache"),
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_SILENT": "true",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
 
 
 def _run(args, env, timeout=600):
@@ -621,8 +731,14 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path, env):
     """Kill a 2-seed multirun once seed 0's result exists and seed 1's fine-tuning wrote last.ckpt; the same
     command (a new sweep folder) skips seed 0 and resumes seed 1's training from its checkpoint."""
     args = ["evaluate.py", "-m", "seed=0,1", *TINY, "train.checkpoint_every_n_steps=3"]
-    proc = subprocess.Popen([sys.executable, *args, f"hydra.sweep.dir={tmp_path}/first"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, *args, f"hydra.sweep.dir={tmp_path}/first"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     cache = tmp_path / "cache"
     deadline = time.time() + 500
     try:
@@ -655,26 +771,53 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path, env):
 
 @pytest.mark.slow
 def test_optuna_search_four_trials(tmp_path, env):
-    _run(["train.py", "hparams_search=optuna", "hydra.sweeper.n_trials=4", "hydra.sweeper.sampler.n_startup_trials=2",
-          "model.finetune.max_epochs=1", "model.finetune.batch_size=32", "train.max_train_examples=64",
-          "+trainer.limit_val_batches=1", "logger=csv", f"hydra.sweep.dir={tmp_path}/optuna"], env)
+    _run(
+        [
+            "train.py",
+            "hparams_search=optuna",
+            "hydra.sweeper.n_trials=4",
+            "hydra.sweeper.sampler.n_startup_trials=2",
+            "model.finetune.max_epochs=1",
+            "model.finetune.batch_size=32",
+            "train.max_train_examples=64",
+            "+trainer.limit_val_batches=1",
+            "logger=csv",
+            f"hydra.sweep.dir={tmp_path}/optuna",
+        ],
+        env,
+    )
     best = yaml.safe_load((tmp_path / "optuna/optimization_results.yaml").read_text())
     # batch size and epochs were fixed on the command line (a small trial); the rest was searched
-    assert set(best["best_params"]) == {"model.finetune.optimizer.learning_rate", "model.finetune.optimizer.warmup_ratio"}
+    assert set(best["best_params"]) == {
+        "model.finetune.optimizer.learning_rate",
+        "model.finetune.optimizer.warmup_ratio",
+    }
     assert 1e-5 <= best["best_params"]["model.finetune.optimizer.learning_rate"] <= 1e-4
     metas = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*/meta.json")]
     assert len(metas) == 4  # four trials, four different learning rates / warm-ups: four fine-tunings
     assert {m["config"]["model"]["finetune"]["batch_size"] for m in metas} == {32}
     assert best["best_value"] == pytest.approx(max(m["val_acc"] for m in metas))
     lr = best["best_params"]["model.finetune.optimizer.learning_rate"]
-    assert any(m["val_acc"] == best["best_value"] and m["config"]["model"]["finetune"]["optimizer"]["learning_rate"]
-               == pytest.approx(lr) for m in metas)
+    assert any(
+        m["val_acc"] == best["best_value"]
+        and m["config"]["model"]["finetune"]["optimizer"]["learning_rate"] == pytest.approx(lr)
+        for m in metas
+    )
 
 
 @pytest.mark.slow
 def test_submitit_local_two_seeds(tmp_path, env):
-    _run(["evaluate.py", "-m", "hydra/launcher=submitit_local", "seed=0,1", *TINY,
-          f"hydra.sweep.dir={tmp_path}/submitit"], env)
+    _run(
+        [
+            "evaluate.py",
+            "-m",
+            "hydra/launcher=submitit_local",
+            "seed=0,1",
+            *TINY,
+            f"hydra.sweep.dir={tmp_path}/submitit",
+        ],
+        env,
+    )
     results = sorted(json.loads(p.read_text())["seed"] for p in (tmp_path / "submitit").glob("*/results.json"))
     assert results == [0, 1]
     md = (tmp_path / "submitit/report.md").read_text()
@@ -686,10 +829,18 @@ def test_report_callback_after_a_multirun(sweep, tmp_path, caplog):
 
     from itermask.callbacks import ReportCallback
 
-    config = OmegaConf.create({"task_name": "evaluate", "hydra": {"sweep": {"dir": str(sweep)}},
-                               "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"}})
+    config = OmegaConf.create(
+        {
+            "task_name": "evaluate",
+            "hydra": {"sweep": {"dir": str(sweep)}},
+            "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"},
+        }
+    )
     ReportCallback().on_multirun_end(config)
-    assert "| gradient | one_shot = recursive | aopc_comprehensiveness_prob | probability | 3 | 0.1400 |" in (sweep / "report.md").read_text()
+    assert (
+        "| gradient | one_shot = recursive | aopc_comprehensiveness_prob | probability | 3 | 0.1400 |"
+        in (sweep / "report.md").read_text()
+    )
     assert not (sweep / "wandb").exists()  # CSV logger: no W&B summary run
     (tmp_path / "empty").mkdir()
     config.hydra.sweep.dir = str(tmp_path / "empty")

@@ -48,8 +48,15 @@ def tiny_model_dir(tmp_path_factory, vocab_file):
 
     tokenizer = BertTokenizer(vocab=vocab_file)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     path = tmp_path_factory.mktemp("tiny-bert")
     BertForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -67,12 +74,25 @@ def small_csv(tmp_path_factory):
 def _settings(cache, model_dir, csv, *overrides):
     """81 training examples in batches of 8: 11 steps per epoch, 2 epochs, a step checkpoint every 3 steps."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("train", overrides=[
-            "output_dir=/tmp/unused", f"cache_dir={cache}", f"model.pretrained={model_dir}", "model.max_length=32",
-            "model.finetune.batch_size=8", "model.finetune.max_epochs=2", "dataset=csv",
-            f"dataset.source.path={csv}", "train.max_train_examples=null", "train.checkpoint_every_n_steps=3",
-            "~logger", "+trainer.enable_progress_bar=false", "trainer.accelerator=cpu", *overrides,
-        ])
+        cfg = compose(
+            "train",
+            overrides=[
+                "output_dir=/tmp/unused",
+                f"cache_dir={cache}",
+                f"model.pretrained={model_dir}",
+                "model.max_length=32",
+                "model.finetune.batch_size=8",
+                "model.finetune.max_epochs=2",
+                "dataset=csv",
+                f"dataset.source.path={csv}",
+                "train.max_train_examples=null",
+                "train.checkpoint_every_n_steps=3",
+                "~logger",
+                "+trainer.enable_progress_bar=false",
+                "trainer.accelerator=cpu",
+                *overrides,
+            ],
+        )
     return train_settings(cfg)
 
 
@@ -147,7 +167,10 @@ def test_without_the_restored_generators_the_resumed_model_differs(
     assert not _same(_weights(uninterrupted), _weights(resumed))
 
 
-ADVERSARIAL = ("train.adversarial_augmentation.enabled=true", "train.adversarial_augmentation.candidates.min_similarity=-1")
+ADVERSARIAL = (
+    "train.adversarial_augmentation.enabled=true",
+    "train.adversarial_augmentation.candidates.min_similarity=-1",
+)
 
 
 def test_adversarial_fine_tuning_resumes_to_the_same_weights(tmp_path, tiny_model_dir, small_csv, monkeypatch):
@@ -178,13 +201,15 @@ def test_a_checkpoint_without_an_enabled_augmentations_generator_is_refused(tmp_
     del checkpoint["callbacks"][resume.ExactResume.STATE_KEY]["rng"]["adversarial_augmentation"]
     torch.save(checkpoint, last)  # as written before adversarial fine-tuning recorded its generator
     assert "no state of the generator of adversarial_augmentation" in resume.checkpoint_problem(
-        last, ("adversarial_augmentation",))
+        last, ("adversarial_augmentation",)
+    )
     trained = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv, *ADVERSARIAL))
     assert trained.meta["resumed"] is None  # started over rather than resumed inexactly
 
 
-def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(tmp_path, tiny_model_dir, small_csv, uninterrupted,
-                                                                caplog):
+def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(
+    tmp_path, tiny_model_dir, small_csv, uninterrupted, caplog
+):
     settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)
     with pytest.raises(Killed):
         _train(settings, kill_at=5)
@@ -194,7 +219,9 @@ def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(tmp_path, tiny_m
         trained = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv))
     assert f"cannot resume from {last}: it cannot be read" in caplog.text
     assert trained.meta["resumed"] is None
-    assert [p.name.startswith(f"{settings.training_key}-checkpoints-") for p in (tmp_path / "cache/damaged").iterdir()] == [True]
+    assert [
+        p.name.startswith(f"{settings.training_key}-checkpoints-") for p in (tmp_path / "cache/damaged").iterdir()
+    ] == [True]
     assert _same(_weights(uninterrupted), _weights(trained))  # started over: the same model
 
 
@@ -211,16 +238,31 @@ def test_train_py_killed_with_sigkill_after_a_step_checkpoint_resumes_to_the_sam
 
     rows = pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/validation.csv", keep_default_na=False).head(240)
     rows.to_csv(tmp_path / "d.csv", index=False)
-    args = [sys.executable, "train.py", f"model.pretrained={tiny_model_dir}", "model.max_length=32",
-            "model.finetune.batch_size=4", "model.finetune.max_epochs=1", "dataset=csv",
-            f"dataset.source.path={tmp_path / 'd.csv'}", "train.max_train_examples=null",
-            "train.checkpoint_every_n_steps=5", "logger=csv", "trainer.accelerator=cpu"]
+    args = [
+        sys.executable,
+        "train.py",
+        f"model.pretrained={tiny_model_dir}",
+        "model.max_length=32",
+        "model.finetune.batch_size=4",
+        "model.finetune.max_epochs=1",
+        "dataset=csv",
+        f"dataset.source.path={tmp_path / 'd.csv'}",
+        "train.max_train_examples=null",
+        "train.checkpoint_every_n_steps=5",
+        "logger=csv",
+        "trainer.accelerator=cpu",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
     def train(cache, run, kill=False):
         command = [*args, f"hydra.run.dir={tmp_path / run}"]
-        process = subprocess.Popen(command, cwd=ROOT, env={**env, "ITERMASK_CACHE": str(cache)},
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**env, "ITERMASK_CACHE": str(cache)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while kill and process.poll() is None and not list(cache.glob("*/checkpoints/last.ckpt")):
             time.sleep(0.02)
         if kill:

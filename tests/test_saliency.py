@@ -158,8 +158,10 @@ def test_zero_baseline_is_the_zero_word_embedding(additive, toy_tokenizer):
     embedding is the weight); the pad baseline gives the same here because w[PAD] = 0."""
     model, batch = additive
     expected = _expected(batch.input_ids, baseline_id=0)
-    for method in (IntegratedGradientsSaliency(n_steps=3, output="logit", baseline="zero"),
-                   DeepLiftSaliency(output="logit", baseline="zero")):
+    for method in (
+        IntegratedGradientsSaliency(n_steps=3, output="logit", baseline="zero"),
+        DeepLiftSaliency(output="logit", baseline="zero"),
+    ):
         scores = method.bind(toy_tokenizer).attribute(model, batch, torch.tensor([1, 1]))
         assert torch.allclose(scores, expected, atol=1e-6)
     with pytest.raises(ValueError, match="no token ids"):
@@ -169,7 +171,11 @@ def test_zero_baseline_is_the_zero_word_embedding(additive, toy_tokenizer):
 def test_kernel_shap_with_one_token_is_the_difference_to_the_baseline(toy_tokenizer):
     model = AdditiveModel(WEIGHTS)
     ids = torch.tensor([[1, 8, 2]])
-    scores = KernelShapSaliency(output="logit").bind(toy_tokenizer).attribute(model, TokenBatch(ids, torch.ones_like(ids)), torch.tensor([1]))
+    scores = (
+        KernelShapSaliency(output="logit")
+        .bind(toy_tokenizer)
+        .attribute(model, TokenBatch(ids, torch.ones_like(ids)), torch.tensor([1]))
+    )
     assert scores.tolist() == [[0.0, 3.0, 0.0]]
 
 
@@ -217,8 +223,11 @@ def test_methods_that_cannot_run_fail_in_check_with_what_to_choose(additive, toy
         with pytest.raises(ValueError, match="no attention weights.*choose gradient"):
             prepare_for_saliency(model, [method])
     hidden = _NoEmbeddings(model)
-    for method in (GradientSaliency(), IntegratedGradientsSaliency().bind(toy_tokenizer),
-                   DeepLiftSaliency().bind(toy_tokenizer)):
+    for method in (
+        GradientSaliency(),
+        IntegratedGradientsSaliency().bind(toy_tokenizer),
+        DeepLiftSaliency().bind(toy_tokenizer),
+    ):
         with pytest.raises(ValueError, match="word-embedding layer.*choose occlusion"):
             method.check(hidden)
     # perturbation methods need only forwards
@@ -246,8 +255,15 @@ def test_baseline_options_are_validated(toy_tokenizer):
         OcclusionSaliency(perturbations_per_eval=0)
     described = LimeSaliency(n_samples=7, seed=3).bind(toy_tokenizer).describe()
     assert described == {
-        "name": "lime", "output": "probability", "absolute": False, "baseline": "pad",
-        "perturbations_per_eval": 100, "n_samples": 7, "seed": 3, "kernel_width": 25.0, "alpha": 1.0,
+        "name": "lime",
+        "output": "probability",
+        "absolute": False,
+        "baseline": "pad",
+        "perturbations_per_eval": 100,
+        "n_samples": 7,
+        "seed": 3,
+        "kernel_width": 25.0,
+        "alpha": 1.0,
     }
 
 
@@ -256,11 +272,15 @@ def test_lime_kernel_weights_follow_lime_text():
     method = LimeSaliency()
     z = torch.tensor([[1, 1, 0, 0]])
     distance = 100 * (1 - (2 / 4) ** 0.5)  # cos(z, 1) = |z| / (sqrt(|z|) sqrt(n)) = sqrt(2 / 4)
-    assert method.similarity(None, None, z).item() == pytest.approx((torch.exp(torch.tensor(-distance**2 / 625.0)) ** 0.5).item())
+    assert method.similarity(None, None, z).item() == pytest.approx(
+        (torch.exp(torch.tensor(-(distance**2) / 625.0)) ** 0.5).item()
+    )
     assert method.similarity(None, None, torch.ones(1, 4)).item() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("config", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "saliency").glob("*.yaml")))
+@pytest.mark.parametrize(
+    "config", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "saliency").glob("*.yaml"))
+)
 def test_every_saliency_config_builds_with_its_name(config, tokenizer):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf

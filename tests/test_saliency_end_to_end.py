@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["train.max_train_examples=100", "evaluation.n_examples=5", "data.eval_batch_size=256", "logger=csv",
-         "evaluation.fractions=[0.0,0.1,0.5,1.0]", "evaluation.aopc_bins=[0.1,0.5]"]
+SMALL = [
+    "train.max_train_examples=100",
+    "evaluation.n_examples=5",
+    "data.eval_batch_size=256",
+    "logger=csv",
+    "evaluation.fractions=[0.0,0.1,0.5,1.0]",
+    "evaluation.aopc_bins=[0.1,0.5]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -22,15 +28,25 @@ def cache(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "saliency", [["saliency=attention_rollout"], ["saliency=lime", "saliency.n_samples=16", "masking=delete"]],
+    "saliency",
+    [["saliency=attention_rollout"], ["saliency=lime", "saliency.n_samples=16", "masking=delete"]],
     ids=["attention_rollout", "lime"],
 )
 def test_evaluate_with_attention_and_sampling_saliency(tmp_path, cache, saliency):
-    env = {**os.environ, "ITERMASK_CACHE": str(cache), "WANDB_MODE": "offline",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "ITERMASK_CACHE": str(cache),
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     out = subprocess.run(
         [sys.executable, "evaluate.py", *saliency, *SMALL, f"hydra.run.dir={tmp_path}/run"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     result = json.loads((tmp_path / "run/results.json").read_text())

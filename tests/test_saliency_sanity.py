@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import AdditiveModel
+
 from itermask.analyses.masking import saliency_diagnostics
 from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.masking import MaskToken
@@ -75,7 +75,9 @@ def test_a_batch_of_identically_zero_saliency_is_an_error(toy_tokenizer):
     assert "saliency=integrated_gradients on AdditiveModel" in str(caught.value)
     # occlusion: the output does not change when such tokens are replaced
     with pytest.raises(SaliencyError, match="does not depend on the token ids"):
-        OcclusionSaliency(output="logit").bind(toy_tokenizer).attribute(AdditiveModel(WEIGHTS), batch, torch.tensor([1, 1]))
+        OcclusionSaliency(output="logit").bind(toy_tokenizer).attribute(
+            AdditiveModel(WEIGHTS), batch, torch.tensor([1, 1])
+        )
     # random is exempt
     assert RandomSaliency().attribute(AdditiveModel(WEIGHTS), batch, torch.tensor([1, 1])).abs().sum() > 0
 
@@ -117,7 +119,9 @@ def test_integrated_gradients_completeness_gap_on_the_additive_model(toy_tokeniz
     assert attribution.completeness_gap[1].item() == pytest.approx(-0.0787, abs=1e-4)  # a visible gap
     assert attribution.output_difference.tolist() == pytest.approx((sigmoid(s_x) - sigmoid(s_b)).tolist(), abs=1e-6)
     # more steps close it
-    many = IntegratedGradientsSaliency(n_steps=50, output="probability").bind(toy_tokenizer).explain(model, batch, target)
+    many = (
+        IntegratedGradientsSaliency(n_steps=50, output="probability").bind(toy_tokenizer).explain(model, batch, target)
+    )
     assert many.completeness_gap.abs().max() < 1e-5
 
 
@@ -125,8 +129,9 @@ def test_the_evaluator_carries_the_diagnostics_to_the_results(toy_tokenizer, cap
     model = AdditiveModel({**WEIGHTS, 12: 100.0})
     batch = _batch([[1, 12, 12, 12, 2], [1, 5, 6, 2, 0], [1, 8, 7, 5, 2]])
     method = IntegratedGradientsSaliency(n_steps=1, output="probability").bind(toy_tokenizer)
-    evaluator = IterativeMaskingEvaluator(method, MaskToken(toy_tokenizer), [0.0, 0.5, 1.0], [0, 1, 2, 3, 4],
-                                          schedules=["one_shot"], target=1)
+    evaluator = IterativeMaskingEvaluator(
+        method, MaskToken(toy_tokenizer), [0.0, 0.5, 1.0], [0, 1, 2, 3, 4], schedules=["one_shot"], target=1
+    )
     # row 0 is saturated along the path (scores 300 -> 0.25, the midpoint 150): its one-step IG is 0
     with pytest.warns(ZeroSaliencyWarning, match="1 of 3 examples"):
         curves = evaluator.evaluate(model, batch, example_ids=torch.tensor([10, 11, 12]))["one_shot"]
@@ -150,13 +155,20 @@ def test_the_evaluator_carries_the_diagnostics_to_the_results(toy_tokenizer, cap
     assert relative[2] == pytest.approx(1.0)  # the saturated row misses all of it
     assert entry["completeness_gap"]["median_relative"] == pytest.approx(relative[1])
     assert not math.isnan(entry["completeness_gap"]["max_abs"])
-    random = IterativeMaskingEvaluator(RandomSaliency(), MaskToken(toy_tokenizer), [0.0, 1.0], [0, 1, 2, 3, 4],
-                                       schedules=["one_shot"]).evaluate(model, batch)["one_shot"]
-    assert saliency_diagnostics("random", random) == {"n_examples": 3, "n_zero_saliency": 0, "zero_saliency_example_ids": []}
+    random = IterativeMaskingEvaluator(
+        RandomSaliency(), MaskToken(toy_tokenizer), [0.0, 1.0], [0, 1, 2, 3, 4], schedules=["one_shot"]
+    ).evaluate(model, batch)["one_shot"]
+    assert saliency_diagnostics("random", random) == {
+        "n_examples": 3,
+        "n_zero_saliency": 0,
+        "zero_saliency_example_ids": [],
+    }
 
 
 def _evaluator(method, toy_tokenizer, fractions=(0.0, 0.5, 1.0), **kwargs):
-    return IterativeMaskingEvaluator(method, MaskToken(toy_tokenizer), list(fractions), [0, 1, 2, 3, 4], target=1, **kwargs)
+    return IterativeMaskingEvaluator(
+        method, MaskToken(toy_tokenizer), list(fractions), [0, 1, 2, 3, 4], target=1, **kwargs
+    )
 
 
 @pytest.mark.parametrize("forwards", ["bucketed", "step_major"])
@@ -205,13 +217,16 @@ def test_the_per_example_scores_table_carries_the_diagnostics(toy_tokenizer):
     method = IntegratedGradientsSaliency(n_steps=1, output="probability").bind(toy_tokenizer)
     with pytest.warns(ZeroSaliencyWarning):
         curves = _evaluator(method, toy_tokenizer, schedules=["one_shot"]).evaluate(
-            model, batch, example_ids=torch.tensor([10, 11, 12]))["one_shot"]
+            model, batch, example_ids=torch.tensor([10, 11, 12])
+        )["one_shot"]
     frame = score_frame("integrated_gradients", curves, "probability", [0.5])
     assert frame.example_id.tolist() == [10, 11, 12] and frame.saliency_zero.tolist() == [True, False, False]
     # the saturated row misses all of p(x) - p(baseline) = 1 - sigmoid(0.25)
     assert frame.completeness_gap[0] == pytest.approx(-(1 - 1 / (1 + math.exp(-0.25))), abs=1e-6)
     assert frame.completeness_gap.tolist() == pytest.approx(curves.completeness_gap.tolist())
     assert frame.output_difference.tolist() == pytest.approx(curves.output_difference.tolist())
-    gradient = _evaluator(GradientSaliency(output="logit"), toy_tokenizer, schedules=["one_shot"]).evaluate(model, batch)
+    gradient = _evaluator(GradientSaliency(output="logit"), toy_tokenizer, schedules=["one_shot"]).evaluate(
+        model, batch
+    )
     plain = score_frame("gradient", gradient["one_shot"], "probability", [0.5])
     assert plain.saliency_zero.tolist() == [False] * 3 and "completeness_gap" not in plain.columns

@@ -116,9 +116,20 @@ def _context(tmp_path, toy_tokenizer):
         evaluator = IterativeMaskingEvaluator(method, MaskToken(toy_tokenizer), fractions, [0, 1, 2, 3, 4])
         curves[method.name] = evaluator.evaluate(model, batch, torch.tensor([1, 0]), torch.tensor([10, 11]))
     evaluation = EvaluationSettings(
-        split="test", n_examples=None, subset_seed=0, steps="fraction", fractions=tuple(fractions), counts=(),
-        aopc_bins=(0.5,), segments=None, schedules=("one_shot", "recursive"), target="predicted",
-        quantity="probability", compare_random=True, chunk_size=8)
+        split="test",
+        n_examples=None,
+        subset_seed=0,
+        steps="fraction",
+        fractions=tuple(fractions),
+        counts=(),
+        aopc_bins=(0.5,),
+        segments=None,
+        schedules=("one_shot", "recursive"),
+        target="predicted",
+        quantity="probability",
+        compare_random=True,
+        chunk_size=8,
+    )
 
     class Settings:
         output_dir = tmp_path / "job"
@@ -138,29 +149,59 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     tables = load_per_example(tmp_path / "job")
     steps, scores, examples = tables.steps, tables.scores, tables.examples
     # 2 methods x 2 schedules x 2 examples x 3 steps; one score row per (method, schedule, example)
-    assert len(steps) == 24 and len(scores) == 8 and output.result["per_example"]["rows"] == {"steps": 24, "scores": 8, "examples": 2}
-    assert {"saliency", "schedule", "example_id", "label", "target", "n_maskable", "step", "x", "k", "target_prob",
-            "target_logit", "comprehensiveness_prob", "log_odds_drop", "sufficiency_prob", "flip_rate",
-            "accuracy"} <= set(steps.columns)
+    assert (
+        len(steps) == 24
+        and len(scores) == 8
+        and output.result["per_example"]["rows"] == {"steps": 24, "scores": 8, "examples": 2}
+    )
+    assert {
+        "saliency",
+        "schedule",
+        "example_id",
+        "label",
+        "target",
+        "n_maskable",
+        "step",
+        "x",
+        "k",
+        "target_prob",
+        "target_logit",
+        "comprehensiveness_prob",
+        "log_odds_drop",
+        "sufficiency_prob",
+        "flip_rate",
+        "accuracy",
+    } <= set(steps.columns)
     assert "fraction" not in steps.columns and "mean_k" not in steps.columns  # grid descriptors: x and k are there
     row = steps[(steps.saliency == "input_x_gradient") & (steps.schedule == "one_shot") & (steps.example_id == 10)]
     one_shot = curves["input_x_gradient"]["one_shot"]
     assert row.k.tolist() == [0, 2, 3] and row.target.tolist() == [1, 1, 1]
     assert row.comprehensiveness_prob.tolist() == pytest.approx(metrics.comprehensiveness(one_shot)[0].tolist())
     # p(y|x) with a, b (weights 2, 1) masked: sigmoid(-1); and the logit is the sum of the kept weights
-    assert row.target_prob.tolist()[1] == pytest.approx(1 / (1 + math.exp(1))) and row.target_logit.tolist()[1] == pytest.approx(-1.0)
+    assert row.target_prob.tolist()[1] == pytest.approx(1 / (1 + math.exp(1))) and row.target_logit.tolist()[
+        1
+    ] == pytest.approx(-1.0)
     recursive = steps[(steps.schedule == "recursive")]
     assert recursive.sufficiency_prob.isna().all()  # undefined for the recursive schedule
-    assert set(scores.columns) >= {"aopc_comprehensiveness_prob", "aopc_full_log_odds_drop", "auc_prob",
-                                   "first_flip_fraction", "first_flip_count", "never_flip_rate"}
+    assert set(scores.columns) >= {
+        "aopc_comprehensiveness_prob",
+        "aopc_full_log_odds_drop",
+        "auc_prob",
+        "first_flip_fraction",
+        "first_flip_count",
+        "never_flip_rate",
+    }
     summary = metrics.summarize(one_shot, bins=[0.5])
     mine = scores[(scores.saliency == "input_x_gradient") & (scores.schedule == "one_shot")]
     assert mine.aopc_comprehensiveness_prob.mean() == pytest.approx(summary["aopc_comprehensiveness_prob"])
     # texts once per evaluated example, matched by id (not by position)
     assert examples.example_id.tolist() == [10, 11] and examples.text.tolist() == ["a b c", "c c b"]
     assert examples.label_name.tolist() == ["positive", "negative"]
-    assert set(output.artifacts.files) == {"per_example/steps.parquet", "per_example/scores.parquet",
-                                           "per_example/examples.parquet"}
+    assert set(output.artifacts.files) == {
+        "per_example/steps.parquet",
+        "per_example/scores.parquet",
+        "per_example/examples.parquet",
+    }
     assert output.artifacts.tables["per_example_scores"][0][:3] == ["saliency", "schedule", "example_id"]
 
 
@@ -193,8 +234,9 @@ def _sweep_with_per_example(tmp_path):
     matrix = {"gradient": [], "random": []}
     results = []
     for seed, offset in zip(range(3), (0.0, 0.02, 0.04)):
-        values = {m: 0.1 + (0.05 if m == "gradient" else 0.0) + offset + effects + rng.normal(0, 0.01, 20)
-                  for m in matrix}
+        values = {
+            m: 0.1 + (0.05 if m == "gradient" else 0.0) + offset + effects + rng.normal(0, 0.01, 20) for m in matrix
+        }
         for m in matrix:
             matrix[m].append(values[m])
         result = make_result(seed, aopc=float(values["gradient"].mean()), random_aopc=float(values["random"].mean()))
@@ -203,9 +245,20 @@ def _sweep_with_per_example(tmp_path):
     root = write_sweep(tmp_path / "sweep", results)
     for i, seed_values in enumerate(zip(matrix["gradient"], matrix["random"])):
         # sufficiency: defined for one-shot only (NaN for recursive); saliency_zero: a diagnostic, not a score
-        frames = [pd.DataFrame({"saliency": m, "schedule": s, "example_id": examples, "aopc_comprehensiveness_prob": v,
-                                "aopc_sufficiency_prob": v / 2 if s == "one_shot" else np.nan, "saliency_zero": False})
-                  for m, v in zip(("gradient", "random"), seed_values) for s in ("one_shot", "recursive")]
+        frames = [
+            pd.DataFrame(
+                {
+                    "saliency": m,
+                    "schedule": s,
+                    "example_id": examples,
+                    "aopc_comprehensiveness_prob": v,
+                    "aopc_sufficiency_prob": v / 2 if s == "one_shot" else np.nan,
+                    "saliency_zero": False,
+                }
+            )
+            for m, v in zip(("gradient", "random"), seed_values)
+            for s in ("one_shot", "recursive")
+        ]
         write_per_example(root / str(i), {"scores": pd.concat(frames, ignore_index=True)})
     return root, {m: np.stack(v) for m, v in matrix.items()}, results
 
@@ -222,18 +275,22 @@ def test_the_report_leads_with_the_headline(tmp_path):
     assert row["p_value"] == pytest.approx(stats.ttest_1samp(differences, 0).pvalue)
     assert row["n_better"] == 3 and row["n_seeds"] == 3
     expected = seed_share(matrix["gradient"], n_resamples=2000, seed=0)
-    assert row["seed_share"] == pytest.approx(expected["share"]) and row["share_ci_low"] == pytest.approx(expected["ci_low"])
+    assert row["seed_share"] == pytest.approx(expected["share"]) and row["share_ci_low"] == pytest.approx(
+        expected["ci_low"]
+    )
     sens = report.seed_sensitivity
     assert set(sens.explanation) == {"gradient", "random"} and (sens.n_examples == 20).all()
-    assert set(zip(sens.schedule, sens.score)) == {("one_shot", "aopc_comprehensiveness_prob"),
-                                                    ("recursive", "aopc_comprehensiveness_prob"),
-                                                    ("one_shot", "aopc_sufficiency_prob")}
+    assert set(zip(sens.schedule, sens.score)) == {
+        ("one_shot", "aopc_comprehensiveness_prob"),
+        ("recursive", "aopc_comprehensiveness_prob"),
+        ("one_shot", "aopc_sufficiency_prob"),
+    }
     report.seed_sensitivity["why"] = np.nan  # no notes, as a frame read back or concatenated holds them
     write_report(report)
     md = (root / "report.md").read_text()
     sections = [line for line in md.splitlines() if line.startswith("## ")]
     assert sections[0] == "## Headline"
-    headline = md[md.index("## Headline"):md.index(sections[1])]
+    headline = md[md.index("## Headline") : md.index(sections[1])]
     assert "only 3 seed(s)" in headline  # fewer than 5 seeds: a visible warning
     assert "on 1,342 test examples; the scores below on 20 evaluation examples" in headline
     assert "3 of 3 seeds" in headline and f"{row['seed_share']:.3f} [" in headline
@@ -241,5 +298,5 @@ def test_the_report_leads_with_the_headline(tmp_path):
     # random gives the same per-example values under both schedules: one row in the seed-sensitivity table
     assert "| random | one_shot = recursive | aopc_comprehensiveness_prob |" in md
     # a row without a note has an empty note cell, not pandas' "nan"
-    sensitivity = md[md.index("## Seed sensitivity"):md.index("## Scores over seeds")]
+    sensitivity = md[md.index("## Seed sensitivity") : md.index("## Scores over seeds")]
     assert "| nan |" not in sensitivity and "aopc_comprehensiveness_prob | 20 / 0 |" in sensitivity

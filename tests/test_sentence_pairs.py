@@ -15,12 +15,12 @@ from hydra import compose, initialize_config_dir
 from tokenizers import ByteLevelBPETokenizer
 from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizer
 
-from itermask.training.datamodule import TextClassificationDataModule
-from itermask.training.sources import FileSource, shipped_source
 from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.masking import Delete, MaskToken
 from itermask.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.tokens import maskable_positions
+from itermask.training.datamodule import TextClassificationDataModule
+from itermask.training.sources import FileSource, shipped_source
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [("a good film", "not bad at all", 1), ("the story is funny", "great", 0), ("a movie", "not good", 1)]
@@ -32,8 +32,13 @@ def bpe_tokenizer(tmp_path_factory):
     shipped text."""
     texts = pd.read_csv(shipped_source().files["train"], keep_default_na=False)["text"].tolist()[:3000]
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=600, min_frequency=2,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    bpe.train_from_iterator(
+        texts,
+        vocab_size=600,
+        min_frequency=2,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        show_progress=False,
+    )
     folder = tmp_path_factory.mktemp("bpe")
     bpe.save_model(str(folder))
     tok = RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
@@ -46,8 +51,13 @@ def _pair_batch(tokenizer, tmp_path):
     frame = pd.DataFrame(PAIRS, columns=["premise", "hypothesis", "label"])
     for split in ("train", "validation", "test"):
         frame.to_csv(tmp_path / f"{split}.csv", index=False)
-    source = FileSource(train=str(tmp_path / "train.csv"), validation=str(tmp_path / "validation.csv"),
-                        test=str(tmp_path / "test.csv"), text_column="premise", text_pair_column="hypothesis")
+    source = FileSource(
+        train=str(tmp_path / "train.csv"),
+        validation=str(tmp_path / "validation.csv"),
+        test=str(tmp_path / "test.csv"),
+        text_column="premise",
+        text_pair_column="hypothesis",
+    )
     module = TextClassificationDataModule(source, tokenizer, max_length=32, eval_batch_size=8)
     module.setup()
     data = module.tokenized["test"]
@@ -58,7 +68,17 @@ def test_bert_pair_batch_carries_token_types_and_segments(tokenizer, tmp_path):
     batch = _pair_batch(tokenizer, tmp_path)
     # [CLS] a good film [SEP] not bad at all [SEP]
     assert tokenizer.convert_ids_to_tokens(batch.input_ids[0, :10].tolist()) == [
-        "[CLS]", "a", "good", "film", "[SEP]", "not", "bad", "at", "all", "[SEP]"]
+        "[CLS]",
+        "a",
+        "good",
+        "film",
+        "[SEP]",
+        "not",
+        "bad",
+        "at",
+        "all",
+        "[SEP]",
+    ]
     assert batch.token_type_ids[0, :10].tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
     assert batch.segment_ids[0].tolist() == [-1, 0, 0, 0, -1, 1, 1, 1, 1, -1]
     # the third pair is shorter: padding gets -1 and token type 0
@@ -86,13 +106,15 @@ def test_roberta_pair_batch_has_segments_without_token_types(bpe_tokenizer, tmp_
         maskable_positions(stripped, bpe_tokenizer.all_special_ids, [1])
 
 
-
-
 def test_bert_masks_only_the_chosen_segment(tokenizer, tiny_bert, tmp_path):
     batch = _pair_batch(tokenizer, tmp_path)
     model = Recorder(tiny_bert)
     evaluator = IterativeMaskingEvaluator(
-        InputXGradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids, segments=[1],
+        InputXGradientSaliency(),
+        MaskToken(tokenizer),
+        [0.0, 0.5, 1.0],
+        tokenizer.all_special_ids,
+        segments=[1],
         forwards="step_major",  # the rows below are read in step-major order (test_forwards covers the default)
     )
     curves = evaluator.evaluate(model, batch)
@@ -116,19 +138,32 @@ def test_bert_masks_only_the_chosen_segment(tokenizer, tiny_bert, tmp_path):
 def test_roberta_delete_within_the_first_segment(bpe_tokenizer, tmp_path):
     batch = _pair_batch(bpe_tokenizer, tmp_path)
     torch.manual_seed(0)
-    config = RobertaConfig(vocab_size=len(bpe_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                           intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, num_labels=2,
-                           pad_token_id=bpe_tokenizer.pad_token_id)
+    config = RobertaConfig(
+        vocab_size=len(bpe_tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=66,
+        type_vocab_size=1,
+        num_labels=2,
+        pad_token_id=bpe_tokenizer.pad_token_id,
+    )
     model = Recorder(RobertaForSequenceClassification(config).eval())
     evaluator = IterativeMaskingEvaluator(
-        RandomSaliency(seed=0), Delete(bpe_tokenizer), [0.0, 0.5, 1.0], bpe_tokenizer.all_special_ids,
-        segments=[0], sufficiency=False, forwards="step_major",  # the last call read in step-major order
+        RandomSaliency(seed=0),
+        Delete(bpe_tokenizer),
+        [0.0, 0.5, 1.0],
+        bpe_tokenizer.all_special_ids,
+        segments=[0],
+        sufficiency=False,
+        forwards="step_major",  # the last call read in step-major order
     )
     curves = evaluator.evaluate(model, batch)
     assert curves["recursive"].k[:, -1].tolist() == curves["recursive"].n_maskable.tolist()
     last = model.calls[-1]  # the masked forwards of the recursive schedule, step-major
     assert set(last) == {"input_ids", "attention_mask"}  # no token type ids, never segment ids
-    final = last["input_ids"][-len(batch):]  # fraction 1.0: the first text deleted, the second intact
+    final = last["input_ids"][-len(batch) :]  # fraction 1.0: the first text deleted, the second intact
     for row, (_, pair, _) in enumerate(PAIRS):
         second = bpe_tokenizer(pair, add_special_tokens=False)["input_ids"]
         length = int(last["attention_mask"][-len(batch) + row].sum())
@@ -141,33 +176,54 @@ def _compose(*overrides):
 
 
 def _fake_hub(monkeypatch, splits: dict, names: list[str], text: str, pair: str):
-    features = datasets.Features({text: datasets.Value("string"), pair: datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=names)})
-    fake = datasets.DatasetDict({
-        split: datasets.Dataset.from_dict(
-            {text: [f"{split} premise {i}" for i in range(len(labels))],
-             pair: [f"{split} hypothesis {i}" for i in range(len(labels))], "label": labels}, features=features)
-        for split, labels in splits.items()
-    })
+    features = datasets.Features(
+        {text: datasets.Value("string"), pair: datasets.Value("string"), "label": datasets.ClassLabel(names=names)}
+    )
+    fake = datasets.DatasetDict(
+        {
+            split: datasets.Dataset.from_dict(
+                {
+                    text: [f"{split} premise {i}" for i in range(len(labels))],
+                    pair: [f"{split} hypothesis {i}" for i in range(len(labels))],
+                    "label": labels,
+                },
+                features=features,
+            )
+            for split, labels in splits.items()
+        }
+    )
     calls = []
     monkeypatch.setattr(datasets, "load_dataset", lambda path, name=None, **kw: calls.append((path, name)) or fake)
     return calls
 
 
 def test_snli_config_drops_pairs_without_gold_label(monkeypatch):
-    calls = _fake_hub(monkeypatch, {"train": [0, -1, 1, 2, 0, -1], "validation": [2, -1, 1], "test": [-1, 0, 1, 2]},
-                      ["entailment", "neutral", "contradiction"], "premise", "hypothesis")
+    calls = _fake_hub(
+        monkeypatch,
+        {"train": [0, -1, 1, 2, 0, -1], "validation": [2, -1, 1], "test": [-1, 0, 1, 2]},
+        ["entailment", "neutral", "contradiction"],
+        "premise",
+        "hypothesis",
+    )
     loaded = hydra.utils.instantiate(_compose("dataset=snli").dataset.source).load()
     assert calls == [("stanfordnlp/snli", None)]
     assert loaded.label_names == ["entailment", "neutral", "contradiction"]
     assert {s: loaded.splits[s]["label"] for s in loaded.splits} == {
-        "train": [0, 1, 2, 0], "validation": [2, 1], "test": [0, 1, 2]}
+        "train": [0, 1, 2, 0],
+        "validation": [2, 1],
+        "test": [0, 1, 2],
+    }
     assert loaded.splits["test"]["text_pair"] == ["test hypothesis 1", "test hypothesis 2", "test hypothesis 3"]
 
 
 def test_rte_config_uses_validation_as_test(monkeypatch):
-    calls = _fake_hub(monkeypatch, {"train": [0, 1] * 10, "validation": [1, 0, 1], "test": [-1, -1]},
-                      ["entailment", "not_entailment"], "sentence1", "sentence2")
+    calls = _fake_hub(
+        monkeypatch,
+        {"train": [0, 1] * 10, "validation": [1, 0, 1], "test": [-1, -1]},
+        ["entailment", "not_entailment"],
+        "sentence1",
+        "sentence2",
+    )
     loaded = hydra.utils.instantiate(_compose("dataset=rte").dataset.source).load()
     assert calls == [("nyu-mll/glue", "rte")]
     assert loaded.splits["test"]["label"] == [1, 0, 1]  # GLUE's test labels are hidden (-1)

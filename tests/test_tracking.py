@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from pytorch_lightning.loggers import WandbLogger
+from test_report import make_result
 
 from itermask import tracking
-from test_report import make_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,8 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def read_wandb_run(run_dir: Path) -> list[dict]:
     """The records of an offline W&B run (``wandb leet inspect --json``: one JSON object per line)."""
     log_file = next(Path(run_dir).glob("*.wandb"))
-    out = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log_file)],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -51,8 +56,14 @@ def test_curve_history_is_one_row_per_masking_step():
 
 
 def test_curve_history_of_count_steps_and_missing_values():
-    summary = {"steps": "count", "x": [0, 2, 4], "fraction": [0.0, 0.25, 0.5], "target_prob": [0.9, None, 0.4],
-               "accuracy": [float("nan"), 0.5, 0.5], "aopc_full_comprehensiveness_prob": 0.2}
+    summary = {
+        "steps": "count",
+        "x": [0, 2, 4],
+        "fraction": [0.0, 0.25, 0.5],
+        "target_prob": [0.9, None, 0.4],
+        "accuracy": [float("nan"), 0.5, 0.5],
+        "aopc_full_comprehensiveness_prob": 0.2,
+    }
     rows = tracking.curve_history({"ig": {"one_shot": summary}})
     assert [row["masked_tokens"] for row in rows] == [0, 2, 4]
     assert [row.get("curves/ig/one_shot/target_prob") for row in rows] == [0.9, None, 0.4]  # None: left out
@@ -62,21 +73,40 @@ def test_curve_history_of_count_steps_and_missing_values():
 
 
 def test_metric_key_and_clean_config():
-    assert tracking.metric_key("gradient - random", "one_shot", "aopc_comprehensiveness_prob") == \
-        "gradient_minus_random/one_shot/aopc_comprehensiveness_prob"
-    assert tracking.metric_key("minilm[train.masking_augmentation.enabled=True]", "d", "", "ood auroc @10%", "mean") == \
-        "minilm_train.masking_augmentation.enabled=True/d/ood_auroc_@10/mean"
-    config = {"output_dir": "/home/me/out", "cache_dir": "/home/me/.cache", "logger": {"_target_": "W"}, "seed": 0,
-              "trainer": {"_target_": "pytorch_lightning.Trainer", "max_epochs": 1},
-              "saliency": {"_target_": "S", "_partial_": True, "name": "gradient", "nested": [{"_target_": "x", "a": 1}]}}
-    assert tracking.clean_config(config) == {"seed": 0, "trainer": {"max_epochs": 1},
-                                             "saliency": {"name": "gradient", "nested": [{"a": 1}]}}
+    assert (
+        tracking.metric_key("gradient - random", "one_shot", "aopc_comprehensiveness_prob")
+        == "gradient_minus_random/one_shot/aopc_comprehensiveness_prob"
+    )
+    assert (
+        tracking.metric_key("minilm[train.masking_augmentation.enabled=True]", "d", "", "ood auroc @10%", "mean")
+        == "minilm_train.masking_augmentation.enabled=True/d/ood_auroc_@10/mean"
+    )
+    config = {
+        "output_dir": "/home/me/out",
+        "cache_dir": "/home/me/.cache",
+        "logger": {"_target_": "W"},
+        "seed": 0,
+        "trainer": {"_target_": "pytorch_lightning.Trainer", "max_epochs": 1},
+        "saliency": {"_target_": "S", "_partial_": True, "name": "gradient", "nested": [{"_target_": "x", "a": 1}]},
+    }
+    assert tracking.clean_config(config) == {
+        "seed": 0,
+        "trainer": {"max_epochs": 1},
+        "saliency": {"name": "gradient", "nested": [{"a": 1}]},
+    }
     assert config["trainer"]["_target_"] == "pytorch_lightning.Trainer"  # not modified
 
 
 def _logger(tmp_path, **kw):
-    return WandbLogger(project="itermask", save_dir=str(tmp_path), name="evaluate-m-d-gradient-mask_token-seed0",
-                       group="evaluate-test", job_type="evaluate", tags=["model:m", "seed:0"], **kw)
+    return WandbLogger(
+        project="itermask",
+        save_dir=str(tmp_path),
+        name="evaluate-m-d-gradient-mask_token-seed0",
+        group="evaluate-test",
+        job_type="evaluate",
+        tags=["model:m", "seed:0"],
+        **kw,
+    )
 
 
 def test_offline_run_holds_the_curves_as_history_over_masking_steps(tmp_path):
@@ -154,8 +184,13 @@ def test_unreachable_server_costs_seconds_not_minutes(tmp_path):
     with socket.socket() as sock:  # bound, never listening: connections are refused
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        env = {**os.environ, "WANDB_MODE": "online", "WANDB_BASE_URL": f"http://127.0.0.1:{port}",
-               "WANDB_API_KEY": "a" * 40, "PYTHONPATH": str(ROOT / "src")}
+        env = {
+            **os.environ,
+            "WANDB_MODE": "online",
+            "WANDB_BASE_URL": f"http://127.0.0.1:{port}",
+            "WANDB_API_KEY": "a" * 40,
+            "PYTHONPATH": str(ROOT / "src"),
+        }
         out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "MODE offline" in out.stdout and "logging offline instead" in out.stderr

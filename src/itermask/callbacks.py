@@ -30,8 +30,9 @@ class ReportCallback(Callback):
     multirun's own results stay as they are.
     """
 
-    def __init__(self, wandb: bool | None = None, confidence: float = 0.95, interval: str = "t",
-                 test: str = "welch") -> None:
+    def __init__(
+        self, wandb: bool | None = None, confidence: float = 0.95, interval: str = "t", test: str = "welch"
+    ) -> None:
         self.wandb = wandb
         self.confidence = confidence
         self.interval = interval
@@ -60,7 +61,8 @@ class ReportCallback(Callback):
             folder = reporting.log_report_to_wandb(
                 built,
                 written,
-                project=(OmegaConf.select(logger, "project", default=None) if logger is not None else None) or "itermask",
+                project=(OmegaConf.select(logger, "project", default=None) if logger is not None else None)
+                or "itermask",
                 group=group or group_name(config.task_name, sweep_dir),
                 mode=(OmegaConf.select(logger, "mode", default=None) if logger is not None else None) or "offline",
                 save_dir=sweep_dir,
@@ -93,8 +95,9 @@ class FailedJobsCallback(Callback):
         if not failures:
             return
         for job, marker in failures:
-            log.error("job %s failed: %s (traceback in %s and its log)", job, marker["error"],
-                      sweep_dir / job / "failed.json")
+            log.error(
+                "job %s failed: %s (traceback in %s and its log)", job, marker["error"], sweep_dir / job / "failed.json"
+            )
         if self.exit_nonzero:
             log.error("%d job(s) of the multirun in %s failed; exiting with status 1", len(failures), sweep_dir)
             sys.exit(1)

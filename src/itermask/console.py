@@ -110,8 +110,11 @@ def _library_warnings(quiet: bool, possible_user_warning: type[Warning]) -> None
     _FILTERS.clear()
     if not quiet:
         return
-    for category, module in ((possible_user_warning, ""), (DeprecationWarning, r"(?!itermask)"),
-                             (FutureWarning, r"(?!itermask)")):
+    for category, module in (
+        (possible_user_warning, ""),
+        (DeprecationWarning, r"(?!itermask)"),
+        (FutureWarning, r"(?!itermask)"),
+    ):
         warnings.filterwarnings("ignore", category=category, module=module)
         _FILTERS.append(warnings.filters[0])
 
@@ -128,9 +131,13 @@ def _num(value, signed: bool = False) -> str:
 def _accuracy_line(result: dict) -> str:
     acc = result.get("accuracy") or {}
     validation = acc.get("validation")
-    validation = "n/a (no fine-tuning)" if validation is None and result.get("fine_tuned") is False else _num(validation)
-    return (f"accuracy: test {_num(acc.get('test'))} on {result.get('n_test', 'n/a')} examples (majority class "
-            f"{_num(acc.get('majority_class_test'))}), validation {validation}")
+    validation = (
+        "n/a (no fine-tuning)" if validation is None and result.get("fine_tuned") is False else _num(validation)
+    )
+    return (
+        f"accuracy: test {_num(acc.get('test'))} on {result.get('n_test', 'n/a')} examples (majority class "
+        f"{_num(acc.get('majority_class_test'))}), validation {validation}"
+    )
 
 
 def _aopc_line(result: dict, method: str) -> str:
@@ -145,10 +152,15 @@ def _aopc_line(result: dict, method: str) -> str:
             key = f"{prefix}{score}_{q}"
             if key in summary:
                 versus = (relative.get(schedule) or {}).get(key)
-                values.append(f"{score} {_num(summary[key])}" + (f" ({_num(versus, signed=True)})" if versus is not None else ""))
+                values.append(
+                    f"{score} {_num(summary[key])}" + (f" ({_num(versus, signed=True)})" if versus is not None else "")
+                )
         parts.append(f"{schedule} " + ", ".join(values))
     versus = " (minus random in brackets)" if relative else ""
-    return f"{method} {prefix.rstrip('_').upper().replace('_', ' ')} ({result.get('quantity', 'probability')}){versus}: " + "; ".join(parts)
+    return (
+        f"{method} {prefix.rstrip('_').upper().replace('_', ' ')} ({result.get('quantity', 'probability')}){versus}: "
+        + "; ".join(parts)
+    )
 
 
 def _ood_line(result: dict, method: str, statistic: str = "final/auroc_mahalanobis", at: float = 0.5) -> str:
@@ -165,8 +177,10 @@ def _ood_line(result: dict, method: str, statistic: str = "final/auroc_mahalanob
         parts.append(f"{schedule} {_num(values[step])}")
     if not parts:
         return f"OOD: no {statistic}"
-    return (f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
-            + ", ".join(parts))
+    return (
+        f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
+        + ", ".join(parts)
+    )
 
 
 def summary_lines(result: dict) -> list[str]:

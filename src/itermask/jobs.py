@@ -22,14 +22,24 @@ import datetime
 import logging
 import math
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from itermask.storage.files import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FAILURE_FILE", "JobFailed", "JobFailedError", "AllTrialsFailedError", "run_job", "write_failure", "read_failure", "failed_jobs"]
+__all__ = [
+    "FAILURE_FILE",
+    "JobFailed",
+    "JobFailedError",
+    "AllTrialsFailedError",
+    "run_job",
+    "write_failure",
+    "read_failure",
+    "failed_jobs",
+]
 
 #: the failure marker a failed job leaves in its folder
 FAILURE_FILE = "failed.json"
@@ -77,19 +87,23 @@ def _hydra_job() -> tuple[bool, list[str] | None, str | None]:
     return hydra_cfg.mode == RunMode.MULTIRUN, list(hydra_cfg.overrides.task), None if num is None else str(num)
 
 
-def write_failure(output_dir: str | Path, error: BaseException, overrides: list[str] | None = None,
-                  job: str | None = None) -> Path:
+def write_failure(
+    output_dir: str | Path, error: BaseException, overrides: list[str] | None = None, job: str | None = None
+) -> Path:
     """Write :data:`FAILURE_FILE` into ``output_dir`` (atomically): the error (``type``, ``message`` and
     ``error`` = ``"<type>: <message>"``), the formatted traceback, the job's overrides and number, the time."""
-    return write_json_atomic(Path(output_dir) / FAILURE_FILE, {
-        "error": f"{type(error).__name__}: {error}",
-        "type": type(error).__name__,
-        "message": str(error),
-        "traceback": "".join(traceback.format_exception(error)),
-        "overrides": overrides,
-        "job": job,
-        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    })
+    return write_json_atomic(
+        Path(output_dir) / FAILURE_FILE,
+        {
+            "error": f"{type(error).__name__}: {error}",
+            "type": type(error).__name__,
+            "message": str(error),
+            "traceback": "".join(traceback.format_exception(error)),
+            "overrides": overrides,
+            "job": job,
+            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        },
+    )
 
 
 def read_failure(job_dir: str | Path) -> dict | None:
@@ -117,7 +131,9 @@ def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
     for path in sorted(root.rglob(FAILURE_FILE)):
         if "wandb" in path.relative_to(root).parts[:-1]:
             continue
-        found.append((str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {"error": "unknown error"}))
+        found.append(
+            (str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {"error": "unknown error"})
+        )
     return found
 
 
@@ -147,8 +163,9 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
         return value
     except Exception as error:
         multirun, overrides, job = _hydra_job()
-        log.exception("job failed (overrides: %s): %s: %s", " ".join(overrides or []) or "none",
-                      type(error).__name__, error)
+        log.exception(
+            "job failed (overrides: %s): %s: %s", " ".join(overrides or []) or "none", type(error).__name__, error
+        )
         try:
             marker = write_failure(output_dir, error, overrides, job)
             log.error("failure recorded in %s", marker)

@@ -42,8 +42,22 @@ from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_prob
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TrainedModel", "Evaluation", "seed", "load_data", "tracked", "get_model", "get_or_train", "given_classifier",
-           "evaluate", "record", "stored_result", "record_stored", "run_train", "run_evaluate"]
+__all__ = [
+    "TrainedModel",
+    "Evaluation",
+    "seed",
+    "load_data",
+    "tracked",
+    "get_model",
+    "get_or_train",
+    "given_classifier",
+    "evaluate",
+    "record",
+    "stored_result",
+    "record_stored",
+    "run_train",
+    "run_evaluate",
+]
 
 
 @dataclass
@@ -162,17 +176,35 @@ def given_classifier(settings: TrainJobSettings, data: TextClassificationDataMod
     pretrained = settings.model.pretrained
     mapping = class_mapping(pretrained, data.label_names)
     if mapping.remapped:
-        log.info("the classes of %s %s are put in the dataset's order %s (class order %s)", pretrained,
-                 list(mapping.model_labels), list(mapping.data_labels), list(mapping.order))
+        log.info(
+            "the classes of %s %s are put in the dataset's order %s (class order %s)",
+            pretrained,
+            list(mapping.model_labels),
+            list(mapping.data_labels),
+            list(mapping.order),
+        )
     elif mapping.matched_by == "count":
-        log.info("%s has generic class names %s: only their number is checked against the dataset's %s; "
-                 "the order is taken as it is", pretrained, list(mapping.model_labels), list(mapping.data_labels))
-    files = {name.split(":", 1)[1]: digest for name, digest in settings.training_payload["data_files"].items()
-             if name.startswith("model:")}
+        log.info(
+            "%s has generic class names %s: only their number is checked against the dataset's %s; "
+            "the order is taken as it is",
+            pretrained,
+            list(mapping.model_labels),
+            list(mapping.data_labels),
+        )
+    files = {
+        name.split(":", 1)[1]: digest
+        for name, digest in settings.training_payload["data_files"].items()
+        if name.startswith("model:")
+    }
     identity = {"pretrained": pretrained, "files": files}
     log.info("evaluating %s as it is (train.enabled=false): no fine-tuning", pretrained)
-    meta = {"fine_tuned": False, **identity, "val_acc": None, "label_names": list(data.label_names),
-            "classes": mapping.to_dict()}
+    meta = {
+        "fine_tuned": False,
+        **identity,
+        "val_acc": None,
+        "label_names": list(data.label_names),
+        "classes": mapping.to_dict(),
+    }
     return TrainedModel(config_hash(identity), pretrained, meta)
 
 
@@ -207,8 +239,9 @@ def _resume_from(cache: CheckpointCache, key: str, augmentations: tuple[str, ...
         log.info("resuming interrupted fine-tuning from %s", last)
         return last
     moved = move_aside(last.parent, cache.root / "damaged", name=f"{key}-checkpoints")
-    log.warning("cannot resume from %s: it %s; moved the checkpoints to %s and fine-tuning from the start",
-                last, problem, moved)
+    log.warning(
+        "cannot resume from %s: it %s; moved the checkpoints to %s and fine-tuning from the start", last, problem, moved
+    )
     return None
 
 
@@ -225,13 +258,27 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
         adversarial_augmentation=settings.train.adversarial,
         **settings.model.optimizer,
     )
-    best = ModelCheckpoint(dirpath=entry / "checkpoints", filename="best", monitor="val_acc", mode="max",
-                           save_top_k=1, save_last=True, enable_version_counter=False)
+    best = ModelCheckpoint(
+        dirpath=entry / "checkpoints",
+        filename="best",
+        monitor="val_acc",
+        mode="max",
+        save_top_k=1,
+        save_last=True,
+        enable_version_counter=False,
+    )
     resume = ExactResume()  # records the sampler position and random generators in every checkpoint
     callbacks = [best, resume]
     if settings.train.checkpoint_every_n_steps:  # last.ckpt also every N steps: an interrupted epoch resumes part-way
-        callbacks.append(ModelCheckpoint(dirpath=entry / "checkpoints", every_n_train_steps=settings.train.checkpoint_every_n_steps,
-                                         save_top_k=0, save_last=True, enable_version_counter=False))
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=entry / "checkpoints",
+                every_n_train_steps=settings.train.checkpoint_every_n_steps,
+                save_top_k=0,
+                save_last=True,
+                enable_version_counter=False,
+            )
+        )
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
     enabled = tuple(name for name in AUGMENTATIONS if getattr(classifier, name, None) is not None)
     last = _resume_from(cache, settings.training_key, enabled)
@@ -242,8 +289,14 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
     trainer.strategy.barrier()
 
 
-def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: ModelCheckpoint, start: float,
-            resumed: dict | None = None) -> None:
+def _export(
+    settings: TrainJobSettings,
+    data,
+    cache: CheckpointCache,
+    best: ModelCheckpoint,
+    start: float,
+    resumed: dict | None = None,
+) -> None:
     """Save the best checkpoint's classifier and tokenizer as ``model/`` and finish the entry (``meta.json``,
     with ``resumed``: ``None``, or where an interrupted fine-tuning resumed)."""
     entry = cache.entry(settings.training_key)
@@ -268,13 +321,19 @@ def _export(settings: TrainJobSettings, data, cache: CheckpointCache, best: Mode
     cache.finish(settings.training_key, meta)
 
 
-def evaluate(settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel) -> Evaluation | None:
+def evaluate(
+    settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel
+) -> Evaluation | None:
     """The evaluate stage: load the fine-tuned classifier, make it serve every saliency method (failing
     before any work if one cannot run), then run the analyses in order: accuracy, masking curves,
     per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a
     distributed run. Nothing is logged here: the record stage logs the result."""
-    classifier = SequenceClassifier(pretrained=str(trained.model_dir), num_labels=len(data.label_names),
-                                    label_names=data.label_names, class_order=trained.class_order)
+    classifier = SequenceClassifier(
+        pretrained=str(trained.model_dir),
+        num_labels=len(data.label_names),
+        label_names=data.label_names,
+        class_order=trained.class_order,
+    )
     # eager attention when a method reads attention weights; every method checks it can run (fail fast)
     prepare_for_saliency(classifier.model, [evaluator.saliency for evaluator in settings.evaluators.values()])
     # no logger: a new trainer's step restarts at 0, which would run the training x-axis backwards; the
@@ -309,8 +368,16 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
         "segments": e.segments,
         "fine_tuned": trained.fine_tuned,
         "checkpoint_key": trained.key if trained.fine_tuned else None,
-        **({} if trained.fine_tuned else {"evaluated_model": {
-            "key": trained.key, **{k: trained.meta[k] for k in ("pretrained", "files", "classes")}}}),
+        **(
+            {}
+            if trained.fine_tuned
+            else {
+                "evaluated_model": {
+                    "key": trained.key,
+                    **{k: trained.meta[k] for k in ("pretrained", "files", "classes")},
+                }
+            }
+        ),
         "config_hash": settings.results_key,
         **evaluation.result,
         "seconds": time.time() - settings.started_at,

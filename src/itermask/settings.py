@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import hydra
 from hydra.errors import InstantiationException
@@ -38,8 +39,15 @@ from itermask.training import attack_sources  # noqa: F401  (registers the wordn
 from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
 from itermask.training.models import class_mapping, classifier_architecture, load_model_config, load_tokenizer
 from itermask.training.sources import REPAIR_SWITCHES, DataSource
-from itermask.validation import (QUANTITIES, SettingsError, check_added_keys, check_config, check_max_length,
-                                 check_seed_value, check_vocabulary)
+from itermask.validation import (
+    QUANTITIES,
+    SettingsError,
+    check_added_keys,
+    check_config,
+    check_max_length,
+    check_seed_value,
+    check_vocabulary,
+)
 
 __all__ = [
     "check_seed",
@@ -56,6 +64,7 @@ __all__ = [
     "training_key",
     "build",
 ]
+
 
 def plain(node: DictConfig) -> Any:
     """A config node as plain containers, interpolations resolved and enum values (the ``evaluation`` schema's
@@ -146,7 +155,7 @@ class EvaluationSettings:
     token_budget: int = DEFAULT_TOKEN_BUDGET
 
     @classmethod
-    def from_config(cls, node: DictConfig) -> "EvaluationSettings":
+    def from_config(cls, node: DictConfig) -> EvaluationSettings:
         """Read ``cfg.evaluation`` (typed by :class:`itermask.validation.EvaluationSchema` at composition; the
         numbers are checked by :func:`itermask.validation.check_config`).
 
@@ -158,17 +167,28 @@ class EvaluationSettings:
             raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {e['quantity']!r}")
         bins = e["aopc_bins"]
         settings = cls(
-            split=e["split"], n_examples=e["n_examples"], subset_seed=int(e["subset_seed"]), steps=e["steps"],
-            fractions=tuple(e["fractions"]), counts=tuple(e["counts"]),
+            split=e["split"],
+            n_examples=e["n_examples"],
+            subset_seed=int(e["subset_seed"]),
+            steps=e["steps"],
+            fractions=tuple(e["fractions"]),
+            counts=tuple(e["counts"]),
             aopc_bins=None if bins is None else tuple(bins),
-            segments=segment_list(e["segments"]), schedules=tuple(e["schedules"]), target=e["target"],
-            quantity=e["quantity"], compare_random=bool(e["compare_random"]), chunk_size=int(e["chunk_size"]),
-            forwards=e.get("forwards", "bucketed"), token_budget=int(e.get("token_budget", DEFAULT_TOKEN_BUDGET)),
+            segments=segment_list(e["segments"]),
+            schedules=tuple(e["schedules"]),
+            target=e["target"],
+            quantity=e["quantity"],
+            compare_random=bool(e["compare_random"]),
+            chunk_size=int(e["chunk_size"]),
+            forwards=e.get("forwards", "bucketed"),
+            token_budget=int(e.get("token_budget", DEFAULT_TOKEN_BUDGET)),
         )
         with _naming(f"evaluation.target={settings.target}"):
             check_target_policy(settings.target)
-        if settings.steps == "fraction" and settings.aopc_bins and (
-            off := off_grid(settings.aopc_bins, settings.fractions)
+        if (
+            settings.steps == "fraction"
+            and settings.aopc_bins
+            and (off := off_grid(settings.aopc_bins, settings.fractions))
         ):
             raise ValueError(
                 f"evaluation.aopc_bins {off} are not among evaluation.fractions {list(settings.fractions)}: "
@@ -341,8 +361,9 @@ def _make_logger(cfg: DictConfig, run_name: str) -> Callable[[], Any]:
     if timeout is not None:
         spec["settings"] = {**(spec.get("settings") or {}), "init_timeout": float(timeout)}
     # _convert_="all": W&B takes plain dicts and lists (settings, tags), not OmegaConf containers
-    return lambda: tracking.start(lambda **overrides: hydra.utils.instantiate(spec, _convert_="all", **overrides),
-                                  spec.get("mode"))
+    return lambda: tracking.start(
+        lambda **overrides: hydra.utils.instantiate(spec, _convert_="all", **overrides), spec.get("mode")
+    )
 
 
 def _augmentation(cfg: DictConfig, tokenizer, built: dict, seed: int) -> RandomMaskingAugmentation | None:
@@ -370,7 +391,9 @@ def _adversarial_augmentation(cfg: DictConfig, tokenizer, seed: int) -> Adversar
         return None
     s = OmegaConf.to_container(spec, resolve=True)
     if unknown := sorted(set(s) - ADVERSARIAL_KEYS):
-        raise ValueError(f"unknown train.adversarial_augmentation setting(s) {unknown}: known are {sorted(ADVERSARIAL_KEYS)}")
+        raise ValueError(
+            f"unknown train.adversarial_augmentation setting(s) {unknown}: known are {sorted(ADVERSARIAL_KEYS)}"
+        )
     source = build_candidate_source(s.get("candidates") or {"name": "embedding_neighbors"})
     attack = FirstOrderAttack(source, tokenizer.all_special_ids, None, s.get("budget", 0.2))  # settings checked first
     source.bind(tokenizer)
@@ -431,27 +454,50 @@ def _job_fields(cfg: DictConfig, built: dict) -> dict:
     source = build(cfg.dataset.source)
     model_config = load_model_config(cfg.model.pretrained)
     check_vocabulary(tokenizer, model_config, str(cfg.model.pretrained))
-    check_max_length(int(cfg.model.max_length), tokenizer, model_config, str(cfg.model.pretrained),
-                     pairs=bool(getattr(source, "text_pair_column", None)))
+    check_max_length(
+        int(cfg.model.max_length),
+        tokenizer,
+        model_config,
+        str(cfg.model.pretrained),
+        pairs=bool(getattr(source, "text_pair_column", None)),
+    )
     key, payload = training_key(cfg, source)
     finetune = cfg.model.finetune
     enabled = _train_enabled(cfg)
     trainer_spec = OmegaConf.to_container(cfg.trainer, resolve=True)
     every = cfg.train.get("checkpoint_every_n_steps")
     return dict(
-        task_name=str(cfg.task_name), seed=seed, cache_dir=Path(str(cfg.cache_dir)).expanduser(),
-        output_dir=Path(str(cfg.output_dir)), tokenizer=tokenizer,
-        model=ModelSettings(cfg.model.name, str(cfg.model.pretrained), int(cfg.model.max_length),
-                            int(finetune.batch_size), OmegaConf.to_container(finetune.optimizer, resolve=True)),
+        task_name=str(cfg.task_name),
+        seed=seed,
+        cache_dir=Path(str(cfg.cache_dir)).expanduser(),
+        output_dir=Path(str(cfg.output_dir)),
+        tokenizer=tokenizer,
+        model=ModelSettings(
+            cfg.model.name,
+            str(cfg.model.pretrained),
+            int(cfg.model.max_length),
+            int(finetune.batch_size),
+            OmegaConf.to_container(finetune.optimizer, resolve=True),
+        ),
         # without fine-tuning the training split only feeds analyses (the OOD fit draws its own subset)
-        data=DataSettings(cfg.dataset.name, source, int(cfg.data.eval_batch_size), int(cfg.data.num_workers),
-                          cfg.train.max_train_examples if enabled else None),
-        train=TrainSettings(bool(cfg.train.keep_lightning_checkpoints), int(every) if every else None,
-                            _augmentation(cfg, tokenizer, built, seed), _adversarial_augmentation(cfg, tokenizer, seed),
-                            enabled),
+        data=DataSettings(
+            cfg.dataset.name,
+            source,
+            int(cfg.data.eval_batch_size),
+            int(cfg.data.num_workers),
+            cfg.train.max_train_examples if enabled else None,
+        ),
+        train=TrainSettings(
+            bool(cfg.train.keep_lightning_checkpoints),
+            int(every) if every else None,
+            _augmentation(cfg, tokenizer, built, seed),
+            _adversarial_augmentation(cfg, tokenizer, seed),
+            enabled,
+        ),
         masking=_bound(cfg.masking, tokenizer, built),
         precision=str(cfg.trainer.get("precision", "32-true")),
-        training_key=key, training_payload=payload,
+        training_key=key,
+        training_payload=payload,
         make_trainer=lambda **overrides: hydra.utils.instantiate(trainer_spec, **overrides),
         make_logger=_make_logger(cfg, _run_name(cfg)),
         config=config,
@@ -469,8 +515,10 @@ def _train_enabled(cfg: DictConfig) -> bool:
     if not isinstance(enabled, bool):
         raise ValueError(f"train.enabled must be true or false, got {enabled!r}")
     if not enabled and (cfg.train.get("masking_augmentation") or {}).get("enabled", False):
-        raise ValueError("train.masking_augmentation.enabled=true is masked fine-tuning, but train.enabled=false "
-                         "evaluates model.pretrained without fine-tuning: switch one of them")
+        raise ValueError(
+            "train.masking_augmentation.enabled=true is masked fine-tuning, but train.enabled=false "
+            "evaluates model.pretrained without fine-tuning: switch one of them"
+        )
     return enabled
 
 
@@ -483,8 +531,10 @@ def train_settings(cfg: DictConfig) -> TrainJobSettings:
             ``evaluate.py``); FileNotFoundError for missing data files or model directories.
     """
     if not _train_enabled(cfg):
-        raise ValueError("train.py fine-tunes, but train.enabled=false: evaluate a classifier without fine-tuning "
-                         "with evaluate.py train.enabled=false model.pretrained=<directory or hub id>")
+        raise ValueError(
+            "train.py fine-tunes, but train.enabled=false: evaluate a classifier without fine-tuning "
+            "with evaluate.py train.enabled=false model.pretrained=<directory or hub id>"
+        )
     fields, _ = _job_fields(cfg, {})
     return TrainJobSettings(**fields)
 
@@ -525,10 +575,19 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
     collect = "all" if "all" in wanted else "final" if "final" in wanted else False
     settings.evaluators = {
         name: IterativeMaskingEvaluator(
-            method, settings.masking, fractions=list(e.fractions), special_ids=settings.tokenizer.all_special_ids,
-            schedules=list(e.schedules), target=e.target, chunk_size=e.chunk_size, steps=e.steps,
-            forwards=e.forwards, token_budget=e.token_budget,
-            counts=list(e.counts), segments=e.segments, collect_representations=collect,
+            method,
+            settings.masking,
+            fractions=list(e.fractions),
+            special_ids=settings.tokenizer.all_special_ids,
+            schedules=list(e.schedules),
+            target=e.target,
+            chunk_size=e.chunk_size,
+            steps=e.steps,
+            forwards=e.forwards,
+            token_budget=e.token_budget,
+            counts=list(e.counts),
+            segments=e.segments,
+            collect_representations=collect,
         )
         for name, method in methods.items()
     }

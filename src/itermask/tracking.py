@@ -27,14 +27,27 @@ import logging
 import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
-__all__ = ["curve_table", "curve_history", "metric_key", "clean_config", "group_name", "start",
-           "with_offline_fallback", "log_config", "log_summary", "log_evaluation", "log_artifacts", "finish",
-           "STEP_METRICS"]
+__all__ = [
+    "curve_table",
+    "curve_history",
+    "metric_key",
+    "clean_config",
+    "group_name",
+    "start",
+    "with_offline_fallback",
+    "log_config",
+    "log_summary",
+    "log_evaluation",
+    "log_artifacts",
+    "finish",
+    "STEP_METRICS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +192,11 @@ def with_offline_fallback(open_run: Callable[[str], T], mode: str | None) -> T:
         return open_run(mode)
     except Exception as error:  # wandb raises many types (CommError, UsageError, timeouts)
         _unreachable["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        log.warning("W&B run could not start online (%s); logging offline instead (upload later with "
-                    "`wandb sync <run folder>`)", _unreachable["error"])
+        log.warning(
+            "W&B run could not start online (%s); logging offline instead (upload later with "
+            "`wandb sync <run folder>`)",
+            _unreachable["error"],
+        )
         return open_run("offline")
 
 
@@ -261,7 +277,9 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
             logger.log_metrics(scalars, step=len(rows))
             logger.save()
     except Exception as error:  # the result file is already written; keep the job alive
-        log.warning("logging the evaluation failed (%s: %s); the local result file is kept", type(error).__name__, error)
+        log.warning(
+            "logging the evaluation failed (%s: %s); the local result file is kept", type(error).__name__, error
+        )
 
 
 def _log_history(run, history: list[dict[str, float]]) -> None:
@@ -300,7 +318,10 @@ def log_artifacts(logger: Logger | None, artifacts) -> None:
 
             for prefix, curves in artifacts.curves.items():
                 _log_history(logger.experiment, curve_history(curves, prefix))
-            payload = {name: wandb.Table(columns=list(columns), data=rows) for name, (columns, rows) in artifacts.tables.items()}
+            payload = {
+                name: wandb.Table(columns=list(columns), data=rows)
+                for name, (columns, rows) in artifacts.tables.items()
+            }
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
             logger.experiment.log(payload)
             logger.experiment.summary.update(artifacts.summary)
@@ -308,7 +329,9 @@ def log_artifacts(logger: Logger | None, artifacts) -> None:
             logger.log_metrics(artifacts.summary)
             logger.save()
     except Exception as error:
-        log.warning("logging the analyses' artifacts failed (%s: %s); the local files are kept", type(error).__name__, error)
+        log.warning(
+            "logging the analyses' artifacts failed (%s: %s); the local files are kept", type(error).__name__, error
+        )
 
 
 def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:
@@ -325,8 +348,12 @@ def finish(logger: Logger | None, failed: bool = False, error: str | None = None
                     wandb.run.summary["error"] = error
                 wandb.finish(exit_code=1 if failed else 0)
             except Exception as finish_error:
-                log.warning("W&B run did not finish cleanly (%s: %s); its local files are kept in %s",
-                            type(finish_error).__name__, finish_error, logger.save_dir)
+                log.warning(
+                    "W&B run did not finish cleanly (%s: %s); its local files are kept in %s",
+                    type(finish_error).__name__,
+                    finish_error,
+                    logger.save_dir,
+                )
     elif isinstance(logger, CSVLogger):
         logger.finalize("failed" if failed else "success")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, List, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -31,8 +31,19 @@ from omegaconf import MISSING
 from itermask.core.evaluation import FORWARDS
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 
-__all__ = ["QUANTITIES", "SEED_RANGE", "EvaluationSchema", "SettingsError", "check_config", "check_seed_value",
-           "check_max_length", "check_vocabulary", "check_added_keys", "OWN_SECTIONS", "position_limit"]
+__all__ = [
+    "QUANTITIES",
+    "SEED_RANGE",
+    "EvaluationSchema",
+    "SettingsError",
+    "check_config",
+    "check_seed_value",
+    "check_max_length",
+    "check_vocabulary",
+    "check_added_keys",
+    "OWN_SECTIONS",
+    "position_limit",
+]
 
 QUANTITIES = ("probability", "logit")
 #: Seeds NumPy (and so Lightning's ``seed_everything``) accepts: unsigned 32-bit integers.
@@ -59,14 +70,14 @@ class EvaluationSchema:
     """Types of ``cfg.evaluation`` (values come from ``conf/evaluate.yaml``; see its comments)."""
 
     split: str = MISSING
-    n_examples: Optional[int] = MISSING
+    n_examples: int | None = MISSING
     subset_seed: int = MISSING
     steps: StepKind = MISSING
-    fractions: List[float] = MISSING
-    aopc_bins: Optional[List[float]] = MISSING
-    counts: List[int] = MISSING
+    fractions: list[float] = MISSING
+    aopc_bins: list[float] | None = MISSING
+    counts: list[int] = MISSING
     segments: Any = MISSING  # null, a segment id or a list of them
-    schedules: List[Schedule] = MISSING
+    schedules: list[Schedule] = MISSING
     target: Any = MISSING  # predicted, gold or a class id: checked by the settings stage
     quantity: Quantity = MISSING
     compare_random: bool = MISSING
@@ -256,8 +267,15 @@ def check_config(config: dict) -> None:
 
 #: Model types whose position ids start after the padding id (fairseq's convention): ``max_position_embeddings``
 #: minus ``pad_token_id + 1`` positions are usable (RoBERTa: 514 - 2 = 512).
-PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text",
-                            "roberta-prelayernorm", "xmod")
+PADDING_OFFSET_POSITIONS = (
+    "roberta",
+    "xlm-roberta",
+    "camembert",
+    "longformer",
+    "data2vec-text",
+    "roberta-prelayernorm",
+    "xmod",
+)
 
 
 def position_limit(config) -> int | None:
@@ -293,10 +311,11 @@ def check_max_length(max_length: int, tokenizer, model_config, pretrained: str, 
     if high is None:
         allowed = f"at least {low} ({why})"
     else:
-        allowed = (f"between {low} ({why}) and {high} (the position embeddings of {pretrained}: "
-                   f"max_position_embeddings={model_config.max_position_embeddings})")
+        allowed = (
+            f"between {low} ({why}) and {high} (the position embeddings of {pretrained}: "
+            f"max_position_embeddings={model_config.max_position_embeddings})"
+        )
     raise SettingsError([f"model.max_length must be {allowed}, got {max_length}"])
-
 
 
 def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:
@@ -312,12 +331,18 @@ def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:
     if not vocab or vocab // 2 <= size <= vocab:
         return
     if size < vocab // 2:
-        why = ("is this a folder without its tokenizer files (tokenizer.json, vocab.txt or the like)? Save the "
-               "tokenizer with the model (tokenizer.save_pretrained(folder))")
+        why = (
+            "is this a folder without its tokenizer files (tokenizer.json, vocab.txt or the like)? Save the "
+            "tokenizer with the model (tokenizer.save_pretrained(folder))"
+        )
     else:
         why = "token ids beyond the model's embedding matrix would fail; use the model's own tokenizer"
-    raise SettingsError([f"model.pretrained={pretrained}: its tokenizer has {size} tokens but the model's vocabulary "
-                         f"has {vocab}: {why}"])
+    raise SettingsError(
+        [
+            f"model.pretrained={pretrained}: its tokenizer has {size} tokens but the model's vocabulary "
+            f"has {vocab}: {why}"
+        ]
+    )
 
 
 #: Config sections whose options are all in itermask's own YAML files: a key that an override adds to them
@@ -339,6 +364,11 @@ def check_added_keys(overrides: list[str]) -> None:
     added = [o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")]
     unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS]
     if unread:
-        raise SettingsError([f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
-                             "nothing reads it, but it would change the cache keys; check its spelling against "
-                             "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)" for key in unread])
+        raise SettingsError(
+            [
+                f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
+                "nothing reads it, but it would change the cache keys; check its spelling against "
+                "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)"
+                for key in unread
+            ]
+        )

@@ -19,16 +19,20 @@ class AccuracyAnalysis(Analysis):
 
     def run(self, context: EvaluationContext) -> AnalysisOutput:
         data = context.data
-        test_acc = context.trainer.test(context.classifier, dataloaders=data.test_dataloader(), verbose=False)[0]["test_acc"]
+        test_acc = context.trainer.test(context.classifier, dataloaders=data.test_dataloader(), verbose=False)[0][
+            "test_acc"
+        ]
         test_labels = torch.tensor(data.tokenized["test"]["label"])
         train_labels = torch.tensor(data.tokenized["train"]["label"])
         majority = int(torch.bincount(train_labels).argmax())
-        return AnalysisOutput({
-            "accuracy": {
-                "test": float(test_acc),
-                "validation": context.trained.meta["val_acc"],
-                "majority_class_test": float((test_labels == majority).float().mean()),
-            },
-            "label_names": list(data.label_names),  # class id -> name (string labels: the mapping)
-            "n_test": len(test_labels),
-        })
+        return AnalysisOutput(
+            {
+                "accuracy": {
+                    "test": float(test_acc),
+                    "validation": context.trained.meta["val_acc"],
+                    "majority_class_test": float((test_labels == majority).float().mean()),
+                },
+                "label_names": list(data.label_names),  # class id -> name (string labels: the mapping)
+                "n_test": len(test_labels),
+            }
+        )

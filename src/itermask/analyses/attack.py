@@ -35,13 +35,32 @@ log = logging.getLogger(__name__)
 __all__ = ["AttackAnalysis", "attack_summary", "masking_link", "EXAMPLE_COLUMNS", "REPORTED"]
 
 #: per-example lists of the result section (one entry per example id), in the W&B table's column order
-EXAMPLE_COLUMNS = ("example_id", "attacked", "success", "n_perturbed", "n_maskable", "k_max", "perturbed_fraction",
-                   "queries", "clean_prob", "final_prob", "masking_first_flip_count", "perturbed_positions",
-                   "substitutions", "original_text", "adversarial_text")
+EXAMPLE_COLUMNS = (
+    "example_id",
+    "attacked",
+    "success",
+    "n_perturbed",
+    "n_maskable",
+    "k_max",
+    "perturbed_fraction",
+    "queries",
+    "clean_prob",
+    "final_prob",
+    "masking_first_flip_count",
+    "perturbed_positions",
+    "substitutions",
+    "original_text",
+    "adversarial_text",
+)
 #: the report's rows: (section, key) of each method's entry
-REPORTED = (("summary", "success_rate"), ("summary", "perturbed_fraction"), ("summary", "median_queries"),
-            ("link", "masking_flip_rate_at_budget"), ("link", "masking_first_flip_fraction_at_budget"),
-            ("link", "spearman_tokens_to_flip"))
+REPORTED = (
+    ("summary", "success_rate"),
+    ("summary", "perturbed_fraction"),
+    ("summary", "median_queries"),
+    ("link", "masking_flip_rate_at_budget"),
+    ("link", "masking_first_flip_fraction_at_budget"),
+    ("link", "spearman_tokens_to_flip"),
+)
 
 
 def _mean(values: list[float]) -> float:
@@ -147,8 +166,15 @@ class AttackAnalysis(Analysis):
 
     name = "attack"
 
-    def __init__(self, candidates: dict | None = None, ranking: str = "one_shot", budget: float = 0.2,
-                 max_queries: int | None = None, word_initial_only: bool = True, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        candidates: dict | None = None,
+        ranking: str = "one_shot",
+        budget: float = 0.2,
+        max_queries: int | None = None,
+        word_initial_only: bool = True,
+        enabled: bool = True,
+    ) -> None:
         if ranking not in RANKINGS:
             raise ValueError(f"unknown attack.ranking {ranking!r}: choose one of {RANKINGS}")
         check_budget(budget, max_queries)
@@ -158,8 +184,13 @@ class AttackAnalysis(Analysis):
         self.word_start = None
 
     def describe(self) -> dict:
-        return {"candidates": self.source.describe(), "ranking": self.ranking, "budget": self.budget,
-                "max_queries": self.max_queries, "word_initial_only": self.word_initial_only}
+        return {
+            "candidates": self.source.describe(),
+            "ranking": self.ranking,
+            "budget": self.budget,
+            "max_queries": self.max_queries,
+            "word_initial_only": self.word_initial_only,
+        }
 
     def check(self, settings) -> None:
         if self.ranking not in settings.evaluation.schedules:
@@ -178,10 +209,19 @@ class AttackAnalysis(Analysis):
     def _attacks(self, settings) -> dict[str, GreedyAttack]:
         e = settings.evaluation
         return {
-            name: GreedyAttack(evaluator.saliency, settings.masking, self.source, settings.tokenizer.all_special_ids,
-                               word_start=self.word_start, ranking=self.ranking, budget=self.budget,
-                               max_queries=self.max_queries, target=e.target, segments=e.segments,
-                               token_budget=e.token_budget)
+            name: GreedyAttack(
+                evaluator.saliency,
+                settings.masking,
+                self.source,
+                settings.tokenizer.all_special_ids,
+                word_start=self.word_start,
+                ranking=self.ranking,
+                budget=self.budget,
+                max_queries=self.max_queries,
+                target=e.target,
+                segments=e.segments,
+                token_budget=e.token_budget,
+            )
             for name, evaluator in settings.evaluators.items()
         }
 
@@ -195,7 +235,11 @@ class AttackAnalysis(Analysis):
             for batch in context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split):
                 tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
                 keep = next(iter(attacks.values())).attackable(tokens)[0].any(dim=1)  # as the masking evaluation
-                tokens, labels, ids = tokens.index(keep).trim().to(device), labels[keep].to(device), ids[keep].to(device)
+                tokens, labels, ids = (
+                    tokens.index(keep).trim().to(device),
+                    labels[keep].to(device),
+                    ids[keep].to(device),
+                )
                 for name, attack in attacks.items():
                     begin = time.time()
                     result = attack.attack(model, tokens, labels, ids)
@@ -207,22 +251,43 @@ class AttackAnalysis(Analysis):
         for name, examples in records.items():
             examples = _sorted_by_id(examples)
             link = masking_link(examples, curves[name][self.ranking])
-            by_id = dict(zip(curves[name][self.ranking].example_ids.tolist(),
-                             first_flip_count(curves[name][self.ranking]).tolist()))
+            by_id = dict(
+                zip(
+                    curves[name][self.ranking].example_ids.tolist(),
+                    first_flip_count(curves[name][self.ranking]).tolist(),
+                )
+            )
             examples["masking_first_flip_count"] = [by_id.get(i, math.nan) for i in examples["example_id"]]
-            methods[name] = {"summary": {**attack_summary(examples), "seconds": seconds[name]}, "link": link,
-                             "examples": examples}
+            methods[name] = {
+                "summary": {**attack_summary(examples), "seconds": seconds[name]},
+                "link": link,
+                "examples": examples,
+            }
             summary = methods[name]["summary"]
             if summary["n_skipped_no_budget"]:
-                log.warning("attack %s: %d of %d examples not attacked: attack.budget=%s allows no token of texts "
-                            "this short (k_max = floor(budget * n + 0.5) = 0)%s", name, summary["n_skipped_no_budget"],
-                            len(examples["attacked"]), self.budget,
-                            "; no example was attacked, so the success rate is undefined (NaN)"
-                            if not summary["n_attacked"] else "")
-            log.info("attack %s (%s): %s", name, self.source.name,
-                     {k: round(v, 3) for k, v in methods[name]["summary"].items() if isinstance(v, float)})
-        section = {"settings": self.describe(), "masking": settings.masking.name, "methods": methods,
-                   "seconds": time.time() - start}
+                log.warning(
+                    "attack %s: %d of %d examples not attacked: attack.budget=%s allows no token of texts "
+                    "this short (k_max = floor(budget * n + 0.5) = 0)%s",
+                    name,
+                    summary["n_skipped_no_budget"],
+                    len(examples["attacked"]),
+                    self.budget,
+                    "; no example was attacked, so the success rate is undefined (NaN)"
+                    if not summary["n_attacked"]
+                    else "",
+                )
+            log.info(
+                "attack %s (%s): %s",
+                name,
+                self.source.name,
+                {k: round(v, 3) for k, v in methods[name]["summary"].items() if isinstance(v, float)},
+            )
+        section = {
+            "settings": self.describe(),
+            "masking": settings.masking.name,
+            "methods": methods,
+            "seconds": time.time() - start,
+        }
         artifacts = self._artifacts(section)
         artifacts.files = write_per_example(context.output_dir, {"attack": attack_frame(section)})
         return AnalysisOutput({"attack": section}, artifacts)
@@ -297,8 +362,18 @@ def _example_records(result: AttackResult, tokenizer, strategy: str) -> dict[str
         out["perturbed_positions"].append(positions)
         out["original_text"].append(_display(tokenizer, clean.input_ids[row], clean.attention_mask[row]))
         out["adversarial_text"].append(_display(tokenizer, adversarial.input_ids[row], adversarial.attention_mask[row]))
-    for column in ("example_id", "attacked", "success", "n_perturbed", "n_maskable", "k_max", "queries",
-                   "clean_prob", "final_prob", "perturbed_fraction"):
+    for column in (
+        "example_id",
+        "attacked",
+        "success",
+        "n_perturbed",
+        "n_maskable",
+        "k_max",
+        "queries",
+        "clean_prob",
+        "final_prob",
+        "perturbed_fraction",
+    ):
         value = getattr(result, "example_ids" if column == "example_id" else column)
         out[column] = value.cpu().tolist()
     return out

@@ -59,7 +59,7 @@ class Artifacts:
     files: dict[str, Path] = field(default_factory=dict)
     curves: dict[str, dict] = field(default_factory=dict)
 
-    def update(self, other: "Artifacts") -> "Artifacts":
+    def update(self, other: Artifacts) -> Artifacts:
         """Add ``other``'s entries to this one (in place); returns ``self``."""
         self.images.update(other.images)
         self.tables.update(other.tables)
@@ -92,7 +92,7 @@ class EvaluationContext:
             ``{saliency: {schedule: MaskingCurves}}``).
     """
 
-    settings: "EvaluateSettings"
+    settings: EvaluateSettings
     data: Any
     trained: Any
     classifier: Any
@@ -110,7 +110,7 @@ class EvaluationContext:
 
 
 #: every analysis class by name (subclasses of :class:`Analysis` add themselves)
-ANALYSES: Registry[type["Analysis"]] = Registry("analysis")
+ANALYSES: Registry[type[Analysis]] = Registry("analysis")
 
 
 class Analysis(Registered, ABC):
@@ -130,7 +130,7 @@ class Analysis(Registered, ABC):
         :mod:`itermask.core.representations`."""
         return False
 
-    def check(self, settings: "EvaluateSettings") -> None:
+    def check(self, settings: EvaluateSettings) -> None:
         """Check the analysis's settings against the job's, before any data is loaded.
 
         Raises:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 
-
 from itermask.analyses.base import Analysis, AnalysisOutput, EvaluationContext
 from itermask.core import metrics
 from itermask.core.evaluation import MaskingCurves
@@ -31,9 +30,14 @@ def saliency_diagnostics(method: str, curves: MaskingCurves) -> dict:
         entry["n_zero_saliency"] = int(zero.sum())
         entry["zero_saliency_example_ids"] = curves.example_ids[zero].tolist()
         if zero.any():
-            log.warning("saliency=%s: %d of %d evaluated examples have identically zero saliency on the clean input "
-                        "(ranked by position only): example ids %s", method, entry["n_zero_saliency"], len(curves),
-                        entry["zero_saliency_example_ids"][:20])
+            log.warning(
+                "saliency=%s: %d of %d evaluated examples have identically zero saliency on the clean input "
+                "(ranked by position only): example ids %s",
+                method,
+                entry["n_zero_saliency"],
+                len(curves),
+                entry["zero_saliency_example_ids"][:20],
+            )
     if curves.completeness_gap is not None:
         gap = curves.completeness_gap.double()
         nonzero = curves.output_difference.abs() > 0
@@ -97,15 +101,17 @@ class MaskingCurvesAnalysis(Analysis):
             for name, by_schedule in module.curves.items()
         }
         first = next(iter(module.curves[settings.method].values()))
-        return AnalysisOutput({
-            "n_evaluated": len(first),
-            "n_skipped_no_maskable": module.n_skipped,
-            "example_ids": first.example_ids.tolist(),
-            "scores": scores,
-            "saliency_diagnostics": {
-                name: saliency_diagnostics(name, next(iter(by_schedule.values())))
-                for name, by_schedule in module.curves.items()
-            },
-            # racu_without_retraining_*: Madsen et al. 2022's RACU on curves without retraining
-            "relative_to_random": relative_to_random(scores, settings.method),
-        })
+        return AnalysisOutput(
+            {
+                "n_evaluated": len(first),
+                "n_skipped_no_maskable": module.n_skipped,
+                "example_ids": first.example_ids.tolist(),
+                "scores": scores,
+                "saliency_diagnostics": {
+                    name: saliency_diagnostics(name, next(iter(by_schedule.values())))
+                    for name, by_schedule in module.curves.items()
+                },
+                # racu_without_retraining_*: Madsen et al. 2022's RACU on curves without retraining
+                "relative_to_random": relative_to_random(scores, settings.method),
+            }
+        )

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -30,12 +31,19 @@ __all__ = ["OODAnalysis", "collect", "ood_rows", "OOD_COLUMNS", "REPORTED"]
 
 OOD_COLUMNS = ("curve", "saliency", "schedule", "x", "statistic", "value")
 #: the statistics the report shows, at the masking fractions of ``plots.umap_fractions``
-REPORTED = ("final/auroc_mahalanobis", "final/auroc_knn_distance", "auroc_masf", "masf_flagged",
-            "auroc_max_softmax", "ece")
+REPORTED = (
+    "final/auroc_mahalanobis",
+    "final/auroc_knn_distance",
+    "auroc_masf",
+    "masf_flagged",
+    "auroc_max_softmax",
+    "ece",
+)
 
 
-def collect(model: torch.nn.Module, loader, token_budget: int = DEFAULT_TOKEN_BUDGET,
-            hidden_states: bool = True) -> tuple[Representations, torch.Tensor]:
+def collect(
+    model: torch.nn.Module, loader, token_budget: int = DEFAULT_TOKEN_BUDGET, hidden_states: bool = True
+) -> tuple[Representations, torch.Tensor]:
     """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
     (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order (only the final
     layer's input without ``hidden_states``), each batch run by :func:`itermask.core.forwards.row_outputs`
@@ -47,7 +55,9 @@ def collect(model: torch.nn.Module, loader, token_budget: int = DEFAULT_TOKEN_BU
     device = next(model.parameters()).device
     labels, parts = [], []
     for batch in loader:
-        out = row_outputs(model, batch["tokens"].to(device), token_budget, representations="all" if hidden_states else "final")
+        out = row_outputs(
+            model, batch["tokens"].to(device), token_budget, representations="all" if hidden_states else "final"
+        )
         parts.append(out.representations.map(lambda t: t.cpu()))
         labels.append(batch["labels"])
     if not labels:
@@ -112,10 +122,20 @@ class OODAnalysis(Analysis):
 
     name = "ood"
 
-    def __init__(self, level: str = "final", n_fit_examples: int | None = 1000, calibration_split: str | None = "validation",
-                 n_calibration_examples: int | None = None, knn_k: int = 10, knn_normalize: bool = True,
-                 covariance: str = "auto", masf_alpha: float = 0.05, ece_bins: int = 15, seed: int = 0,
-                 plots: dict | None = None) -> None:
+    def __init__(
+        self,
+        level: str = "final",
+        n_fit_examples: int | None = 1000,
+        calibration_split: str | None = "validation",
+        n_calibration_examples: int | None = None,
+        knn_k: int = 10,
+        knn_normalize: bool = True,
+        covariance: str = "auto",
+        masf_alpha: float = 0.05,
+        ece_bins: int = 15,
+        seed: int = 0,
+        plots: dict | None = None,
+    ) -> None:
         if level not in LEVELS[1:]:
             raise ValueError(f"ood.level must be one of {LEVELS}, got {level!r}")
         for setting, value in (("n_fit_examples", n_fit_examples), ("n_calibration_examples", n_calibration_examples)):
@@ -134,8 +154,13 @@ class OODAnalysis(Analysis):
         self.calibration_split = calibration_split if level == "full" else None
         self.knn_k, self.knn_normalize, self.covariance = int(knn_k), bool(knn_normalize), covariance
         self.masf_alpha, self.ece_bins, self.seed = float(masf_alpha), int(ece_bins), int(seed)
-        self.plots = {"enabled": True, "umap_fractions": [0.1, 0.5, 0.9], "umap_train_points": 500,
-                      "umap_neighbors": 15, **(plots or {})}
+        self.plots = {
+            "enabled": True,
+            "umap_fractions": [0.1, 0.5, 0.9],
+            "umap_train_points": 500,
+            "umap_neighbors": 15,
+            **(plots or {}),
+        }
         if level != "full":
             self.plots["enabled"] = False
 
@@ -171,8 +196,16 @@ class OODAnalysis(Analysis):
             if self.calibration_split is not None:
                 loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
                 calibration, _ = collect(model, loader, chunk)
-        detectors = OODDetectors.fit(train, train_labels, calibration, k=self.knn_k, normalize_knn=self.knn_normalize,
-                                     covariance=self.covariance, split_seed=self.seed, knn=full)
+        detectors = OODDetectors.fit(
+            train,
+            train_labels,
+            calibration,
+            k=self.knn_k,
+            normalize_knn=self.knn_normalize,
+            covariance=self.covariance,
+            split_seed=self.seed,
+            knn=full,
+        )
         left_out = set() if full else {k for k in detectors.missing if k == "masf" or k.endswith("/knn_distance")}
         for key in left_out:  # not missing by accident: the level leaves them out
             detectors.missing[key] = "not computed at ood.level=final (ood.level=full computes it)"
@@ -217,14 +250,21 @@ class OODAnalysis(Analysis):
         images = statistics_figures(section["statistics"], method, out)
         curves = context.shared["curves"][method]
         if next(iter(curves.values())).steps != "fraction":
-            section["missing_plots"] = {"ood/umap": "the UMAP panels are masking fractions; these curves have count steps"}
+            section["missing_plots"] = {
+                "ood/umap": "the UMAP panels are masking fractions; these curves have count steps"
+            }
             log.warning("no UMAP: %s", section["missing_plots"]["ood/umap"])
             return images
         keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
         keep = keep[: self.plots["umap_train_points"]]
         figure = plots.umap_figure(
-            train.features[keep], train_labels[keep], curves, fractions=list(self.plots["umap_fractions"]),
-            label_names=context.data.label_names, n_neighbors=self.plots["umap_neighbors"], seed=self.seed,
+            train.features[keep],
+            train_labels[keep],
+            curves,
+            fractions=list(self.plots["umap_fractions"]),
+            label_names=context.data.label_names,
+            n_neighbors=self.plots["umap_neighbors"],
+            seed=self.seed,
         )
         images["ood/umap"] = plots.save(figure, out / "ood_umap.png")
         return images
@@ -241,12 +281,23 @@ class OODAnalysis(Analysis):
             for curve, _, _, x, key, value in rows
             if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
         }
-        curves = {saliency: {schedule: {"steps": stats.get("steps", "fraction"), "x": stats["x"],
-                                        **{k: v for k, v in stats["values"].items() if not k.startswith("layer_")}}
-                             for schedule, stats in by_schedule.items()}
-                  for saliency, by_schedule in section["statistics"].items()}
-        return Artifacts(images=dict(images), tables={"ood_statistics": (list(OOD_COLUMNS), rows)}, summary=summary,
-                         curves={"ood": curves})
+        curves = {
+            saliency: {
+                schedule: {
+                    "steps": stats.get("steps", "fraction"),
+                    "x": stats["x"],
+                    **{k: v for k, v in stats["values"].items() if not k.startswith("layer_")},
+                }
+                for schedule, stats in by_schedule.items()
+            }
+            for saliency, by_schedule in section["statistics"].items()
+        }
+        return Artifacts(
+            images=dict(images),
+            tables={"ood_statistics": (list(OOD_COLUMNS), rows)},
+            summary=summary,
+            curves={"ood": curves},
+        )
 
     def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
         """The figures the stored statistics allow (not the UMAP: no embeddings), the table and summary."""
@@ -276,5 +327,6 @@ class OODAnalysis(Analysis):
                         if step is not None:
                             value = values[step]
                             out[(method, schedule, f"ood {name} @{fraction * 100:g}%")] = (
-                                float("nan") if value is None else float(value))
+                                float("nan") if value is None else float(value)
+                            )
         return out

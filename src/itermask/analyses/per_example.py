@@ -36,14 +36,21 @@ def step_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.Da
     size, steps = curves.k.shape
     per_step, _ = _per_example_values(curves, quantity, bins)
     repeat = lambda t: np.repeat(t.detach().cpu().numpy(), steps)  # noqa: E731
-    frame = pd.DataFrame({
-        "saliency": method, "schedule": curves.schedule,
-        "example_id": repeat(curves.example_ids), "label": repeat(curves.labels), "target": repeat(curves.target),
-        "n_maskable": repeat(curves.n_maskable), "step": np.tile(np.arange(steps), size),
-        "x": np.tile(curves.grid.numpy(), size), "k": curves.k.reshape(-1).cpu().numpy(),
-        "target_prob": metrics.target_output(curves.logits, curves.target, "probability").reshape(-1).cpu().numpy(),
-        "target_logit": metrics.target_output(curves.logits, curves.target, "logit").reshape(-1).cpu().numpy(),
-    })
+    frame = pd.DataFrame(
+        {
+            "saliency": method,
+            "schedule": curves.schedule,
+            "example_id": repeat(curves.example_ids),
+            "label": repeat(curves.labels),
+            "target": repeat(curves.target),
+            "n_maskable": repeat(curves.n_maskable),
+            "step": np.tile(np.arange(steps), size),
+            "x": np.tile(curves.grid.numpy(), size),
+            "k": curves.k.reshape(-1).cpu().numpy(),
+            "target_prob": metrics.target_output(curves.logits, curves.target, "probability").reshape(-1).cpu().numpy(),
+            "target_logit": metrics.target_output(curves.logits, curves.target, "logit").reshape(-1).cpu().numpy(),
+        }
+    )
     for key, values in per_step.items():
         frame[key] = values.reshape(-1)
     return frame
@@ -52,8 +59,9 @@ def step_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.Da
 def score_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.DataFrame:
     """One row per example of one method's and schedule's curves with its scalar scores."""
     _, scalar = _per_example_values(curves, quantity, bins)
-    frame = pd.DataFrame({"saliency": method, "schedule": curves.schedule,
-                          "example_id": curves.example_ids.cpu().numpy()})
+    frame = pd.DataFrame(
+        {"saliency": method, "schedule": curves.schedule, "example_id": curves.example_ids.cpu().numpy()}
+    )
     for key, values in scalar.items():
         frame[key] = values
     # the clean input's saliency diagnostics (itermask.core.saliency.Attribution), where recorded

@@ -26,8 +26,8 @@ raised further, as in loss-maximising adversarial training). The model's train/e
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 from torch import Tensor
@@ -125,8 +125,13 @@ class FirstOrderAttack:
         ValueError: a source whose candidates are not token ids (``mask``), a budget outside (0, 1].
     """
 
-    def __init__(self, candidates: CandidateSource, special_ids: Iterable[int], word_start: Tensor | None = None,
-                 budget: float = 0.2) -> None:
+    def __init__(
+        self,
+        candidates: CandidateSource,
+        special_ids: Iterable[int],
+        word_start: Tensor | None = None,
+        budget: float = 0.2,
+    ) -> None:
         if not candidates.gives_token_ids:
             raise ValueError(
                 f"train.adversarial_augmentation.candidates: {candidates.name!r} proposes no token ids (it masks); "
@@ -149,8 +154,9 @@ class FirstOrderAttack:
         candidates = self.candidates.candidates(batch.index(rows), positions).to(batch.device)
         originals = batch.input_ids[rows, positions]
         layer = model.get_input_embeddings()
-        estimates = first_order_estimates(layer, grad[rows.to(grad.device), positions.to(grad.device)], originals,
-                                          candidates).to(batch.device)
+        estimates = first_order_estimates(
+            layer, grad[rows.to(grad.device), positions.to(grad.device)], originals, candidates
+        ).to(batch.device)
         best, column = estimates.max(dim=1)
         take = best > 0
         ids[rows[take], positions[take]] = candidates[take, column[take]]
@@ -172,14 +178,24 @@ class FirstOrderAttack:
             model.train(training)
         labels = labels.to(batch.device)
         clean = clean_logits.float().softmax(dim=-1).gather(1, labels[:, None].to(clean_logits.device)).squeeze(1)
-        adversarial = adversarial_logits.softmax(dim=-1).gather(1, labels[:, None].to(adversarial_logits.device)).squeeze(1)
+        adversarial = (
+            adversarial_logits.softmax(dim=-1).gather(1, labels[:, None].to(adversarial_logits.device)).squeeze(1)
+        )
         n_proposed = (ids != batch.input_ids).sum(dim=1)
         accepted = (adversarial.to(batch.device) < clean.to(batch.device)) & (n_proposed > 0)
-        flipped = accepted & (clean_logits.argmax(dim=-1).to(batch.device) == labels) & (
-            adversarial_logits.argmax(dim=-1).to(batch.device) != labels)
+        flipped = (
+            accepted
+            & (clean_logits.argmax(dim=-1).to(batch.device) == labels)
+            & (adversarial_logits.argmax(dim=-1).to(batch.device) != labels)
+        )
         out = torch.where(accepted[:, None], ids, batch.input_ids)
         return AdversarialBatch(
-            batch=batch.with_ids(out), accepted=accepted, flipped=flipped,
-            n_substituted=torch.where(accepted, n_proposed, 0), n_proposed=n_proposed,
-            clean_prob=clean.detach(), adversarial_prob=adversarial.detach(), estimate=estimate,
+            batch=batch.with_ids(out),
+            accepted=accepted,
+            flipped=flipped,
+            n_substituted=torch.where(accepted, n_proposed, 0),
+            n_proposed=n_proposed,
+            clean_prob=clean.detach(),
+            adversarial_prob=adversarial.detach(),
+            estimate=estimate,
         )

@@ -37,18 +37,18 @@ or flips later or earlier on other inputs).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 from torch import Tensor
 
 from itermask.core.candidates import MASKED, NO_CANDIDATE, CandidateSource, attackable_positions
 from itermask.core.evaluation import resolve_target, saliency_scores
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import masked_counts, top_k_mask
-from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
 from itermask.core.tokens import TokenBatch, segment_list
 
 __all__ = ["RANKINGS", "AttackResult", "GreedyAttack", "attack_logits", "budget_counts", "check_budget"]
@@ -62,7 +62,9 @@ def check_budget(budget: float, max_queries: int | None = None, setting: str = "
     the config node named in the message)."""
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < float(budget) <= 1:
         raise ValueError(f"{setting}.budget must lie in (0, 1] (a share of the maskable tokens), got {budget}")
-    if max_queries is not None and (isinstance(max_queries, bool) or int(max_queries) != max_queries or max_queries < 1):
+    if max_queries is not None and (
+        isinstance(max_queries, bool) or int(max_queries) != max_queries or max_queries < 1
+    ):
         raise ValueError(f"attack.max_queries must be a positive integer or null (no limit), got {max_queries}")
 
 
@@ -165,10 +167,20 @@ class GreedyAttack:
         ValueError: for an unknown ranking, a bad budget or query budget.
     """
 
-    def __init__(self, saliency: SaliencyMethod, strategy: MaskingStrategy, candidates: CandidateSource,
-                 special_ids: Iterable[int], word_start: Tensor | None = None, ranking: str = "one_shot",
-                 budget: float = 0.2, max_queries: int | None = None, target: str | int = "predicted",
-                 segments: int | Sequence[int] | None = None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> None:
+    def __init__(
+        self,
+        saliency: SaliencyMethod,
+        strategy: MaskingStrategy,
+        candidates: CandidateSource,
+        special_ids: Iterable[int],
+        word_start: Tensor | None = None,
+        ranking: str = "one_shot",
+        budget: float = 0.2,
+        max_queries: int | None = None,
+        target: str | int = "predicted",
+        segments: int | Sequence[int] | None = None,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+    ) -> None:
         if ranking not in RANKINGS:
             raise ValueError(f"unknown attack ranking {ranking!r}: choose one of {RANKINGS}")
         check_budget(budget, max_queries)
@@ -188,8 +200,9 @@ class GreedyAttack:
         masking strategy applied at ``masked``."""
         return self.strategy.apply(batch.with_ids(ids), masked)
 
-    def _saliency(self, model, batch: TokenBatch, state: _State, rows: Tensor, target: Tensor,
-                  example_ids: Tensor) -> Tensor:
+    def _saliency(
+        self, model, batch: TokenBatch, state: _State, rows: Tensor, target: Tensor, example_ids: Tensor
+    ) -> Tensor:
         """``[R, L]`` saliency over clean positions of the current inputs of ``rows``."""
         sub = batch.index(rows)
         masked = self._inputs(sub, state.ids[rows], state.masked[rows])
@@ -197,8 +210,16 @@ class GreedyAttack:
         scores = saliency_scores(self.saliency, model, masked.batch, target[rows], example_ids[rows], sanity=False)
         return to_source_positions(scores, masked, batch.input_ids.shape[1])
 
-    def _score(self, model, batch: TokenBatch, state: _State, rows: Tensor, positions: Tensor,
-               candidates: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    def _score(
+        self,
+        model,
+        batch: TokenBatch,
+        state: _State,
+        rows: Tensor,
+        positions: Tensor,
+        candidates: Tensor,
+        target: Tensor,
+    ) -> tuple[Tensor, Tensor]:
         """Every valid candidate of ``rows`` in one forward: ``([R, C] target probability, +inf where no
         candidate; [R, C] predicted class)``."""
         row, column = torch.nonzero(candidates != NO_CANDIDATE, as_tuple=True)
@@ -217,8 +238,9 @@ class GreedyAttack:
         predicted[row, column] = logits.argmax(dim=-1).to(batch.device)
         return probs, predicted
 
-    def attack(self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor | None = None,
-               example_ids: Tensor | None = None) -> AttackResult:
+    def attack(
+        self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor | None = None, example_ids: Tensor | None = None
+    ) -> AttackResult:
         """Attack every example of ``batch`` (``[B, L]``, clean; ``labels`` ``[B]`` for ``target="gold"``;
         ``example_ids`` ``[B]``, default the row index, seed the random saliency). ``model`` in eval mode."""
         size, device = len(batch), batch.device
@@ -240,14 +262,33 @@ class GreedyAttack:
             self._step(model, batch, state, scores, attackable, k_max, target, example_ids)
         final = self._inputs(batch, state.ids, state.masked)
         return AttackResult(
-            example_ids=example_ids, target=target, attacked=attacked, success=state.success,
-            n_perturbed=state.n_perturbed, n_maskable=n_maskable, k_max=k_max, queries=state.queries,
-            clean_prob=clean_prob, final_prob=state.prob, perturbed=state.perturbed, clean=batch,
-            adversarial=final.batch, substituted_ids=state.ids,
+            example_ids=example_ids,
+            target=target,
+            attacked=attacked,
+            success=state.success,
+            n_perturbed=state.n_perturbed,
+            n_maskable=n_maskable,
+            k_max=k_max,
+            queries=state.queries,
+            clean_prob=clean_prob,
+            final_prob=state.prob,
+            perturbed=state.perturbed,
+            clean=batch,
+            adversarial=final.batch,
+            substituted_ids=state.ids,
         )
 
-    def _step(self, model, batch: TokenBatch, state: _State, scores: Tensor, attackable: Tensor, k_max: Tensor,
-              target: Tensor, example_ids: Tensor) -> None:
+    def _step(
+        self,
+        model,
+        batch: TokenBatch,
+        state: _State,
+        scores: Tensor,
+        attackable: Tensor,
+        k_max: Tensor,
+        target: Tensor,
+        example_ids: Tensor,
+    ) -> None:
         """Visit the next ranked position of every active example (updates ``state`` and ``scores``)."""
         rows = torch.nonzero(state.active).flatten()
         left = attackable[rows] & ~state.visited[rows]

@@ -43,7 +43,8 @@ from __future__ import annotations
 import inspect
 import re
 from abc import ABC, abstractmethod
-from typing import Callable, ClassVar, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -143,8 +144,9 @@ def word_initial_positions(batch: TokenBatch, word_start: Tensor, candidates: Te
     return candidates & (starts | after_other)
 
 
-def attackable_positions(batch: TokenBatch, special_ids: Iterable[int], word_start: Tensor | None = None,
-                         segments: list[int] | None = None) -> tuple[Tensor, Tensor]:
+def attackable_positions(
+    batch: TokenBatch, special_ids: Iterable[int], word_start: Tensor | None = None, segments: list[int] | None = None
+) -> tuple[Tensor, Tensor]:
     """``([B, L] maskable, [B, L] attackable)`` bool positions of the clean ``batch``: maskable
     (:func:`itermask.core.tokens.maskable_positions` in ``segments``), and of those the word-initial ones
     (:func:`word_initial_positions`; every maskable one when ``word_start`` is ``None``)."""
@@ -172,7 +174,7 @@ def input_embedding_matrix(model: torch.nn.Module, needed_by: str) -> Tensor:
 
 
 #: every candidate source by name (subclasses of :class:`CandidateSource` add themselves)
-CANDIDATE_SOURCES: Registry[type["CandidateSource"]] = Registry("attack candidate source")
+CANDIDATE_SOURCES: Registry[type[CandidateSource]] = Registry("attack candidate source")
 
 
 class CandidateSource(Registered, TokenizerBound, ABC):
@@ -296,8 +298,10 @@ class EmbeddingNeighbours(_TopK):
         if version == self._prepared_for:
             return
         if weight.shape[0] < len(self.allowed):
-            raise ValueError(f"the classifier's input embeddings have {weight.shape[0]} rows, the tokenizer "
-                             f"{len(self.allowed)} ids: they do not belong together")
+            raise ValueError(
+                f"the classifier's input embeddings have {weight.shape[0]} rows, the tokenizer "
+                f"{len(self.allowed)} ids: they do not belong together"
+            )
         self.unit = torch.nn.functional.normalize(weight[: len(self.allowed)].float().cpu(), dim=1)
         self._neighbours, self._prepared_for = {}, version
 
@@ -308,8 +312,10 @@ class EmbeddingNeighbours(_TopK):
             ValueError: before :meth:`prepare`.
         """
         if self.unit is None:
-            raise ValueError("EmbeddingNeighbours needs the tokenizer and the classifier's embeddings: call "
-                             "bind(tokenizer), then prepare(model)")
+            raise ValueError(
+                "EmbeddingNeighbours needs the tokenizer and the classifier's embeddings: call "
+                "bind(tokenizer), then prepare(model)"
+            )
         new = sorted({int(i) for i in token_ids} - set(self._neighbours))
         if new:
             with torch.inference_mode():
@@ -353,10 +359,12 @@ class _WholeWordSource(_TopK):
         self.allowed = candidate_vocabulary(tokenizer)
         self.marker = marker or ""
         special = set(int(i) for i in tokenizer.all_special_ids)
-        self.continuation = torch.tensor([
-            (t.startswith(prefix) if prefix else not t.startswith(marker) and t[:1].isalnum()) and i not in special
-            for i, t in enumerate(tokens)
-        ])
+        self.continuation = torch.tensor(
+            [
+                (t.startswith(prefix) if prefix else not t.startswith(marker) and t[:1].isalnum()) and i not in special
+                for i, t in enumerate(tokens)
+            ]
+        )
 
     def word_continues(self, batch: TokenBatch, positions: Tensor) -> Tensor:
         """``[R]`` bool: the token after ``positions[r]`` of row ``r`` continues its word (attended and a
@@ -365,7 +373,9 @@ class _WholeWordSource(_TopK):
         rows = torch.arange(len(positions), device=batch.device)
         after = (positions.to(batch.device) + 1).clamp(max=batch.input_ids.shape[1] - 1)
         ids = batch.input_ids[rows, after].clamp(0, len(self.continuation) - 1)
-        attended = batch.attention_mask[rows, after].bool() & (positions.to(batch.device) + 1 < batch.input_ids.shape[1])
+        attended = batch.attention_mask[rows, after].bool() & (
+            positions.to(batch.device) + 1 < batch.input_ids.shape[1]
+        )
         return attended & self.continuation.to(batch.device)[ids]
 
 
@@ -424,7 +434,7 @@ class SynonymCandidates(_WholeWordSource):
         self.require_bound()
         if token_id not in self._found:
             token = str(self.tokens[token_id]) if 0 <= token_id < len(self.tokens) else ""
-            word = token[len(self.marker):] if self.marker and token.startswith(self.marker) else token
+            word = token[len(self.marker) :] if self.marker and token.startswith(self.marker) else token
             ids: list[int] = []
             for synonym in self._lookup(word) if word and self.allowed[token_id] else []:
                 forms = [synonym, synonym.lower()] + ([synonym.capitalize()] if word[:1].isupper() else [])
@@ -465,8 +475,9 @@ class MlmCandidates(_WholeWordSource):
         ValueError: ``k < 1`` or ``chunk_size < 1``; at :meth:`bind`, no model or no mask token.
     """
 
-    def __init__(self, mlm: torch.nn.Module | None = None, k: int = 20, chunk_size: int = 16,
-                 source: str | None = None) -> None:
+    def __init__(
+        self, mlm: torch.nn.Module | None = None, k: int = 20, chunk_size: int = 16, source: str | None = None
+    ) -> None:
         super().__init__(k)
         if isinstance(chunk_size, bool) or int(chunk_size) < 1:
             raise ValueError(f"attack.candidates.chunk_size must be a positive integer, got {chunk_size}")

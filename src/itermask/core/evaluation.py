@@ -22,9 +22,9 @@ The result is a :class:`MaskingCurves` per schedule, from which :mod:`itermask.m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -44,8 +44,18 @@ from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
 from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
 
-__all__ = ["MaskingCurves", "IterativeMaskingEvaluator", "resolve_target", "check_target_policy", "off_grid",
-           "saliency_scores", "saliency_attribution", "TARGET_POLICIES", "FORWARDS", "step_major_outputs"]
+__all__ = [
+    "MaskingCurves",
+    "IterativeMaskingEvaluator",
+    "resolve_target",
+    "check_target_policy",
+    "off_grid",
+    "saliency_scores",
+    "saliency_attribution",
+    "TARGET_POLICIES",
+    "FORWARDS",
+    "step_major_outputs",
+]
 
 TARGET_POLICIES = ("predicted", "gold")
 #: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``)
@@ -138,7 +148,7 @@ class MaskingCurves:
         """``[B, S]`` float64: the share of each example's maskable tokens masked at each step, ``k / n``."""
         return self.k.double() / self.n_maskable.double()[:, None]
 
-    def select(self, rows: Tensor) -> "MaskingCurves":
+    def select(self, rows: Tensor) -> MaskingCurves:
         """The examples ``rows`` (index tensor or boolean mask of shape ``[B]``)."""
         return MaskingCurves(
             **{
@@ -149,7 +159,7 @@ class MaskingCurves:
         )
 
     @staticmethod
-    def concat(parts: Iterable["MaskingCurves"]) -> "MaskingCurves":
+    def concat(parts: Iterable[MaskingCurves]) -> MaskingCurves:
         """Join curves of the same schedule and steps along the example dimension.
 
         Raises:
@@ -173,7 +183,7 @@ class MaskingCurves:
                 joined[field.name] = torch.cat(values)
         return MaskingCurves(**joined)
 
-    def to(self, device) -> "MaskingCurves":
+    def to(self, device) -> MaskingCurves:
         return MaskingCurves(
             **{
                 f.name: (v.to(device) if isinstance(v := getattr(self, f.name), Tensor) else v)
@@ -236,8 +246,9 @@ def _gradients_enabled():
         yield
 
 
-def saliency_attribution(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
-                         sanity: bool = True) -> Attribution:
+def saliency_attribution(
+    method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
+) -> Attribution:
     """``method``'s :class:`~itermask.core.saliency.Attribution` of ``batch`` for ``target`` (``[B]``): ``[B, L]``
     scores and their per-example diagnostics (:meth:`SaliencyMethod.explain`, whose zero-score check runs if
     ``sanity``), with gradients enabled for the methods that need them even when called under
@@ -253,8 +264,9 @@ def saliency_attribution(method: SaliencyMethod, model, batch: TokenBatch, targe
         return method.explain(model, batch, target.clone(), example_ids.clone(), sanity)
 
 
-def saliency_scores(method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
-                    sanity: bool = True) -> Tensor:
+def saliency_scores(
+    method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
+) -> Tensor:
     """The ``[B, L]`` scores of :func:`saliency_attribution`."""
     return saliency_attribution(method, model, batch, target, example_ids, sanity).scores
 
@@ -342,7 +354,9 @@ class IterativeMaskingEvaluator:
         self.chunk_size = int(chunk_size)
         self.sufficiency = sufficiency
         if collect_representations not in (False, True, "final", "all"):
-            raise ValueError(f"collect_representations must be False, True, 'final' or 'all', got {collect_representations!r}")
+            raise ValueError(
+                f"collect_representations must be False, True, 'final' or 'all', got {collect_representations!r}"
+            )
         self.collect_representations = collect_representations
         self.forwards = forwards
         self.token_budget = int(token_budget)
@@ -356,8 +370,9 @@ class IterativeMaskingEvaluator:
     def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool) -> Attribution:
         return saliency_attribution(self.saliency, model, batch, target, example_ids, sanity)
 
-    def _saliency_by_length(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor,
-                            sanity: bool = True) -> Attribution:
+    def _saliency_by_length(
+        self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
+    ) -> Attribution:
         """Saliency of ``batch`` (one call of all its rows: the clean input, or every example that gains
         tokens at a recursive step). On the ``bucketed`` path, for a method whose scores of a row do not
         depend on the other rows (:attr:`SaliencyMethod.row_independent`), the rows are split into length
@@ -368,8 +383,10 @@ class IterativeMaskingEvaluator:
             return self._saliency(model, batch, target, example_ids, sanity)
         overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
         chunks = length_chunks(row_lengths(batch), self.token_budget, overhead)
-        parts = [(rows, self._saliency(model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
-                 for rows in chunks]
+        parts = [
+            (rows, self._saliency(model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
+            for rows in chunks
+        ]
         whole = _assemble(parts, batch.input_ids.shape, batch.device)
         if sanity:
             self.saliency.check_scores(whole, model)
@@ -392,8 +409,10 @@ class IterativeMaskingEvaluator:
         step-major order, representations only where ``collect``."""
         inputs = [self.strategy.apply(batch.tile(m.shape[0]), m.flatten(0, 1)).batch for m, _ in groups]
         if self.forwards == "step_major":
-            flat = [step_major_outputs(model, rows, self.chunk_size, collect, self.forward_stats)
-                    for rows, (_, collect) in zip(inputs, groups)]
+            flat = [
+                step_major_outputs(model, rows, self.chunk_size, collect, self.forward_stats)
+                for rows, (_, collect) in zip(inputs, groups)
+            ]
         else:
             joined, start, flat = run(TokenBatch.concat(inputs)), 0, []
             for rows in inputs:
@@ -474,9 +493,17 @@ class IterativeMaskingEvaluator:
             )
         return results
 
-    def _schedule_masks(self, model, batch: TokenBatch, maskable: Tensor, k: Tensor, target: Tensor,
-                        example_ids: Tensor, clean: Attribution,
-                        progress: Callable[[str], None] | None = None) -> dict[str, Tensor]:
+    def _schedule_masks(
+        self,
+        model,
+        batch: TokenBatch,
+        maskable: Tensor,
+        k: Tensor,
+        target: Tensor,
+        example_ids: Tensor,
+        clean: Attribution,
+        progress: Callable[[str], None] | None = None,
+    ) -> dict[str, Tensor]:
         """``{schedule: masks [S, B, L]}`` from the ``clean`` input's saliency (the recursive schedule
         recomputes saliency on the masked input at each step, see :meth:`_saliency_by_length`);
         ``progress(schedule)`` after each schedule (see :meth:`evaluate`)."""
@@ -496,8 +523,9 @@ class IterativeMaskingEvaluator:
         return masks
 
 
-def step_major_outputs(model: torch.nn.Module, rows: TokenBatch, chunk_size: int, collect: bool | str,
-                       stats: ForwardStats | None = None) -> RowOutputs:
+def step_major_outputs(
+    model: torch.nn.Module, rows: TokenBatch, chunk_size: int, collect: bool | str, stats: ForwardStats | None = None
+) -> RowOutputs:
     """The old forward path (``forwards="step_major"``): ``rows`` in their given order (step-major), in
     chunks of ``chunk_size`` rows each trimmed to its longest row, every row computed (no de-duplication);
     representations captured if ``collect``; counted into ``stats`` if given. Kept to compare before/after
@@ -523,8 +551,11 @@ def _assemble(parts: list[tuple[Tensor, Attribution]], shape: torch.Size, device
     scores = torch.zeros(shape, device=device)
     zero = torch.zeros(shape[0], dtype=torch.bool, device=device)
     first = parts[0][1] if parts else None
-    extra = {name: torch.zeros(shape[0], dtype=torch.float64, device=device)
-             for name in ("completeness_gap", "output_difference") if first is not None and getattr(first, name) is not None}
+    extra = {
+        name: torch.zeros(shape[0], dtype=torch.float64, device=device)
+        for name in ("completeness_gap", "output_difference")
+        if first is not None and getattr(first, name) is not None
+    }
     for rows, part in parts:
         scores[rows, : part.scores.shape[1]] = part.scores
         zero[rows] = part.zero
@@ -535,6 +566,7 @@ def _assemble(parts: list[tuple[Tensor, Attribution]], shape: torch.Size, device
 
 def _by_example(outputs: RowOutputs, steps: int) -> RowOutputs:
     """Step-major rows ``[S * B, ...]`` -> ``[B, S, ...]``."""
+
     def fold(t: Tensor) -> Tensor:
         return t.reshape(steps, t.shape[0] // steps, *t.shape[1:]).transpose(0, 1)
 

@@ -32,9 +32,17 @@ from torch import Tensor
 from itermask.core.representations import Representations, capture_representations
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["DEFAULT_TOKEN_BUDGET", "RowOutputs", "ForwardStats", "RowForwards", "row_outputs", "row_lengths",
-           "length_chunks",
-           "FORWARD_OVERHEAD_TOKENS", "forward_overhead_tokens"]
+__all__ = [
+    "DEFAULT_TOKEN_BUDGET",
+    "RowOutputs",
+    "ForwardStats",
+    "RowForwards",
+    "row_outputs",
+    "row_lengths",
+    "length_chunks",
+    "FORWARD_OVERHEAD_TOKENS",
+    "forward_overhead_tokens",
+]
 
 #: padded tokens (rows x padded length) per forward: 8192 = 256 rows of 32 tokens. On a CPU, larger chunks
 #: gain nothing; on a GPU, raise it as memory allows (the time per token falls until the device is full).
@@ -64,7 +72,7 @@ class RowOutputs:
     def __len__(self) -> int:
         return self.logits.shape[0]
 
-    def index(self, rows: Tensor | slice) -> "RowOutputs":
+    def index(self, rows: Tensor | slice) -> RowOutputs:
         """The outputs of ``rows`` (index tensor, boolean mask or slice)."""
         reps = None if self.representations is None else self.representations.map(lambda t: t[rows])
         return RowOutputs(self.logits[rows], reps)
@@ -98,8 +106,11 @@ def row_lengths(batch: TokenBatch) -> Tensor:
     """``[N]`` long: each row's last attended position + 1 (its length once trailing padding is dropped;
     a strategy may zero attention in the middle of a row, which does not shorten it)."""
     positions = torch.arange(1, batch.input_ids.shape[1] + 1, device=batch.device)
-    return (batch.attention_mask.bool() * positions).amax(dim=1) if batch.input_ids.shape[1] else \
-        torch.zeros(len(batch), dtype=torch.long, device=batch.device)
+    return (
+        (batch.attention_mask.bool() * positions).amax(dim=1)
+        if batch.input_ids.shape[1]
+        else torch.zeros(len(batch), dtype=torch.long, device=batch.device)
+    )
 
 
 def forward_overhead_tokens(device: torch.device) -> int:
@@ -187,9 +198,14 @@ class RowForwards:
             classifier's final linear layer cannot be found.
     """
 
-    def __init__(self, model: torch.nn.Module, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                 representations: bool | str = False, deduplicate: bool = True,
-                 forward_overhead: int | None = None) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        representations: bool | str = False,
+        deduplicate: bool = True,
+        forward_overhead: int | None = None,
+    ) -> None:
         if token_budget <= 0:
             raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.model = model
@@ -240,8 +256,11 @@ class RowForwards:
         chunks = length_chunks(lengths, self.token_budget, self.forward_overhead)
         logits, records = [], []
         with torch.inference_mode():
-            capture = (capture_representations(self.model, hidden_states=self.collect != "final") if self.collect
-                       else _NoCapture())
+            capture = (
+                capture_representations(self.model, hidden_states=self.collect != "final")
+                if self.collect
+                else _NoCapture()
+            )
             with capture as captured:
                 for chunk in chunks:
                     part = rows.index(chunk).trim()
@@ -280,9 +299,14 @@ class _NoCapture:
         return False
 
 
-def row_outputs(model: torch.nn.Module, batch: TokenBatch, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                representations: bool | str = False, deduplicate: bool = True,
-                forward_overhead: int | None = None) -> RowOutputs:
+def row_outputs(
+    model: torch.nn.Module,
+    batch: TokenBatch,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    representations: bool | str = False,
+    deduplicate: bool = True,
+    forward_overhead: int | None = None,
+) -> RowOutputs:
     """Logits ``[N, C]`` (and :class:`Representations` ``[N, ...]`` if ``representations``) of every row of
     ``batch``, each distinct row computed once, in length-sorted chunks of at most ``token_budget`` padded
     tokens, under ``torch.inference_mode``. One call of a fresh :class:`RowForwards`; see it for the

@@ -266,8 +266,9 @@ class MlmInfill(MaskingStrategy):
 
     name = "mlm_infill"
 
-    def __init__(self, tokenizer=None, mlm: torch.nn.Module | None = None, chunk_size: int = 64,
-                 source: str | None = None) -> None:
+    def __init__(
+        self, tokenizer=None, mlm: torch.nn.Module | None = None, chunk_size: int = 64, source: str | None = None
+    ) -> None:
         if chunk_size <= 0:
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
         self.chunk_size = int(chunk_size)

@@ -37,8 +37,9 @@ Sources:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Sequence
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor
@@ -298,7 +299,7 @@ class MetricInfo:
 
 
 #: every metric by name, in the order summaries list them (subclasses of :class:`Metric` add themselves)
-METRICS: Registry["Metric"] = Registry("metric")
+METRICS: Registry[Metric] = Registry("metric")
 
 
 class Metric(Registered, ABC):
@@ -329,7 +330,7 @@ class Metric(Registered, ABC):
     describes_grid: ClassVar[bool] = False
 
     @classmethod
-    def _registry_entry(cls) -> "Metric":
+    def _registry_entry(cls) -> Metric:
         return cls()
 
     def key(self, quantity: Quantity) -> str:
@@ -487,7 +488,7 @@ def metric_info(key: str, quantity: Quantity | None = None) -> MetricInfo | None
     suffixes resolved (``quantity`` gives the unit of keys without a suffix), or ``None`` for a key no
     registered metric produces."""
     prefix = next(p for p in ("aopc_full_", "aopc_", "") if key.startswith(p))
-    base = key[len(prefix):]
+    base = key[len(prefix) :]
     for metric in METRICS.values():
         for q in ("probability", "logit") if metric.per_quantity else (quantity,):
             if metric.key(q or "probability") == base and (not prefix or metric.aopc):
@@ -587,7 +588,9 @@ def relative_to_random(summary: dict, random_summary: dict) -> dict:
     q = "prob" if summary["quantity"] == "probability" else "logit"
     for name in (f"target_{q}", "accuracy"):
         score = racu_without_retraining(
-            torch.tensor(summary[name], dtype=torch.float64), torch.tensor(random_summary[name], dtype=torch.float64), grid
+            torch.tensor(summary[name], dtype=torch.float64),
+            torch.tensor(random_summary[name], dtype=torch.float64),
+            grid,
         )
         out[f"racu_without_retraining_{name.removeprefix('target_')}"] = score.item()
     return out

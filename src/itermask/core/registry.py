@@ -7,8 +7,9 @@ elsewhere needs editing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar, Generic, Iterator, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 __all__ = ["Registry", "Registered"]
 

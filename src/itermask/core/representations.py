@@ -25,9 +25,9 @@ passes of :class:`itermask.evaluation.IterativeMaskingEvaluator` yield them at n
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Iterable, Iterator
 
 import torch
 from torch import Tensor
@@ -54,7 +54,7 @@ class Representations:
         return self.features.shape[0]
 
     @staticmethod
-    def concat(parts: Iterable["Representations"]) -> "Representations":
+    def concat(parts: Iterable[Representations]) -> Representations:
         """Stack along the example dimension.
 
         Raises:
@@ -63,15 +63,18 @@ class Representations:
         parts = list(parts)
         if not parts:
             raise ValueError("no representations were captured (no forward pass ran inside the capture)")
+
         def joined(name):
             values = [getattr(p, name) for p in parts]
             return None if any(v is None for v in values) else torch.cat(values)
 
         return Representations(*(joined(f.name) for f in fields(Representations)))
 
-    def map(self, fn) -> "Representations":
+    def map(self, fn) -> Representations:
         """Apply ``fn`` to every tensor (e.g. a reshape or ``.cpu()``); absent ones stay ``None``."""
-        return Representations(*(None if (v := getattr(self, f.name)) is None else fn(v) for f in fields(Representations)))
+        return Representations(
+            *(None if (v := getattr(self, f.name)) is None else fn(v) for f in fields(Representations))
+        )
 
 
 def classifier_head(model: torch.nn.Module) -> torch.nn.Linear:

@@ -17,7 +17,8 @@ A new schedule is one subclass of :class:`MaskingSchedule` with a ``name``: it r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -36,6 +37,7 @@ __all__ = [
     "Recursive",
     "SCHEDULES",
 ]
+
 
 def masked_counts(n_maskable: Tensor, fractions: Sequence[float] | Tensor) -> Tensor:
     """How many tokens each masking fraction masks: ``k = floor(f * n + 0.5)``.
@@ -118,7 +120,7 @@ positions."""
 
 
 #: every masking schedule by name, in definition order (subclasses of :class:`MaskingSchedule` add themselves)
-SCHEDULES: Registry[type["MaskingSchedule"]] = Registry("masking schedule")
+SCHEDULES: Registry[type[MaskingSchedule]] = Registry("masking schedule")
 
 
 class MaskingSchedule(Registered, ABC):
@@ -184,4 +186,3 @@ class Recursive(MaskingSchedule):
             state = state | top_k_mask(scores, maskable & ~state, need)
             steps.append(state)
         return torch.stack(steps)
-

@@ -9,8 +9,8 @@ embedding layer (needed only by gradient-based saliency).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
-from typing import Iterable
 
 import torch
 from torch import Tensor
@@ -75,9 +75,7 @@ class TokenBatch:
         for name in ("attention_mask", "token_type_ids", "segment_ids"):
             value = getattr(self, name)
             if value is not None and value.shape != self.input_ids.shape:
-                raise ValueError(
-                    f"{name} has shape {tuple(value.shape)}, input_ids has {tuple(self.input_ids.shape)}"
-                )
+                raise ValueError(f"{name} has shape {tuple(value.shape)}, input_ids has {tuple(self.input_ids.shape)}")
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -94,7 +92,7 @@ class TokenBatch:
             inputs["token_type_ids"] = self.token_type_ids
         return inputs
 
-    def map(self, fn) -> "TokenBatch":
+    def map(self, fn) -> TokenBatch:
         """Apply ``fn`` to every tensor of the batch (ids, attention mask, token type and segment ids)."""
         return TokenBatch(
             fn(self.input_ids),
@@ -103,15 +101,15 @@ class TokenBatch:
             None if self.segment_ids is None else fn(self.segment_ids),
         )
 
-    def index(self, rows: Tensor | slice) -> "TokenBatch":
+    def index(self, rows: Tensor | slice) -> TokenBatch:
         """The rows ``rows`` (an index tensor, a boolean mask of shape ``[B]`` or a slice)."""
         return self.map(lambda t: t[rows])
 
-    def tile(self, n: int) -> "TokenBatch":
+    def tile(self, n: int) -> TokenBatch:
         """``n`` copies stacked step-major: row ``s * B + b`` is example ``b`` (shape ``[n * B, L]``)."""
         return self.map(lambda t: t.repeat(n, 1))
 
-    def trim(self) -> "TokenBatch":
+    def trim(self) -> TokenBatch:
         """Drop trailing columns that are padding in every row (shorter sequences, same result)."""
         if not len(self):
             return self
@@ -120,10 +118,10 @@ class TokenBatch:
         length = int((self.attention_mask.bool() * positions).max().item())
         return self.map(lambda t: t[:, : max(length, 1)])
 
-    def to(self, device: torch.device | str) -> "TokenBatch":
+    def to(self, device: torch.device | str) -> TokenBatch:
         return self.map(lambda t: t.to(device))
 
-    def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> "TokenBatch":
+    def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> TokenBatch:
         """A copy with new ids (and optionally a new attention mask), token type and segment ids kept."""
         return replace(
             self,
@@ -132,7 +130,7 @@ class TokenBatch:
         )
 
     @staticmethod
-    def concat(batches: Iterable["TokenBatch"]) -> "TokenBatch":
+    def concat(batches: Iterable[TokenBatch]) -> TokenBatch:
         """Stack batches of the same length ``L`` along the batch dimension."""
         batches = list(batches)
 

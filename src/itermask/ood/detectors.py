@@ -95,7 +95,7 @@ class MahalanobisScorer:
         self.estimator: str | None = None
         self.shrinkage: float | None = None
 
-    def fit(self, features: Tensor, labels: Tensor, name: str = "embeddings") -> "MahalanobisScorer":
+    def fit(self, features: Tensor, labels: Tensor, name: str = "embeddings") -> MahalanobisScorer:
         """Fit class means and the tied covariance.
 
         Args:
@@ -126,7 +126,10 @@ class MahalanobisScorer:
                 log.warning(
                     "Mahalanobis (%s): %d training examples in %d classes are too few for a full-rank "
                     "covariance of dimension %d; using the Ledoit-Wolf shrinkage estimator",
-                    name, n, len(self.classes), dim,
+                    name,
+                    n,
+                    len(self.classes),
+                    dim,
                 )
         if estimator == "ledoit_wolf":
             self.model = LedoitWolf(assume_centered=True).fit(centred)
@@ -167,7 +170,7 @@ class KNNScorer:
             x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
         return x
 
-    def fit(self, features: Tensor) -> "KNNScorer":
+    def fit(self, features: Tensor) -> KNNScorer:
         """Index ``[N, D]`` training embeddings.
 
         Raises:
@@ -175,7 +178,9 @@ class KNNScorer:
         """
         x = self._prepare(features)
         if x.shape[0] < self.k:
-            raise ValueError(f"kNN distance with k={self.k} needs at least {self.k} training embeddings, got {x.shape[0]}")
+            raise ValueError(
+                f"kNN distance with k={self.k} needs at least {self.k} training embeddings, got {x.shape[0]}"
+            )
         self.index = NearestNeighbors(n_neighbors=self.k).fit(x)
         return self
 
@@ -261,7 +266,7 @@ class MaSF:
     ``eps``.
     """
 
-    def fit(self, fit_part: Tensor, calibration_part: Tensor) -> "MaSF":
+    def fit(self, fit_part: Tensor, calibration_part: Tensor) -> MaSF:
         """Fit level 1 on ``fit_part`` ``[N1, L+1, H]`` and calibrate levels 2 and 3 on ``calibration_part``
         ``[N2, L+1, H]``.
 
@@ -287,7 +292,6 @@ class MaSF:
         level2 = simes(empirical_p_values(self.level1, x, "two-sided"))
         level3 = fisher(empirical_p_values(self.level2, level2, "two-sided"))
         return empirical_p_values(self.level3, level3, "right")
-
 
 
 @dataclass
@@ -319,7 +323,7 @@ class OODDetectors:
         covariance: Covariance = "auto",
         split_seed: int = 0,
         knn: bool = True,
-    ) -> "OODDetectors":
+    ) -> OODDetectors:
         """Fit Mahalanobis and kNN on training representations, MaSF on held-out ones.
 
         Args:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -63,8 +63,16 @@ def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Fig
                     xlabel = f"masking {curves['steps']}"
                     clean = curves["clean"].get(key, clean)
                 elif key in curves["missing"] and not ax.lines:
-                    ax.text(0.5, 0.5, "missing:\n" + curves["missing"][key][:80], ha="center", va="center",
-                            wrap=True, fontsize=7, transform=ax.transAxes)
+                    ax.text(
+                        0.5,
+                        0.5,
+                        "missing:\n" + curves["missing"][key][:80],
+                        ha="center",
+                        va="center",
+                        wrap=True,
+                        fontsize=7,
+                        transform=ax.transAxes,
+                    )
         if clean is not None:
             ax.axhline(clean, color="black", linestyle="--", linewidth=0.8, label="clean")
         if key.rsplit("/", 1)[-1].startswith("auroc"):
@@ -141,8 +149,16 @@ def umap_figure(
     def scatter(ax, xy, labels, kind, marker, size):
         for c in np.unique(labels):
             rows = labels == c
-            ax.scatter(xy[rows, 0], xy[rows, 1], s=size, marker=marker, c=colours[kind][int(c) % 4],
-                       label=f"{kind} {names[int(c)] if int(c) < len(names) else c}", alpha=0.6, linewidths=0)
+            ax.scatter(
+                xy[rows, 0],
+                xy[rows, 1],
+                s=size,
+                marker=marker,
+                c=colours[kind][int(c) % 4],
+                label=f"{kind} {names[int(c)] if int(c) < len(names) else c}",
+                alpha=0.6,
+                linewidths=0,
+            )
 
     fig = Figure(figsize=(4.0 * len(steps), 3.6 * len(schedules)), layout="constrained")
     axes = fig.subplots(len(schedules), len(steps), squeeze=False)

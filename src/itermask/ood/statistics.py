@@ -50,6 +50,7 @@ __all__ = [
     "masking_ood_statistics",
 ]
 
+
 def max_softmax_probability(logits: Tensor) -> Tensor:
     """``[...]`` float64, the largest softmax probability of ``logits`` ``[..., C]`` (Hendrycks & Gimpel
     2017); in float64 so that ``1 - p`` of a confident prediction does not round to 0 as in float32."""
@@ -82,8 +83,11 @@ def calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bins: int) 
     """``ECE = sum_m |B_m|/N |acc(B_m) - conf(B_m)|`` over the bins of :func:`calibration_bins`
     (Guo et al. 2017, Eq. 3), for ``[N]`` confidences and ``[N]`` bool correctness."""
     confidence = np.asarray(confidence, dtype=np.float64)
-    gap = np.bincount(calibration_bins(confidence, n_bins), weights=np.asarray(correct, dtype=np.float64) - confidence,
-                      minlength=int(n_bins))  # per bin: sum of (correct - confidence) = |B_m| (acc - conf)
+    gap = np.bincount(
+        calibration_bins(confidence, n_bins),
+        weights=np.asarray(correct, dtype=np.float64) - confidence,
+        minlength=int(n_bins),
+    )  # per bin: sum of (correct - confidence) = |B_m| (acc - conf)
     return float(np.abs(gap).sum() / len(confidence))
 
 
@@ -155,7 +159,9 @@ def ood_auroc(clean_scores: np.ndarray, masked_scores: np.ndarray, rtol: float =
     if not np.isfinite(scores).all():
         raise ValueError("OOD AUROC got non-finite scores")
     if scores.min() == scores.max():
-        raise DegenerateScores(f"the scores separate no inputs: all clean and masked scores tie (at {np.median(scores):.6g})")
+        raise DegenerateScores(
+            f"the scores separate no inputs: all clean and masked scores tie (at {np.median(scores):.6g})"
+        )
     # Not sklearn's roc_auc_score (used by the tests as the reference for rtol = 0): it ties only equal
     # scores, and making float-noise neighbours equal by rounding merges distinct scores near a coarse grid
     tol = rtol * float(np.subtract(*np.percentile(scores, [75, 25])))
@@ -239,8 +245,10 @@ def _degenerate(clean: np.ndarray, masked: np.ndarray, out: OODCurves, keys: tup
     scores = np.concatenate([clean.ravel(), masked.ravel()])
     if not np.isfinite(scores).all() or np.ptp(scores) > CONSTANT_RTOL * np.abs(scores).max():
         return False
-    reason = (f"degenerate detector: {detector} gives every clean and masked input the same score "
-              f"({np.median(scores):.6g}), so it cannot tell any inputs apart")
+    reason = (
+        f"degenerate detector: {detector} gives every clean and masked input the same score "
+        f"({np.median(scores):.6g}), so it cannot tell any inputs apart"
+    )
     for key in keys:
         out.missing[key] = reason
     log.warning("OOD statistics %s are missing: %s", ", ".join(keys), reason)
@@ -268,8 +276,12 @@ def _with_unmasked_as_clean(curves: MaskingCurves) -> tuple[Representations, Rep
         raise ValueError("these masking curves carry no representations: evaluate with collect_representations=True")
     clean_reps, masked_reps = pair
     unmasked = curves.k == 0  # [B, S]
-    masked_reps = Representations(*(_same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
-                                    for f in fields(Representations)))
+    masked_reps = Representations(
+        *(
+            _same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
+            for f in fields(Representations)
+        )
+    )
     return clean_reps, masked_reps, _same_as_clean(curves.logits, curves.clean_logits, unmasked)
 
 
@@ -326,7 +338,9 @@ def masking_ood_statistics(
             out.missing[key] = reason
     else:
         clean_p = detectors.masf.p_values(clean_reps.layer_max)
-        masked_p = detectors.masf.p_values(masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:]))
+        masked_p = detectors.masf.p_values(
+            masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
+        )
         masked_p = masked_p.reshape(size, steps)
         if not _degenerate(clean_p, masked_p, out, ("masf_flagged", "masf_p_median", "auroc_masf"), "MaSF"):
             out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()

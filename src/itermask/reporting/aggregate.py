@@ -55,7 +55,9 @@ def _analysis_measures(result: dict) -> dict[tuple[str, str, str], float]:
 def _measure_order(label: tuple, key: tuple[str, str, str]):
     explanation, schedule, score = key
     saliency = label[2]
-    rank = 0 if explanation == "model" else 1 if explanation == saliency else 3 if explanation.endswith(" - random") else 2
+    rank = (
+        0 if explanation == "model" else 1 if explanation == saliency else 3 if explanation.endswith(" - random") else 2
+    )
     return (rank, explanation, schedule, score)
 
 
@@ -150,8 +152,15 @@ def _summaries(groups: dict, values: dict, settings: dict) -> tuple[pd.DataFrame
             agg = seed_interval(per_run, s["confidence"], s["interval"], s["n_resamples"], s["seed"])
             summary_rows.append({**dict(zip(GROUP, label)), **dict(zip(MEASURE, key)), **agg})
             for run, value in zip(members, per_run):
-                seed_rows.append({**dict(zip(GROUP, label)), "seed": run.seed, "job": run.job,
-                                  **dict(zip(MEASURE, key)), "value": value})
+                seed_rows.append(
+                    {
+                        **dict(zip(GROUP, label)),
+                        "seed": run.seed,
+                        "job": run.job,
+                        **dict(zip(MEASURE, key)),
+                        "value": value,
+                    }
+                )
     summary = pd.DataFrame(summary_rows, columns=[*GROUP, *MEASURE, "n", "mean", "std", "ci_low", "ci_high"])
     per_seed = pd.DataFrame(seed_rows, columns=[*GROUP, "seed", "job", *MEASURE, "value"])
     return summary, per_seed
@@ -165,17 +174,45 @@ def _comparisons(groups: dict, values: dict, summary: pd.DataFrame, settings: di
     rows = []
     for label_a, label_b in _model_pairs(groups):
         for key in (k for k in values[label_a] if k in values[label_b]):
-            diff = compare_samples(values[label_a][key], values[label_b][key], s["confidence"], s["test"],
-                                   s["n_resamples"], s["seed"])
+            diff = compare_samples(
+                values[label_a][key], values[label_b][key], s["confidence"], s["test"], s["n_resamples"], s["seed"]
+            )
             sds = [seed_interval(values[label][key])["std"] for label in (label_a, label_b)]
             pooled = math.sqrt((sds[0] ** 2 + sds[1] ** 2) / 2) if all(math.isfinite(x) for x in sds) else math.nan
             in_sd = diff["difference"] / pooled if pooled and math.isfinite(pooled) else math.nan
-            rows.append({"dataset": label_a[1], "saliency": label_a[2], "masking": label_a[3],
-                         "model_a": label_a[0], "model_b": label_b[0], **dict(zip(MEASURE, key)), **diff,
-                         "difference_in_seed_sd": in_sd})
-    return pd.DataFrame(rows, columns=[
-        "dataset", "saliency", "masking", "model_a", "model_b", *MEASURE, "n_a", "n_b", "mean_a", "mean_b",
-        "difference", "ci_low", "ci_high", "statistic", "p_value", "difference_in_seed_sd"])
+            rows.append(
+                {
+                    "dataset": label_a[1],
+                    "saliency": label_a[2],
+                    "masking": label_a[3],
+                    "model_a": label_a[0],
+                    "model_b": label_b[0],
+                    **dict(zip(MEASURE, key)),
+                    **diff,
+                    "difference_in_seed_sd": in_sd,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "dataset",
+            "saliency",
+            "masking",
+            "model_a",
+            "model_b",
+            *MEASURE,
+            "n_a",
+            "n_b",
+            "mean_a",
+            "mean_b",
+            "difference",
+            "ci_low",
+            "ci_high",
+            "statistic",
+            "p_value",
+            "difference_in_seed_sd",
+        ],
+    )
 
 
 def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
@@ -183,14 +220,17 @@ def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
     standard vs masked fine-tuning) and the seed, sorted by label."""
     labels = sorted(groups)
     context = {}
-    swept = tuple(sorted({t for members in groups.values() for run in members for k in run.variant_keys
-                          for t in swept_subtrees(k)}))
+    swept = tuple(
+        sorted(
+            {t for members in groups.values() for run in members for k in run.variant_keys for t in swept_subtrees(k)}
+        )
+    )
     for label in labels:
         ctx = _contexts(groups[label], drop=("model", *swept))
         context[label] = config_hash(ctx[0])
     pairs = []
     for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
+        for b in labels[i + 1 :]:
             if a[0] != b[0] and a[1:] == b[1:] and context[a] == context[b]:
                 pairs.append((a, b))
     return pairs

@@ -23,14 +23,30 @@ __all__ = ["faithfulness_vs_attack", "EFFICIENCY", "COLUMNS", "caveat"]
 
 #: attack efficiency measures (report score names) and whether higher means more efficient
 EFFICIENCY = {"attack success_rate": True, "attack perturbed_fraction": False}
-COLUMNS = ("model", "dataset", "masking", "schedule", "faithfulness", "efficiency", "n_methods", "methods",
-           "faithfulness_means", "efficiency_means", "spearman_rho", "p_value")
+COLUMNS = (
+    "model",
+    "dataset",
+    "masking",
+    "schedule",
+    "faithfulness",
+    "efficiency",
+    "n_methods",
+    "methods",
+    "faithfulness_means",
+    "efficiency_means",
+    "spearman_rho",
+    "p_value",
+)
 
 
 def caveat(n_methods: int) -> str:
     """The smallest two-sided p-value of Spearman's rho over ``n_methods`` methods, in words."""
-    return (f"with {n_methods} methods the smallest possible two-sided p-value is 2/{n_methods}! = "
-            f"{2 / math.factorial(n_methods):.3g}: a weak test" if n_methods >= 2 else "fewer than 2 methods")
+    return (
+        f"with {n_methods} methods the smallest possible two-sided p-value is 2/{n_methods}! = "
+        f"{2 / math.factorial(n_methods):.3g}: a weak test"
+        if n_methods >= 2
+        else "fewer than 2 methods"
+    )
 
 
 def _means(summary: pd.DataFrame) -> dict[tuple, dict[tuple[str, str, str], float]]:
@@ -50,8 +66,13 @@ def _means(summary: pd.DataFrame) -> dict[tuple, dict[tuple[str, str, str], floa
 def _spearman_exact(x: list[float], y: list[float]) -> tuple[float, float]:
     """Spearman's rho and its exact two-sided permutation p-value (every pairing of ``y`` with ``x``)."""
     rho = float(stats.spearmanr(x, y).statistic)
-    result = stats.permutation_test((x, y), lambda a, b: stats.spearmanr(a, b).statistic, permutation_type="pairings",
-                                    n_resamples=math.inf, alternative="two-sided")
+    result = stats.permutation_test(
+        (x, y),
+        lambda a, b: stats.spearmanr(a, b).statistic,
+        permutation_type="pairings",
+        n_resamples=math.inf,
+        alternative="two-sided",
+    )
     return rho, float(result.pvalue)
 
 
@@ -68,17 +89,25 @@ def faithfulness_vs_attack(summary: pd.DataFrame) -> pd.DataFrame:
     for (model, dataset, masking), means in _means(summary).items():
         schedules = sorted({schedule for (_, schedule, score) in means if score in EFFICIENCY})
         for schedule in schedules:
-            faithfulness = sorted({score for (_, s, score) in means if s == schedule
-                                   and score.startswith("aopc_comprehensiveness_")})
+            faithfulness = sorted(
+                {score for (_, s, score) in means if s == schedule and score.startswith("aopc_comprehensiveness_")}
+            )
             for faith in faithfulness[:1]:
                 for efficiency in EFFICIENCY:
-                    methods = sorted(e for (e, s, score) in means if s == schedule and score == efficiency
-                                     and not math.isnan(means[(e, s, score)])
-                                     and not math.isnan(means.get((e, s, faith), math.nan)))
+                    methods = sorted(
+                        e
+                        for (e, s, score) in means
+                        if s == schedule
+                        and score == efficiency
+                        and not math.isnan(means[(e, s, score)])
+                        and not math.isnan(means.get((e, s, faith), math.nan))
+                    )
                     x = [means[(m, schedule, faith)] for m in methods]
                     y = [means[(m, schedule, efficiency)] for m in methods]
                     rho = p = math.nan
                     if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
                         rho, p = _spearman_exact(x, y)
-                    rows.append([model, dataset, masking, schedule, faith, efficiency, len(methods), methods, x, y, rho, p])
+                    rows.append(
+                        [model, dataset, masking, schedule, faith, efficiency, len(methods), methods, x, y, rho, p]
+                    )
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from itermask.reporting.aggregate import build_report
 from itermask.reporting.render import write_report
@@ -37,7 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m itermask.report <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
     parser = argparse.ArgumentParser(prog="python -m itermask.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("multirun_dir", help="a Hydra multirun folder (holding <job>/results.json)")
-    parser.add_argument("--confidence", type=_confidence, default=0.95, help="confidence level of the intervals, in (0, 1)")
+    parser.add_argument(
+        "--confidence", type=_confidence, default=0.95, help="confidence level of the intervals, in (0, 1)"
+    )
     parser.add_argument("--bootstrap", action="store_true", help="percentile-bootstrap intervals instead of t")
     parser.add_argument("--permutation", action="store_true", help="permutation test instead of Welch's t-test")
     parser.add_argument("--n-resamples", type=_positive, default=9999, help="bootstrap/permutation resamples (>= 1)")
@@ -46,8 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        report = build_report(args.multirun_dir, args.confidence, "bootstrap" if args.bootstrap else "t",
-                              "permutation" if args.permutation else "welch", args.n_resamples)
+        report = build_report(
+            args.multirun_dir,
+            args.confidence,
+            "bootstrap" if args.bootstrap else "t",
+            "permutation" if args.permutation else "welch",
+            args.n_resamples,
+        )
     except ReportError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -61,8 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta = report.sweep.meta
         logger = meta.get("logger") or {}
         group = logger.get("group") or group_name(meta.get("task_name") or "evaluate", report.sweep.root)
-        folder = log_report_to_wandb(report, written, project=logger.get("project") or "itermask", group=group,
-                                     mode=args.wandb_mode or default_wandb_mode())
+        folder = log_report_to_wandb(
+            report,
+            written,
+            project=logger.get("project") or "itermask",
+            group=group,
+            mode=args.wandb_mode or default_wandb_mode(),
+        )
         if folder:
             print(f"W&B summary run: {folder}")
     return 0

@@ -64,8 +64,9 @@ def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], set
             if metric_info(score) is None or np.isnan(values).all():
                 continue  # a diagnostic column, or a score the schedule does not define (recursive sufficiency)
             result = seed_share(values, settings["confidence"], n_resamples=2000, seed=settings["seed"])
-            rows.append({**dict(zip(GROUP, label)), "explanation": explanation, "schedule": schedule,
-                         "score": score, **result})
+            rows.append(
+                {**dict(zip(GROUP, label)), "explanation": explanation, "schedule": schedule, "score": score, **result}
+            )
     return rows
 
 
@@ -96,8 +97,14 @@ def _paired(differences: list[float], confidence: float, higher_is_better: bool 
                 warnings.simplefilter("ignore", RuntimeWarning)
                 p = float(stats.ttest_1samp(d, 0.0).pvalue)
     better = int((d > 0).sum() if higher_is_better is not False else (d < 0).sum())
-    return {"n_seeds": len(d), "difference": agg["mean"], "ci_low": agg["ci_low"], "ci_high": agg["ci_high"],
-            "p_value": p, "n_better": better}
+    return {
+        "n_seeds": len(d),
+        "difference": agg["mean"],
+        "ci_low": agg["ci_low"],
+        "ci_high": agg["ci_high"],
+        "p_value": p,
+        "n_better": better,
+    }
 
 
 def _of_label(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
@@ -118,23 +125,42 @@ def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict
         for score in headline_scores(quantity, set(mine.score)):
             info = metric_info(score, quantity)
             direction = info.higher_is_more_faithful if info is not None else None
-            rel = per_seed[(per_seed.explanation == f"{method} - random") & (per_seed.schedule == schedule)
-                           & (per_seed.score == score)]
+            rel = per_seed[
+                (per_seed.explanation == f"{method} - random")
+                & (per_seed.schedule == schedule)
+                & (per_seed.score == score)
+            ]
             paired = _paired(rel.value.tolist(), report.settings["confidence"], direction) if len(rel) else {}
             own = mine[mine.score == score].value
-            share = sensitivity[(sensitivity.explanation == method) & (sensitivity.schedule == schedule)
-                                & (sensitivity.score == score)] if len(sensitivity) else sensitivity
-            rows.append({
-                **dict(zip(GROUP, label)), "explanation": method, "schedule": schedule, "score": score,
-                "unit": info.unit if info else "", "higher_is_more_faithful": direction,
-                "mean": float(own.mean()) if len(own) else math.nan, "n_seeds": len(members),
-                "difference": paired.get("difference", math.nan), "ci_low": paired.get("ci_low", math.nan),
-                "ci_high": paired.get("ci_high", math.nan), "p_value": paired.get("p_value", math.nan),
-                "n_better": paired.get("n_better"),
-                "seed_share": float(share.share.iloc[0]) if len(share) else math.nan,
-                "share_ci_low": float(share.ci_low.iloc[0]) if len(share) else math.nan,
-                "share_ci_high": float(share.ci_high.iloc[0]) if len(share) else math.nan,
-            })
+            share = (
+                sensitivity[
+                    (sensitivity.explanation == method)
+                    & (sensitivity.schedule == schedule)
+                    & (sensitivity.score == score)
+                ]
+                if len(sensitivity)
+                else sensitivity
+            )
+            rows.append(
+                {
+                    **dict(zip(GROUP, label)),
+                    "explanation": method,
+                    "schedule": schedule,
+                    "score": score,
+                    "unit": info.unit if info else "",
+                    "higher_is_more_faithful": direction,
+                    "mean": float(own.mean()) if len(own) else math.nan,
+                    "n_seeds": len(members),
+                    "difference": paired.get("difference", math.nan),
+                    "ci_low": paired.get("ci_low", math.nan),
+                    "ci_high": paired.get("ci_high", math.nan),
+                    "p_value": paired.get("p_value", math.nan),
+                    "n_better": paired.get("n_better"),
+                    "seed_share": float(share.share.iloc[0]) if len(share) else math.nan,
+                    "share_ci_low": float(share.ci_low.iloc[0]) if len(share) else math.nan,
+                    "share_ci_high": float(share.ci_high.iloc[0]) if len(share) else math.nan,
+                }
+            )
     return rows
 
 
@@ -146,12 +172,19 @@ def _rank_rows(report) -> list[dict]:
     methods = per_seed[scored & ~per_seed.explanation.str.contains(" - ") & (per_seed.explanation != "model")]
     rows = []
     for key, frame in methods.groupby(["model", "dataset", "masking", "schedule", "score"], sort=True):
-        table = frame.drop_duplicates(["explanation", "seed"]).pivot(index="seed", columns="explanation", values="value")
+        table = frame.drop_duplicates(["explanation", "seed"]).pivot(
+            index="seed", columns="explanation", values="value"
+        )
         if table.shape[1] < 3:
             continue
         result = kendalls_w(table.to_numpy(dtype=float))
-        rows.append({**dict(zip(("model", "dataset", "masking", "schedule", "score"), key)),
-                     "methods": ", ".join(table.columns), **result})
+        rows.append(
+            {
+                **dict(zip(("model", "dataset", "masking", "schedule", "score"), key)),
+                "methods": ", ".join(table.columns),
+                **result,
+            }
+        )
     return rows
 
 
@@ -160,26 +193,51 @@ def add_seed_statistics(report) -> None:
     rows, notes = [], []
     for label, members in report.groups.items():
         if any(run.result.get("fine_tuned") is False for run in members):
-            notes.append(f"{' / '.join(label)}: evaluated without fine-tuning (train.enabled=false), so every seed "
-                         "evaluates the same classifier: the seeds vary only the evaluation's randomness (the "
-                         "seeded random explanation, random replacement tokens, seeded saliency methods), and "
-                         "the seed share of variance is that randomness's share, not the fine-tuning seed's")
+            notes.append(
+                f"{' / '.join(label)}: evaluated without fine-tuning (train.enabled=false), so every seed "
+                "evaluates the same classifier: the seeds vary only the evaluation's randomness (the "
+                "seeded random explanation, random replacement tokens, seeded saliency methods), and "
+                "the seed share of variance is that randomness's share, not the fine-tuning seed's"
+            )
         frames, missing = _per_example_scores(members)
         if frames is None:
-            notes.append(f"{' / '.join(label)}: no per-example results in job(s) {', '.join(missing)} (results "
-                         "written before itermask kept them): the seed share of variance is not computed")
+            notes.append(
+                f"{' / '.join(label)}: no per-example results in job(s) {', '.join(missing)} (results "
+                "written before itermask kept them): the seed share of variance is not computed"
+            )
             continue
         rows += _seed_rows(label, members, frames, report.settings)
-    columns = [*GROUP, "explanation", "schedule", "score", "n_seeds", "n_examples", "n_dropped", "var_seed",
-               "var_example", "var_residual", "share", "ci_low", "ci_high", "friedman_statistic", "friedman_p",
-               "mean_spearman", "why"]
+    columns = [
+        *GROUP,
+        "explanation",
+        "schedule",
+        "score",
+        "n_seeds",
+        "n_examples",
+        "n_dropped",
+        "var_seed",
+        "var_example",
+        "var_residual",
+        "share",
+        "ci_low",
+        "ci_high",
+        "friedman_statistic",
+        "friedman_p",
+        "mean_spearman",
+        "why",
+    ]
     report.seed_sensitivity = pd.DataFrame(rows, columns=columns)
-    report.headline = pd.DataFrame([r for label in report.groups for r in _headline_rows(report, label, report.seed_sensitivity)])
+    report.headline = pd.DataFrame(
+        [r for label in report.groups for r in _headline_rows(report, label, report.seed_sensitivity)]
+    )
     report.rank_stability = pd.DataFrame(_rank_rows(report))
     seeds = sorted({len(members) for members in report.groups.values()})
     if seeds and seeds[0] < MIN_SEEDS:
         tuned = any(run.result.get("fine_tuned", True) for members in report.groups.values() for run in members)
-        notes.insert(0, f"only {seeds[0]} seed(s) per group: intervals over seeds are wide and the seed share rests "
-                        f"on {seeds[0]} {'fine-tunings' if tuned else 'evaluation seeds'}; use at least {MIN_SEEDS} "
-                        "seeds (e.g. seed=0,1,2,3,4) for firm conclusions")
+        notes.insert(
+            0,
+            f"only {seeds[0]} seed(s) per group: intervals over seeds are wide and the seed share rests "
+            f"on {seeds[0]} {'fine-tunings' if tuned else 'evaluation seeds'}; use at least {MIN_SEEDS} "
+            "seeds (e.g. seed=0,1,2,3,4) for firm conclusions",
+        )
     report.notes = notes

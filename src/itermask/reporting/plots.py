@@ -18,10 +18,23 @@ __all__ = ["curve_figure", "slug", "Line"]
 
 #: (legend, runs, (explanation, schedule), matplotlib style)
 Line = tuple[str, list[Run], tuple[str, str], dict]
-ORDER = ("target_prob", "target_logit", "comprehensiveness_prob", "comprehensiveness_logit", "sufficiency_prob",
-         "sufficiency_logit", "flip_rate", "accuracy")
-UNITS = {"probability": "probability", "logit": "logit", "log-odds": "log-odds, nats",
-         "fraction": "share", "count": "tokens"}
+ORDER = (
+    "target_prob",
+    "target_logit",
+    "comprehensiveness_prob",
+    "comprehensiveness_logit",
+    "sufficiency_prob",
+    "sufficiency_logit",
+    "flip_rate",
+    "accuracy",
+)
+UNITS = {
+    "probability": "probability",
+    "logit": "logit",
+    "log-odds": "log-odds, nats",
+    "fraction": "share",
+    "count": "tokens",
+}
 
 
 def _series(runs: list[Run], key: tuple[str, str], series: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -56,8 +69,13 @@ def _axis_label(series: str) -> str:
 
 
 def _x_label(lines: list[Line]) -> str:
-    steps = {s.get("steps", "fraction") for _, runs, _, _ in lines for r in runs
-             for by in r.result["scores"].values() for s in by.values()}
+    steps = {
+        s.get("steps", "fraction")
+        for _, runs, _, _ in lines
+        for r in runs
+        for by in r.result["scores"].values()
+        for s in by.values()
+    }
     return "tokens masked (count)" if steps == {"count"} else "masking fraction (share of maskable tokens)"
 
 
@@ -67,8 +85,12 @@ def _draw(ax, lines: list[Line], series: str, settings: dict) -> None:
         if data is None:
             continue
         grid, matrix = data
-        aggs = [seed_interval(matrix[:, j], settings["confidence"], settings["interval"], settings["n_resamples"],
-                              settings["seed"]) for j in range(matrix.shape[1])]
+        aggs = [
+            seed_interval(
+                matrix[:, j], settings["confidence"], settings["interval"], settings["n_resamples"], settings["seed"]
+            )
+            for j in range(matrix.shape[1])
+        ]
         mean = np.array([a["mean"] for a in aggs])
         (line,) = ax.plot(grid, mean, marker="o", markersize=3, label=f"{legend} (n={len(matrix)})", **style)
         for seed_values in matrix:
@@ -91,7 +113,7 @@ def curve_figure(lines: list[Line], title: str, settings: dict, notes: list[str]
     ncols = max(1, min(3, len(panels)))
     nrows = max(1, math.ceil(len(panels) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows + 0.8), squeeze=False)
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     x_label = _x_label(lines)
     for ax, series in zip(axes.flat, panels):
@@ -102,7 +124,9 @@ def curve_figure(lines: list[Line], title: str, settings: dict, notes: list[str]
         ax.grid(alpha=0.3)
     if panels:
         axes[0][0].legend(fontsize=8)
-    band = f"{int(round(settings['confidence'] * 100))} % {'t' if settings['interval'] == 't' else 'bootstrap'} interval"
+    band = (
+        f"{int(round(settings['confidence'] * 100))} % {'t' if settings['interval'] == 't' else 'bootstrap'} interval"
+    )
     subtitle = f"(thin lines: seeds; thick: mean over seeds; band: {band})"
     fig.suptitle("\n".join([title, subtitle, *notes]), fontsize=10)
     fig.tight_layout()

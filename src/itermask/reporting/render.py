@@ -52,9 +52,21 @@ def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[
     joined as ``one_shot = recursive``."""
     seen: dict[tuple, list] = {}
     for _, row in rows.iterrows():
-        values = per_seed[(per_seed.explanation == row.explanation) & (per_seed.schedule == row.schedule)
-                          & (per_seed.score == row.score)].sort_values("seed").value.round(12).tolist()
-        key = (row.explanation, row.score, tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in values))
+        values = (
+            per_seed[
+                (per_seed.explanation == row.explanation)
+                & (per_seed.schedule == row.schedule)
+                & (per_seed.score == row.score)
+            ]
+            .sort_values("seed")
+            .value.round(12)
+            .tolist()
+        )
+        key = (
+            row.explanation,
+            row.score,
+            tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in values),
+        )
         seen.setdefault(key, []).append(row)
     return [(" = ".join(r["schedule"] or "-" for r in group), group[0]) for group in seen.values()]
 
@@ -66,10 +78,22 @@ def main_table(report: Report, label: tuple) -> str:
     pct = int(round(report.settings["confidence"] * 100))
     header = ["explanation", "schedule", "score", "unit", "n", "mean", "std", f"{pct} % CI"]
     merged = _merged_schedules(rows, _of_group(report.per_seed, label))
-    return _md_table(header, [
-        [r["explanation"], schedules, r["score"], _unit(r["score"]), _num(r["n"]), _num(r["mean"]), _num(r["std"]),
-         _ci(r)] for schedules, r in merged
-    ])
+    return _md_table(
+        header,
+        [
+            [
+                r["explanation"],
+                schedules,
+                r["score"],
+                _unit(r["score"]),
+                _num(r["n"]),
+                _num(r["mean"]),
+                _num(r["std"]),
+                _ci(r),
+            ]
+            for schedules, r in merged
+        ],
+    )
 
 
 def _unit(score: str) -> str:
@@ -84,20 +108,46 @@ def _seed_table(report: Report, label: tuple) -> str:
     order = list(dict.fromkeys(zip(*(rows[c] for c in MEASURE))))
     wide = rows.set_index([*MEASURE, "seed"])["value"].unstack("seed").reindex(order)
     seeds = list(wide.columns)
-    return _md_table(["explanation", "schedule", "score", *[f"seed {s}" for s in seeds]], [
-        [e, s or "-", sc, *[_num(v) for v in values]] for (e, s, sc), values in zip(wide.index, wide.to_numpy())
-    ])
+    return _md_table(
+        ["explanation", "schedule", "score", *[f"seed {s}" for s in seeds]],
+        [[e, s or "-", sc, *[_num(v) for v in values]] for (e, s, sc), values in zip(wide.index, wide.to_numpy())],
+    )
 
 
 def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
     pct = int(round(report.settings["confidence"] * 100))
     name = "Welch t" if report.settings["test"] == "welch" else "mean diff."
     return _md_table(
-        ["explanation", "schedule", "score", "n a/b", "mean a", "mean b", "a - b", f"{pct} % CI", name, "p",
-         "in seed sd"],
-        [[r.explanation, r.schedule or "-", r.score, f"{r.n_a}/{r.n_b}", _num(r.mean_a), _num(r.mean_b),
-          _num(r.difference), _ci(r._asdict()), _num(r.statistic, 3), _num(r.p_value, 4),
-          _num(r.difference_in_seed_sd, 2)] for r in frame.itertuples()])
+        [
+            "explanation",
+            "schedule",
+            "score",
+            "n a/b",
+            "mean a",
+            "mean b",
+            "a - b",
+            f"{pct} % CI",
+            name,
+            "p",
+            "in seed sd",
+        ],
+        [
+            [
+                r.explanation,
+                r.schedule or "-",
+                r.score,
+                f"{r.n_a}/{r.n_b}",
+                _num(r.mean_a),
+                _num(r.mean_b),
+                _num(r.difference),
+                _ci(r._asdict()),
+                _num(r.statistic, 3),
+                _num(r.p_value, 4),
+                _num(r.difference_in_seed_sd, 2),
+            ]
+            for r in frame.itertuples()
+        ],
+    )
 
 
 def _fmt_pm(row) -> str:
@@ -106,8 +156,11 @@ def _fmt_pm(row) -> str:
 
 def _direction(row) -> str:
     flag = row["higher_is_more_faithful"]
-    return "" if flag is None or (isinstance(flag, float) and math.isnan(flag)) else (
-        ", higher = more faithful" if flag else ", lower = more faithful")
+    return (
+        ""
+        if flag is None or (isinstance(flag, float) and math.isnan(flag))
+        else (", higher = more faithful" if flag else ", lower = more faithful")
+    )
 
 
 def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
@@ -116,32 +169,66 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
     acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
     skipped = first.get("n_skipped_no_maskable") or 0
     n_test = f"{first['n_test']:,}" if isinstance(first.get("n_test"), int) else "n/a"
-    out = [f"**{' / '.join(label)}**, {len(members)} seed(s) ({', '.join(str(r.seed) for r in members)}): test "
-           f"accuracy {_fmt_pm(acc.iloc[0]) if len(acc) else 'n/a'} (mean ± std over seeds) on "
-           f"{n_test} test examples; the scores below on {first.get('n_evaluated', 'n/a')} "
-           f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."), ""]
+    out = [
+        f"**{' / '.join(label)}**, {len(members)} seed(s) ({', '.join(str(r.seed) for r in members)}): test "
+        f"accuracy {_fmt_pm(acc.iloc[0]) if len(acc) else 'n/a'} (mean ± std over seeds) on "
+        f"{n_test} test examples; the scores below on {first.get('n_evaluated', 'n/a')} "
+        f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."),
+        "",
+    ]
     rows = _of_group(report.headline, label)
     if len(rows):
         method = label[2]
-        out += [_md_table(
-            ["schedule", "score", method, f"{method} − random ({pct} % CI)", "p (paired t, seeds)",
-             "better than random", f"seed share of variance ({pct} % CI)"],
-            [[r["schedule"], f"{r['score']} ({r['unit']}{_direction(r)})", _num(r["mean"]),
-              f"{_num(r['difference'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]", _num(r["p_value"], 3),
-              f"{int(r['n_better'])} of {int(r['n_seeds'])} seeds" if pd.notna(r["n_better"]) else "n/a",
-              f"{_num(r['seed_share'], 3)} [{_num(r['share_ci_low'], 3)}, {_num(r['share_ci_high'], 3)}]"]
-             for _, r in rows.iterrows()]), ""]
+        out += [
+            _md_table(
+                [
+                    "schedule",
+                    "score",
+                    method,
+                    f"{method} − random ({pct} % CI)",
+                    "p (paired t, seeds)",
+                    "better than random",
+                    f"seed share of variance ({pct} % CI)",
+                ],
+                [
+                    [
+                        r["schedule"],
+                        f"{r['score']} ({r['unit']}{_direction(r)})",
+                        _num(r["mean"]),
+                        f"{_num(r['difference'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
+                        _num(r["p_value"], 3),
+                        f"{int(r['n_better'])} of {int(r['n_seeds'])} seeds" if pd.notna(r["n_better"]) else "n/a",
+                        f"{_num(r['seed_share'], 3)} [{_num(r['share_ci_low'], 3)}, {_num(r['share_ci_high'], 3)}]",
+                    ]
+                    for _, r in rows.iterrows()
+                ],
+            ),
+            "",
+        ]
     ood = summary[summary.score.str.startswith("ood final/auroc_mahalanobis @")]
     if len(ood):
         cols = list(dict.fromkeys(ood.score))
-        table = [[e, sch, *[_fmt_pm(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)].iloc[0])
-                            if len(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)]) else "n/a"
-                            for c in cols]]
-                 for e, sch in dict.fromkeys(zip(ood.explanation, ood.schedule))]
-        out += ["Masked inputs out of distribution (the paper's second claim): OOD AUROC of masked vs clean "
-                "evaluation inputs by the Mahalanobis score of the final layer's input (0.5: indistinguishable, "
-                "1: every masked input scores above every clean one), mean ± std over seeds:", "",
-                _md_table(["explanation", "schedule", *[c.rsplit("@", 1)[1] + " masked" for c in cols]], table), ""]
+        table = [
+            [
+                e,
+                sch,
+                *[
+                    _fmt_pm(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)].iloc[0])
+                    if len(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)])
+                    else "n/a"
+                    for c in cols
+                ],
+            ]
+            for e, sch in dict.fromkeys(zip(ood.explanation, ood.schedule))
+        ]
+        out += [
+            "Masked inputs out of distribution (the paper's second claim): OOD AUROC of masked vs clean "
+            "evaluation inputs by the Mahalanobis score of the final layer's input (0.5: indistinguishable, "
+            "1: every masked input scores above every clean one), mean ± std over seeds:",
+            "",
+            _md_table(["explanation", "schedule", *[c.rsplit("@", 1)[1] + " masked" for c in cols]], table),
+            "",
+        ]
     return out
 
 
@@ -150,10 +237,13 @@ def _headline(report: Report) -> list[str]:
     out += [f"> **Note:** {note}" for note in report.notes] + ([""] if report.notes else [])
     for label, members in report.groups.items():
         out += _headline_group(report, label, members)
-    out += ["*Seed share of variance*: the share of a score's variance over seeds x examples that comes from "
-            "the fine-tuning seed (two-way random-effects ANOVA; 0: the seeds agree, 1: only the seed matters; "
-            "interval: bootstrap over examples). *p*: paired t-test over seeds of the difference to the seeded "
-            "random explanation evaluated on the same examples.", ""]
+    out += [
+        "*Seed share of variance*: the share of a score's variance over seeds x examples that comes from "
+        "the fine-tuning seed (two-way random-effects ANOVA; 0: the seeds agree, 1: only the seed matters; "
+        "interval: bootstrap over examples). *p*: paired t-test over seeds of the difference to the seeded "
+        "random explanation evaluated on the same examples.",
+        "",
+    ]
     return out
 
 
@@ -167,32 +257,75 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
     if frame.empty:
         return []
     pct = int(round(report.settings["confidence"] * 100))
-    out = ["## Seed sensitivity", "", "Every per-example score over seeds x examples (examples where the score is "
-           "undefined in some seed, e.g. never flipped, are dropped: n used / dropped). Friedman: test that the "
-           "seeds' per-example scores differ. Spearman: mean rank correlation of the per-example scores between "
-           "seeds. Rows identical to another row are shown once.", ""]
+    out = [
+        "## Seed sensitivity",
+        "",
+        "Every per-example score over seeds x examples (examples where the score is "
+        "undefined in some seed, e.g. never flipped, are dropped: n used / dropped). Friedman: test that the "
+        "seeds' per-example scores differ. Spearman: mean rank correlation of the per-example scores between "
+        "seeds. Rows identical to another row are shown once.",
+        "",
+    ]
     for label in report.groups:
         rows = _of_group(frame, label)
         if rows.empty:
             continue
         merged: dict[tuple, list] = {}
         for _, r in rows.iterrows():
-            key = (r["explanation"], r["score"], round(r["share"], 12) if pd.notna(r["share"]) else None,
-                   r["n_examples"], round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None)
+            key = (
+                r["explanation"],
+                r["score"],
+                round(r["share"], 12) if pd.notna(r["share"]) else None,
+                r["n_examples"],
+                round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None,
+            )
             merged.setdefault(key, []).append(r)
-        out += [f"### {' / '.join(label)}", "", _md_table(
-            ["explanation", "schedule", "score", "n used / dropped", f"seed share ({pct} % CI)", "Friedman p",
-             "Spearman", "note"],
-            [[g[0]["explanation"], " = ".join(r["schedule"] for r in g), g[0]["score"],
-              f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
-              f"{_num(g[0]['share'], 3)} [{_num(g[0]['ci_low'], 3)}, {_num(g[0]['ci_high'], 3)}]",
-              _num(g[0]["friedman_p"], 4), _num(g[0]["mean_spearman"], 3), _text(g[0]["why"])] for g in merged.values()]), ""]
+        out += [
+            f"### {' / '.join(label)}",
+            "",
+            _md_table(
+                [
+                    "explanation",
+                    "schedule",
+                    "score",
+                    "n used / dropped",
+                    f"seed share ({pct} % CI)",
+                    "Friedman p",
+                    "Spearman",
+                    "note",
+                ],
+                [
+                    [
+                        g[0]["explanation"],
+                        " = ".join(r["schedule"] for r in g),
+                        g[0]["score"],
+                        f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
+                        f"{_num(g[0]['share'], 3)} [{_num(g[0]['ci_low'], 3)}, {_num(g[0]['ci_high'], 3)}]",
+                        _num(g[0]["friedman_p"], 4),
+                        _num(g[0]["mean_spearman"], 3),
+                        _text(g[0]["why"]),
+                    ]
+                    for g in merged.values()
+                ],
+            ),
+            "",
+        ]
     if not report.rank_stability.empty:
-        out += ["### Rank stability of the saliency methods", "", "Kendall's W of the methods' ranking by each "
-                "seed (1: every seed ranks them alike). Few methods give a weak test.", "", _md_table(
-                    ["model", "dataset", "masking", "schedule", "score", "methods", "W", "p"],
-                    [[r.model, r.dataset, r.masking, r.schedule, r.score, r.methods, _num(r.w, 3), _num(r.p_value, 4)]
-                     for r in report.rank_stability.itertuples()]), ""]
+        out += [
+            "### Rank stability of the saliency methods",
+            "",
+            "Kendall's W of the methods' ranking by each "
+            "seed (1: every seed ranks them alike). Few methods give a weak test.",
+            "",
+            _md_table(
+                ["model", "dataset", "masking", "schedule", "score", "methods", "W", "p"],
+                [
+                    [r.model, r.dataset, r.masking, r.schedule, r.score, r.methods, _num(r.w, 3), _num(r.p_value, 4)]
+                    for r in report.rank_stability.itertuples()
+                ],
+            ),
+            "",
+        ]
     return out
 
 
@@ -200,13 +333,25 @@ def _group_sections(report: Report, images: dict[str, str]) -> list[str]:
     out = []
     for label, members in report.groups.items():
         title = " / ".join(label)
-        out += [f"## {title}", "", f"Seeds: {', '.join(str(r.seed) for r in members)} "
-                f"(jobs {', '.join(r.job for r in members)}).", ""]
+        out += [
+            f"## {title}",
+            "",
+            f"Seeds: {', '.join(str(r.seed) for r in members)} (jobs {', '.join(r.job for r in members)}).",
+            "",
+        ]
         for key, path in images.items():
             if key.startswith(f"curves::{title}::"):
                 out += [f"![masking curves {title} {key.rsplit('::', 1)[1]}]({path})", ""]
-        out += [main_table(report, label), "", "<details><summary>per seed</summary>", "",
-                _seed_table(report, label), "", "</details>", ""]
+        out += [
+            main_table(report, label),
+            "",
+            "<details><summary>per seed</summary>",
+            "",
+            _seed_table(report, label),
+            "",
+            "</details>",
+            "",
+        ]
     return out
 
 
@@ -214,11 +359,19 @@ def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
     if report.comparisons.empty:
         return []
     s, pct = report.settings, int(round(report.settings["confidence"] * 100))
-    test = ("Welch's t-test (unequal variances)" if s["test"] == "welch"
-            else f"permutation test of the mean difference ({s['n_resamples']} resamples), bootstrap interval")
-    out = ["## Model comparisons", "", f"Difference of the means over seeds (a - b), {pct} % confidence interval, "
-           f"two-sided p-value of {test}, and the difference in units of the pooled within-group seed standard "
-           "deviation (*in seed sd*).", ""]
+    test = (
+        "Welch's t-test (unequal variances)"
+        if s["test"] == "welch"
+        else f"permutation test of the mean difference ({s['n_resamples']} resamples), bootstrap interval"
+    )
+    out = [
+        "## Model comparisons",
+        "",
+        f"Difference of the means over seeds (a - b), {pct} % confidence interval, "
+        f"two-sided p-value of {test}, and the difference in units of the pooled within-group seed standard "
+        "deviation (*in seed sd*).",
+        "",
+    ]
     for (a, b), frame in report.comparisons.groupby(["model_a", "model_b"], sort=False):
         for (dataset, saliency, masking), sub in frame.groupby(["dataset", "saliency", "masking"], sort=False):
             title = f"{a} vs {b}: {dataset} / {saliency} / {masking}"
@@ -233,23 +386,41 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
     """The report as Markdown, headline first; ``images`` maps image keys to paths relative to the report."""
     s, sweep = report.settings, report.sweep
     pct = int(round(s["confidence"] * 100))
-    interval = ("Student's t-interval over seeds" if s["interval"] == "t"
-                else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)")
+    interval = (
+        "Student's t-interval over seeds"
+        if s["interval"] == "t"
+        else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)"
+    )
     expected = f" of {sweep.n_expected} expected" if sweep.n_expected is not None else ""
-    out = [f"# itermask report: `{sweep.root}`", "",
-           f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).", ""]
+    out = [
+        f"# itermask report: `{sweep.root}`",
+        "",
+        f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).",
+        "",
+    ]
     out += _headline(report)
     if sweep.failed:
-        out += ["## Failed jobs", "", f"{len(sweep.failed)} job(s) failed; each folder holds `failed.json` with the "
-                "traceback (also in the job's log). They are not in the tables below.", "",
-                *[f"- {line}" for line in sweep.failed_lines()], ""]
+        out += [
+            "## Failed jobs",
+            "",
+            f"{len(sweep.failed)} job(s) failed; each folder holds `failed.json` with the "
+            "traceback (also in the job's log). They are not in the tables below.",
+            "",
+            *[f"- {line}" for line in sweep.failed_lines()],
+            "",
+        ]
     missing = sweep.missing_lines()
     if missing:
         out += ["## Missing", "", *[f"- {line}" for line in missing], ""]
     out += _seed_sensitivity_section(report)
-    out += ["## Scores over seeds", "", f"Mean, sample standard deviation and {pct} % confidence interval "
-            f"({interval}) of each measure. `<method> - random`: the score minus that of the seeded random "
-            "explanation of the same run.", ""]
+    out += [
+        "## Scores over seeds",
+        "",
+        f"Mean, sample standard deviation and {pct} % confidence interval "
+        f"({interval}) of each measure. `<method> - random`: the score minus that of the seeded random "
+        "explanation of the same run.",
+        "",
+    ]
     out += _group_sections(report, images)
     out += _attack_section(report)
     out += _comparison_sections(report, images)
@@ -261,18 +432,45 @@ def _attack_section(report: Report) -> list[str]:
     links = report.attack_links
     if links.empty:
         return []
-    out = ["## Faithfulness vs attack efficiency (across saliency methods)", "",
-           "Spearman's rank correlation, across the saliency methods of a model/dataset/masking, between the "
-           "seed mean of AOPC comprehensiveness and the seed mean of an attack efficiency (success rate: higher "
-           "is more efficient; perturbed fraction of the successful attacks: lower is more efficient), with the "
-           "exact permutation p-value. If faithfulness partly measures how easily the model is attacked along "
-           "the ranking, rho is positive for the success rate and negative for the perturbed fraction. "
-           f"Caveat: {caveat(int(links['n_methods'].max()))}.", ""]
-    rows = [[r.model, r.dataset, r.masking, r.schedule, r.faithfulness, r.efficiency,
-             ", ".join(f"{m} ({_num(f, 3)}, {_num(e, 3)})" for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)),
-             _num(r.spearman_rho, 3), _num(r.p_value, 3)] for r in links.itertuples()]
-    header = ["model", "dataset", "masking", "schedule", "faithfulness", "efficiency", "methods (faithfulness, efficiency)",
-              "rho", "p"]
+    out = [
+        "## Faithfulness vs attack efficiency (across saliency methods)",
+        "",
+        "Spearman's rank correlation, across the saliency methods of a model/dataset/masking, between the "
+        "seed mean of AOPC comprehensiveness and the seed mean of an attack efficiency (success rate: higher "
+        "is more efficient; perturbed fraction of the successful attacks: lower is more efficient), with the "
+        "exact permutation p-value. If faithfulness partly measures how easily the model is attacked along "
+        "the ranking, rho is positive for the success rate and negative for the perturbed fraction. "
+        f"Caveat: {caveat(int(links['n_methods'].max()))}.",
+        "",
+    ]
+    rows = [
+        [
+            r.model,
+            r.dataset,
+            r.masking,
+            r.schedule,
+            r.faithfulness,
+            r.efficiency,
+            ", ".join(
+                f"{m} ({_num(f, 3)}, {_num(e, 3)})"
+                for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)
+            ),
+            _num(r.spearman_rho, 3),
+            _num(r.p_value, 3),
+        ]
+        for r in links.itertuples()
+    ]
+    header = [
+        "model",
+        "dataset",
+        "masking",
+        "schedule",
+        "faithfulness",
+        "efficiency",
+        "methods (faithfulness, efficiency)",
+        "rho",
+        "p",
+    ]
     return [*out, _md_table(header, rows), ""]
 
 
@@ -296,7 +494,9 @@ def render_html(markdown: str, title: str) -> str:
 
     from markdown_it import MarkdownIt
 
-    return HTML.format(title=escape(title), body=MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown))
+    return HTML.format(
+        title=escape(title), body=MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    )
 
 
 def _curve_images(report: Report, files: Path, written: dict, images: dict) -> None:
@@ -304,17 +504,28 @@ def _curve_images(report: Report, files: Path, written: dict, images: dict) -> N
     for label, members in report.groups.items():
         title = " / ".join(label)
         for schedule in sorted({k[1] for r in members for k in _curves(r.result)}):
-            methods = sorted({k[0] for r in members for k in _curves(r.result) if k[1] == schedule},
-                             key=lambda m: (m != label[2], m))
+            methods = sorted(
+                {k[0] for r in members for k in _curves(r.result) if k[1] == schedule}, key=lambda m: (m != label[2], m)
+            )
             lines = [(m, members, (m, schedule), {"color": f"C{i}"}) for i, m in enumerate(methods)]
             notes = [] if schedule == "one_shot" else ["sufficiency is not defined for this schedule (no panel)"]
             name = f"curves_{slug(*label, schedule)}.png"
-            written[name] = write_bytes_atomic(files / name, curve_figure(lines, f"{title} ({schedule})", report.settings, notes))
+            written[name] = write_bytes_atomic(
+                files / name, curve_figure(lines, f"{title} ({schedule})", report.settings, notes)
+            )
             images[f"curves::{title}::{schedule}"] = f"{FILES}/{name}"
     for label_a, label_b in _model_pairs(report.groups):
         schedules = sorted({k[1] for r in report.groups[label_a] for k in _curves(r.result)})
-        lines = [(f"{lab[0]} {s}", report.groups[lab], (label_a[2], s), {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]})
-                 for j, s in enumerate(schedules) for i, lab in enumerate((label_a, label_b))]
+        lines = [
+            (
+                f"{lab[0]} {s}",
+                report.groups[lab],
+                (label_a[2], s),
+                {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]},
+            )
+            for j, s in enumerate(schedules)
+            for i, lab in enumerate((label_a, label_b))
+        ]
         name = f"compare_{slug(label_a[0], 'vs', label_b[0], *label_a[1:])}.png"
         figure = curve_figure(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report.settings)
         written[name] = write_bytes_atomic(files / name, figure)
@@ -340,5 +551,7 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
         written[f"{name}.csv"] = write_text_atomic(files / f"{name}.csv", getattr(report, name).to_csv(index=False))
     markdown = render_markdown(report, images)
     written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")
-    written["report.html"] = write_text_atomic(out / "report.html", render_html(markdown, f"itermask report {report.sweep.root}"))
+    written["report.html"] = write_text_atomic(
+        out / "report.html", render_html(markdown, f"itermask report {report.sweep.root}")
+    )
     return written

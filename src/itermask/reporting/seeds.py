@@ -84,13 +84,26 @@ def seed_share(values: np.ndarray, confidence: float = 0.95, n_resamples: int = 
     """
     y = np.asarray(values, dtype=np.float64)
     keep = ~np.isnan(y).any(axis=0)
-    out = {"n_seeds": int(y.shape[0]), "n_examples": int(keep.sum()), "n_dropped": int((~keep).sum()),
-           "var_seed": math.nan, "var_example": math.nan, "var_residual": math.nan, "share": math.nan,
-           "ci_low": math.nan, "ci_high": math.nan, "friedman_statistic": math.nan, "friedman_p": math.nan,
-           "mean_spearman": math.nan, "why": None}
+    out = {
+        "n_seeds": int(y.shape[0]),
+        "n_examples": int(keep.sum()),
+        "n_dropped": int((~keep).sum()),
+        "var_seed": math.nan,
+        "var_example": math.nan,
+        "var_residual": math.nan,
+        "share": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "friedman_statistic": math.nan,
+        "friedman_p": math.nan,
+        "mean_spearman": math.nan,
+        "why": None,
+    }
     y = y[:, keep]
     if y.shape[0] < 2 or y.shape[1] < 2:
-        out["why"] = f"needs at least 2 seeds and 2 examples with a value in every seed, got {y.shape[0]} x {y.shape[1]}"
+        out["why"] = (
+            f"needs at least 2 seeds and 2 examples with a value in every seed, got {y.shape[0]} x {y.shape[1]}"
+        )
         return out
     point = variance_components(y)
     out.update({k: float(v) for k, v in point.items()})

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -64,7 +65,11 @@ def seed_interval(
         low, high = stats.t.interval(confidence, n - 1, loc=out["mean"], scale=std / math.sqrt(n))
     else:
         res = stats.bootstrap(
-            (v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+            (v,),
+            np.mean,
+            confidence_level=confidence,
+            n_resamples=n_resamples,
+            method="percentile",
             rng=np.random.default_rng(seed),
         )
         low, high = res.confidence_interval
@@ -108,10 +113,15 @@ def compare_samples(
         raise ValueError(f"test must be 'welch' or 'permutation', got {test!r}")
     x, y = _clean(a), _clean(b)
     out = {
-        "n_a": len(x), "n_b": len(y),
+        "n_a": len(x),
+        "n_b": len(y),
         "mean_a": float(x.mean()) if len(x) else math.nan,
         "mean_b": float(y.mean()) if len(y) else math.nan,
-        "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "statistic": math.nan, "p_value": math.nan,
+        "difference": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "statistic": math.nan,
+        "p_value": math.nan,
     }
     if len(x) == 0 or len(y) == 0:
         return out
@@ -126,18 +136,34 @@ def compare_samples(
             warnings.simplefilter("ignore", RuntimeWarning)
             res = stats.ttest_ind(x, y, equal_var=False)
         ci = res.confidence_interval(confidence)
-        out.update(statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high))
+        out.update(
+            statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high)
+        )
     else:
         res = stats.permutation_test(
-            (x, y), _mean_difference, permutation_type="independent", vectorized=True, n_resamples=n_resamples,
-            alternative="two-sided", rng=np.random.default_rng(seed),
+            (x, y),
+            _mean_difference,
+            permutation_type="independent",
+            vectorized=True,
+            n_resamples=n_resamples,
+            alternative="two-sided",
+            rng=np.random.default_rng(seed),
         )
         boot = stats.bootstrap(
-            (x, y), _mean_difference, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
-            vectorized=True, rng=np.random.default_rng(seed),
+            (x, y),
+            _mean_difference,
+            confidence_level=confidence,
+            n_resamples=n_resamples,
+            method="percentile",
+            vectorized=True,
+            rng=np.random.default_rng(seed),
         )
-        out.update(statistic=float(res.statistic), p_value=float(res.pvalue),
-                   ci_low=float(boot.confidence_interval.low), ci_high=float(boot.confidence_interval.high))
+        out.update(
+            statistic=float(res.statistic),
+            p_value=float(res.pvalue),
+            ci_low=float(boot.confidence_interval.low),
+            ci_high=float(boot.confidence_interval.high),
+        )
     return out
 
 

@@ -49,8 +49,11 @@ def shared_config(configs: list[dict]) -> tuple[dict, dict[str, list]]:
 def _summary(report: Report) -> dict[str, float]:
     from itermask.tracking import metric_key
 
-    summary = {"n_runs": len(report.sweep.runs), "n_missing": len(report.sweep.missing_lines()),
-               "n_failed": len(report.sweep.failed)}
+    summary = {
+        "n_runs": len(report.sweep.runs),
+        "n_missing": len(report.sweep.missing_lines()),
+        "n_failed": len(report.sweep.failed),
+    }
     for row in report.summary.itertuples():
         base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
         summary[f"{base}/mean"] = row.mean
@@ -100,20 +103,45 @@ def log_report_to_wandb(
         from itermask.tracking import with_offline_fallback
 
         shared, swept = shared_config([run.result["config"] for run in report.sweep.runs])
-        labels = {f"{g}:{run.label[i] if g != 'model' else run.result['model']}"
-                  for run in report.sweep.runs for i, g in enumerate(GROUP)}
+        labels = {
+            f"{g}:{run.label[i] if g != 'model' else run.result['model']}"
+            for run in report.sweep.runs
+            for i, g in enumerate(GROUP)
+        }
         settings = {"init_timeout": float(init_timeout)} if init_timeout is not None else None
-        run = with_offline_fallback(lambda run_mode: wandb.init(
-            project=project, group=group, name=name or f"{group or 'itermask'}-report", job_type="report",
-            mode=run_mode, dir=str(save_dir or report.sweep.root), tags=sorted(labels) + ["report"],
-            config={**shared, "swept": swept, "report": report.settings}, settings=settings,
-        ), mode)
-        tables = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
-        payload = {f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
-                   for n in tables if not getattr(report, n).empty or n != "attack_links"}
+        run = with_offline_fallback(
+            lambda run_mode: wandb.init(
+                project=project,
+                group=group,
+                name=name or f"{group or 'itermask'}-report",
+                job_type="report",
+                mode=run_mode,
+                dir=str(save_dir or report.sweep.root),
+                tags=sorted(labels) + ["report"],
+                config={**shared, "swept": swept, "report": report.settings},
+                settings=settings,
+            ),
+            mode,
+        )
+        tables = (
+            "summary",
+            "per_seed",
+            "comparisons",
+            "headline",
+            "seed_sensitivity",
+            "rank_stability",
+            "attack_links",
+        )
+        payload = {
+            f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
+            for n in tables
+            if not getattr(report, n).empty or n != "attack_links"
+        }
         if report.sweep.failed:
-            payload["report/failed_jobs"] = wandb.Table(columns=["job", "overrides", "error"], data=[
-                [job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed])
+            payload["report/failed_jobs"] = wandb.Table(
+                columns=["job", "overrides", "error"],
+                data=[[job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed],
+            )
         payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
         run.log(payload)
         run.summary.update(_summary(report))
@@ -122,6 +150,10 @@ def log_report_to_wandb(
         return str(Path(folder).parent)
     except Exception as error:
         _close_failed_run()
-        log.warning("W&B summary run failed (%s: %s); the report files are kept in %s",
-                    type(error).__name__, error, report.sweep.root)
+        log.warning(
+            "W&B summary run failed (%s: %s); the report files are kept in %s",
+            type(error).__name__,
+            error,
+            report.sweep.root,
+        )
         return None

@@ -4,13 +4,14 @@ swept settings, refusing runs mixed by accident."""
 
 from __future__ import annotations
 
-import json
 import itertools
+import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from itermask.jobs import read_failure
 from itermask.storage.cache import config_hash
@@ -25,6 +26,7 @@ FILES = "report_files"
 
 class ReportError(ValueError):
     """A multirun folder that cannot be reported: nothing finished, mixed configurations, bad files."""
+
 
 __all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "swept_subtrees", "REQUIRED_KEYS", "FILES"]
 
@@ -77,14 +79,17 @@ class Sweep:
     failed: list[tuple[str, list[str] | None, dict]] = field(default_factory=list)
 
     def missing_lines(self) -> list[str]:
-        lines = [f"job folder `{job}` has no results.json (overrides: {_fmt_overrides(o)})" for job, o in self.unfinished]
+        lines = [
+            f"job folder `{job}` has no results.json (overrides: {_fmt_overrides(o)})" for job, o in self.unfinished
+        ]
         lines += [f"job never started (overrides: {_fmt_overrides(o)})" for o in self.not_started]
         return lines
 
     def failed_lines(self) -> list[str]:
         """One line per failed job: its folder, overrides and error (the traceback is in its folder)."""
-        return [f"job `{job}` failed (overrides: {_fmt_overrides(o)}): {marker['error']}"
-                for job, o, marker in self.failed]
+        return [
+            f"job `{job}` failed (overrides: {_fmt_overrides(o)}): {marker['error']}" for job, o, marker in self.failed
+        ]
 
 
 def _fmt_overrides(overrides: list[str] | None) -> str:
@@ -116,8 +121,10 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
     meta = {"task_name": OmegaConf.select(cfg, "task_name", default=None)}
     logger = OmegaConf.select(cfg, "logger", default=None)
     if logger is not None:
-        meta["logger"] = {k: OmegaConf.select(logger, k, default=None, throw_on_resolution_failure=False)
-                          for k in ("_target_", "project", "group", "mode")}
+        meta["logger"] = {
+            k: OmegaConf.select(logger, k, default=None, throw_on_resolution_failure=False)
+            for k in ("_target_", "project", "group", "mode")
+        }
     sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or ""
     if not sweeper.endswith("BasicSweeper"):
         return None, meta
@@ -177,11 +184,15 @@ def load_sweep(root: str | Path) -> Sweep:
         (p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root and not _skip(p, root)),
         key=lambda p: (len(p.parts), _natural(p.name)),
     )
-    failed = [(str(d.relative_to(root)), _read_overrides(d), marker)
-              for d in job_dirs if (marker := read_failure(d)) is not None]
+    failed = [
+        (str(d.relative_to(root)), _read_overrides(d), marker)
+        for d in job_dirs
+        if (marker := read_failure(d)) is not None
+    ]
     failed_dirs = {root / job for job, _, _ in failed}
-    unfinished = [(str(d.relative_to(root)), _read_overrides(d)) for d in job_dirs
-                  if d not in finished and d not in failed_dirs]
+    unfinished = [
+        (str(d.relative_to(root)), _read_overrides(d)) for d in job_dirs if d not in finished and d not in failed_dirs
+    ]
     expected, meta = _expected_jobs(root)
     seen = {frozenset(o) for o in (_read_overrides(d) for d in job_dirs) if o is not None}
     not_started = [o for o in expected or [] if frozenset(o) not in seen]
@@ -205,7 +216,6 @@ def _natural(text: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
-
 def _flatten(node: Any, prefix: str = "") -> dict[str, str]:
     if isinstance(node, dict) and node:
         out = {}
@@ -223,8 +233,13 @@ def _contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]
     seedlike = {k for k in keys if all(f.get(k) == json.dumps(r.seed) for f, r in zip(flats, runs))}
     out = []
     for flat in flats:
-        out.append({k: v for k, v in flat.items()
-                     if k != "seed" and k not in seedlike and not any(k == d or k.startswith(d + ".") for d in drop)})
+        out.append(
+            {
+                k: v
+                for k, v in flat.items()
+                if k != "seed" and k not in seedlike and not any(k == d or k.startswith(d + ".") for d in drop)
+            }
+        )
     return out
 
 
@@ -267,8 +282,10 @@ def _mixed(label: tuple, members: list[Run], contexts: list[dict[str, str]], key
         runs_text = ", ".join(f"{members[i].path.parent.name} (seed {members[i].seed})" for i in idx)
         parts.append(f"[{settings}] in {runs_text}")
     more = f" (+{len(keys) - 8} more settings)" if len(keys) > 8 else ""
-    return (f"{'/'.join(label)}: runs from {len(variants)} different configs are mixed; they differ in "
-            f"{', '.join(keys[:8])}{more}: " + "; ".join(parts))
+    return (
+        f"{'/'.join(label)}: runs from {len(variants)} different configs are mixed; they differ in "
+        f"{', '.join(keys[:8])}{more}: " + "; ".join(parts)
+    )
 
 
 def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
@@ -301,8 +318,9 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
         for variant_label in {run.label for run in members}:  # within a swept value every setting agrees
             variant_runs = split[variant_label]
             variant_contexts = _contexts(variant_runs)
-            if differing := sorted(k for k in set().union(*variant_contexts)
-                                   if len({c.get(k) for c in variant_contexts}) > 1):
+            if differing := sorted(
+                k for k in set().union(*variant_contexts) if len({c.get(k) for c in variant_contexts}) > 1
+            ):
                 problems.append(_mixed(variant_label, variant_runs, variant_contexts, differing))
     for label, members in split.items():
         seeds: dict[int, list[Run]] = {}
@@ -310,8 +328,10 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
             seeds.setdefault(run.seed, []).append(run)
         for seed, dupes in seeds.items():
             if len(dupes) > 1:
-                problems.append(f"{'/'.join(label)}: seed {seed} appears in {len(dupes)} runs "
-                                f"({', '.join(str(d.path) for d in dupes)}): report one multirun folder at a time")
+                problems.append(
+                    f"{'/'.join(label)}: seed {seed} appears in {len(dupes)} runs "
+                    f"({', '.join(str(d.path) for d in dupes)}): report one multirun folder at a time"
+                )
     if problems:
         raise ReportError("cannot aggregate over seeds:\n  " + "\n  ".join(problems))
     return split

@@ -69,14 +69,20 @@ class CheckpointCache:
         try:
             meta = read_json(entry / "meta.json")
             files = meta.get("files") if isinstance(meta, dict) else None
-            problems = manifest_problems(entry, files) if files else ["meta.json records no checksums of the model files"]
+            problems = (
+                manifest_problems(entry, files) if files else ["meta.json records no checksums of the model files"]
+            )
         except (OSError, ValueError) as error:  # ValueError: not JSON (cut, emptied, zeroed)
             problems = [f"meta.json cannot be read ({type(error).__name__}: {error})"]
         if not problems:
             return meta
         moved = move_aside(entry, self.root / "damaged")
-        log.warning("cached checkpoint %s is damaged (%s): moved it to %s; it will be fine-tuned again",
-                    entry, "; ".join(problems), moved)
+        log.warning(
+            "cached checkpoint %s is damaged (%s): moved it to %s; it will be fine-tuned again",
+            entry,
+            "; ".join(problems),
+            moved,
+        )
         return None
 
     def finish(self, key: str, meta: dict) -> None:

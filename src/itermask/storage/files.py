@@ -15,8 +15,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "environment", "to_jsonable",
-           "sha256_file", "file_manifest", "manifest_problems", "move_aside"]
+__all__ = [
+    "write_json_atomic",
+    "write_text_atomic",
+    "write_bytes_atomic",
+    "read_json",
+    "environment",
+    "to_jsonable",
+    "sha256_file",
+    "file_manifest",
+    "manifest_problems",
+    "move_aside",
+]
 
 PACKAGES = ("itermask", "torch", "transformers", "datasets", "pytorch-lightning", "hydra-core", "captum", "wandb")
 
@@ -87,7 +97,8 @@ def file_manifest(folder: str | Path, root: str | Path) -> dict[str, dict]:
     root = Path(root)
     return {
         path.relative_to(root).as_posix(): {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
-        for path in sorted(Path(folder).rglob("*")) if path.is_file()
+        for path in sorted(Path(folder).rglob("*"))
+        if path.is_file()
     }
 
 
@@ -133,22 +144,29 @@ def environment() -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip() or None
-        dirty = bool(
+        commit = (
             subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
+                ["git", "rev-parse", "HEAD"],
                 cwd=Path(__file__).resolve().parent,
                 capture_output=True,
                 text=True,
                 timeout=10,
             ).stdout.strip()
-        ) if commit else None
+            or None
+        )
+        dirty = (
+            bool(
+                subprocess.run(
+                    ["git", "status", "--porcelain", "--untracked-files=no"],
+                    cwd=Path(__file__).resolve().parent,
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                ).stdout.strip()
+            )
+            if commit
+            else None
+        )
     except (OSError, subprocess.SubprocessError):
         commit, dirty = None, None
     return {"packages": versions, "git_commit": commit, "git_dirty": dirty}

@@ -25,8 +25,18 @@ from itermask.storage.files import move_aside, read_json, to_jsonable, write_byt
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "NOT_IN_KEY", "NOT_IN_KEY_AT_DEFAULT", "DISABLED_NOT_IN_KEY", "IMPLEMENTATION_KEYS",
-           "component_settings", "results_config", "results_key", "result_checksum", "ResultStore"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "NOT_IN_KEY",
+    "NOT_IN_KEY_AT_DEFAULT",
+    "DISABLED_NOT_IN_KEY",
+    "IMPLEMENTATION_KEYS",
+    "component_settings",
+    "results_config",
+    "results_key",
+    "result_checksum",
+    "ResultStore",
+]
 
 #: Version of the results: of their layout and of the statistics that compute them. It is part of every
 #: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
@@ -103,8 +113,11 @@ def results_config(config: dict) -> dict:
         for name in off:
             out.pop(name)
     always, disabled = object(), object()
-    leave_out = [*((dotted, always) for dotted in NOT_IN_KEY), *NOT_IN_KEY_AT_DEFAULT.items(),
-                 *((dotted, disabled) for dotted in DISABLED_NOT_IN_KEY)]
+    leave_out = [
+        *((dotted, always) for dotted in NOT_IN_KEY),
+        *NOT_IN_KEY_AT_DEFAULT.items(),
+        *((dotted, disabled) for dotted in DISABLED_NOT_IN_KEY),
+    ]
     for dotted, default in leave_out:
         *parents, leaf = dotted.split(".")
         node: Any = out
@@ -172,7 +185,9 @@ class ResultStore:
         moved = move_aside(path, self.root / "damaged")
         if self.files_dir(key).is_dir():
             move_aside(self.files_dir(key), self.root / "damaged")
-        log.warning("stored result %s is damaged (%s): moved it to %s; the job will be recomputed", path, problem, moved)
+        log.warning(
+            "stored result %s is damaged (%s): moved it to %s; the job will be recomputed", path, problem, moved
+        )
         return None
 
     def _problem(self, key: str, stored) -> str | None:
@@ -197,7 +212,9 @@ class ResultStore:
             write_bytes_atomic(self.files_dir(key) / relative, data)
             checksums[relative] = hashlib.sha256(data).hexdigest()
         result = to_jsonable(result)
-        return write_json_atomic(self.path(key), {"sha256": result_checksum(result), "result": result, "files": checksums})
+        return write_json_atomic(
+            self.path(key), {"sha256": result_checksum(result), "result": result, "files": checksums}
+        )
 
     def reuse(self, key: str, output_dir: str | Path) -> dict | None:
         """If an intact result for ``key`` exists (:meth:`get`), write it (atomically) as

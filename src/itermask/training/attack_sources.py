@@ -17,7 +17,9 @@ __all__ = ["WordNetCandidates", "PretrainedMlmCandidates", "wordnet_lexicon"]
 #: what to run to get the corpus
 WORDNET_INSTALL = "pip install nltk && python -m nltk.downloader wordnet"
 #: who needs it (the evaluation's attack or adversarial fine-tuning)
-WORDNET_USERS = "the candidate source 'wordnet' (attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet)"
+WORDNET_USERS = (
+    "the candidate source 'wordnet' (attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet)"
+)
 
 
 def wordnet_lexicon():
@@ -100,7 +102,15 @@ class PretrainedMlmCandidates(MlmCandidates):
 
     def _bind(self, tokenizer) -> None:
         if self.mlm is None:
-            self.mlm = load_masked_lm(self.mlm_pretrained, tokenizer, user="attack candidates 'mlm'",
-                                      setting="attack.candidates.mlm_pretrained",
-                                      alternatives=_MLM_CANDIDATE_ALTERNATIVES).eval().requires_grad_(False)
+            self.mlm = (
+                load_masked_lm(
+                    self.mlm_pretrained,
+                    tokenizer,
+                    user="attack candidates 'mlm'",
+                    setting="attack.candidates.mlm_pretrained",
+                    alternatives=_MLM_CANDIDATE_ALTERNATIVES,
+                )
+                .eval()
+                .requires_grad_(False)
+            )
         super()._bind(tokenizer)

@@ -18,7 +18,7 @@ adversarial training (Yoo & Qi 2021, Findings of EMNLP, Sec. 3.1 and 4).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import Tensor
@@ -36,7 +36,11 @@ def check_batch_share(batch_share: float, setting: str) -> float:
 
     Raises:
         ValueError: if it lies outside [0, 1] (naming ``setting``)."""
-    if isinstance(batch_share, bool) or not isinstance(batch_share, (int, float)) or not 0.0 <= float(batch_share) <= 1.0:
+    if (
+        isinstance(batch_share, bool)
+        or not isinstance(batch_share, (int, float))
+        or not 0.0 <= float(batch_share) <= 1.0
+    ):
         raise ValueError(f"{setting}.batch_share must lie in [0, 1], got {batch_share}")
     return float(batch_share)
 
@@ -54,7 +58,9 @@ class RandomMaskingAugmentation:
         ValueError: if ``batch_share`` lies outside [0, 1].
     """
 
-    def __init__(self, strategy: MaskingStrategy, special_ids: Iterable[int], batch_share: float = 0.5, seed: int = 0) -> None:
+    def __init__(
+        self, strategy: MaskingStrategy, special_ids: Iterable[int], batch_share: float = 0.5, seed: int = 0
+    ) -> None:
         self.batch_share = check_batch_share(batch_share, "masking_augmentation")
         self.strategy = strategy
         self.special_ids = sorted(set(int(i) for i in special_ids))
@@ -104,18 +110,24 @@ class AdversarialAugmentation:
         self.attack = attack
         self.generator = torch.Generator().manual_seed(int(seed))
 
-    def __call__(self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor) -> tuple[TokenBatch, dict[str, float]]:
+    def __call__(
+        self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor
+    ) -> tuple[TokenBatch, dict[str, float]]:
         """The batch to train on and what the attack did (empty when the batch is left clean): shares of the
         batch ``adv_accepted`` (adversarial version used) and ``adv_flipped`` (its prediction flipped), and
         ``adv_substituted``, the mean tokens substituted per example."""
         if torch.rand((), generator=self.generator).item() >= self.batch_share:
             return batch, {}
         adversarial = self.attack.generate(model, batch, labels)
-        stats = {"adv_accepted": adversarial.accepted.float().mean().item(),
-                 "adv_flipped": adversarial.flipped.float().mean().item(),
-                 "adv_substituted": adversarial.n_substituted.float().mean().item()}
+        stats = {
+            "adv_accepted": adversarial.accepted.float().mean().item(),
+            "adv_flipped": adversarial.flipped.float().mean().item(),
+            "adv_substituted": adversarial.n_substituted.float().mean().item(),
+        }
         return adversarial.batch, stats
 
     def __repr__(self) -> str:
-        return (f"AdversarialAugmentation({self.attack.candidates.describe()}, budget={self.attack.budget}, "
-                f"batch_share={self.batch_share})")
+        return (
+            f"AdversarialAugmentation({self.attack.candidates.describe()}, budget={self.attack.budget}, "
+            f"batch_share={self.batch_share})"
+        )

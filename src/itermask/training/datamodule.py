@@ -4,8 +4,9 @@ and the data module that tokenizes a :class:`~itermask.training.sources.DataSour
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import datasets
 import numpy as np
@@ -200,8 +201,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 rows = np.random.default_rng(subset_seed).choice(len(data), size=n_examples, replace=False)
                 data = data.select(np.sort(rows))
             elif n_examples > len(data):
-                log.warning("evaluation.n_examples=%d, but split %r has only %d examples: evaluating all %d",
-                            n_examples, split, len(data), len(data))
+                log.warning(
+                    "evaluation.n_examples=%d, but split %r has only %d examples: evaluating all %d",
+                    n_examples,
+                    split,
+                    len(data),
+                    len(data),
+                )
         return self._by_length(data)
 
     def evaluation_dataloader(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> DataLoader:

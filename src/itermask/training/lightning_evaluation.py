@@ -35,8 +35,9 @@ class MaskingEvaluationModule(pl.LightningModule):
     skipped.
     """
 
-    def __init__(self, model: torch.nn.Module, evaluators: dict[str, IterativeMaskingEvaluator],
-                 progress_bar: bool = False) -> None:
+    def __init__(
+        self, model: torch.nn.Module, evaluators: dict[str, IterativeMaskingEvaluator], progress_bar: bool = False
+    ) -> None:
         super().__init__()
         if not evaluators:
             raise ValueError("at least one evaluator is needed")
@@ -120,4 +121,3 @@ class MaskingEvaluationModule(pl.LightningModule):
             first[1:] = ids[1:] != ids[:-1]
             self.curves[name][schedule] = curves.select(order[first])
         self.curves = dict(self.curves)
-

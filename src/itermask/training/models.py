@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -24,9 +24,19 @@ from itermask.core.masking import MlmInfill
 from itermask.core.representations import classifier_head
 from itermask.core.tokens import TokenBatch, class_logits
 
-__all__ = ["resolve_pretrained", "load_tokenizer", "load_model_config", "load_classifier", "classifier_architecture",
-           "load_mlm_infill", "PretrainedMlmInfill", "SequenceClassifier", "ClassMapping", "class_mapping",
-           "reorder_classes"]
+__all__ = [
+    "resolve_pretrained",
+    "load_tokenizer",
+    "load_model_config",
+    "load_classifier",
+    "classifier_architecture",
+    "load_mlm_infill",
+    "PretrainedMlmInfill",
+    "SequenceClassifier",
+    "ClassMapping",
+    "class_mapping",
+    "reorder_classes",
+]
 
 PACKAGE_PREFIX = "package:"
 
@@ -154,8 +164,12 @@ class ClassMapping:
         return self.order != tuple(range(len(self.order)))
 
     def to_dict(self) -> dict:
-        return {"model_labels": list(self.model_labels), "data_labels": list(self.data_labels),
-                "order": list(self.order), "matched_by": self.matched_by}
+        return {
+            "model_labels": list(self.model_labels),
+            "data_labels": list(self.data_labels),
+            "order": list(self.order),
+            "matched_by": self.matched_by,
+        }
 
 
 def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
@@ -185,15 +199,19 @@ def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
     data_labels = tuple(str(name) for name in data_labels)
     described = f"model.pretrained={pretrained!r} has classes {list(model_labels)}, the dataset {list(data_labels)}"
     if len(model_labels) != len(data_labels):
-        raise ValueError(f"{described}: their numbers differ ({len(model_labels)} vs {len(data_labels)}); "
-                         "choose a classifier trained for this dataset's classes")
+        raise ValueError(
+            f"{described}: their numbers differ ({len(model_labels)} vs {len(data_labels)}); "
+            "choose a classifier trained for this dataset's classes"
+        )
     if any(GENERIC_LABEL.match(n) for n in model_labels + data_labels):
         return ClassMapping(model_labels, data_labels, tuple(range(len(data_labels))), "count")
     index = {name.lower(): i for i, name in enumerate(model_labels)}
     unmatched = [name for name in data_labels if name.lower() not in index]
     if unmatched or len(index) != len(model_labels):
-        raise ValueError(f"{described}: the dataset's {unmatched} have no class of that name in the classifier "
-                         "(names are matched case-insensitively); choose a classifier trained for these classes")
+        raise ValueError(
+            f"{described}: the dataset's {unmatched} have no class of that name in the classifier "
+            "(names are matched case-insensitively); choose a classifier trained for these classes"
+        )
     return ClassMapping(model_labels, data_labels, tuple(index[name.lower()] for name in data_labels), "name")
 
 
@@ -240,8 +258,13 @@ _MLM_ALTERNATIVES = (
 )
 
 
-def load_masked_lm(pretrained: str, tokenizer, user: str = "mlm_infill", setting: str = "masking.mlm_pretrained",
-                   alternatives: str = _MLM_ALTERNATIVES) -> torch.nn.Module:
+def load_masked_lm(
+    pretrained: str,
+    tokenizer,
+    user: str = "mlm_infill",
+    setting: str = "masking.mlm_pretrained",
+    alternatives: str = _MLM_ALTERNATIVES,
+) -> torch.nn.Module:
     """The masked-language model at ``pretrained`` (see :func:`resolve_pretrained`), checked to have an MLM
     head and ``tokenizer``'s vocabulary (its tokenizer must load from the same place). ``user`` (what needs
     the model), ``setting`` (the config setting) and ``alternatives`` (what to do instead) word the errors.

@@ -18,8 +18,9 @@ and it warns on every pass (``set_vital`` is deprecated).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -50,8 +51,7 @@ class ResumableDataLoader(DataLoader):
     def position(self) -> dict:
         """``{"start": generator state at the start of the current pass, "now": generator state now,
         "delivered": batches delivered in the current pass, "length": batches per pass}``."""
-        return {"start": self._start, "now": self._generator_state(), "delivered": self._delivered,
-                "length": len(self)}
+        return {"start": self._start, "now": self._generator_state(), "delivered": self._delivered, "length": len(self)}
 
     def resume(self, position: dict) -> None:
         """Make the next pass continue from ``position`` (from :meth:`position` of an earlier run)."""
@@ -175,9 +175,13 @@ def checkpoint_problem(path: str | Path, augmentations: Sequence[str] = ()) -> s
         return f"cannot be read ({type(error).__name__}: {error})"
     state = (checkpoint.get("callbacks") or {}).get(ExactResume.STATE_KEY) if isinstance(checkpoint, dict) else None
     if state is None:
-        return ("holds no record of the sampler position and random generators (written by an older itermask), "
-                "so a run resumed from it would differ from an uninterrupted one")
+        return (
+            "holds no record of the sampler position and random generators (written by an older itermask), "
+            "so a run resumed from it would differ from an uninterrupted one"
+        )
     if missing := [name for name in augmentations if name not in (state.get("rng") or {})]:
-        return (f"holds no state of the generator of {', '.join(missing)} (written by an older itermask), so a "
-                "run resumed from it would differ from an uninterrupted one")
+        return (
+            f"holds no state of the generator of {', '.join(missing)} (written by an older itermask), so a "
+            "run resumed from it would differ from an uninterrupted one"
+        )
     return None

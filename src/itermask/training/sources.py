@@ -15,10 +15,11 @@ import logging
 import math
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import datasets
 import numpy as np
@@ -43,8 +44,29 @@ SPLITS = ("train", "validation", "test")
 REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts")
 #: Label values read as missing (pandas' default NA strings, which ``keep_default_na=False`` keeps as text),
 #: unless ``label_names`` names them.
-MISSING_LABELS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-                            "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+MISSING_LABELS = frozenset(
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    }
+)
 
 
 @dataclass
@@ -164,9 +186,7 @@ class DataSource:
         names, mapping = self._label_names(raw)
         out = {}
         for split in SPLITS:
-            data = raw[split].select_columns(list(columns)).rename_columns(
-                {k: v for k, v in columns.items() if k != v}
-            )
+            data = raw[split].select_columns(list(columns)).rename_columns({k: v for k, v in columns.items() if k != v})
             if mapping is not None:
                 labels = [mapping.get(str(v), -1) for v in data["label"]]
                 data = data.remove_columns("label").add_column("label", labels)
@@ -229,8 +249,14 @@ class DataSource:
                     f"{where}: column {column!r} has {len(missing)} missing or blank label(s), at {rows}; a missing "
                     "label is not a class. Fill them in, or drop these rows with dataset.source.drop_missing_labels=true"
                 )
-            log.warning("%s: dropped %d row(s) whose label (column %r) is missing or blank "
-                        "(dataset.source.drop_missing_labels=true), at %s", where, len(missing), column, rows)
+            log.warning(
+                "%s: dropped %d row(s) whose label (column %r) is missing or blank "
+                "(dataset.source.drop_missing_labels=true), at %s",
+                where,
+                len(missing),
+                column,
+                rows,
+            )
             data = data.select(sorted(set(range(len(values))) - set(missing)))
             values = data[column]
         kinds = _kinds(values, data[_SOURCE_ROW], label=True)
@@ -251,11 +277,20 @@ class DataSource:
         numbers = all(_plain_number(values[i]) for i in others)
         kinds = _kinds(values, data[_SOURCE_ROW])
         if numbers and self.convert_texts:
-            log.warning("%s: read %d number(s) in text column %r as text (dataset.source.convert_texts=true), at %s",
-                        where, len(others), column, _row_list(data, others))
+            log.warning(
+                "%s: read %d number(s) in text column %r as text (dataset.source.convert_texts=true), at %s",
+                where,
+                len(others),
+                column,
+                _row_list(data, others),
+            )
             texts = [v if v is None or isinstance(v, str) else str(v) for v in values]
             return data.remove_columns(column).add_column(column, texts)
-        found = f"mixes kinds of values: {_examples(kinds)}" if len(kinds) > 1 else f"holds no text, only {_examples(kinds)}"
+        found = (
+            f"mixes kinds of values: {_examples(kinds)}"
+            if len(kinds) > 1
+            else f"holds no text, only {_examples(kinds)}"
+        )
         hint = "; read its numbers as text with dataset.source.convert_texts=true" if numbers else ""
         raise ValueError(f"{where}: text column {column!r} {found}, at {_row_list(data, others)}{hint}")
 
@@ -287,9 +322,7 @@ class DataSource:
         names = list(self.label_names) if self.label_names is not None else strings
         unknown = [v for v in strings if v not in names]
         if unknown:
-            raise ValueError(
-                f"{self.describe()}: labels {unknown} are not among the expected label_names {names}"
-            )
+            raise ValueError(f"{self.describe()}: labels {unknown} are not among the expected label_names {names}")
         return names, {name: i for i, name in enumerate(names)}
 
 
@@ -462,13 +495,16 @@ def _mixed_columns(file: str, sep: str = ",") -> list[str]:
             else:
                 rows = csv.DictReader(handle, delimiter=sep)
             for index, row in enumerate(rows):
-                for column, value in (row.items() if isinstance(row, dict) else ()):
+                for column, value in row.items() if isinstance(row, dict) else ():
                     if value is not None and value != "":
                         kinds.setdefault(str(column), {}).setdefault(_cell_kind(value), (index, value))
     except (OSError, ValueError, csv.Error):  # not line-delimited JSON, undecodable text: no diagnosis
         return []
-    return [f"column {column!r} mixes kinds of values: {_examples(found)}"
-            for column, found in kinds.items() if len(found) > 1]
+    return [
+        f"column {column!r} mixes kinds of values: {_examples(found)}"
+        for column, found in kinds.items()
+        if len(found) > 1
+    ]
 
 
 def _row_list(data: datasets.Dataset, indices: list[int], shown: int = 5) -> str:

@@ -4,7 +4,7 @@ weights, which the model must return (see :func:`itermask.core.saliency.prepare_
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -12,6 +12,7 @@ from torch import Tensor
 from itermask.core.saliency.base import SaliencyMethod
 
 __all__ = ["AttentionSaliency", "AttentionRolloutSaliency", "attention_rollout"]
+
 
 def attention_rollout(attentions: Sequence[Tensor]) -> Tensor:
     """Attention rollout (Abnar & Zuidema 2020, arXiv 2005.00928, Sec. 3, Eq. 1).
@@ -36,7 +37,9 @@ def attention_rollout(attentions: Sequence[Tensor]) -> Tensor:
         raise ValueError("attention rollout needs at least one layer of attention weights")
     shape = attentions[0].shape
     if len(shape) != 4 or shape[-1] != shape[-2] or any(a.shape != shape for a in attentions):
-        raise ValueError(f"attention weights must all be [B, H, L, L] of one shape, got {[tuple(a.shape) for a in attentions]}")
+        raise ValueError(
+            f"attention weights must all be [B, H, L, L] of one shape, got {[tuple(a.shape) for a in attentions]}"
+        )
     identity = torch.eye(shape[-1], dtype=torch.float32, device=attentions[0].device)
     rollout = None
     for layer in attentions:

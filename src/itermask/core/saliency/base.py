@@ -36,15 +36,27 @@ from __future__ import annotations
 import hashlib
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from itermask.core.tokens import TokenBatch, TokenizerBound, class_logits
 
-__all__ = ["SaliencyMethod", "Attribution", "SaliencyError", "ZeroSaliencyWarning", "RandomSaliency", "prepare_for_saliency", "example_seed", "OUTPUTS", "BASELINES", "TOKEN_BASELINES"]
+__all__ = [
+    "SaliencyMethod",
+    "Attribution",
+    "SaliencyError",
+    "ZeroSaliencyWarning",
+    "RandomSaliency",
+    "prepare_for_saliency",
+    "example_seed",
+    "OUTPUTS",
+    "BASELINES",
+    "TOKEN_BASELINES",
+]
 
 OUTPUTS = ("probability", "logit")
 #: baselines of the path/reference methods; the perturbation methods take the token ones (pad, mask)
@@ -156,7 +168,11 @@ class SaliencyMethod(TokenizerBound, ABC):
         return self.explain(model, batch, target, example_ids).scores
 
     def explain(
-        self, model: torch.nn.Module, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None,
+        self,
+        model: torch.nn.Module,
+        batch: TokenBatch,
+        target: Tensor,
+        example_ids: Tensor | None = None,
         sanity: bool = True,
     ) -> Attribution:
         """:meth:`attribute` with per-example diagnostics: which examples' scores are identically zero and,
@@ -189,7 +205,7 @@ class SaliencyMethod(TokenizerBound, ABC):
         attended = batch.attention_mask.bool()
         scores = scores.masked_fill(~attended, 0.0).detach()
         zero = ((scores == 0) | ~attended).all(dim=1)
-        detach = (lambda t: None if t is None else t.detach().double())
+        detach = lambda t: None if t is None else t.detach().double()
         attribution = Attribution(scores, zero, detach(gap), detach(difference))
         if sanity:
             self.check_scores(attribution, model)
@@ -214,7 +230,8 @@ class SaliencyMethod(TokenizerBound, ABC):
             f"saliency={self.name} gave identically zero scores to {int(zero.sum())} of {size} examples "
             f"on {type(model).__name__} (they are ranked by position only); a saturated float32 softmax can "
             "give an exactly zero gradient: explain the logit (saliency.output=logit) to avoid that",
-            ZeroSaliencyWarning, stacklevel=3,
+            ZeroSaliencyWarning,
+            stacklevel=3,
         )
 
     def _failure(self, model: torch.nn.Module, what: str) -> str:
@@ -223,14 +240,18 @@ class SaliencyMethod(TokenizerBound, ABC):
         if self.needs_embeddings:
             get = getattr(model, "get_input_embeddings", None)
             layer = type(get()).__name__ if callable(get) else "none"
-            cause = (f"the model's forward does not use the word embeddings it is given: the output of "
-                     f"get_input_embeddings() ({layer}) does not reach the logits (e.g. the forward embeds the ids "
-                     "with another module or detaches them; Captum issue 978)")
+            cause = (
+                f"the model's forward does not use the word embeddings it is given: the output of "
+                f"get_input_embeddings() ({layer}) does not reach the logits (e.g. the forward embeds the ids "
+                "with another module or detaches them; Captum issue 978)"
+            )
         else:
             cause = "the model's output does not depend on the token ids it is given"
-        return (f"saliency={self.name} on {type(model).__name__} {what}. Likely cause: {cause}. Identically zero "
-                "scores can also come from a baseline equal to the input or from predictions saturated in float32 "
-                "(explain the logit: saliency.output=logit)")
+        return (
+            f"saliency={self.name} on {type(model).__name__} {what}. Likely cause: {cause}. Identically zero "
+            "scores can also come from a baseline equal to the input or from predictions saturated in float32 "
+            "(explain the logit: saliency.output=logit)"
+        )
 
     def _attribution(
         self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor

@@ -12,6 +12,7 @@ from itermask.core.saliency.base import SaliencyMethod
 
 __all__ = ["GradientSaliency", "InputXGradientSaliency"]
 
+
 class GradientSaliency(SaliencyMethod):
     """Gradient saliency: ``d output_target / d e_i`` for the word embedding ``e_i`` of token ``i``,
     reduced over the embedding dimension.

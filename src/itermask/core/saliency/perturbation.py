@@ -16,6 +16,7 @@ from itermask.core.saliency.reference import _BaselineSaliency
 
 __all__ = ["OcclusionSaliency", "LimeSaliency", "KernelShapSaliency"]
 
+
 class _PerturbationSaliency(_BaselineSaliency):
     """A method that only runs forwards on inputs whose non-special tokens are replaced by the baseline
     token (pad or mask id; the attention mask is kept, so the replacement is attended to).

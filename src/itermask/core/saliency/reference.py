@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from captum.attr import DeepLift, IntegratedGradients
@@ -20,6 +21,7 @@ from itermask.core.saliency.base import BASELINES, TOKEN_BASELINES, SaliencyMeth
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 
 __all__ = ["IntegratedGradientsSaliency", "DeepLiftSaliency"]
+
 
 class _BaselineSaliency(SaliencyMethod):
     """A method that compares the input with a baseline in which every non-special token is replaced.
@@ -233,6 +235,9 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
         with warnings.catch_warnings():  # Captum announces its temporary hooks on every call
             warnings.filterwarnings("ignore", message="Setting forward, backward hooks", category=UserWarning)
             return DeepLift(forward).attribute(
-                embeddings.requires_grad_(), baselines=baseline, target=target, additional_forward_args=extra,
+                embeddings.requires_grad_(),
+                baselines=baseline,
+                target=target,
+                additional_forward_args=extra,
                 return_convergence_delta=True,
             )
