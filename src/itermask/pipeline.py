@@ -167,8 +167,8 @@ def given_classifier(settings: TrainJobSettings, data: TextClassificationDataMod
     """The model stage without fine-tuning: ``model.pretrained`` (a sequence classifier's local directory or
     hub id) evaluated as it is. Its classes are matched to the data's (:func:`~itermask.training.models.class_mapping`;
     a different order is logged and undone when the evaluation loads it). Its identity is the name and, for a
-    local directory, the SHA-256 of its files (``settings.fingerprint.model_files``, also part of the results key); ``meta`` records
-    ``fine_tuned: false``, no validation accuracy, and the class mapping.
+    local directory, the SHA-256 of its files (``settings.fingerprint.model_files``, also part of the results
+    key); ``meta`` records ``fine_tuned: false``, no validation accuracy, and the class mapping.
 
     Raises:
         ValueError: see :func:`~itermask.training.models.class_mapping`.

@@ -193,7 +193,8 @@ class Range:
     def describe(self) -> str:
         kind = "an integer" if self.integer else "a number"
         if self.low is not None and self.high is not None:
-            text = f"{kind} in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+            low, high = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            text = f"{kind} in {low}{_num(self.low)}, {_num(self.high)}{high}"
         elif self.low is not None:
             text = f"{kind} {'>' if self.low_open else '>='} {_num(self.low)}"
         else:

@@ -200,10 +200,10 @@ def read_job(config: dict, overrides: list[str], problems: Problems) -> JobParts
     """
     with problems.collect():
         check_added_keys(overrides)
-    problems.add(config_problems(config))
-    seed, enabled = 0, True  # stand-ins where the setting's problem is collected
-    with problems.collect():
-        seed = check_seed(config)
+    problems.add(config_problems(config))  # the seed's range and type among them
+    seed = config.get("seed")
+    seed = int(seed) if check_seed_value("seed", seed) is None else 0  # 0: a stand-in, its problem collected
+    enabled = True
     with problems.collect():
         enabled = _train_enabled(config["train"])
     parts = JobParts(config, seed, enabled, Built())
