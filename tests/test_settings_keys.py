@@ -81,3 +81,14 @@ def test_every_bad_setting_of_a_config_is_reported_in_one_error_before_any_data(
 def test_a_nested_components_name_must_be_its_classes():
     with pytest.raises(ValueError, match=r"attack.candidates.name=mask is another attack candidate source"):
         evaluate_settings(_compose("attack=embedding_neighbors", "attack.candidates.name=mask"))
+
+
+def test_results_keys_are_the_ones_from_before_the_settings_were_split():
+    """Keys computed by main at b6a4b96 (settings in one module, attack candidates built by name)."""
+    for overrides, key in [
+        ((), "0791b731ff1e0616"),
+        (("attack=embedding_neighbors",), "41b5a8b197a98102"),
+        (("train.adversarial_augmentation.enabled=true",), "732e15af780d1f1a"),
+        (("train.enabled=false",), "824d6b5b0122f6fe"),
+    ]:
+        assert evaluate_settings(_compose(*overrides)).results_key == key, overrides

@@ -17,16 +17,14 @@ Three layers:
   (:func:`check_max_length`) ``model.max_length`` against the tokenizer's special tokens and the model's
   position embeddings, read from its config.
 * **components** check their own parameters in their constructors, raising a ``ValueError`` that names the
-  option; the settings stage builds every component inside :meth:`Problems.collect`, so every problem of a
-  config is reported in one :class:`SettingsError` before any data is loaded (:func:`name_option` gives
-  each its dotted path).
+  option; the settings stage builds every component inside
+  :meth:`itermask.settings.problems.Problems.collect`, so every problem of a config is reported in one
+  :class:`SettingsError` before any data is loaded.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -44,8 +42,6 @@ __all__ = [
     "SettingsError",
     "check_config",
     "config_problems",
-    "name_option",
-    "Problems",
     "check_seed_value",
     "check_max_length",
     "check_vocabulary",
@@ -111,56 +107,6 @@ class SettingsError(ValueError):
         super().__init__(text)
 
 
-def name_option(path: str, keys, message: str) -> str:
-    """``message``, an error of the component built from the config node at ``path`` (its keys ``keys``), with
-    the option named by its full dotted path: unchanged when it starts with ``path``; ``path.`` prepended when
-    it starts with one of the node's keys (``n_steps must be ...`` -> ``saliency.n_steps must be ...``) or with
-    the node's own name (``candidates.k ...`` of ``attack.candidates`` -> ``attack.candidates.k ...``);
-    else ``path: `` prepended."""
-    if message.startswith(path):
-        return message
-    first = message.split(" ", 1)[0].split(".", 1)[0]
-    parent, _, leaf = path.rpartition(".")
-    if first in keys:
-        return f"{path}.{message}"
-    if first == leaf:
-        return f"{parent}.{message}" if parent else message
-    return f"{path}: {message}"
-
-
-class Problems:
-    """The errors of the settings stage, collected in one pass: each check runs inside :meth:`collect`, and
-    :meth:`raise_if_any` raises them together."""
-
-    def __init__(self) -> None:
-        self.errors: list[Exception] = []
-
-    @contextmanager
-    def collect(self) -> Iterator[None]:
-        """Record a ``ValueError`` or ``OSError`` (a missing file) raised inside, instead of raising it."""
-        try:
-            yield
-        except (ValueError, OSError) as error:
-            self.errors.append(error)
-
-    def add(self, messages: list[str]) -> None:
-        """Record problems given as messages (:func:`config_problems`)."""
-        if messages:
-            self.errors.append(SettingsError(messages))
-
-    def raise_if_any(self) -> None:
-        """Raise what was collected: a single error as it is (its type kept, e.g. ``FileNotFoundError``),
-        several as one :class:`SettingsError` listing each problem.
-
-        Raises:
-            ValueError, OSError: as described."""
-        if len(self.errors) == 1:
-            raise self.errors[0]
-        if self.errors:
-            messages = [m for e in self.errors for m in (e.problems if isinstance(e, SettingsError) else [str(e)])]
-            raise SettingsError(messages)
-
-
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -214,8 +160,9 @@ SEED = Range(integer=True, low=SEED_RANGE[0], high=SEED_RANGE[1])
 
 #: Numeric options that the settings stage reads itself (model, trainer, data, train, evaluation), and their
 #: ranges, by dotted key; options absent from a config (``train.py`` without ``evaluation``) are skipped.
-#: Components built from config check their own parameters in their constructors (:class:`Problems` collects
-#: those errors); ``saliency.internal_batch_size`` is listed because its constructor does not check it.
+#: Components built from config check their own parameters in their constructors
+#: (:class:`itermask.settings.problems.Problems` collects those errors); ``saliency.internal_batch_size`` is
+#: listed because its constructor does not check it.
 #: Seeds (``seed`` and ``*_seed`` keys anywhere) are checked by :func:`_seed_problems`.
 RULES: dict[str, Range] = {
     "model.max_length": POSITIVE_INT,

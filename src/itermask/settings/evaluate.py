@@ -20,9 +20,10 @@ from itermask.core.saliency import RandomSaliency, SaliencyMethod
 from itermask.core.tokens import segment_list
 from itermask.settings.components import build, plain
 from itermask.settings.job import TrainJobSettings, bind_job, hydra_overrides, read_job
+from itermask.settings.problems import Problems
 from itermask.storage.keys import results_key
 from itermask.training.models import class_mapping
-from itermask.validation import QUANTITIES, Problems, SettingsError
+from itermask.validation import QUANTITIES, SettingsError
 
 __all__ = ["EvaluationSettings", "EvaluateSettings", "evaluate_settings"]
 

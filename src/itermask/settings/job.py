@@ -7,7 +7,7 @@ The resolved config is read once (:func:`itermask.settings.components.plain`), i
 2. with the tokenizer and the model's config: ``model.pretrained``'s vocabulary and ``model.max_length``, the
    components bound, masked and adversarial fine-tuning assembled, the local files fingerprinted.
 
-Each pass collects its errors (:class:`itermask.validation.Problems`) and raises them together.
+Each pass collects its errors (:class:`itermask.settings.problems.Problems`) and raises them together.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from itermask.core.candidates import CandidateSource, EmbeddingNeighbours
 from itermask.core.masking import MaskingStrategy
 from itermask.settings.components import Built, build, check_registered_name, plain
+from itermask.settings.problems import Problems
 from itermask.storage.keys import Fingerprint, training_key
 from itermask.tracking.runs import job_logger, run_name
 from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
@@ -37,7 +38,6 @@ from itermask.training.augmentation import (
 from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer
 from itermask.training.sources import DataSource
 from itermask.validation import (
-    Problems,
     SettingsError,
     check_added_keys,
     check_max_length,
