@@ -201,8 +201,8 @@ def read_job(config: dict, overrides: list[str], problems: Problems) -> JobParts
     with problems.collect():
         check_added_keys(overrides)
     problems.add(config_problems(config))  # the seed's range and type among them
-    seed = config.get("seed")
-    seed = int(seed) if check_seed_value("seed", seed) is None else 0  # 0: a stand-in, its problem collected
+    value = config.get("seed")
+    seed = value if isinstance(value, int) and check_seed_value("seed", value) is None else 0  # 0: a stand-in
     enabled = True
     with problems.collect():
         enabled = _train_enabled(config["train"])
