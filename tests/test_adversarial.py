@@ -15,7 +15,8 @@ from itermask.core.adversarial import FirstOrderAttack, embedding_gradient
 from itermask.core.attack import budget_counts
 from itermask.core.candidates import EmbeddingNeighbours, MaskCandidates, word_initial_positions, word_start_vocabulary
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
-from itermask.settings import plain, train_settings, training_key
+from itermask.settings import plain, train_settings
+from itermask.settings import training_key_of as training_key
 from itermask.storage.store import results_key
 from itermask.training.augmentation import AdversarialAugmentation
 
@@ -151,7 +152,9 @@ def test_the_augmentation_attacks_a_share_of_batches(tiny_bert, tokenizer):
     half = AdversarialAugmentation(attack, batch_share=0.5, seed=1)
     share = sum(bool(half(tiny_bert, batch, torch.tensor([1, 0]))[1]) for _ in range(200)) / 200
     assert 0.38 < share < 0.62
-    with pytest.raises(ValueError, match="adversarial_augmentation.batch_share must lie in"):
+    with pytest.raises(
+        ValueError, match=r"train.adversarial_augmentation.batch_share must be a number in \[0, 1\], got 1.5"
+    ):
         AdversarialAugmentation(attack, batch_share=1.5)
     with pytest.raises(ValueError, match="proposes no token ids"):
         FirstOrderAttack(MaskCandidates().bind(tokenizer), tokenizer.all_special_ids)
@@ -265,7 +268,7 @@ def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
         ),
         (
             ["train.adversarial_augmentation.budget=0"],
-            r"train.adversarial_augmentation.budget must be a number in \(0, 1\], got 0",
+            r"train.adversarial_augmentation.budget must lie in \(0, 1\] \(a share of the maskable tokens\), got 0",
         ),
         (
             ["train.adversarial_augmentation.candidates.k=0"],
@@ -274,6 +277,7 @@ def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
         (
             [
                 "train.adversarial_augmentation.candidates.name=mask",
+                "train.adversarial_augmentation.candidates._target_=itermask.core.candidates.MaskCandidates",
                 "~train.adversarial_augmentation.candidates.k",
                 "~train.adversarial_augmentation.candidates.min_similarity",
             ],

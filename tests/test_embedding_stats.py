@@ -520,7 +520,7 @@ def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from itermask.settings import training_key
+    from itermask.settings import training_key_of as training_key
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         standard = compose("evaluate", overrides=["output_dir=/tmp/unused"])

@@ -14,10 +14,11 @@ from omegaconf import OmegaConf
 
 from itermask import pipeline
 from itermask.settings import build as _build
-from itermask.settings import check_seed, evaluate_settings, train_settings, training_key
-from itermask.settings import data_fingerprint as _data_fingerprint
+from itermask.settings import check_seed, evaluate_settings, train_settings
+from itermask.settings import training_key_of as training_key
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, write_json_atomic
+from itermask.storage.keys import Fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +38,7 @@ def _seed(cfg):
 
 
 def data_fingerprint(cfg):
-    return _data_fingerprint(_build(cfg.dataset.source), cfg.model.pretrained)
+    return Fingerprint.of(_build(cfg.dataset.source), cfg.model.pretrained).data_files
 
 
 @pytest.mark.parametrize("saliency", ["random", "gradient", "input_x_gradient", "integrated_gradients"])

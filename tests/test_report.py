@@ -531,11 +531,11 @@ def test_results_key_ignores_what_does_not_change_results():
 
 
 def test_results_key_holds_the_schema_version(monkeypatch):
-    from itermask.storage import store
+    from itermask.storage import keys
 
     config = make_result(0)["config"]
     key = results_key(config)
-    monkeypatch.setattr(store, "SCHEMA_VERSION", store.SCHEMA_VERSION - 1)
+    monkeypatch.setattr(keys, "SCHEMA_VERSION", keys.SCHEMA_VERSION - 1)
     assert results_key(config) != key  # results stored by the code before a fix are not reused
 
 

@@ -1,6 +1,7 @@
 """Exact resume: a tiny fine-tuning interrupted after a step checkpoint and resumed ends with the same weights
 as an uninterrupted one, and its meta.json says that it resumed (fast: a 2-layer BERT, ~80 examples)."""
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -113,7 +114,9 @@ def _train(settings, kill_at=None):
     final = FinalWeights()
     extra = [final] + ([KillAt(kill_at)] if kill_at is not None else [])
     make_trainer = settings.make_trainer
-    settings.make_trainer = lambda **kw: make_trainer(**{**kw, "callbacks": [*kw.get("callbacks", []), *extra]})
+    settings = dataclasses.replace(
+        settings, make_trainer=lambda **kw: make_trainer(**{**kw, "callbacks": [*kw.get("callbacks", []), *extra]})
+    )
     data = pipeline.load_data(settings)
     trained = pipeline.get_or_train(settings, data)
     trained.final_weights = final.weights

@@ -173,10 +173,12 @@ def test_unreachable_server_costs_seconds_not_minutes(tmp_path):
     script = textwrap.dedent(f"""
         from hydra import compose, initialize_config_dir
         from itermask import tracking
-        from itermask.settings import _make_logger
+        from itermask.settings import plain
+        from itermask.tracking.runs import job_logger
         with initialize_config_dir(config_dir={str(ROOT / "conf")!r}, version_base="1.3"):
-            cfg = compose("evaluate", overrides=["output_dir={tmp_path}", "logger.mode=online", "logger.init_timeout=2"])
-        logger = _make_logger(cfg, "probe")()  # the job's logger as settings.py builds it
+            overrides = ["output_dir={tmp_path}", "logger.mode=online", "logger.init_timeout=2"]
+            cfg = compose("evaluate", overrides=overrides)
+        logger = job_logger(plain(cfg), "probe")()  # the job's logger as the settings stage builds it
         logger.log_metrics({{"a": 1.0}}, step=0)
         print("MODE", logger.experiment.settings.mode)
         tracking.finish(logger)

@@ -11,10 +11,11 @@ from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
 from itermask import pipeline
-from itermask import settings as settings_module
 from itermask.core.metrics import summarize
 from itermask.evaluation import MaskingCurves
-from itermask.settings import EvaluationSettings, evaluate_settings, plain, training_key
+from itermask.settings import EvaluationSettings, evaluate_settings, plain
+from itermask.settings import job as settings_module
+from itermask.settings import training_key_of as training_key
 from itermask.storage.store import results_key
 from itermask.validation import (
     SettingsError,
@@ -78,22 +79,35 @@ def _problems(*overrides) -> list[str]:
             "evaluation.fractions=[]",
             "evaluation.fractions must be a non-empty list (each item a number in [0, 1]), got []",
         ),
-        ("saliency=integrated_gradients saliency.n_steps=0", "saliency.n_steps must be an integer >= 1, got 0"),
         (
             "saliency=integrated_gradients saliency.internal_batch_size=0",
             "saliency.internal_batch_size must be an integer >= 1 or null",
-        ),
-        ("saliency=lime saliency.n_samples=0", "saliency.n_samples must be an integer >= 1, got 0"),
-        ("saliency=kernel_shap saliency.n_samples=-3", "saliency.n_samples must be an integer >= 1, got -3"),
-        ("saliency=lime saliency.kernel_width=0", "saliency.kernel_width must be a number > 0, got 0"),
-        (
-            "dataset=csv dataset.source.validation_ratio=0",
-            "dataset.source.validation_ratio must be a number in (0, 1), got 0",
         ),
     ],
 )
 def test_each_bad_number_is_named_with_its_range(override, message):
     assert message in "\n".join(_problems(*override.split()))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("saliency=integrated_gradients saliency.n_steps=0", "saliency.n_steps must be >= 1, got 0"),
+        ("saliency=lime saliency.n_samples=0", "saliency.n_samples must be >= 1, got 0"),
+        ("saliency=kernel_shap saliency.n_samples=-3", "saliency.n_samples must be >= 1, got -3"),
+        ("saliency=lime saliency.kernel_width=0", "saliency: lime needs kernel_width > 0 and alpha >= 0, got 0,"),
+        (
+            "dataset=csv dataset.source.path=x.csv dataset.source.validation_ratio=0",
+            "dataset.source.validation_ratio must be a number in (0, 1), got 0",
+        ),
+    ],
+)
+def test_a_components_bad_parameter_is_named_by_its_constructor(override, message, monkeypatch):
+    """Components check their own parameters; the settings stage names the option by its dotted path."""
+    monkeypatch.setattr(settings_module, "load_tokenizer", lambda *a: pytest.fail("the tokenizer was loaded"))
+    with pytest.raises(ValueError) as error:
+        evaluate_settings(_compose(*override.split()))
+    assert message in str(error.value)
 
 
 def test_every_problem_is_reported_at_once_and_seeds_are_found_anywhere():

@@ -167,8 +167,8 @@ def given_classifier(settings: TrainJobSettings, data: TextClassificationDataMod
     """The model stage without fine-tuning: ``model.pretrained`` (a sequence classifier's local directory or
     hub id) evaluated as it is. Its classes are matched to the data's (:func:`~itermask.training.models.class_mapping`;
     a different order is logged and undone when the evaluation loads it). Its identity is the name and, for a
-    local directory, the SHA-256 of its files (also part of the results key, ``data_files``); ``meta`` records
-    ``fine_tuned: false``, no validation accuracy, and the class mapping.
+    local directory, the SHA-256 of its files (``settings.fingerprint.model_files``, also part of the results
+    key); ``meta`` records ``fine_tuned: false``, no validation accuracy, and the class mapping.
 
     Raises:
         ValueError: see :func:`~itermask.training.models.class_mapping`.
@@ -191,12 +191,7 @@ def given_classifier(settings: TrainJobSettings, data: TextClassificationDataMod
             list(mapping.model_labels),
             list(mapping.data_labels),
         )
-    files = {
-        name.split(":", 1)[1]: digest
-        for name, digest in settings.training_payload["data_files"].items()
-        if name.startswith("model:")
-    }
-    identity = {"pretrained": pretrained, "files": files}
+    identity = {"pretrained": pretrained, "files": dict(settings.fingerprint.model_files)}
     log.info("evaluating %s as it is (train.enabled=false): no fine-tuning", pretrained)
     meta = {
         "fine_tuned": False,
@@ -361,7 +356,7 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
         "model": settings.model.name,
         "dataset": settings.data.name,
         "saliency": settings.saliency.describe(),
-        "masking": settings.config["masking"]["name"],
+        "masking": settings.masking.name,
         "target_policy": e.target,
         "quantity": e.quantity,
         "steps": e.steps,

@@ -1,7 +1,7 @@
 """Checks of the settings stage (:mod:`itermask.settings`) that need no data: bad settings fail here, with a
 message naming the option and its allowed values, before any tokenizer, data or model is loaded.
 
-Two layers:
+Three layers:
 
 * **at composition** (Hydra): :class:`EvaluationSchema` is the structured-config schema of the ``evaluation``
   node (registered in Hydra's ConfigStore as ``evaluation_schema`` and named in ``conf/evaluate.yaml``'s
@@ -12,10 +12,14 @@ Two layers:
   The schema is registered when this module is imported (the entry points import it through
   :mod:`itermask.pipeline`); code composing ``evaluate.yaml`` with Hydra's compose API imports
   :mod:`itermask.settings` first.
-* **numeric settings** (:func:`check_config`): every batch size, chunk size, epoch count, step and sample
-  count, learning rate, ratio and seed of the resolved config, all problems reported at once; and
+* **numeric settings** (:func:`config_problems`): every batch size, chunk size, epoch count, step count,
+  learning rate, ratio and seed that the settings stage reads itself; and
   (:func:`check_max_length`) ``model.max_length`` against the tokenizer's special tokens and the model's
   position embeddings, read from its config.
+* **components** check their own parameters in their constructors, raising a ``ValueError`` that names the
+  option; the settings stage builds every component inside
+  :meth:`itermask.settings.problems.Problems.collect`, so every problem of a config is reported in one
+  :class:`SettingsError` before any data is loaded.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ __all__ = [
     "EvaluationSchema",
     "SettingsError",
     "check_config",
+    "config_problems",
     "check_seed_value",
     "check_max_length",
     "check_vocabulary",
@@ -134,7 +139,8 @@ class Range:
     def describe(self) -> str:
         kind = "an integer" if self.integer else "a number"
         if self.low is not None and self.high is not None:
-            text = f"{kind} in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+            low, high = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            text = f"{kind} in {low}{_num(self.low)}, {_num(self.high)}{high}"
         elif self.low is not None:
             text = f"{kind} {'>' if self.low_open else '>='} {_num(self.low)}"
         else:
@@ -150,12 +156,14 @@ POSITIVE_INT = Range(integer=True, low=1)
 NON_NEGATIVE_INT = Range(integer=True, low=0)
 POSITIVE = Range(integer=False, low=0, low_open=True)
 NON_NEGATIVE = Range(integer=False, low=0)
-SHARE = Range(integer=False, low=0, high=1, low_open=True, high_open=True)
 SEED = Range(integer=True, low=SEED_RANGE[0], high=SEED_RANGE[1])
 
-#: Numeric options and their ranges, by dotted key; options absent from a config (another saliency method,
-#: ``train.py`` without ``evaluation``) are skipped. Seeds (``seed`` and ``*_seed`` keys anywhere) are
-#: checked by :func:`_seed_problems`; the OOD analysis checks its own options (``OODAnalysis.check``).
+#: Numeric options that the settings stage reads itself (model, trainer, data, train, evaluation), and their
+#: ranges, by dotted key; options absent from a config (``train.py`` without ``evaluation``) are skipped.
+#: Components built from config check their own parameters in their constructors
+#: (:class:`itermask.settings.problems.Problems` collects those errors); ``saliency.internal_batch_size`` is
+#: listed because its constructor does not check it.
+#: Seeds (``seed`` and ``*_seed`` keys anywhere) are checked by :func:`_seed_problems`.
 RULES: dict[str, Range] = {
     "model.max_length": POSITIVE_INT,
     "model.finetune.batch_size": POSITIVE_INT,
@@ -167,25 +175,12 @@ RULES: dict[str, Range] = {
     "trainer.log_every_n_steps": POSITIVE_INT,
     "data.eval_batch_size": POSITIVE_INT,
     "data.num_workers": NON_NEGATIVE_INT,
-    "dataset.source.validation_ratio": SHARE,
-    "dataset.source.test_ratio": SHARE,
     "train.max_train_examples": Range(integer=True, low=1, null="the whole training split"),
     "train.checkpoint_every_n_steps": Range(integer=True, low=1, null="checkpoints at epoch ends only"),
-    "train.masking_augmentation.batch_share": Range(integer=False, low=0, high=1),
-    "train.adversarial_augmentation.batch_share": Range(integer=False, low=0, high=1),
-    "train.adversarial_augmentation.budget": Range(integer=False, low=0, high=1, low_open=True),
-    "train.adversarial_augmentation.candidates.k": POSITIVE_INT,
-    "train.adversarial_augmentation.candidates.min_similarity": Range(integer=False, low=-1, high=1),
     "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
     "evaluation.chunk_size": POSITIVE_INT,
     "evaluation.token_budget": POSITIVE_INT,
-    "saliency.n_steps": POSITIVE_INT,
-    "saliency.n_samples": POSITIVE_INT,
-    "saliency.perturbations_per_eval": POSITIVE_INT,
     "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
-    "saliency.kernel_width": POSITIVE,
-    "saliency.alpha": NON_NEGATIVE,
-    "masking.chunk_size": POSITIVE_INT,
 }
 
 _ABSENT = object()
@@ -241,13 +236,9 @@ def _list_problems(config: dict) -> list[str]:
     return problems
 
 
-def check_config(config: dict) -> None:
-    """Check every numeric option of a resolved config (a plain dict) against :data:`RULES`, every seed against
-    NumPy's range and the masking grid and AOPC bins.
-
-    Raises:
-        SettingsError: naming each bad option, its allowed values and the value found (all at once).
-    """
+def config_problems(config: dict) -> list[str]:
+    """The problems of every numeric option of a resolved config (a plain dict) against :data:`RULES`, of
+    every seed against NumPy's range and of the masking grid and AOPC bins, one message each."""
     problems = []
     for key, allowed in RULES.items():
         value = _get(config, key)
@@ -257,9 +248,16 @@ def check_config(config: dict) -> None:
             continue  # the same value as model.finetune.max_epochs (interpolated): reported once, there
         if not allowed.allows(value):
             problems.append(f"{key} must be {allowed.describe()}, got {value!r}")
-    problems += _seed_problems(config)
-    problems += _list_problems(config)
-    if problems:
+    return problems + _seed_problems(config) + _list_problems(config)
+
+
+def check_config(config: dict) -> None:
+    """Check a resolved config's numeric options (:func:`config_problems`).
+
+    Raises:
+        SettingsError: naming each bad option, its allowed values and the value found (all at once).
+    """
+    if problems := config_problems(config):
         raise SettingsError(problems)
 
 

@@ -245,7 +245,7 @@ class _TopK(CandidateSource):
 
     def __init__(self, k: int) -> None:
         if isinstance(k, bool) or int(k) != k or int(k) < 1:
-            raise ValueError(f"attack.candidates.k must be an integer >= 1, got {k}")
+            raise ValueError(f"candidates.k must be an integer >= 1, got {k}")
         self.k = int(k)
 
     @property
@@ -279,7 +279,7 @@ class EmbeddingNeighbours(_TopK):
     def __init__(self, k: int = 20, min_similarity: float = 0.4) -> None:
         super().__init__(k)
         if not -1.0 <= float(min_similarity) <= 1.0:
-            raise ValueError(f"attack.candidates.min_similarity must lie in [-1, 1] (a cosine), got {min_similarity}")
+            raise ValueError(f"candidates.min_similarity must lie in [-1, 1] (a cosine), got {min_similarity}")
         self.min_similarity = float(min_similarity)
         self.unit: Tensor | None = None
         self._neighbours: dict[int, list[int]] = {}
@@ -532,13 +532,18 @@ class MlmCandidates(_WholeWordSource):
         return out.to(positions.device)
 
 
-def build_candidate_source(spec: dict) -> CandidateSource:
-    """The source named ``spec["name"]`` built with the other entries of ``spec`` as its settings (unbound).
+def build_candidate_source(spec: Mapping | CandidateSource | None) -> CandidateSource:
+    """The attack's candidate source: ``spec`` itself when it is a built source (a config node with its
+    ``_target_``, built by the settings stage), else the source registered under ``spec["name"]`` built with
+    the other entries of ``spec`` as its settings (unbound; a ``_target_`` entry is not a setting).
 
     Raises:
-        ValueError: for a missing or unknown name (listing the known ones), or a bad setting.
+        ValueError: for a missing or unknown name (listing the known ones), or a bad setting (named as
+            ``attack.candidates.<setting>``).
     """
-    spec = dict(spec or {})
+    if isinstance(spec, CandidateSource):
+        return spec
+    spec = {k: v for k, v in (spec or {}).items() if k != "_target_"}
     name = spec.pop("name", None)
     if name is None:
         raise ValueError(f"attack.candidates needs a name: choose from {sorted(CANDIDATE_SOURCES)}")
@@ -547,3 +552,7 @@ def build_candidate_source(spec: dict) -> CandidateSource:
         return source(**spec)
     except TypeError as error:
         raise ValueError(f"bad settings for attack candidates {name!r}: {error}") from None
+    except ValueError as error:
+        if str(error).startswith("candidates."):
+            raise ValueError(f"attack.{error}") from None
+        raise

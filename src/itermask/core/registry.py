@@ -1,8 +1,15 @@
-"""Registries by name: a new component (masking schedule, metric, analysis, ...) is one class.
+"""Registries by name: the index of a component kind's names (masking schedule, metric, analysis, attack
+candidate source, ...), filled by defining the class.
 
 A :class:`Registry` maps names to objects (classes or instances) in the order they were added. Base classes
 add their subclasses on definition (``__init_subclass__``), so defining the class is all it takes; no list
 elsewhere needs editing.
+
+Components are *built* from config by their node's ``_target_`` (:func:`itermask.settings.build`), never by
+looking a name up here. A registry is the name index used when *reading*: the metric names, units and
+directions that the report and the tracker read from stored results, the schedule names that the
+``evaluation`` schema offers as choices, the analyses by their results section, and the check that a nested
+component node's ``name`` is the one its ``_target_`` class is registered under.
 """
 
 from __future__ import annotations

@@ -7,21 +7,29 @@ Layout: ``<cache_dir>/results/<key>.json``, each written atomically after the jo
 that cannot be read or whose checksum does not match is moved into ``results/damaged/`` with a warning and
 the job recomputed. What does not change a result (output and cache
 folders, the logger, worker counts, chunk sizes, checkpointing frequency) is left out of the key
-(:data:`NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result. The key also holds
-:data:`SCHEMA_VERSION`, so results stored by code whose numbers have since been fixed are recomputed.
+(:data:`~itermask.storage.keys.NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result.
+The key also holds :data:`~itermask.storage.keys.SCHEMA_VERSION`, so results stored by code whose numbers have
+since been fixed are recomputed. The key policy lives in :mod:`itermask.storage.keys` (re-exported here).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
-from itermask.storage.cache import config_hash
 from itermask.storage.files import move_aside, read_json, to_jsonable, write_bytes_atomic, write_json_atomic
+from itermask.storage.keys import (
+    DISABLED_NOT_IN_KEY,
+    IMPLEMENTATION_KEYS,
+    NOT_IN_KEY,
+    NOT_IN_KEY_AT_DEFAULT,
+    SCHEMA_VERSION,
+    component_settings,
+    results_config,
+    results_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,109 +45,6 @@ __all__ = [
     "result_checksum",
     "ResultStore",
 ]
-
-#: Version of the results: of their layout and of the statistics that compute them. It is part of every
-#: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
-#: stored numbers or their layout, so that a re-run recomputes instead of returning the old code's numbers.
-#: 1 (implicit, no field): up to issue 9. 2: exact ECE binning, OOD AUROC on raw scores, degenerate
-#: detectors under ``missing``, saliency diagnostics (issue 10). 3: attacked examples whose budget allows no
-#: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``).
-SCHEMA_VERSION = 3
-
-#: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
-NOT_IN_KEY = (
-    "output_dir",
-    "cache_dir",
-    "logger",
-    "reuse_results",
-    "hparams_search",
-    "optimized_metric",
-    "data.num_workers",
-    "data.eval_batch_size",
-    "evaluation.chunk_size",
-    "evaluation.token_budget",
-    "evaluation.forwards",
-    "train.keep_lightning_checkpoints",
-    "train.checkpoint_every_n_steps",
-    "trainer.log_every_n_steps",
-    "trainer.enable_model_summary",
-    "trainer.enable_progress_bar",
-    "trainer.enable_checkpointing",
-    "saliency.internal_batch_size",
-    "masking.chunk_size",
-    "attack.candidates.chunk_size",
-    "verbose",
-    # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
-    # rows they repair, so the data of a finished job are the same either way
-    "dataset.source.drop_missing_labels",
-    "dataset.source.convert_texts",
-)
-
-#: Dotted config keys left out of the key while they hold the value given here: options added after results
-#: were cached, left out at their default so that the results of runs that keep the default keep their keys.
-NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True}
-
-
-#: Dotted config sections left out of the key while their ``enabled`` is false: options added after results
-#: were stored, so that runs without them keep their keys.
-DISABLED_NOT_IN_KEY = ("train.adversarial_augmentation",)
-
-
-#: Config keys that say how a component is built (its class path), not what it computes: left out of every
-#: key, so that moving a class to another module keeps the caches valid. A component is identified by its
-#: config ``name`` and its settings.
-IMPLEMENTATION_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
-
-
-def component_settings(node: Any) -> Any:
-    """A copy of a resolved config node (plain dicts and lists) without :data:`IMPLEMENTATION_KEYS`, at any
-    depth."""
-    if isinstance(node, dict):
-        return {k: component_settings(v) for k, v in node.items() if k not in IMPLEMENTATION_KEYS}
-    if isinstance(node, list):
-        return [component_settings(v) for v in node]
-    return copy.deepcopy(node)
-
-
-def results_config(config: dict) -> dict:
-    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, those of
-    :data:`NOT_IN_KEY_AT_DEFAULT` at their default, the disabled sections of :data:`DISABLED_NOT_IN_KEY`,
-    :data:`IMPLEMENTATION_KEYS`, and the analyses that are off by being null (``attack: null``): their node
-    and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
-    out = component_settings(config)
-    if isinstance(out.get("analyses"), list):
-        off = [name for name in out["analyses"] if name in out and out[name] is None]
-        out["analyses"] = [name for name in out["analyses"] if name not in off]
-        for name in off:
-            out.pop(name)
-    always, disabled = object(), object()
-    leave_out = [
-        *((dotted, always) for dotted in NOT_IN_KEY),
-        *NOT_IN_KEY_AT_DEFAULT.items(),
-        *((dotted, disabled) for dotted in DISABLED_NOT_IN_KEY),
-    ]
-    for dotted, default in leave_out:
-        *parents, leaf = dotted.split(".")
-        node: Any = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            continue
-        value = node.get(leaf, default)
-        if default is disabled:
-            drop = not (isinstance(value, dict) and value.get("enabled", False))
-        else:
-            drop = default is always or value == default
-        if drop:
-            node.pop(leaf, None)
-    return out
-
-
-def results_key(config: dict) -> str:
-    """The results-store key of a resolved config: :func:`itermask.storage.cache.config_hash` of
-    :data:`SCHEMA_VERSION` and :func:`results_config`. Equal for two runs exactly when the code's result
-    schema and every setting that changes the result are equal."""
-    return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
 def result_checksum(result: dict) -> str:

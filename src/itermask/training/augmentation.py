@@ -18,17 +18,30 @@ adversarial training (Yoo & Qi 2021, Findings of EMNLP, Sec. 3.1 and 4).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor
 
 from itermask.core.adversarial import FirstOrderAttack
+from itermask.core.candidates import CandidateSource, input_embedding_matrix, word_start_vocabulary
 from itermask.core.masking import MaskingStrategy
 from itermask.core.schedules import masked_counts, top_k_mask
 from itermask.core.tokens import TokenBatch, maskable_positions
 
-__all__ = ["RandomMaskingAugmentation", "AdversarialAugmentation", "check_batch_share"]
+__all__ = [
+    "ADVERSARIAL_KEYS",
+    "RandomMaskingAugmentation",
+    "AdversarialAugmentation",
+    "check_batch_share",
+    "check_adversarial_keys",
+    "masked_fine_tuning",
+    "adversarial_fine_tuning",
+]
+
+#: the keys of ``train.adversarial_augmentation``
+ADVERSARIAL_KEYS = frozenset({"enabled", "batch_share", "budget", "word_initial_only", "candidates"})
 
 
 def check_batch_share(batch_share: float, setting: str) -> float:
@@ -41,7 +54,7 @@ def check_batch_share(batch_share: float, setting: str) -> float:
         or not isinstance(batch_share, (int, float))
         or not 0.0 <= float(batch_share) <= 1.0
     ):
-        raise ValueError(f"{setting}.batch_share must lie in [0, 1], got {batch_share}")
+        raise ValueError(f"{setting}.batch_share must be a number in [0, 1], got {batch_share}")
     return float(batch_share)
 
 
@@ -61,7 +74,7 @@ class RandomMaskingAugmentation:
     def __init__(
         self, strategy: MaskingStrategy, special_ids: Iterable[int], batch_share: float = 0.5, seed: int = 0
     ) -> None:
-        self.batch_share = check_batch_share(batch_share, "masking_augmentation")
+        self.batch_share = check_batch_share(batch_share, "train.masking_augmentation")
         self.strategy = strategy
         self.special_ids = sorted(set(int(i) for i in special_ids))
         self.generator = torch.Generator().manual_seed(int(seed))
@@ -106,7 +119,7 @@ class AdversarialAugmentation:
     """
 
     def __init__(self, attack: FirstOrderAttack, batch_share: float = 0.5, seed: int = 0) -> None:
-        self.batch_share = check_batch_share(batch_share, "adversarial_augmentation")
+        self.batch_share = check_batch_share(batch_share, "train.adversarial_augmentation")
         self.attack = attack
         self.generator = torch.Generator().manual_seed(int(seed))
 
@@ -131,3 +144,44 @@ class AdversarialAugmentation:
             f"AdversarialAugmentation({self.attack.candidates.describe()}, budget={self.attack.budget}, "
             f"batch_share={self.batch_share})"
         )
+
+
+def masked_fine_tuning(
+    spec: Mapping | None, strategy: MaskingStrategy, tokenizer, seed: int
+) -> RandomMaskingAugmentation | None:
+    """Masked fine-tuning of ``train.masking_augmentation`` (``spec``, a plain dict; ``None`` when disabled or
+    absent) with the bound masking ``strategy``.
+
+    Raises:
+        ValueError: a batch share outside [0, 1]."""
+    if not spec or not spec.get("enabled", False):
+        return None
+    return RandomMaskingAugmentation(strategy, tokenizer.all_special_ids, spec["batch_share"], seed=seed)
+
+
+def check_adversarial_keys(spec: Mapping) -> None:
+    """Raises ``ValueError`` naming the keys of ``train.adversarial_augmentation`` outside :data:`ADVERSARIAL_KEYS`."""
+    if unknown := sorted(set(spec) - ADVERSARIAL_KEYS):
+        raise ValueError(
+            f"unknown train.adversarial_augmentation setting(s) {unknown}: known are {sorted(ADVERSARIAL_KEYS)}"
+        )
+
+
+def adversarial_fine_tuning(
+    spec: Mapping, source: CandidateSource, tokenizer, model: torch.nn.Module, seed: int
+) -> AdversarialAugmentation:
+    """Adversarial fine-tuning of ``train.adversarial_augmentation`` (``spec``, a plain dict, enabled) with the
+    candidate ``source`` (built, unbound): the source bound, the classifier architecture ``model`` checked for
+    an input-embedding matrix. Its batch choice has its own seed, drawn apart from masked fine-tuning's.
+
+    Raises:
+        ValueError: an unknown key, a bad batch share or budget, a source without token ids (``mask``), a
+            model without an input-embedding matrix, or the source's own error when bound."""
+    check_adversarial_keys(spec)
+    attack = FirstOrderAttack(source, tokenizer.all_special_ids, None, spec.get("budget", 0.2))
+    source.bind(tokenizer)
+    if spec.get("word_initial_only", True):
+        attack.word_start = word_start_vocabulary(tokenizer)
+    input_embedding_matrix(model, "train.adversarial_augmentation")
+    stream = int(hashlib.sha256(f"adversarial_augmentation:{seed}".encode()).hexdigest()[:12], 16)
+    return AdversarialAugmentation(attack, spec.get("batch_share", 0.5), seed=stream)

@@ -1,0 +1,61 @@
+"""The settings stage's errors, collected in one pass and raised together, each naming its option by its
+dotted config path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from itermask.validation import SettingsError
+
+__all__ = ["name_option", "Problems"]
+
+
+def name_option(path: str, keys, message: str) -> str:
+    """``message``, an error of the component built from the config node at ``path`` (its keys ``keys``), with
+    the option named by its full dotted path: unchanged when it starts with ``path``; ``path.`` prepended when
+    it starts with one of the node's keys (``n_steps must be ...`` -> ``saliency.n_steps must be ...``) or with
+    the node's own name (``candidates.k ...`` of ``attack.candidates`` -> ``attack.candidates.k ...``);
+    else ``path: `` prepended."""
+    if message.startswith(path):
+        return message
+    first = message.split(" ", 1)[0].split(".", 1)[0]
+    parent, _, leaf = path.rpartition(".")
+    if first in keys:
+        return f"{path}.{message}"
+    if first == leaf:
+        return f"{parent}.{message}" if parent else message
+    return f"{path}: {message}"
+
+
+class Problems:
+    """The errors of the settings stage, collected in one pass: each check runs inside :meth:`collect`, and
+    :meth:`raise_if_any` raises them together."""
+
+    def __init__(self) -> None:
+        self.errors: list[Exception] = []
+
+    @contextmanager
+    def collect(self) -> Iterator[None]:
+        """Record a ``ValueError`` or ``OSError`` (a missing file) raised inside, instead of raising it."""
+        try:
+            yield
+        except (ValueError, OSError) as error:
+            self.errors.append(error)
+
+    def add(self, messages: list[str]) -> None:
+        """Record problems given as messages (:func:`config_problems`)."""
+        if messages:
+            self.errors.append(SettingsError(messages))
+
+    def raise_if_any(self) -> None:
+        """Raise what was collected: a single error as it is (its type kept, e.g. ``FileNotFoundError``),
+        several as one :class:`SettingsError` listing each problem.
+
+        Raises:
+            ValueError, OSError: as described."""
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            messages = [m for e in self.errors for m in (e.problems if isinstance(e, SettingsError) else [str(e)])]
+            raise SettingsError(messages)

@@ -1,0 +1,238 @@
+"""Key policy: what the checkpoint cache and the results store hash, and the fingerprint of local files.
+
+* the **checkpoint key** (:func:`training_key`) hashes what determines the fine-tuned weights: the model,
+  the dataset source and its files' contents, the training settings, the trainer precision and the seed;
+* the **results key** (:func:`results_key`) hashes :data:`SCHEMA_VERSION` and every setting that changes an
+  evaluation's numbers (:func:`results_config`), plus the same file contents.
+
+Both hash each component's config ``name`` and settings, never its ``_target_`` (:data:`IMPLEMENTATION_KEYS`:
+module paths), so moving a class keeps the caches valid. Local files enter both keys through a
+:class:`Fingerprint`: the configs name only their paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from itermask.storage.cache import config_hash
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "NOT_IN_KEY",
+    "NOT_IN_KEY_AT_DEFAULT",
+    "DISABLED_NOT_IN_KEY",
+    "IMPLEMENTATION_KEYS",
+    "Fingerprint",
+    "file_digest",
+    "component_settings",
+    "results_config",
+    "results_key",
+    "training_payload",
+    "training_key",
+]
+
+#: Version of the results: of their layout and of the statistics that compute them. It is part of every
+#: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
+#: stored numbers or their layout, so that a re-run recomputes instead of returning the old code's numbers.
+#: 1 (implicit, no field): up to issue 9. 2: exact ECE binning, OOD AUROC on raw scores, degenerate
+#: detectors under ``missing``, saliency diagnostics (issue 10). 3: attacked examples whose budget allows no
+#: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``).
+SCHEMA_VERSION = 3
+
+#: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
+NOT_IN_KEY = (
+    "output_dir",
+    "cache_dir",
+    "logger",
+    "reuse_results",
+    "hparams_search",
+    "optimized_metric",
+    "data.num_workers",
+    "data.eval_batch_size",
+    "evaluation.chunk_size",
+    "evaluation.token_budget",
+    "evaluation.forwards",
+    "train.keep_lightning_checkpoints",
+    "train.checkpoint_every_n_steps",
+    "trainer.log_every_n_steps",
+    "trainer.enable_model_summary",
+    "trainer.enable_progress_bar",
+    "trainer.enable_checkpointing",
+    "saliency.internal_batch_size",
+    "masking.chunk_size",
+    "attack.candidates.chunk_size",
+    "verbose",
+    # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
+    # rows they repair, so the data of a finished job are the same either way
+    "dataset.source.drop_missing_labels",
+    "dataset.source.convert_texts",
+)
+
+#: Dotted config keys left out of the key while they hold the value given here, so that runs at the
+#: default share their keys with configs that lack the option.
+NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True}
+
+#: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them
+#: share their keys with configs that lack the section.
+DISABLED_NOT_IN_KEY = ("train.adversarial_augmentation",)
+
+#: Config keys that say how a component is built (its class path), not what it computes: left out of every
+#: key, so that moving a class to another module keeps the caches valid. A component is identified by its
+#: config ``name`` and its settings.
+IMPLEMENTATION_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
+
+#: The prefix of a local model file's entry in the hashed ``data_files`` mapping (:meth:`Fingerprint.hashed`).
+_MODEL_ENTRY = "model:"
+
+
+class _LocalFiles(Protocol):
+    def local_files(self) -> Mapping[str, str]: ...
+
+
+def file_digest(path: str | Path) -> str:
+    """Hex SHA-256 of the contents of ``path``.
+
+    Raises:
+        OSError: if the file cannot be read."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The contents of the local files a job reads, which its config names only by path.
+
+    Attributes:
+        data_files: SHA-256 of every local file of the data source, by the source's name for it
+            (:meth:`~itermask.training.sources.DataSource.local_files`: ``path``, or ``train``/``validation``/...).
+        model_files: SHA-256 of every file of a local ``model.pretrained`` directory, by file name (empty for
+            a hub id or a packaged model).
+    """
+
+    data_files: Mapping[str, str] = field(default_factory=dict)
+    model_files: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, source: _LocalFiles, pretrained: str) -> Fingerprint:
+        """The fingerprint of a data source's local files and of ``pretrained`` if it is a local directory.
+
+        Raises:
+            OSError: if a file cannot be read."""
+        data = {name: file_digest(path) for name, path in source.local_files().items()}
+        directory = Path(str(pretrained))
+        model = {}
+        if directory.is_dir():
+            model = {p.name: file_digest(p) for p in sorted(directory.iterdir()) if p.is_file()}
+        return cls(data, model)
+
+    def hashed(self) -> dict[str, str]:
+        """The ``data_files`` entry both keys hash and ``meta.json`` records: the data files by name, then the
+        model files as ``model:<file name>``."""
+        return {**self.data_files, **{f"{_MODEL_ENTRY}{name}": digest for name, digest in self.model_files.items()}}
+
+
+def component_settings(node: Any) -> Any:
+    """A copy of a resolved config node (plain dicts and lists) without :data:`IMPLEMENTATION_KEYS`, at any
+    depth."""
+    if isinstance(node, dict):
+        return {k: component_settings(v) for k, v in node.items() if k not in IMPLEMENTATION_KEYS}
+    if isinstance(node, list):
+        return [component_settings(v) for v in node]
+    return copy.deepcopy(node)
+
+
+def _drop_analyses_that_are_off(out: dict) -> None:
+    """Remove the analyses that are off by being null (``attack: null``): their node and their name."""
+    if isinstance(out.get("analyses"), list):
+        off = [name for name in out["analyses"] if name in out and out[name] is None]
+        out["analyses"] = [name for name in out["analyses"] if name not in off]
+        for name in off:
+            out.pop(name)
+
+
+def results_config(config: dict) -> dict:
+    """A copy of the resolved ``config`` (a plain dict) without the keys in :data:`NOT_IN_KEY`, those of
+    :data:`NOT_IN_KEY_AT_DEFAULT` at their default, the disabled sections of :data:`DISABLED_NOT_IN_KEY`,
+    :data:`IMPLEMENTATION_KEYS`, and the analyses that are off by being null (``attack: null``): their node
+    and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
+    out = component_settings(config)
+    _drop_analyses_that_are_off(out)
+    always, disabled = object(), object()
+    leave_out = [
+        *((dotted, always) for dotted in NOT_IN_KEY),
+        *NOT_IN_KEY_AT_DEFAULT.items(),
+        *((dotted, disabled) for dotted in DISABLED_NOT_IN_KEY),
+    ]
+    for dotted, default in leave_out:
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        value = node.get(leaf, default)
+        if default is disabled:
+            drop = not (isinstance(value, dict) and value.get("enabled", False))
+        else:
+            drop = default is always or value == default
+        if drop:
+            node.pop(leaf, None)
+    return out
+
+
+def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
+    """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files:
+    :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION` and :func:`results_config`. Equal
+    for two runs exactly when the code's result schema, every setting that changes the result and the files
+    read are equal (without ``fingerprint``: the settings only)."""
+    if fingerprint is not None:
+        config = {**config, "data_files": fingerprint.hashed()}
+    return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
+
+
+def training_payload(config: dict, fingerprint: Fingerprint, seed: int) -> dict:
+    """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
+    from itermask.training.sources import REPAIR_SWITCHES
+
+    train = component_settings(config["train"])
+    for augmentation in ("masking_augmentation", "adversarial_augmentation"):
+        if not (train.get(augmentation) or {}).get("enabled", False):
+            train.pop(augmentation, None)
+    if train.get("enabled", True) is True:  # left out at its default (NOT_IN_KEY_AT_DEFAULT)
+        train.pop("enabled", None)
+    source = component_settings(config["dataset"]["source"])
+    for switch in REPAIR_SWITCHES:
+        source.pop(switch, None)
+    return {
+        "model": component_settings(config["model"]),
+        "dataset": {"name": config["dataset"]["name"], "source": source},
+        "data_files": fingerprint.hashed(),
+        "train": train,
+        "precision": str(config["trainer"].get("precision", "32-true")),
+        "seed": seed,
+    }
+
+
+def training_key(config: dict, fingerprint: Fingerprint, seed: int) -> tuple[str, dict]:
+    """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
+    dataset source and the contents of its local files, training settings, trainer precision, seed).
+    ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, and
+    ``train.enabled`` only when false; the data sources' repair switches
+    (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job fails on data they would
+    repair, so the data of a finished job are the same either way.
+
+    Args:
+        config: the resolved config (a plain dict).
+        fingerprint: its local files' contents (:meth:`Fingerprint.of`).
+        seed: the experiment seed, checked.
+    """
+    payload = training_payload(config, fingerprint, seed)
+    return config_hash(payload), payload
