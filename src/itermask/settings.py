@@ -25,7 +25,7 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from itermask.analyses import Analysis
+from itermask.analyses import Analysis, AnalysisInputs
 from itermask.core.adversarial import FirstOrderAttack
 from itermask.core.candidates import build_candidate_source, input_embedding_matrix, word_start_vocabulary
 from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
@@ -592,6 +592,6 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
         for name, method in methods.items()
     }
     for analysis in settings.analyses:
-        analysis.check(settings)
+        analysis.check(AnalysisInputs.from_settings(settings))
     settings.results_key = results_key({**settings.config, "data_files": fingerprint})
     return settings
