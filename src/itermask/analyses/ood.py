@@ -298,7 +298,7 @@ class OODAnalysis(Analysis):
         figure = plots.umap_figure(
             train.features[keep],
             train_labels[keep],
-            curves,
+            dict(curves),
             fractions=list(self.plots["umap_fractions"]),
             label_names=context.data.label_names,
             n_neighbors=self.plots["umap_neighbors"],
