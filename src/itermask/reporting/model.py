@@ -26,6 +26,7 @@ __all__ = [
     "ACCURACY",
     "Report",
     "result_measures",
+    "analysis_measures",
     "result_curves",
     "measure_order",
     "of_group",
