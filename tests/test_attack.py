@@ -452,7 +452,7 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     output = analysis.run(inputs, context, EvaluatedCurves.of(curves))
     section = output.result["attack"]
     assert set(section["methods"]) == {"gradient", "random"}
-    for name, entry in section["methods"].items():
+    for entry in section["methods"].values():
         examples = entry["examples"]
         assert examples["example_id"] == [10, 11, 12]  # "[SEP]" alone has no maskable token, as in masking
         assert all(q <= 3 * n for q, n in zip(examples["queries"], examples["n_maskable"]))
