@@ -399,7 +399,7 @@ def test_random_saliency_ranks_the_same_positions_every_time():
 def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_curves(tiny_bert, tokenizer, tmp_path):
     from types import SimpleNamespace
 
-    from itermask.analyses import EvaluationContext
+    from itermask.analyses import AnalysisInputs, EvaluatedCurves, EvaluationContext
     from itermask.core.evaluation import MaskingCurves
     from itermask.settings import EvaluationSettings
     from itermask.training.datamodule import TokenCollator
@@ -429,14 +429,7 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
         True,
         64,
     )
-    settings = SimpleNamespace(
-        evaluation=evaluation,
-        evaluators=evaluators,
-        tokenizer=tokenizer,
-        masking=strategy,
-        model=SimpleNamespace(pretrained="unused"),
-        output_dir=tmp_path,
-    )
+    inputs = AnalysisInputs(evaluation, tokenizer, strategy, evaluators, "gradient", "unused", tmp_path)
     batch = loader[0]
     keep = evaluators["gradient"].maskable(batch["tokens"]).any(1)
     curves = {
@@ -455,11 +448,11 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     analysis.source.bind(tokenizer)
     analysis.word_start = word_start_vocabulary(tokenizer)
     data = SimpleNamespace(evaluation_dataloader=lambda n, seed, split: loader)
-    context = EvaluationContext(settings, data, None, SimpleNamespace(model=tiny_bert), None, {"curves": curves})
-    output = analysis.run(context)
+    context = EvaluationContext(data, None, SimpleNamespace(model=tiny_bert), None)
+    output = analysis.run(inputs, context, EvaluatedCurves.of(curves))
     section = output.result["attack"]
     assert set(section["methods"]) == {"gradient", "random"}
-    for name, entry in section["methods"].items():
+    for entry in section["methods"].values():
         examples = entry["examples"]
         assert examples["example_id"] == [10, 11, 12]  # "[SEP]" alone has no maskable token, as in masking
         assert all(q <= 3 * n for q, n in zip(examples["queries"], examples["n_maskable"]))

@@ -334,7 +334,7 @@ def test_a_new_metric_is_one_class(curves):
     """Adding a metric is one Metric subclass: it registers itself, summarize reports it (with its AOPC),
     and the tracker and the report read its name, unit and direction from the registry."""
     from itermask import tracking
-    from itermask.reporting.aggregate import _measures
+    from itermask.reporting.model import result_measures
 
     class KeptShare(metrics.Metric):
         """``kept_share``: p(y | x without its top-k tokens) / p(y | x), the share of the target
@@ -365,7 +365,9 @@ def test_a_new_metric_is_one_class(curves):
             "saliency": {"name": "gradient"},
             "scores": {"gradient": {"one_shot": summary}},
         }
-        assert _measures(result)[("gradient", "one_shot", "aopc_kept_share")] == pytest.approx(sum(expected[1:6]) / 5)
+        assert result_measures(result)[("gradient", "one_shot", "aopc_kept_share")] == pytest.approx(
+            sum(expected[1:6]) / 5
+        )
     finally:
         metrics.METRICS.pop("kept_share", None)
     assert "kept_share" not in metrics.summarize(curves["one_shot"])

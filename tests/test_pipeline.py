@@ -367,3 +367,16 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
     for name in ("ood_statistics.png", "ood_mahalanobis_auroc_by_layer.png"):
         assert (tmp_path / "new" / name).read_bytes()[:4] == b"\x89PNG"
     assert logged == [["ood/mahalanobis_auroc_by_layer", "ood/statistics"]]
+
+
+def test_ood_is_a_config_group_whose_choices_match_the_level_overrides():
+    from omegaconf import OmegaConf
+
+    for level in ("final", "full", "none"):
+        chosen, overridden = _compose(f"ood={level}"), _compose(f"ood.level={level}")
+        assert OmegaConf.to_container(chosen.ood, resolve=True) == OmegaConf.to_container(overridden.ood, resolve=True)
+        assert chosen.ood.level == level
+    assert _compose().ood == _compose("ood=final").ood  # final is the default
+    assert _compose("experiment=masked_vs_standard").ood.level == "full"
+    assert _compose("experiment=adversarial_vs_standard").ood.level == "none"
+    assert [a.name for a in evaluate_settings(_compose("ood=none")).analyses] == []

@@ -854,3 +854,39 @@ def test_constant_samples_compare_exactly():
     assert same["difference"] == 0 and same["p_value"] == 1.0 and (same["ci_low"], same["ci_high"]) == (0, 0)
     apart = compare_samples([0.5, 0.5], [0.25, 0.25], test="permutation")
     assert apart["difference"] == 0.25 and apart["p_value"] == 0.0 and math.isnan(apart["statistic"])
+
+
+def test_reading_results_and_writing_the_report_imports_no_torch(tmp_path):
+    """The report and the console summary work from results files alone: a fresh interpreter builds and
+    writes the report of a sweep whose results carry OOD and attack sections, and never imports torch."""
+    results = []
+    for seed, value in enumerate((0.75, 0.8, 0.85)):
+        result = make_result(seed, aopc=0.1 + seed / 100)
+        result["config"].update(
+            analyses=["ood", "attack"],
+            ood={"_target_": "itermask.analyses.OODAnalysis", "level": "final"},
+            attack={"_target_": "itermask.analyses.AttackAnalysis", "ranking": "one_shot"},
+        )
+        stats = {"fraction": [0.0, 0.5, 1.0], "values": {"final/auroc_mahalanobis": [0.5, value, 0.9]}}
+        result["ood"] = {"statistics": {"gradient": {"one_shot": stats}}}
+        result["attack"] = {
+            "settings": {"ranking": "one_shot"},
+            "methods": {"gradient": {"summary": {"success_rate": value}, "link": {}}},
+        }
+        results.append(result)
+    root = write_sweep(tmp_path / "sweep", results)
+    script = (
+        "import sys\n"
+        "from itermask import console\n"
+        "from itermask.reporting import build_report, write_report\n"
+        "from itermask.storage.files import read_json\n"
+        f"root = {str(root)!r}\n"
+        "written = write_report(build_report(root))\n"
+        "lines = console.summary_lines(read_json(root + '/0/results.json'))\n"
+        "markdown = written['report.md'].read_text()\n"
+        "assert 'OOD AUROC of masked vs clean' in markdown and 'attack success_rate' in markdown, markdown\n"
+        "assert lines[-1].startswith('OOD AUROC of masked vs clean inputs at 50 % masking'), lines\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]

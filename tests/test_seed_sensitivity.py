@@ -101,7 +101,7 @@ class _Data:
 
 
 def _context(tmp_path, toy_tokenizer):
-    from itermask.analyses.base import EvaluationContext
+    from itermask.analyses.base import AnalysisInputs, EvaluatedCurves, EvaluationContext
     from itermask.evaluation import IterativeMaskingEvaluator
     from itermask.masking import MaskToken
     from itermask.saliency import InputXGradientSaliency, RandomSaliency
@@ -131,12 +131,11 @@ def _context(tmp_path, toy_tokenizer):
         chunk_size=8,
     )
 
-    class Settings:
-        output_dir = tmp_path / "job"
-
-    Settings.evaluation = evaluation
+    inputs = AnalysisInputs(
+        evaluation, toy_tokenizer, MaskToken(toy_tokenizer), {}, "input_x_gradient", "", tmp_path / "job"
+    )
     data = _Data("test", {"example_id": [11, 10, 12], "text": ["c c b", "a b c", "unused"], "label": [0, 1, 1]})
-    return EvaluationContext(Settings, data, None, None, None, shared={"curves": curves}), curves
+    return (inputs, EvaluationContext(data, None, None, None), EvaluatedCurves.of(curves)), curves
 
 
 def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
@@ -145,7 +144,7 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     from itermask.storage.per_example import load_per_example
 
     context, curves = _context(tmp_path, toy_tokenizer)
-    output = PerExampleAnalysis().run(context)
+    output = PerExampleAnalysis().run(*context)
     tables = load_per_example(tmp_path / "job")
     steps, scores, examples = tables.steps, tables.scores, tables.examples
     # 2 methods x 2 schedules x 2 examples x 3 steps; one score row per (method, schedule, example)
@@ -210,7 +209,7 @@ def test_the_results_store_keeps_and_restores_the_per_example_files(tmp_path, to
     from itermask.storage.store import ResultStore
 
     context, _ = _context(tmp_path, toy_tokenizer)
-    files = PerExampleAnalysis().run(context).artifacts.files
+    files = PerExampleAnalysis().run(*context).artifacts.files
     store = ResultStore(tmp_path / "cache")
     store.put("k", {"seed": 0, "config": {}}, files)
     reused = store.reuse("k", tmp_path / "new")

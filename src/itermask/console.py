@@ -31,7 +31,7 @@ from enum import Enum
 import yaml
 from omegaconf import Container, OmegaConf
 
-__all__ = ["configure", "summary_lines", "as_yaml", "LIGHTNING_INFO_LOGGERS"]
+__all__ = ["configure", "summary_lines", "number", "as_yaml", "LIGHTNING_INFO_LOGGERS"]
 
 
 def as_yaml(value) -> str:
@@ -122,7 +122,8 @@ def _library_warnings(quiet: bool, possible_user_warning: type[Warning]) -> None
 # -- the score summary a job prints -----------------------------------------------------------------------
 
 
-def _num(value, signed: bool = False) -> str:
+def number(value, signed: bool = False) -> str:
+    """``value`` with 3 decimals (``signed``: with its sign), ``"n/a"`` for ``None`` or NaN."""
     if value is None or (isinstance(value, float) and value != value):
         return "n/a"
     return f"{value:+.3f}" if signed else f"{value:.3f}"
@@ -132,11 +133,11 @@ def _accuracy_line(result: dict) -> str:
     acc = result.get("accuracy") or {}
     validation = acc.get("validation")
     validation = (
-        "n/a (no fine-tuning)" if validation is None and result.get("fine_tuned") is False else _num(validation)
+        "n/a (no fine-tuning)" if validation is None and result.get("fine_tuned") is False else number(validation)
     )
     return (
-        f"accuracy: test {_num(acc.get('test'))} on {result.get('n_test', 'n/a')} examples (majority class "
-        f"{_num(acc.get('majority_class_test'))}), validation {validation}"
+        f"accuracy: test {number(acc.get('test'))} on {result.get('n_test', 'n/a')} examples (majority class "
+        f"{number(acc.get('majority_class_test'))}), validation {validation}"
     )
 
 
@@ -152,9 +153,8 @@ def _aopc_line(result: dict, method: str) -> str:
             key = f"{prefix}{score}_{q}"
             if key in summary:
                 versus = (relative.get(schedule) or {}).get(key)
-                values.append(
-                    f"{score} {_num(summary[key])}" + (f" ({_num(versus, signed=True)})" if versus is not None else "")
-                )
+                difference = f" ({number(versus, signed=True)})" if versus is not None else ""
+                values.append(f"{score} {number(summary[key])}{difference}")
         parts.append(f"{schedule} " + ", ".join(values))
     versus = " (minus random in brackets)" if relative else ""
     return (
@@ -163,31 +163,17 @@ def _aopc_line(result: dict, method: str) -> str:
     )
 
 
-def _ood_line(result: dict, method: str, statistic: str = "final/auroc_mahalanobis", at: float = 0.5) -> str:
-    by_schedule = ((result.get("ood") or {}).get("statistics") or {}).get(method)
-    if not by_schedule:
-        return "OOD: not computed (ood.level=none or not among the analyses)"
-    parts, where = [], None
-    for schedule, stats in by_schedule.items():
-        values, fractions = (stats.get("values") or {}).get(statistic), stats.get("fraction") or []
-        if not values or not fractions:
-            continue
-        step = min(range(len(fractions)), key=lambda i: abs(fractions[i] - at))
-        where = fractions[step]
-        parts.append(f"{schedule} {_num(values[step])}")
-    if not parts:
-        return f"OOD: no {statistic}"
-    return (
-        f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
-        + ", ".join(parts)
-    )
-
-
 def summary_lines(result: dict) -> list[str]:
-    """Three lines for the console at the end of an evaluation job: test (and validation) accuracy; the
+    """The lines for the console at the end of an evaluation job: test (and validation) accuracy; the
     saliency method's AOPC comprehensiveness and sufficiency per schedule (ERASER bins; over every step with
-    count steps) with the difference to the random explanation; the final layer's Mahalanobis OOD AUROC of
-    masked vs clean inputs at 50 % masking (the nearest step of the grid)."""
+    count steps) with the difference to the random explanation; then each analysis's own lines
+    (:meth:`itermask.analyses.Analysis.summary_lines` of :func:`itermask.analyses.analysis_classes`, e.g.
+    the final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking)."""
+    from itermask.analyses.base import analysis_classes
+
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
-    return [_accuracy_line(result), _aopc_line(result, method), _ood_line(result, method)]
+    lines = [_accuracy_line(result), _aopc_line(result, method)]
+    for analysis in analysis_classes(result):
+        lines += analysis.summary_lines(result)
+    return lines

@@ -7,8 +7,9 @@ An evaluation job is four stages, each a function with typed inputs and outputs:
 2. **model** (:func:`get_model`): the cached fine-tuned checkpoint, or a fine-tuning (:func:`get_or_train`,
    after :func:`load_data` has loaded the data and checked the settings that need it); with
    ``train.enabled=false`` the given classifier as it is (:func:`given_classifier`);
-3. **evaluate** (:func:`evaluate`): the analyses (accuracy, masking curves, per-example tables, then the
-   configured ones such as ``ood``), each returning its part of the result and its artifacts;
+3. **evaluate** (:func:`evaluate`): the test accuracy, the masking stage (its typed output, the masking
+   curves, goes to every analysis), then the analyses (per-example tables, then the configured ones such
+   as ``ood``), each returning its part of the result and its artifacts;
 4. **record** (:func:`record`): the result file, the results store and the tracker.
 
 A job whose result is already stored (:func:`stored_result`) skips stages 2 and 3. Data flows one way: data
@@ -30,7 +31,14 @@ from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from itermask import console, tracking
-from itermask.analyses import AccuracyAnalysis, Artifacts, EvaluationContext, MaskingCurvesAnalysis, PerExampleAnalysis
+from itermask.analyses import (
+    AnalysisInputs,
+    Artifacts,
+    EvaluationContext,
+    PerExampleAnalysis,
+    evaluate_accuracy,
+    evaluate_curves,
+)
 from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
@@ -320,7 +328,8 @@ def evaluate(
     settings: EvaluateSettings, data: TextClassificationDataModule, trained: TrainedModel
 ) -> Evaluation | None:
     """The evaluate stage: load the fine-tuned classifier, make it serve every saliency method (failing
-    before any work if one cannot run), then run the analyses in order: accuracy, masking curves,
+    before any work if one cannot run), measure the test accuracy, run the masking stage
+    (:func:`~itermask.analyses.masking.evaluate_curves`), then hand its curves to the analyses in order:
     per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a
     distributed run. Nothing is logged here: the record stage logs the result."""
     classifier = SequenceClassifier(
@@ -334,10 +343,19 @@ def evaluate(
     # no logger: a new trainer's step restarts at 0, which would run the training x-axis backwards; the
     # accuracies reach the tracker with the result (tracking.log_evaluation)
     trainer = settings.make_trainer(logger=False, inference_mode=False)
-    context = EvaluationContext(settings, data, trained, classifier, trainer)
+    context = EvaluationContext(data, trained, classifier, trainer)
+    inputs = AnalysisInputs.from_settings(settings)
     evaluation = Evaluation({}, Artifacts())
-    for analysis in (AccuracyAnalysis(), MaskingCurvesAnalysis(), PerExampleAnalysis(), *settings.analyses):
-        output = analysis.run(context)
+    accuracy = evaluate_accuracy(context)
+    if not trainer.is_global_zero:
+        return None
+    curves, masking = evaluate_curves(inputs, context)
+    if curves is None:
+        return None
+    for output in (accuracy, masking):
+        evaluation.result.update(output.result)
+    for analysis in (PerExampleAnalysis(), *settings.analyses):
+        output = analysis.run(inputs, context, curves)
         if not trainer.is_global_zero:
             return None
         evaluation.result.update(output.result)

@@ -1,21 +1,34 @@
-"""The analyses of the evaluate stage (see :mod:`itermask.analyses.base`): the built-in ``accuracy``,
-``masking`` and ``per_example`` analyses, and the configurable ``ood`` and ``attack`` analyses."""
+"""The evaluate stage's analyses (see :mod:`itermask.analyses.base`): the accuracy and masking stages, the
+built-in ``per_example`` analysis, and the configurable ``ood`` and ``attack`` analyses. Importing them
+imports no torch (their run paths do)."""
 
-from itermask.analyses.accuracy import AccuracyAnalysis
+from itermask.analyses.accuracy import evaluate_accuracy
 from itermask.analyses.attack import AttackAnalysis
-from itermask.analyses.base import ANALYSES, Analysis, AnalysisOutput, Artifacts, EvaluationContext
-from itermask.analyses.masking import MaskingCurvesAnalysis
+from itermask.analyses.base import (
+    ANALYSES,
+    Analysis,
+    AnalysisInputs,
+    AnalysisOutput,
+    Artifacts,
+    EvaluatedCurves,
+    EvaluationContext,
+    analysis_classes,
+)
+from itermask.analyses.masking import evaluate_curves
 from itermask.analyses.ood import OODAnalysis
 from itermask.analyses.per_example import PerExampleAnalysis
 
 __all__ = [
     "ANALYSES",
     "Analysis",
+    "AnalysisInputs",
     "AnalysisOutput",
     "Artifacts",
+    "EvaluatedCurves",
     "EvaluationContext",
-    "AccuracyAnalysis",
-    "MaskingCurvesAnalysis",
+    "analysis_classes",
+    "evaluate_accuracy",
+    "evaluate_curves",
     "OODAnalysis",
     "PerExampleAnalysis",
     "AttackAnalysis",

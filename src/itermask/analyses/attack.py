@@ -16,19 +16,28 @@ import json
 import logging
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import torch
 from scipy import stats
 
-from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext, eval_mode
-from itermask.core.attack import RANKINGS, AttackResult, GreedyAttack, check_budget
-from itermask.core.candidates import build_candidate_source, word_start_vocabulary
-from itermask.core.evaluation import MaskingCurves
+from itermask.analyses.base import (
+    Analysis,
+    AnalysisInputs,
+    AnalysisOutput,
+    Artifacts,
+    EvaluatedCurves,
+    EvaluationContext,
+    eval_mode,
+)
 from itermask.core.metrics import first_flip_count, first_flip_fraction
 from itermask.storage.per_example import write_per_example
-from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
+
+if TYPE_CHECKING:
+    import torch
+
+    from itermask.core.attack import AttackResult, GreedyAttack
+    from itermask.core.evaluation import MaskingCurves
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +84,8 @@ def attack_summary(examples: dict[str, list]) -> dict[str, Any]:
     the attacked examples whose decision flipped within the budget), ``perturbed_fraction`` and
     ``perturbed_count`` (means over the successful attacks, TextAttack's "average perturbed word %"),
     ``median_queries`` and ``mean_queries`` (over the attacked examples). NaN where no example qualifies."""
+    import torch
+
     attacked = [i for i, a in enumerate(examples["attacked"]) if a and examples["k_max"][i] > 0]
     won = [i for i in attacked if examples["success"][i]]
     queries = torch.tensor([float(examples["queries"][i]) for i in attacked], dtype=torch.float64)
@@ -175,6 +186,10 @@ class AttackAnalysis(Analysis):
         word_initial_only: bool = True,
         enabled: bool = True,
     ) -> None:
+        from itermask.core.attack import RANKINGS, check_budget
+        from itermask.core.candidates import build_candidate_source
+        from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
+
         if ranking not in RANKINGS:
             raise ValueError(f"unknown attack.ranking {ranking!r}: choose one of {RANKINGS}")
         check_budget(budget, max_queries)
@@ -192,28 +207,32 @@ class AttackAnalysis(Analysis):
             "word_initial_only": self.word_initial_only,
         }
 
-    def check(self, settings) -> None:
-        if self.ranking not in settings.evaluation.schedules:
+    def check(self, inputs: AnalysisInputs) -> None:
+        from itermask.core.candidates import word_start_vocabulary
+
+        if self.ranking not in inputs.evaluation.schedules:
             raise ValueError(
                 f"attack.ranking={self.ranking} is compared with the masking curves of that schedule, but "
-                f"evaluation.schedules={list(settings.evaluation.schedules)}: add it, or change attack.ranking"
+                f"evaluation.schedules={list(inputs.evaluation.schedules)}: add it, or change attack.ranking"
             )
-        self.source.bind(settings.tokenizer)
+        self.source.bind(inputs.tokenizer)
         if self.word_initial_only:
-            self.word_start = word_start_vocabulary(settings.tokenizer)
+            self.word_start = word_start_vocabulary(inputs.tokenizer)
         if self.source.needs_embeddings:
             from itermask.training.models import classifier_architecture
 
-            self.source.check(classifier_architecture(settings.model.pretrained))
+            self.source.check(classifier_architecture(inputs.pretrained))
 
-    def _attacks(self, settings) -> dict[str, GreedyAttack]:
-        e = settings.evaluation
+    def _attacks(self, inputs: AnalysisInputs) -> dict[str, GreedyAttack]:
+        from itermask.core.attack import GreedyAttack
+
+        e = inputs.evaluation
         return {
             name: GreedyAttack(
                 evaluator.saliency,
-                settings.masking,
+                inputs.masking,
                 self.source,
-                settings.tokenizer.all_special_ids,
+                inputs.tokenizer.all_special_ids,
                 word_start=self.word_start,
                 ranking=self.ranking,
                 budget=self.budget,
@@ -222,12 +241,12 @@ class AttackAnalysis(Analysis):
                 segments=e.segments,
                 token_budget=e.token_budget,
             )
-            for name, evaluator in settings.evaluators.items()
+            for name, evaluator in inputs.evaluators.items()
         }
 
-    def run(self, context: EvaluationContext) -> AnalysisOutput:
-        settings, e, model = context.settings, context.settings.evaluation, context.model
-        start, attacks = time.time(), self._attacks(settings)
+    def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
+        e, model = inputs.evaluation, context.model
+        start, attacks = time.time(), self._attacks(inputs)
         device = next(model.parameters()).device
         records: dict[str, dict[str, list]] = {name: {c: [] for c in EXAMPLE_COLUMNS} for name in attacks}
         seconds = {name: 0.0 for name in attacks}
@@ -244,9 +263,8 @@ class AttackAnalysis(Analysis):
                     begin = time.time()
                     result = attack.attack(model, tokens, labels, ids)
                     seconds[name] += time.time() - begin
-                    for column, values in _example_records(result, settings.tokenizer, settings.masking.name).items():
+                    for column, values in _example_records(result, inputs.tokenizer, inputs.masking.name).items():
                         records[name][column] += values
-        curves = context.shared["curves"]
         methods = {}
         for name, examples in records.items():
             examples = _sorted_by_id(examples)
@@ -284,12 +302,12 @@ class AttackAnalysis(Analysis):
             )
         section = {
             "settings": self.describe(),
-            "masking": settings.masking.name,
+            "masking": inputs.masking.name,
             "methods": methods,
             "seconds": time.time() - start,
         }
         artifacts = self._artifacts(section)
-        artifacts.files = write_per_example(context.output_dir, {"attack": attack_frame(section)})
+        artifacts.files = write_per_example(inputs.output_dir, {"attack": attack_frame(section)})
         return AnalysisOutput({"attack": section}, artifacts)
 
     @staticmethod
@@ -351,6 +369,8 @@ def _display(tokenizer, ids: torch.Tensor, attention: torch.Tensor) -> str:
 def _example_records(result: AttackResult, tokenizer, strategy: str) -> dict[str, list]:
     """The per-example lists of :data:`EXAMPLE_COLUMNS` of one batch (``masking_first_flip_count`` is added
     later, from the curves)."""
+    import torch
+
     clean, adversarial = result.clean.to("cpu"), result.adversarial.to("cpu")
     perturbed, substituted = result.perturbed.cpu(), result.substituted_ids.cpu()
     out: dict[str, list] = {c: [] for c in EXAMPLE_COLUMNS if c != "masking_first_flip_count"}

@@ -1,17 +1,30 @@
 """The interface of the evaluate stage's analyses.
 
-An :class:`Analysis` runs on a fine-tuned model (the :class:`EvaluationContext`) and returns an
-:class:`AnalysisOutput`: a JSON-ready part of the result file plus its :class:`Artifacts` (files it wrote,
-tables, figures and summary values for the tracker). The evaluate stage always runs the built-in
-``accuracy``, ``masking`` and ``per_example`` analyses, then those the config names under ``analyses`` (each a top-level
-config node with a ``_target_`` subclass of :class:`Analysis`, e.g. ``ood``). A new analysis is one
-subclass plus its config node: it registers itself in :data:`ANALYSES` by its ``name``, which is also its
-section of the result, and the report reads its rows through :meth:`Analysis.report_measures`.
+The evaluate stage (:func:`itermask.pipeline.evaluate`) measures the test accuracy, then runs the masking
+stage (:func:`itermask.analyses.masking.evaluate_curves`), whose typed output, :class:`EvaluatedCurves`, every
+:class:`Analysis` receives: the built-in ``per_example`` analysis, then those the config names under
+``analyses`` (each a top-level config node with a ``_target_`` subclass of :class:`Analysis`, e.g. ``ood``).
+An analysis gets the narrow :class:`AnalysisInputs` (built once from the job's settings), the fine-tuned
+model (:class:`EvaluationContext`) and the curves, and returns an :class:`AnalysisOutput`: a JSON-ready part
+of the result file plus its :class:`Artifacts` (files it wrote, tables, figures and summary values for the
+tracker).
+
+A new analysis is one module (a subclass with a ``name``, registering itself in :data:`ANALYSES`; the name
+is also its section of the result) plus one config node. It declares what the result file shows of it: its
+report rows (:meth:`Analysis.report_measures`), its lines in the report's headline
+(:meth:`Analysis.headline_lines`) and in the job's console summary (:meth:`Analysis.summary_lines`). These
+hooks read a stored result, so the report and the console work from results files without running
+anything; :func:`analysis_classes` finds the classes a result names by the ``_target_`` in its config.
+
+This module imports no torch, and neither may the module of an analysis at import (its run path imports
+what it computes with): reading results files needs no torch.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +32,24 @@ from typing import TYPE_CHECKING, Any
 
 from itermask.core.registry import Registered, Registry
 
-if TYPE_CHECKING:  # the stages' types; imported for annotations only
-    from itermask.settings import EvaluateSettings
+if TYPE_CHECKING:  # imported for annotations only
+    import pandas as pd
 
-__all__ = ["Analysis", "AnalysisOutput", "Artifacts", "EvaluationContext", "ANALYSES", "eval_mode"]
+    from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves
+    from itermask.core.masking import MaskingStrategy
+    from itermask.settings import EvaluationSettings
+
+__all__ = [
+    "Analysis",
+    "AnalysisInputs",
+    "AnalysisOutput",
+    "Artifacts",
+    "EvaluatedCurves",
+    "EvaluationContext",
+    "ANALYSES",
+    "analysis_classes",
+    "eval_mode",
+]
 
 
 @contextmanager
@@ -72,41 +99,121 @@ class Artifacts:
 @dataclass
 class AnalysisOutput:
     """``result``: JSON-ready entries merged into the result file (an analysis's own section under its
-    name, or top-level entries for the built-ins); ``artifacts``: see :class:`Artifacts`."""
+    name, or top-level entries for the built-in stages); ``artifacts``: see :class:`Artifacts`."""
 
     result: dict
     artifacts: Artifacts = field(default_factory=Artifacts)
 
 
-@dataclass
-class EvaluationContext:
-    """What the analyses of one evaluation share.
+@dataclass(frozen=True)
+class AnalysisInputs:
+    """What the analyses read of the job's settings (built once by :meth:`from_settings`).
 
     Attributes:
-        settings: the job's settings.
+        evaluation: the masking evaluation's settings (split, subset, grid, schedules, target, quantity).
+        tokenizer: the job's Hugging Face tokenizer.
+        masking: the built masking strategy.
+        evaluators: ``{explanation: evaluator}``, the method under study first, then ``random`` when compared.
+        method: the name of the saliency method under study.
+        pretrained: ``model.pretrained`` (hub id or local directory) of the classifier's architecture.
+        output_dir: the job folder, where analyses write their files.
+    """
+
+    evaluation: EvaluationSettings
+    tokenizer: Any
+    masking: MaskingStrategy
+    evaluators: Mapping[str, IterativeMaskingEvaluator]
+    method: str
+    pretrained: str
+    output_dir: Path
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> AnalysisInputs:
+        """The inputs of an evaluation job's settings (an :class:`~itermask.settings.EvaluateSettings`: its
+        ``evaluation``, ``tokenizer``, ``masking``, ``evaluators``, ``method``, ``model.pretrained`` and
+        ``output_dir``)."""
+        return cls(
+            evaluation=settings.evaluation,
+            tokenizer=settings.tokenizer,
+            masking=settings.masking,
+            evaluators=dict(settings.evaluators),
+            method=settings.method,
+            pretrained=settings.model.pretrained,
+            output_dir=Path(settings.output_dir),
+        )
+
+
+@dataclass(frozen=True)
+class EvaluationContext:
+    """The fine-tuned model the analyses of one evaluation run on.
+
+    Attributes:
         data: the set-up data module (:class:`~itermask.training.datamodule.TextClassificationDataModule`).
         trained: the fine-tuned checkpoint (:class:`~itermask.pipeline.TrainedModel`).
         classifier: the Lightning module wrapping the classifier (``classifier.model``), in eval mode.
         trainer: the Lightning trainer that runs evaluation loops (``inference_mode=False``).
-        shared: what earlier analyses hand to later ones, e.g. ``shared["curves"]`` (the masking curves,
-            ``{saliency: {schedule: MaskingCurves}}``).
     """
 
-    settings: EvaluateSettings
     data: Any
     trained: Any
     classifier: Any
     trainer: Any
-    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model(self):
         """The classifier itself (a Hugging Face sequence classifier)."""
         return self.classifier.model
 
-    @property
-    def output_dir(self) -> Path:
-        return self.settings.output_dir
+
+@dataclass(frozen=True)
+class EvaluatedCurves:
+    """The masking stage's output: every explanation's masking curves on the evaluation subset.
+
+    Attributes:
+        curves: ``{explanation: {schedule: MaskingCurves}}``, the method under study first; each
+            :class:`~itermask.core.evaluation.MaskingCurves` holds ``[B, S]`` per-step values of the ``B``
+            evaluated examples (the same for every explanation and schedule) at the ``S`` steps of the grid.
+        method: the name of the saliency method under study.
+        random: the random baseline's name, or ``None`` when it is not compared (``compare_random=false``).
+        steps: ``"fraction"`` (the grid is masking fractions) or ``"count"`` (token counts).
+        grid: the ``S`` steps of the grid.
+    """
+
+    curves: Mapping[str, Mapping[str, MaskingCurves]]
+    method: str
+    random: str | None
+    steps: str
+    grid: tuple[float, ...]
+
+    def __getitem__(self, explanation: str) -> Mapping[str, MaskingCurves]:
+        """``{schedule: MaskingCurves}`` of ``explanation``.
+
+        Raises:
+            KeyError: for an explanation that was not evaluated.
+        """
+        return self.curves[explanation]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.curves)
+
+    def items(self):
+        """``(explanation, {schedule: MaskingCurves})`` pairs, the method under study first."""
+        return self.curves.items()
+
+    @classmethod
+    def of(cls, curves: Mapping[str, Mapping[str, MaskingCurves]], method: str | None = None) -> EvaluatedCurves:
+        """Wrap ``{explanation: {schedule: MaskingCurves}}`` (``method``: the method under study, default the
+        first explanation; the random baseline is ``"random"`` when evaluated beside another method).
+
+        Raises:
+            ValueError: for no curves.
+        """
+        if not curves:
+            raise ValueError("no masking curves")
+        method = method if method is not None else next(iter(curves))
+        first = next(iter(curves[method].values()))
+        random = "random" if "random" in curves and method != "random" else None
+        return cls(dict(curves), method, random, first.steps, tuple(float(x) for x in first.grid.tolist()))
 
 
 #: every analysis class by name (subclasses of :class:`Analysis` add themselves)
@@ -116,6 +223,8 @@ ANALYSES: Registry[type[Analysis]] = Registry("analysis")
 class Analysis(Registered, ABC):
     """One analysis of the evaluate stage. Subclasses set :attr:`name` (registering them in :data:`ANALYSES`)
     and implement :meth:`run`; their constructor takes the settings of their config node, checked there.
+    The class methods :meth:`report_measures`, :meth:`headline_lines` and :meth:`summary_lines` declare what
+    the report and the console show of the analysis's result section; they show nothing by default.
 
     Class attributes:
         name: the result section the analysis writes (and its config node's name, for configured ones).
@@ -130,7 +239,7 @@ class Analysis(Registered, ABC):
         :mod:`itermask.core.representations`."""
         return False
 
-    def check(self, settings: EvaluateSettings) -> None:
+    def check(self, inputs: AnalysisInputs) -> None:
         """Check the analysis's settings against the job's, before any data is loaded.
 
         Raises:
@@ -145,8 +254,8 @@ class Analysis(Registered, ABC):
         """
 
     @abstractmethod
-    def run(self, context: EvaluationContext) -> AnalysisOutput:
-        """Analyse the fine-tuned model of ``context``."""
+    def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
+        """Analyse the fine-tuned model of ``context`` and its masking ``curves``."""
 
     def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
         """The artifacts a stored ``result`` (a reused job) still allows, drawn into ``output_dir``; none by
@@ -156,5 +265,46 @@ class Analysis(Registered, ABC):
     @classmethod
     def report_measures(cls, result: dict) -> dict[tuple[str, str, str], float]:
         """Rows for the report: ``{(explanation, schedule, score): value}`` from a result file's section;
-        none by default."""
+        the report aggregates each over seeds. None by default."""
         return {}
+
+    @classmethod
+    def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
+        """Markdown lines for one group's part of the report's headline, from ``summary``: that group's rows
+        of the report's summary table (columns ``explanation, schedule, score, n, mean, std, ci_low,
+        ci_high``; the scores of :meth:`report_measures` among them). None by default."""
+        return []
+
+    @classmethod
+    def summary_lines(cls, result: dict) -> list[str]:
+        """Lines for the console summary at the end of a job, from its result (the analysis's section may
+        be missing: the analysis was off). None by default."""
+        return []
+
+
+def _import_target(target: str) -> type | None:
+    """The class a ``_target_`` names (``package.module.Class``), or ``None`` if it cannot be imported."""
+    module, _, name = target.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
+
+
+def analysis_classes(result: dict) -> list[type[Analysis]]:
+    """The analysis classes of a stored result: those of the configured analyses its config names under
+    ``analyses`` (imported by their ``_target_``, so an analysis defined outside itermask is found without
+    registering it anywhere), then every other registered one, each once. Classes whose module cannot be
+    imported are left out."""
+    config = result.get("config") or {}
+    found: list[type[Analysis]] = []
+    for name in config.get("analyses") or []:
+        node = config.get(name)
+        target = node.get("_target_") if isinstance(node, dict) else None
+        cls = _import_target(target) if isinstance(target, str) else None
+        if cls is not None and issubclass(cls, Analysis) and cls not in found:
+            found.append(cls)
+    import itermask.analyses  # noqa: F401  (registers the built-in analyses)
+
+    return found + [cls for cls in ANALYSES.values() if cls not in found]

@@ -1,19 +1,22 @@
-"""The ``masking`` analysis: the iterative-masking evaluation itself, run by Lightning's test loop
+"""The masking stage: the iterative-masking evaluation itself, run by Lightning's test loop
 (:class:`~itermask.training.lightning_evaluation.MaskingEvaluationModule`) over the fixed evaluation
-subset, summarised by :func:`itermask.core.metrics.summarize` and read against the random explanation."""
+subset, summarised by :func:`itermask.core.metrics.summarize` and read against the random explanation. Its
+curves (:class:`~itermask.analyses.base.EvaluatedCurves`) are what every analysis receives."""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from itermask.analyses.base import Analysis, AnalysisOutput, EvaluationContext
+from itermask.analyses.base import AnalysisInputs, AnalysisOutput, EvaluatedCurves, EvaluationContext
 from itermask.core import metrics
-from itermask.core.evaluation import MaskingCurves
-from itermask.training.lightning_evaluation import MaskingEvaluationModule
+
+if TYPE_CHECKING:
+    from itermask.core.evaluation import MaskingCurves
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MaskingCurvesAnalysis", "saliency_diagnostics"]
+__all__ = ["evaluate_curves", "saliency_diagnostics", "relative_to_random"]
 
 
 def saliency_diagnostics(method: str, curves: MaskingCurves) -> dict:
@@ -61,57 +64,63 @@ def relative_to_random(scores: dict, method: str) -> dict:
     }
 
 
-class MaskingCurvesAnalysis(Analysis):
-    """Runs every evaluator of the settings (the method under study and ``random``) on the evaluation subset
-    and summarises each schedule's curves. Hands the curves to later analyses as ``shared["curves"]``.
+def evaluate_curves(
+    inputs: AnalysisInputs, context: EvaluationContext
+) -> tuple[EvaluatedCurves | None, AnalysisOutput]:
+    """Run every evaluator of ``inputs`` (the method under study and ``random``) on the evaluation subset
+    and summarise each schedule's curves.
+
+    Returns:
+        The curves (``None`` on processes other than rank 0 of a distributed run, with an empty output) and
+        the result's top-level entries ``n_evaluated``, ``n_skipped_no_maskable``, ``example_ids``,
+        ``scores`` (``{explanation: {schedule: summary}}``), ``saliency_diagnostics`` and
+        ``relative_to_random``.
 
     Raises:
         ValueError: if no example could be evaluated (none has a maskable token).
     """
+    from itermask.training.lightning_evaluation import MaskingEvaluationModule
 
-    name = "masking"
-
-    def run(self, context: EvaluationContext) -> AnalysisOutput:
-        settings, e = context.settings, context.settings.evaluation
-        # the module's own bar (per explanation, schedule and batch) stands in for Lightning's per-batch bar
-        lightning_bar = context.trainer.progress_bar_callback
-        show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
-        module = MaskingEvaluationModule(context.model, settings.evaluators, progress_bar=show)
-        loader = context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split)
+    e = inputs.evaluation
+    # the module's own bar (per explanation, schedule and batch) stands in for Lightning's per-batch bar
+    lightning_bar = context.trainer.progress_bar_callback
+    show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
+    module = MaskingEvaluationModule(context.model, dict(inputs.evaluators), progress_bar=show)
+    loader = context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split)
+    if show:
+        lightning_bar.disable()
+    try:
+        context.trainer.test(module, dataloaders=loader, verbose=False)
+    finally:
         if show:
-            lightning_bar.disable()
-        try:
-            context.trainer.test(module, dataloaders=loader, verbose=False)
-        finally:
-            if show:
-                lightning_bar.enable()
-        if not context.trainer.is_global_zero:
-            return AnalysisOutput({})
-        if not module.curves:
-            raise ValueError(
-                f"no example could be evaluated: all {module.n_skipped} have no maskable token "
-                f"(check evaluation.segments={e.segments} and the data)"
-            )
-        context.shared["curves"] = module.curves
-        scores = {
-            name: {
-                schedule: metrics.summarize(curves, quantity=e.quantity, bins=e.aopc_bins)
-                for schedule, curves in by_schedule.items()
-            }
-            for name, by_schedule in module.curves.items()
-        }
-        first = next(iter(module.curves[settings.method].values()))
-        return AnalysisOutput(
-            {
-                "n_evaluated": len(first),
-                "n_skipped_no_maskable": module.n_skipped,
-                "example_ids": first.example_ids.tolist(),
-                "scores": scores,
-                "saliency_diagnostics": {
-                    name: saliency_diagnostics(name, next(iter(by_schedule.values())))
-                    for name, by_schedule in module.curves.items()
-                },
-                # racu_without_retraining_*: Madsen et al. 2022's RACU on curves without retraining
-                "relative_to_random": relative_to_random(scores, settings.method),
-            }
+            lightning_bar.enable()
+    if not context.trainer.is_global_zero:
+        return None, AnalysisOutput({})
+    if not module.curves:
+        raise ValueError(
+            f"no example could be evaluated: all {module.n_skipped} have no maskable token "
+            f"(check evaluation.segments={e.segments} and the data)"
         )
+    curves = EvaluatedCurves.of(module.curves, inputs.method)
+    scores = {
+        name: {
+            schedule: metrics.summarize(c, quantity=e.quantity, bins=e.aopc_bins) for schedule, c in by_schedule.items()
+        }
+        for name, by_schedule in curves.items()
+    }
+    first = next(iter(curves[curves.method].values()))
+    output = AnalysisOutput(
+        {
+            "n_evaluated": len(first),
+            "n_skipped_no_maskable": module.n_skipped,
+            "example_ids": first.example_ids.tolist(),
+            "scores": scores,
+            "saliency_diagnostics": {
+                name: saliency_diagnostics(name, next(iter(by_schedule.values())))
+                for name, by_schedule in curves.items()
+            },
+            # racu_without_retraining_*: Madsen et al. 2022's RACU on curves without retraining
+            "relative_to_random": relative_to_random(scores, curves.method),
+        }
+    )
+    return curves, output

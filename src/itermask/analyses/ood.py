@@ -4,7 +4,7 @@ Wiring only (the statistics live in :mod:`itermask.ood.detectors` and :mod:`iter
 pictures in :mod:`itermask.ood.plots`): embed a seeded subset of the training split (Mahalanobis, kNN, UMAP
 background) and the held-out calibration split (MaSF) with the fine-tuned model, fit the detectors, score
 every masking curve (they carry representations: the analysis asks for them), and draw the figures into
-the job folder. Configured by the ``ood`` node of ``conf/evaluate.yaml``.
+the job folder. Configured by the ``ood`` config group (``conf/ood/<level>.yaml``, ``final`` by default).
 """
 
 from __future__ import annotations
@@ -13,17 +13,25 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from itermask.analyses.base import (
+    Analysis,
+    AnalysisInputs,
+    AnalysisOutput,
+    Artifacts,
+    EvaluatedCurves,
+    EvaluationContext,
+    eval_mode,
+)
+from itermask.console import number
 
-from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext, eval_mode
-from itermask.core.evaluation import off_grid
-from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
-from itermask.core.representations import Representations
-from itermask.ood import plots
-from itermask.ood.detectors import COVARIANCES, OODDetectors
-from itermask.ood.statistics import masking_ood_statistics
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+
+    from itermask.core.representations import Representations
+    from itermask.ood.detectors import OODDetectors
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +50,23 @@ REPORTED = (
 
 
 def collect(
-    model: torch.nn.Module, loader, token_budget: int = DEFAULT_TOKEN_BUDGET, hidden_states: bool = True
+    model: torch.nn.Module, loader, token_budget: int | None = None, hidden_states: bool = True
 ) -> tuple[Representations, torch.Tensor]:
     """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
     (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order (only the final
     layer's input without ``hidden_states``), each batch run by :func:`itermask.core.forwards.row_outputs`
-    (length chunks of at most ``token_budget`` padded tokens). ``model`` must be in eval mode.
+    (length chunks of at most ``token_budget`` padded tokens, ``None``: its default). ``model`` must be in
+    eval mode.
 
     Raises:
         ValueError: if the loader is empty.
     """
+    import torch
+
+    from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
+    from itermask.core.representations import Representations
+
+    token_budget = DEFAULT_TOKEN_BUDGET if token_budget is None else token_budget
     device = next(model.parameters()).device
     labels, parts = [], []
     for batch in loader:
@@ -81,6 +96,8 @@ def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Pa
     """Draw the figures that need only the statistics (``result["ood"]["statistics"]``) into ``out``:
     ``ood_statistics.png`` and ``ood_mahalanobis_auroc_by_layer.png`` (of ``method``); ``{name: path}``.
     (The UMAP needs the embeddings and is drawn by :meth:`OODAnalysis.run` only.)"""
+    from itermask.ood import plots
+
     return {
         "ood/statistics": plots.save(plots.statistics_figure(statistics), out / "ood_statistics.png"),
         "ood/mahalanobis_auroc_by_layer": plots.save(
@@ -136,6 +153,8 @@ class OODAnalysis(Analysis):
         seed: int = 0,
         plots: dict | None = None,
     ) -> None:
+        from itermask.ood.detectors import COVARIANCES
+
         if level not in LEVELS[1:]:
             raise ValueError(f"ood.level must be one of {LEVELS}, got {level!r}")
         for setting, value in (("n_fit_examples", n_fit_examples), ("n_calibration_examples", n_calibration_examples)):
@@ -168,8 +187,10 @@ class OODAnalysis(Analysis):
     def representations(self) -> str:
         return "all" if self.level == "full" else "final"
 
-    def check(self, settings) -> None:
-        e = settings.evaluation
+    def check(self, inputs: AnalysisInputs) -> None:
+        from itermask.core.evaluation import off_grid
+
+        e = inputs.evaluation
         if self.plots["enabled"] and e.steps == "fraction":
             off = off_grid(self.plots["umap_fractions"], e.fractions)
             if off:
@@ -186,8 +207,12 @@ class OODAnalysis(Analysis):
                 f"unknown ood.calibration_split {self.calibration_split!r}: choose from {splits} or null (no MaSF)"
             )
 
-    def _fit(self, context: EvaluationContext) -> tuple[OODDetectors, Representations, torch.Tensor]:
-        model, data, chunk = context.model, context.data, context.settings.evaluation.token_budget
+    def _fit(
+        self, inputs: AnalysisInputs, context: EvaluationContext
+    ) -> tuple[OODDetectors, Representations, torch.Tensor]:
+        from itermask.ood.detectors import OODDetectors
+
+        model, data, chunk = context.model, context.data, inputs.evaluation.token_budget
         full = self.level == "full"
         with eval_mode(model):
             loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train")
@@ -214,11 +239,12 @@ class OODAnalysis(Analysis):
                 log.warning("OOD detector %s is missing: %s", key, reason)
         return detectors, train, train_labels
 
-    def run(self, context: EvaluationContext) -> AnalysisOutput:
+    def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
+        from itermask.ood.statistics import masking_ood_statistics
+
         seconds, start = {}, time.time()
-        detectors, train, train_labels = self._fit(context)
+        detectors, train, train_labels = self._fit(inputs, context)
         seconds["embed_fit_data"], start = time.time() - start, time.time()
-        curves = context.shared["curves"]
         statistics = {
             name: {
                 schedule: masking_ood_statistics(c, detectors, alpha=self.masf_alpha, n_bins=self.ece_bins).to_dict()
@@ -239,17 +265,29 @@ class OODAnalysis(Analysis):
         }
         images = {}
         if self.plots["enabled"]:
-            images = self._figures(context, section, train, train_labels)
+            images = self._figures(inputs, context, curves, section, train, train_labels)
             seconds["plots"] = time.time() - start
         section["seconds"] = seconds
         log.info("OOD analysis took %s", {k: round(v, 1) for k, v in seconds.items()})
         return AnalysisOutput({"ood": section}, self._artifacts(section, images))
 
-    def _figures(self, context: EvaluationContext, section: dict, train: Representations, train_labels) -> dict:
-        method, out = context.settings.method, context.output_dir
+    def _figures(
+        self,
+        inputs: AnalysisInputs,
+        context: EvaluationContext,
+        evaluated: EvaluatedCurves,
+        section: dict,
+        train: Representations,
+        train_labels,
+    ) -> dict:
+        import torch
+
+        from itermask.ood import plots
+
+        method, out = evaluated.method, inputs.output_dir
         images = statistics_figures(section["statistics"], method, out)
-        curves = context.shared["curves"][method]
-        if next(iter(curves.values())).steps != "fraction":
+        curves = evaluated[method]
+        if evaluated.steps != "fraction":
             section["missing_plots"] = {
                 "ood/umap": "the UMAP panels are masking fractions; these curves have count steps"
             }
@@ -260,7 +298,7 @@ class OODAnalysis(Analysis):
         figure = plots.umap_figure(
             train.features[keep],
             train_labels[keep],
-            curves,
+            dict(curves),
             fractions=list(self.plots["umap_fractions"]),
             label_names=context.data.label_names,
             n_neighbors=self.plots["umap_neighbors"],
@@ -330,3 +368,54 @@ class OODAnalysis(Analysis):
                                 float("nan") if value is None else float(value)
                             )
         return out
+
+    @classmethod
+    def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
+        """A table of the Mahalanobis OOD AUROC of the final layer's input (mean ± std over seeds) per
+        explanation and schedule at the reported masking fractions (none without those rows)."""
+        from itermask.reporting.markdown import md_table, mean_pm
+
+        ood = summary[summary.score.str.startswith("ood final/auroc_mahalanobis @")]
+        if not len(ood):
+            return []
+        cols = list(dict.fromkeys(ood.score))
+        table = []
+        for e, sch in dict.fromkeys(zip(ood.explanation, ood.schedule)):
+            cells = []
+            for c in cols:
+                row = ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)]
+                cells.append(mean_pm(row.iloc[0]) if len(row) else "n/a")
+            table.append([e, sch, *cells])
+        return [
+            "Masked inputs out of distribution (the paper's second claim): OOD AUROC of masked vs clean "
+            "evaluation inputs by the Mahalanobis score of the final layer's input (0.5: indistinguishable, "
+            "1: every masked input scores above every clean one), mean ± std over seeds:",
+            "",
+            md_table(["explanation", "schedule", *[c.rsplit("@", 1)[1] + " masked" for c in cols]], table),
+            "",
+        ]
+
+    @classmethod
+    def summary_lines(cls, result: dict) -> list[str]:
+        """The final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking (the nearest
+        step of the grid) per schedule of the method under study, or why there is none."""
+        saliency = result.get("saliency")
+        method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
+        statistic, at = "final/auroc_mahalanobis", 0.5
+        by_schedule = ((result.get("ood") or {}).get("statistics") or {}).get(method)
+        if not by_schedule:
+            return ["OOD: not computed (ood=none or not among the analyses)"]
+        parts, where = [], None
+        for schedule, stats in by_schedule.items():
+            values, fractions = (stats.get("values") or {}).get(statistic), stats.get("fraction") or []
+            if not values or not fractions:
+                continue
+            step = min(range(len(fractions)), key=lambda i: abs(fractions[i] - at))
+            where = fractions[step]
+            parts.append(f"{schedule} {number(values[step])}")
+        if not parts or where is None:
+            return [f"OOD: no {statistic}"]
+        return [
+            f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
+            + ", ".join(parts)
+        ]

@@ -5,14 +5,24 @@ models on the same examples, and inspected example by example."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from itermask.analyses.base import Analysis, AnalysisOutput, Artifacts, EvaluationContext
+from itermask.analyses.base import (
+    Analysis,
+    AnalysisInputs,
+    AnalysisOutput,
+    Artifacts,
+    EvaluatedCurves,
+    EvaluationContext,
+)
 from itermask.core import metrics
-from itermask.core.evaluation import MaskingCurves
 from itermask.storage.per_example import FOLDER, write_per_example
+
+if TYPE_CHECKING:
+    from itermask.core.evaluation import MaskingCurves
 
 __all__ = ["PerExampleAnalysis", "step_frame", "score_frame"]
 
@@ -84,14 +94,13 @@ class PerExampleAnalysis(Analysis):
 
     name = "per_example"
 
-    def run(self, context: EvaluationContext) -> AnalysisOutput:
-        e = context.settings.evaluation
-        curves = context.shared["curves"]
+    def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
+        e = inputs.evaluation
         parts = [(method, c) for method, by_schedule in curves.items() for c in by_schedule.values()]
         steps = pd.concat([step_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
         scores = pd.concat([score_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
-        examples = self._examples(context, sorted(set(scores["example_id"].tolist())))
-        written = write_per_example(context.output_dir, {"steps": steps, "scores": scores, "examples": examples})
+        examples = self._examples(context, e.split, sorted(set(scores["example_id"].tolist())))
+        written = write_per_example(inputs.output_dir, {"steps": steps, "scores": scores, "examples": examples})
         section = {
             "folder": FOLDER,
             "rows": {"steps": len(steps), "scores": len(scores), "examples": len(examples)},
@@ -108,9 +117,8 @@ class PerExampleAnalysis(Analysis):
         return Artifacts(tables={"per_example_scores": _table(pd.read_parquet(path))})
 
     @staticmethod
-    def _examples(context: EvaluationContext, example_ids: list[int]) -> pd.DataFrame:
-        """The evaluated examples' texts and gold labels, one row each."""
-        split = context.settings.evaluation.split
+    def _examples(context: EvaluationContext, split: str, example_ids: list[int]) -> pd.DataFrame:
+        """The evaluated examples' texts and gold labels (of ``split``), one row each."""
         data = context.data.tokenized[split]
         position = {example_id: row for row, example_id in enumerate(data["example_id"])}
         rows = data.select([position[example_id] for example_id in example_ids])

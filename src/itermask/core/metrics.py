@@ -18,8 +18,8 @@ Sources:
       compute the average"), as ERASER's code ``rationale_benchmark/metrics.py`` does: the plain mean over
       the bins of the per-bin score (no ``1/(K+1)`` term for the empty bin). Fraction steps only.
     * AOPC over the full curve: Samek et al. 2017, arXiv 1509.06321, the AOPC of the most-relevant-first
-      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean over every step of the grid (a grid that
-      starts at 0 reproduces Samek's ``k = 0`` term).
+      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean
+      over every step of the grid (a grid that starts at 0 reproduces Samek's ``k = 0`` term).
     * Log-odds drop: Shrikumar et al. 2017 (DeepLIFT), arXiv 1704.02685, Sec. 4.1, "change in log-odds"
       of the target class, ``log p/(1-p)`` on the clean input minus on the masked input.
     * Area under the masking curve: trapezoid rule over the x-axis (Crothers et al. 2023,
@@ -39,13 +39,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import torch
-from torch import Tensor
-
-from itermask.core.evaluation import MaskingCurves
 from itermask.core.registry import Registered, Registry
+
+if TYPE_CHECKING:  # torch is imported where a score is computed: the metric registry is readable without it
+    from torch import Tensor
+
+    from itermask.core.evaluation import MaskingCurves
 
 __all__ = [
     "AOPC_BINS",
@@ -111,6 +112,8 @@ def log_odds(logits: Tensor, target: Tensor) -> Tensor:
     Returns:
         ``[B]`` or ``[B, S]`` (for two classes, the logit difference ``z_target - z_other``).
     """
+    import torch
+
     z = logits.double()
     index = target.long().view(-1, *([1] * (z.dim() - 1))).expand(*z.shape[:-1], 1)
     own = z.gather(-1, index).squeeze(-1)
@@ -145,6 +148,8 @@ def log_odds_drop(curves: MaskingCurves) -> Tensor:
 
 
 def _bin_columns(fractions: Tensor, bins: Sequence[float]) -> list[int]:
+    import torch
+
     columns = []
     for b in bins:
         hits = torch.nonzero(torch.isclose(fractions.double(), torch.tensor(float(b), dtype=torch.float64))).flatten()
@@ -190,6 +195,8 @@ def area_under_curve(values: Tensor, grid: Tensor) -> Tensor:
     Raises:
         ValueError: with fewer than two steps.
     """
+    import torch
+
     if values.shape[-1] < 2:
         raise ValueError("the area under a masking curve needs at least two steps")
     return torch.trapezoid(values.double(), grid.double().to(values.device), dim=-1).float()
@@ -202,6 +209,8 @@ def decision_flips(curves: MaskingCurves) -> Tensor:
 
 def first_flip_step(curves: MaskingCurves) -> Tensor:
     """``[B]`` long: the index of the first step whose prediction differs from the clean one, ``-1`` if none."""
+    import torch
+
     flips = decision_flips(curves)
     steps = torch.arange(flips.shape[1], device=flips.device).expand_as(flips)
     first = torch.where(flips, steps, flips.shape[1]).min(dim=1).values
@@ -209,6 +218,8 @@ def first_flip_step(curves: MaskingCurves) -> Tensor:
 
 
 def _at_first_flip(curves: MaskingCurves, values: Tensor) -> Tensor:
+    import torch
+
     step = first_flip_step(curves)
     picked = values.double().gather(1, step.clamp(min=0)[:, None]).squeeze(1)
     return torch.where(step >= 0, picked, torch.full_like(picked, float("nan")))
@@ -265,6 +276,8 @@ def racu_without_retraining(values: Tensor, random_values: Tensor, grid: Tensor)
     Raises:
         ValueError: with fewer than two steps, or curves of different shapes.
     """
+    import torch
+
     if values.shape != random_values.shape:
         raise ValueError(f"curves differ in shape: {tuple(values.shape)} vs {tuple(random_values.shape)}")
     between = area_under_curve(random_values.double() - values.double(), grid).double()
@@ -575,6 +588,8 @@ def relative_to_random(summary: dict, random_summary: dict) -> dict:
     Raises:
         ValueError: if the two summaries differ in steps, grid or quantity.
     """
+    import torch
+
     for key in ("steps", "x", "quantity"):
         if summary[key] != random_summary[key]:
             raise ValueError(f"cannot compare summaries with different {key}: {summary[key]} vs {random_summary[key]}")

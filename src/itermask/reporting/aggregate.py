@@ -4,102 +4,18 @@ comparisons of groups that differ only in the model or a swept setting."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from itermask.analyses import ANALYSES
+from itermask.reporting import headline
 from itermask.reporting.attack_link import faithfulness_vs_attack
+from itermask.reporting.model import GROUP, MEASURE, Report, measure_order, result_measures
 from itermask.reporting.statistics import compare_samples, seed_interval
-from itermask.reporting.sweep import Run, Sweep, _contexts, group_runs, load_sweep, swept_subtrees
+from itermask.reporting.sweep import Run, group_runs, load_sweep, run_contexts, swept_subtrees
 from itermask.storage.cache import config_hash
 
-GROUP = ("model", "dataset", "saliency", "masking")
-MEASURE = ("explanation", "schedule", "score")
-ACCURACY = ("test", "validation")
-
-__all__ = ["Report", "build_report", "GROUP", "MEASURE"]
-
-
-def _measures(result: dict) -> dict[tuple[str, str, str], float]:
-    """Scalar measures of one result: accuracies, per-method scores, differences to random."""
-    out = {}
-    for name in ACCURACY:
-        value = result["accuracy"].get(name)
-        out[("model", "", f"accuracy_{name}")] = math.nan if value is None else float(value)
-    for method, by_schedule in result["scores"].items():
-        for schedule, summary in by_schedule.items():
-            for key, value in summary.items():
-                if key == "n_examples" or isinstance(value, (bool, str, list, dict)):
-                    continue
-                out[(method, schedule, key)] = math.nan if value is None else float(value)
-    main = result["saliency"]["name"] if isinstance(result["saliency"], dict) else str(result["saliency"])
-    for schedule, deltas in (result.get("relative_to_random") or {}).items():
-        for key, value in deltas.items():
-            out[(f"{main} - random", schedule, key)] = math.nan if value is None else float(value)
-    out.update(_analysis_measures(result))
-    return out
-
-
-def _analysis_measures(result: dict) -> dict[tuple[str, str, str], float]:
-    """The rows each analysis section of ``result`` adds (:meth:`itermask.analyses.Analysis.report_measures`
-    of the analysis registered under the section's name)."""
-    out = {}
-    for name, analysis in ANALYSES.items():
-        if name in result:
-            out.update(analysis.report_measures(result))
-    return out
-
-
-def _measure_order(label: tuple, key: tuple[str, str, str]):
-    explanation, schedule, score = key
-    saliency = label[2]
-    rank = (
-        0 if explanation == "model" else 1 if explanation == saliency else 3 if explanation.endswith(" - random") else 2
-    )
-    return (rank, explanation, schedule, score)
-
-
-def _curves(result: dict) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """Per (explanation, schedule): ``fraction`` and every per-step series of the summary."""
-    out = {}
-    for method, by_schedule in result["scores"].items():
-        for schedule, summary in by_schedule.items():
-            if "fraction" in summary:
-                out[(method, schedule)] = {k: v for k, v in summary.items() if isinstance(v, list)}
-    return out
-
-
-# ------------------------------------------------------------------------------------------------
-# the report
-
-
-@dataclass
-class Report:
-    """Aggregated tables of one multirun folder (pandas DataFrames in long format).
-
-    ``summary``: one row per group x measure: ``model, dataset, saliency, masking, explanation, schedule,
-    score, n, mean, std, ci_low, ci_high``. ``per_seed``: ``... , seed, job, value``.
-    ``comparisons``: ``dataset, saliency, masking, model_a, model_b, explanation, schedule, score, n_a, n_b,
-    mean_a, mean_b, difference, ci_low, ci_high, statistic, p_value, difference_in_seed_sd``.
-    ``seed_sensitivity``, ``headline``, ``rank_stability``: see :mod:`itermask.reporting.headline`.
-    ``attack_links``: across saliency methods, the rank correlation of faithfulness and attack efficiency
-    (:func:`~itermask.reporting.attack_link.faithfulness_vs_attack`; empty without attacks).
-    ``notes``: warnings the report shows at its top (few seeds, missing per-example files).
-    """
-
-    sweep: Sweep
-    groups: dict[tuple, list[Run]]
-    summary: pd.DataFrame
-    per_seed: pd.DataFrame
-    comparisons: pd.DataFrame
-    settings: dict
-    seed_sensitivity: pd.DataFrame = field(default_factory=pd.DataFrame)
-    headline: pd.DataFrame = field(default_factory=pd.DataFrame)
-    rank_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
-    attack_links: pd.DataFrame = field(default_factory=pd.DataFrame)
-    notes: list[str] = field(default_factory=list)
+__all__ = ["Report", "build_report", "model_pairs", "GROUP", "MEASURE"]
 
 
 def build_report(
@@ -119,8 +35,6 @@ def build_report(
             saliency and masking that differ in another setting).
         ValueError: unknown ``interval`` or ``test``.
     """
-    from itermask.reporting import headline
-
     if interval not in ("t", "bootstrap"):
         raise ValueError(f"interval must be 't' or 'bootstrap', got {interval!r}")
     if test not in ("welch", "permutation"):
@@ -138,8 +52,8 @@ def build_report(
 
 def _group_values(label: tuple, members: list[Run]) -> dict[tuple, list[float]]:
     """``{measure: [value per run]}`` of one group, measures in report order."""
-    per_run = [_measures(run.result) for run in members]
-    keys = sorted(set().union(*per_run), key=lambda k: _measure_order(label, k))
+    per_run = [result_measures(run.result) for run in members]
+    keys = sorted(set().union(*per_run), key=lambda k: measure_order(label, k))
     return {k: [m.get(k, math.nan) for m in per_run] for k in keys}
 
 
@@ -172,7 +86,7 @@ def _comparisons(groups: dict, values: dict, summary: pd.DataFrame, settings: di
     within-group seed standard deviation (pooled: ``sqrt((s_a^2 + s_b^2) / 2)``)."""
     s = settings
     rows = []
-    for label_a, label_b in _model_pairs(groups):
+    for label_a, label_b in model_pairs(groups):
         for key in (k for k in values[label_a] if k in values[label_b]):
             diff = compare_samples(
                 values[label_a][key], values[label_b][key], s["confidence"], s["test"], s["n_resamples"], s["seed"]
@@ -215,9 +129,10 @@ def _comparisons(groups: dict, values: dict, summary: pd.DataFrame, settings: di
     )
 
 
-def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
-    """Pairs of groups whose runs differ only in the model or in swept settings (see :func:`~itermask.reporting.sweep.group_runs`; e.g.
-    standard vs masked fine-tuning) and the seed, sorted by label."""
+def model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
+    """Pairs of groups whose runs differ only in the model or in swept settings (see
+    :func:`~itermask.reporting.sweep.group_runs`; e.g. standard vs masked fine-tuning) and the seed, sorted by
+    label."""
     labels = sorted(groups)
     context = {}
     swept = tuple(
@@ -226,7 +141,7 @@ def _model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
         )
     )
     for label in labels:
-        ctx = _contexts(groups[label], drop=("model", *swept))
+        ctx = run_contexts(groups[label], drop=("model", *swept))
         context[label] = config_hash(ctx[0])
     pairs = []
     for i, a in enumerate(labels):

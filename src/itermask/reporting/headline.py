@@ -26,7 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from itermask.core.metrics import metric_info
-from itermask.reporting.aggregate import GROUP
+from itermask.reporting.model import GROUP, of_group
 from itermask.reporting.seeds import MIN_SEEDS, kendalls_w, seed_share
 from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import Run
@@ -107,18 +107,11 @@ def _paired(differences: list[float], confidence: float, higher_is_better: bool 
     }
 
 
-def _of_label(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
-    """The rows of ``frame`` of the group ``label`` (its :data:`GROUP` columns)."""
-    if frame.empty:
-        return frame
-    return frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
-
-
 def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict]:
     members = report.groups[label]
     method, quantity = label[2], members[0].result.get("quantity", "probability")
-    per_seed = _of_label(report.per_seed, label)  # this group's runs only (groups may share a method)
-    sensitivity = _of_label(sensitivity, label)
+    per_seed = of_group(report.per_seed, label)  # this group's runs only (groups may share a method)
+    sensitivity = of_group(sensitivity, label)
     rows = []
     for schedule in members[0].result["scores"].get(method, {}):
         mine = per_seed[(per_seed.explanation == method) & (per_seed.schedule == schedule)]

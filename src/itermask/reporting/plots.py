@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from itermask.core.metrics import metric_info
-from itermask.reporting.aggregate import _curves
+from itermask.reporting.model import result_curves
 from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import Run
 
@@ -39,7 +39,7 @@ UNITS = {
 
 def _series(runs: list[Run], key: tuple[str, str], series: str) -> tuple[np.ndarray, np.ndarray] | None:
     """The grid ``[S]`` and the per-seed values ``[n_seeds, S]`` of one series, or ``None`` without data."""
-    rows = [_curves(r.result).get(key, {}) for r in runs]
+    rows = [result_curves(r.result).get(key, {}) for r in runs]
     rows = [r for r in rows if r.get(series) is not None and "fraction" in r]
     if not rows:
         return None
@@ -54,7 +54,7 @@ def _panels(lines: list[Line]) -> list[str]:
     names: list[str] = []
     for _, runs, key, _ in lines:
         for run in runs:
-            for name, values in _curves(run.result).get(key, {}).items():
+            for name, values in result_curves(run.result).get(key, {}).items():
                 info = metric_info(name)
                 if name not in names and values and info is not None and info.higher_is_more_faithful is not None:
                     names.append(name)

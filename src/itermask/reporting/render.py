@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from itermask.analyses.base import analysis_classes
 from itermask.core.metrics import metric_info
-from itermask.reporting.aggregate import GROUP, MEASURE, Report, _curves, _model_pairs
+from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat
+from itermask.reporting.markdown import md_table, mean_pm, number
+from itermask.reporting.model import GROUP, MEASURE, Report, of_group, result_curves
 from itermask.reporting.plots import curve_figure, slug
 from itermask.reporting.sweep import FILES
 from itermask.storage.files import write_bytes_atomic, write_text_atomic
@@ -21,29 +22,8 @@ from itermask.storage.files import write_bytes_atomic, write_text_atomic
 __all__ = ["write_report", "render_markdown", "render_html", "main_table"]
 
 
-def _num(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    return f"{value:.{digits}f}"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _ci(row) -> str:
-    return f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
-
-
-def _of_group(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    return frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
+    return f"[{number(row['ci_low'])}, {number(row['ci_high'])}]"
 
 
 def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[str, pd.Series]]:
@@ -74,11 +54,11 @@ def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[
 def main_table(report: Report, label: tuple) -> str:
     """The Markdown table of one group: each measure's n, mean, std and CI over seeds (rows identical to
     another row shown once)."""
-    rows = _of_group(report.summary, label)
+    rows = of_group(report.summary, label)
     pct = int(round(report.settings["confidence"] * 100))
     header = ["explanation", "schedule", "score", "unit", "n", "mean", "std", f"{pct} % CI"]
-    merged = _merged_schedules(rows, _of_group(report.per_seed, label))
-    return _md_table(
+    merged = _merged_schedules(rows, of_group(report.per_seed, label))
+    return md_table(
         header,
         [
             [
@@ -86,9 +66,9 @@ def main_table(report: Report, label: tuple) -> str:
                 schedules,
                 r["score"],
                 _unit(r["score"]),
-                _num(r["n"]),
-                _num(r["mean"]),
-                _num(r["std"]),
+                number(r["n"]),
+                number(r["mean"]),
+                number(r["std"]),
                 _ci(r),
             ]
             for schedules, r in merged
@@ -108,16 +88,16 @@ def _seed_table(report: Report, label: tuple) -> str:
     order = list(dict.fromkeys(zip(*(rows[c] for c in MEASURE))))
     wide = rows.set_index([*MEASURE, "seed"])["value"].unstack("seed").reindex(order)
     seeds = list(wide.columns)
-    return _md_table(
+    return md_table(
         ["explanation", "schedule", "score", *[f"seed {s}" for s in seeds]],
-        [[e, s or "-", sc, *[_num(v) for v in values]] for (e, s, sc), values in zip(wide.index, wide.to_numpy())],
+        [[e, s or "-", sc, *[number(v) for v in values]] for (e, s, sc), values in zip(wide.index, wide.to_numpy())],
     )
 
 
 def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
     pct = int(round(report.settings["confidence"] * 100))
     name = "Welch t" if report.settings["test"] == "welch" else "mean diff."
-    return _md_table(
+    return md_table(
         [
             "explanation",
             "schedule",
@@ -137,21 +117,17 @@ def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
                 r.schedule or "-",
                 r.score,
                 f"{r.n_a}/{r.n_b}",
-                _num(r.mean_a),
-                _num(r.mean_b),
-                _num(r.difference),
+                number(r.mean_a),
+                number(r.mean_b),
+                number(r.difference),
                 _ci(r._asdict()),
-                _num(r.statistic, 3),
-                _num(r.p_value, 4),
-                _num(r.difference_in_seed_sd, 2),
+                number(r.statistic, 3),
+                number(r.p_value, 4),
+                number(r.difference_in_seed_sd, 2),
             ]
             for r in frame.itertuples()
         ],
     )
-
-
-def _fmt_pm(row) -> str:
-    return f"{_num(row['mean'], 3)} ± {_num(row['std'], 3)}"
 
 
 def _direction(row) -> str:
@@ -165,22 +141,22 @@ def _direction(row) -> str:
 
 def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
     first, pct = members[0].result, int(round(report.settings["confidence"] * 100))
-    summary = _of_group(report.summary, label)
+    summary = of_group(report.summary, label)
     acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
     skipped = first.get("n_skipped_no_maskable") or 0
     n_test = f"{first['n_test']:,}" if isinstance(first.get("n_test"), int) else "n/a"
     out = [
         f"**{' / '.join(label)}**, {len(members)} seed(s) ({', '.join(str(r.seed) for r in members)}): test "
-        f"accuracy {_fmt_pm(acc.iloc[0]) if len(acc) else 'n/a'} (mean ± std over seeds) on "
+        f"accuracy {mean_pm(acc.iloc[0]) if len(acc) else 'n/a'} (mean ± std over seeds) on "
         f"{n_test} test examples; the scores below on {first.get('n_evaluated', 'n/a')} "
         f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."),
         "",
     ]
-    rows = _of_group(report.headline, label)
+    rows = of_group(report.headline, label)
     if len(rows):
         method = label[2]
         out += [
-            _md_table(
+            md_table(
                 [
                     "schedule",
                     "score",
@@ -194,42 +170,29 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
                     [
                         r["schedule"],
                         f"{r['score']} ({r['unit']}{_direction(r)})",
-                        _num(r["mean"]),
-                        f"{_num(r['difference'])} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
-                        _num(r["p_value"], 3),
+                        number(r["mean"]),
+                        f"{number(r['difference'])} [{number(r['ci_low'])}, {number(r['ci_high'])}]",
+                        number(r["p_value"], 3),
                         f"{int(r['n_better'])} of {int(r['n_seeds'])} seeds" if pd.notna(r["n_better"]) else "n/a",
-                        f"{_num(r['seed_share'], 3)} [{_num(r['share_ci_low'], 3)}, {_num(r['share_ci_high'], 3)}]",
+                        f"{number(r['seed_share'], 3)} "
+                        f"[{number(r['share_ci_low'], 3)}, {number(r['share_ci_high'], 3)}]",
                     ]
                     for _, r in rows.iterrows()
                 ],
             ),
             "",
         ]
-    ood = summary[summary.score.str.startswith("ood final/auroc_mahalanobis @")]
-    if len(ood):
-        cols = list(dict.fromkeys(ood.score))
-        table = [
-            [
-                e,
-                sch,
-                *[
-                    _fmt_pm(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)].iloc[0])
-                    if len(ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)])
-                    else "n/a"
-                    for c in cols
-                ],
-            ]
-            for e, sch in dict.fromkeys(zip(ood.explanation, ood.schedule))
-        ]
-        out += [
-            "Masked inputs out of distribution (the paper's second claim): OOD AUROC of masked vs clean "
-            "evaluation inputs by the Mahalanobis score of the final layer's input (0.5: indistinguishable, "
-            "1: every masked input scores above every clean one), mean ± std over seeds:",
-            "",
-            _md_table(["explanation", "schedule", *[c.rsplit("@", 1)[1] + " masked" for c in cols]], table),
-            "",
-        ]
+    for analysis in _group_analyses(members):
+        out += analysis.headline_lines(summary)
     return out
+
+
+def _group_analyses(members: list) -> list:
+    """The analysis classes of a group's results (:func:`~itermask.analyses.base.analysis_classes`), each once."""
+    found: list = []
+    for run in members:
+        found += [cls for cls in analysis_classes(run.result) if cls not in found]
+    return found
 
 
 def _headline(report: Report) -> list[str]:
@@ -267,7 +230,7 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
         "",
     ]
     for label in report.groups:
-        rows = _of_group(frame, label)
+        rows = of_group(frame, label)
         if rows.empty:
             continue
         merged: dict[tuple, list] = {}
@@ -283,7 +246,7 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
         out += [
             f"### {' / '.join(label)}",
             "",
-            _md_table(
+            md_table(
                 [
                     "explanation",
                     "schedule",
@@ -300,9 +263,9 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
                         " = ".join(r["schedule"] for r in g),
                         g[0]["score"],
                         f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
-                        f"{_num(g[0]['share'], 3)} [{_num(g[0]['ci_low'], 3)}, {_num(g[0]['ci_high'], 3)}]",
-                        _num(g[0]["friedman_p"], 4),
-                        _num(g[0]["mean_spearman"], 3),
+                        f"{number(g[0]['share'], 3)} [{number(g[0]['ci_low'], 3)}, {number(g[0]['ci_high'], 3)}]",
+                        number(g[0]["friedman_p"], 4),
+                        number(g[0]["mean_spearman"], 3),
                         _text(g[0]["why"]),
                     ]
                     for g in merged.values()
@@ -317,10 +280,19 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
             "Kendall's W of the methods' ranking by each "
             "seed (1: every seed ranks them alike). Few methods give a weak test.",
             "",
-            _md_table(
+            md_table(
                 ["model", "dataset", "masking", "schedule", "score", "methods", "W", "p"],
                 [
-                    [r.model, r.dataset, r.masking, r.schedule, r.score, r.methods, _num(r.w, 3), _num(r.p_value, 4)]
+                    [
+                        r.model,
+                        r.dataset,
+                        r.masking,
+                        r.schedule,
+                        r.score,
+                        r.methods,
+                        number(r.w, 3),
+                        number(r.p_value, 4),
+                    ]
                     for r in report.rank_stability.itertuples()
                 ],
             ),
@@ -452,11 +424,11 @@ def _attack_section(report: Report) -> list[str]:
             r.faithfulness,
             r.efficiency,
             ", ".join(
-                f"{m} ({_num(f, 3)}, {_num(e, 3)})"
+                f"{m} ({number(f, 3)}, {number(e, 3)})"
                 for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)
             ),
-            _num(r.spearman_rho, 3),
-            _num(r.p_value, 3),
+            number(r.spearman_rho, 3),
+            number(r.p_value, 3),
         ]
         for r in links.itertuples()
     ]
@@ -471,7 +443,7 @@ def _attack_section(report: Report) -> list[str]:
         "rho",
         "p",
     ]
-    return [*out, _md_table(header, rows), ""]
+    return [*out, md_table(header, rows), ""]
 
 
 HTML = """<!DOCTYPE html>
@@ -503,9 +475,10 @@ def _curve_images(report: Report, files: Path, written: dict, images: dict) -> N
     """One figure per group and schedule (every explanation), one per compared pair of groups."""
     for label, members in report.groups.items():
         title = " / ".join(label)
-        for schedule in sorted({k[1] for r in members for k in _curves(r.result)}):
+        for schedule in sorted({k[1] for r in members for k in result_curves(r.result)}):
             methods = sorted(
-                {k[0] for r in members for k in _curves(r.result) if k[1] == schedule}, key=lambda m: (m != label[2], m)
+                {k[0] for r in members for k in result_curves(r.result) if k[1] == schedule},
+                key=lambda m: (m != label[2], m),
             )
             lines = [(m, members, (m, schedule), {"color": f"C{i}"}) for i, m in enumerate(methods)]
             notes = [] if schedule == "one_shot" else ["sufficiency is not defined for this schedule (no panel)"]
@@ -514,8 +487,8 @@ def _curve_images(report: Report, files: Path, written: dict, images: dict) -> N
                 files / name, curve_figure(lines, f"{title} ({schedule})", report.settings, notes)
             )
             images[f"curves::{title}::{schedule}"] = f"{FILES}/{name}"
-    for label_a, label_b in _model_pairs(report.groups):
-        schedules = sorted({k[1] for r in report.groups[label_a] for k in _curves(r.result)})
+    for label_a, label_b in model_pairs(report.groups):
+        schedules = sorted({k[1] for r in report.groups[label_a] for k in result_curves(r.result)})
         lines = [
             (
                 f"{lab[0]} {s}",

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from itermask.reporting.aggregate import GROUP, Report
-from itermask.reporting.sweep import _flatten
+from itermask.reporting.model import GROUP, Report
+from itermask.reporting.sweep import flatten
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def shared_config(configs: list[dict]) -> tuple[dict, dict[str, list]]:
     model or saliency method, a swept training setting) to its sorted distinct values."""
     from itermask.tracking import clean_config
 
-    flats = [_flatten(clean_config(config)) for config in configs]
+    flats = [flatten(clean_config(config)) for config in configs]
     keys = sorted(set().union(*flats)) if flats else []
     shared, swept = {}, {}
     for key in keys:
@@ -93,10 +93,11 @@ def log_report_to_wandb(
     """A W&B summary run in ``group`` (the sweep's group, job type ``report``) holding the report's tables
     (``wandb.Table``: summary, per seed, comparisons, headline, seed sensitivity, rank stability), the
     failed jobs, the plots (``wandb.Image``), each measure's mean and seed share of variance in its summary
-    (keys without spaces, :func:`itermask.tracking.metric_key`) and as config what the runs share plus the ``swept`` settings (:func:`shared_config`) and the report's
-    settings. Online, it falls back to offline logging like the jobs' runs (``init_timeout`` seconds,
-    :func:`itermask.tracking.with_offline_fallback`). Returns the run's local folder, or ``None`` if W&B
-    failed (a warning is logged; the local report files stay as written)."""
+    (keys without spaces, :func:`itermask.tracking.metric_key`) and as config what the runs share plus the
+    ``swept`` settings (:func:`shared_config`) and the report's settings. Online, it falls back to offline
+    logging like the jobs' runs (``init_timeout`` seconds, :func:`itermask.tracking.with_offline_fallback`).
+    Returns the run's local folder, or ``None`` if W&B failed (a warning is logged; the local report files
+    stay as written)."""
     try:
         import wandb
 

@@ -1,6 +1,6 @@
 """Loading a multirun folder (its ``results.json`` files, the failed jobs' ``failed.json``, the jobs'
-Hydra overrides and the sweep's ``multirun.yaml``) and grouping the runs: one group per (model, dataset, saliency, masking), split by
-swept settings, refusing runs mixed by accident."""
+Hydra overrides and the sweep's ``multirun.yaml``) and grouping the runs: one group per (model, dataset,
+saliency, masking), split by swept settings, refusing runs mixed by accident."""
 
 from __future__ import annotations
 
@@ -28,7 +28,18 @@ class ReportError(ValueError):
     """A multirun folder that cannot be reported: nothing finished, mixed configurations, bad files."""
 
 
-__all__ = ["ReportError", "Run", "Sweep", "load_sweep", "group_runs", "swept_subtrees", "REQUIRED_KEYS", "FILES"]
+__all__ = [
+    "ReportError",
+    "Run",
+    "Sweep",
+    "load_sweep",
+    "group_runs",
+    "swept_subtrees",
+    "flatten",
+    "run_contexts",
+    "REQUIRED_KEYS",
+    "FILES",
+]
 
 
 @dataclass
@@ -216,19 +227,20 @@ def _natural(text: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
-def _flatten(node: Any, prefix: str = "") -> dict[str, str]:
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """``{dotted key: canonical JSON of the value}`` of the leaves of a nested dict (an empty dict is a leaf)."""
     if isinstance(node, dict) and node:
         out = {}
         for k, v in node.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         return out
     return {prefix[:-1]: json.dumps(node, sort_keys=True, default=str)}
 
 
-def _contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]:
+def run_contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]:
     """Each run's results-relevant config (flattened) without the seed, keys derived from the seed (equal to
     it in every run, like ``saliency.seed: ${seed}``) and the subtrees in ``drop``."""
-    flats = [_flatten(results_config(run.result["config"])) for run in runs]
+    flats = [flatten(results_config(run.result["config"])) for run in runs]
     keys = set().union(*flats) if flats else set()
     seedlike = {k for k in keys if all(f.get(k) == json.dumps(r.seed) for f, r in zip(flats, runs))}
     out = []
@@ -304,7 +316,7 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
     split: dict[tuple, list[Run]] = {}
     problems = []
     for label, members in groups.items():
-        contexts = _contexts(members)
+        contexts = run_contexts(members)
         keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
         swept = _swept_variants(members, keys) if keys else None
         if swept is None:
@@ -317,7 +329,7 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
             split.setdefault(run.label, []).append(run)
         for variant_label in {run.label for run in members}:  # within a swept value every setting agrees
             variant_runs = split[variant_label]
-            variant_contexts = _contexts(variant_runs)
+            variant_contexts = run_contexts(variant_runs)
             if differing := sorted(
                 k for k in set().union(*variant_contexts) if len({c.get(k) for c in variant_contexts}) > 1
             ):

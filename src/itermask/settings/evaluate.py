@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from itermask.analyses import Analysis
+from itermask.analyses import Analysis, AnalysisInputs
 from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
 from itermask.core.forwards import DEFAULT_TOKEN_BUDGET
 from itermask.core.masking import MaskingStrategy
@@ -232,8 +232,9 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
         evaluators=evaluators,
         analyses=analyses,
     )
+    inputs = AnalysisInputs.from_settings(settings)
     for analysis in analyses:
         with problems.collect():
-            analysis.check(settings)
+            analysis.check(inputs)
     problems.raise_if_any()
     return settings

@@ -1,0 +1,33 @@
+"""Markdown pieces of the report (numbers, tables, ``mean ± std``), shared by the report's renderer and the
+analyses' headline lines (:meth:`itermask.analyses.Analysis.headline_lines`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["number", "md_table", "mean_pm"]
+
+
+def number(value: Any, digits: int = 4) -> str:
+    """``value`` with ``digits`` decimals (integers as they are); ``"n/a"`` for ``None``, NaN or infinity."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return f"{value:.{digits}f}"
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table of ``rows`` under ``header`` (``|`` in cells escaped)."""
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def mean_pm(row) -> str:
+    """``mean ± std`` of a summary row (3 decimals)."""
+    return f"{number(row['mean'], 3)} ± {number(row['std'], 3)}"
