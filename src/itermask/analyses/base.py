@@ -158,3 +158,9 @@ class Analysis(Registered, ABC):
         """Rows for the report: ``{(explanation, schedule, score): value}`` from a result file's section;
         none by default."""
         return {}
+
+    @classmethod
+    def report_bounds(cls, score: str) -> tuple[float, float] | None:
+        """The range ``(lo, hi)`` of the report row ``score`` of :meth:`report_measures` (ends may be infinite),
+        for intervals that stay inside it, or ``None`` (unbounded, or not this analysis's row; the default)."""
+        return None

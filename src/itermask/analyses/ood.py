@@ -23,7 +23,7 @@ from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
 from itermask.core.representations import Representations
 from itermask.ood import plots
 from itermask.ood.detectors import COVARIANCES, OODDetectors
-from itermask.ood.statistics import masking_ood_statistics
+from itermask.ood.statistics import masking_ood_statistics, statistic_bounds
 
 log = logging.getLogger(__name__)
 
@@ -330,3 +330,10 @@ class OODAnalysis(Analysis):
                                 float("nan") if value is None else float(value)
                             )
         return out
+
+    @classmethod
+    def report_bounds(cls, score: str) -> tuple[float, float] | None:
+        """The range of an ``ood <statistic> @<p>%`` row: the statistic's (:func:`statistic_bounds`)."""
+        if not score.startswith("ood ") or " @" not in score:
+            return None
+        return statistic_bounds(score[len("ood ") :].rsplit(" @", 1)[0])

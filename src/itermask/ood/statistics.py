@@ -48,6 +48,7 @@ __all__ = [
     "CONSTANT_RTOL",
     "OODCurves",
     "masking_ood_statistics",
+    "statistic_bounds",
 ]
 
 
@@ -169,6 +170,30 @@ def ood_auroc(clean_scores: np.ndarray, masked_scores: np.ndarray, rtol: float =
     below = np.searchsorted(clean, masked - tol, side="left")  # clean < masked - tol
     within = np.searchsorted(clean, masked + tol, side="right") - below  # |clean - masked| <= tol
     return float((below.sum() + 0.5 * within.sum()) / (len(clean) * len(masked)))
+
+
+#: the range of each statistic of :class:`OODCurves` (by its name without the ``<view>/`` prefix), for
+#: intervals that stay inside it (:mod:`itermask.reporting.intervals`); ``auroc_*`` are all in [0, 1]
+STATISTIC_BOUNDS: dict[str, tuple[float, float]] = {
+    "l2_norm": (0.0, math.inf),
+    "cosine_to_clean": (-1.0, 1.0),
+    "l2_to_clean": (0.0, math.inf),
+    "mahalanobis": (0.0, math.inf),  # a squared distance
+    "knn_distance": (0.0, math.inf),
+    "max_softmax": (0.0, 1.0),
+    "entropy": (0.0, math.inf),  # at most log(C) nats
+    "ece": (0.0, 1.0),
+    "masf_flagged": (0.0, 1.0),
+    "masf_p_median": (0.0, 1.0),
+}
+
+
+def statistic_bounds(key: str) -> tuple[float, float] | None:
+    """The range of the statistic ``key`` (``"<view>/<statistic>"`` or a model-level name, see
+    :class:`OODCurves`): ``(0, 1)`` for every ``auroc_*``, :data:`STATISTIC_BOUNDS` otherwise, ``None`` for an
+    unknown key."""
+    name = key.rsplit("/", 1)[-1]
+    return (0.0, 1.0) if name.startswith("auroc_") else STATISTIC_BOUNDS.get(name)
 
 
 @dataclass
