@@ -201,7 +201,9 @@ border:1px solid #ddd;border-radius:6px;padding:10px 12px;margin:12px 0;backgrou
 .imx .imx-seg{display:inline-block;margin:0 6px;color:#888}
 .imx .imx-cut{display:inline-block;margin-left:6px;padding:0 5px;border-radius:3px;background:#eee;color:#a00;
 font-size:12px;font-weight:600}
-.imx .imx-traj{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start;margin:4px 0 10px 0}
+.imx .imx-traj{display:flex;flex-wrap:nowrap;gap:12px;align-items:flex-start;margin:4px 0 10px 0}
+.imx .imx-traj>div:first-child{flex:0 0 auto}
+.imx .imx-traj>div:last-child{flex:1 1 auto;min-width:0}
 .imx table{border-collapse:collapse;font-size:12px}
 .imx td,.imx th{padding:1px 6px;vertical-align:top;text-align:left;border-bottom:1px solid #f0f0f0}
 .imx .imx-steps{line-height:1.7}
