@@ -18,8 +18,8 @@ Sources:
       compute the average"), as ERASER's code ``rationale_benchmark/metrics.py`` does: the plain mean over
       the bins of the per-bin score (no ``1/(K+1)`` term for the empty bin). Fraction steps only.
     * AOPC over the full curve: Samek et al. 2017, arXiv 1509.06321, the AOPC of the most-relevant-first
-      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean over every step of the grid (a grid that
-      starts at 0 reproduces Samek's ``k = 0`` term).
+      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean over
+      every step of the grid (a grid that starts at 0 reproduces Samek's ``k = 0`` term).
     * Log-odds drop: Shrikumar et al. 2017 (DeepLIFT), arXiv 1704.02685, Sec. 4.1, "change in log-odds"
       of the target class, ``log p/(1-p)`` on the clean input minus on the masked input.
     * Area under the masking curve: trapezoid rule over the x-axis (Crothers et al. 2023,
