@@ -20,6 +20,7 @@ from scipy import stats
 
 from itermask import report as rep
 from itermask.report import ReportError, build_report, compare_samples, seed_interval, write_report
+from itermask.reporting.intervals import bounded_t_interval
 from itermask.storage.files import write_json_atomic, write_text_atomic
 from itermask.storage.store import ResultStore, results_config, results_key
 
@@ -215,7 +216,9 @@ def test_aggregation_over_seeds(sweep):
     acc = row("model", "", "accuracy_test")
     mean, std = _mean_std(ACC)
     assert (acc["n"], acc["mean"], acc["std"]) == (3, pytest.approx(0.82), pytest.approx(std))
-    assert acc["ci_high"] == pytest.approx(mean + T_975[2] * std / math.sqrt(3))
+    # an accuracy is in [0, 1]: the t-interval on the logit scale (itermask.reporting.intervals)
+    assert (acc["ci_low"], acc["ci_high"]) == pytest.approx(bounded_t_interval(mean, std, 3, 0.95, (0.0, 1.0)))
+    assert acc["ci_high"] < mean + T_975[2] * std / math.sqrt(3)  # pulled in on the side of the bound 1
     aopc = row("gradient", "one_shot", "aopc_comprehensiveness_prob")
     assert aopc["mean"] == pytest.approx(0.14) and aopc["std"] == pytest.approx(0.04)
     assert row("gradient", "one_shot", "aopc_sufficiency_prob")["mean"] == pytest.approx(0.07)
@@ -276,8 +279,8 @@ def test_report_files(sweep):
     md = (sweep / "report.md").read_text()
     # one_shot and recursive have the same per-seed values here: the row is shown once
     assert "| gradient | one_shot = recursive | aopc_comprehensiveness_prob | probability | 3 | 0.1400 | 0.0400 |" in md
-    half = T_975[2] * 0.04 / math.sqrt(3)
-    assert f"[{0.14 - half:.4f}, {0.14 + half:.4f}] |" in md
+    low, high = bounded_t_interval(0.14, 0.04, 3, 0.95, (-1.0, 1.0))  # comprehensiveness is in [-1, 1]
+    assert f"[{low:.4f}, {high:.4f}] |" in md
     html = (sweep / "report.html").read_text()
     assert "<table>" in html and "report_files/curves_m_d_gradient_mask_token_one_shot.png" in html
     for name in ("curves_m_d_gradient_mask_token_one_shot.png", "curves_m_d_gradient_mask_token_recursive.png"):

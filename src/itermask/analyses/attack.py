@@ -70,6 +70,15 @@ REPORTED = (
     ("link", "masking_first_flip_fraction_at_budget"),
     ("link", "spearman_tokens_to_flip"),
 )
+#: the range of each reported key (rates and shares in [0, 1], a rank correlation in [-1, 1])
+REPORTED_BOUNDS = {
+    "success_rate": (0.0, 1.0),
+    "perturbed_fraction": (0.0, 1.0),
+    "median_queries": (0.0, math.inf),
+    "masking_flip_rate_at_budget": (0.0, 1.0),
+    "masking_first_flip_fraction_at_budget": (0.0, 1.0),
+    "spearman_tokens_to_flip": (-1.0, 1.0),
+}
 
 
 def _mean(values: list[float]) -> float:
@@ -340,6 +349,11 @@ class AttackAnalysis(Analysis):
                 value = (entry.get(part) or {}).get(key)
                 out[(method, ranking, f"attack {key}")] = math.nan if value is None else float(value)
         return out
+
+    @classmethod
+    def report_bounds(cls, score: str) -> tuple[float, float] | None:
+        """The range of an ``attack <key>`` row (:data:`REPORTED_BOUNDS`)."""
+        return REPORTED_BOUNDS.get(score.removeprefix("attack ")) if score.startswith("attack ") else None
 
 
 def attack_frame(section: dict) -> pd.DataFrame:

@@ -281,6 +281,12 @@ class Analysis(Registered, ABC):
         be missing: the analysis was off). None by default."""
         return []
 
+    @classmethod
+    def report_bounds(cls, score: str) -> tuple[float, float] | None:
+        """The range ``(lo, hi)`` of the report row ``score`` of :meth:`report_measures` (ends may be infinite),
+        for intervals that stay inside it, or ``None`` (unbounded, or not this analysis's row; the default)."""
+        return None
+
 
 def _import_target(target: str) -> type | None:
     """The class a ``_target_`` names (``package.module.Class``), or ``None`` if it cannot be imported."""

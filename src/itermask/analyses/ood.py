@@ -25,6 +25,7 @@ from itermask.analyses.base import (
     eval_mode,
 )
 from itermask.console import number
+from itermask.ood.bounds import statistic_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -419,3 +420,10 @@ class OODAnalysis(Analysis):
             f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
             + ", ".join(parts)
         ]
+
+    @classmethod
+    def report_bounds(cls, score: str) -> tuple[float, float] | None:
+        """The range of an ``ood <statistic> @<p>%`` row: the statistic's (:func:`statistic_bounds`)."""
+        if not score.startswith("ood ") or " @" not in score:
+            return None
+        return statistic_bounds(score[len("ood ") :].rsplit(" @", 1)[0])

@@ -36,6 +36,7 @@ Sources:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -303,12 +304,16 @@ class MetricInfo:
         higher_is_more_faithful: ``True`` when a higher value means a more faithful explanation, ``False``
             when lower does, ``None`` for descriptive values (the step grid).
         per_step: a curve (one value per masking step) or one value per example.
+        bounds: ``(lo, hi)`` every value (and every mean of values) lies in, either end possibly infinite;
+            ``None`` when unbounded (logits, log-odds). Confidence intervals respect it
+            (:mod:`itermask.reporting.intervals`).
     """
 
     name: str
     unit: str
     higher_is_more_faithful: bool | None
     per_step: bool
+    bounds: tuple[float, float] | None = None
 
 
 #: every metric by name, in the order summaries list them (subclasses of :class:`Metric` add themselves)
@@ -331,6 +336,8 @@ class Metric(Registered, ABC):
             only) and ``aopc_full_<key>`` (mean over every step).
         vs_random: compared with the random explanation in :func:`relative_to_random` (AOPC scores always are).
         describes_grid: a per-step value that describes the x-axis (fraction, tokens masked), not the model.
+        bounds: the range of the values, ``(lo, hi)`` (ends may be infinite) or ``None``; for a metric whose
+            unit is ``"quantity"`` it is the range with the probability, a logit quantity being unbounded.
     """
 
     registry = METRICS
@@ -341,6 +348,7 @@ class Metric(Registered, ABC):
     aopc: ClassVar[bool] = False
     vs_random: ClassVar[bool] = False
     describes_grid: ClassVar[bool] = False
+    bounds: ClassVar[tuple[float, float] | None] = None
 
     @classmethod
     def _registry_entry(cls) -> Metric:
@@ -364,7 +372,8 @@ class Metric(Registered, ABC):
 
     def info(self, quantity: Quantity | None = None) -> MetricInfo:
         unit = self.unit if self.unit != "quantity" or quantity is None else quantity
-        return MetricInfo(self.name, unit, self.higher_is_more_faithful, self.per_step)
+        bounds = None if self.unit == "quantity" and quantity not in (None, "probability") else self.bounds
+        return MetricInfo(self.name, unit, self.higher_is_more_faithful, self.per_step, bounds)
 
 
 def _suffix(quantity: Quantity) -> str:
@@ -375,7 +384,7 @@ class MaskedFraction(Metric):
     """``fraction``: the masking fraction of each step (the grid, for fraction steps), or the mean share
     of the maskable tokens masked, ``k / n`` (count steps)."""
 
-    name, unit, describes_grid = "fraction", "fraction", True
+    name, unit, describes_grid, bounds = "fraction", "fraction", True, (0.0, 1.0)
 
     def values(self, curves, quantity):
         return curves.masked_fraction
@@ -387,7 +396,7 @@ class MaskedFraction(Metric):
 class TokensMasked(Metric):
     """``mean_k``: tokens masked at each step, a count."""
 
-    name, unit, describes_grid = "mean_k", "count", True
+    name, unit, describes_grid, bounds = "mean_k", "count", True, (0.0, math.inf)
 
     def values(self, curves, quantity):
         return curves.k.double()
@@ -396,7 +405,7 @@ class TokensMasked(Metric):
 class TargetOutput(Metric):
     """``target_<q>``: the target class's probability or logit after masking (lower: more faithful)."""
 
-    name, per_quantity, higher_is_more_faithful = "target", True, False
+    name, per_quantity, higher_is_more_faithful, bounds = "target", True, False, (0.0, 1.0)
 
     def values(self, curves, quantity):
         return target_output(curves.logits, curves.target, quantity)
@@ -405,7 +414,7 @@ class TargetOutput(Metric):
 class MaskedAccuracy(Metric):
     """``accuracy``: accuracy against the gold labels after masking (NaN without labels)."""
 
-    name, unit, higher_is_more_faithful = "accuracy", "fraction", False
+    name, unit, higher_is_more_faithful, bounds = "accuracy", "fraction", False, (0.0, 1.0)
 
     def values(self, curves, quantity):
         correct = (curves.logits.argmax(dim=-1) == curves.labels[:, None]).float()
@@ -421,7 +430,7 @@ class MaskedAccuracy(Metric):
 class FlipRate(Metric):
     """``flip_rate``: share of examples whose prediction differs from the clean one (decision flip)."""
 
-    name, unit, higher_is_more_faithful = "flip_rate", "fraction", True
+    name, unit, higher_is_more_faithful, bounds = "flip_rate", "fraction", True, (0.0, 1.0)
 
     def values(self, curves, quantity):
         return decision_flips(curves).float()
@@ -431,6 +440,7 @@ class Comprehensiveness(Metric):
     """``comprehensiveness_<q>`` (ERASER; :func:`comprehensiveness`)."""
 
     name, per_quantity, higher_is_more_faithful, aopc = "comprehensiveness", True, True, True
+    bounds = (-1.0, 1.0)  # a difference of two probabilities
 
     def values(self, curves, quantity):
         return comprehensiveness(curves, quantity)
@@ -449,6 +459,7 @@ class Sufficiency(Metric):
     """``sufficiency_<q>`` (ERASER; :func:`sufficiency`), for schedules with keep-only inputs."""
 
     name, per_quantity, higher_is_more_faithful, aopc = "sufficiency", True, False, True
+    bounds = (-1.0, 1.0)  # a difference of two probabilities
 
     def applies(self, curves):
         return curves.keep_logits is not None
@@ -461,6 +472,7 @@ class AreaUnderCurve(Metric):
     """``auc_<q>``: trapezoid area under the target curve over the x-axis (:func:`area_under_curve`)."""
 
     name, unit, per_quantity, per_step, higher_is_more_faithful, vs_random = "auc", "area", True, False, False, True
+    bounds = (0.0, math.inf)  # at most 1 over a fraction grid, but up to the largest count over a count grid
 
     def values(self, curves, quantity):
         return area_under_curve(target_output(curves.logits, curves.target, quantity), curves.grid)
@@ -470,6 +482,7 @@ class FirstFlipFraction(Metric):
     """``first_flip_fraction``: ``k / n`` at the first decision flip, mean over the examples that flip."""
 
     name, unit, per_step, higher_is_more_faithful = "first_flip_fraction", "fraction", False, False
+    bounds = (0.0, 1.0)
 
     def values(self, curves, quantity):
         return first_flip_fraction(curves)
@@ -481,7 +494,7 @@ class FirstFlipFraction(Metric):
 class FirstFlipCount(FirstFlipFraction):
     """``first_flip_count``: tokens masked at the first decision flip, mean over the examples that flip."""
 
-    name, unit = "first_flip_count", "count"
+    name, unit, bounds = "first_flip_count", "count", (0.0, math.inf)
 
     def values(self, curves, quantity):
         return first_flip_count(curves)
@@ -491,6 +504,7 @@ class NeverFlipRate(Metric):
     """``never_flip_rate``: share of examples whose prediction never flips."""
 
     name, unit, per_step, higher_is_more_faithful = "never_flip_rate", "fraction", False, False
+    bounds = (0.0, 1.0)
 
     def values(self, curves, quantity):
         return first_flip_fraction(curves).isnan().float()
@@ -506,7 +520,8 @@ def metric_info(key: str, quantity: Quantity | None = None) -> MetricInfo | None
         for q in ("probability", "logit") if metric.per_quantity else (quantity,):
             if metric.key(q or "probability") == base and (not prefix or metric.aopc):
                 info = metric.info(q)
-                return MetricInfo(key, info.unit, info.higher_is_more_faithful, info.per_step and not prefix)
+                per_step = info.per_step and not prefix
+                return MetricInfo(key, info.unit, info.higher_is_more_faithful, per_step, info.bounds)
     return None
 
 

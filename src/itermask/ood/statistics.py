@@ -32,6 +32,7 @@ from torch import Tensor
 
 from itermask.core.evaluation import MaskingCurves
 from itermask.core.representations import Representations
+from itermask.ood.bounds import STATISTIC_BOUNDS, statistic_bounds  # noqa: F401  (re-exported)
 from itermask.ood.detectors import OODDetectors, _numpy, representation_views
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ __all__ = [
     "CONSTANT_RTOL",
     "OODCurves",
     "masking_ood_statistics",
+    "statistic_bounds",
 ]
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from itermask.reporting import headline
 from itermask.reporting.attack_link import faithfulness_vs_attack
+from itermask.reporting.bounds import measure_bounds
 from itermask.reporting.model import GROUP, MEASURE, Report, measure_order, result_measures
 from itermask.reporting.statistics import compare_samples, seed_interval
 from itermask.reporting.sweep import Run, group_runs, load_sweep, run_contexts, swept_subtrees
@@ -63,7 +64,8 @@ def _summaries(groups: dict, values: dict, settings: dict) -> tuple[pd.DataFrame
     summary_rows, seed_rows = [], []
     for label, members in groups.items():
         for key, per_run in values[label].items():
-            agg = seed_interval(per_run, s["confidence"], s["interval"], s["n_resamples"], s["seed"])
+            bounds = measure_bounds(*key)  # the measure's declared range: the interval stays inside it
+            agg = seed_interval(per_run, s["confidence"], s["interval"], s["n_resamples"], s["seed"], bounds)
             summary_rows.append({**dict(zip(GROUP, label)), **dict(zip(MEASURE, key)), **agg})
             for run, value in zip(members, per_run):
                 seed_rows.append(
@@ -89,7 +91,13 @@ def _comparisons(groups: dict, values: dict, summary: pd.DataFrame, settings: di
     for label_a, label_b in model_pairs(groups):
         for key in (k for k in values[label_a] if k in values[label_b]):
             diff = compare_samples(
-                values[label_a][key], values[label_b][key], s["confidence"], s["test"], s["n_resamples"], s["seed"]
+                values[label_a][key],
+                values[label_b][key],
+                s["confidence"],
+                s["test"],
+                s["n_resamples"],
+                s["seed"],
+                measure_bounds(*key),  # the interval stays inside the range of a difference of two values
             )
             sds = [seed_interval(values[label][key])["std"] for label in (label_a, label_b)]
             pooled = math.sqrt((sds[0] ** 2 + sds[1] ** 2) / 2) if all(math.isfinite(x) for x in sds) else math.nan

@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from itermask.core.metrics import metric_info
+from itermask.reporting.bounds import measure_bounds
 from itermask.reporting.model import GROUP, of_group
 from itermask.reporting.seeds import MIN_SEEDS, kendalls_w, seed_share
 from itermask.reporting.statistics import seed_interval
@@ -83,11 +84,12 @@ def headline_scores(quantity: str, available) -> list[str]:
     return keys
 
 
-def _paired(differences: list[float], confidence: float, higher_is_better: bool | None) -> dict:
-    """The mean per-seed difference (method - random) with a t-interval, the paired t-test's p-value and the
-    number of seeds where the method is better."""
+def _paired(differences: list[float], confidence: float, higher_is_better: bool | None, bounds=None) -> dict:
+    """The mean per-seed difference (method - random) with a t-interval (inside ``bounds``, the range of a
+    difference, see :func:`seed_interval`), the paired t-test's p-value and the number of seeds where the
+    method is better."""
     d = np.array([x for x in differences if x is not None and math.isfinite(x)], dtype=float)
-    agg = seed_interval(d, confidence)
+    agg = seed_interval(d, confidence, bounds=bounds)
     p = math.nan
     if len(d) >= 2:
         if np.ptp(d) == 0:
@@ -123,7 +125,8 @@ def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict
                 & (per_seed.schedule == schedule)
                 & (per_seed.score == score)
             ]
-            paired = _paired(rel.value.tolist(), report.settings["confidence"], direction) if len(rel) else {}
+            bounds = measure_bounds(f"{method} - random", schedule, score, quantity)
+            paired = _paired(rel.value.tolist(), report.settings["confidence"], direction, bounds) if len(rel) else {}
             own = mine[mine.score == score].value
             share = (
                 sensitivity[

@@ -10,6 +10,7 @@ import re
 import numpy as np
 
 from itermask.core.metrics import metric_info
+from itermask.reporting.bounds import score_bounds
 from itermask.reporting.model import result_curves
 from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import Run
@@ -85,10 +86,9 @@ def _draw(ax, lines: list[Line], series: str, settings: dict) -> None:
         if data is None:
             continue
         grid, matrix = data
+        s, bounds = settings, score_bounds(series)  # the band stays inside the series' declared range
         aggs = [
-            seed_interval(
-                matrix[:, j], settings["confidence"], settings["interval"], settings["n_resamples"], settings["seed"]
-            )
+            seed_interval(matrix[:, j], s["confidence"], s["interval"], s["n_resamples"], s["seed"], bounds)
             for j in range(matrix.shape[1])
         ]
         mean = np.array([a["mean"] for a in aggs])

@@ -359,7 +359,8 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
     s, sweep = report.settings, report.sweep
     pct = int(round(s["confidence"] * 100))
     interval = (
-        "Student's t-interval over seeds"
+        "Student's t-interval over seeds (on the logit scale of a bounded measure's range, e.g. a probability, "
+        "AUROC or rate, so that it stays inside it)"
         if s["interval"] == "t"
         else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)"
     )

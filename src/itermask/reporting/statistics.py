@@ -7,6 +7,10 @@
   it is zero: Welch's unequal-variance t-test (:func:`scipy.stats.ttest_ind` with ``equal_var=False``;
   interval ``diff ± t_{df} · sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided
   permutation test of the mean difference (:func:`scipy.stats.permutation_test`, interval by bootstrap).
+
+With ``bounds`` (the range of the values, see :mod:`itermask.reporting.bounds`) the t and Welch intervals
+are computed on the transformed scale of :mod:`itermask.reporting.intervals` and stay inside the range (of
+the values, or of a difference of two of them); the percentile bootstrap stays inside it by construction.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from itermask.reporting.intervals import Bounds, bounded_t_interval, welch_bounded_interval, within_bounds
+
 __all__ = ["seed_interval", "compare_samples"]
 
 
@@ -28,6 +34,7 @@ def seed_interval(
     method: str = "t",
     n_resamples: int = 9999,
     seed: int = 0,
+    bounds: Bounds | None = None,
 ) -> dict[str, float]:
     """Mean over seeds with a confidence interval.
 
@@ -37,19 +44,22 @@ def seed_interval(
         method: ``"t"`` (Student's t-interval ``mean ± t_{(1+c)/2, n-1} · s/sqrt(n)``) or ``"bootstrap"``
             (percentile bootstrap of the mean, :func:`scipy.stats.bootstrap`, ``n_resamples`` resamples drawn
             with ``seed``).
+        bounds: ``(lo, hi)`` the values lie in (either end may be infinite; ``None``: unbounded). The
+            t-interval is then :func:`~itermask.reporting.intervals.bounded_t_interval` (on the scaled-logit
+            or log scale, delta method), inside the bounds; the percentile bootstrap is inside them anyway.
 
     Returns:
         ``{"n", "mean", "std", "ci_low", "ci_high"}``; ``std`` is the sample standard deviation (ddof=1).
         With one value ``std`` and the interval are NaN; with zero spread the interval is ``[mean, mean]``.
 
     Raises:
-        ValueError: unknown ``method`` or ``confidence`` outside (0, 1).
+        ValueError: unknown ``method``, ``confidence`` outside (0, 1), or values outside ``bounds``.
     """
     if method not in ("t", "bootstrap"):
         raise ValueError(f"interval method must be 't' or 'bootstrap', got {method!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    v = _clean(values)
+    v = within_bounds(_clean(values), bounds)
     n = len(v)
     out = {"n": n, "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan}
     if n == 0:
@@ -62,7 +72,7 @@ def seed_interval(
     if std == 0:
         low = high = out["mean"]
     elif method == "t":
-        low, high = stats.t.interval(confidence, n - 1, loc=out["mean"], scale=std / math.sqrt(n))
+        low, high = bounded_t_interval(out["mean"], std, n, confidence, bounds)
     else:
         res = stats.bootstrap(
             (v,),
@@ -88,6 +98,7 @@ def compare_samples(
     test: str = "welch",
     n_resamples: int = 9999,
     seed: int = 0,
+    bounds: Bounds | None = None,
 ) -> dict[str, float]:
     """Difference of the means ``mean(a) - mean(b)`` of two independent samples (e.g. one score over the
     seeds of two models), with a confidence interval and a two-sided test of "no difference".
@@ -99,6 +110,9 @@ def compare_samples(
             (Welch 1947); ``"permutation"``: permutation test of the mean difference over all (or
             ``n_resamples`` random) relabellings (:func:`scipy.stats.permutation_test`), interval by
             percentile bootstrap of the difference.
+        bounds: ``(lo, hi)`` the values of both samples lie in (``None``: unbounded). The Welch interval is
+            then :func:`~itermask.reporting.intervals.welch_bounded_interval`, inside ``(lo - hi, hi - lo)``;
+            the test itself is unchanged.
 
     Returns:
         ``{"n_a", "n_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "statistic", "p_value"}``
@@ -107,11 +121,11 @@ def compare_samples(
         NaN and ``p_value`` 1 (equal) or 0 (different).
 
     Raises:
-        ValueError: unknown ``test``.
+        ValueError: unknown ``test``, or values outside ``bounds``.
     """
     if test not in ("welch", "permutation"):
         raise ValueError(f"test must be 'welch' or 'permutation', got {test!r}")
-    x, y = _clean(a), _clean(b)
+    x, y = within_bounds(_clean(a), bounds), within_bounds(_clean(b), bounds)
     out = {
         "n_a": len(x),
         "n_b": len(y),
@@ -135,10 +149,8 @@ def compare_samples(
         with warnings.catch_warnings():  # scipy warns of precision loss when a sample is (nearly) constant
             warnings.simplefilter("ignore", RuntimeWarning)
             res = stats.ttest_ind(x, y, equal_var=False)
-        ci = res.confidence_interval(confidence)
-        out.update(
-            statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high)
-        )
+        low, high = welch_bounded_interval(x, y, confidence, bounds)
+        out.update(statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(low), ci_high=float(high))
     else:
         res = stats.permutation_test(
             (x, y),

@@ -1,0 +1,122 @@
+"""The per-example views in a real browser: headless Chromium (Debian's ``chromium`` package, driven by
+Playwright over the DevTools protocol) loads a page of views from a tiny model plus bad-input views, with no
+console errors and no request leaving the file; the token elements are there with their colours, and the
+screenshot is not blank.
+
+Skipped, saying why, only when Chromium or Playwright is missing (``.ci/run`` installs both and sets
+``ITERMASK_REQUIRE_BROWSER=1``, under which a missing browser fails the test instead). Set
+``ITERMASK_VIEW_ARTIFACTS=<dir>`` to keep the page and the screenshot there.
+"""
+
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_views import make_view
+
+from itermask.core.evaluation import IterativeMaskingEvaluator, saliency_scores
+from itermask.core.masking import MaskToken
+from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
+from itermask.core.tokens import TokenBatch
+from itermask.views import ExampleViews, views_from_curves
+
+
+def _chromium() -> str | None:
+    """The Chromium binary: ``$ITERMASK_CHROMIUM``, else ``chromium``/``chromium-browser`` on the PATH."""
+    return os.environ.get("ITERMASK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+CHROMIUM = _chromium()
+try:
+    import playwright.sync_api  # noqa: F401
+
+    PLAYWRIGHT = True
+except ImportError:
+    PLAYWRIGHT = False
+
+MISSING = (
+    None
+    if CHROMIUM is not None and PLAYWRIGHT
+    else "headless-browser test needs Debian's chromium (apt-get install chromium) and playwright "
+    f"(pip install playwright); found chromium={CHROMIUM}, playwright={PLAYWRIGHT}"
+)
+
+
+def _require_browser() -> None:
+    """Skip, saying what is missing, without Chromium or Playwright; fail instead where
+    ``ITERMASK_REQUIRE_BROWSER`` is set (``.ci/run`` sets it, so CI cannot skip the test silently)."""
+    if MISSING is not None:
+        if os.environ.get("ITERMASK_REQUIRE_BROWSER"):
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+
+
+def _tiny_views(model, tokenizer) -> ExampleViews:
+    texts = ["the film is good and the story is not bad", "a bad , bad movie", "what it is"]
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+    curves, scores = {}, {}
+    for name, method in {"input_x_gradient": InputXGradientSaliency(), "random": RandomSaliency(seed=0)}.items():
+        evaluator = IterativeMaskingEvaluator(
+            method, MaskToken(tokenizer), [0.0, 0.2, 0.4, 0.6, 0.8, 1.0], tokenizer.all_special_ids
+        )
+        curves[name] = evaluator.evaluate(model, batch, labels=torch.tensor([1, 0, 1]))
+        c = curves[name]["one_shot"]
+        scores[name] = saliency_scores(method, model, batch, c.target, c.example_ids)
+    return views_from_curves(curves, batch, tokenizer, scores, class_names=["negative", "positive"])
+
+
+def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
+    _require_browser()
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    views = list(_tiny_views(tiny_bert, tokenizer))
+    views += [
+        make_view(["[CLS]", "<script>alert(1)</script>", "&", '"x"', "[SEP]"], reason="bad input"),
+        make_view(["[CLS]", "שלום", "עולם", "😀", "👍🏽", "[SEP]"], reason="right-to-left and emoji"),
+        make_view(["[CLS]"] + [f"w{i}" for i in range(400)] + ["[SEP]"], reason="long"),
+    ]
+    out = Path(os.environ.get("ITERMASK_VIEW_ARTIFACTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    page_path = ExampleViews(views).save(out / "example_views.html")
+    start = time.perf_counter()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            problems, requests = [], []
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri(), wait_until="load")
+            assert problems == []
+            assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
+            assert page.evaluate("() => document.querySelectorAll('script').length") == 0
+            assert page.locator("section.imx").count() == len(views)
+            tokens = page.locator("bdi.imx-heat")
+            assert tokens.count() >= 20
+            colours = page.evaluate(
+                "() => [...document.querySelectorAll('bdi.imx-heat')].map(e => getComputedStyle(e).backgroundColor)"
+            )
+            painted = [c for c in colours if c not in ("rgba(0, 0, 0, 0)", "transparent")]
+            assert len(painted) >= 10 and len(set(painted)) >= 5  # a heatmap, not one flat colour
+            assert any(c.startswith("rgba(220, 40, 40") for c in painted)
+            assert page.locator("svg polyline").count() >= 3 and page.locator("circle.imx-flip-point").count() >= 1
+            assert "<script>alert(1)</script>" in page.inner_text("body")  # shown as text, not run
+            assert "more tokens not shown" in page.inner_text("body")
+            png = page.screenshot(full_page=True)
+        finally:
+            browser.close()
+    elapsed = time.perf_counter() - start
+    (out / "example_views.png").write_bytes(png)
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    assert image.width >= 1000 and image.height >= 900
+    distinct = len(image.getcolors(image.width * image.height))  # [(count, colour)] of every colour used
+    assert distinct > 50, f"screenshot looks blank: {distinct} distinct colours"
+    assert elapsed < 60, f"the browser took {elapsed:.1f} s"
