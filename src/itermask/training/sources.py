@@ -183,7 +183,8 @@ class DataSource:
         """Load, carve missing splits, normalise columns and validate.
 
         Raises:
-            ValueError: missing column, empty text (:meth:`_check_columns`), empty split, label out of range
+            ValueError: missing column, empty text (:meth:`_check_columns`), string labels that differ only in
+                case or surrounding whitespace without ``merge_label_variants``, empty split, label out of range
                 (:func:`validate_splits`).
         """
         raw = self._raw()
@@ -552,7 +553,9 @@ def _directory_message(setting: str, folder: str, single_file: bool) -> str:
     """Why a directory cannot be a data file, with the data files it holds as the settings to give them."""
     data = sorted(p.name for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
     message = f"{setting}={folder} is a directory; it must name a data file (.csv, .tsv or .jsonl)"
-    splits = sorted((name for name in data if Path(name).stem in SPLITS), key=lambda name: SPLITS.index(Path(name).stem))
+    splits = sorted(
+        (name for name in data if Path(name).stem in SPLITS), key=lambda name: SPLITS.index(Path(name).stem)
+    )
     if splits and any(Path(name).stem == "train" for name in splits):
         given = " ".join(f"dataset.source.{Path(name).stem}={Path(folder) / name}" for name in splits)
         return f"{message}; it holds {splits}: give them as {given}" + (
