@@ -279,17 +279,15 @@ class MaSF:
         Raises:
             ValueError: if either part is empty or their shapes differ beyond the first dimension.
         """
-        fit_part, calibration_part = _numpy(fit_part), _numpy(calibration_part)
-        if fit_part.ndim != 3 or fit_part.shape[1:] != calibration_part.shape[1:]:
-            raise ValueError(f"MaSF parts must be [N, L+1, H] alike, got {fit_part.shape} and {calibration_part.shape}")
-        if len(fit_part) == 0 or len(calibration_part) < 2:
-            raise ValueError(
-                f"MaSF needs fit and calibration samples (got {len(fit_part)} and {len(calibration_part)})"
-            )
-        self.level1 = fit_part
-        self.center = fit_part.mean(axis=0)  # [L+1, H], for the tie-break of scores()
-        self.scale = np.maximum(fit_part.std(axis=0), 1e-12)
-        self.level2 = simes(empirical_p_values(fit_part, calibration_part, "two-sided"))  # [N2, L+1]
+        fit, calibration = _numpy(fit_part), _numpy(calibration_part)
+        if fit.ndim != 3 or fit.shape[1:] != calibration.shape[1:]:
+            raise ValueError(f"MaSF parts must be [N, L+1, H] alike, got {fit.shape} and {calibration.shape}")
+        if len(fit) == 0 or len(calibration) < 2:
+            raise ValueError(f"MaSF needs fit and calibration samples (got {len(fit)} and {len(calibration)})")
+        self.level1 = fit
+        self.center = fit.mean(axis=0)  # [L+1, H], for the tie-break of scores()
+        self.scale = np.maximum(fit.std(axis=0), 1e-12)
+        self.level2 = simes(empirical_p_values(fit, calibration, "two-sided"))  # [N2, L+1]
         layer_p = empirical_p_values(self.level2, self.level2, "two-sided", in_sample=True)
         self.level3 = fisher(layer_p)  # [N2]
         return self

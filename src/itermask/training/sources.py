@@ -478,6 +478,7 @@ class FileSource(DataSource):
 
     def _raw(self) -> datasets.DatasetDict:
         suffixes = {Path(f).suffix.lower() for f in self.files.values()}
+        options: dict[str, Any]
         if suffixes <= {".csv"}:
             builder, options = "csv", {"keep_default_na": False}
         elif suffixes <= {".tsv"}:
@@ -492,7 +493,7 @@ class FileSource(DataSource):
         loaded = {}
         for split, file in self.files.items():
             self._check_decodable(file)
-            if duplicated := _duplicated_columns(file, options.get("sep", ","), self.encoding):
+            if duplicated := _duplicated_columns(file, str(options.get("sep", ",")), self.encoding):
                 raise ValueError(
                     f"{file}: the header names column(s) {duplicated} more than once, so which of them is meant is "
                     "ambiguous (the first would be read, the others renamed); give every column a distinct name"
@@ -504,7 +505,7 @@ class FileSource(DataSource):
                     raise ValueError(f"{self.describe()}: split {split!r} is empty ({file})") from error
                 # Arrow types a column from the first block of rows: a column whose kind of value changes later
                 # fails with a cast error that names neither the column nor the rows; find them here
-                if mixed := _mixed_columns(file, options.get("sep", ","), self.encoding):
+                if mixed := _mixed_columns(file, str(options.get("sep", ",")), self.encoding):
                     raise ValueError(
                         f"{file}: {'; '.join(mixed)}. Give each column one kind of value (labels all class ids or "
                         "all class names)"
