@@ -8,8 +8,10 @@ Writes ``<out>/bad_inputs.md`` and ``<out>/bad_inputs.json`` (``--update`` re-ru
 an earlier table). Every run gets its own cache
 (``ITERMASK_CACHE``), output folder and the CSV logger; the bad data files are written into ``<out>/data``.
 Bad settings should fail before fine-tuning with a message naming the option; the cases a documented switch
-repairs (``dataset.source.drop_missing_labels``, ``dataset.source.convert_texts``) should finish with a
-logged repair; every damaged cache should be recomputed with a warning.
+repairs (``dataset.source.drop_missing_labels``, ``dataset.source.convert_texts``,
+``dataset.source.merge_label_variants``) should finish with a logged repair, the cases a setting reads
+(``dataset.source.encoding``) should finish; every damaged cache should be recomputed with a warning, and
+the temporary file of a killed Parquet write be removed by the next run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -40,7 +43,9 @@ SMALL = [
     "data.eval_batch_size=128",
 ]
 FINE_TUNING = re.compile(r"fine-tuning \S+ on \S+, seed")
-REPAIR = re.compile(r"(dropped \d+ row\(s\) whose label|read \d+ number\(s\) in text column)[^\n]*")
+REPAIR = re.compile(
+    r"(dropped \d+ row\(s\) whose label|read \d+ number\(s\) in text column|merged labels that differ only)[^\n]*"
+)
 DAMAGED = re.compile(r"(cached checkpoint|stored result) \S+ is damaged[^\n]*")
 
 
@@ -83,7 +88,36 @@ def write_data(folder: Path) -> dict[str, Path]:
     files["empty"].write_text("")
     files["excel"] = folder / "data.xlsx"
     files["excel"].write_bytes(b"PK\x03\x04")
+    spellings = {0: ["neg", " neg", "NEG"], 1: ["pos", "pos ", "Pos"]}
+    csv("label_variants", base.assign(label=[spellings[v][i % 3] for i, v in enumerate(base["label"])]))
+    files["duplicated_header"] = folder / "duplicated_header.csv"
+    base[["text", "text", "label"]].to_csv(files["duplicated_header"], index=False)  # header text,text,label
+    files["latin1"] = folder / "latin1.csv"
+    accented = base.assign(text=[t.replace("e", "\u00e9", 1) for t in base["text"]])
+    files["latin1"].write_bytes(accented.to_csv(index=False).encode("latin-1", errors="replace"))
+    files["folder"] = folder
+    whole = pd.read_csv(SHIPPED / "train.csv", keep_default_na=False)[["text", "label"]]
+    for name, texts in (
+        ("emoji", ["\U0001f600\U0001f600", "\U0001f44d", "\u2764\ufe0f \U0001f3ac", "\U0001f622"]),
+        ("special_tokens", ["[CLS] [SEP]", "[UNK]", "[PAD] [MASK]", "[SEP]"]),
+    ):
+        split_folder = folder / f"{name}_test"
+        split_folder.mkdir(exist_ok=True)
+        whole.head(400).to_csv(split_folder / "train.csv", index=False)
+        base.to_csv(split_folder / "validation.csv", index=False)
+        pd.DataFrame({"text": texts * 5, "label": [0, 1] * 10}).to_csv(split_folder / "test.csv", index=False)
+        files[f"{name}_test"] = split_folder
+    files["empty_model"] = folder / "empty_model"
+    files["empty_model"].mkdir(exist_ok=True)
+    files["model_without_tokenizer"] = folder / "model_without_tokenizer"
+    files["model_without_tokenizer"].mkdir(exist_ok=True)
+    (files["model_without_tokenizer"] / "config.json").write_text('{"model_type": "bert"}\n')
     return files
+
+
+def split_args(folder: Path, *extra: str) -> list[str]:
+    """Per-split files ``train.csv``, ``validation.csv``, ``test.csv`` of ``folder``."""
+    return ["dataset=csv", *(f"dataset.source.{s}={folder / s}.csv" for s in ("train", "validation", "test")), *extra]
 
 
 def csv_args(path: Path, *extra: str) -> list[str]:
@@ -91,7 +125,8 @@ def csv_args(path: Path, *extra: str) -> list[str]:
 
 
 def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
-    """``(name, arguments, expected)``; ``expected`` is ``error``, ``repair`` or ``train-error`` (train.py)."""
+    """``(name, arguments, expected)``; ``expected`` is ``error``, ``repair``, ``ok`` or ``train-error``
+    (train.py)."""
     f = files
     #: a single override, named by itself
     plain = [
@@ -178,6 +213,21 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("CSV: empty file", csv_args(f["empty"]), "error"),
         ("CSV: file does not exist", csv_args(f["empty"].with_name("nowhere.csv")), "error"),
         ("unsupported file type (.xlsx)", csv_args(f["excel"]), "error"),
+        ("CSV: labels pos, 'pos ', Pos, neg, ' neg', NEG", csv_args(f["label_variants"]), "error"),
+        (
+            "CSV: label variants, merge_label_variants=true",
+            csv_args(f["label_variants"], "dataset.source.merge_label_variants=true", *SMALL),
+            "repair",
+        ),
+        ("CSV: header text,text,label", csv_args(f["duplicated_header"]), "error"),
+        ("CSV: data path is a directory", csv_args(f["folder"]), "error"),
+        ("CSV: Latin-1 file", csv_args(f["latin1"]), "error"),
+        ("CSV: Latin-1 file, encoding=latin-1", csv_args(f["latin1"], "dataset.source.encoding=latin-1", *SMALL), "ok"),
+        ("CSV: unknown encoding", csv_args(f["latin1"], "dataset.source.encoding=latin-9x"), "error"),
+        ("CSV: test texts only emoji", split_args(f["emoji_test"], *SMALL), "error"),
+        ("CSV: test texts only special tokens", split_args(f["special_tokens_test"], *SMALL), "error"),
+        ("empty model.pretrained folder", [f"model.pretrained={f['empty_model']}"], "error"),
+        ("model.pretrained folder without tokenizer", [f"model.pretrained={f['model_without_tokenizer']}"], "error"),
     ]
 
 
@@ -283,8 +333,31 @@ def run_cache_cases(out: Path, env: dict, timeout: int) -> list[dict]:
     return rows
 
 
+def run_stale_temporary_case(out: Path, env: dict, timeout: int) -> dict:
+    """A Parquet write killed mid-way leaves its 0-byte temporary file in the job folder (the name written
+    before temporaries carried host and process id, and one of a process that has exited); the re-run's
+    write of the tables removes them. The row's message says how many were left after the run."""
+    work = out / "runs" / "stale_temporaries"
+    shutil.rmtree(work, ignore_errors=True)
+    folder = work / "per_example"
+    folder.mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    host = socket.gethostname().replace(".", "_")
+    planted = [folder / ".steps.parquet.k2j4l5.tmp", folder / f".scores.parquet.{host}.{child.pid}.x1y2z3.tmp"]
+    for path in planted:
+        path.write_bytes(b"")
+    row = run("evaluate.py", SMALL, work, {**env, "ITERMASK_CACHE": str(out / "cache" / "stale_temporaries")}, timeout)
+    left = [path.name for path in planted if path.exists()]
+    row["message"] = f"{row['message']} / {len(left)} of {len(planted)} stale temporaries left {left}"
+    return {"case": "killed Parquet write: stale temporaries in the job folder", "expected": "ok", **row}
+
+
 def table(rows: list[dict]) -> str:
-    head = "| # | input | expected | exit code | seconds | fine-tuning started | message |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+    head = (
+        "| # | input | expected | exit code | seconds | fine-tuning started | message |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |\n"
+    )
     body = "".join(
         f"| {i} | {r['case']} | {r['expected']} | {r['rc']} | {r['seconds']} | "
         f"{'yes' if r['fine_tuning_started'] else 'no'} | {r['message'].replace('|', '/')[:400]} |\n"
@@ -328,7 +401,16 @@ def main() -> None:
         }
         rows.append(row)
         print(
-            f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {name}: {row['message'][:160]}",
+            f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {name}: "
+            f"{row['message'][:160]}",
+            flush=True,
+        )
+    if not args.only or any(word in "killed Parquet write: stale temporaries" for word in args.only):
+        row = run_stale_temporary_case(args.out, env, args.timeout)
+        rows.append(row)
+        print(
+            f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "
+            f"{row['message'][:160]}",
             flush=True,
         )
     if not args.skip_caches and not args.only:

@@ -17,7 +17,7 @@ def _csv(path, labels, texts=None):
         if texts is not None
         else [f"review number {i} is {'good' if i % 2 else 'bad'}" for i in range(len(labels))]
     )
-    path.write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in zip(texts, labels)))
+    path.write_text("text,label\n" + "".join(f"{t},{label}\n" for t, label in zip(texts, labels)))
     return str(path)
 
 
@@ -130,3 +130,171 @@ def test_validation_and_test_shares_must_lie_between_0_and_1(tmp_path, ratio):
         FileSource(path=path, validation_ratio=ratio)
     with pytest.raises(ValueError, match=rf"dataset.source.test_ratio must be a number in \(0, 1\), got {ratio}"):
         FileSource(path=path, test_ratio=ratio)
+
+
+VARIANTS = ["pos", "pos ", "Pos", "neg", " neg", "NEG"]
+
+
+def _variant_csv(path):
+    """60 rows whose labels are the 6 spellings of two classes (the label cell written as is, unquoted)."""
+    return _csv(path, [VARIANTS[i % 6] for i in range(60)])
+
+
+def test_labels_differing_only_in_case_or_whitespace_are_an_error_naming_them(tmp_path):
+    with pytest.raises(ValueError) as error:
+        FileSource(path=_variant_csv(tmp_path / "d.csv")).load()
+    message = str(error.value)
+    assert (
+        "labels that differ only in case or surrounding whitespace would be separate classes (6 classes instead of "
+        "2): [' neg', 'NEG', 'neg']; ['Pos', 'pos', 'pos ']" in message
+    )
+    assert "dataset.source.merge_label_variants=true" in message and "named ['neg', 'pos']" in message
+
+
+def test_label_variants_are_merged_when_asked(tmp_path, caplog):
+    path = _variant_csv(tmp_path / "d.csv")
+    with caplog.at_level(logging.WARNING):
+        loaded = FileSource(path=path, merge_label_variants=True).load()
+    assert loaded.label_names == ["neg", "pos"]
+    assert loaded.label_mapping == {" neg": 0, "NEG": 0, "neg": 0, "Pos": 1, "pos": 1, "pos ": 1}
+    texts = pd.read_csv(path, keep_default_na=False)
+    expected = {t: int(lab.strip().casefold() == "pos") for t, lab in zip(texts["text"], texts["label"])}
+    for split in loaded.splits.values():
+        assert [expected[t] for t in split["text"]] == split["label"]
+    assert "[' neg', 'NEG', 'neg'] -> 'neg'; ['Pos', 'pos', 'pos '] -> 'pos'" in caplog.text
+
+
+def test_label_variants_of_label_names_are_an_error_or_take_their_class(tmp_path):
+    path = _variant_csv(tmp_path / "d.csv")
+    with pytest.raises(ValueError, match=r"labels \[' neg', 'NEG', 'Pos', 'pos '\] differ from label_names"):
+        FileSource(path=path, label_names=["pos", "neg"]).load()
+    loaded = FileSource(path=path, label_names=["pos", "neg"], merge_label_variants=True).load()
+    assert loaded.label_names == ["pos", "neg"]
+    assert loaded.label_mapping == {"pos": 0, "neg": 1, " neg": 1, "NEG": 1, "Pos": 0, "pos ": 0}
+
+
+def test_merging_label_variants_changes_nothing_without_variants(tmp_path):
+    """The switch only repairs data that fail without it (a REPAIR_SWITCH, out of the keys): labels with no
+    variant load the same either way, kept as written (``Neutral`` stays capitalised)."""
+    from itermask.training.sources import REPAIR_SWITCHES
+
+    path = _csv(tmp_path / "d.csv", [["neg", "Neutral", "pos "][i % 3] for i in range(60)])
+    off, on = FileSource(path=path).load(), FileSource(path=path, merge_label_variants=True).load()
+    assert off.label_names == on.label_names == ["Neutral", "neg", "pos "]
+    assert off.label_mapping == on.label_mapping
+    assert all(off.splits[s]["label"] == on.splits[s]["label"] for s in off.splits)
+    assert "merge_label_variants" in REPAIR_SWITCHES
+
+
+@pytest.mark.parametrize(
+    ("header", "suffix", "duplicated"),
+    [("text,text,label", ".csv", "['text']"), ("text\tlabel\tlabel", ".tsv", "['label']")],
+)
+def test_a_header_naming_a_column_twice_is_refused(tmp_path, header, suffix, duplicated):
+    sep = "\t" if suffix == ".tsv" else ","
+    path = tmp_path / f"d{suffix}"
+    path.write_text(header + "\n" + "".join(sep.join([f"a {i}", f"b {i}", str(i % 2)]) + "\n" for i in range(30)))
+    with pytest.raises(ValueError) as error:
+        FileSource(path=str(path)).load()
+    assert str(error.value) == (
+        f"{path}: the header names column(s) {duplicated} more than once, so which of them is meant is ambiguous "
+        "(the first would be read, the others renamed); give every column a distinct name"
+    )
+
+
+def test_a_jsonl_row_naming_a_key_twice_is_refused(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(f'{{"text": "a {i}", "text": "b {i}", "label": {i % 2}}}\n' for i in range(30)))
+    with pytest.raises(ValueError, match=r"d.jsonl: the header names column\(s\) \['text'\] more than once"):
+        FileSource(path=str(path)).load()
+
+
+def test_blank_header_names_are_not_duplicates(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text(",text,label,\n" + "".join(f"{i},t {i},{i % 2},\n" for i in range(30)))
+    assert FileSource(path=str(path)).load().num_labels == 2
+
+
+def test_a_data_path_that_is_a_directory_says_so_and_names_its_data_files(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name in ("test.csv", "train.csv", "notes.txt"):
+        (folder / name).write_text("text,label\n")
+    with pytest.raises(IsADirectoryError) as error:
+        FileSource(path=str(folder))
+    assert str(error.value) == (
+        f"dataset.source.path={folder} is a directory; it must name a data file (.csv, .tsv or .jsonl); it holds "
+        f"['train.csv', 'test.csv']: give them as dataset.source.train={folder}/train.csv "
+        f"dataset.source.test={folder}/test.csv dataset.source.path=null"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(IsADirectoryError, match=r"^dataset.source.validation=.*empty is a directory; .*holds no such"):
+        FileSource(train=str(folder / "train.csv"), validation=str(empty))
+
+
+def test_a_latin_1_file_is_an_error_naming_offset_and_setting_and_reads_with_the_encoding(tmp_path):
+    path = tmp_path / "d.csv"
+    texts = [f"caf\u00e9 number {i} is nice" if i == 3 else f"plain {i}" for i in range(30)]
+    path.write_bytes(("text,label\n" + "".join(f"{t},{i % 2}\n" for i, t in enumerate(texts))).encode("latin-1"))
+    offset = path.read_bytes().index(b"\xe9")
+    with pytest.raises(ValueError) as error:
+        FileSource(path=str(path)).load()
+    assert str(error.value) == (
+        f"{path} cannot be read as utf-8: byte(s) e9 at byte offset {offset} (line 5) are not valid utf-8 (invalid "
+        "continuation byte). If the file is Latin-1 (ISO-8859-1), set dataset.source.encoding=latin-1 "
+        "(Windows-1252: cp1252), or save it as UTF-8"
+    )
+    loaded = FileSource(path=str(path), encoding="latin-1").load()
+    assert "caf\u00e9 number 3 is nice" in [t for s in loaded.splits.values() for t in s["text"]]
+    with pytest.raises(ValueError, match=r"dataset.source.encoding='latin-9x' is not a text encoding"):
+        FileSource(path=str(path), encoding="latin-9x")
+
+
+def test_an_undecodable_byte_after_the_first_block_has_its_file_offset(tmp_path):
+    """The file is decoded in 1 MiB blocks: the offset counts from the start of the file, not of the block,
+    also when a UTF-8 character spans two blocks."""
+    path = tmp_path / "d.csv"
+    head = "text,label\n" + "".join(f"r\u00e9view {i:07d},{i % 2}\n" for i in range(60000))
+    data = head.encode("utf-8") + b"bad \xff,0\n"
+    path.write_bytes(data)
+    assert len(data) > 1 << 20
+    offset = data.index(b"\xff")
+    with pytest.raises(ValueError, match=rf"byte\(s\) ff at byte offset {offset} \(line 60002\)"):
+        FileSource(path=str(path)).load()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wired at merge: settings.training_key must leave sources.NOT_IN_KEY_AT_DEFAULT out at its default, "
+    "storage.store dataset.source.merge_label_variants (NOT_IN_KEY) and dataset.source.encoding=utf-8 "
+    "(NOT_IN_KEY_AT_DEFAULT); remove this marker then",
+)
+def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
+    """``merge_label_variants`` (a repair switch) and ``encoding`` at ``utf-8`` leave the checkpoint and result
+    keys of a CSV job as they were before the settings existed."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf, open_dict
+
+    from itermask.settings import training_key
+    from itermask.storage.store import results_key
+    from itermask.training.sources import shipped_source
+
+    root = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+        cfg = compose(
+            config_name="evaluate",
+            overrides=[
+                "output_dir=/tmp/unused",
+                "dataset=csv",
+                f"dataset.source.path={shipped_source().files['test']}",
+            ],
+        )
+    before = cfg.copy()
+    with open_dict(before):
+        del before.dataset.source["merge_label_variants"], before.dataset.source["encoding"]
+    assert training_key(cfg)[0] == training_key(before)[0]
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert results_key(resolved) == results_key(OmegaConf.to_container(before, resolve=True))

@@ -142,3 +142,52 @@ def test_an_evaluation_subset_larger_than_the_split_says_so(tokenizer, caplog):
     with caplog.at_level("WARNING"):
         assert len(dm.evaluation_subset(n + 100)) == n
     assert f"evaluation.n_examples={n + 100}, but split 'test' has only {n} examples" in caplog.text
+
+
+def _split_files(folder, test_texts):
+    """Per-split CSV files: train and validation of real words, ``test`` of ``test_texts``."""
+    files = {}
+    for split, texts in (
+        ("train", [f"a good film {i}" if i % 2 else f"a bad film {i}" for i in range(20)]),
+        ("validation", ["a good film", "a bad film"] * 3),
+        ("test", test_texts),
+    ):
+        rows = [{"text": t, "label": i % 2} for i, t in enumerate(texts)]
+        files[split] = str(folder / f"{split}.csv")
+        pd.DataFrame(rows).to_csv(files[split], index=False)
+    return FileSource(**files)
+
+
+def test_an_evaluation_split_without_a_maskable_token_is_refused_before_fine_tuning(tmp_path, tokenizer):
+    """Emoji tokenize to [UNK], special tokens written in the text to themselves: nothing to mask."""
+    texts = ["\U0001f600\U0001f600", "[CLS] [SEP]", "\U0001f44d", "[UNK] \u2764"]
+    dm = TextClassificationDataModule(_split_files(tmp_path, texts), tokenizer, max_length=16, eval_batch_size=3)
+    dm.setup()
+    with pytest.raises(ValueError) as error:
+        dm.check_maskable("test", None, 0)
+    message = str(error.value)
+    assert message.startswith(
+        "no example of the evaluation subset of split 'test' has a maskable token: all 4 tokenize to special "
+        "tokens or [UNK] only, which are never masked (e.g. example_id "
+    )
+    assert "(e.g. example_id 0, '\U0001f600\U0001f600', tokenizes to ['[CLS]', '[UNK]', '[SEP]'])" in message
+    assert dm.check_maskable("validation", None, 0) == 6
+
+
+def test_most_examples_without_a_maskable_token_are_counted_in_a_warning(tmp_path, tokenizer, caplog):
+    texts = ["\U0001f600", "\U0001f44d \U0001f44d", "a good film", "\u2764", "[SEP]"]
+    dm = TextClassificationDataModule(_split_files(tmp_path, texts), tokenizer, max_length=16)
+    dm.setup()
+    with caplog.at_level("WARNING"):
+        assert dm.check_maskable("test", None, 0) == 1
+    assert "4 of 5 examples of the evaluation subset of split 'test' have no maskable token" in caplog.text
+    assert "the evaluation skips them and scores the other 1" in caplog.text
+
+
+def test_half_the_examples_without_a_maskable_token_pass_without_a_warning(tmp_path, tokenizer, caplog):
+    texts = ["\U0001f600", "a good film", "\u2764", "a bad film"]
+    dm = TextClassificationDataModule(_split_files(tmp_path, texts), tokenizer, max_length=16)
+    dm.setup()
+    with caplog.at_level("WARNING"):
+        assert dm.check_maskable("test", None, 0) == 2
+    assert "maskable" not in caplog.text

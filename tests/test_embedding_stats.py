@@ -160,6 +160,28 @@ def test_masf_p_values_uniform_in_distribution_and_small_when_shifted():
     assert np.median(shifted) < 0.01
 
 
+def test_masf_auroc_is_1_for_far_apart_distributions_despite_the_p_value_floor():
+    """N(0, 1) vs N(10, 1): every shifted input gets the smallest p-value 1 / (n_cal + 1), and so do the
+    in-distribution inputs beyond every calibration sample; on p-values alone they tie and the AUROC stays
+    below 1. The scores break those ties by the distance to the fit samples: AUROC 1.0, and every strict
+    order of the p-values kept."""
+    rng = np.random.default_rng(0)
+    shape = (3, 8)
+    masf = MaSF().fit(torch.tensor(rng.normal(size=(100, *shape))), torch.tensor(rng.normal(size=(100, *shape))))
+    clean, far = torch.tensor(rng.normal(size=(400, *shape))), torch.tensor(rng.normal(10, 1, size=(400, *shape)))
+    clean_p, far_p = masf.p_values(clean), masf.p_values(far)
+    floor = 1 / (len(masf.level3) + 1)
+    assert far_p.max() == pytest.approx(floor) and (clean_p == far_p.max()).sum() > 0
+    assert ood_auroc(1 - clean_p, 1 - far_p) < 1
+    clean_score, far_score = masf.scores(clean), masf.scores(far)
+    assert ood_auroc(clean_score, far_score) == 1.0
+    np.testing.assert_array_equal(masf.scores(clean, clean_p), clean_score)
+    p, score = np.concatenate([clean_p, far_p]), np.concatenate([clean_score, far_score])
+    lower = p[:, None] < p[None, :]  # a smaller p-value always scores higher
+    assert (score[:, None] > score[None, :])[lower].all()
+    assert ((1 - p <= score) & (score < 1 - p + floor)).all()
+
+
 # --- softmax statistics, ECE, AUROC -----------------------------------------------------------------
 
 

@@ -264,6 +264,12 @@ class MaSF:
     p-values leave each sample out), so the final p-value is close to uniform on in-distribution data.
     Empirical p-values are conformal (:func:`empirical_p_values`), so none is 0 and Fisher needs no
     ``eps``.
+
+    The final p-value cannot go below ``1 / (n_cal + 1)`` (``n_cal``: the calibration samples): every input
+    beyond all of them gets that p-value, so a far out-of-distribution input ties with the in-distribution
+    inputs that happen to land there too, and an AUROC on p-values alone stays below 1 (about
+    ``1 - 0.5 / (n_cal + 1)``) however far apart the distributions are. :meth:`scores` breaks those ties
+    by how far the input lies from the fit samples; the AUROC is computed on it.
     """
 
     def fit(self, fit_part: Tensor, calibration_part: Tensor) -> MaSF:
@@ -273,15 +279,15 @@ class MaSF:
         Raises:
             ValueError: if either part is empty or their shapes differ beyond the first dimension.
         """
-        fit_part, calibration_part = _numpy(fit_part), _numpy(calibration_part)
-        if fit_part.ndim != 3 or fit_part.shape[1:] != calibration_part.shape[1:]:
-            raise ValueError(f"MaSF parts must be [N, L+1, H] alike, got {fit_part.shape} and {calibration_part.shape}")
-        if len(fit_part) == 0 or len(calibration_part) < 2:
-            raise ValueError(
-                f"MaSF needs fit and calibration samples (got {len(fit_part)} and {len(calibration_part)})"
-            )
-        self.level1 = fit_part
-        self.level2 = simes(empirical_p_values(fit_part, calibration_part, "two-sided"))  # [N2, L+1]
+        fit, calibration = _numpy(fit_part), _numpy(calibration_part)
+        if fit.ndim != 3 or fit.shape[1:] != calibration.shape[1:]:
+            raise ValueError(f"MaSF parts must be [N, L+1, H] alike, got {fit.shape} and {calibration.shape}")
+        if len(fit) == 0 or len(calibration) < 2:
+            raise ValueError(f"MaSF needs fit and calibration samples (got {len(fit)} and {len(calibration)})")
+        self.level1 = fit
+        self.center = fit.mean(axis=0)  # [L+1, H], for the tie-break of scores()
+        self.scale = np.maximum(fit.std(axis=0), 1e-12)
+        self.level2 = simes(empirical_p_values(fit, calibration, "two-sided"))  # [N2, L+1]
         layer_p = empirical_p_values(self.level2, self.level2, "two-sided", in_sample=True)
         self.level3 = fisher(layer_p)  # [N2]
         return self
@@ -292,6 +298,25 @@ class MaSF:
         level2 = simes(empirical_p_values(self.level1, x, "two-sided"))
         level3 = fisher(empirical_p_values(self.level2, level2, "two-sided"))
         return empirical_p_values(self.level3, level3, "right")
+
+    def scores(self, layer_max: Tensor, p_values: np.ndarray | None = None) -> np.ndarray:
+        """``[M]`` float64 out-of-distribution scores (higher = more out of distribution): ``1 - p``
+        (:meth:`p_values`) with its ties broken by the distance to the fit samples.
+
+        The p-values are multiples of ``1 / (n_cal + 1)``; within one such step inputs are ordered by the mean
+        absolute z-score of their max-pooled hidden states against the fit samples (``u``, over every layer and
+        dimension), added as ``0.9 * u / (1 + u) / (n_cal + 1)``, less than one step: every input with a
+        smaller p-value still scores higher, and the inputs at the floor ``1 / (n_cal + 1)`` are ranked by how
+        far they lie outside.
+
+        Args:
+            layer_max: ``[M, L+1, H]``.
+            p_values: :meth:`p_values` of ``layer_max`` when already computed.
+        """
+        x = _numpy(layer_max)
+        p = self.p_values(layer_max) if p_values is None else np.asarray(p_values, dtype=np.float64)
+        distance = np.abs((x - self.center) / self.scale).mean(axis=(1, 2))
+        return (1 - p) + 0.9 * (distance / (1 + distance)) / (len(self.level3) + 1)
 
 
 @dataclass

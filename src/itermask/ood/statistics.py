@@ -305,7 +305,8 @@ def masking_ood_statistics(
     near-singular covariance can magnify those into visibly different Mahalanobis scores).
 
     Returns:
-        :class:`OODCurves`. L2 norm, Mahalanobis, kNN distance, MaSF (``1 - p``), entropy and
+        :class:`OODCurves`. L2 norm, Mahalanobis, kNN distance, MaSF (``1 - p``, ties at its floor
+        ``1 / (n_cal + 1)`` broken by :meth:`~itermask.ood.detectors.MaSF.scores`), entropy and
         ``1 - max softmax`` get an ``auroc_*`` (masked vs clean); cosine similarity and distance to the
         clean input do not (they are constant on clean inputs).
 
@@ -340,16 +341,18 @@ def masking_ood_statistics(
             out.missing[key] = reason
     else:
         clean_p = detectors.masf.p_values(clean_reps.layer_max)
-        masked_p = detectors.masf.p_values(
-            masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
-        )
-        masked_p = masked_p.reshape(size, steps)
+        masked_max = masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
+        flat_p = detectors.masf.p_values(masked_max)
+        masked_p = flat_p.reshape(size, steps)
         if not _degenerate(clean_p, masked_p, out, ("masf_flagged", "masf_p_median", "auroc_masf"), "MaSF"):
             out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()
             out.clean["masf_flagged"] = float((clean_p < alpha).mean())
             out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
             out.clean["masf_p_median"] = float(np.median(clean_p))
-            _auroc_series(1 - clean_p, 1 - masked_p, out, "auroc_masf")
+            # the AUROC ranks by 1 - p with its ties at the p-value floor broken (MaSF.scores)
+            clean_score = detectors.masf.scores(clean_reps.layer_max, clean_p)
+            masked_score = detectors.masf.scores(masked_max, flat_p).reshape(size, steps)
+            _auroc_series(clean_score, masked_score, out, "auroc_masf")
 
     msp_clean, msp = _numpy(max_softmax_probability(curves.clean_logits)), _numpy(max_softmax_probability(logits))
     _per_step(msp_clean, msp, out, "max_softmax", auroc=False)

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +20,8 @@ __all__ = [
     "write_json_atomic",
     "write_text_atomic",
     "write_bytes_atomic",
+    "temporary_path",
+    "remove_stale_temporaries",
     "read_json",
     "environment",
     "to_jsonable",
@@ -44,23 +47,90 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+#: How long a temporary file written on another host may stand untouched before a writer of the same
+#: target removes it (its process cannot be asked whether it is alive): longer than any single write.
+STALE_AFTER_S = 24 * 3600
+
+
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def temporary_path(path: str | Path) -> Path:
+    """A fresh temporary file next to ``path`` for writing it atomically, created empty (mode 0600):
+    ``.<name>.<host>.<pid>.<random>.tmp``. The host and process id say whose it is
+    (:func:`remove_stale_temporaries`); the random part keeps two writers of one process apart."""
+    path = Path(path)
+    host = socket.gethostname().replace(".", "_") or "host"
+    fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(path)}{host}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Remove the temporary files that writers of ``path`` left behind when they were killed mid-way, and
+    return them: those of a process of this host that is no longer running, those of another host not
+    modified for :data:`STALE_AFTER_S`, and those without a host and process id in their name
+    (``.<name>.<random>.tmp``, written before temporaries carried them). A temporary of a running writer,
+    and one of another target whose name starts with this one's, are left alone."""
+    path = Path(path)
+    prefix, host = _temporary_prefix(path), socket.gethostname().replace(".", "_") or "host"
+    removed = []
+    try:
+        candidates = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+    except OSError:
+        return removed
+    for tmp in candidates:
+        parts = tmp.name[len(prefix) : -len(".tmp")].split(".")
+        ours = len(parts) == 3 and parts[1].isdigit()
+        if not ours and len(parts) != 1:  # a temporary of another target whose name starts with this one's
+            continue
+        try:
+            if ours and parts[0] == host:
+                if _running(int(parts[1])):
+                    continue
+            elif ours and time.time() - tmp.stat().st_mtime < STALE_AFTER_S:
+                continue
+            tmp.unlink()
+            removed.append(tmp)
+        except OSError:  # removed by another writer meanwhile, or not ours to remove
+            continue
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running (a zombie counts as running)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed and fsynced,
-    then renamed over ``path``. An interrupted write leaves no partial file behind."""
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder (:func:`temporary_path`),
+    flushed and fsynced, then renamed over ``path``. An interrupted write leaves no partial file at ``path``;
+    a killed writer's temporary file is removed by the next write of ``path``
+    (:func:`remove_stale_temporaries`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    tmp = temporary_path(path)
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        with os.fdopen(fd, "wb") as handle:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+        with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

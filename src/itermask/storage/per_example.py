@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from itermask.storage.files import write_bytes_atomic
+from itermask.storage.files import remove_stale_temporaries, write_bytes_atomic
 
 __all__ = ["FOLDER", "TABLES", "OPTIONAL_TABLES", "PerExample", "write_per_example", "load_per_example"]
 
@@ -55,7 +55,9 @@ class PerExample:
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
     """Write ``tables`` (``{name: DataFrame}`` for names in :data:`TABLES` or :data:`OPTIONAL_TABLES`) as
-    ``<job_dir>/per_example/<name>.parquet``, each atomically; returns ``{relative path: path}``.
+    ``<job_dir>/per_example/<name>.parquet``, each atomically; returns ``{relative path: path}``. The
+    temporary files that a killed writer left behind for any of these tables, written now or not, are removed
+    first (:func:`~itermask.storage.files.remove_stale_temporaries`).
 
     Raises:
         ValueError: for an unknown table name.
@@ -63,6 +65,8 @@ def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> d
     unknown = sorted(set(tables) - set(TABLES) - set(OPTIONAL_TABLES))
     if unknown:
         raise ValueError(f"unknown per-example table(s) {unknown}: expected {list(TABLES + OPTIONAL_TABLES)}")
+    for name in TABLES + OPTIONAL_TABLES:
+        remove_stale_temporaries(Path(job_dir) / FOLDER / f"{name}.parquet")
     written = {}
     for name, frame in tables.items():
         buffer = io.BytesIO()

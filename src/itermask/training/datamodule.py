@@ -210,6 +210,75 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 )
         return self._by_length(data)
 
+    def check_maskable(
+        self,
+        split: str = "test",
+        n_examples: int | None = None,
+        subset_seed: int = 0,
+        segments: int | Sequence[int] | None = None,
+    ) -> int:
+        """Check, before fine-tuning, that the evaluation subset (:meth:`evaluation_subset`) has examples to mask;
+        return how many have a maskable token.
+
+        A maskable token is what the masking evaluation may mask
+        (:func:`~itermask.core.tokens.maskable_positions`): a real token that is not a special token of the
+        tokenizer (``tokenizer.all_special_ids``), within ``segments`` when given. ``[UNK]`` is not maskable
+        either (it is one of the special tokens, and counted as one here even for a tokenizer that does not
+        list it): a text that tokenizes to ``[UNK]`` only, such as one of emoji the vocabulary lacks, carries no
+        information to explain. An example without a maskable token is skipped by the evaluation; when more
+        than half of the subset's examples have none, a warning gives their count and an example.
+
+        Args:
+            split: the evaluation split (``evaluation.split``).
+            n_examples: the subset's size (``evaluation.n_examples``; ``None``: the whole split).
+            subset_seed: its seed (``evaluation.subset_seed``).
+            segments: ``evaluation.segments`` (``None``: every segment).
+
+        Raises:
+            ValueError: if no example of the subset has a maskable token, naming the split, the count and the
+                tokens of an example; or for an unknown split or a bad size (:meth:`evaluation_subset`).
+        """
+        from itermask.core.tokens import maskable_positions
+
+        data = self.evaluation_subset(n_examples, subset_seed, split)
+        special = set(self.tokenizer.all_special_ids)
+        if self.tokenizer.unk_token_id is not None:
+            special.add(int(self.tokenizer.unk_token_id))
+        counts = []
+        for start in range(0, len(data), self.eval_batch_size):
+            rows = data.select(range(start, min(start + self.eval_batch_size, len(data))))
+            tokens = self.collator([rows[i] for i in range(len(rows))])["tokens"]
+            counts.extend(maskable_positions(tokens, special, segments).sum(dim=1).tolist())
+        none = [i for i, count in enumerate(counts) if count == 0]
+        if not none or 2 * len(none) <= len(data):
+            return len(data) - len(none)
+        first = data[none[0]]
+        shown = self.tokenizer.convert_ids_to_tokens(first["input_ids"])
+        within = "" if segments is None else f" within evaluation.segments={list(np.atleast_1d(segments))}"
+        example = (
+            f"e.g. example_id {first['example_id']}, {first['text'][:80]!r}"
+            + (f" / {first['text_pair'][:80]!r}" if first.get("text_pair") is not None else "")
+            + f", tokenizes to {shown[:12]}"
+        )
+        if len(none) == len(data):
+            raise ValueError(
+                f"no example of the evaluation subset of split {split!r} has a maskable token{within}: all "
+                f"{len(data)} tokenize to special tokens or [UNK] only, which are never masked ({example}). A text "
+                "of emoji or symbols the tokenizer does not know becomes [UNK] and carries nothing to explain. "
+                "Check the data, the tokenizer (model.pretrained) and evaluation.segments"
+            )
+        log.warning(
+            "%d of %d examples of the evaluation subset of split %r have no maskable token%s (only special tokens "
+            "or [UNK]); the evaluation skips them and scores the other %d (%s)",
+            len(none),
+            len(data),
+            split,
+            within,
+            len(data) - len(none),
+            example,
+        )
+        return len(data) - len(none)
+
     def evaluation_dataloader(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> DataLoader:
         """Loader over :meth:`evaluation_subset` with ``eval_batch_size``."""
         return self._loader(self.evaluation_subset(n_examples, subset_seed, split), self.eval_batch_size)

@@ -26,6 +26,8 @@ from itermask.core.tokens import TokenBatch, class_logits
 
 __all__ = [
     "resolve_pretrained",
+    "check_model_folder",
+    "TOKENIZER_FILES",
     "load_tokenizer",
     "load_model_config",
     "load_classifier",
@@ -75,18 +77,79 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
     return str(module.get_model_path())
 
 
+#: Files of which a ``save_pretrained()`` folder of a tokenizer holds at least one (fast tokenizers write
+#: ``tokenizer.json``; slow ones their vocabulary: WordPiece, BPE, SentencePiece).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+_FOLDER_CONTENTS = (
+    "the save_pretrained() output of a model and its tokenizer: config.json, the weights (model.safetensors or "
+    "pytorch_model.bin) and the tokenizer's files (tokenizer.json, or tokenizer_config.json with its vocabulary "
+    "such as vocab.txt); write them with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)"
+)
+
+
+def _listing(folder: Path, shown: int = 8) -> str:
+    names = sorted(p.name for p in folder.iterdir())
+    if not names:
+        return "it is empty"
+    return f"it holds {names[:shown]}" + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer: bool = False) -> None:
+    """A local ``pretrained`` folder must hold a model's ``config.json`` (and, with ``tokenizer``, a
+    tokenizer's files, :data:`TOKENIZER_FILES`), checked before ``transformers`` tries to load it (its error for
+    an empty folder is about sentencepiece and tiktoken).
+
+    Raises:
+        FileNotFoundError: naming the setting, the folder, what it holds and what it should hold.
+    """
+    path = Path(folder)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{setting}={folder} is a folder without a model: it has no config.json ({_listing(path)}); it should "
+            f"hold {_FOLDER_CONTENTS}"
+        )
+    if tokenizer and not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{setting}={folder} holds a model but no tokenizer: none of {list(TOKENIZER_FILES)} ({_listing(path)}); "
+            f"it should hold {_FOLDER_CONTENTS}"
+        )
+
+
+def _model_path(pretrained: str, setting: str = "model.pretrained", tokenizer: bool = False) -> str:
+    """:func:`resolve_pretrained`, and a local folder checked by :func:`check_model_folder`."""
+    path = resolve_pretrained(pretrained, setting=setting)
+    if Path(path).is_dir():
+        check_model_folder(path, setting, tokenizer=tokenizer)
+    return path
+
+
 def load_tokenizer(pretrained: str):
-    """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`)."""
-    return AutoTokenizer.from_pretrained(resolve_pretrained(pretrained))
+    """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`).
+
+    Raises:
+        FileNotFoundError: a local folder without a model's config or without a tokenizer's files
+            (:func:`check_model_folder`), or a local path that does not exist.
+    """
+    return AutoTokenizer.from_pretrained(_model_path(pretrained, tokenizer=True))
 
 
 def load_model_config(pretrained: str):
     """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
 
     Raises:
-        ValueError: if no config can be read (naming ``model.pretrained``)."""
+        ValueError: if no config can be read (naming ``model.pretrained``; also a local folder without
+            ``config.json``, :func:`check_model_folder`)."""
     try:
-        return AutoConfig.from_pretrained(resolve_pretrained(pretrained))
+        return AutoConfig.from_pretrained(_model_path(pretrained))
     except (OSError, ValueError) as error:
         raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
 
@@ -112,6 +175,7 @@ def load_classifier(
     Raises:
         ValueError: if a fine-tuned checkpoint has a different number of labels, or (``class_order`` given)
             ``pretrained`` has no trained classification head.
+        FileNotFoundError: a local folder without ``config.json`` (:func:`check_model_folder`).
     """
     kwargs = {"num_labels": num_labels}
     if label_names is not None and class_order is None:  # a given classifier keeps its own class names
@@ -120,7 +184,7 @@ def load_classifier(
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     model, info = AutoModelForSequenceClassification.from_pretrained(
-        resolve_pretrained(pretrained), output_loading_info=True, **kwargs
+        _model_path(pretrained), output_loading_info=True, **kwargs
     )
     if model.config.num_labels != num_labels:
         raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
@@ -280,7 +344,7 @@ def load_masked_lm(
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
     try:
-        path = resolve_pretrained(pretrained, setting=setting)
+        path = _model_path(pretrained, setting=setting, tokenizer=True)
         model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
         raise ValueError(

@@ -9,6 +9,7 @@ local files, so that editing them changes the cache keys) plus one ``conf/datase
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import logging
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "REPAIR_SWITCHES",
+    "NOT_IN_KEY_AT_DEFAULT",
     "LabelledSplits",
     "DataSource",
     "HubSource",
@@ -38,10 +40,15 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
+#: the file types a :class:`FileSource` reads
+DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
 #: Source settings that turn bad rows into a logged repair instead of an error. They are left out of the
 #: checkpoint and result keys: off, the job fails on the rows they would repair, so a finished job's data
 #: are the same either way.
-REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts")
+REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts", "merge_label_variants")
+#: Source settings added after keys were stored, left out of the checkpoint and result keys while they hold
+#: this default (so the jobs that keep it keep their keys): ``{setting: default}``.
+NOT_IN_KEY_AT_DEFAULT = {"encoding": "utf-8"}
 #: Label values read as missing (pandas' default NA strings, which ``keep_default_na=False`` keeps as text),
 #: unless ``label_names`` names them.
 MISSING_LABELS = frozenset(
@@ -103,6 +110,11 @@ class DataSource:
             ``"NA"``, ...), logging how many per split; off (default), such rows are an error naming them.
         convert_texts: read numbers in a text column as text (``5`` -> ``"5"``), with a logged note; off
             (default), a text column holding anything but strings is an error naming the rows.
+        merge_label_variants: string labels that are equal once surrounding whitespace is stripped and case
+            is folded (``str.strip().casefold()``: ``"pos"``, ``"pos "``, ``"Pos"``, ``"POS"``) become one
+            class, named by that stripped, case-folded form (``"pos"``), with a logged note; a label given in
+            ``label_names`` takes its variants in the data. Labels without a variant are kept as written. Off
+            (default), such variants are an error naming them.
     """
 
     def __init__(
@@ -117,6 +129,7 @@ class DataSource:
         drop_labels: Sequence[Any] | None = None,
         drop_missing_labels: bool = False,
         convert_texts: bool = False,
+        merge_label_variants: bool = False,
     ) -> None:
         self.text_column = text_column
         self.label_column = label_column
@@ -128,6 +141,7 @@ class DataSource:
         self.drop_labels = list(drop_labels) if drop_labels is not None else []
         self.drop_missing_labels = bool(drop_missing_labels)
         self.convert_texts = bool(convert_texts)
+        self.merge_label_variants = bool(merge_label_variants)
         for name, ratio in (("validation_ratio", validation_ratio), ("test_ratio", test_ratio)):
             if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
                 raise ValueError(f"dataset.source.{name} must be a number in (0, 1), got {ratio!r}")
@@ -169,7 +183,8 @@ class DataSource:
         """Load, carve missing splits, normalise columns and validate.
 
         Raises:
-            ValueError: missing column, empty text (:meth:`_check_columns`), empty split, label out of range
+            ValueError: missing column, empty text (:meth:`_check_columns`), string labels that differ only in
+                case or surrounding whitespace without ``merge_label_variants``, empty split, label out of range
                 (:func:`validate_splits`).
         """
         raw = self._raw()
@@ -247,7 +262,8 @@ class DataSource:
             if not self.drop_missing_labels:
                 raise ValueError(
                     f"{where}: column {column!r} has {len(missing)} missing or blank label(s), at {rows}; a missing "
-                    "label is not a class. Fill them in, or drop these rows with dataset.source.drop_missing_labels=true"
+                    "label is not a class. Fill them in, or drop these rows with "
+                    "dataset.source.drop_missing_labels=true"
                 )
             log.warning(
                 "%s: dropped %d row(s) whose label (column %r) is missing or blank "
@@ -319,11 +335,54 @@ class DataSource:
             return list(self.label_names), None
         # string labels: map to ids, in the order of label_names when given, else sorted
         strings = sorted(str(v) for v in values)
-        names = list(self.label_names) if self.label_names is not None else strings
-        unknown = [v for v in strings if v not in names]
-        if unknown:
-            raise ValueError(f"{self.describe()}: labels {unknown} are not among the expected label_names {names}")
-        return names, {name: i for i, name in enumerate(names)}
+        if self.label_names is not None:
+            names = list(self.label_names)
+            mapping = {name: i for i, name in enumerate(names)}
+            by_form: dict[str, list[str]] = {}
+            for name in names:
+                by_form.setdefault(_label_form(name), []).append(name)
+            unknown = [v for v in strings if v not in mapping]
+            variants = {v: by_form[_label_form(v)][0] for v in unknown if len(by_form.get(_label_form(v), ())) == 1}
+            if variants and self.merge_label_variants:
+                self._log_merge({name: [v for v in strings if variants.get(v) == name or v == name] for name in names})
+                mapping.update({v: mapping[name] for v, name in variants.items()})
+            elif variants:
+                raise ValueError(
+                    f"{self.describe()}: labels {sorted(variants)} differ from label_names {names} only in case or "
+                    "surrounding whitespace. Correct them in the data, or merge them into the label_names they match "
+                    "with dataset.source.merge_label_variants=true (strips surrounding whitespace and ignores case)"
+                )
+            unknown = [v for v in unknown if v not in variants]
+            if unknown:
+                raise ValueError(f"{self.describe()}: labels {unknown} are not among the expected label_names {names}")
+            return names, mapping
+        groups: dict[str, list[str]] = {}
+        for value in strings:
+            groups.setdefault(_label_form(value), []).append(value)
+        merged = {form: group for form, group in groups.items() if len(group) > 1}
+        if not merged:
+            return strings, {name: i for i, name in enumerate(strings)}
+        if not self.merge_label_variants:
+            listed = "; ".join(str(group) for group in merged.values())
+            raise ValueError(
+                f"{self.describe()}: labels that differ only in case or surrounding whitespace would be separate "
+                f"classes ({len(strings)} classes instead of {len(groups)}): {listed}. Correct them in the data, or "
+                "merge each group into one class with dataset.source.merge_label_variants=true (strips surrounding "
+                f"whitespace and ignores case; the classes are then named {sorted(merged)})"
+            )
+        name_of = {value: form if form in merged else value for form, group in groups.items() for value in group}
+        names = sorted(set(name_of.values()))
+        self._log_merge({form: group for form, group in merged.items()})
+        return names, {value: names.index(name) for value, name in name_of.items()}
+
+    def _log_merge(self, groups: dict[str, list[str]]) -> None:
+        merged = {name: group for name, group in groups.items() if group != [name]}
+        log.warning(
+            "%s: merged labels that differ only in case or surrounding whitespace "
+            "(dataset.source.merge_label_variants=true): %s",
+            self.describe(),
+            "; ".join(f"{group} -> {name!r}" for name, group in merged.items()),
+        )
 
 
 class HubSource(DataSource):
@@ -361,9 +420,17 @@ class FileSource(DataSource):
     ``train`` (required), ``validation`` and ``test`` (carved from train when absent). String labels are
     mapped to ids (sorted, or in the order of ``label_names``) and the mapping recorded.
 
+    Args:
+        path: one file holding every row.
+        train, validation, test: per-split files instead.
+        encoding: the files' text encoding (Python codec name: ``"utf-8"``, ``"latin-1"``, ``"cp1252"``, ...).
+        **kwargs: see :class:`DataSource`.
+
     Raises:
         FileNotFoundError: a named file does not exist.
-        ValueError: no file named, or an unknown extension.
+        IsADirectoryError: a named file is a directory.
+        ValueError: no file named, or an unknown encoding; when loading (:meth:`load`): an unknown extension,
+            a header naming a column twice, or a file that cannot be decoded with ``encoding``.
     """
 
     def __init__(
@@ -372,6 +439,7 @@ class FileSource(DataSource):
         train: str | None = None,
         validation: str | None = None,
         test: str | None = None,
+        encoding: str = "utf-8",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -379,10 +447,20 @@ class FileSource(DataSource):
             raise ValueError("dataset=csv needs dataset.source.path (one file) or dataset.source.train")
         if path is not None and train is not None:
             raise ValueError("give either dataset.source.path or per-split files, not both")
+        try:
+            codecs.lookup(str(encoding))
+        except LookupError:
+            raise ValueError(
+                f"dataset.source.encoding={encoding!r} is not a text encoding Python knows; e.g. utf-8, latin-1, cp1252"
+            ) from None
+        self.encoding = str(encoding)
         files = {"train": path or train, "validation": validation, "test": test}
         self.files = {k: os.fspath(v) for k, v in files.items() if v is not None}
         self.single_file = path is not None
         for split, file in self.files.items():
+            setting = f"dataset.source.{'path' if self.single_file else split}"
+            if Path(file).is_dir():
+                raise IsADirectoryError(_directory_message(setting, file, self.single_file))
             if not Path(file).is_file():
                 raise FileNotFoundError(f"{split} file not found: {file}")
 
@@ -400,6 +478,7 @@ class FileSource(DataSource):
 
     def _raw(self) -> datasets.DatasetDict:
         suffixes = {Path(f).suffix.lower() for f in self.files.values()}
+        options: dict[str, Any]
         if suffixes <= {".csv"}:
             builder, options = "csv", {"keep_default_na": False}
         elif suffixes <= {".tsv"}:
@@ -410,8 +489,15 @@ class FileSource(DataSource):
             raise ValueError(f"the split files mix types {sorted(suffixes)}: give every split in one format")
         else:
             raise ValueError(f"unsupported file type(s) {sorted(suffixes)}: use .csv, .tsv or .jsonl")
+        options["encoding"] = self.encoding
         loaded = {}
         for split, file in self.files.items():
+            self._check_decodable(file)
+            if duplicated := _duplicated_columns(file, str(options.get("sep", ",")), self.encoding):
+                raise ValueError(
+                    f"{file}: the header names column(s) {duplicated} more than once, so which of them is meant is "
+                    "ambiguous (the first would be read, the others renamed); give every column a distinct name"
+                )
             try:
                 loaded[split] = datasets.load_dataset(builder, data_files={split: file}, split=split, **options)
             except Exception as error:  # datasets raises for an empty file
@@ -419,7 +505,7 @@ class FileSource(DataSource):
                     raise ValueError(f"{self.describe()}: split {split!r} is empty ({file})") from error
                 # Arrow types a column from the first block of rows: a column whose kind of value changes later
                 # fails with a cast error that names neither the column nor the rows; find them here
-                if mixed := _mixed_columns(file, options.get("sep", ",")):
+                if mixed := _mixed_columns(file, str(options.get("sep", ",")), self.encoding):
                     raise ValueError(
                         f"{file}: {'; '.join(mixed)}. Give each column one kind of value (labels all class ids or "
                         "all class names)"
@@ -428,9 +514,93 @@ class FileSource(DataSource):
                 raise ValueError(f"{self.describe()}: cannot read {split} file {file}: {cause}") from error
         return datasets.DatasetDict(loaded)
 
+    def _check_decodable(self, file: str) -> None:
+        """Decode ``file`` with :attr:`encoding` in 1 MiB blocks.
+
+        Raises:
+            ValueError: naming the file, the byte offset and line of the first undecodable byte, and the
+                setting that reads a Latin-1 file.
+        """
+        decoder = codecs.getincrementaldecoder(self.encoding)()
+        offset, lines = 0, 0
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                try:
+                    decoder.decode(block)
+                except UnicodeDecodeError as error:
+                    # error.object is this block after the bytes of an incomplete character the decoder held back
+                    # from the last block (never a newline)
+                    at = offset - (len(error.object) - len(block)) + error.start
+                    line = lines + error.object[: error.start].count(b"\n") + 1
+                    bad = error.object[error.start : error.end]
+                    raise ValueError(
+                        f"{file} cannot be read as {self.encoding}: byte(s) {bad.hex(' ')} at byte offset {at} (line "
+                        f"{line}) are not valid {self.encoding} ({error.reason}). If the file is Latin-1 (ISO-8859-1), "
+                        "set dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as UTF-8"
+                    ) from None
+                offset += len(block)
+                lines += block.count(b"\n")
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{file} cannot be read as {self.encoding}: it ends inside a character ({error.reason}) at byte "
+                    f"offset {offset - (len(error.object) - error.start)}. If the file is Latin-1 (ISO-8859-1), set "
+                    "dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as UTF-8"
+                ) from None
+
+
+def _directory_message(setting: str, folder: str, single_file: bool) -> str:
+    """Why a directory cannot be a data file, with the data files it holds as the settings to give them."""
+    data = sorted(p.name for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
+    message = f"{setting}={folder} is a directory; it must name a data file (.csv, .tsv or .jsonl)"
+    splits = sorted(
+        (name for name in data if Path(name).stem in SPLITS), key=lambda name: SPLITS.index(Path(name).stem)
+    )
+    if splits and any(Path(name).stem == "train" for name in splits):
+        given = " ".join(f"dataset.source.{Path(name).stem}={Path(folder) / name}" for name in splits)
+        return f"{message}; it holds {splits}: give them as {given}" + (
+            " dataset.source.path=null" if single_file else ""
+        )
+    if data:
+        return f"{message}; it holds {data}: name one of them, e.g. {setting}={Path(folder) / data[0]}"
+    return f"{message}; it holds no such file"
+
+
+def _duplicated_columns(file: str, sep: str, encoding: str) -> list[str]:
+    """Column names given more than once in a CSV/TSV header, or in one row of a JSON-lines file (blank CSV
+    names, which pandas numbers ``Unnamed: <i>``, are not counted); empty when there are none or the file
+    cannot be read line by line."""
+    try:
+        with open(file, newline="", encoding=encoding) as handle:
+            if Path(file).suffix.lower() in (".jsonl", ".json"):
+                found: set[str] = set()
+                for line in handle:
+                    if line.strip():
+                        json.loads(line, object_pairs_hook=lambda pairs: found.update(_repeated(k for k, _ in pairs)))
+                return sorted(found)
+            header = next(csv.reader(handle, delimiter=sep), [])
+    except (OSError, ValueError, csv.Error):
+        return []
+    return sorted(_repeated(name for name in header if name.strip()))
+
+
+def _repeated(names) -> set[str]:
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for name in names:
+        (repeated if name in seen else seen).add(name)
+    return repeated
+
 
 _SOURCE_ROW = "__itermask_source_row__"
 _INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _label_form(label: str) -> str:
+    """What :attr:`DataSource.merge_label_variants` compares: the label stripped of surrounding whitespace,
+    case folded."""
+    return label.strip().casefold()
 
 
 def _missing_label(value, named: set[str]) -> bool:
@@ -483,13 +653,13 @@ def _cell_kind(value) -> str:
     return "integer" if _INTEGER.fullmatch(value.strip()) else "number"
 
 
-def _mixed_columns(file: str, sep: str = ",") -> list[str]:
+def _mixed_columns(file: str, sep: str = ",", encoding: str = "utf-8") -> list[str]:
     """Columns of a CSV/TSV or JSON-lines file whose cells hold more than one kind of value (numbers and
     words), each named with its first example of each kind; empty when there is none (or the file cannot be
     read line by line)."""
     kinds: dict[str, dict[str, tuple[int, Any]]] = {}
     try:
-        with open(file, newline="", encoding="utf-8") as handle:
+        with open(file, newline="", encoding=encoding) as handle:
             if Path(file).suffix.lower() in (".jsonl", ".json"):
                 rows = (json.loads(line) for line in handle if line.strip())
             else:
