@@ -264,12 +264,6 @@ def test_an_undecodable_byte_after_the_first_block_has_its_file_offset(tmp_path)
         FileSource(path=str(path)).load()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wired at merge: settings.training_key must leave sources.NOT_IN_KEY_AT_DEFAULT out at its default, "
-    "storage.store dataset.source.merge_label_variants (NOT_IN_KEY) and dataset.source.encoding=utf-8 "
-    "(NOT_IN_KEY_AT_DEFAULT); remove this marker then",
-)
 def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
     """``merge_label_variants`` (a repair switch) and ``encoding`` at ``utf-8`` leave the checkpoint and result
     keys of a CSV job as they were before the settings existed."""
@@ -278,7 +272,7 @@ def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
-    from itermask.settings import training_key
+    from itermask.settings import training_key_of as training_key
     from itermask.storage.store import results_key
     from itermask.training.sources import shipped_source
 

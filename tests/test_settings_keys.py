@@ -83,8 +83,15 @@ def test_a_nested_components_name_must_be_its_classes():
         evaluate_settings(_compose("attack=embedding_neighbors", "attack.candidates.name=mask"))
 
 
-def test_results_keys_are_the_ones_from_before_the_settings_were_split():
-    """Keys computed by main at b6a4b96 (settings in one module, attack candidates built by name)."""
+def test_results_keys_are_the_ones_from_before_the_settings_were_split(monkeypatch):
+    """Keys computed by main at b6a4b96 (settings in one module, attack candidates built by name, result
+    schema 3): at that schema the keys are the same; schema 4 (MaSF's tie-break) gives new ones."""
+    import itermask.storage.keys as keys
+
+    assert keys.SCHEMA_VERSION == 4
+    default_now = evaluate_settings(_compose()).results_key
+    monkeypatch.setattr(keys, "SCHEMA_VERSION", 3)
+    assert evaluate_settings(_compose()).results_key != default_now
     for overrides, key in [
         ((), "0791b731ff1e0616"),
         (("attack=embedding_neighbors",), "41b5a8b197a98102"),

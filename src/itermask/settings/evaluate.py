@@ -142,6 +142,7 @@ class EvaluateSettings(TrainJobSettings):
                 f"evaluation.segments={e.segments}, but {self.data.name} has single texts (segment 0 only); "
                 "use evaluation.segments=null, or a sentence-pair dataset (text_pair_column)"
             )
+        data.check_maskable(e.split, e.n_examples, e.subset_seed, e.segments)  # tokens to mask, before fine-tuning
         if not self.train.enabled:  # the given classifier's classes against the data's (its config only)
             class_mapping(self.model.pretrained, data.label_names)
         for analysis in self.analyses:

@@ -41,8 +41,9 @@ __all__ = [
 #: stored numbers or their layout, so that a re-run recomputes instead of returning the old code's numbers.
 #: 1 (implicit, no field): up to issue 9. 2: exact ECE binning, OOD AUROC on raw scores, degenerate
 #: detectors under ``missing``, saliency diagnostics (issue 10). 3: attacked examples whose budget allows no
-#: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``).
-SCHEMA_VERSION = 3
+#: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``). 4: MaSF's AUROC
+#: breaks the ties of its p-values at their floor ``1/(n_cal+1)`` by the distance to the fit samples.
+SCHEMA_VERSION = 4
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -71,11 +72,12 @@ NOT_IN_KEY = (
     # rows they repair, so the data of a finished job are the same either way
     "dataset.source.drop_missing_labels",
     "dataset.source.convert_texts",
+    "dataset.source.merge_label_variants",
 )
 
 #: Dotted config keys left out of the key while they hold the value given here, so that runs at the
 #: default share their keys with configs that lack the option.
-NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True}
+NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True, "dataset.source.encoding": "utf-8"}
 
 #: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them
 #: share their keys with configs that lack the section.
@@ -200,6 +202,7 @@ def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
 
 def training_payload(config: dict, fingerprint: Fingerprint, seed: int) -> dict:
     """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
+    from itermask.training.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
     from itermask.training.sources import REPAIR_SWITCHES
 
     train = component_settings(config["train"])
@@ -211,6 +214,9 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int) -> dict:
     source = component_settings(config["dataset"]["source"])
     for switch in REPAIR_SWITCHES:
         source.pop(switch, None)
+    for name, default in SOURCE_DEFAULTS.items():  # settings left out of the key at their default
+        if source.get(name, default) == default:
+            source.pop(name, None)
     return {
         "model": component_settings(config["model"]),
         "dataset": {"name": config["dataset"]["name"], "source": source},
