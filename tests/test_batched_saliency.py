@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from itermask.core.evaluation import saliency_attribution
+from itermask.core.evaluation import IterativeMaskingEvaluator, saliency_attribution
+from itermask.core.masking import MaskToken
 from itermask.core.saliency import (
     DeepLiftSaliency,
     IntegratedGradientsSaliency,
@@ -14,6 +15,7 @@ from itermask.core.saliency import (
     LimeSaliency,
     OcclusionSaliency,
 )
+from itermask.core.schedules import Recursive, top_k_mask
 from itermask.core.tokens import TokenBatch
 
 TEXTS = [
@@ -130,3 +132,46 @@ def test_occlusion_computes_identical_rows_once(model, tokenizer):
     assert method.forward_stats.rows == 2 * (n + 1)
     assert method.forward_stats.computed == n + 1
     torch.testing.assert_close(scores[0], scores[1], rtol=0, atol=0)
+
+
+def _reference_recursive_masks(self, clean_saliency, maskable, k, saliency_fn):
+    """The recursive schedule re-explaining every example that gains tokens and has some masked already
+    (also those that take every token left, whose ranking decides nothing)."""
+    state, steps, scores = torch.zeros_like(maskable), [], clean_saliency
+    for k_s in k:
+        need = (k_s - state.sum(dim=1)).clamp(min=0)
+        rows = torch.nonzero((need > 0) & state.any(dim=1)).flatten()
+        if len(rows):
+            scores = scores.clone()
+            scores[rows] = saliency_fn(state[rows], rows).to(scores.dtype)
+        state = state | top_k_mask(scores, maskable & ~state, need)
+        steps.append(state)
+    return torch.stack(steps)
+
+
+@pytest.mark.parametrize("name", ["occlusion", "integrated_gradients"])
+def test_recursive_schedule_re_explains_less_with_the_same_curves(name, model, batch, tokenizer, monkeypatch):
+    """The recursive curves equal those of re-explaining every example that gains tokens, with fewer
+    re-explained rows (an example taking every token left needs no ranking)."""
+    method = METHODS[name](100_000).bind(tokenizer)
+    evaluator = IterativeMaskingEvaluator(
+        method, MaskToken(tokenizer), [0.0, 0.1, 0.3, 0.5, 0.8, 1.0], tokenizer.all_special_ids, ["recursive"]
+    )
+    explained = []
+    explain = type(method).explain
+
+    def counting(self, model, batch, *args, **kwargs):
+        explained.append(len(batch))
+        return explain(self, model, batch, *args, **kwargs)
+
+    monkeypatch.setattr(type(method), "explain", counting)
+    new = evaluator.evaluate(model, batch)["recursive"]
+    new_rows = sum(explained)
+    explained.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(Recursive, "masks", _reference_recursive_masks)
+        old = evaluator.evaluate(model, batch)["recursive"]
+    assert torch.equal(new.k, old.k)
+    torch.testing.assert_close(new.logits, old.logits, rtol=0, atol=0)
+    assert new_rows < sum(explained)
+    assert explained[0] == len(batch)  # the clean input, once
