@@ -17,8 +17,9 @@ special tokens renamed to RoBERTa's (``[CLS]`` -> ``<s>`` 0, ``[SEP]`` -> ``</s>
 
 Variants (as ``bench/throughput.py``): ``floor`` (ferret's settings: one forward+backward per batch, the
 clean + 10 comprehensiveness + 10 sufficiency ``delete`` rows per example sorted by length in chunks of 256
-rows), the evaluator at ferret's settings on the new (``bucketed``, each ``--token-budgets``) and old
-(``step_major``) paths, and the default settings (``mask_token``, 13 fractions, one-shot and recursive).
+rows), the evaluator at ferret's settings (length-bucketed forwards, each ``--token-budgets``), and the
+default settings (``mask_token``, 13 fractions, one-shot and recursive). ``bench/method_speed.py --device
+cuda`` times each saliency method (gradient, integrated gradients, LIME, Kernel SHAP, occlusion, DeepLift).
 Examples go in batches of ``--batch-size`` (the evaluation's ``data.eval_batch_size``), as the evaluation
 runs them. ``--device cpu`` is a dry run (autocast off) to check the script without a GPU.
 """
@@ -135,12 +136,8 @@ def variants(args, model, stub, parts):
     """``{name: work()}`` over all batches."""
     floors = [floor_work(model, stub, batch)[0] for batch in parts]
     work = {"floor (ferret settings)": lambda: [run() for run in floors]}
-    plans = [("ferret_settings", "step_major", 0)] + [("ferret_settings", "bucketed", b) for b in args.token_budgets]
-    plans += [
-        (kind, path, args.token_budgets[-1] if path == "bucketed" else 0)
-        for kind in ("defaults_one_shot", "defaults")
-        for path in ("step_major", "bucketed")
-    ]
+    plans = [("ferret_settings", "bucketed", b) for b in args.token_budgets]
+    plans += [(kind, "bucketed", args.token_budgets[-1]) for kind in ("defaults_one_shot", "defaults")]
     for kind, path, budget in plans:
         if kind not in args.kinds:
             continue

@@ -25,6 +25,11 @@ from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 __all__ = ["IntegratedGradientsSaliency", "DeepLiftSaliency"]
 
 
+#: a forward and backward call costs about this many plain forwards' fixed overhead, when
+#: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
+BACKWARD_OVERHEAD = 4
+
+
 class _BaselineSaliency(SaliencyMethod):
     """A method that compares the input with a baseline in which every non-special token is replaced.
 
@@ -234,7 +239,7 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
         total = torch.zeros_like(embeddings)
         # path point p: example p // steps at step p % steps
         point_lengths = lengths.repeat_interleave(steps)
-        overhead = forward_overhead_tokens(embeddings.device)
+        overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(embeddings.device)
         for chunk in length_chunks(point_lengths, self.token_budget, overhead):
             examples, step = chunk // steps, (chunk % steps).cpu()
             width = max(int(point_lengths[chunk].max()), 1)
@@ -341,7 +346,7 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
         batch = TokenBatch(*extra)
         lengths = row_lengths(batch)
         attributions, gap = torch.zeros_like(embeddings), embeddings.new_zeros(len(batch))
-        overhead = forward_overhead_tokens(embeddings.device)
+        overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(embeddings.device)
         for chunk in length_chunks(lengths, max(self.token_budget // 2, 1), overhead):
             width = max(int(lengths[chunk].max()), 1)
             part = batch.index(chunk)
