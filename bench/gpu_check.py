@@ -144,6 +144,34 @@ def variants(args, model, stub, parts):
         ev = evaluator(stub, kind, path, args.chunk_size, budget or args.token_budgets[-1])
         label = f"{kind} [{path}{f', budget {budget}' if path == 'bucketed' else ''}]"
         work[label] = lambda ev=ev: [ev.evaluate(model, batch) for batch in parts]
+    work.update(method_variants(args, model, stub, parts))
+    return work
+
+
+def method_variants(args, model, stub, parts) -> dict:
+    """``{name: work()}``: each of ``args.methods`` (``bench/method_speed.py``'s settings: integrated
+    gradients with ``--steps``, LIME and Kernel SHAP with ``--samples``) explaining class 0 of every batch,
+    its token budget ``--method-budget``, and its compute floor (the same model calls alone)."""
+    import sys
+    from types import SimpleNamespace
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from method_speed import build, floor
+
+    work = {}
+    targets = [torch.zeros(len(batch), dtype=torch.long, device=batch.device) for batch in parts]
+    ids = [torch.arange(len(batch), device=batch.device) for batch in parts]
+    for name in args.methods:
+        method = build(name, stub, SimpleNamespace(steps=args.steps, samples=args.samples))
+        if hasattr(method, "token_budget"):
+            method.token_budget = args.method_budget
+        work[f"method {name}"] = lambda m=method: [
+            m.attribute(model, batch, t, i) for batch, t, i in zip(parts, targets, ids)
+        ]
+        floors = [floor(name, method, model, batch, t, i) for batch, t, i in zip(parts, targets, ids)]
+        work[f"method {name} [floor]"] = lambda floors=floors: [run() for run in floors]
     return work
 
 
@@ -214,15 +242,23 @@ def main() -> None:
         choices=["ferret_settings", "defaults_one_shot", "defaults"],
     )
     r.add_argument("--token-budgets", type=int, nargs="*", default=[8192, 65536])
-    r.add_argument("--chunk-size", type=int, default=256, help="rows per forward of the old path")
+    r.add_argument("--chunk-size", type=int, default=256, help="evaluation.chunk_size (unused by the evaluator)")
+    r.add_argument(
+        "--methods",
+        nargs="*",
+        default=["gradient", "integrated_gradients", "lime", "kernel_shap", "occlusion", "deeplift"],
+        help="saliency methods timed alone (bench/method_speed.py's settings); none: skip",
+    )
+    r.add_argument("--steps", type=int, default=50, help="integrated gradients' steps")
+    r.add_argument("--samples", type=int, default=100, help="LIME / Kernel SHAP samples")
+    r.add_argument("--method-budget", type=int, default=65536, help="the methods' own token budget")
     r.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.stage == "prepare":
         prepare(args)
     else:
-        print(
-            "| model | variant | seconds | examples / s | peak GiB | vs floor |\n| --- | --- | ---: | ---: | ---: | ---: |"
-        )
+        print("| model | variant | seconds | examples / s | peak GiB | vs floor |")
+        print("| --- | --- | ---: | ---: | ---: | ---: |")
         run(args)
 
 
