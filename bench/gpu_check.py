@@ -17,8 +17,9 @@ special tokens renamed to RoBERTa's (``[CLS]`` -> ``<s>`` 0, ``[SEP]`` -> ``</s>
 
 Variants (as ``bench/throughput.py``): ``floor`` (ferret's settings: one forward+backward per batch, the
 clean + 10 comprehensiveness + 10 sufficiency ``delete`` rows per example sorted by length in chunks of 256
-rows), the evaluator at ferret's settings on the new (``bucketed``, each ``--token-budgets``) and old
-(``step_major``) paths, and the default settings (``mask_token``, 13 fractions, one-shot and recursive).
+rows), the evaluator at ferret's settings (length-bucketed forwards, each ``--token-budgets``), and the
+default settings (``mask_token``, 13 fractions, one-shot and recursive). ``bench/method_speed.py --device
+cuda`` times each saliency method (gradient, integrated gradients, LIME, Kernel SHAP, occlusion, DeepLift).
 Examples go in batches of ``--batch-size`` (the evaluation's ``data.eval_batch_size``), as the evaluation
 runs them. ``--device cpu`` is a dry run (autocast off) to check the script without a GPU.
 """
@@ -135,18 +136,42 @@ def variants(args, model, stub, parts):
     """``{name: work()}`` over all batches."""
     floors = [floor_work(model, stub, batch)[0] for batch in parts]
     work = {"floor (ferret settings)": lambda: [run() for run in floors]}
-    plans = [("ferret_settings", "step_major", 0)] + [("ferret_settings", "bucketed", b) for b in args.token_budgets]
-    plans += [
-        (kind, path, args.token_budgets[-1] if path == "bucketed" else 0)
-        for kind in ("defaults_one_shot", "defaults")
-        for path in ("step_major", "bucketed")
-    ]
+    plans = [("ferret_settings", "bucketed", b) for b in args.token_budgets]
+    plans += [(kind, "bucketed", args.token_budgets[-1]) for kind in ("defaults_one_shot", "defaults")]
     for kind, path, budget in plans:
         if kind not in args.kinds:
             continue
         ev = evaluator(stub, kind, path, args.chunk_size, budget or args.token_budgets[-1])
         label = f"{kind} [{path}{f', budget {budget}' if path == 'bucketed' else ''}]"
         work[label] = lambda ev=ev: [ev.evaluate(model, batch) for batch in parts]
+    work.update(method_variants(args, model, stub, parts))
+    return work
+
+
+def method_variants(args, model, stub, parts) -> dict:
+    """``{name: work()}``: each of ``args.methods`` (``bench/method_speed.py``'s settings: integrated
+    gradients with ``--steps``, LIME and Kernel SHAP with ``--samples``) explaining class 0 of every batch,
+    its token budget ``--method-budget``, and its compute floor (the same model calls alone)."""
+    import sys
+    from types import SimpleNamespace
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from method_speed import build, floor
+
+    work = {}
+    targets = [torch.zeros(len(batch), dtype=torch.long, device=batch.device) for batch in parts]
+    ids = [torch.arange(len(batch), device=batch.device) for batch in parts]
+    for name in args.methods:
+        method = build(name, stub, SimpleNamespace(steps=args.steps, samples=args.samples))
+        if hasattr(method, "token_budget"):
+            method.token_budget = args.method_budget
+        work[f"method {name}"] = lambda m=method: [
+            m.attribute(model, batch, t, i) for batch, t, i in zip(parts, targets, ids)
+        ]
+        floors = [floor(name, method, model, batch, t, i) for batch, t, i in zip(parts, targets, ids)]
+        work[f"method {name} [floor]"] = lambda floors=floors: [run() for run in floors]
     return work
 
 
@@ -217,15 +242,23 @@ def main() -> None:
         choices=["ferret_settings", "defaults_one_shot", "defaults"],
     )
     r.add_argument("--token-budgets", type=int, nargs="*", default=[8192, 65536])
-    r.add_argument("--chunk-size", type=int, default=256, help="rows per forward of the old path")
+    r.add_argument("--chunk-size", type=int, default=256, help="evaluation.chunk_size (unused by the evaluator)")
+    r.add_argument(
+        "--methods",
+        nargs="*",
+        default=["gradient", "integrated_gradients", "lime", "kernel_shap", "occlusion", "deeplift"],
+        help="saliency methods timed alone (bench/method_speed.py's settings); none: skip",
+    )
+    r.add_argument("--steps", type=int, default=50, help="integrated gradients' steps")
+    r.add_argument("--samples", type=int, default=100, help="LIME / Kernel SHAP samples")
+    r.add_argument("--method-budget", type=int, default=65536, help="the methods' own token budget")
     r.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.stage == "prepare":
         prepare(args)
     else:
-        print(
-            "| model | variant | seconds | examples / s | peak GiB | vs floor |\n| --- | --- | ---: | ---: | ---: | ---: |"
-        )
+        print("| model | variant | seconds | examples / s | peak GiB | vs floor |")
+        print("| --- | --- | ---: | ---: | ---: | ---: |")
         run(args)
 
 

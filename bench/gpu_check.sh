@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU timing of the masking evaluation against the compute floor (issue 15): examples/s and peak GPU
-# memory, bf16 autocast, random-initialised MiniLM-config and RoBERTa-base-sized classifiers. For a GPU
+# GPU timing of the masking evaluation and of each saliency method alone against their compute floors
+# (issues 15, 23): examples/s and peak GPU memory, bf16 autocast, random-initialised MiniLM-config and
+# RoBERTa-base-sized classifiers. For a GPU
 # machine with no network that carries at most 64 MiB: prepare here, run there.
 #
 #   bench/gpu_check.sh prepare [--examples 1024]   # here (itermask's venv, a package index): writes .gpu_check/
@@ -9,6 +10,8 @@
 #                                                  #   PyTorch image usually lacks; EXTRA_WHEELS="name==version
 #                                                  #   ..." adds more, e.g. transformers and its needs)
 #   bench/gpu_check.sh run [--examples 512] [--models minilm roberta_base] [--token-budgets 8192 65536]
+#                      [--methods gradient integrated_gradients lime kernel_shap occlusion deeplift]
+#                      [--steps 50] [--samples 100] [--method-budget 65536]
 #                      [--device cuda|cpu] [--json out.json]   # there, from the repository root, with
 #                                                  #   .gpu_check/ carried along; --device cpu: a dry run
 #

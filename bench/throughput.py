@@ -15,10 +15,10 @@ change hits every variant alike):
   sorted by real length, in chunks of 256 rows under ``torch.inference_mode``. Building the masks is not
   timed;
 * ``ferret_settings``: :class:`IterativeMaskingEvaluator` with gradient saliency, one-shot, ``delete``,
-  fractions 10 %..100 %, comprehensiveness and sufficiency, on the old path (``step_major``, chunks of
-  ``evaluation.chunk_size`` rows) and the new (``bucketed``, ``evaluation.token_budget``);
+  fractions 10 %..100 %, comprehensiveness and sufficiency, length-bucketed forwards
+  (``evaluation.token_budget``);
 * ``defaults_one_shot`` / ``defaults``: the default settings (gradient, ``mask_token``, the fractions of
-  ``conf/evaluate.yaml``), one-shot only / one-shot and recursive, both paths. For the recursive schedule
+  ``conf/evaluate.yaml``), one-shot only / one-shot and recursive. For the recursive schedule
   the saliency calls of each step are timed (rows, padded tokens, seconds);
 * ``ferret``: with ``--ferret-venv`` (a virtual environment with ``ferret-xai==0.4.2``, which needs
   ``transformers<5`` and ``pyarrow<20``): ferret's ``Benchmark`` (``GradientExplainer`` without
@@ -263,7 +263,7 @@ def itermask_variants(args, tokenizer, model, batch, labels, ids) -> dict:
     for kind in ("ferret_settings", "defaults_one_shot", "defaults"):
         if kind not in args.variants:
             continue
-        for forwards in ("step_major", "bucketed"):
+        for forwards in ("bucketed",):
             ev = evaluator(tokenizer, kind, forwards, args.chunk_size, args.token_budget)
             ev.saliency_log = SaliencyLog(ev)
             work[f"{kind} [{forwards}]"] = (

@@ -396,7 +396,7 @@ def test_capture_finds_the_final_linear_layer(arch):
         classifier_head(torch.nn.Sequential(torch.nn.Linear(2, 2)))
 
 
-def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0), forwards="bucketed"):
+def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0)):
     evaluator = IterativeMaskingEvaluator(
         RandomSaliency(seed=0),
         MaskToken(tokenizer),
@@ -404,7 +404,6 @@ def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0), forwards="bu
         tokenizer.all_special_ids,
         chunk_size=4,
         collect_representations=collect,
-        forwards=forwards,
     )
     batch = _batch(tokenizer, TEXTS)
     return evaluator.evaluate(model, batch, labels=torch.tensor([1, 1, 0]))
@@ -446,11 +445,12 @@ def _train_reps(model, tokenizer, n=40):
 
 
 def test_masking_ood_statistics_on_a_tiny_model(tiny_bert, tokenizer, caplog):
-    # the old step-major forwards: fraction 0 masks nothing, so step 0 is the clean input again, run in a chunk
-    # of another size and padding (bucketed forwards compute that row once), and the near-singular covariance
-    # below (40 examples, 32 dimensions) magnifies that float noise
-    curves = _evaluate(tiny_bert, tokenizer, collect=True, forwards="step_major")["one_shot"]
-    assert not torch.equal(curves.features[:, 0], curves.clean_features)
+    # fraction 0 masks nothing: step 0 is the clean input, which the bucketed forwards compute once, so its
+    # representations are the clean ones bit for bit, and the near-singular covariance below (40 examples, 32
+    # dimensions), which would magnify any float noise, gives exactly the clean statistics at step 0
+    curves = _evaluate(tiny_bert, tokenizer, collect=True)["one_shot"]
+    assert torch.equal(curves.features[:, 0], curves.clean_features)
+    assert torch.equal(curves.layer_mean[:, 0], curves.clean_layer_mean)
     train, labels = _train_reps(tiny_bert, tokenizer)
     with caplog.at_level(logging.WARNING):
         detectors = OODDetectors.fit(train, labels, calibration=train, k=50)  # 40 < 32 + 2 -> no; k too big

@@ -311,13 +311,12 @@ def test_masking_progress_advances_per_explanation_schedule_and_batch(tiny_bert,
     from itermask.training import lightning_evaluation
 
     enc = tokenizer(["a fine film", "dull and long"], padding=True, return_tensors="pt")
-    for forwards in ("step_major", "bucketed"):  # both forward paths report the same stages
-        evaluator = IterativeMaskingEvaluator(
-            GradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids, forwards=forwards
-        )
-        calls = []
-        evaluator.evaluate(tiny_bert, TokenBatch(enc["input_ids"], enc["attention_mask"]), progress=calls.append)
-        assert calls == ["one_shot", "recursive", "forwards"]  # each schedule's masks, then the masked forwards
+    evaluator = IterativeMaskingEvaluator(
+        GradientSaliency(), MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids
+    )
+    calls = []
+    evaluator.evaluate(tiny_bert, TokenBatch(enc["input_ids"], enc["attention_mask"]), progress=calls.append)
+    assert calls == ["one_shot", "recursive", "forwards"]  # each schedule's masks, then the masked forwards
 
     bars = []
 

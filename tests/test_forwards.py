@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import AdditiveModel, Recorder, build_tiny_classifier
+from reference_forwards import StepMajorEvaluator
 
 from itermask.core.forwards import ForwardStats, RowForwards, length_chunks, row_lengths, row_outputs
 from itermask.core.representations import capture_representations
@@ -114,7 +115,7 @@ def test_row_outputs_match_one_forward_per_row_with_representations(architecture
     assert not out.logits.is_inference()
 
 
-# -- the evaluator: the new path (bucketed) gives the old path's (step_major) results ---------------------
+# -- the evaluator: bucketed forwards give the results of plain step-major forwards (the reference) -------
 
 STRATEGIES = {"mask_token": MaskToken, "delete": Delete, "attention_off": AttentionOff, "random_token": RandomToken}
 GRID = [0.0, 0.1, 0.2, 0.5, 0.7, 1.0]
@@ -124,7 +125,8 @@ _RUNS: dict = {}
 
 
 def _evaluate(tokenizers, architecture, strategy, forwards):
-    """``(curves, forward stats)`` of one evaluation of 10 shipped texts (each run once per session)."""
+    """``(curves, forward stats)`` of one evaluation of 10 shipped texts (each run once per session), by the
+    evaluator (``forwards="bucketed"``) or the step-major reference (``"step_major"``)."""
     key = (architecture, strategy, forwards)
     if key not in _RUNS:
         tokenizer = tokenizers[architecture]
@@ -134,13 +136,12 @@ def _evaluate(tokenizers, architecture, strategy, forwards):
         saliency = GradientSaliency() if gradient else RandomSaliency(seed=3)
         enc = tokenizer(_texts(10), padding=True, truncation=True, max_length=40, return_tensors="pt")
         batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
-        evaluator = IterativeMaskingEvaluator(
+        evaluator = (StepMajorEvaluator if forwards == "step_major" else IterativeMaskingEvaluator)(
             saliency,
             STRATEGIES[strategy](tokenizer),
             GRID,
             tokenizer.all_special_ids,
             chunk_size=16,
-            forwards=forwards,
             token_budget=96,
             collect_representations=True,
         )

@@ -171,14 +171,13 @@ def _evaluator(method, toy_tokenizer, fractions=(0.0, 0.5, 1.0), **kwargs):
     )
 
 
-@pytest.mark.parametrize("forwards", ["bucketed", "step_major"])
-def test_the_zero_check_covers_the_whole_batch_not_each_length_chunk(forwards, toy_tokenizer):
-    # a token budget of 5 puts each row in a length chunk of its own on the bucketed path: the saturated row
+def test_the_zero_check_covers_the_whole_batch_not_each_length_chunk(toy_tokenizer):
+    # a token budget of 5 puts each row's path point in a length chunk of its own: the saturated row
     # (length 5, one-step IG exactly 0) is a chunk whose every score is 0, yet the batch is not all zero
     model = AdditiveModel({**WEIGHTS, 12: 100.0})
     batch = _batch([[1, 12, 12, 12, 2], [1, 5, 6, 2, 0]])
-    method = IntegratedGradientsSaliency(n_steps=1, output="probability").bind(toy_tokenizer)
-    evaluator = _evaluator(method, toy_tokenizer, schedules=["one_shot"], token_budget=5, forwards=forwards)
+    method = IntegratedGradientsSaliency(n_steps=1, output="probability", token_budget=5).bind(toy_tokenizer)
+    evaluator = _evaluator(method, toy_tokenizer, schedules=["one_shot"], token_budget=5)
     with pytest.warns(ZeroSaliencyWarning, match="identically zero scores to 1 of 2 examples") as caught:
         curves = evaluator.evaluate(model, batch)["one_shot"]
     assert len([w for w in caught if w.category is ZeroSaliencyWarning]) == 1  # one warning per batch, not per chunk

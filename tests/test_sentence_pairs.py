@@ -12,10 +12,10 @@ import pytest
 import torch
 from conftest import Recorder
 from hydra import compose, initialize_config_dir
+from reference_forwards import StepMajorEvaluator
 from tokenizers import ByteLevelBPETokenizer
 from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizer
 
-from itermask.evaluation import IterativeMaskingEvaluator
 from itermask.masking import Delete, MaskToken
 from itermask.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.tokens import maskable_positions
@@ -109,13 +109,12 @@ def test_roberta_pair_batch_has_segments_without_token_types(bpe_tokenizer, tmp_
 def test_bert_masks_only_the_chosen_segment(tokenizer, tiny_bert, tmp_path):
     batch = _pair_batch(tokenizer, tmp_path)
     model = Recorder(tiny_bert)
-    evaluator = IterativeMaskingEvaluator(
+    evaluator = StepMajorEvaluator(  # the rows below are read in step-major order (test_forwards: the default)
         InputXGradientSaliency(),
         MaskToken(tokenizer),
         [0.0, 0.5, 1.0],
         tokenizer.all_special_ids,
         segments=[1],
-        forwards="step_major",  # the rows below are read in step-major order (test_forwards covers the default)
     )
     curves = evaluator.evaluate(model, batch)
     assert curves["one_shot"].n_maskable.tolist() == [4, 1, 2]
@@ -125,7 +124,7 @@ def test_bert_masks_only_the_chosen_segment(tokenizer, tiny_bert, tmp_path):
         length, rows = call["input_ids"].shape[1], call["input_ids"].shape[0]
         if rows % len(batch):
             continue  # recursive saliency on a subset of the examples
-        clean = batch.tile(rows // len(batch)).map(lambda t: t[:, :length])
+        clean = batch.tile(rows // len(batch)).map(lambda t, length=length: t[:, :length])
         assert torch.equal(call["token_type_ids"], clean.token_type_ids)
         unchanged = clean.segment_ids != 1
         # segment 0 and the special tokens are never masked, whatever the step or direction
@@ -150,14 +149,13 @@ def test_roberta_delete_within_the_first_segment(bpe_tokenizer, tmp_path):
         pad_token_id=bpe_tokenizer.pad_token_id,
     )
     model = Recorder(RobertaForSequenceClassification(config).eval())
-    evaluator = IterativeMaskingEvaluator(
+    evaluator = StepMajorEvaluator(  # the last call read in step-major order
         RandomSaliency(seed=0),
         Delete(bpe_tokenizer),
         [0.0, 0.5, 1.0],
         bpe_tokenizer.all_special_ids,
         segments=[0],
         sufficiency=False,
-        forwards="step_major",  # the last call read in step-major order
     )
     curves = evaluator.evaluate(model, batch)
     assert curves["recursive"].k[:, -1].tolist() == curves["recursive"].n_maskable.tolist()

@@ -6,13 +6,12 @@
 2. computes saliency on the clean input, with its per-example diagnostics (identically zero scores,
    completeness gap; :meth:`itermask.core.saliency.SaliencyMethod.explain`);
 3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`; the recursive schedule
-   recomputes saliency on the masked input of the examples that gain tokens, one call per step split into
-   length chunks), then runs every masked input of the batch (``S x B`` rows per schedule, and for the
+   recomputes saliency on the masked input of the examples whose next tokens depend on it, one call per
+   step for all of them), then runs every masked input of the batch (``S x B`` rows per schedule, and for the
    one-shot schedule also the complementary inputs where only the top-k tokens are kept: sufficiency)
    through the model in one :class:`itermask.core.forwards.RowForwards` call under
    ``torch.inference_mode``: each distinct row once, sorted by length, in chunks of at most
-   ``token_budget`` padded tokens (``forwards="step_major"``: the old path, step-major chunks of
-   ``chunk_size`` rows);
+   ``token_budget`` padded tokens;
 4. optionally (``collect_representations``) records, during those same forward passes, the clean and
    masked inputs' representations (:mod:`itermask.core.representations`) for the out-of-distribution
    statistics of :mod:`itermask.ood.statistics`.
@@ -39,10 +38,10 @@ from itermask.core.forwards import (
     row_lengths,
 )
 from itermask.core.masking import MaskingStrategy, to_source_positions
-from itermask.core.representations import Representations, capture_representations
+from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
-from itermask.core.tokens import TokenBatch, chunked_logits, maskable_positions, segment_list
+from itermask.core.tokens import TokenBatch, maskable_positions, segment_list
 
 __all__ = [
     "MaskingCurves",
@@ -54,12 +53,12 @@ __all__ = [
     "saliency_attribution",
     "TARGET_POLICIES",
     "FORWARDS",
-    "step_major_outputs",
 ]
 
 TARGET_POLICIES = ("predicted", "gold")
-#: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``)
-FORWARDS = ("bucketed", "step_major")
+#: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``): one, the length-bucketed
+#: :class:`~itermask.core.forwards.RowForwards`
+FORWARDS = ("bucketed",)
 #: a saliency call (forward, backward, attribution set-up) costs about this many plain forwards, when
 #: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
 SALIENCY_OVERHEAD = 4
@@ -281,14 +280,12 @@ class IterativeMaskingEvaluator:
         special_ids: token ids never masked (``tokenizer.all_special_ids``).
         schedules: names from :data:`itermask.core.schedules.SCHEDULES`.
         target: target policy, see :func:`resolve_target`.
-        chunk_size: rows per forward pass of the old ``step_major`` path.
-        forwards: how the clean and masked rows run through the model: ``"bucketed"`` (default; every
-            masked row of the batch, all steps, both directions and every schedule, in one
+        chunk_size: unused (positive; the settings layer still passes ``evaluation.chunk_size``).
+        forwards: how the clean and masked rows run through the model: ``"bucketed"``, the only path
+            (every masked row of the batch, all steps, both directions and every schedule, in one
             :class:`itermask.core.forwards.RowForwards`: each distinct row once, sorted by length, chunks
-            of at most ``token_budget`` padded tokens) or ``"step_major"`` (the old path: each schedule and
-            direction in step-major order, chunks of ``chunk_size`` rows, no de-duplication; the same
-            results up to float rounding, kept for comparison).
-        token_budget: padded tokens (rows x padded length) per forward of the ``bucketed`` path.
+            of at most ``token_budget`` padded tokens).
+        token_budget: padded tokens (rows x padded length) per forward.
         sufficiency: also run the keep-only-top-k inputs for the schedules where sufficiency is defined.
         steps: ``"fraction"`` (the grid is ``fractions``) or ``"count"`` (the grid is ``counts``: mask
             ``min(c, n)`` tokens at count ``c``).
@@ -373,13 +370,15 @@ class IterativeMaskingEvaluator:
     def _saliency_by_length(
         self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
     ) -> Attribution:
-        """Saliency of ``batch`` (one call of all its rows: the clean input, or every example that gains
-        tokens at a recursive step). On the ``bucketed`` path, for a method whose scores of a row do not
-        depend on the other rows (:attr:`SaliencyMethod.row_independent`), the rows are split into length
-        chunks (:func:`itermask.core.forwards.length_chunks`), each trimmed to its longest row, so the forward
-        and backward passes pad little; padding positions score 0 as in one call. The zero-score check
+        """Saliency of ``batch`` (one call of all its rows: the clean input, or every example re-explained at
+        a recursive step). A method that batches its own model calls by length
+        (:attr:`SaliencyMethod.batches_own_calls`: integrated gradients, DeepLift, the perturbation methods)
+        or whose scores of a row depend on the other rows (:attr:`SaliencyMethod.row_independent` false)
+        gets the whole batch. For the others the rows are split into length chunks
+        (:func:`itermask.core.forwards.length_chunks`), each trimmed to its longest row, so the forward and
+        backward passes pad little; padding positions score 0 as in one call. The zero-score check
         (``sanity``) runs once on the whole batch, not per chunk."""
-        if self.forwards == "step_major" or not self.saliency.row_independent:
+        if self.saliency.batches_own_calls or not self.saliency.row_independent:
             return self._saliency(model, batch, target, example_ids, sanity)
         overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
         chunks = length_chunks(row_lengths(batch), self.token_budget, overhead)
@@ -392,32 +391,22 @@ class IterativeMaskingEvaluator:
             self.saliency.check_scores(whole, model)
         return whole
 
-    def _runner(self, model, collect: bool):
+    def _runner(self, model, collect: bool) -> RowForwards:
         """The forward runner of one :meth:`evaluate` call, ``run(rows) -> RowOutputs``; resets
         :attr:`forward_stats`, which it then counts into."""
-        if self.forwards == "bucketed":
-            runner = RowForwards(model, self.token_budget, representations=collect)
-            self.forward_stats = runner.stats
-            return runner
-        self.forward_stats = ForwardStats()
-        return lambda rows: step_major_outputs(model, rows, self.chunk_size, collect, self.forward_stats)
+        runner = RowForwards(model, self.token_budget, representations=collect)
+        self.forward_stats = runner.stats
+        return runner
 
     def _masked_outputs(self, model, run, batch: TokenBatch, groups: list[tuple[Tensor, bool]]) -> list[RowOutputs]:
         """Outputs ``[B, S, ...]`` for each group ``(masks, collect)`` of masks ``[S, B, L]`` applied to
-        ``batch``: with ``bucketed`` forwards every group's rows in one :class:`RowForwards` call (one length
-        sort, each distinct row once); with ``step_major`` (the old path) one chunked pass per group, in
-        step-major order, representations only where ``collect``."""
+        ``batch``: every group's rows in one :class:`RowForwards` call (one length sort, each distinct row
+        once)."""
         inputs = [self.strategy.apply(batch.tile(m.shape[0]), m.flatten(0, 1)).batch for m, _ in groups]
-        if self.forwards == "step_major":
-            flat = [
-                step_major_outputs(model, rows, self.chunk_size, collect, self.forward_stats)
-                for rows, (_, collect) in zip(inputs, groups)
-            ]
-        else:
-            joined, start, flat = run(TokenBatch.concat(inputs)), 0, []
-            for rows in inputs:
-                flat.append(joined.index(slice(start, start + len(rows))))
-                start += len(rows)
+        joined, start, flat = run(TokenBatch.concat(inputs)), 0, []
+        for rows in inputs:
+            flat.append(joined.index(slice(start, start + len(rows))))
+            start += len(rows)
         return [_by_example(out, masks.shape[0]) for out, (masks, _) in zip(flat, groups)]
 
     def evaluate(
@@ -521,28 +510,6 @@ class IterativeMaskingEvaluator:
             if progress is not None:
                 progress(name)
         return masks
-
-
-def step_major_outputs(
-    model: torch.nn.Module, rows: TokenBatch, chunk_size: int, collect: bool | str, stats: ForwardStats | None = None
-) -> RowOutputs:
-    """The old forward path (``forwards="step_major"``): ``rows`` in their given order (step-major), in
-    chunks of ``chunk_size`` rows each trimmed to its longest row, every row computed (no de-duplication);
-    representations captured if ``collect``; counted into ``stats`` if given. Kept to compare before/after
-    (``bench/throughput.py``)."""
-    if stats is not None:
-        lengths = row_lengths(rows)
-        chunk_lengths = [int(lengths[i : i + chunk_size].max()) for i in range(0, len(rows), chunk_size)]
-        stats.rows += len(rows)
-        stats.computed += len(rows)
-        stats.forwards += len(chunk_lengths)
-        stats.real_tokens += int(lengths.sum())
-        stats.padded_tokens += sum(min(chunk_size, len(rows) - i * chunk_size) * n for i, n in enumerate(chunk_lengths))
-    if not collect:
-        return RowOutputs(chunked_logits(model, rows, chunk_size))
-    with capture_representations(model, hidden_states=collect != "final") as records:
-        logits = chunked_logits(model, rows, chunk_size)
-    return RowOutputs(logits, Representations.concat(records))
 
 
 def _assemble(parts: list[tuple[Tensor, Attribution]], shape: torch.Size, device) -> Attribution:

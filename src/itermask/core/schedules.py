@@ -162,7 +162,10 @@ class Recursive(MaskingSchedule):
 
     Step ``s`` adds the ``k[s] - k[s-1]`` most salient still-unmasked tokens, with saliency recomputed on
     the input masked at step ``s-1`` (the clean input for the first step, so the first step agrees with
-    :class:`OneShot`). Saliency is recomputed only for the examples that gain tokens at that step.
+    :class:`OneShot`). Saliency is recomputed only where it decides something: for the examples that gain
+    tokens at that step, have some masked already, and keep some unmasked (an example that gains every
+    token still unmasked masks them all whatever their scores). The re-explained examples of a step go to
+    ``saliency_fn`` in one call.
 
     Raises:
         ValueError: if ``k`` decreases between steps (fractions must be sorted ascending).
@@ -178,8 +181,10 @@ class Recursive(MaskingSchedule):
         scores = clean_saliency
         for k_s in k:
             need = (k_s - state.sum(dim=1)).clamp(min=0)
-            # rows with nothing masked yet still rank by the clean saliency
-            rows = torch.nonzero((need > 0) & state.any(dim=1)).flatten()
+            left = (maskable & ~state).sum(dim=1)
+            # rows with nothing masked yet still rank by the clean saliency; rows that take every token
+            # left need no ranking
+            rows = torch.nonzero((need > 0) & (need < left) & state.any(dim=1)).flatten()
             if len(rows):
                 scores = scores.clone()
                 scores[rows] = saliency_fn(state[rows], rows).to(scores.dtype)

@@ -56,12 +56,18 @@ __all__ = [
     "OUTPUTS",
     "BASELINES",
     "TOKEN_BASELINES",
+    "GRADIENT_TOKEN_BUDGET",
 ]
 
 OUTPUTS = ("probability", "logit")
 #: baselines of the path/reference methods; the perturbation methods take the token ones (pad, mask)
 BASELINES = ("pad", "mask", "zero")
 TOKEN_BASELINES = ("pad", "mask")
+#: padded tokens (rows x padded length) per forward and backward of the methods that batch their own
+#: gradient passes (integrated gradients' path points, DeepLift's input and baseline rows): a backward keeps
+#: every layer's activations, so its chunks are a quarter of the forwards' default
+#: (:data:`itermask.core.forwards.DEFAULT_TOKEN_BUDGET`); raise it on a GPU
+GRADIENT_TOKEN_BUDGET = 2048
 
 _NEEDS_NO_ATTENTIONS = "gradient, integrated_gradients, occlusion, lime, kernel_shap or random"
 _NEEDS_NO_EMBEDDINGS = "occlusion, lime, kernel_shap, attention or random"
@@ -140,6 +146,9 @@ class SaliencyMethod(TokenizerBound, ABC):
     #: the batch: then a caller may split a batch into length chunks (as the evaluator does). Every
     #: built-in method is; a method that normalises over the batch, say, sets ``False``
     row_independent: bool = True
+    #: whether the method batches its own model calls across the rows of a batch (sorted by real length, in
+    #: chunks of a token budget): then a caller passes it the whole batch instead of length chunks of it
+    batches_own_calls: bool = False
 
     def __init__(self, output: Literal["probability", "logit"] = "probability", absolute: bool = False) -> None:
         if output not in OUTPUTS:
@@ -205,8 +214,7 @@ class SaliencyMethod(TokenizerBound, ABC):
         attended = batch.attention_mask.bool()
         scores = scores.masked_fill(~attended, 0.0).detach()
         zero = ((scores == 0) | ~attended).all(dim=1)
-        detach = lambda t: None if t is None else t.detach().double()
-        attribution = Attribution(scores, zero, detach(gap), detach(difference))
+        attribution = Attribution(scores, zero, _as_double(gap), _as_double(difference))
         if sanity:
             self.check_scores(attribution, model)
         return attribution
@@ -332,6 +340,10 @@ class SaliencyMethod(TokenizerBound, ABC):
                 f"or choose {_NEEDS_NO_ATTENTIONS}"
             )
         return tuple(attentions)
+
+
+def _as_double(values: Tensor | None) -> Tensor | None:
+    return None if values is None else values.detach().double()
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:

@@ -1,18 +1,23 @@
 """Perturbation saliency methods (``occlusion``, ``lime``, ``kernel_shap``): they replace token ids by the
-pad or mask id and only run forwards, one example at a time on its own length."""
+pad or mask id and only run forwards, the perturbed copies of every example of a batch in one length-bucketed
+pass (:func:`itermask.core.forwards.row_outputs`)."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
 from captum._utils.models.linear_model import SkLearnRidge
 from captum.attr import FeatureAblation, KernelShap, Lime
 from torch import Tensor
+from torch.utils.data import DataLoader, TensorDataset
 
+from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, ForwardStats, RowForwards
 from itermask.core.saliency.base import example_seed
 from itermask.core.saliency.reference import _BaselineSaliency
+from itermask.core.tokens import TokenBatch
 
 __all__ = ["OcclusionSaliency", "LimeSaliency", "KernelShapSaliency"]
 
@@ -21,26 +26,39 @@ class _PerturbationSaliency(_BaselineSaliency):
     """A method that only runs forwards on inputs whose non-special tokens are replaced by the baseline
     token (pad or mask id; the attention mask is kept, so the replacement is attended to).
 
-    Each example is explained on its own, trimmed to its own length: its features are its non-special
-    tokens (special tokens are never features, never perturbed, and score 0), and a Captum perturbation
-    method runs on the ``[1, n]`` ids of those tokens through a forward that writes them back into the
-    example, ``perturbations_per_eval`` perturbed copies per forward pass.
+    Each example's features are its non-special tokens (special tokens are never features, never
+    perturbed, and score 0). Per example the method first plans its perturbed copies (:meth:`_plan`: the
+    ``[P, n]`` ids of the ``n`` features in each of ``P`` copies, and how to turn the copies' outputs into
+    scores); then the copies of every example of the batch, written back into their examples, run through
+    the model in one :func:`itermask.core.forwards.row_outputs` call: identical rows once, sorted by real
+    length, in chunks of at most ``token_budget`` padded tokens; then each example's scores are computed
+    from its outputs. A row's output does not depend on the rows it is batched with, so the scores equal
+    those of the Captum method run on each example alone (:meth:`captum_attribution`, the reference) up to
+    float rounding.
 
     Args:
-        perturbations_per_eval: perturbed copies of the example per forward pass (Captum's batching).
+        perturbations_per_eval: perturbed copies per forward pass of the Captum reference
+            (:meth:`captum_attribution`); the batched path is cut by ``token_budget``.
+        token_budget: padded tokens (rows x padded length) per forward.
 
     Raises:
-        ValueError: for ``perturbations_per_eval < 1``.
+        ValueError: for ``perturbations_per_eval < 1`` or a non-positive ``token_budget``.
     """
 
     needs_gradients = False
     needs_embeddings = False
+    batches_own_calls = True
 
-    def __init__(self, perturbations_per_eval: int = 64, **kwargs) -> None:
+    def __init__(self, perturbations_per_eval: int = 64, token_budget: int = DEFAULT_TOKEN_BUDGET, **kwargs) -> None:
         super().__init__(**kwargs)
         if perturbations_per_eval < 1:
             raise ValueError(f"perturbations_per_eval must be >= 1, got {perturbations_per_eval}")
+        if token_budget <= 0:
+            raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.perturbations_per_eval = int(perturbations_per_eval)
+        self.token_budget = int(token_budget)
+        #: what the forwards of the last batch ran (rows asked for, distinct rows computed, padding)
+        self.forward_stats = ForwardStats()
 
     def describe(self) -> dict:
         return {**super().describe(), "perturbations_per_eval": self.perturbations_per_eval}
@@ -49,55 +67,110 @@ class _PerturbationSaliency(_BaselineSaliency):
         with torch.inference_mode():
             return super().explain(model, batch, target, example_ids, sanity)
 
-    def _scores(self, model, batch, target, example_ids):
+    def _examples(self, batch: TokenBatch):
+        """``(row, positions [n], features [1, n], baselines [1, n])`` of each example with a feature."""
         maskable = ~self.kept(batch)
         baseline = self.baseline_ids(batch)
-        forward = self._forward_fn(model)
-        scores = torch.zeros(batch.input_ids.shape, device=batch.device)
         for row in range(len(batch)):
             positions = torch.nonzero(maskable[row]).flatten()
-            if not len(positions):
-                continue
-            example = batch.index(slice(row, row + 1)).trim()  # its own length, not the batch's
+            if len(positions):
+                yield row, positions, batch.input_ids[row, positions][None], baseline[row, positions][None]
 
-            def row_forward(features: Tensor, example=example, positions=positions) -> Tensor:
-                """``[P, n]`` ids of the non-special tokens -> ``[P, C]`` outputs."""
-                tiled = example.tile(features.shape[0])
-                ids = tiled.input_ids.clone()
-                ids[:, positions] = features
-                return forward(ids, tiled.attention_mask, tiled.token_type_ids)
-
+    def _scores(self, model, batch, target, example_ids):
+        scores = torch.zeros(batch.input_ids.shape, device=batch.device)
+        plans, rows, copies = [], [], []
+        for row, positions, features, baselines in self._examples(batch):
             with self._sampling(int(example_ids[row])):
-                attributions = self._attribute_row(
-                    row_forward, batch.input_ids[row, positions][None], baseline[row, positions][None], int(target[row])
-                )
-            scores[row, positions] = attributions[0].to(scores.dtype)
+                samples, finish = self._plan(features, baselines, int(target[row]))
+            ids = batch.input_ids[row].expand(len(samples), -1).clone()
+            ids[:, positions] = samples.to(ids.device)
+            plans.append((row, positions, finish))
+            rows.append(torch.full((len(samples),), row, dtype=torch.long, device=batch.device))
+            copies.append(ids)
+        if not plans:
+            return scores
+        rows = torch.cat(rows)
+        perturbed = TokenBatch(
+            torch.cat(copies),
+            batch.attention_mask[rows],
+            None if batch.token_type_ids is None else batch.token_type_ids[rows],
+        )
+        forwards = RowForwards(model, self.token_budget)
+        logits = forwards(perturbed).logits
+        self.forward_stats = forwards.stats
+        chosen = self._output(logits).gather(1, target[rows][:, None]).flatten()
+        start = 0
+        for (row, positions, finish), ids in zip(plans, copies):
+            scores[row, positions] = finish(chosen[start : start + len(ids)]).to(scores.device, scores.dtype)
+            start += len(ids)
         return scores
 
     @contextmanager
     def _sampling(self, example_id: int):
-        """Context of one example's attribution (seeding, for sampling methods)."""
+        """Context of one example's plan (seeding, for sampling methods)."""
         yield
 
     @abstractmethod
-    def _attribute_row(self, forward, features: Tensor, baselines: Tensor, target: int) -> Tensor:
-        """``[1, n]`` scores of one example's ``[1, n]`` token ids ``features`` (baseline ids ``baselines``)."""
+    def _plan(self, features: Tensor, baselines: Tensor, target: int) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+        """One example's perturbed copies and how to score them.
+
+        Args:
+            features: ``[1, n]`` token ids of the example's features; ``baselines``: ``[1, n]`` their
+                baseline ids; ``target``: the explained class.
+
+        Returns:
+            ``(samples, finish)``: ``[P, n]`` ids of the features in each perturbed copy, and
+            ``finish(outputs)`` mapping the copies' ``[P]`` explained outputs (for ``target``) to ``[n]`` scores.
+        """
+
+    def captum_attribution(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None) -> Tensor:
+        """The reference: the Captum method run on each example alone, trimmed to its own length, with its
+        forward writing the feature ids back into the example (``perturbations_per_eval`` copies per
+        forward). Returns ``[B, L]`` raw scores (0 at special tokens and padding)."""
+        if example_ids is None:
+            example_ids = torch.arange(len(batch), device=batch.device)
+        forward = self._forward_fn(model)
+        scores = torch.zeros(batch.input_ids.shape, device=batch.device)
+        with torch.inference_mode():
+            for row, positions, features, baselines in self._examples(batch):
+                example = batch.index(slice(row, row + 1)).trim()
+
+                def row_forward(ids: Tensor, example=example, positions=positions) -> Tensor:
+                    tiled = example.tile(ids.shape[0])
+                    full = tiled.input_ids.clone()
+                    full[:, positions] = ids
+                    return forward(full, tiled.attention_mask, tiled.token_type_ids)
+
+                with self._sampling(int(example_ids[row])):
+                    attributions = self._captum_row(row_forward, features, baselines, int(target[row]))
+                scores[row, positions] = attributions[0].to(scores.dtype)
+        return scores
+
+    @abstractmethod
+    def _captum_row(self, forward, features: Tensor, baselines: Tensor, target: int) -> Tensor:
+        """``[1, n]`` scores of one example's ``[1, n]`` token ids by the Captum method (the reference)."""
 
 
 class OcclusionSaliency(_PerturbationSaliency):
     """Occlusion / leave-one-out: ``f(x) - f(x with token i replaced by the baseline token)`` for each
-    non-special token ``i`` (Li et al. 2016, arXiv 1612.08220, "erasure"; Zeiler & Fergus 2014), with Captum
-    ``FeatureAblation``, each token its own feature: ``n + 1`` forwards of one example (in
-    ``ceil(n / perturbations_per_eval) + 1`` passes). Special tokens get 0 and are never replaced.
+    non-special token ``i`` (Li et al. 2016, arXiv 1612.08220, "erasure"; Zeiler & Fergus 2014): ``n + 1``
+    rows per example (the clean input and one per token), the reference being Captum ``FeatureAblation`` with
+    each token its own feature. Special tokens get 0 and are never replaced.
 
     Args:
         baseline: ``"pad"`` (default) or ``"mask"``.
-        perturbations_per_eval: see :class:`_PerturbationSaliency`.
+        perturbations_per_eval, token_budget: see :class:`_PerturbationSaliency`.
     """
 
     name = "occlusion"
 
-    def _attribute_row(self, forward, features, baselines, target):
+    def _plan(self, features, baselines, target):
+        n = features.shape[1]
+        left_out = features.expand(n, n).clone()
+        left_out.diagonal().copy_(baselines[0])
+        return torch.cat([features, left_out]), lambda outputs: outputs[0] - outputs[1:]
+
+    def _captum_row(self, forward, features, baselines, target):
         return FeatureAblation(forward).attribute(
             features, baselines=baselines, target=target, perturbations_per_eval=self.perturbations_per_eval
         )
@@ -140,14 +213,59 @@ class _SurrogateSaliency(_PerturbationSaliency):
     def _explainer(self, forward):
         """The Captum explainer for one example's forward ``f(token ids [P, n]) -> [P, C]``."""
 
-    def _attribute_row(self, forward, features, baselines, target):
-        return self._explainer(forward).attribute(
+    def _captum_row(self, forward, features, baselines, target):
+        return self._run(self._explainer(forward), features, baselines, target)
+
+    def _run(self, explainer, features: Tensor, baselines: Tensor, target: int) -> Tensor:
+        """``explainer``'s ``[1, n]`` attributions of one example (``n_samples`` samples)."""
+        return explainer.attribute(
             features,
             baselines=baselines,
             target=target,
             n_samples=self.n_samples,
             perturbations_per_eval=self.perturbations_per_eval,
         )
+
+    def _plan(self, features, baselines, target):
+        """Captum's own sampling, run with a forward that records the samples (and answers zeros) and a
+        surrogate that records its training data instead of fitting; ``finish`` fits the real surrogate on
+        that data with the real outputs, as Captum would have."""
+        samples = []
+
+        def recording_forward(ids: Tensor) -> Tensor:
+            samples.append(ids.clone())
+            return torch.zeros(ids.shape[0], target + 1, device=ids.device)
+
+        explainer = self._explainer(recording_forward)
+        surrogate, recorder = explainer.interpretable_model, _RecordedFit(features.shape[1])
+        explainer.interpretable_model = recorder
+        self._run(explainer, features, baselines, target)
+        explainer.interpretable_model = surrogate
+        if recorder.data is None:  # a single feature: the direct difference (see _SingleFeatureSafeKernelShap)
+            return torch.cat(samples), lambda outputs: outputs[:1] - outputs[1:2]
+
+        def finish(outputs: Tensor) -> Tensor:
+            interpretable, _, similarities = recorder.data
+            dataset = TensorDataset(interpretable, outputs.float(), similarities)
+            surrogate.fit(DataLoader(dataset, batch_size=len(interpretable)))
+            return surrogate.representation().flatten()[: features.shape[1]]
+
+        return torch.cat(samples), finish
+
+
+class _RecordedFit:
+    """A stand-in for Captum's interpretable model that keeps the tensors it is asked to fit on
+    (``data``: interpretable inputs ``[P, n]``, outputs ``[P]``, similarities ``[P]``) and represents zeros."""
+
+    def __init__(self, n_features: int) -> None:
+        self.n_features = n_features
+        self.data: tuple[Tensor, Tensor, Tensor] | None = None
+
+    def fit(self, loader: DataLoader) -> None:
+        self.data = tuple(t.clone() for t in next(iter(loader)))
+
+    def representation(self) -> Tensor:
+        return torch.zeros(1, self.n_features)
 
 
 class LimeSaliency(_SurrogateSaliency):

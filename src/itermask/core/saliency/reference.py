@@ -15,12 +15,19 @@ from typing import Literal
 
 import torch
 from captum.attr import DeepLift, IntegratedGradients
+from captum.attr._utils.approximation_methods import approximation_parameters
 from torch import Tensor
 
-from itermask.core.saliency.base import BASELINES, TOKEN_BASELINES, SaliencyMethod
+from itermask.core.forwards import forward_overhead_tokens, length_chunks, row_lengths
+from itermask.core.saliency.base import BASELINES, GRADIENT_TOKEN_BUDGET, TOKEN_BASELINES, SaliencyMethod
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 
 __all__ = ["IntegratedGradientsSaliency", "DeepLiftSaliency"]
+
+
+#: a forward and backward call costs about this many plain forwards' fixed overhead, when
+#: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
+BACKWARD_OVERHEAD = 4
 
 
 class _BaselineSaliency(SaliencyMethod):
@@ -171,43 +178,131 @@ class _EmbeddingPathSaliency(_BaselineSaliency):
 
 class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
     """Integrated gradients on the word embeddings (Sundararajan et al. 2017, arXiv 1703.01365, Eq. 1),
-    with Captum ``IntegratedGradients`` (Gauss-Legendre steps), summed over the embedding dimension
-    (signed). Completeness: the scores of an example sum to ``f(x) - f(baseline)`` up to the path
+    Gauss-Legendre steps (Captum's default ``gausslegendre`` nodes and weights), summed over the embedding
+    dimension (signed). Completeness: the scores of an example sum to ``f(x) - f(baseline)`` up to the path
     integral's discretisation error (Prop. 1 of the paper).
+
+    The path points of every example of the batch (``B x n_steps`` rows, each trimmed to its example's real
+    length) are sorted by length and run in chunks of at most ``token_budget`` padded tokens, one forward and
+    one backward per chunk (:func:`itermask.core.forwards.length_chunks`); ``f(x)`` and ``f(baseline)`` of
+    every example in length chunks of one more pass without gradients. The result equals Captum's
+    ``IntegratedGradients`` called on the batch (:meth:`captum_attribution`, the reference) up to float
+    rounding: the same path points and weights, summed in another order.
 
     Args:
         baseline: ``"pad"`` (default, the common choice for Transformers), ``"mask"`` or ``"zero"``; see
             :class:`_EmbeddingPathSaliency`.
         n_steps: steps of the path integral.
-        internal_batch_size: examples x steps per internal forward (``None``: all at once).
+        internal_batch_size: path points per internal forward of the Captum reference
+            (:meth:`captum_attribution`; ``None``: all at once). The batched path is cut by ``token_budget``.
+        token_budget: padded tokens (path points x padded length) per forward and backward.
         **kwargs: ``baseline``, ``output``, ``absolute`` and the ids of :class:`_BaselineSaliency`.
 
     Raises:
-        ValueError: for ``n_steps < 1`` or an unknown baseline.
+        ValueError: for ``n_steps < 1``, a non-positive ``token_budget`` or an unknown baseline.
     """
 
     name = "integrated_gradients"
+    batches_own_calls = True
 
-    def __init__(self, n_steps: int = 20, internal_batch_size: int | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        n_steps: int = 20,
+        internal_batch_size: int | None = None,
+        token_budget: int = GRADIENT_TOKEN_BUDGET,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         if n_steps < 1:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+        if token_budget <= 0:
+            raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.n_steps = int(n_steps)
         self.internal_batch_size = internal_batch_size
+        self.token_budget = int(token_budget)
 
     def describe(self) -> dict:
         return {**super().describe(), "n_steps": self.n_steps, "internal_batch_size": self.internal_batch_size}
 
+    def path(self) -> tuple[Tensor, Tensor]:
+        """``([n_steps] alphas, [n_steps] float32 weights)``: the Gauss-Legendre nodes on ``[0, 1]`` where the
+        gradient is taken and their weights (Captum's ``approximation_parameters("gausslegendre")``)."""
+        step_sizes, alphas = approximation_parameters("gausslegendre")
+        return torch.tensor(alphas(self.n_steps)), torch.tensor(step_sizes(self.n_steps)).float()
+
     def _attribute(self, forward, embeddings, baseline, target, extra):
-        return IntegratedGradients(forward).attribute(
+        input_ids, attention_mask, token_type_ids = extra
+        batch = TokenBatch(input_ids, attention_mask, token_type_ids)
+        lengths = row_lengths(batch)
+        alphas, weights = self.path()
+        size, steps = len(batch), self.n_steps
+        total = torch.zeros_like(embeddings)
+        # path point p: example p // steps at step p % steps
+        point_lengths = lengths.repeat_interleave(steps)
+        overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(embeddings.device)
+        for chunk in length_chunks(point_lengths, self.token_budget, overhead):
+            examples, step = chunk // steps, (chunk % steps).cpu()
+            width = max(int(point_lengths[chunk].max()), 1)
+            base, end = baseline[examples, :width], embeddings[examples, :width]
+            alpha = alphas[step].to(embeddings.device, embeddings.dtype)[:, None, None]
+            points = (base + alpha * (end - base)).requires_grad_()
+            part = batch.index(examples)
+            outputs = forward(
+                points,
+                part.input_ids[:, :width],
+                part.attention_mask[:, :width],
+                _columns(part.token_type_ids, width),
+            )
+            chosen = outputs.gather(1, target[examples][:, None]).sum()
+            (grads,) = torch.autograd.grad(chosen, points)
+            scaled = grads * weights[step].to(grads.device)[:, None, None]
+            total[:, :width].index_add_(0, examples, scaled.detach())
+        attributions = total * (embeddings - baseline)
+        with torch.no_grad():
+            ends = _chunked_outputs(forward, batch, embeddings, lengths, self.token_budget)
+            starts = _chunked_outputs(forward, batch, baseline, lengths, self.token_budget)
+        rows = torch.arange(size, device=embeddings.device)
+        difference = ends[rows, target] - starts[rows, target]
+        return attributions, attributions.reshape(size, -1).sum(dim=1) - difference
+
+    def captum_attribution(self, model, batch: TokenBatch, target: Tensor) -> tuple[Tensor, Tensor]:
+        """The reference: Captum ``IntegratedGradients`` on the whole ``[B, L]`` batch at once, ``[B, L]``
+        scores and the ``[B]`` convergence delta (for tests and benchmarks; needs gradients enabled)."""
+        self._require_bound()
+        layer = self._embedding_layer(model)
+        embeddings = layer(batch.input_ids).detach()
+        baseline = self.baseline_embeddings(layer, batch, embeddings).detach()
+        attributions, gap = IntegratedGradients(_EmbeddingForward(model, layer, self)).attribute(
             embeddings,
             baselines=baseline,
             target=target,
-            additional_forward_args=extra,
+            additional_forward_args=(batch.input_ids, batch.attention_mask, batch.token_type_ids),
             n_steps=self.n_steps,
             internal_batch_size=self.internal_batch_size,
             return_convergence_delta=True,
         )
+        return attributions.sum(dim=-1), gap
+
+
+def _chunked_outputs(
+    forward: _EmbeddingForward, batch: TokenBatch, embeddings: Tensor, lengths: Tensor, token_budget: int
+) -> Tensor:
+    """``[B, C]`` outputs of ``forward`` at the ``[B, L, D]`` word embeddings ``embeddings`` of ``batch``, in
+    length chunks of at most ``token_budget`` padded tokens, each trimmed to its longest row."""
+    outputs = None
+    for chunk in length_chunks(lengths, token_budget, forward_overhead_tokens(embeddings.device)):
+        width = max(int(lengths[chunk].max()), 1)
+        part = batch.index(chunk)
+        out = forward(
+            embeddings[chunk, :width],
+            part.input_ids[:, :width],
+            part.attention_mask[:, :width],
+            _columns(part.token_type_ids, width),
+        )
+        if outputs is None:
+            outputs = out.new_zeros(len(batch), out.shape[1])
+        outputs[chunk] = out
+    return outputs
 
 
 class DeepLiftSaliency(_EmbeddingPathSaliency):
@@ -225,19 +320,71 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
     steps: < 0.1 %), and the token ranking barely agrees with IG's (median Spearman 0.02). The config
     explains the logit, since a functional output softmax would only add a plain gradient.
 
+    The examples of a batch are sorted by real length and explained in chunks of at most ``token_budget``
+    padded tokens (Captum runs each example's input and baseline rows together: two rows per example), each
+    trimmed to its longest example; Captum's rules act per example, so the scores equal those of one Captum
+    call on the whole batch (:meth:`captum_attribution`, the reference) up to float rounding.
+
     Args:
         baseline: ``"pad"`` (default), ``"mask"`` or ``"zero"``; see :class:`_EmbeddingPathSaliency`.
+        token_budget: padded tokens (rows x padded length, input and baseline rows) per forward and backward.
+
+    Raises:
+        ValueError: for a non-positive ``token_budget`` or an unknown baseline.
     """
 
     name = "deeplift"
+    batches_own_calls = True
+
+    def __init__(self, token_budget: int = GRADIENT_TOKEN_BUDGET, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if token_budget <= 0:
+            raise ValueError(f"the token budget must be positive, got {token_budget}")
+        self.token_budget = int(token_budget)
 
     def _attribute(self, forward, embeddings, baseline, target, extra):
+        batch = TokenBatch(*extra)
+        lengths = row_lengths(batch)
+        attributions, gap = torch.zeros_like(embeddings), embeddings.new_zeros(len(batch))
+        overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(embeddings.device)
+        for chunk in length_chunks(lengths, max(self.token_budget // 2, 1), overhead):
+            width = max(int(lengths[chunk].max()), 1)
+            part = batch.index(chunk)
+            scores, delta = self._deeplift(
+                forward,
+                embeddings[chunk, :width],
+                baseline[chunk, :width],
+                target[chunk],
+                (part.input_ids[:, :width], part.attention_mask[:, :width], _columns(part.token_type_ids, width)),
+            )
+            attributions[chunk, :width] = scores.detach()
+            gap[chunk] = delta.detach().to(gap.dtype)
+        return attributions, gap
+
+    @staticmethod
+    def _deeplift(forward, embeddings, baseline, target, extra) -> tuple[Tensor, Tensor]:
         with warnings.catch_warnings():  # Captum announces its temporary hooks on every call
             warnings.filterwarnings("ignore", message="Setting forward, backward hooks", category=UserWarning)
             return DeepLift(forward).attribute(
-                embeddings.requires_grad_(),
+                embeddings.clone().requires_grad_(),
                 baselines=baseline,
                 target=target,
                 additional_forward_args=extra,
                 return_convergence_delta=True,
             )
+
+    def captum_attribution(self, model, batch: TokenBatch, target: Tensor) -> tuple[Tensor, Tensor]:
+        """The reference: Captum ``DeepLift`` on the whole ``[B, L]`` batch at once, ``[B, L]`` scores and the
+        ``[B]`` convergence delta (for tests and benchmarks; needs gradients enabled)."""
+        self._require_bound()
+        layer = self._embedding_layer(model)
+        embeddings = layer(batch.input_ids).detach()
+        baseline = self.baseline_embeddings(layer, batch, embeddings).detach()
+        extra = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        attributions, gap = self._deeplift(_EmbeddingForward(model, layer, self), embeddings, baseline, target, extra)
+        return attributions.sum(dim=-1), gap
+
+
+def _columns(values: Tensor | None, width: int) -> Tensor | None:
+    """The first ``width`` columns of ``values`` (``None`` stays ``None``)."""
+    return None if values is None else values[:, :width]
