@@ -25,7 +25,7 @@ from saliency_speed import PACKAGED, ROOT, build, setup  # the shared loading of
 from itermask.core.attack import GreedyAttack
 from itermask.core.candidates import build_candidate_source, word_start_vocabulary
 from itermask.core.masking import MaskToken
-from itermask.tokens import TokenBatch
+from itermask.core.tokens import TokenBatch
 
 
 def attack_for(name: str, saliency: str, tokenizer) -> GreedyAttack:

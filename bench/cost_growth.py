@@ -58,7 +58,7 @@ def cell(args) -> dict:
     from method_speed import build, floor
 
     from itermask.core.tokens import TokenBatch, class_logits
-    from itermask.models import load_classifier, load_tokenizer
+    from itermask.training.models import load_classifier, load_tokenizer
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)

@@ -35,11 +35,11 @@ FERRET_GRID = [round(0.1 * i, 1) for i in range(1, 11)]
 def stage_ours(args) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from itermask import metrics
-    from itermask.evaluation import IterativeMaskingEvaluator
-    from itermask.masking import Delete, MaskToken
-    from itermask.saliency import GradientSaliency
-    from itermask.tokens import TokenBatch
+    from itermask.core import metrics
+    from itermask.core.evaluation import IterativeMaskingEvaluator
+    from itermask.core.masking import Delete, MaskToken
+    from itermask.core.saliency import GradientSaliency
+    from itermask.core.tokens import TokenBatch
     from itermask.training.datamodule import TextClassificationDataModule
     from itermask.training.sources import shipped_source
 

@@ -20,10 +20,10 @@ import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from itermask.models import load_classifier, load_tokenizer
-from itermask.saliency import prepare_for_saliency
+from itermask.core.saliency import prepare_for_saliency
+from itermask.core.tokens import TokenBatch, class_logits
 from itermask.storage.files import environment, write_json_atomic
-from itermask.tokens import TokenBatch, class_logits
+from itermask.training.models import load_classifier, load_tokenizer
 from itermask.training.sources import shipped_source
 
 ROOT = Path(__file__).resolve().parents[1]

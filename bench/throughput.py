@@ -122,8 +122,8 @@ def load_inputs(n_examples: int, max_length: int, seed: int = 0):
     ``seed``, and the evaluation subset's first batch of ``n_examples``."""
     import torch
 
-    from itermask.models import load_classifier, load_tokenizer
     from itermask.training.datamodule import TextClassificationDataModule
+    from itermask.training.models import load_classifier, load_tokenizer
     from itermask.training.sources import shipped_source
 
     tokenizer = load_tokenizer(PACKAGED)

@@ -9,9 +9,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import Delete, MaskToken
-from itermask.saliency import (
+from itermask.core.evaluation import IterativeMaskingEvaluator
+from itermask.core.masking import Delete, MaskToken
+from itermask.core.saliency import (
     AttentionRolloutSaliency,
     AttentionSaliency,
     IntegratedGradientsSaliency,
@@ -21,7 +21,7 @@ from itermask.saliency import (
     attention_rollout,
     prepare_for_saliency,
 )
-from itermask.tokens import TokenBatch, class_logits, maskable_positions
+from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 
 ROOT = Path(__file__).resolve().parents[1]
 SALIENCY_CONFIGS = sorted(p.stem for p in (ROOT / "conf" / "saliency").glob("*.yaml"))

@@ -480,7 +480,7 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
 def test_report_rank_correlation_of_faithfulness_and_attack_efficiency(tmp_path):
     from test_report import make_result, write_sweep
 
-    from itermask.report import build_report, write_report
+    from itermask.reporting import build_report, write_report
 
     # four methods, three seeds; AOPC 0.1, 0.2, 0.3, 0.4 and success rates in the same order except the last two
     aopc = {"random": 0.1, "gradient": 0.2, "integrated_gradients": 0.3, "occlusion": 0.4}

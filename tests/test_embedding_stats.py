@@ -20,9 +20,12 @@ from transformers import (
     RobertaForSequenceClassification,
 )
 
+from itermask.core.evaluation import IterativeMaskingEvaluator
+from itermask.core.masking import MaskToken
 from itermask.core.representations import capture_representations, classifier_head
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import MaskToken, masked_counts
+from itermask.core.saliency import RandomSaliency
+from itermask.core.schedules import masked_counts
+from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 from itermask.ood.detectors import KNNScorer, MahalanobisScorer, MaSF, OODDetectors, empirical_p_values, simes
 from itermask.ood.statistics import (
     DegenerateScores,
@@ -33,9 +36,7 @@ from itermask.ood.statistics import (
     ood_auroc,
     predictive_entropy,
 )
-from itermask.saliency import RandomSaliency
 from itermask.storage.store import SCHEMA_VERSION
-from itermask.tokens import TokenBatch, class_logits, maskable_positions
 from itermask.training.augmentation import RandomMaskingAugmentation
 
 ROOT = Path(__file__).resolve().parents[1]

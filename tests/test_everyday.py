@@ -18,9 +18,9 @@ from itermask import console, pipeline
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import GradientSaliency
+from itermask.core.tokens import TokenBatch
 from itermask.settings import evaluate_settings, train_settings
 from itermask.storage.store import results_key
-from itermask.tokens import TokenBatch
 from itermask.training.models import class_mapping, load_classifier, reorder_classes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,7 +206,7 @@ def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatc
 def test_a_multirun_without_fine_tuning_says_the_seeds_vary_only_the_evaluation(tmp_path):
     from test_report import make_result, write_sweep
 
-    from itermask.report import build_report
+    from itermask.reporting import build_report
 
     tuned = build_report(write_sweep(tmp_path / "tuned", [make_result(seed) for seed in range(3)]))
     assert not any("without fine-tuning" in note for note in tuned.notes)

@@ -9,12 +9,12 @@ import torch
 from conftest import AdditiveModel, Recorder, build_tiny_classifier
 from reference_forwards import StepMajorEvaluator
 
+from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.forwards import ForwardStats, RowForwards, length_chunks, row_lengths, row_outputs
+from itermask.core.masking import AttentionOff, Delete, MaskToken, RandomToken
 from itermask.core.representations import capture_representations
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import AttentionOff, Delete, MaskToken, RandomToken
-from itermask.saliency import GradientSaliency, RandomSaliency
-from itermask.tokens import TokenBatch, class_logits
+from itermask.core.saliency import GradientSaliency, RandomSaliency
+from itermask.core.tokens import TokenBatch, class_logits
 from itermask.training.sources import shipped_source
 
 WEIGHTS = {5: 1.0, 6: -2.0, 7: 0.5, 8: 3.0, 9: -1.0}

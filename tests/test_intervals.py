@@ -188,7 +188,7 @@ def test_report_intervals_of_auroc_and_ece_stay_in_range(tmp_path):
     both (and of the flip rate curve's band) lie in [0, 1], where the plain t-interval left it."""
     from test_report import make_result, write_sweep
 
-    from itermask.report import build_report
+    from itermask.reporting import build_report
 
     aurocs, eces = [0.995, 0.97, 1.0], [0.004, 0.03, 0.0]
     results = []

@@ -5,25 +5,20 @@ import torch
 from conftest import AdditiveModel, Recorder, ToyTokenizer
 from reference_forwards import StepMajorEvaluator
 
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import (
+from itermask.core.evaluation import IterativeMaskingEvaluator
+from itermask.core.masking import (
     AttentionOff,
     Delete,
     MaskToken,
-    OneShot,
     PadToken,
     RandomToken,
-    Recursive,
     ReplaceWithToken,
     UnkToken,
-    capped_counts,
-    masked_counts,
-    step_counts,
     to_source_positions,
-    top_k_mask,
 )
-from itermask.saliency import InputXGradientSaliency, RandomSaliency
-from itermask.tokens import TokenBatch, maskable_positions
+from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
+from itermask.core.schedules import OneShot, Recursive, capped_counts, masked_counts, step_counts, top_k_mask
+from itermask.core.tokens import TokenBatch, maskable_positions
 
 # [CLS]=1 [SEP]=2 [MASK]=3 [UNK]=4 [PAD]=0; words are ids >= 5
 BATCH = TokenBatch(

@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import AdditiveModel
 
-from itermask import metrics
-from itermask.evaluation import IterativeMaskingEvaluator, MaskingCurves, resolve_target
-from itermask.masking import Delete, MaskToken
-from itermask.saliency import InputXGradientSaliency
-from itermask.tokens import TokenBatch
+from itermask.core import metrics
+from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves, resolve_target
+from itermask.core.masking import Delete, MaskToken
+from itermask.core.saliency import InputXGradientSaliency
+from itermask.core.tokens import TokenBatch
 
 A, B, C = 5, 6, 7
 FRACTIONS = [0.0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]  # n = 3 -> k = 0, 0, 0, 0, 1, 2, 3

@@ -5,8 +5,8 @@ import torch
 from conftest import tiny_mlm_config
 from transformers import BertModel
 
-from itermask.models import load_mlm_infill, load_tokenizer
-from itermask.tokens import TokenBatch
+from itermask.core.tokens import TokenBatch
+from itermask.training.models import load_mlm_infill, load_tokenizer
 
 
 def _batch(tokenizer):

@@ -258,7 +258,7 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
 
 
 def test_missing_local_model_directory_is_named(tmp_path):
-    from itermask.models import resolve_pretrained
+    from itermask.training.models import resolve_pretrained
 
     missing = tmp_path / "no-such-model"
     with pytest.raises(FileNotFoundError, match="looks like a local directory but there is none"):

@@ -11,11 +11,11 @@ import math
 import pytest
 import torch
 
-from itermask import metrics
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import Delete, MaskToken
-from itermask.saliency import GradientSaliency
-from itermask.tokens import TokenBatch
+from itermask.core import metrics
+from itermask.core.evaluation import IterativeMaskingEvaluator
+from itermask.core.masking import Delete, MaskToken
+from itermask.core.saliency import GradientSaliency
+from itermask.core.tokens import TokenBatch
 
 TEXTS = ["a great film , funny and sharp", "bad film", "the plot is a mess but the cast is good", "not bad at all"]
 BINS = [0.01, 0.05, 0.1, 0.2, 0.5]

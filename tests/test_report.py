@@ -18,8 +18,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from scipy import stats
 
-from itermask import report as rep
-from itermask.report import ReportError, build_report, compare_samples, seed_interval, write_report
+from itermask import reporting as rep
+from itermask.reporting import ReportError, build_report, compare_samples, seed_interval, write_report
 from itermask.reporting.intervals import bounded_t_interval
 from itermask.storage.files import write_json_atomic, write_text_atomic
 from itermask.storage.store import ResultStore, results_config, results_key

@@ -5,13 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from itermask.saliency import (
-    GradientSaliency,
-    InputXGradientSaliency,
-    IntegratedGradientsSaliency,
-    RandomSaliency,
-)
-from itermask.tokens import TokenBatch, class_logits
+from itermask.core.saliency import GradientSaliency, InputXGradientSaliency, IntegratedGradientsSaliency, RandomSaliency
+from itermask.core.tokens import TokenBatch, class_logits
 
 
 @pytest.fixture
@@ -95,7 +90,7 @@ def test_unknown_output_is_rejected():
 
 from conftest import AdditiveModel  # noqa: E402
 
-from itermask.saliency import (  # noqa: E402
+from itermask.core.saliency import (
     AttentionRolloutSaliency,
     AttentionSaliency,
     DeepLiftSaliency,

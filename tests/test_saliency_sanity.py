@@ -9,9 +9,9 @@ import torch
 from conftest import AdditiveModel
 
 from itermask.analyses.masking import saliency_diagnostics
-from itermask.evaluation import IterativeMaskingEvaluator
-from itermask.masking import MaskToken
-from itermask.saliency import (
+from itermask.core.evaluation import IterativeMaskingEvaluator
+from itermask.core.masking import MaskToken
+from itermask.core.saliency import (
     DeepLiftSaliency,
     GradientSaliency,
     InputXGradientSaliency,
@@ -21,7 +21,7 @@ from itermask.saliency import (
     SaliencyError,
     ZeroSaliencyWarning,
 )
-from itermask.tokens import TokenBatch
+from itermask.core.tokens import TokenBatch
 
 # ToyTokenizer ids [PAD]=0, [CLS]=1, [SEP]=2, [MASK]=3, [UNK]=4 are special; w[PAD] = 0
 WEIGHTS = {1: 0.5, 2: -0.25, 5: 1.0, 6: -2.0, 7: 0.5, 8: 3.0}

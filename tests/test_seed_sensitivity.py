@@ -102,11 +102,11 @@ class _Data:
 
 def _context(tmp_path, toy_tokenizer):
     from itermask.analyses.base import AnalysisInputs, EvaluatedCurves, EvaluationContext
-    from itermask.evaluation import IterativeMaskingEvaluator
-    from itermask.masking import MaskToken
-    from itermask.saliency import InputXGradientSaliency, RandomSaliency
+    from itermask.core.evaluation import IterativeMaskingEvaluator
+    from itermask.core.masking import MaskToken
+    from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
+    from itermask.core.tokens import TokenBatch
     from itermask.settings import EvaluationSettings
-    from itermask.tokens import TokenBatch
 
     model = AdditiveModel({5: 2.0, 6: 1.0, 7: -1.0})
     batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 2], [1, 7, 7, 6, 2]]), torch.ones(2, 5, dtype=torch.long))
@@ -139,8 +139,8 @@ def _context(tmp_path, toy_tokenizer):
 
 
 def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
-    from itermask import metrics
     from itermask.analyses.per_example import PerExampleAnalysis
+    from itermask.core import metrics
     from itermask.storage.per_example import load_per_example
 
     context, curves = _context(tmp_path, toy_tokenizer)
@@ -263,7 +263,7 @@ def _sweep_with_per_example(tmp_path):
 
 
 def test_the_report_leads_with_the_headline(tmp_path):
-    from itermask.report import build_report, write_report
+    from itermask.reporting import build_report, write_report
 
     root, matrix, results = _sweep_with_per_example(tmp_path)
     report = build_report(root)

@@ -16,9 +16,9 @@ from reference_forwards import StepMajorEvaluator
 from tokenizers import ByteLevelBPETokenizer
 from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizer
 
-from itermask.masking import Delete, MaskToken
-from itermask.saliency import InputXGradientSaliency, RandomSaliency
-from itermask.tokens import maskable_positions
+from itermask.core.masking import Delete, MaskToken
+from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
+from itermask.core.tokens import maskable_positions
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.sources import FileSource, shipped_source
 

@@ -11,8 +11,8 @@ from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
 from itermask import pipeline
+from itermask.core.evaluation import MaskingCurves
 from itermask.core.metrics import summarize
-from itermask.evaluation import MaskingCurves
 from itermask.settings import EvaluationSettings, evaluate_settings, plain
 from itermask.settings import job as settings_module
 from itermask.settings import training_key_of as training_key

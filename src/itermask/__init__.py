@@ -3,15 +3,12 @@
 Layout (data flows one way: data -> model -> saliency -> masking -> metrics/statistics -> tracking/report):
 
 - :mod:`itermask.core`: the plain PyTorch library (tokens, saliency, masking, schedules, evaluation,
-  metrics, representations); no Hydra, W&B, Lightning or file I/O, callable from a notebook. Its public
-  modules are also importable by their short names :mod:`itermask.tokens`, :mod:`itermask.saliency`,
-  :mod:`itermask.masking`, :mod:`itermask.evaluation`, :mod:`itermask.metrics` (and
-  :mod:`itermask.models`, from :mod:`itermask.training`);
+  metrics, representations); no Hydra, W&B, Lightning or file I/O, callable from a notebook;
 - :mod:`itermask.ood`: out-of-distribution statistics of masked inputs;
 - :mod:`itermask.training`: data, models, Lightning fine-tuning and evaluation loops;
 - :mod:`itermask.analyses`: the evaluate stage's analyses (accuracy, masking curves, OOD);
 - :mod:`itermask.storage`: checkpoint cache, results store, atomic result files;
-- :mod:`itermask.reporting`: aggregation over seeds and models (``python -m itermask.report``);
+- :mod:`itermask.reporting`: aggregation over seeds and models (``python -m itermask.reporting``);
 - :mod:`itermask.settings`, :mod:`itermask.pipeline`: the stages of a job (settings, model, evaluate,
   record), :mod:`itermask.tracking` and :mod:`itermask.callbacks` for W&B and Hydra.
 

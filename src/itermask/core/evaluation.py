@@ -16,7 +16,7 @@
    masked inputs' representations (:mod:`itermask.core.representations`) for the out-of-distribution
    statistics of :mod:`itermask.ood.statistics`.
 
-The result is a :class:`MaskingCurves` per schedule, from which :mod:`itermask.metrics` computes scores.
+The result is a :class:`MaskingCurves` per schedule, from which :mod:`itermask.core.metrics` computes scores.
 """
 
 from __future__ import annotations
@@ -420,7 +420,7 @@ class IterativeMaskingEvaluator:
         """Run every schedule on ``batch``.
 
         Args:
-            model: a classifier in eval mode (see :mod:`itermask.tokens`).
+            model: a classifier in eval mode (see :mod:`itermask.core.tokens`).
             batch: ``[B, L]`` clean batch. Every example needs at least one maskable token
                 (filter with :meth:`maskable` first).
             labels: ``[B]`` gold labels, or ``None``.

@@ -1,7 +1,7 @@
 """Reporting: aggregate a multirun's ``results.json`` files over seeds and compare models: tables with confidence
 intervals, masking curves with a band over seeds, and a Markdown + HTML report in the sweep folder.
 
-Run it on demand with ``python -m itermask.report <multirun dir> [--bootstrap] [--permutation] [--wandb]``;
+Run it on demand with ``python -m itermask.reporting <multirun dir> [--bootstrap] [--permutation] [--wandb]``;
 the Hydra callback :class:`itermask.callbacks.ReportCallback` runs it after every ``evaluate.py -m``.
 
 What it computes, for every (model, dataset, saliency, masking) group of runs that differ only in the seed:

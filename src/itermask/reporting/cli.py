@@ -1,4 +1,4 @@
-"""``python -m itermask.report <multirun dir>``: write the report of a multirun folder on demand."""
+"""``python -m itermask.reporting <multirun dir>``: write the report of a multirun folder on demand."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def _positive(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m itermask.report <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
-    parser = argparse.ArgumentParser(prog="python -m itermask.report", description=__doc__.split("\n\n")[0])
+    """``python -m itermask.reporting <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
+    parser = argparse.ArgumentParser(prog="python -m itermask.reporting", description=__doc__.split("\n\n")[0])
     parser.add_argument("multirun_dir", help="a Hydra multirun folder (holding <job>/results.json)")
     parser.add_argument(
         "--confidence", type=_confidence, default=0.95, help="confidence level of the intervals, in (0, 1)"

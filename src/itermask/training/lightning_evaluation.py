@@ -26,7 +26,7 @@ class MaskingEvaluationModule(pl.LightningModule):
     """Runs each evaluator on every test batch and collects :class:`MaskingCurves`.
 
     Args:
-        model: the fine-tuned classifier (see :mod:`itermask.tokens`).
+        model: the fine-tuned classifier (see :mod:`itermask.core.tokens`).
         evaluators: ``{saliency name: evaluator}``, e.g. the method under study and ``random``.
         progress_bar: show the masking progress bar (see the module docstring).
 

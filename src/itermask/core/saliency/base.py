@@ -162,7 +162,7 @@ class SaliencyMethod(TokenizerBound, ABC):
         """Saliency of each token for class ``target``.
 
         Args:
-            model: a classifier (see :mod:`itermask.tokens`), in eval mode.
+            model: a classifier (see :mod:`itermask.core.tokens`), in eval mode.
             batch: ``[B, L]`` token batch (clean or masked).
             target: ``[B]`` long, the class to explain per example.
             example_ids: ``[B]`` long stable example ids (used by seeded methods so that scores do not
