@@ -130,8 +130,8 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
     f = files
     #: a single override, named by itself
     plain = [
-        "evaluation.chunk_size=0",
-        "evaluation.chunk_size=abc",
+        "evaluation.token_budget=0",
+        "evaluation.token_budget=abc",
         "data.eval_batch_size=0",
         "data.num_workers=-1",
         "model.finetune.batch_size=0",
@@ -187,7 +187,7 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("test share 1.2", csv_args(f["blank_text"], "dataset.source.test_ratio=1.2"), "error"),
         (
             "several bad settings at once",
-            ["model.finetune.batch_size=0", "evaluation.chunk_size=-1", "seed=-2"],
+            ["model.finetune.batch_size=0", "evaluation.token_budget=-1", "seed=-2"],
             "error",
         ),
         ("CSV: blank labels", csv_args(f["blank_labels"]), "error"),

@@ -141,7 +141,7 @@ def variants(args, model, stub, parts):
     for kind, path, budget in plans:
         if kind not in args.kinds:
             continue
-        ev = evaluator(stub, kind, path, args.chunk_size, budget or args.token_budgets[-1])
+        ev = evaluator(stub, kind, budget or args.token_budgets[-1])
         label = f"{kind} [{path}{f', budget {budget}' if path == 'bucketed' else ''}]"
         work[label] = lambda ev=ev: [ev.evaluate(model, batch) for batch in parts]
     work.update(method_variants(args, model, stub, parts))
@@ -242,7 +242,6 @@ def main() -> None:
         choices=["ferret_settings", "defaults_one_shot", "defaults"],
     )
     r.add_argument("--token-budgets", type=int, nargs="*", default=[8192, 65536])
-    r.add_argument("--chunk-size", type=int, default=256, help="evaluation.chunk_size (unused by the evaluator)")
     r.add_argument(
         "--methods",
         nargs="*",

@@ -189,7 +189,7 @@ def floor_work(model, tokenizer, batch, chunk_rows: int = 256):
     return run, len(rows)
 
 
-def evaluator(tokenizer, kind: str, forwards: str, chunk_size: int, token_budget: int):
+def evaluator(tokenizer, kind: str, token_budget: int):
     from itermask.core.evaluation import IterativeMaskingEvaluator
     from itermask.core.masking import Delete, MaskToken
     from itermask.core.saliency import GradientSaliency
@@ -205,8 +205,6 @@ def evaluator(tokenizer, kind: str, forwards: str, chunk_size: int, token_budget
         grid,
         tokenizer.all_special_ids,
         schedules,
-        chunk_size=chunk_size,
-        forwards=forwards,
         token_budget=token_budget,
     )
 
@@ -263,13 +261,9 @@ def itermask_variants(args, tokenizer, model, batch, labels, ids) -> dict:
     for kind in ("ferret_settings", "defaults_one_shot", "defaults"):
         if kind not in args.variants:
             continue
-        for forwards in ("bucketed",):
-            ev = evaluator(tokenizer, kind, forwards, args.chunk_size, args.token_budget)
-            ev.saliency_log = SaliencyLog(ev)
-            work[f"{kind} [{forwards}]"] = (
-                (lambda ev=ev: (ev.saliency_log.clear(), ev.evaluate(model, batch, labels, ids))),
-                ev,
-            )
+        ev = evaluator(tokenizer, kind, args.token_budget)
+        ev.saliency_log = SaliencyLog(ev)
+        work[kind] = ((lambda ev=ev: (ev.saliency_log.clear(), ev.evaluate(model, batch, labels, ids))), ev)
     return work
 
 
@@ -288,7 +282,6 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--chunk-size", type=int, default=256, help="rows per forward of the old path")
     parser.add_argument("--token-budget", type=int, default=None, help="default: the library's")
     parser.add_argument("--ferret-venv", default=None)
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
@@ -346,19 +339,10 @@ def report(args, work, times, n, load_before) -> None:
     for name in best:
         print(f"| {name} | {best[name]:.2f} | {rate[name]:.2f} |")
     ratios = {}
-    new, old = rate.get("ferret_settings [bucketed]"), rate.get("ferret_settings [step_major]")
+    new = rate.get("ferret_settings")
     for label, num, den in [
         ("itermask / floor", new, rate.get("floor")),
         ("itermask / ferret", new, rate.get("ferret")),
-        ("old path / floor", old, rate.get("floor")),
-        ("old path / ferret", old, rate.get("ferret")),
-        ("new / old path, ferret settings", new, old),
-        (
-            "new / old path, defaults one-shot",
-            rate.get("defaults_one_shot [bucketed]"),
-            rate.get("defaults_one_shot [step_major]"),
-        ),
-        ("new / old path, defaults", rate.get("defaults [bucketed]"), rate.get("defaults [step_major]")),
     ]:
         if num and den:
             ratios[label] = num / den

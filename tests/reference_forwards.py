@@ -38,6 +38,10 @@ def step_major_outputs(
 class StepMajorEvaluator(IterativeMaskingEvaluator):
     """:class:`IterativeMaskingEvaluator` with step-major forwards of ``chunk_size`` rows (module docstring)."""
 
+    def __init__(self, *args, chunk_size: int = 128, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chunk_size = chunk_size
+
     def _saliency_by_length(self, model, batch, target, example_ids, sanity=True):
         return self._saliency(model, batch, target, example_ids, sanity)
 

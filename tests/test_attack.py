@@ -150,7 +150,6 @@ def _counts_curves(model, batch, saliency, n):
         schedules=["one_shot"],
         steps="count",
         counts=list(range(n + 1)),
-        chunk_size=7,
     )
     return evaluator.evaluate(model, batch)["one_shot"]
 

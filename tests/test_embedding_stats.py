@@ -403,7 +403,6 @@ def _evaluate(model, tokenizer, collect, fractions=(0.0, 0.5, 1.0)):
         MaskToken(tokenizer),
         fractions,
         tokenizer.all_special_ids,
-        chunk_size=4,
         collect_representations=collect,
     )
     batch = _batch(tokenizer, TEXTS)

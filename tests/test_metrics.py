@@ -145,7 +145,7 @@ def test_delete_on_additive_model_equals_mask_token(toy_tokenizer):
     batch = TokenBatch(torch.tensor([[1, A, B, C, 2], [1, C, C, B, 2]]), torch.ones(2, 5, dtype=torch.long))
     kwargs = dict(saliency=InputXGradientSaliency(output="logit"), fractions=FRACTIONS, special_ids=SPECIAL)
     masked = IterativeMaskingEvaluator(strategy=MaskToken(toy_tokenizer), **kwargs).evaluate(model, batch)
-    deleted = IterativeMaskingEvaluator(strategy=Delete(toy_tokenizer), chunk_size=1, **kwargs).evaluate(model, batch)
+    deleted = IterativeMaskingEvaluator(strategy=Delete(toy_tokenizer), token_budget=8, **kwargs).evaluate(model, batch)
     for schedule in ("one_shot", "recursive"):  # [MASK] weighs 0, like a deleted token
         assert torch.allclose(masked[schedule].logits, deleted[schedule].logits)
 

@@ -34,7 +34,7 @@ def test_eraser_definitions_match_naive_reference(tiny_bert, tokenizer, strategy
     strategy = MaskToken(tokenizer) if strategy_name == "mask_token" else Delete(tokenizer)
     saliency = GradientSaliency()
     evaluator = IterativeMaskingEvaluator(
-        saliency, strategy, [0.0, *BINS, 1.0], tokenizer.all_special_ids, schedules=["one_shot"], chunk_size=3
+        saliency, strategy, [0.0, *BINS, 1.0], tokenizer.all_special_ids, schedules=["one_shot"]
     )
     curves = evaluator.evaluate(tiny_bert, batch)["one_shot"]
     scores = saliency.attribute(tiny_bert, batch, curves.target)

@@ -85,7 +85,7 @@ def make_result(
         "dataset": {"name": "d", "source": {"_target_": "x"}},
         "saliency": {"name": saliency},
         "masking": {"name": masking},
-        "evaluation": {"n_examples": n_examples, "fractions": list(fractions), "chunk_size": 256},
+        "evaluation": {"n_examples": n_examples, "fractions": list(fractions), "token_budget": 8192},
         "logger": {"_target_": "pytorch_lightning.loggers.CSVLogger"},
         "train": {"max_train_examples": 100},
     }
@@ -453,7 +453,7 @@ def test_settings_that_do_not_change_results_do_not_mix(tmp_path):
     a, b = make_result(0), make_result(1)
     b["config"]["output_dir"] = "/elsewhere"
     b["config"]["logger"] = {"_target_": "pytorch_lightning.loggers.WandbLogger"}
-    b["config"]["evaluation"]["chunk_size"] = 8
+    b["config"]["evaluation"]["token_budget"] = 64
     for r in (a, b):
         r["config"]["saliency"]["seed"] = r["seed"]  # like saliency.seed: ${seed}
     assert len(build_report(write_sweep(tmp_path / "ok", [a, b])).sweep.runs) == 2
@@ -524,11 +524,11 @@ def test_results_key_ignores_what_does_not_change_results():
     config = make_result(0)["config"]
     other = json.loads(json.dumps(config))
     other.update(output_dir="/x", cache_dir="/y", logger={"_target_": "W"}, reuse_results=False)
-    other["evaluation"]["chunk_size"] = 1
+    other["evaluation"]["token_budget"] = 1
     other["masking"]["chunk_size"] = 8  # mlm_infill rows per MLM forward
     assert results_key(other) == results_key(config)
-    assert "output_dir" not in results_config(config) and "chunk_size" not in results_config(config)["evaluation"]
-    assert config["evaluation"]["chunk_size"] == 256  # the input is not modified
+    assert "output_dir" not in results_config(config) and "token_budget" not in results_config(config)["evaluation"]
+    assert config["evaluation"]["token_budget"] == 8192  # the input is not modified
     for change in ({"seed": 1}, {"evaluation": {"n_examples": 9, "fractions": [0, 1]}}):
         assert results_key({**config, **change}) != results_key(config)
 

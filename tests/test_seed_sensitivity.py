@@ -128,7 +128,6 @@ def _context(tmp_path, toy_tokenizer):
         target="predicted",
         quantity="probability",
         compare_random=True,
-        chunk_size=8,
     )
 
     inputs = AnalysisInputs(

@@ -46,7 +46,7 @@ def _problems(*overrides) -> list[str]:
         ("seed=-1", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"),
         ("seed=4294967296", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got 4294967296"),
         ("evaluation.subset_seed=-1", "evaluation.subset_seed must be an integer in [0, 4294967295]"),
-        ("evaluation.chunk_size=0", "evaluation.chunk_size must be an integer >= 1, got 0"),
+        ("evaluation.token_budget=0", "evaluation.token_budget must be an integer >= 1, got 0"),
         ("data.eval_batch_size=0", "data.eval_batch_size must be an integer >= 1, got 0"),
         ("data.num_workers=-1", "data.num_workers must be an integer >= 0, got -1"),
         ("model.finetune.batch_size=0", "model.finetune.batch_size must be an integer >= 1, got 0"),
@@ -111,10 +111,10 @@ def test_a_components_bad_parameter_is_named_by_its_constructor(override, messag
 
 
 def test_every_problem_is_reported_at_once_and_seeds_are_found_anywhere():
-    problems = _problems("seed=-2", "model.finetune.batch_size=0", "evaluation.chunk_size=-1", "saliency=lime")
+    problems = _problems("seed=-2", "model.finetune.batch_size=0", "evaluation.token_budget=-1", "saliency=lime")
     assert problems == [
         "model.finetune.batch_size must be an integer >= 1, got 0",
-        "evaluation.chunk_size must be an integer >= 1, got -1",
+        "evaluation.token_budget must be an integer >= 1, got -1",
         "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -2",
         "saliency.seed must be an integer in [0, 4294967295] (NumPy's seed range), got -2",  # seed: ${seed}
     ]
@@ -133,7 +133,7 @@ def test_the_default_configs_pass():
         ("evaluation.quantity=logits", "expected one of [probability, logit]"),
         ("evaluation.steps=percent", "expected one of [fraction, count]"),
         ("evaluation.schedules=[one_shot,iterative]", "expected one of [one_shot, recursive]"),
-        ("evaluation.chunk_size=abc", "could not be converted to Integer"),
+        ("evaluation.token_budget=abc", "could not be converted to Integer"),
         ("evaluation.n_examples=all", "could not be converted to Integer"),
     ],
 )

@@ -6,7 +6,7 @@ Three layers:
 * **at composition** (Hydra): :class:`EvaluationSchema` is the structured-config schema of the ``evaluation``
   node (registered in Hydra's ConfigStore as ``evaluation_schema`` and named in ``conf/evaluate.yaml``'s
   defaults). Values with a fixed set of choices (``quantity``, ``steps``, ``schedules``) are enums and the
-  other fields typed, so ``evaluation.quantity=logits`` or ``evaluation.chunk_size=abc`` fails while the
+  other fields typed, so ``evaluation.quantity=logits`` or ``evaluation.token_budget=abc`` fails while the
   config is composed, listing the choices. Target policies (a class id *or* ``predicted``/``gold``) cannot be
   typed in OmegaConf 2.3 (no unions) and are checked by the settings stage.
   The schema is registered when this module is imported (the entry points import it through
@@ -32,7 +32,6 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from itermask.core.evaluation import FORWARDS
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 
 __all__ = [
@@ -64,7 +63,6 @@ def _choices(name: str, values) -> type[Enum]:
 
 Quantity = _choices("Quantity", QUANTITIES)
 StepKind = _choices("StepKind", STEP_KINDS)
-Forwards = _choices("Forwards", FORWARDS)
 #: Built from :data:`itermask.core.schedules.SCHEDULES` when this module is imported: a schedule defined in
 #: a module imported later is accepted by the evaluator but not by the config.
 Schedule = _choices("Schedule", SCHEDULES)
@@ -86,8 +84,6 @@ class EvaluationSchema:
     target: Any = MISSING  # predicted, gold or a class id: checked by the settings stage
     quantity: Quantity = MISSING
     compare_random: bool = MISSING
-    chunk_size: int = MISSING
-    forwards: Forwards = MISSING
     token_budget: int = MISSING
 
 
@@ -178,7 +174,6 @@ RULES: dict[str, Range] = {
     "train.max_train_examples": Range(integer=True, low=1, null="the whole training split"),
     "train.checkpoint_every_n_steps": Range(integer=True, low=1, null="checkpoints at epoch ends only"),
     "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
-    "evaluation.chunk_size": POSITIVE_INT,
     "evaluation.token_budget": POSITIVE_INT,
     "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
 }

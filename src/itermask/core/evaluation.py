@@ -52,13 +52,9 @@ __all__ = [
     "saliency_scores",
     "saliency_attribution",
     "TARGET_POLICIES",
-    "FORWARDS",
 ]
 
 TARGET_POLICIES = ("predicted", "gold")
-#: the forward paths of :class:`IterativeMaskingEvaluator` (``forwards``): one, the length-bucketed
-#: :class:`~itermask.core.forwards.RowForwards`
-FORWARDS = ("bucketed",)
 #: a saliency call (forward, backward, attribution set-up) costs about this many plain forwards, when
 #: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
 SALIENCY_OVERHEAD = 4
@@ -280,12 +276,10 @@ class IterativeMaskingEvaluator:
         special_ids: token ids never masked (``tokenizer.all_special_ids``).
         schedules: names from :data:`itermask.core.schedules.SCHEDULES`.
         target: target policy, see :func:`resolve_target`.
-        chunk_size: unused (positive; the settings layer still passes ``evaluation.chunk_size``).
-        forwards: how the clean and masked rows run through the model: ``"bucketed"``, the only path
-            (every masked row of the batch, all steps, both directions and every schedule, in one
-            :class:`itermask.core.forwards.RowForwards`: each distinct row once, sorted by length, chunks
-            of at most ``token_budget`` padded tokens).
-        token_budget: padded tokens (rows x padded length) per forward.
+        token_budget: padded tokens (rows x padded length) per forward. Every masked row of the batch (all
+            steps, both directions and every schedule) runs in one
+            :class:`itermask.core.forwards.RowForwards`: each distinct row once, sorted by length, in chunks
+            of at most ``token_budget`` padded tokens.
         sufficiency: also run the keep-only-top-k inputs for the schedules where sufficiency is defined.
         steps: ``"fraction"`` (the grid is ``fractions``) or ``"count"`` (the grid is ``counts``: mask
             ``min(c, n)`` tokens at count ``c``).
@@ -311,13 +305,11 @@ class IterativeMaskingEvaluator:
         special_ids: Iterable[int],
         schedules: Sequence[str] = ("one_shot", "recursive"),
         target: str | int = "predicted",
-        chunk_size: int = 128,
         sufficiency: bool = True,
         steps: str = "fraction",
         counts: Sequence[int] | None = None,
         segments: int | Sequence[int] | None = None,
         collect_representations: bool | str = False,
-        forwards: str = "bucketed",
         token_budget: int = DEFAULT_TOKEN_BUDGET,
     ) -> None:
         if not schedules:
@@ -336,10 +328,8 @@ class IterativeMaskingEvaluator:
             raise ValueError(f"masking {steps}s must be strictly ascending (no repeats), got {grid}")
         step_counts(torch.zeros(1, dtype=torch.long), grid, steps)  # validates the grid
         check_target_policy(target)
-        if forwards not in FORWARDS:
-            raise ValueError(f"unknown forward path {forwards!r}: choose one of {FORWARDS}")
-        if token_budget <= 0 or chunk_size <= 0:
-            raise ValueError(f"token_budget and chunk_size must be positive, got {token_budget} and {chunk_size}")
+        if token_budget <= 0:
+            raise ValueError(f"token_budget must be positive, got {token_budget}")
         self.saliency = saliency
         self.strategy = strategy
         self.steps = steps
@@ -348,14 +338,12 @@ class IterativeMaskingEvaluator:
         self.special_ids = sorted(set(int(i) for i in special_ids))
         self.schedules = list(schedules)
         self.target = target
-        self.chunk_size = int(chunk_size)
         self.sufficiency = sufficiency
         if collect_representations not in (False, True, "final", "all"):
             raise ValueError(
                 f"collect_representations must be False, True, 'final' or 'all', got {collect_representations!r}"
             )
         self.collect_representations = collect_representations
-        self.forwards = forwards
         self.token_budget = int(token_budget)
         #: what the forwards of the last :meth:`evaluate` call ran (rows, distinct rows computed, padding)
         self.forward_stats = ForwardStats()

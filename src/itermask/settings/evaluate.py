@@ -59,8 +59,6 @@ class EvaluationSettings:
     target: str | int
     quantity: str
     compare_random: bool
-    chunk_size: int
-    forwards: str = "bucketed"
     token_budget: int = DEFAULT_TOKEN_BUDGET
 
     @classmethod
@@ -89,8 +87,6 @@ class EvaluationSettings:
             target=e["target"],
             quantity=e["quantity"],
             compare_random=bool(e["compare_random"]),
-            chunk_size=int(e["chunk_size"]),
-            forwards=e.get("forwards", "bucketed"),
             token_budget=int(e.get("token_budget", DEFAULT_TOKEN_BUDGET)),
         )
         with _naming(f"evaluation.target={settings.target}"):
@@ -188,9 +184,7 @@ def _evaluators(
             special_ids=special_ids,
             schedules=list(e.schedules),
             target=e.target,
-            chunk_size=e.chunk_size,
             steps=e.steps,
-            forwards=e.forwards,
             token_budget=e.token_budget,
             counts=list(e.counts),
             segments=e.segments,
