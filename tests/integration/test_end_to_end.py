@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_tracking import history, read_wandb_run, records
+from wandb_helpers import history, read_wandb_run, records
 
 from itermask.storage.store import SCHEMA_VERSION
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["train.max_train_examples=400", "evaluation.n_examples=12", "data.eval_batch_size=128"]
 
 

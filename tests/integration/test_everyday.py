@@ -23,7 +23,7 @@ from itermask.settings import evaluate_settings, train_settings
 from itermask.storage.store import results_key
 from itermask.training.models import class_mapping, load_classifier, reorder_classes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose(*overrides, name="evaluate", hydra=False):
@@ -204,7 +204,7 @@ def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatc
 
 
 def test_a_multirun_without_fine_tuning_says_the_seeds_vary_only_the_evaluation(tmp_path):
-    from test_report import make_result, write_sweep
+    from results_helpers import make_result, write_sweep
 
     from itermask.reporting import build_report
 
@@ -279,7 +279,7 @@ def test_a_users_wandb_quiet_setting_is_kept(monkeypatch, restore_console):
 
 
 def test_score_summary_has_three_lines_with_the_results_values():
-    from test_report import make_result
+    from results_helpers import make_result
 
     result = make_result(0, accuracy=0.8125, aopc=0.25, random_aopc=0.0625)
     result["n_test"] = 1342

@@ -20,7 +20,7 @@ from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, write_json_atomic
 from itermask.storage.keys import Fingerprint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose(*overrides, name="evaluate"):

@@ -20,7 +20,7 @@ from itermask.settings import training_key_of as training_key
 from itermask.storage.store import results_key
 from itermask.training.augmentation import AdversarialAugmentation
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPECIAL = ToyTokenizer.all_special_ids
 
 

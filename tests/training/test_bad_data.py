@@ -276,7 +276,7 @@ def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
     from itermask.storage.store import results_key
     from itermask.training.sources import shipped_source
 
-    root = Path(__file__).resolve().parents[1] / "conf"
+    root = Path(__file__).resolve().parents[2] / "conf"
     with initialize_config_dir(config_dir=str(root), version_base="1.3"):
         cfg = compose(
             config_name="evaluate",

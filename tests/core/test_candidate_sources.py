@@ -21,7 +21,7 @@ from itermask.settings import evaluate_settings
 from itermask.training.attack_sources import PretrainedMlmCandidates, WordNetCandidates, wordnet_lexicon
 from itermask.training.models import load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TABLE = {
     "film": ["movie", "motion_picture", "picture", "film", "photoplay", "[SEP]", "movie"],
     "good": ["Great", "fine", "well"],

@@ -15,7 +15,7 @@ from itermask import pipeline
 from itermask.settings import train_settings
 from itermask.training import resume
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Killed(Exception):

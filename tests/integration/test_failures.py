@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
-from test_report import ROOT, make_result
+from results_helpers import ROOT, make_result
 
 from itermask import pipeline
 from itermask.jobs import FAILURE_FILE, AllTrialsFailedError, JobFailed, JobFailedError, failed_jobs, run_job
@@ -264,7 +264,7 @@ def test_three_wandb_agent_runs_land_in_three_folders(monkeypatch, tmp_path):
 def test_a_real_multirun_with_a_failing_job(tmp_path):
     """Job 1 fails inside its tracker run (an invalid trainer setting, after job 0 fine-tuned the shared
     checkpoint): the report names it, the exit status is 1, and its W&B run is finished as failed."""
-    from test_tracking import read_wandb_run, records
+    from wandb_helpers import read_wandb_run, records
 
     out = subprocess.run(
         [

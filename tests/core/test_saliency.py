@@ -274,13 +274,13 @@ def test_lime_kernel_weights_follow_lime_text():
 
 
 @pytest.mark.parametrize(
-    "config", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "saliency").glob("*.yaml"))
+    "config", sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "saliency").glob("*.yaml"))
 )
 def test_every_saliency_config_builds_with_its_name(config, tokenizer):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     spec = OmegaConf.to_container(
         OmegaConf.create({"seed": 4, "s": OmegaConf.load(root / "conf" / "saliency" / f"{config}.yaml")}), resolve=True
     )["s"]

@@ -16,7 +16,7 @@ from itermask import console, pipeline
 from itermask.analyses import ANALYSES
 from itermask.reporting import build_report, write_report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # the whole analysis: one module ...
 MODULE = '''

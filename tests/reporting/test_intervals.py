@@ -186,7 +186,7 @@ def test_bounds_come_from_the_declarations():
 def test_report_intervals_of_auroc_and_ece_stay_in_range(tmp_path):
     """The issue's case: over 3 seeds an OOD AUROC near 1 and an ECE near 0; the report's t-intervals of
     both (and of the flip rate curve's band) lie in [0, 1], where the plain t-interval left it."""
-    from test_report import make_result, write_sweep
+    from results_helpers import make_result, write_sweep
 
     from itermask.reporting import build_report
 

@@ -22,7 +22,7 @@ from itermask.core.tokens import maskable_positions
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.sources import FileSource, shipped_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAIRS = [("a good film", "not bad at all", 1), ("the story is funny", "great", 0), ("a movie", "not good", 1)]
 
 

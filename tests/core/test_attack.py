@@ -477,7 +477,7 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
 
 
 def test_report_rank_correlation_of_faithfulness_and_attack_efficiency(tmp_path):
-    from test_report import make_result, write_sweep
+    from results_helpers import make_result, write_sweep
 
     from itermask.reporting import build_report, write_report
 
@@ -529,7 +529,7 @@ def _compose(*overrides):
 
     from hydra import compose, initialize_config_dir
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
         return compose(config_name="evaluate", overrides=["output_dir=/tmp/unused", *overrides])
 

@@ -11,7 +11,7 @@ from itermask.settings import job as settings_job
 from itermask.storage.keys import Fingerprint, results_key, training_key
 from itermask.validation import SettingsError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose(*overrides, name="evaluate"):

@@ -23,7 +23,7 @@ from itermask.core.saliency import (
 )
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SALIENCY_CONFIGS = sorted(p.stem for p in (ROOT / "conf" / "saliency").glob("*.yaml"))
 # keep the expensive settings small in unit tests
 SMALL = {"n_steps": 8, "internal_batch_size": None, "n_samples": 10, "perturbations_per_eval": 10}

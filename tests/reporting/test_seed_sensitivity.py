@@ -222,7 +222,7 @@ def test_the_results_store_keeps_and_restores_the_per_example_files(tmp_path, to
 
 def _sweep_with_per_example(tmp_path):
     """Three seeds of gradient vs random; per-example AOPC comprehensiveness with a seed effect."""
-    from test_report import make_result, write_sweep
+    from results_helpers import make_result, write_sweep
 
     from itermask.storage.per_example import write_per_example
 

@@ -26,7 +26,7 @@ from itermask.validation import (
     position_limit,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose(*overrides, name="evaluate"):

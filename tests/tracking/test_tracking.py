@@ -13,32 +13,12 @@ from pathlib import Path
 
 import pytest
 from pytorch_lightning.loggers import WandbLogger
-from test_report import make_result
+from results_helpers import make_result
+from wandb_helpers import history, read_wandb_run, records
 
 from itermask import tracking
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def read_wandb_run(run_dir: Path) -> list[dict]:
-    """The records of an offline W&B run (``wandb leet inspect --json``: one JSON object per line)."""
-    log_file = next(Path(run_dir).glob("*.wandb"))
-    out = subprocess.run(
-        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(log_file)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
-def records(run: list[dict], kind: str) -> list[dict]:
-    return [r[kind] for r in run if r.get("type") == kind]
-
-
-def history(run: list[dict]) -> list[dict]:
-    return [r["item"] for r in records(run, "history")]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_curve_history_is_one_row_per_masking_step():
