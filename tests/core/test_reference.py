@@ -49,7 +49,7 @@ def test_eraser_definitions_match_naive_reference(tiny_bert, tokenizer, strategy
         ranked = sorted(words, key=lambda p: (-scores[i, p].item(), p))
         clean = _prob(model=tiny_bert, ids=ids, target=target)
 
-        def edit(drop):
+        def edit(drop, ids=ids):
             if strategy_name == "delete":
                 return [t for p, t in enumerate(ids) if p not in drop]
             return [tokenizer.mask_token_id if p in drop else t for p, t in enumerate(ids)]

@@ -4,8 +4,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import AdditiveModel
 
-from itermask.core.saliency import GradientSaliency, InputXGradientSaliency, IntegratedGradientsSaliency, RandomSaliency
+from itermask.core.saliency import (
+    AttentionRolloutSaliency,
+    AttentionSaliency,
+    DeepLiftSaliency,
+    GradientSaliency,
+    InputXGradientSaliency,
+    IntegratedGradientsSaliency,
+    KernelShapSaliency,
+    LimeSaliency,
+    OcclusionSaliency,
+    RandomSaliency,
+    ZeroSaliencyWarning,
+    example_seed,
+    prepare_for_saliency,
+)
 from itermask.core.tokens import TokenBatch, class_logits
 
 
@@ -88,19 +103,6 @@ def test_unknown_output_is_rejected():
 
 # -- the full set of methods: exact values on the analytic additive model --------------------------------
 
-from conftest import AdditiveModel  # noqa: E402
-
-from itermask.core.saliency import (
-    AttentionRolloutSaliency,
-    AttentionSaliency,
-    DeepLiftSaliency,
-    KernelShapSaliency,
-    LimeSaliency,
-    OcclusionSaliency,
-    ZeroSaliencyWarning,
-    example_seed,
-    prepare_for_saliency,
-)
 
 # AdditiveModel: logit of class 1 = sum of the token weights; ToyTokenizer ids [PAD]=0 .. [UNK]=4 special
 WEIGHTS = {1: 0.5, 2: -0.25, 3: 0.75, 5: 1.0, 6: -2.0, 7: 0.5, 8: 3.0}
