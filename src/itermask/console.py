@@ -27,6 +27,7 @@ import logging
 import os
 import warnings
 from enum import Enum
+from typing import cast
 
 import yaml
 from omegaconf import Container, OmegaConf
@@ -67,7 +68,7 @@ def configure(verbose: bool = False) -> None:
     """Set every library's console output for a job: quiet (``verbose=False``) or as the libraries print
     by default (``verbose=True``). Idempotent; a later call (the next job of a multirun) overrides."""
     import datasets
-    from pytorch_lightning.utilities.warnings import PossibleUserWarning
+    from lightning_fabric.utilities.warnings import PossibleUserWarning  # where Lightning defines it
     from transformers.utils import logging as hf_logging
 
     if verbose:
@@ -106,7 +107,7 @@ def _library_warnings(quiet: bool, possible_user_warning: type[Warning]) -> None
     deprecation and future warnings (those whose source module is not itermask's)."""
     for entry in _FILTERS:
         if entry in warnings.filters:
-            warnings.filters.remove(entry)
+            cast(list, warnings.filters).remove(entry)  # a list at runtime (typeshed: a Sequence)
     _FILTERS.clear()
     if not quiet:
         return
@@ -141,7 +142,7 @@ def _accuracy_line(result: dict) -> str:
     )
 
 
-def _aopc_line(result: dict, method: str) -> str:
+def _aopc_line(result: dict, method: str | None) -> str:
     q = "prob" if result.get("quantity", "probability") == "probability" else "logit"
     prefix = "aopc_" if result.get("steps", "fraction") == "fraction" else "aopc_full_"
     scores = (result.get("scores") or {}).get(method) or {}

@@ -12,8 +12,8 @@ on a job that raised before the multirun-end callbacks run; with the job returni
 write the report (:class:`itermask.callbacks.ReportCallback`, which lists the failed jobs) and then
 :class:`itermask.callbacks.FailedJobsCallback` ends the process with exit status 1. The Optuna sweeper
 tells a trial that returned a :class:`JobFailed` as failed (``float()`` of it raises
-:class:`JobFailedError`) and goes on with the next trial (``hydra_plugins.itermask_sweepers``). A single run (no ``-m``) re-raises after
-recording, so Hydra reports the error and exits non-zero as usual.
+:class:`JobFailedError`) and goes on with the next trial (``hydra_plugins.itermask_sweepers``). A single
+run (no ``-m``) re-raises after recording, so Hydra reports the error and exits non-zero as usual.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from itermask.storage.files import read_json, write_json_atomic
 
@@ -79,11 +79,12 @@ def _hydra_job() -> tuple[bool, list[str] | None, str | None]:
     """(is this a multirun job, the job's overrides, its number) from Hydra's runtime config, if any."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
+    from omegaconf import DictConfig
 
     if not HydraConfig.initialized():
         return False, None, None
     hydra_cfg = HydraConfig.get()
-    num = hydra_cfg.job.get("num")
+    num = cast(DictConfig, hydra_cfg.job).get("num")  # a DictConfig at runtime (typed as the JobConf dataclass)
     return hydra_cfg.mode == RunMode.MULTIRUN, list(hydra_cfg.overrides.task), None if num is None else str(num)
 
 

@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig
@@ -47,6 +48,9 @@ from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.models import SequenceClassifier, class_mapping
 from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_problem
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +230,9 @@ def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule,
             return TrainedModel(key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", settings.model.name, settings.data.name, settings.seed, entry)
         _fine_tune(settings, data, cache, logger)
-    return TrainedModel(key, entry / "model", cache.meta(key))
+    meta = cache.meta(key)
+    assert meta is not None  # finished by _fine_tune
+    return TrainedModel(key, entry / "model", meta)
 
 
 def _resume_from(cache: CheckpointCache, key: str, augmentations: tuple[str, ...] = ()) -> Path | None:
@@ -306,10 +312,11 @@ def _export(
     model = SequenceClassifier.load_from_checkpoint(best.best_model_path, map_location="cpu")
     tmp = entry / "model.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.model.save_pretrained(tmp)
+    cast("PreTrainedModel", model.model).save_pretrained(tmp)
     settings.tokenizer.save_pretrained(tmp)
     shutil.rmtree(entry / "model", ignore_errors=True)
     tmp.rename(entry / "model")
+    assert best.best_model_score is not None  # set with best_model_path
     meta = {
         "key": settings.training_key,
         "config": settings.training_payload,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -58,7 +58,7 @@ SEED_RANGE = (0, 2**32 - 1)
 
 
 def _choices(name: str, values) -> type[Enum]:
-    return Enum(name, {value: value for value in values})
+    return cast("type[Enum]", Enum(name, {value: value for value in values}))
 
 
 Quantity = _choices("Quantity", QUANTITIES)
@@ -75,14 +75,14 @@ class EvaluationSchema:
     split: str = MISSING
     n_examples: int | None = MISSING
     subset_seed: int = MISSING
-    steps: StepKind = MISSING
+    steps: StepKind = MISSING  # pyright: ignore[reportInvalidTypeForm] (an Enum built from a registry at import, for OmegaConf)
     fractions: list[float] = MISSING
     aopc_bins: list[float] | None = MISSING
     counts: list[int] = MISSING
     segments: Any = MISSING  # null, a segment id or a list of them
-    schedules: list[Schedule] = MISSING
+    schedules: list[Schedule] = MISSING  # pyright: ignore[reportInvalidTypeForm] (an Enum built from a registry at import, for OmegaConf)
     target: Any = MISSING  # predicted, gold or a class id: checked by the settings stage
-    quantity: Quantity = MISSING
+    quantity: Quantity = MISSING  # pyright: ignore[reportInvalidTypeForm] (an Enum built from a registry at import, for OmegaConf)
     compare_random: bool = MISSING
     token_budget: int = MISSING
 
@@ -103,7 +103,7 @@ class SettingsError(ValueError):
         super().__init__(text)
 
 
-def _is_int(value) -> bool:
+def _is_int(value) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -118,7 +118,7 @@ def _spearman(x: list[float], y: list[float]) -> tuple[float, float, str | None]
     if len(set(x)) < 2 or len(set(y)) < 2:
         return math.nan, math.nan, "one side is constant (e.g. nothing or everything flipped within the budget)"
     result = stats.spearmanr(x, y)
-    return float(result.statistic), float(result.pvalue), None
+    return float(result.statistic), float(result.pvalue), None  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
 
 
 def masking_link(examples: dict[str, list], curves: MaskingCurves) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def saliency_diagnostics(method: str, curves: MaskingCurves) -> dict:
             )
     if curves.completeness_gap is not None:
         gap = curves.completeness_gap.double()
+        assert curves.output_difference is not None  # set beside the completeness gap
         nonzero = curves.output_difference.abs() > 0
         relative = gap[nonzero].abs() / curves.output_difference[nonzero].abs()
         entry["completeness_gap"] = {
@@ -87,12 +88,12 @@ def evaluate_curves(
     show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
     module = MaskingEvaluationModule(context.model, dict(inputs.evaluators), progress_bar=show)
     loader = context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split)
-    if show:
+    if show and lightning_bar is not None:
         lightning_bar.disable()
     try:
         context.trainer.test(module, dataloaders=loader, verbose=False)
     finally:
-        if show:
+        if show and lightning_bar is not None:
             lightning_bar.enable()
     if not context.trainer.is_global_zero:
         return None, AnalysisOutput({})

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from itermask.analyses.base import (
     Analysis,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import torch
 
     from itermask.core.representations import Representations
-    from itermask.ood.detectors import OODDetectors
+    from itermask.ood.detectors import Covariance, OODDetectors
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ def collect(
         out = row_outputs(
             model, batch["tokens"].to(device), token_budget, representations="all" if hidden_states else "final"
         )
+        assert out.representations is not None  # requested from row_outputs
         parts.append(out.representations.map(lambda t: t.cpu()))
         labels.append(batch["labels"])
     if not labels:
@@ -172,7 +173,8 @@ class OODAnalysis(Analysis):
         self.level = level
         self.n_fit_examples, self.n_calibration_examples = n_fit_examples, n_calibration_examples
         self.calibration_split = calibration_split if level == "full" else None
-        self.knn_k, self.knn_normalize, self.covariance = int(knn_k), bool(knn_normalize), covariance
+        self.knn_k, self.knn_normalize = int(knn_k), bool(knn_normalize)
+        self.covariance: Covariance = cast("Covariance", covariance)  # checked against COVARIANCES above
         self.masf_alpha, self.ece_bins, self.seed = float(masf_alpha), int(ece_bins), int(seed)
         self.plots = {
             "enabled": True,
@@ -384,7 +386,7 @@ class OODAnalysis(Analysis):
         for e, sch in dict.fromkeys(zip(ood.explanation, ood.schedule)):
             cells = []
             for c in cols:
-                row = ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)]
+                row = cast("pd.DataFrame", ood[(ood.explanation == e) & (ood.schedule == sch) & (ood.score == c)])
                 cells.append(mean_pm(row.iloc[0]) if len(row) else "n/a")
             table.append([e, sch, *cells])
         return [

@@ -23,11 +23,12 @@ from itermask.storage.per_example import FOLDER, write_per_example
 
 if TYPE_CHECKING:
     from itermask.core.evaluation import MaskingCurves
+    from itermask.core.metrics import Quantity
 
 __all__ = ["PerExampleAnalysis", "step_frame", "score_frame"]
 
 
-def _per_example_values(curves: MaskingCurves, quantity: str, bins) -> tuple[dict, dict]:
+def _per_example_values(curves: MaskingCurves, quantity: Quantity, bins) -> tuple[dict, dict]:
     """``(per-step values [B, S], scalar values [B])`` by key: every registered metric's per-example value,
     without the grid descriptors and the target curve (given as ``target_prob``/``target_logit``)."""
     skip = {metrics.METRICS["target"].key(quantity)}
@@ -40,7 +41,7 @@ def _per_example_values(curves: MaskingCurves, quantity: str, bins) -> tuple[dic
     return per_step, scalar
 
 
-def step_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.DataFrame:
+def step_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) -> pd.DataFrame:
     """One row per (example, step) of one method's and schedule's curves (see
     :mod:`itermask.storage.per_example` for the columns)."""
     size, steps = curves.k.shape
@@ -66,7 +67,7 @@ def step_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.Da
     return frame
 
 
-def score_frame(method: str, curves: MaskingCurves, quantity: str, bins) -> pd.DataFrame:
+def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) -> pd.DataFrame:
     """One row per example of one method's and schedule's curves with its scalar scores."""
     _, scalar = _per_example_values(curves, quantity, bins)
     frame = pd.DataFrame(

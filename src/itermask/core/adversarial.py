@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor
@@ -36,6 +37,9 @@ from itermask.core.attack import budget_counts, check_budget
 from itermask.core.candidates import NO_CANDIDATE, CandidateSource, attackable_positions, input_embedding_matrix
 from itermask.core.schedules import top_k_mask
 from itermask.core.tokens import TokenBatch, class_logits
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = ["AdversarialBatch", "FirstOrderAttack", "embedding_gradient", "first_order_estimates"]
 
@@ -86,7 +90,7 @@ def embedding_gradient(model: torch.nn.Module, batch: TokenBatch, labels: Tensor
         captured.append(output)
         return output
 
-    handle = model.get_input_embeddings().register_forward_hook(keep)
+    handle = cast("PreTrainedModel", model).get_input_embeddings().register_forward_hook(keep)
     try:
         with torch.enable_grad():
             logits = class_logits(model, batch)
@@ -153,7 +157,7 @@ class FirstOrderAttack:
             return ids, estimate, logits
         candidates = self.candidates.candidates(batch.index(rows), positions).to(batch.device)
         originals = batch.input_ids[rows, positions]
-        layer = model.get_input_embeddings()
+        layer = cast("PreTrainedModel", model).get_input_embeddings()
         estimates = first_order_estimates(
             layer, grad[rows.to(grad.device), positions.to(grad.device)], originals, candidates
         ).to(batch.device)

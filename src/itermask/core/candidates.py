@@ -96,7 +96,7 @@ def _word_pieces(tokenizer) -> tuple[list[str], str | None, str | None]:
     if prefix:
         return tokens, prefix, None
     counts = {marker: sum(t.startswith(marker) for t in tokens) for marker in WORD_START_MARKERS}
-    marker = max(counts, key=counts.get)
+    marker = max(counts, key=lambda m: counts[m])
     if not counts[marker]:
         raise ValueError(
             f"cannot tell word-initial tokens of {type(tokenizer).__name__}: its vocabulary has neither '##' "
@@ -120,6 +120,7 @@ def word_start_vocabulary(tokenizer) -> Tensor:
     tokens, prefix, marker = _word_pieces(tokenizer)
     if prefix:
         return torch.tensor([not t.startswith(prefix) for t in tokens])
+    assert marker is not None  # _word_pieces gives a word-start marker where it gives no prefix
     return torch.tensor([t.startswith(marker) for t in tokens])
 
 
@@ -361,7 +362,8 @@ class _WholeWordSource(_TopK):
         special = set(int(i) for i in tokenizer.all_special_ids)
         self.continuation = torch.tensor(
             [
-                (t.startswith(prefix) if prefix else not t.startswith(marker) and t[:1].isalnum()) and i not in special
+                (t.startswith(prefix) if prefix else not t.startswith(self.marker) and t[:1].isalnum())
+                and i not in special
                 for i, t in enumerate(tokens)
             ]
         )
@@ -423,6 +425,7 @@ class SynonymCandidates(_WholeWordSource):
         self._found = {}
 
     def _lookup(self, word: str) -> list[str]:
+        assert self.lexicon is not None  # checked when bound
         get = self.lexicon.get if isinstance(self.lexicon, Mapping) else self.lexicon
         found = list(get(word) or [])
         if not found and word.lower() != word:
@@ -499,6 +502,7 @@ class MlmCandidates(_WholeWordSource):
     def predictions(self, batch: TokenBatch, positions: Tensor) -> Tensor:
         """``[R, V]`` float the MLM's logits at ``positions[r]`` of row ``r``, that position masked."""
         self.require_bound()
+        assert self.mlm is not None  # checked when bound
         rows = torch.arange(len(positions), device=batch.device)
         positions = positions.to(batch.device)
         ids = batch.input_ids.clone()

@@ -23,6 +23,7 @@ import hashlib
 import inspect
 from abc import abstractmethod
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -291,6 +292,7 @@ class MlmInfill(MaskingStrategy):
     def predictions(self, batch: TokenBatch, masked: Tensor) -> Tensor:
         """``[B, L]`` long: the MLM's top non-special prediction at every position of ``batch`` with the
         positions ``masked`` set to the mask token."""
+        assert self.mlm is not None  # checked when bound
         length = batch.input_ids.shape[1]
         ids = torch.where(masked, self.mask_token_id, batch.input_ids)
         parts = [ids, batch.attention_mask]
@@ -345,7 +347,7 @@ class Delete(MaskingStrategy):
         source = torch.where(kept_sorted, order, torch.full_like(order, -1))
         return MaskedBatch(
             TokenBatch(
-                moved(batch.input_ids, self.pad_token_id),
+                cast(Tensor, moved(batch.input_ids, self.pad_token_id)),  # input ids in, input ids out
                 attention,
                 moved(batch.token_type_ids, 0),
                 moved(batch.segment_ids, -1),

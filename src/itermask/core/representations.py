@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -64,7 +65,7 @@ class Representations:
         if not parts:
             raise ValueError("no representations were captured (no forward pass ran inside the capture)")
 
-        def joined(name):
+        def joined(name: str) -> Any:  # a tensor, ``None`` only for an optional field
             values = [getattr(p, name) for p in parts]
             return None if any(v is None for v in values) else torch.cat(values)
 
@@ -72,9 +73,8 @@ class Representations:
 
     def map(self, fn) -> Representations:
         """Apply ``fn`` to every tensor (e.g. a reshape or ``.cpu()``); absent ones stay ``None``."""
-        return Representations(
-            *(None if (v := getattr(self, f.name)) is None else fn(v) for f in fields(Representations))
-        )
+        values: list[Any] = [None if (v := getattr(self, f.name)) is None else fn(v) for f in fields(Representations)]
+        return Representations(*values)
 
 
 def classifier_head(model: torch.nn.Module) -> torch.nn.Linear:

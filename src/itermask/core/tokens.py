@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -134,7 +135,7 @@ class TokenBatch:
         """Stack batches of the same length ``L`` along the batch dimension."""
         batches = list(batches)
 
-        def joined(name):
+        def joined(name: str) -> Any:  # a tensor, ``None`` only for an optional field
             values = [getattr(b, name) for b in batches]
             return None if any(v is None for v in values) else torch.cat(values)
 

@@ -16,6 +16,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -133,10 +134,17 @@ def umap_figure(
     if first.features is None:
         raise ValueError("UMAP needs masking curves with representations (collect_representations=True)")
     steps = _steps(first.fractions, fractions)  # raises for count steps
+    assert first.clean_features is not None  # captured beside the masked features
     blocks = [train_features.float().numpy(), first.clean_features.float().numpy()]
     for schedule in schedules:
-        blocks += [curves[schedule].features[:, s].float().numpy() for _, s in steps]
-    points = umap.UMAP(n_neighbors=n_neighbors, random_state=seed).fit_transform(np.concatenate(blocks))
+        features = curves[schedule].features
+        if features is None:
+            raise ValueError("UMAP needs masking curves with representations (collect_representations=True)")
+        blocks += [features[:, s].float().numpy() for _, s in steps]
+    # a dense array for a dense input (umap's stubs also allow a sparse matrix)
+    points = cast(
+        np.ndarray, umap.UMAP(n_neighbors=n_neighbors, random_state=seed).fit_transform(np.concatenate(blocks))
+    )
     bounds = np.cumsum([0] + [len(b) for b in blocks])
     part = [points[bounds[i] : bounds[i + 1]] for i in range(len(blocks))]
     names = list(label_names) if label_names is not None else [str(i) for i in range(int(train_labels.max()) + 1)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field, fields
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -257,11 +258,16 @@ def _degenerate(clean: np.ndarray, masked: np.ndarray, out: OODCurves, keys: tup
     return True
 
 
+@overload
+def _same_as_clean(masked: Tensor, clean: Tensor | None, unmasked: Tensor) -> Tensor: ...
+@overload
+def _same_as_clean(masked: Tensor | None, clean: Tensor | None, unmasked: Tensor) -> Tensor | None: ...
 def _same_as_clean(masked: Tensor | None, clean: Tensor | None, unmasked: Tensor) -> Tensor | None:
     """``masked`` ``[B, S, ...]`` with the rows where ``unmasked`` ``[B, S]`` replaced by ``clean`` ``[B, ...]``
     (``None`` if not captured, e.g. the pooled layers at ``ood.level=final``)."""
     if masked is None:
         return None
+    assert clean is not None  # the clean forward captures what the masked ones do
     where = unmasked.to(masked.device).reshape(*unmasked.shape, *(1,) * (masked.dim() - 2))
     return torch.where(where, clean.unsqueeze(1).to(masked.dtype), masked)
 
@@ -278,12 +284,12 @@ def _with_unmasked_as_clean(curves: MaskingCurves) -> tuple[Representations, Rep
         raise ValueError("these masking curves carry no representations: evaluate with collect_representations=True")
     clean_reps, masked_reps = pair
     unmasked = curves.k == 0  # [B, S]
-    masked_reps = Representations(
-        *(
-            _same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
-            for f in fields(Representations)
-        )
-    )
+    # a tensor for each field captured (``features`` always), else ``None``
+    values: list[Any] = [
+        _same_as_clean(getattr(masked_reps, f.name), getattr(clean_reps, f.name), unmasked)
+        for f in fields(Representations)
+    ]
+    masked_reps = Representations(*values)
     return clean_reps, masked_reps, _same_as_clean(curves.logits, curves.clean_logits, unmasked)
 
 
@@ -340,6 +346,8 @@ def masking_ood_statistics(
         for key in ("masf_flagged", "masf_p_median", "auroc_masf"):
             out.missing[key] = reason
     else:
+        if clean_reps.layer_max is None or masked_reps.layer_max is None:
+            raise ValueError("MaSF needs the curves' pooled per-layer representations (layer_max)")
         clean_p = detectors.masf.p_values(clean_reps.layer_max)
         masked_max = masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
         flat_p = detectors.masf.p_values(masked_max)

@@ -15,6 +15,7 @@ With few methods the test is weak: rho takes few values and the smallest two-sid
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 from scipy import stats
@@ -54,6 +55,7 @@ def _means(summary: pd.DataFrame) -> dict[tuple, dict[tuple[str, str, str], floa
     several groups (``random`` beside each method) keeps the value of the group where it is the saliency
     method under study, else of the first group."""
     out: dict[tuple, dict] = {}
+    row: Any  # a named tuple of the summary's columns
     for row in summary.itertuples():
         key, measure = (row.model, row.dataset, row.masking), (row.explanation, row.schedule, row.score)
         own = row.explanation == row.saliency
@@ -65,12 +67,12 @@ def _means(summary: pd.DataFrame) -> dict[tuple, dict[tuple[str, str, str], floa
 
 def _spearman_exact(x: list[float], y: list[float]) -> tuple[float, float]:
     """Spearman's rho and its exact two-sided permutation p-value (every pairing of ``y`` with ``x``)."""
-    rho = float(stats.spearmanr(x, y).statistic)
+    rho = float(stats.spearmanr(x, y).statistic)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
     result = stats.permutation_test(
         (x, y),
-        lambda a, b: stats.spearmanr(a, b).statistic,
+        lambda a, b: stats.spearmanr(a, b).statistic,  # pyright: ignore[reportAttributeAccessIssue]
         permutation_type="pairings",
-        n_resamples=math.inf,
+        n_resamples=math.inf,  # pyright: ignore[reportArgumentType] (scipy takes inf: every permutation)
         alternative="two-sided",
     )
     return rho, float(result.pvalue)

@@ -14,7 +14,12 @@ Anything else is unbounded (``None``): its interval is the plain one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from itermask.reporting.intervals import UNIT_INTERVAL, Bounds, difference_bounds
+
+if TYPE_CHECKING:
+    from itermask.core.metrics import Quantity
 
 __all__ = ["measure_bounds", "score_bounds"]
 
@@ -28,7 +33,7 @@ def score_bounds(score: str, quantity: str | None = None) -> Bounds | None:
 
     if score.startswith("accuracy_"):
         return UNIT_INTERVAL
-    info = metric_info(score, quantity)
+    info = metric_info(score, cast("Quantity | None", quantity))
     if info is not None:
         return info.bounds
     for analysis in ANALYSES.values():

@@ -35,7 +35,7 @@ def _positive(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m itermask.reporting <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
-    parser = argparse.ArgumentParser(prog="python -m itermask.reporting", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m itermask.reporting", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("multirun_dir", help="a Hydra multirun folder (holding <job>/results.json)")
     parser.add_argument(
         "--confidence", type=_confidence, default=0.95, help="confidence level of the intervals, in (0, 1)"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -97,7 +98,7 @@ def _paired(differences: list[float], confidence: float, higher_is_better: bool 
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                p = float(stats.ttest_1samp(d, 0.0).pvalue)
+                p = float(stats.ttest_1samp(d, 0.0).pvalue)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
     better = int((d > 0).sum() if higher_is_better is not False else (d < 0).sum())
     return {
         "n_seeds": len(d),
@@ -127,7 +128,7 @@ def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict
             ]
             bounds = measure_bounds(f"{method} - random", schedule, score, quantity)
             paired = _paired(rel.value.tolist(), report.settings["confidence"], direction, bounds) if len(rel) else {}
-            own = mine[mine.score == score].value
+            own = cast(pd.DataFrame, mine[mine.score == score]).value
             share = (
                 sensitivity[
                     (sensitivity.explanation == method)

@@ -4,6 +4,7 @@ analyses' headline lines (:meth:`itermask.analyses.Analysis.headline_lines`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ def number(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
-def md_table(header: list[str], rows: list[list[str]]) -> str:
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table of ``rows`` under ``header`` (``|`` in cells escaped)."""
     esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]

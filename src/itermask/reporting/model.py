@@ -10,8 +10,9 @@ results needs no torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -30,6 +31,8 @@ __all__ = [
     "result_curves",
     "measure_order",
     "of_group",
+    "records",
+    "series_rows",
 ]
 
 #: a group's label: the runs of one group differ only in the seed
@@ -95,7 +98,19 @@ def of_group(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
     """The rows of ``frame`` of the group ``label`` (its :data:`GROUP` columns)."""
     if frame.empty:
         return frame
-    return frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
+    return cast(pd.DataFrame, frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)])
+
+
+def records(frame: pd.DataFrame) -> Iterable[Any]:
+    """``frame.itertuples()``, typed ``Any``: the named tuples' fields are the frame's columns, which pandas'
+    stubs cannot know."""
+    return frame.itertuples()
+
+
+def series_rows(frame: pd.DataFrame) -> Iterator[Any]:
+    """``frame``'s rows as :class:`pandas.Series` (``frame.iterrows()`` without the index), typed ``Any``: a
+    row's cells have the types of the frame's columns, which pandas' stubs cannot know."""
+    return (row for _, row in frame.iterrows())
 
 
 @dataclass

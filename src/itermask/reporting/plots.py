@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -100,7 +101,7 @@ def _draw(ax, lines: list[Line], series: str, settings: dict) -> None:
             ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
 
 
-def curve_figure(lines: list[Line], title: str, settings: dict, notes: list[str] = ()) -> bytes:
+def curve_figure(lines: list[Line], title: str, settings: dict, notes: Sequence[str] = ()) -> bytes:
     """A PNG of the masking curves of ``lines``: one panel per series with data (a series defined for none
     of the lines, e.g. sufficiency for the recursive schedule, gets no panel; ``notes`` are printed under
     the title to say so), thin lines per seed, the mean and its band over seeds."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -14,7 +15,7 @@ from itermask.core.metrics import metric_info
 from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat
 from itermask.reporting.markdown import md_table, mean_pm, number
-from itermask.reporting.model import GROUP, MEASURE, Report, of_group, result_curves
+from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, result_curves, series_rows
 from itermask.reporting.plots import curve_figure, slug
 from itermask.reporting.sweep import FILES
 from itermask.storage.files import write_bytes_atomic, write_text_atomic
@@ -26,22 +27,18 @@ def _ci(row) -> str:
     return f"[{number(row['ci_low'])}, {number(row['ci_high'])}]"
 
 
-def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[str, pd.Series]]:
+def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[str, Any]]:
     """``(schedules, row)`` for the rows of one group, a row whose per-seed values equal another row's of the
     same explanation and score (e.g. the random explanation under both schedules) shown once, its schedules
     joined as ``one_shot = recursive``."""
     seen: dict[tuple, list] = {}
-    for _, row in rows.iterrows():
-        values = (
-            per_seed[
-                (per_seed.explanation == row.explanation)
-                & (per_seed.schedule == row.schedule)
-                & (per_seed.score == row.score)
-            ]
-            .sort_values("seed")
-            .value.round(12)
-            .tolist()
+    for row in series_rows(rows):
+        same = (
+            (per_seed.explanation == row.explanation)
+            & (per_seed.schedule == row.schedule)
+            & (per_seed.score == row.score)
         )
+        values = cast(pd.DataFrame, per_seed[same]).sort_values("seed").value.round(12).tolist()
         key = (
             row.explanation,
             row.score,
@@ -125,7 +122,7 @@ def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
                 number(r.p_value, 4),
                 number(r.difference_in_seed_sd, 2),
             ]
-            for r in frame.itertuples()
+            for r in records(frame)
         ],
     )
 
@@ -177,7 +174,7 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
                         f"{number(r['seed_share'], 3)} "
                         f"[{number(r['share_ci_low'], 3)}, {number(r['share_ci_high'], 3)}]",
                     ]
-                    for _, r in rows.iterrows()
+                    for r in series_rows(rows)
                 ],
             ),
             "",
@@ -234,7 +231,7 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
         if rows.empty:
             continue
         merged: dict[tuple, list] = {}
-        for _, r in rows.iterrows():
+        for r in series_rows(rows):
             key = (
                 r["explanation"],
                 r["score"],
@@ -293,7 +290,7 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
                         number(r.w, 3),
                         number(r.p_value, 4),
                     ]
-                    for r in report.rank_stability.itertuples()
+                    for r in records(report.rank_stability)
                 ],
             ),
             "",
@@ -344,8 +341,9 @@ def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
         "deviation (*in seed sd*).",
         "",
     ]
-    for (a, b), frame in report.comparisons.groupby(["model_a", "model_b"], sort=False):
-        for (dataset, saliency, masking), sub in frame.groupby(["dataset", "saliency", "masking"], sort=False):
+    # pandas' stubs type a group key as ``Hashable``; grouped by a list of columns it is a tuple
+    for (a, b), frame in report.comparisons.groupby(["model_a", "model_b"], sort=False):  # pyright: ignore[reportGeneralTypeIssues]
+        for (dataset, saliency, masking), sub in frame.groupby(["dataset", "saliency", "masking"], sort=False):  # pyright: ignore[reportGeneralTypeIssues]
             title = f"{a} vs {b}: {dataset} / {saliency} / {masking}"
             out += [f"### {title}", "", _comparison_table(report, sub), ""]
             key = f"compare::{a}::{b}::{dataset}::{saliency}::{masking}"
@@ -405,6 +403,7 @@ def _attack_section(report: Report) -> list[str]:
     links = report.attack_links
     if links.empty:
         return []
+    n_methods = int(cast(float, links["n_methods"].max()))
     out = [
         "## Faithfulness vs attack efficiency (across saliency methods)",
         "",
@@ -413,7 +412,7 @@ def _attack_section(report: Report) -> list[str]:
         "is more efficient; perturbed fraction of the successful attacks: lower is more efficient), with the "
         "exact permutation p-value. If faithfulness partly measures how easily the model is attacked along "
         "the ranking, rho is positive for the success rate and negative for the perturbed fraction. "
-        f"Caveat: {caveat(int(links['n_methods'].max()))}.",
+        f"Caveat: {caveat(n_methods)}.",
         "",
     ]
     rows = [
@@ -431,7 +430,7 @@ def _attack_section(report: Report) -> list[str]:
             number(r.spearman_rho, 3),
             number(r.p_value, 3),
         ]
-        for r in links.itertuples()
+        for r in records(links)
     ]
     header = [
         "model",

@@ -132,7 +132,8 @@ def mean_spearman(values: np.ndarray) -> float:
     y = np.asarray(values, dtype=np.float64)
     with warnings.catch_warnings():  # scipy warns on constant input and returns NaN
         warnings.simplefilter("ignore")
-        rhos = [stats.spearmanr(y[a], y[b]).statistic for a, b in itertools.combinations(range(len(y)), 2)]
+        pairs = itertools.combinations(range(len(y)), 2)
+        rhos = [stats.spearmanr(y[a], y[b]).statistic for a, b in pairs]  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
     rhos = [r for r in rhos if np.isfinite(r)]
     return float(np.mean(rhos)) if rhos else math.nan
 

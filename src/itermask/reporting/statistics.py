@@ -29,7 +29,7 @@ __all__ = ["seed_interval", "compare_samples"]
 
 
 def seed_interval(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     confidence: float = 0.95,
     method: str = "t",
     n_resamples: int = 9999,
@@ -150,7 +150,8 @@ def compare_samples(
             warnings.simplefilter("ignore", RuntimeWarning)
             res = stats.ttest_ind(x, y, equal_var=False)
         low, high = welch_bounded_interval(x, y, confidence, bounds)
-        out.update(statistic=float(res.statistic), p_value=float(res.pvalue), ci_low=float(low), ci_high=float(high))
+        statistic, p_value = float(res.statistic), float(res.pvalue)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
+        out.update(statistic=statistic, p_value=p_value, ci_low=float(low), ci_high=float(high))
     else:
         res = stats.permutation_test(
             (x, y),

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from itermask.reporting.model import GROUP, Report
+from itermask.reporting.model import GROUP, Report, records
 from itermask.reporting.sweep import flatten
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,10 @@ def _summary(report: Report) -> dict[str, float]:
         "n_missing": len(report.sweep.missing_lines()),
         "n_failed": len(report.sweep.failed),
     }
-    for row in report.summary.itertuples():
+    for row in records(report.summary):
         base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
         summary[f"{base}/mean"] = row.mean
-    for row in report.seed_sensitivity.itertuples():
+    for row in records(report.seed_sensitivity):
         base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
         summary[f"{base}/seed_share"] = row.share
     return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and math.isfinite(v)}
@@ -116,7 +116,7 @@ def log_report_to_wandb(
                 group=group,
                 name=name or f"{group or 'itermask'}-report",
                 job_type="report",
-                mode=run_mode,
+                mode=run_mode,  # pyright: ignore[reportArgumentType] (a W&B mode name; wandb types it as a Literal)
                 dir=str(save_dir or report.sweep.root),
                 tags=sorted(labels) + ["report"],
                 config={**shared, "swept": swept, "report": report.settings},
@@ -133,7 +133,7 @@ def log_report_to_wandb(
             "rank_stability",
             "attack_links",
         )
-        payload = {
+        payload: dict[str, Any] = {
             f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
             for n in tables
             if not getattr(report, n).empty or n != "attack_links"

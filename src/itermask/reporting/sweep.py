@@ -272,7 +272,7 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
     ``None`` when some differing key was not swept (the runs are mixed by accident)."""
     if any(run.overrides is None for run in members):
         return None
-    by_key = [{_override_key(o): o for o in run.overrides if _override_key(o) != "seed"} for run in members]
+    by_key = [{_override_key(o): o for o in run.overrides or () if _override_key(o) != "seed"} for run in members]
     swept = sorted(k for k in set().union(*by_key) if len({b.get(k) for b in by_key}) > 1)
     if not swept or any(k not in b for k in swept for b in by_key):  # a sweep sets its keys in every job
         return None

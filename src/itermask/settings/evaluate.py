@@ -16,6 +16,7 @@ from itermask.analyses import Analysis, AnalysisInputs
 from itermask.core.evaluation import IterativeMaskingEvaluator, check_target_policy, off_grid
 from itermask.core.forwards import DEFAULT_TOKEN_BUDGET
 from itermask.core.masking import MaskingStrategy
+from itermask.core.metrics import Quantity
 from itermask.core.saliency import RandomSaliency, SaliencyMethod
 from itermask.core.tokens import segment_list
 from itermask.settings.components import build, plain
@@ -57,7 +58,7 @@ class EvaluationSettings:
     segments: list[int] | None
     schedules: tuple[str, ...]
     target: str | int
-    quantity: str
+    quantity: Quantity
     compare_random: bool
     token_budget: int = DEFAULT_TOKEN_BUDGET
 

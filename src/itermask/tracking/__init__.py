@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
 
@@ -211,7 +211,8 @@ def start(make_logger: Callable[..., Logger | None], mode: str | None = None) ->
     configured = mode or default_wandb_mode()
 
     def open_run(run_mode: str) -> WandbLogger:
-        built = logger if run_mode == configured else make_logger(mode=run_mode)
+        # the configured logger is W&B's, so is one of the same configuration in another mode
+        built = logger if run_mode == configured else cast(WandbLogger, make_logger(mode=run_mode))
         _drop_unset_anonymous(built)
         built.experiment  # noqa: B018 (creates the run)
         return built
@@ -301,7 +302,7 @@ def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
     run = logger.experiment
     _log_history(run, curve_history(result["scores"]))
     columns, rows = curve_table(result["scores"])
-    run.log({"masking_curves": wandb.Table(columns=columns, data=rows)})
+    run.log({"masking_curves": wandb.Table(columns=columns, data=rows)})  # pyright: ignore[reportArgumentType] (wandb's invariant list types)
     run.summary.update(scalars)
 
 
