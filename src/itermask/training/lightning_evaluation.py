@@ -11,6 +11,7 @@ steps, so the caller switches it off for this loop (:class:`itermask.analyses.ma
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections import defaultdict
 
 import pytorch_lightning as pl
@@ -103,7 +104,7 @@ class MaskingEvaluationModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         parts, skipped = dict(self._parts), self._skipped
         if self.trainer.world_size > 1:  # gather every process's curves (small CPU tensors)
-            gathered = [None] * self.trainer.world_size
+            gathered: list[Any] = [None] * self.trainer.world_size
             torch.distributed.all_gather_object(gathered, (parts, skipped))
             parts = defaultdict(list)
             for rank_parts, _ in gathered:
