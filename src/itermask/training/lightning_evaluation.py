@@ -11,8 +11,8 @@ steps, so the caller switches it off for this loop (:class:`itermask.analyses.ma
 from __future__ import annotations
 
 import math
-from typing import Any
 from collections import defaultdict
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
