@@ -215,6 +215,12 @@ def _id2label(config: PretrainedConfig) -> dict[int, str]:
     return cast("dict[int, str]", config.id2label)
 
 
+def _num_labels(config: PretrainedConfig) -> int:
+    """``config.num_labels``: set on every config (from ``id2label``), though annotated as optional."""
+    assert config.num_labels is not None
+    return config.num_labels
+
+
 #: class names that say nothing about the class: transformers' defaults ``LABEL_0``... and bare ids
 GENERIC_LABEL = re.compile(r"^(label_)?\d+$", re.IGNORECASE)
 
@@ -274,7 +280,7 @@ def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
             "fine-tuned classifier (a save_pretrained() directory or hub id of a *ForSequenceClassification model)"
         )
     id2label = _id2label(config)
-    model_labels = tuple(str(id2label[i]) for i in range(config.num_labels))
+    model_labels = tuple(str(id2label[i]) for i in range(_num_labels(config)))
     data_labels = tuple(str(name) for name in data_labels)
     described = f"model.pretrained={pretrained!r} has classes {list(model_labels)}, the dataset {list(data_labels)}"
     if len(model_labels) != len(data_labels):
@@ -303,7 +309,7 @@ def reorder_classes(model: PreTrainedModel, order: Sequence[int]) -> PreTrainedM
         ValueError: if ``order`` is not a permutation of the classes, or the model's final layer is not found.
     """
     order = [int(i) for i in order]
-    if sorted(order) != list(range(model.config.num_labels)):
+    if sorted(order) != list(range(_num_labels(model.config))):
         raise ValueError(f"class order {order} is not a permutation of the {model.config.num_labels} classes")
     if order == sorted(order):
         return model

@@ -238,7 +238,8 @@ class _SurrogateSaliency(_PerturbationSaliency):
 
         explainer = self._explainer(recording_forward)
         surrogate, recorder = explainer.interpretable_model, _RecordedFit(features.shape[1])
-        explainer.interpretable_model = recorder
+        # a duck-typed stand-in for Captum's Model (fit, representation), swapped back below
+        explainer.interpretable_model = recorder  # pyright: ignore[reportAttributeAccessIssue]
         self._run(explainer, features, baselines, target)
         explainer.interpretable_model = surrogate
         if recorder.data is None:  # a single feature: the direct difference (see _SingleFeatureSafeKernelShap)
