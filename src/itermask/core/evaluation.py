@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -118,6 +119,7 @@ class MaskingCurves:
         ``[B, S, ...]`` leading dimensions; ``None`` if they were not collected."""
         if self.features is None:
             return None
+        assert self.clean_features is not None  # collected together with features
         clean = Representations(self.clean_features, self.clean_layer_mean, self.clean_layer_max)
         return clean, Representations(self.features, self.layer_mean, self.layer_max)
 
@@ -145,13 +147,12 @@ class MaskingCurves:
 
     def select(self, rows: Tensor) -> MaskingCurves:
         """The examples ``rows`` (index tensor or boolean mask of shape ``[B]``)."""
-        return MaskingCurves(
-            **{
-                f.name: (v if f.name in self.SHARED or v is None else v[rows])
-                for f in fields(MaskingCurves)
-                for v in [getattr(self, f.name)]
-            }
-        )
+        selected: dict[str, Any] = {
+            f.name: (v if f.name in self.SHARED or v is None else v[rows])
+            for f in fields(MaskingCurves)
+            for v in [getattr(self, f.name)]
+        }
+        return MaskingCurves(**selected)
 
     @staticmethod
     def concat(parts: Iterable[MaskingCurves]) -> MaskingCurves:
@@ -167,7 +168,7 @@ class MaskingCurves:
         for part in parts[1:]:
             if (part.schedule, part.steps) != (first.schedule, first.steps) or not torch.equal(part.grid, first.grid):
                 raise ValueError("cannot concatenate masking curves of different schedules or steps")
-        joined = {}
+        joined: dict[str, Any] = {}
         for field in fields(MaskingCurves):
             values = [getattr(p, field.name) for p in parts]
             if field.name in MaskingCurves.SHARED:
@@ -179,12 +180,11 @@ class MaskingCurves:
         return MaskingCurves(**joined)
 
     def to(self, device) -> MaskingCurves:
-        return MaskingCurves(
-            **{
-                f.name: (v.to(device) if isinstance(v := getattr(self, f.name), Tensor) else v)
-                for f in fields(MaskingCurves)
-            }
-        )
+        moved: dict[str, Any] = {
+            f.name: (v.to(device) if isinstance(v := getattr(self, f.name), Tensor) else v)
+            for f in fields(MaskingCurves)
+        }
+        return MaskingCurves(**moved)
 
 
 def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | None) -> Tensor:
@@ -208,7 +208,8 @@ def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | Non
         if labels is None or (labels < 0).any():
             raise ValueError("target policy 'gold' needs a gold label for every example")
         return labels.long()
-    return torch.full((clean_logits.shape[0],), policy, dtype=torch.long, device=clean_logits.device)
+    # a class id: check_target_policy rejected any other string
+    return torch.full((clean_logits.shape[0],), cast(int, policy), dtype=torch.long, device=clean_logits.device)
 
 
 def off_grid(values: Sequence[float], grid: Sequence[float], tol: float = 1e-9) -> list[float]:
@@ -319,9 +320,10 @@ class IterativeMaskingEvaluator:
             raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")
         if steps not in STEP_KINDS:
             raise ValueError(f"unknown kind of masking steps {steps!r}: choose one of {STEP_KINDS}")
-        if (fractions if steps == "fraction" else counts) is None:
+        values = fractions if steps == "fraction" else counts
+        if values is None:
             raise ValueError(f"{steps} steps need the masking {steps}s (evaluation.{steps}s)")
-        grid = [float(v) for v in (fractions if steps == "fraction" else counts)]
+        grid = [float(v) for v in values]
         if not grid:
             raise ValueError(f"at least one masking {steps} is needed")
         if any(b <= a for a, b in zip(grid, grid[1:])):  # a repeated step would count twice in AOPC
@@ -379,7 +381,7 @@ class IterativeMaskingEvaluator:
             self.saliency.check_scores(whole, model)
         return whole
 
-    def _runner(self, model, collect: bool) -> RowForwards:
+    def _runner(self, model, collect: bool | str) -> RowForwards:
         """The forward runner of one :meth:`evaluate` call, ``run(rows) -> RowOutputs``; resets
         :attr:`forward_stats`, which it then counts into."""
         runner = RowForwards(model, self.token_budget, representations=collect)
@@ -466,7 +468,11 @@ class IterativeMaskingEvaluator:
                 saliency_zero=saliency.zero,
                 completeness_gap=saliency.completeness_gap,
                 output_difference=saliency.output_difference,
-                **({} if reps is None or not collect else _representation_fields(clean.representations, reps)),
+                **(
+                    {}
+                    if reps is None or clean.representations is None or not collect
+                    else _representation_fields(clean.representations, reps)
+                ),
             )
         return results
 
@@ -529,7 +535,7 @@ def _by_example(outputs: RowOutputs, steps: int) -> RowOutputs:
     return RowOutputs(fold(outputs.logits), reps)
 
 
-def _representation_fields(clean: Representations, masked: Representations) -> dict[str, Tensor]:
+def _representation_fields(clean: Representations, masked: Representations) -> dict[str, Tensor | None]:
     return {
         "clean_features": clean.features,
         "features": masked.features,

@@ -25,6 +25,7 @@ with a plain batched forward up to float rounding (different padded shapes reord
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -284,7 +285,9 @@ class RowForwards:
             logits = torch.cat([o.logits for o in self._outputs])
             reps = None
             if self.collect:
-                reps = Representations.concat([o.representations for o in self._outputs])
+                # every row output carries representations when they are collected
+                parts = cast("list[Representations]", [o.representations for o in self._outputs])
+                reps = Representations.concat(parts)
             self._outputs = [RowOutputs(logits, reps)]
         if not self._outputs:
             return RowOutputs(torch.empty(0, 0))

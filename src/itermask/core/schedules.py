@@ -58,7 +58,7 @@ def masked_counts(n_maskable: Tensor, fractions: Sequence[float] | Tensor) -> Te
     return torch.floor(f[:, None] * n_maskable[None, :].double() + 0.5).long()
 
 
-def capped_counts(n_maskable: Tensor, counts: Sequence[int] | Tensor) -> Tensor:
+def capped_counts(n_maskable: Tensor, counts: Sequence[float] | Tensor) -> Tensor:
     """Count steps: step ``s`` masks ``k = min(counts[s], n)`` tokens (a token count, not a fraction).
 
     Args:

@@ -58,8 +58,10 @@ def representation_views(reps: Representations) -> dict[str, Tensor]:
     """The views scored: ``{"final": features [..., D], "layer_0": layer_mean[..., 0, :], ...}`` (only
     ``final`` when the hidden states were not captured)."""
     views = {"final": reps.features}
-    for i in range(0 if reps.layer_mean is None else reps.layer_mean.shape[-2]):
-        views[f"layer_{i}"] = reps.layer_mean[..., i, :]
+    layer_mean = reps.layer_mean
+    for i in range(0 if layer_mean is None else layer_mean.shape[-2]):
+        assert layer_mean is not None  # the range is empty otherwise
+        views[f"layer_{i}"] = layer_mean[..., i, :]
     return views
 
 
@@ -243,7 +245,7 @@ def simes(p_values: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def fisher(p_values: np.ndarray, axis: int = -1) -> np.ndarray:
     """Fisher's combination statistic ``-2 sum log p`` along ``axis`` (``scipy.stats.combine_pvalues``)."""
-    return scipy_stats.combine_pvalues(p_values, method="fisher", axis=axis).statistic
+    return scipy_stats.combine_pvalues(p_values, method="fisher", axis=axis).statistic  # pyright: ignore[reportAttributeAccessIssue]  # scipy's stub types the result as a bare tuple
 
 
 class MaSF:
@@ -382,6 +384,8 @@ class OODDetectors:
         if calibration is None:
             detectors.missing["masf"] = "no held-out calibration data was given"
         else:
+            if calibration.layer_max is None:
+                raise ValueError("MaSF needs the calibration data's max-pooled hidden states (layer_max)")
             order = torch.randperm(len(calibration), generator=torch.Generator().manual_seed(split_seed))
             half = len(calibration) // 2
             try:

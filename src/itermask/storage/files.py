@@ -42,8 +42,9 @@ def to_jsonable(value: Any) -> Any:
         return [to_jsonable(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if hasattr(value, "item") and callable(value.item):
-        return to_jsonable(value.item())
+    item = getattr(value, "item", None)
+    if callable(item):
+        return to_jsonable(item())
     return value
 
 

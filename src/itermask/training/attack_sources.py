@@ -30,7 +30,7 @@ def wordnet_lexicon():
         ValueError: if NLTK or its WordNet corpus is not installed, saying how to install them.
     """
     try:
-        from nltk.corpus import wordnet
+        from nltk.corpus import wordnet  # pyright: ignore[reportMissingImports]  # optional dependency
     except ImportError as error:
         raise ValueError(f"{WORDNET_USERS} needs NLTK: {WORDNET_INSTALL}") from error
     try:
@@ -102,6 +102,7 @@ class PretrainedMlmCandidates(MlmCandidates):
 
     def _bind(self, tokenizer) -> None:
         if self.mlm is None:
+            assert self.mlm_pretrained is not None  # set from the constructor's mlm_pretrained
             self.mlm = (
                 load_masked_lm(
                     self.mlm_pretrained,

@@ -113,14 +113,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     @property
     def label_names(self) -> list[str]:
-        self._require_setup()
-        return self.data.label_names
+        return self._loaded().label_names
 
     @property
     def has_text_pairs(self) -> bool:
         """Whether the examples are sentence pairs (a second text column, segment 1)."""
-        self._require_setup()
-        return "text_pair" in self.data.splits["train"].column_names
+        return "text_pair" in self._loaded().splits["train"].column_names
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenized is not None:
@@ -147,9 +145,25 @@ class TextClassificationDataModule(pl.LightningDataModule):
             }
         )
 
-    def _require_setup(self) -> None:
+    def _require_setup(self) -> datasets.DatasetDict:
+        """The tokenized splits.
+
+        Raises:
+            RuntimeError: before :meth:`setup`.
+        """
         if self.tokenized is None:
             raise RuntimeError("call setup() first")
+        return self.tokenized
+
+    def _loaded(self) -> LabelledSplits:
+        """The splits as loaded (before tokenizing).
+
+        Raises:
+            RuntimeError: before :meth:`setup`.
+        """
+        self._require_setup()
+        assert self.data is not None  # setup() loads them before tokenizing
+        return self.data
 
     def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
         """A loader over ``data``; a shuffling one (training) can resume part-way through a pass
@@ -165,16 +179,16 @@ class TextClassificationDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        self._require_setup()
-        return self._loader(self.tokenized["train"], self.batch_size, shuffle=True)
+        tokenized = self._require_setup()
+        return self._loader(tokenized["train"], self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        self._require_setup()
-        return self._loader(self._by_length(self.tokenized["validation"]), self.eval_batch_size)
+        tokenized = self._require_setup()
+        return self._loader(self._by_length(tokenized["validation"]), self.eval_batch_size)
 
     def test_dataloader(self) -> DataLoader:
-        self._require_setup()
-        return self._loader(self._by_length(self.tokenized["test"]), self.eval_batch_size)
+        tokenized = self._require_setup()
+        return self._loader(self._by_length(tokenized["test"]), self.eval_batch_size)
 
     @staticmethod
     def _by_length(data: datasets.Dataset) -> datasets.Dataset:
@@ -190,10 +204,10 @@ class TextClassificationDataModule(pl.LightningDataModule):
         Raises:
             ValueError: for an unknown split or a non-positive size.
         """
-        self._require_setup()
-        if split not in self.tokenized:
-            raise ValueError(f"unknown split {split!r}; choose from {list(self.tokenized)}")
-        data = self.tokenized[split]
+        tokenized = self._require_setup()
+        if split not in tokenized:
+            raise ValueError(f"unknown split {split!r}; choose from {list(tokenized)}")
+        data = tokenized[split]
         if n_examples is not None:
             if n_examples <= 0:
                 raise ValueError(f"evaluation.n_examples must be positive or null, got {n_examples}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -103,7 +104,7 @@ class MaskingEvaluationModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         parts, skipped = dict(self._parts), self._skipped
         if self.trainer.world_size > 1:  # gather every process's curves (small CPU tensors)
-            gathered = [None] * self.trainer.world_size
+            gathered: list[Any] = [None] * self.trainer.world_size
             torch.distributed.all_gather_object(gathered, (parts, skipped))
             parts = defaultdict(list)
             for rank_parts, _ in gathered:

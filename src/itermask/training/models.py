@@ -13,12 +13,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    get_linear_schedule_with_warmup,
+)
 
 from itermask.core.masking import MlmInfill
 from itermask.core.representations import classifier_head
@@ -142,7 +150,7 @@ def load_tokenizer(pretrained: str):
     return AutoTokenizer.from_pretrained(_model_path(pretrained, tokenizer=True))
 
 
-def load_model_config(pretrained: str):
+def load_model_config(pretrained: str) -> PretrainedConfig:
     """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
 
     Raises:
@@ -177,7 +185,7 @@ def load_classifier(
             ``pretrained`` has no trained classification head.
         FileNotFoundError: a local folder without ``config.json`` (:func:`check_model_folder`).
     """
-    kwargs = {"num_labels": num_labels}
+    kwargs: dict[str, Any] = {"num_labels": num_labels}
     if label_names is not None and class_order is None:  # a given classifier keeps its own class names
         kwargs["id2label"] = dict(enumerate(label_names))
         kwargs["label2id"] = {name: i for i, name in enumerate(label_names)}
@@ -199,6 +207,18 @@ def load_classifier(
             )
         reorder_classes(model, class_order)
     return model
+
+
+def _id2label(config: PretrainedConfig) -> dict[int, str]:
+    """``config.id2label``: transformers sets it on every config with int keys, though its annotation also
+    allows ``None`` and str keys (as passed in)."""
+    return cast("dict[int, str]", config.id2label)
+
+
+def _num_labels(config: PretrainedConfig) -> int:
+    """``config.num_labels``: set on every config (from ``id2label``), though annotated as optional."""
+    assert config.num_labels is not None
+    return config.num_labels
 
 
 #: class names that say nothing about the class: transformers' defaults ``LABEL_0``... and bare ids
@@ -259,7 +279,8 @@ def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
             "its classification head would be random: set train.enabled=true to fine-tune it, or give a "
             "fine-tuned classifier (a save_pretrained() directory or hub id of a *ForSequenceClassification model)"
         )
-    model_labels = tuple(str(config.id2label[i]) for i in range(config.num_labels))
+    id2label = _id2label(config)
+    model_labels = tuple(str(id2label[i]) for i in range(_num_labels(config)))
     data_labels = tuple(str(name) for name in data_labels)
     described = f"model.pretrained={pretrained!r} has classes {list(model_labels)}, the dataset {list(data_labels)}"
     if len(model_labels) != len(data_labels):
@@ -279,7 +300,7 @@ def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
     return ClassMapping(model_labels, data_labels, tuple(index[name.lower()] for name in data_labels), "name")
 
 
-def reorder_classes(model: torch.nn.Module, order: Sequence[int]) -> torch.nn.Module:
+def reorder_classes(model: PreTrainedModel, order: Sequence[int]) -> PreTrainedModel:
     """Put the classes of ``model`` in a new order, in place: row ``i`` of its final linear layer
     (:func:`~itermask.core.representations.classifier_head`) becomes old row ``order[i]``, so logit ``i``
     is the old logit ``order[i]``; ``config.id2label``/``label2id`` follow. Returns ``model``.
@@ -288,7 +309,7 @@ def reorder_classes(model: torch.nn.Module, order: Sequence[int]) -> torch.nn.Mo
         ValueError: if ``order`` is not a permutation of the classes, or the model's final layer is not found.
     """
     order = [int(i) for i in order]
-    if sorted(order) != list(range(model.config.num_labels)):
+    if sorted(order) != list(range(_num_labels(model.config))):
         raise ValueError(f"class order {order} is not a permutation of the {model.config.num_labels} classes")
     if order == sorted(order):
         return model
@@ -298,7 +319,8 @@ def reorder_classes(model: torch.nn.Module, order: Sequence[int]) -> torch.nn.Mo
         head.weight.copy_(head.weight[index])
         if head.bias is not None:
             head.bias.copy_(head.bias[index])
-    names = [model.config.id2label[i] for i in order]
+    id2label = _id2label(model.config)
+    names = [id2label[i] for i in order]
     model.config.id2label = dict(enumerate(names))
     model.config.label2id = {name: i for i, name in enumerate(names)}
     return model
@@ -390,6 +412,7 @@ class PretrainedMlmInfill(MlmInfill):
 
     def _bind(self, tokenizer) -> None:
         if self.mlm is None:
+            assert self.mlm_pretrained is not None  # set from the constructor's mlm_pretrained
             self.mlm = load_masked_lm(self.mlm_pretrained, tokenizer).eval().requires_grad_(False)
         super()._bind(tokenizer)
 
@@ -476,11 +499,11 @@ class SequenceClassifier(pl.LightningModule):
         groups = [
             {
                 "params": [p for n, p in self.model.named_parameters() if not n.endswith(no_decay)],
-                "weight_decay": self.hparams.weight_decay,
+                "weight_decay": self.hparams["weight_decay"],
             },
             {"params": [p for n, p in self.model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
         ]
-        optimizer = torch.optim.AdamW(groups, lr=self.hparams.learning_rate)
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams["learning_rate"])
         total = int(self.trainer.estimated_stepping_batches)
-        scheduler = get_linear_schedule_with_warmup(optimizer, int(self.hparams.warmup_ratio * total), total)
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(self.hparams["warmup_ratio"] * total), total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytorch_lightning as pl
@@ -81,7 +81,8 @@ def rng_states(module: pl.LightningModule | None = None) -> dict:
     """The states of Python's, NumPy's and torch's global generators (CUDA's when available) and of the
     augmentation generators of ``module`` (:data:`AUGMENTATIONS`, where enabled), in types a checkpoint
     loads with ``weights_only``."""
-    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    # the legacy (default) form of the state: a tuple, not the dict of get_state(legacy=False)
+    kind, keys, position, has_gauss, gauss = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": [kind, keys.tolist(), position, has_gauss, gauss],

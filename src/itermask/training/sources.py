@@ -192,7 +192,7 @@ class DataSource:
             raise ValueError(f"{self.describe()}: no 'train' split (found {sorted(raw)})")
         # each row's index in the split as read, so errors name the row of the file, not of a carved split
         raw = datasets.DatasetDict({s: d.add_column(_SOURCE_ROW, list(range(len(d)))) for s, d in raw.items()})
-        raw = datasets.DatasetDict({split: self._checked(split, data) for split, data in self._drop(raw).items()})
+        raw = datasets.DatasetDict({split: self._checked(str(split), data) for split, data in self._drop(raw).items()})
         columns = {self.text_column: "text", self.label_column: "label"}
         if self.text_pair_column:
             columns[self.text_pair_column] = "text_pair"

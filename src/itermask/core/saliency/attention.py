@@ -46,6 +46,7 @@ def attention_rollout(attentions: Sequence[Tensor]) -> Tensor:
         augmented = layer.float().mean(dim=1) + identity
         augmented = augmented / augmented.sum(dim=-1, keepdim=True)
         rollout = augmented if rollout is None else augmented @ rollout
+    assert rollout is not None  # attentions is non-empty (its first shape was read above)
     return rollout
 
 

@@ -4,9 +4,10 @@ layer attribution."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 from captum.attr import LayerGradientXActivation
+from torch import Tensor
 
 from itermask.core.saliency.base import SaliencyMethod
 
@@ -47,8 +48,12 @@ class GradientSaliency(SaliencyMethod):
         method = LayerGradientXActivation(
             self._forward_fn(model), self._embedding_layer(model), multiply_by_inputs=False
         )
-        grads = method.attribute(
-            batch.input_ids, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids)
+        # one layer, one input: a single tensor (Captum's return type covers lists of layers too)
+        grads = cast(
+            Tensor,
+            method.attribute(
+                batch.input_ids, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids)
+            ),
         )
         return grads.norm(dim=-1) if self.reduction == "l2" else grads.sum(dim=-1)
 
@@ -63,7 +68,10 @@ class InputXGradientSaliency(SaliencyMethod):
         method = LayerGradientXActivation(
             self._forward_fn(model), self._embedding_layer(model), multiply_by_inputs=True
         )
-        attributions = method.attribute(
-            batch.input_ids, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids)
+        attributions = cast(
+            Tensor,
+            method.attribute(
+                batch.input_ids, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids)
+            ),
         )
         return attributions.sum(dim=-1)

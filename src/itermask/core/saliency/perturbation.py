@@ -210,7 +210,7 @@ class _SurrogateSaliency(_PerturbationSaliency):
             yield
 
     @abstractmethod
-    def _explainer(self, forward):
+    def _explainer(self, forward) -> Lime:
         """The Captum explainer for one example's forward ``f(token ids [P, n]) -> [P, C]``."""
 
     def _captum_row(self, forward, features, baselines, target):
@@ -238,14 +238,16 @@ class _SurrogateSaliency(_PerturbationSaliency):
 
         explainer = self._explainer(recording_forward)
         surrogate, recorder = explainer.interpretable_model, _RecordedFit(features.shape[1])
-        explainer.interpretable_model = recorder
+        # a duck-typed stand-in for Captum's Model (fit, representation), swapped back below
+        explainer.interpretable_model = recorder  # pyright: ignore[reportAttributeAccessIssue]
         self._run(explainer, features, baselines, target)
         explainer.interpretable_model = surrogate
         if recorder.data is None:  # a single feature: the direct difference (see _SingleFeatureSafeKernelShap)
             return torch.cat(samples), lambda outputs: outputs[:1] - outputs[1:2]
+        data = recorder.data
 
         def finish(outputs: Tensor) -> Tensor:
-            interpretable, _, similarities = recorder.data
+            interpretable, _, similarities = data
             dataset = TensorDataset(interpretable, outputs.float(), similarities)
             surrogate.fit(DataLoader(dataset, batch_size=len(interpretable)))
             return surrogate.representation().flatten()[: features.shape[1]]
@@ -322,5 +324,6 @@ class _SingleFeatureSafeKernelShap(KernelShap):
     def attribute(self, inputs, baselines=None, target=None, **kwargs):  # noqa: D102 (Captum's)
         if inputs.shape[-1] > 1:
             return super().attribute(inputs, baselines=baselines, target=target, **kwargs)
+        assert baselines is not None  # _SurrogateSaliency always passes them
         outputs = self.forward_func(torch.cat([inputs, baselines]))[:, target]
         return (outputs[0] - outputs[1]).reshape(1, 1)

@@ -94,6 +94,7 @@ class _BaselineSaliency(SaliencyMethod):
     def kept(self, batch: TokenBatch) -> Tensor:
         """``[B, L]`` bool: positions the baseline keeps (special tokens, padding included)."""
         self._require_bound()
+        assert self.special_ids is not None  # checked by _require_bound
         return ~maskable_positions(batch, self.special_ids)
 
     def baseline_ids(self, batch: TokenBatch) -> Tensor:
@@ -105,7 +106,9 @@ class _BaselineSaliency(SaliencyMethod):
         if self.baseline not in TOKEN_BASELINES:
             raise ValueError(f"baseline {self.baseline!r} is a word-embedding vector and has no token ids")
         kept = self.kept(batch)
-        return torch.where(kept, batch.input_ids, torch.full_like(batch.input_ids, self._baseline_token()))
+        token = self._baseline_token()
+        assert token is not None  # a token baseline, checked by kept's _require_bound
+        return torch.where(kept, batch.input_ids, torch.full_like(batch.input_ids, token))
 
 
 class _EmbeddingForward(torch.nn.Module):
@@ -302,6 +305,7 @@ def _chunked_outputs(
         if outputs is None:
             outputs = out.new_zeros(len(batch), out.shape[1])
         outputs[chunk] = out
+    assert outputs is not None  # the batch has at least one row
     return outputs
 
 
