@@ -88,11 +88,10 @@ def mlm_dir(tokenizer, tmp_path):
     return tmp_path / "mlm"
 
 
-@pytest.fixture
-def tiny_bert(tokenizer):
-    """A 2-layer, hidden-32 BERT classifier with random weights, in eval mode."""
-    torch.manual_seed(0)
-    config = BertConfig(
+def tiny_bert_config(tokenizer, **overrides) -> BertConfig:
+    """The config of a 2-layer, hidden-32 BERT classifier over ``tokenizer``'s vocabulary (``overrides``:
+    other config fields, e.g. ``initializer_range``)."""
+    return BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
         num_hidden_layers=2,
@@ -101,7 +100,15 @@ def tiny_bert(tokenizer):
         max_position_embeddings=128,
         num_labels=2,
         pad_token_id=tokenizer.pad_token_id,
+        **overrides,
     )
+
+
+@pytest.fixture
+def tiny_bert(tokenizer):
+    """A 2-layer, hidden-32 BERT classifier with random weights, in eval mode."""
+    torch.manual_seed(0)
+    config = tiny_bert_config(tokenizer)
     return BertForSequenceClassification(config).eval()
 
 

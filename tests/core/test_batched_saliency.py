@@ -4,7 +4,8 @@ of a token budget) against the reference: Captum called on each example alone, a
 
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification
+from conftest import tiny_bert_config
+from transformers import BertForSequenceClassification
 
 from itermask.core.evaluation import IterativeMaskingEvaluator, saliency_attribution
 from itermask.core.masking import MaskToken
@@ -41,17 +42,7 @@ def model(tokenizer):
     """A 2-layer, hidden-32 BERT with random weights drawn wide enough (initializer range 0.2) that its
     outputs depend on the input (p(class 0) 0.32 to 0.66 on ``TEXTS``): the scores are not rounding noise."""
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=2,
-        pad_token_id=tokenizer.pad_token_id,
-        initializer_range=0.2,
-    )
+    config = tiny_bert_config(tokenizer, initializer_range=0.2)
     return BertForSequenceClassification(config).eval()
 
 
