@@ -35,7 +35,15 @@ from itermask.training.augmentation import (
     check_adversarial_keys,
     masked_fine_tuning,
 )
-from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer
+from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer, resolve_pretrained
+from itermask.training.pretraining import (
+    PretrainSettings,
+    check_pretrain_node,
+    get_or_pretrain,
+    mlm_architecture,
+    pretrain_settings,
+    use_pretrained_mlm,
+)
 from itermask.training.sources import DataSource
 from itermask.validation import (
     SettingsError,
@@ -85,13 +93,19 @@ def check_seed(cfg: DictConfig | dict) -> int:
 class ModelSettings:
     """The classifier to fine-tune (``model`` group): ``pretrained`` is a hub id, a local directory or
     ``package:<module>``; ``optimizer`` holds the :class:`~itermask.training.models.SequenceClassifier`
-    keyword arguments (learning rate, weight decay, warm-up ratio)."""
+    keyword arguments (learning rate, weight decay, warm-up ratio).
+
+    A model with a ``pretrain`` node (continued MLM pretraining, :mod:`itermask.training.pretraining`):
+    ``pretrained`` is the pretrained encoder's folder in the cache, ``pretrained_from`` the configured
+    ``model.pretrained`` it was pretrained from, ``pretrain_key`` its cache key; both ``None`` otherwise."""
 
     name: str
     pretrained: str
     max_length: int
     batch_size: int
     optimizer: dict
+    pretrained_from: str | None = None
+    pretrain_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,16 @@ def read_job(config: dict, overrides: list[str], problems: Problems) -> JobParts
     enabled = True
     with problems.collect():
         enabled = _train_enabled(config["train"])
+    if config["model"].get("pretrain") is not None:
+        problems.add(check_pretrain_node(config["model"]["pretrain"]))
+        if not enabled:
+            problems.add(
+                [
+                    "model.pretrain (continued MLM pretraining) makes an encoder to fine-tune, but "
+                    "train.enabled=false evaluates model.pretrained as it is: set train.enabled=true, or choose "
+                    "a model without pretrain"
+                ]
+            )
     parts = JobParts(config, seed, enabled, Built())
     with problems.collect():
         parts.source = build(config["dataset"]["source"], "dataset.source", DataSource)
@@ -269,14 +293,27 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
     with problems.collect():
         pairs = bool(getattr(source, "text_pair_column", None))
         check_max_length(int(model["max_length"]), tokenizer, model_config, pretrained, pairs=pairs)
-    with problems.collect():
-        parts.built.bind_all(tokenizer)
-    train = _fine_tuning(parts, tokenizer, problems)
     fingerprint = Fingerprint()
     with problems.collect():
         fingerprint = Fingerprint.of(source, pretrained)
+    pretrain = None
+    if model.get("pretrain") is not None:
+        with problems.collect():
+            base_path = resolve_pretrained(pretrained)
+            mlm_architecture(base_path, pretrained)  # word embeddings to tie the head to, before any work
+            pretrain = pretrain_settings(config, fingerprint.data_files, source, base_path)
     problems.raise_if_any()
-    key, payload = training_key(config, fingerprint, parts.seed)
+    make_trainer = _trainer_factory(config["trainer"])
+    encoder = pretrained
+    if pretrain is not None:  # the continued-pretraining stage (cached), then the MLM components use its output
+        encoder = str(get_or_pretrain(pretrain, tokenizer, make_trainer, _pretrain_logger(config, pretrain)))
+        for component in [*parts.built.components(), parts.candidates]:
+            use_pretrained_mlm(component, pretrained, encoder)
+    with problems.collect():
+        parts.built.bind_all(tokenizer)
+    train = _fine_tuning(parts, tokenizer, problems)
+    problems.raise_if_any()
+    key, payload = training_key(config, fingerprint, parts.seed, pretrain.key if pretrain is not None else None)
     trainer = config["trainer"]
     return dict(
         task_name=str(config["task_name"]),
@@ -286,10 +323,12 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         tokenizer=tokenizer,
         model=ModelSettings(
             model["name"],
-            pretrained,
+            encoder,
             int(model["max_length"]),
             int(model["finetune"]["batch_size"]),
             dict(model["finetune"]["optimizer"]),
+            pretrained if pretrain is not None else None,
+            pretrain.key if pretrain is not None else None,
         ),
         # without fine-tuning the training split only feeds analyses (the OOD fit draws its own subset)
         data=DataSettings(
@@ -305,12 +344,25 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         fingerprint=fingerprint,
         training_key=key,
         training_payload=payload,
-        make_trainer=lambda **overrides: hydra.utils.instantiate(trainer, **overrides),
+        make_trainer=make_trainer,
         make_logger=job_logger(config, run_name(config)),
         config=config,
         run_name=run_name(config),
         started_at=started_at,
     )
+
+
+def _trainer_factory(trainer: dict) -> Callable[..., Any]:
+    """A function building the Lightning trainer of ``cfg.trainer`` with keyword overrides."""
+    return lambda **overrides: hydra.utils.instantiate(trainer, **overrides)
+
+
+def _pretrain_logger(config: dict, pretrain: PretrainSettings) -> Callable[[], Any]:
+    """The tracker run of the continued-pretraining stage: its own run (task ``pretrain``, the pretraining
+    seed), shared by every fine-tuning of the pretrained encoder."""
+    stage = {k: v for k, v in config.items() if k not in ("saliency", "masking")}
+    stage.update(task_name="pretrain", seed=int(pretrain.options.get("seed", 0)))
+    return job_logger(stage, run_name(stage))
 
 
 def hydra_overrides() -> list[str]:
@@ -350,4 +402,9 @@ def training_key_of(cfg: DictConfig) -> tuple[str, dict]:
     config = plain(cfg)
     seed = check_seed(config)
     source = build(config["dataset"]["source"], "dataset.source")
-    return training_key(config, Fingerprint.of(source, config["model"]["pretrained"]), seed)
+    pretrained = str(config["model"]["pretrained"])
+    fingerprint = Fingerprint.of(source, pretrained)
+    pretrain_key = None
+    if config["model"].get("pretrain") is not None:
+        pretrain_key = pretrain_settings(config, fingerprint.data_files, source, resolve_pretrained(pretrained)).key
+    return training_key(config, fingerprint, seed, pretrain_key)
