@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "SHIPPED_WORD_PAIRS",
+    "shipped_word_pairs",
     "PRETRAIN_KEYS",
     "load_word_pairs",
     "swap_gendered",
