@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
+from conftest import tiny_bert_config
 from hydra import compose, initialize_config_dir
 from transformers import BertModel
 
@@ -26,8 +27,6 @@ from itermask.training.pretraining import (
     masked_lm_from_encoder,
     swap_gendered,
 )
-
-from conftest import tiny_bert_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +130,12 @@ def test_the_encoder_stays_frozen_while_the_head_trains_then_trains_jointly(enco
     module = MaskedLmPretraining(model, head_steps=3, joint_steps=3, learning_rate=1e-2, warmup_ratio=0.0)
     snapshots = _Snapshots()
     trainer = pl.Trainer(
-        max_steps=6, max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[snapshots]
+        max_steps=6,
+        max_epochs=-1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[snapshots],
     )
     trainer.fit(module, train_dataloaders=_batches(tokenizer))
     same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731

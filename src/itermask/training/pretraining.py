@@ -28,6 +28,7 @@ import math
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -176,7 +177,7 @@ def augment_corpus(texts: list[str], pairs: dict[str, str], where: str = "the co
 # -- the model -------------------------------------------------------------------------------------------
 
 
-def check_word_embeddings(model: torch.nn.Module, pretrained: str) -> None:
+def check_word_embeddings(model: Any, pretrained: str) -> None:
     """A masked-language model built from ``pretrained``'s config (on any device) must have an input word
     embedding matrix and an output projection of the same shape, to tie the head's decoder to.
 
@@ -217,7 +218,7 @@ def mlm_architecture(pretrained_path: str, pretrained: str) -> torch.nn.Module:
     return model
 
 
-def mlm_head(model: torch.nn.Module) -> torch.nn.Module:
+def mlm_head(model: Any) -> torch.nn.Module:
     """The head of a ``...ForMaskedLM`` model: its one child besides the base model (``cls`` for BERT,
     ``lm_head`` for RoBERTa), mapping hidden states ``[..., H]`` to token logits ``[..., V]``.
 
@@ -230,7 +231,7 @@ def mlm_head(model: torch.nn.Module) -> torch.nn.Module:
     return children[0]
 
 
-def masked_lm_from_encoder(path: str) -> torch.nn.Module:
+def masked_lm_from_encoder(path: str) -> Any:
     """``AutoModelForMaskedLM`` with the encoder weights of ``path`` and a fresh head whose decoder weight is
     the word-embedding matrix itself (``tie_word_embeddings`` forced on)."""
     from transformers.utils import logging as hf_logging
@@ -245,7 +246,7 @@ def masked_lm_from_encoder(path: str) -> torch.nn.Module:
     return model
 
 
-def _pooler_weights(path: str, model: torch.nn.Module) -> dict[str, Tensor]:
+def _pooler_weights(path: str, model: Any) -> dict[str, Tensor]:
     """The base encoder's weights that the masked-language model lacks (BERT's pooler), under the masked-language
     model's names, so that a classifier fine-tuned from the output starts from the same pooler as one
     fine-tuned from the base encoder."""
@@ -283,7 +284,7 @@ class MaskedLmPretraining(pl.LightningModule):
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: Any,
         head_steps: int,
         joint_steps: int,
         head_learning_rate: float = 1e-3,
@@ -293,7 +294,7 @@ class MaskedLmPretraining(pl.LightningModule):
         heldout: tuple[Tensor, Tensor, Tensor] | None = None,
     ) -> None:
         super().__init__()
-        self.model = model
+        self.model: Any = model
         self.model.train()
         self.head = mlm_head(model)
         self.head_steps, self.joint_steps = int(head_steps), int(joint_steps)
@@ -464,7 +465,7 @@ def check_pretrain_node(node: Any) -> list[str]:
     return problems
 
 
-def pretrain_settings(config: dict, corpus_files: dict[str, str], source, base_path: str) -> PretrainSettings:
+def pretrain_settings(config: dict, corpus_files: Mapping[str, str], source, base_path: str) -> PretrainSettings:
     """The stage's settings of a resolved config whose ``model`` has a ``pretrain`` node: the word list read
     (with CDA), the key computed. Nothing is loaded but the word list.
 
@@ -603,7 +604,9 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     pl.seed_everything(seed, workers=True)
     model = masked_lm_from_encoder(settings.base_path)
     n_heldout = o.get("heldout_examples")
-    heldout = _heldout(tokenizer, heldout_texts[:n_heldout] if n_heldout else heldout_texts, max_length, probability, seed)
+    heldout = _heldout(
+        tokenizer, heldout_texts[:n_heldout] if n_heldout else heldout_texts, max_length, probability, seed
+    )
     module = MaskedLmPretraining(
         model,
         head_steps=int(o.get("head_steps", 0)),
@@ -625,7 +628,11 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     entry = cache.entry(settings.key)
     every = max(1, (module.head_steps + module.joint_steps) // 4)
     checkpoint = ModelCheckpoint(
-        dirpath=entry / "checkpoints", every_n_train_steps=every, save_top_k=0, save_last=True, enable_version_counter=False
+        dirpath=entry / "checkpoints",
+        every_n_train_steps=every,
+        save_top_k=0,
+        save_last=True,
+        enable_version_counter=False,
     )
     resume = ExactResume()
     trainer = make_trainer(

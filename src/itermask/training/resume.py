@@ -214,5 +214,7 @@ def resume_checkpoint(cache, key: str, augmentations: Sequence[str] = (), what: 
         log.info("resuming interrupted %s from %s", what, last)
         return last
     moved = move_aside(last.parent, cache.root / "damaged", name=f"{key}-checkpoints")
-    log.warning("cannot resume from %s: it %s; moved the checkpoints to %s and %s from the start", last, problem, moved, what)
+    log.warning(
+        "cannot resume from %s: it %s; moved the checkpoints to %s and %s from the start", last, problem, moved, what
+    )
     return None
