@@ -1,0 +1,82 @@
+"""Wall time of continued MLM pretraining (``model=minilm_mlm`` / ``model=minilm_cda``,
+:mod:`itermask.training.pretraining`) on the CPU, projected from timed steps: the target (issue 21) is at most
+10 minutes per encoder on 2 cores. No assertions.
+
+    python bench/pretrain_speed.py [--model minilm_cda] [--steps 5] [--threads 2]
+
+Runs ``--steps`` optimizer steps of each phase (head alone with the encoder frozen, then joint) of
+:class:`~itermask.training.pretraining.MaskedLmPretraining` in a plain loop (forward, backward, AdamW step) on
+batches of the model's corpus with its settings (``conf/model/<model>.yaml``), times one held-out evaluation,
+and prints seconds per step and the projected stage: ``head_steps x frozen + joint_steps x joint + 2 x
+held-out`` (the model loading and corpus tokenizing, a few seconds, not counted). The real stage's wall time is
+``pretrain_seconds`` in its cache entry's ``meta.json`` (``python pretrain.py model=<model>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from transformers import DataCollatorForLanguageModeling
+
+from itermask.settings import build, plain
+from itermask.storage.keys import Fingerprint
+from itermask.training import pretraining
+from itermask.training.models import load_tokenizer, resolve_pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="minilm_cda")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per phase (after one warm-up step)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        config = plain(compose("train", overrides=["output_dir=/tmp/unused", f"model={args.model}"]))
+    source = build(config["dataset"]["source"], "dataset.source")
+    base = resolve_pretrained(config["model"]["pretrained"])
+    settings = pretraining.pretrain_settings(config, Fingerprint.of(source, base).data_files, source, base)
+    o = settings.options
+    tokenizer = load_tokenizer(base)
+    texts, heldout_texts = pretraining.corpus_of(settings)
+    length, probability = int(settings.payload["max_length"]), float(o["mlm_probability"])
+    heldout = pretraining._heldout(tokenizer, heldout_texts[: o["heldout_examples"]], length, probability, 0)
+    model = pretraining.masked_lm_from_encoder(base)
+    module = pretraining.MaskedLmPretraining(model, o["head_steps"], o["joint_steps"], heldout=heldout)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt")
+    data = pretraining._tokenized(tokenizer, texts[: (args.steps + 1) * o["batch_size"] * 2], length)
+    batches = [collator(data[i : i + o["batch_size"]]) for i in range(0, len(data), o["batch_size"])]
+    module.log = lambda *a, **k: None  # no trainer attached
+    per_step = {}
+    for phase, frozen in (("frozen", True), ("joint", False)):
+        module._set_frozen(frozen)
+        times = []
+        for batch in batches[: args.steps + 1]:
+            start = time.perf_counter()
+            loss = module.training_step(batch, 0)
+            assert loss is not None
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            times.append(time.perf_counter() - start)
+        per_step[phase] = sum(times[1:]) / args.steps
+    start = time.perf_counter()
+    module.heldout_accuracy()
+    heldout_seconds = time.perf_counter() - start
+    total = o["head_steps"] * per_step["frozen"] + o["joint_steps"] * per_step["joint"] + 2 * heldout_seconds
+    print(f"model={args.model} threads={args.threads} batch={o['batch_size']} corpus={len(texts)} texts")
+    print(
+        f"frozen step {per_step['frozen']:.2f} s, joint step {per_step['joint']:.2f} s, held-out {heldout_seconds:.1f} s"
+    )
+    print(f"projected stage: {o['head_steps']} x frozen + {o['joint_steps']} x joint + 2 held-out = {total:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
