@@ -72,9 +72,8 @@ def main() -> None:
     heldout_seconds = time.perf_counter() - start
     total = o["head_steps"] * per_step["frozen"] + o["joint_steps"] * per_step["joint"] + 2 * heldout_seconds
     print(f"model={args.model} threads={args.threads} batch={o['batch_size']} corpus={len(texts)} texts")
-    print(
-        f"frozen step {per_step['frozen']:.2f} s, joint step {per_step['joint']:.2f} s, held-out {heldout_seconds:.1f} s"
-    )
+    frozen, joint = per_step["frozen"], per_step["joint"]
+    print(f"frozen step {frozen:.2f} s, joint step {joint:.2f} s, held-out {heldout_seconds:.1f} s")
     print(f"projected stage: {o['head_steps']} x frozen + {o['joint_steps']} x joint + 2 held-out = {total:.0f} s")
 
 
