@@ -41,7 +41,7 @@ def main() -> None:
         config = plain(compose("train", overrides=["output_dir=/tmp/unused", f"model={args.model}"]))
     source = build(config["dataset"]["source"], "dataset.source")
     base = resolve_pretrained(config["model"]["pretrained"])
-    settings = pretraining.pretrain_settings(config, Fingerprint.of(source, base).data_files, source, base)
+    settings = pretraining.pretrain_settings(config, Fingerprint.of(source, base), source, base)
     o = settings.options
     tokenizer = load_tokenizer(base)
     texts, heldout_texts = pretraining.corpus_of(settings)

@@ -202,7 +202,7 @@ def test_the_key_follows_corpus_word_list_and_settings_but_not_the_fine_tuning(t
 
         source = build(config["dataset"]["source"], "dataset.source")
         fingerprint = Fingerprint.of(source, str(encoder_dir))
-        pretrain = pretraining.pretrain_settings(config, fingerprint.data_files, source, str(encoder_dir))
+        pretrain = pretraining.pretrain_settings(config, fingerprint, source, str(encoder_dir))
         return pretrain.key, training_key_of(cfg)[0]
 
     base, fine = keys()
@@ -224,6 +224,8 @@ def test_the_key_follows_corpus_word_list_and_settings_but_not_the_fine_tuning(t
     rows.loc[0, "text"] = rows.loc[0, "text"] + " He agrees."
     rows.to_csv(other, index=False)
     assert keys(csv=other)[0] != base
+    (encoder_dir / "config.json").write_text((encoder_dir / "config.json").read_text() + "\n")  # the base's files
+    assert keys()[0] != base
 
 
 def test_a_missing_word_list_is_an_error_before_any_work(tmp_path, encoder_dir, small_csv, monkeypatch):

@@ -301,7 +301,7 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         with problems.collect():
             base_path = resolve_pretrained(pretrained)
             mlm_architecture(base_path, pretrained)  # word embeddings to tie the head to, before any work
-            pretrain = pretrain_settings(config, fingerprint.data_files, source, base_path)
+            pretrain = pretrain_settings(config, fingerprint, source, base_path)
     problems.raise_if_any()
     make_trainer = _trainer_factory(config["trainer"])
     encoder = pretrained
@@ -406,5 +406,5 @@ def training_key_of(cfg: DictConfig) -> tuple[str, dict]:
     fingerprint = Fingerprint.of(source, pretrained)
     pretrain_key = None
     if config["model"].get("pretrain") is not None:
-        pretrain_key = pretrain_settings(config, fingerprint.data_files, source, resolve_pretrained(pretrained)).key
+        pretrain_key = pretrain_settings(config, fingerprint, source, resolve_pretrained(pretrained)).key
     return training_key(config, fingerprint, seed, pretrain_key)

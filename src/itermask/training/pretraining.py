@@ -28,7 +28,6 @@ import math
 import re
 import shutil
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -41,7 +40,7 @@ from torch import Tensor
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
 from itermask.storage.cache import CheckpointCache, config_hash
-from itermask.storage.keys import component_settings, file_digest
+from itermask.storage.keys import Fingerprint, component_settings, file_digest
 
 log = logging.getLogger(__name__)
 
@@ -465,14 +464,14 @@ def check_pretrain_node(node: Any) -> list[str]:
     return problems
 
 
-def pretrain_settings(config: dict, corpus_files: Mapping[str, str], source, base_path: str) -> PretrainSettings:
+def pretrain_settings(config: dict, fingerprint: Fingerprint, source, base_path: str) -> PretrainSettings:
     """The stage's settings of a resolved config whose ``model`` has a ``pretrain`` node: the word list read
     (with CDA), the key computed. Nothing is loaded but the word list.
 
     Args:
         config: the resolved config (a plain dict).
-        corpus_files: SHA-256 of the data source's local files (:class:`~itermask.storage.keys.Fingerprint`'s
-            ``data_files``; the corpus is its training split).
+        fingerprint: the contents of the data source's local files (the corpus is its training split) and of
+            a local ``model.pretrained`` folder (:class:`~itermask.storage.keys.Fingerprint`).
         source: the built data source (its training text is the corpus, its validation text held out).
         base_path: ``model.pretrained`` resolved to a folder or hub id.
 
@@ -494,11 +493,13 @@ def pretrain_settings(config: dict, corpus_files: Mapping[str, str], source, bas
         "base": str(model["pretrained"]),
         "max_length": int(options.get("max_length", model["max_length"])),
         "dataset": {"name": config["dataset"]["name"], "source": source_node},
-        "data_files": dict(corpus_files),
+        "data_files": dict(fingerprint.data_files),
         "word_pairs": digest,
         "pretrain": settings,
         "precision": str(config["trainer"].get("precision", "32-true")),
     }
+    if fingerprint.model_files:  # a local base folder: its files' contents (none for a hub id or package)
+        payload["base_files"] = dict(fingerprint.model_files)
 
     def load_texts() -> tuple[list[str], list[str]]:
         splits = source.load().splits
