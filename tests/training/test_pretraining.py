@@ -338,3 +338,13 @@ def test_pretrain_py_on_the_packaged_encoder(tmp_path):
     meta = json.loads((entry / "meta.json").read_text())
     assert meta["corpus_texts"] == 11695  # 10008 training texts + 1687 with a gendered word, swapped
     assert meta["config"]["word_pairs"] is not None
+
+
+def test_pretrain_py_refuses_a_model_without_pretrain_settings_before_any_work(monkeypatch):
+    from itermask import pipeline
+
+    monkeypatch.setattr(pipeline, "train_settings", lambda cfg: pytest.fail("settings were built"))
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("pretrain", overrides=["output_dir=/tmp/unused", "model=minilm"])
+    with pytest.raises(ValueError, match="model=minilm has no pretrain settings: choose model=minilm_mlm"):
+        pipeline.run_pretrain(cfg)
