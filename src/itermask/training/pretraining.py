@@ -627,7 +627,7 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
         collate_fn=collator,
     )
     entry = cache.entry(settings.key)
-    every = max(1, (module.head_steps + module.joint_steps) // 4)
+    every = max(10, (module.head_steps + module.joint_steps) // 4)  # a checkpoint with AdamW state: ~270 MB for MiniLM
     checkpoint = ModelCheckpoint(
         dirpath=entry / "checkpoints",
         every_n_train_steps=every,
