@@ -9,7 +9,9 @@ Runs ``--steps`` optimizer steps of each phase (head alone with the encoder froz
 batches of the model's corpus with its settings (``conf/model/<model>.yaml``), times one held-out evaluation,
 and prints seconds per step and the projected stage: ``head_steps x frozen + joint_steps x joint + 2 x
 held-out`` (the model loading and corpus tokenizing, a few seconds, not counted). The real stage's wall time is
-``pretrain_seconds`` in its cache entry's ``meta.json`` (``python pretrain.py model=<model>``).
+``pretrain_seconds`` in its cache entry's ``meta.json`` (``python pretrain.py model=<model>``). On a shared,
+loaded machine the wall time overstates the cost; the projected CPU seconds divided by the threads is the wall
+time on idle cores (assuming both threads stay busy).
 """
 
 from __future__ import annotations
@@ -54,27 +56,34 @@ def main() -> None:
     data = pretraining._tokenized(tokenizer, texts[: (args.steps + 1) * o["batch_size"] * 2], length)
     batches = [collator(data[i : i + o["batch_size"]]) for i in range(0, len(data), o["batch_size"])]
     module.log = lambda *a, **k: None  # no trainer attached
-    per_step = {}
+    per_step, cpu_per_step = {}, {}
     for phase, frozen in (("frozen", True), ("joint", False)):
         module._set_frozen(frozen)
-        times = []
+        times, cpu = [], []
         for batch in batches[: args.steps + 1]:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             loss = module.training_step(batch, 0)
             assert loss is not None
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
         per_step[phase] = sum(times[1:]) / args.steps
-    start = time.perf_counter()
+        cpu_per_step[phase] = sum(cpu[1:]) / args.steps
+    start, start_cpu = time.perf_counter(), time.process_time()
     module.heldout_accuracy()
-    heldout_seconds = time.perf_counter() - start
+    heldout_seconds, heldout_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     total = o["head_steps"] * per_step["frozen"] + o["joint_steps"] * per_step["joint"] + 2 * heldout_seconds
+    cpu_total = o["head_steps"] * cpu_per_step["frozen"] + o["joint_steps"] * cpu_per_step["joint"] + 2 * heldout_cpu
     print(f"model={args.model} threads={args.threads} batch={o['batch_size']} corpus={len(texts)} texts")
     frozen, joint = per_step["frozen"], per_step["joint"]
     print(f"frozen step {frozen:.2f} s, joint step {joint:.2f} s, held-out {heldout_seconds:.1f} s")
     print(f"projected stage: {o['head_steps']} x frozen + {o['joint_steps']} x joint + 2 held-out = {total:.0f} s")
+    # on a loaded machine wall time overstates the cost: CPU seconds / threads is the wall time on idle cores
+    print(
+        f"CPU seconds of the projected stage: {cpu_total:.0f} (/ {args.threads} threads = {cpu_total / args.threads:.0f} s)"
+    )
 
 
 if __name__ == "__main__":
