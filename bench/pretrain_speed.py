@@ -81,9 +81,8 @@ def main() -> None:
     print(f"frozen step {frozen:.2f} s, joint step {joint:.2f} s, held-out {heldout_seconds:.1f} s")
     print(f"projected stage: {o['head_steps']} x frozen + {o['joint_steps']} x joint + 2 held-out = {total:.0f} s")
     # on a loaded machine wall time overstates the cost: CPU seconds / threads is the wall time on idle cores
-    print(
-        f"CPU seconds of the projected stage: {cpu_total:.0f} (/ {args.threads} threads = {cpu_total / args.threads:.0f} s)"
-    )
+    idle = cpu_total / args.threads
+    print(f"CPU seconds of the projected stage: {cpu_total:.0f} (/ {args.threads} threads = {idle:.0f} s)")
 
 
 if __name__ == "__main__":
