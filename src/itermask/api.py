@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -381,18 +381,19 @@ def _load(model, tokenizer, needs_attentions: bool) -> tuple[torch.nn.Module, An
         return loaded, tokenizer if tokenizer is not None else load_tokenizer(pretrained), pretrained
     if tokenizer is None:
         raise ValueError("a model given as a torch module needs its tokenizer: evaluate(model, data, tokenizer=...)")
-    return model, tokenizer, None
+    return cast("torch.nn.Module", model), tokenizer, None
 
 
 def _num_classes(model, tokenizer, device) -> int:
     """The number of classes, from the config or one forward of a short text."""
-    config = getattr(model, "config", None)
-    if getattr(config, "num_labels", None):
-        return int(config.num_labels)
+    import torch
+
     from itermask.core.tokens import TokenBatch, class_logits
 
+    num_labels = getattr(getattr(model, "config", None), "num_labels", None)
+    if num_labels:
+        return int(num_labels)
     enc = tokenizer(["a"], return_tensors="pt")
-    import torch
 
     with torch.inference_mode():
         batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")).to(device)
@@ -567,12 +568,12 @@ def evaluate(
     model, tokenizer, _ = _load(model, tokenizer, any(m.needs_attentions for m in methods))
     if device is not None:
         model = model.to(device)
-    device = next(model.parameters()).device
+    on = next(model.parameters()).device
     for component in (*methods, strategy):
         component.bind(tokenizer)
     prepare_for_saliency(model, methods)
     class_names = _class_names(model)
-    num_classes = _num_classes(model, tokenizer, device)
+    num_classes = _num_classes(model, tokenizer, on)
     label_ids = _label_ids(examples.labels, class_names, num_classes)
     from itermask.core.evaluation import check_target_policy
 
@@ -583,7 +584,7 @@ def evaluate(
     random_method = evaluators["random"].saliency if "random" in evaluators else None
     by_name = {m.name: m for m in methods} | ({"random": random_method} if random_method is not None else {})
     features = _features(examples, tokenizer, _max_length(model, tokenizer, max_length), label_ids)
-    curves, skipped = _run(model, evaluators, features, tokenizer, batch_size, device)
+    curves, skipped = _run(model, evaluators, features, tokenizer, batch_size, on)
     if not curves:
         raise ValueError(f"no example could be evaluated: all {skipped} have no maskable token")
     ordered = {name: curves[name] for name in evaluators}  # the methods, then random

@@ -31,7 +31,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["KEYS", "STEP", "METHOD", "MODEL", "EXPLAINED", "RANDOM", "key", "workspace_spec", "main"]
 
@@ -108,12 +108,11 @@ def workspace_spec(
     if not schedules:
         raise ValueError("no schedule to chart: give one or more of " + ", ".join(SCHEDULES))
     q = "prob" if quantity == "probability" else "logit"
-    seeds = {"groupby_aggfunc": "mean", "groupby_rangefunc": "stderr"}  # the seeds of a group: mean ± s.e.
 
-    def pair(role: str, **parts: str) -> list[str]:
+    def pair(role: str, **parts: str) -> list[Any]:
         return [key(role, explanation=e, **parts) for e in (EXPLAINED, RANDOM)]
 
-    curves = []
+    curves: list[Any] = []
     for schedule in schedules:
         for series in _series(schedule, q):
             curves.append(
@@ -123,10 +122,11 @@ def workspace_spec(
                     y=pair("curve", schedule=schedule, series=series),
                     title_x="masked fraction",
                     title_y=series,
-                    **seeds,
+                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
+                    groupby_rangefunc="stderr",
                 )
             )
-    headline = []
+    headline: list[Any] = []
     for schedule in schedules:
         for score in (s.format(q=q) for s in SCORES):
             if score.startswith("aopc_sufficiency") and schedule != "one_shot":
@@ -135,17 +135,19 @@ def workspace_spec(
                 wr.BarPlot(
                     title=f"{score} ({schedule}) by model and method",
                     metrics=pair("score", schedule=schedule, score=score),
-                    **seeds,
+                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
+                    groupby_rangefunc="stderr",
                 )
             )
             headline.append(
                 wr.BarPlot(
                     title=f"{score} ({schedule}): method minus random",
-                    metrics=[key("versus_random", schedule=schedule, score=score)],
-                    **seeds,
+                    metrics=[cast(Any, key("versus_random", schedule=schedule, score=score))],
+                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
+                    groupby_rangefunc="stderr",
                 )
             )
-    ood = [
+    ood: list[Any] = [
         wr.LinePlot(
             title=f"OOD AUROC of masked vs clean inputs ({schedule}, Mahalanobis, final layer)",
             x=STEP,
@@ -153,7 +155,8 @@ def workspace_spec(
             range_y=(0.0, 1.0),
             title_x="masked fraction",
             title_y="AUROC",
-            **seeds,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stderr",
         )
         for schedule in schedules
     ]
