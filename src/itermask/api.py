@@ -111,8 +111,9 @@ class EvaluationResult:
 
         Args:
             kind: ``"examples"``: one row per example, explanation and schedule, with every per-example score
-                (AUC, first flip, AOPC per example, ...; :func:`~itermask.analyses.per_example.score_frame`) and
-                the text; ``"steps"``: one row per example, explanation, schedule and masking step
+                (AUC, first flip, AOPC per example, ...; :func:`~itermask.analyses.per_example.score_frame`), the
+                gold label (``-1``: unknown), the prediction on the clean input and the text; ``"steps"``: one
+                row per example, explanation, schedule and masking step
                 (:func:`~itermask.analyses.per_example.step_frame`); ``"aggregate"``: one row per explanation
                 and schedule with the mean scores (:attr:`scores`, the scalar ones) and, for a method,
                 ``<score>_minus_random`` per score compared with random and ``racu_without_retraining_*``
@@ -137,6 +138,12 @@ class EvaluationResult:
                 ignore_index=True,
             )
             if kind == "examples":
+                first = next(iter(next(iter(self.curves.values())).values()))
+                ids = first.example_ids.tolist()
+                label = dict(zip(ids, first.labels.tolist()))
+                predicted = dict(zip(ids, first.clean_logits.argmax(dim=-1).tolist()))
+                frame["label"] = [label[int(i)] for i in frame["example_id"]]  # -1: unknown
+                frame["prediction"] = [predicted[int(i)] for i in frame["example_id"]]  # on the clean input
                 frame["text"] = [self.texts[int(i)] for i in frame["example_id"]]
             return frame
         if kind == "aggregate":
@@ -368,16 +375,24 @@ def _load(model, tokenizer, needs_attentions: bool) -> tuple[torch.nn.Module, An
     if isinstance(model, tuple | list) and len(model) == 2:
         model, tokenizer = model
     if isinstance(model, str | Path):
+        from transformers.utils import logging as hf_logging
+
         from itermask.training.models import _num_labels, load_classifier, load_model_config, load_tokenizer
 
         pretrained = str(model)
         num_labels = _num_labels(load_model_config(pretrained))
-        loaded = load_classifier(
-            pretrained,
-            num_labels,
-            attn_implementation="eager" if needs_attentions else None,
-            class_order=list(range(num_labels)),  # refuses a model whose classification head would be random
-        )
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no weight-loading bar in the notebook (as in a quiet job)
+        try:
+            loaded = load_classifier(
+                pretrained,
+                num_labels,
+                attn_implementation="eager" if needs_attentions else None,
+                class_order=list(range(num_labels)),  # refuses a model whose classification head would be random
+            )
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
         return loaded, tokenizer if tokenizer is not None else load_tokenizer(pretrained), pretrained
     if tokenizer is None:
         raise ValueError("a model given as a torch module needs its tokenizer: evaluate(model, data, tokenizer=...)")

@@ -55,6 +55,9 @@ def test_evaluate_a_module_runs_the_core_with_the_random_baseline(tiny_bert, tok
     )
     examples = result.to_pandas()
     assert len(examples) == 3 * 2 * 2 and examples["text"].tolist()[:3] == TEXTS
+    assert examples["label"].tolist()[:3] == [1, 0, 1]
+    clean = result.curves["gradient"]["one_shot"].clean_logits.argmax(dim=-1).tolist()
+    assert examples["prediction"].tolist()[:3] == clean
     assert len(result.to_pandas("steps")) == 3 * 2 * 2 * 3
     with pytest.raises(ValueError, match="kind must be"):
         result.to_pandas("per_step")
