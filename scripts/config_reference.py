@@ -24,6 +24,7 @@ import enum
 import html
 import re
 import sys
+import types
 import typing
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def default_choices(conf: Path = CONF) -> dict[str, dict[str, str | None]]:
                 for key, value in entry.items():
                     group = key.removeprefix("override ").split("@")[0]
                     own.setdefault(group, {})[name] = value
-    for group, by_config in own.items():
+    for by_config in own.values():
         if "train.yaml" in by_config and "evaluate.yaml" not in by_config:
             by_config["evaluate.yaml"] = by_config["train.yaml"]
     return own
@@ -180,10 +181,8 @@ def _value(value) -> str:
         return "(section)"
     if isinstance(value, str) and "\n" in value:
         return f"(text, {value.count(chr(10))} lines)"
-    shown = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    if shown.endswith("\n...") or shown.endswith(" ..."):
-        shown = shown[:-4].strip()
-    shown = shown.removesuffix("...").strip()
+    # a scalar is dumped as a document with its end marker ("...") on a line of its own
+    shown = yaml.safe_dump(value, default_flow_style=True, width=10_000).removesuffix("\n...\n").strip()
     return "<code>" + html.escape(shown, quote=False).replace("|", "&#124;") + "</code>"
 
 
@@ -211,11 +210,10 @@ def _type_name(annotation) -> str:
         return "one of " + ", ".join(f"`{m.name}`" for m in annotation)
     origin = typing.get_origin(annotation)
     if origin is not None:
-        args = ", ".join(_type_name(a) for a in typing.get_args(annotation))
-        name = getattr(origin, "__name__", str(origin))
-        return f"{name}[{args}]" if name != "UnionType" and name != "Union" else " or ".join(
-            _type_name(a) for a in typing.get_args(annotation)
-        )
+        names = [_type_name(a) for a in typing.get_args(annotation)]
+        if origin in (typing.Union, types.UnionType):
+            return " or ".join(names)
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(names)}]"
     if annotation is type(None):
         return "null"
     if annotation is typing.Any:
