@@ -224,7 +224,8 @@ def _type_name(annotation) -> str:
 def schema_section(conf: Path = CONF) -> list[str]:
     """The fields of :class:`itermask.validation.EvaluationSchema`: type, choices and the default value set
     in ``conf/evaluate.yaml``; empty when itermask cannot be imported."""
-    sys.path.insert(0, str(ROOT / "src"))
+    if str(ROOT / "src") not in sys.path:
+        sys.path.insert(0, str(ROOT / "src"))
     try:
         from itermask.validation import EvaluationSchema
     except ImportError as error:  # pragma: no cover - the docs build installs itermask
