@@ -1,4 +1,4 @@
-"""Fine-tune a classifier from the Hydra config ``conf/train.yaml`` (see docs/getting-started.md)."""
+"""Fine-tune a classifier from the Hydra config ``conf/train.yaml`` (see README.md)."""
 
 import hydra
 from omegaconf import DictConfig
