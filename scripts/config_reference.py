@@ -34,13 +34,21 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 MARKER = "<!-- config-reference -->"
 ASSETS = "docs-assets"
-PRIMARY = ("evaluate.yaml", "train.yaml")
+#: listed first among the primary configs (the YAML files directly under conf/, one per entry point)
+FIRST = ("evaluate.yaml", "train.yaml")
 _KEY = re.compile(r"^(\s*)([A-Za-z0-9_@./${}:-]+?):(\s|$)")
 
 
 def yaml_files(conf: Path = CONF) -> list[Path]:
     """Every YAML file under ``conf``, sorted (what :func:`render` must cover)."""
     return sorted(p for p in conf.rglob("*") if p.suffix in (".yaml", ".yml"))
+
+
+def primary_configs(conf: Path = CONF) -> list[str]:
+    """The names of the YAML files directly under ``conf`` (``evaluate.yaml``, ``train.yaml``, ...): the
+    configs an entry point composes, ``evaluate.yaml`` and ``train.yaml`` first."""
+    names = sorted(p.name for p in yaml_files(conf) if p.parent == conf)
+    return [n for n in FIRST if n in names] + [n for n in names if n not in FIRST]
 
 
 def groups(conf: Path = CONF) -> dict[str, list[Path]]:
@@ -55,18 +63,25 @@ def groups(conf: Path = CONF) -> dict[str, list[Path]]:
 def default_choices(conf: Path = CONF) -> dict[str, dict[str, str | None]]:
     """``{group: {primary config: option}}``: the option each group gets by default in each primary
     config, read from their ``defaults`` lists (``None`` where the default is no option, e.g.
-    ``experiment: null``). ``evaluate.yaml`` includes ``train.yaml``: its groups count for both."""
+    ``experiment: null``). A primary config that includes another (``evaluate.yaml``'s ``- train``) gets
+    that one's choices where it makes none of its own."""
+    primaries = primary_configs(conf)
     own: dict[str, dict[str, str | None]] = {}
-    for name in PRIMARY:
+    includes: dict[str, list[str]] = {}
+    for name in primaries:
         for entry in (yaml.safe_load((conf / name).read_text()) or {}).get("defaults", []):
-            if isinstance(entry, dict):
+            if isinstance(entry, str) and f"{entry}.yaml" in primaries:
+                includes.setdefault(name, []).append(f"{entry}.yaml")
+            elif isinstance(entry, dict):
                 for key, value in entry.items():
-                    group = key.removeprefix("override ").split("@")[0]
+                    group = key.removeprefix("override ").strip("/").split("@")[0]
                     own.setdefault(group, {})[name] = value
     for by_config in own.values():
-        if "train.yaml" in by_config and "evaluate.yaml" not in by_config:
-            by_config["evaluate.yaml"] = by_config["train.yaml"]
-    return own
+        for name in primaries:
+            for included in includes.get(name, []):
+                if included in by_config and name not in by_config:
+                    by_config[name] = by_config[included]
+    return {group: {n: by_config[n] for n in primaries if n in by_config} for group, by_config in own.items()}
 
 
 def _default_label(by_config: dict[str, str | None]) -> str:
@@ -75,7 +90,7 @@ def _default_label(by_config: dict[str, str | None]) -> str:
         return "(none)"
     if len(values) == 1:
         return f"`{next(iter(values))}`"
-    return ", ".join(f"`{v}` ({k.removesuffix('.yaml')}.py)" for k, v in sorted(by_config.items()))
+    return ", ".join(f"`{v}` ({k.removesuffix('.yaml')}.py)" for k, v in by_config.items())
 
 
 @dataclasses.dataclass
@@ -256,7 +271,7 @@ def render(conf: Path = CONF) -> str:
     """The whole reference as markdown: primary configs, the evaluation schema, then every group."""
     choices = default_choices(conf)
     lines = ["## Primary configs", ""]
-    for name in PRIMARY:
+    for name in primary_configs(conf):
         lines += _file_section(conf / name, conf, "###", False)
     lines += schema_section(conf)
     lines += ["## Config groups", "", "| group | options | default |", "| --- | --- | --- |"]

@@ -67,6 +67,32 @@ def test_default_options_come_from_the_primary_configs():
     assert choices["debug"] == {"evaluate.yaml": None}
 
 
+def test_every_primary_config_is_listed_with_the_defaults_it_includes(tmp_path):
+    conf = tmp_path / "conf"
+    for folder in ("model", "saliency"):
+        (conf / folder).mkdir(parents=True)
+    (conf / "model" / "a.yaml").write_text("name: a\n")
+    (conf / "model" / "b.yaml").write_text("name: b\n")
+    (conf / "saliency" / "g.yaml").write_text("name: g\n")
+    (conf / "train.yaml").write_text("defaults:\n  - model: a\n  - _self_\nseed: 0\n")
+    (conf / "evaluate.yaml").write_text("defaults:\n  - train\n  - saliency: g\n  - _self_\n")
+    (conf / "pretrain.yaml").write_text(
+        "# Pretrain.\ndefaults:\n  - train\n  - override model: b\n  - _self_\nsteps: 5\n"
+    )
+    assert reference.primary_configs(conf) == ["evaluate.yaml", "train.yaml", "pretrain.yaml"]
+    assert reference.default_choices(conf) == {
+        "model": {"evaluate.yaml": "a", "train.yaml": "a", "pretrain.yaml": "b"},
+        "saliency": {"evaluate.yaml": "g"},
+    }
+    text = reference.render(conf)
+    assert (
+        "| `model` | [`a`](#conf-model-a), [`b`](#conf-model-b) | "
+        "`a` (evaluate.py), `a` (train.py), `b` (pretrain.py) |" in text
+    )
+    assert "### `pretrain.yaml`" in text and "| `steps` | <code>5</code> |" in text
+    assert "#### `model/a.yaml` (default)" in text and "#### `model/b.yaml` (default)" in text
+
+
 def test_parse_reads_the_header_the_comments_and_nested_keys(tmp_path):
     path = tmp_path / "example.yaml"
     path.write_text(
