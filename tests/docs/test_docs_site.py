@@ -61,10 +61,11 @@ def test_the_reference_lists_every_field_of_the_evaluation_schema_with_its_type_
 
 def test_default_options_come_from_the_primary_configs():
     choices = reference.default_choices(ROOT / "conf")
-    assert choices["saliency"] == {"evaluate.yaml": "gradient"}
-    assert choices["model"] == {"train.yaml": "minilm", "evaluate.yaml": "minilm"}  # evaluate.yaml includes train
-    assert choices["hydra/help"] == {"evaluate.yaml": "evaluate", "train.yaml": "train"}
-    assert choices["debug"] == {"evaluate.yaml": None}
+    assert choices["saliency"]["evaluate.yaml"] == "gradient" and "train.yaml" not in choices["saliency"]
+    # evaluate.yaml includes train.yaml: its model is train.yaml's
+    assert choices["model"]["train.yaml"] == choices["model"]["evaluate.yaml"] == "minilm"
+    assert choices["hydra/help"]["evaluate.yaml"] == "evaluate" and choices["hydra/help"]["train.yaml"] == "train"
+    assert choices["debug"]["evaluate.yaml"] is None
 
 
 def test_every_primary_config_is_listed_with_the_defaults_it_includes(tmp_path):
