@@ -294,8 +294,8 @@ def _anchor(group: str, option: str) -> str:
 
 def on_files(files, config):
     """mkdocs hook: publish ``docs-assets/`` (the README's images, at the repository root so that GitHub shows
-    them) as the site's ``docs-assets/``; pages link them as ``docs-assets/<name>`` (``../docs-assets/<name>``
-    one folder down). The scripts that draw them are left out."""
+    them) as the site's ``docs-assets/``; pages link them as GitHub resolves them, ``../docs-assets/<name>``
+    from ``docs/`` (see :func:`on_page_markdown`). The scripts that draw them are left out."""
     from mkdocs.structure.files import File
 
     for path in sorted((ROOT / ASSETS).glob("*")):
@@ -305,10 +305,12 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    """mkdocs hook: fill the marker of ``configuration.md`` with the generated reference."""
+    """mkdocs hook: fill the marker of ``configuration.md`` with the generated reference, and point the pages'
+    links to ``docs-assets/`` (written as on GitHub: ``../docs-assets/`` from ``docs/``) at the site's copy."""
     if MARKER in markdown:
-        return markdown.replace(MARKER, render(CONF))
-    return markdown
+        markdown = markdown.replace(MARKER, render(CONF))
+    depth = page.file.src_uri.count("/")
+    return markdown.replace("../" * (depth + 1) + f"{ASSETS}/", "../" * depth + f"{ASSETS}/")
 
 
 if __name__ == "__main__":

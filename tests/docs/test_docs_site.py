@@ -166,3 +166,5 @@ def test_the_site_builds_strictly(tmp_path):
     configuration = (tmp_path / "site" / "configuration" / "index.html").read_text()
     assert "conf-saliency-integrated-gradients" in configuration and "EvaluationSchema" in configuration
     assert (tmp_path / "site" / "docs-assets" / "example_view.png").is_file()
+    # written as GitHub resolves it from docs/ (../docs-assets/), pointed at the site's copy
+    assert 'src="../docs-assets/example_view.png"' in (tmp_path / "site" / "results" / "index.html").read_text()
