@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -168,3 +169,16 @@ def test_the_site_builds_strictly(tmp_path):
     assert (tmp_path / "site" / "docs-assets" / "example_view.png").is_file()
     # written as GitHub resolves it from docs/ (../docs-assets/), pointed at the site's copy
     assert 'src="../docs-assets/example_view.png"' in (tmp_path / "site" / "results" / "index.html").read_text()
+
+
+def test_the_extension_diffs_still_apply():
+    """docs/extending.md's diffs were run end to end when written; here they must still apply to the code."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    text = (ROOT / "docs" / "extending.md").read_text()
+    blocks = re.findall(r"```diff\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) == 7
+    result = subprocess.run(
+        ["git", "apply", "--check", "-"], cwd=ROOT, input="".join(blocks), capture_output=True, text=True
+    )
+    assert result.returncode == 0, f"docs/extending.md's diffs no longer apply; update them:\n{result.stderr}"
