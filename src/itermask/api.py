@@ -221,7 +221,8 @@ class EvaluationResult:
 
 
 def _compose(overrides: list[str], conf_dir: Path):
-    """``conf/evaluate.yaml`` composed with ``overrides`` (Hydra's compose API; Hydra's global state restored)."""
+    """``conf/evaluate.yaml`` composed with ``overrides`` (Hydra's compose API; Hydra's global state restored,
+    also when the caller has a Hydra session of its own)."""
     from hydra import compose, initialize_config_dir
 
     import itermask.validation  # noqa: F401  (registers the evaluation schema that evaluate.yaml names)
@@ -231,8 +232,18 @@ def _compose(overrides: list[str], conf_dir: Path):
             f"no Hydra config folder at {conf_dir} (conf/ of a source checkout, where the saliency and masking "
             "presets live): give conf_dir=, or SaliencyMethod and MaskingStrategy instances instead of names"
         )
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        return compose(config_name="evaluate", overrides=["output_dir=unused", *overrides])
+    from hydra.core.global_hydra import GlobalHydra
+
+    state = GlobalHydra.instance()
+    outer = state.hydra if state.is_initialized() else None  # a notebook's own Hydra session, kept
+    state.clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            return compose(config_name="evaluate", overrides=["output_dir=unused", *overrides])
+    finally:
+        if outer is not None:
+            GlobalHydra.instance().clear()
+            GlobalHydra.instance().initialize(outer)
 
 
 def _value(value) -> str:

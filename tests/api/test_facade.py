@@ -130,3 +130,17 @@ def test_import_itermask_imports_no_torch():
         [sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONPATH": str(root / "src")}
     )
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_a_callers_own_hydra_session_is_kept(tiny_bert, tokenizer, tmp_path):
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    (tmp_path / "mine.yaml").write_text("x: 1\n")
+    initialize_config_dir(config_dir=str(tmp_path), version_base="1.3")
+    try:
+        mine = GlobalHydra.instance().hydra
+        result = itermask.evaluate(tiny_bert, TEXTS[:1], tokenizer=tokenizer, schedules=["one_shot"], **GRID)
+        assert result.methods == ["gradient", "random"] and GlobalHydra.instance().hydra is mine
+    finally:
+        GlobalHydra.instance().clear()
