@@ -575,6 +575,7 @@ def evaluate(
     """
     from itermask.analyses.masking import relative_to_random
     from itermask.core import metrics
+    from itermask.core.evaluation import check_target_policy
     from itermask.core.saliency import prepare_for_saliency
     from itermask.core.tokens import TokenBatch
     from itermask.settings.evaluate import _evaluators
@@ -601,8 +602,6 @@ def evaluate(
     class_names = _class_names(model)
     num_classes = _num_classes(model, tokenizer, on)
     label_ids = _label_ids(examples.labels, class_names, num_classes)
-    from itermask.core.evaluation import check_target_policy
-
     check_target_policy(settings.target, num_classes)
     evaluators: dict[str, IterativeMaskingEvaluator] = {}
     for method in methods:
@@ -613,7 +612,8 @@ def evaluate(
     curves, skipped = _run(model, evaluators, features, tokenizer, batch_size, on)
     if not curves:
         raise ValueError(f"no example could be evaluated: all {skipped} have no maskable token")
-    ordered = {name: curves[name] for name in evaluators}  # the methods, then random
+    names = [m.name for m in methods] + [name for name in evaluators if name not in {m.name for m in methods}]
+    ordered = {name: curves[name] for name in names}  # the methods, then random
     scores = {
         name: {s: metrics.summarize(c, quantity=settings.quantity, bins=settings.aopc_bins) for s, c in by.items()}
         for name, by in ordered.items()

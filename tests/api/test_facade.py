@@ -88,7 +88,7 @@ def test_a_saved_directory_and_a_csv_file(tiny_bert, tokenizer, tmp_path):
     result = itermask.evaluate(
         str(tmp_path / "clf"), csv, text_column="sentence", saliency=["gradient", "attention"], target="gold", **GRID
     )
-    assert result.methods == ["gradient", "random", "attention"] and result.class_names == ["negative", "positive"]
+    assert result.methods == ["gradient", "attention", "random"] and result.class_names == ["negative", "positive"]
     assert result.curves["attention"]["one_shot"].target.tolist() == [1, 0, 1]  # gold, read by class name
     with pytest.raises(ValueError, match=r"text_column='text' is not a column of the data: it has \['sentence'"):
         itermask.evaluate(str(tmp_path / "clf"), csv)
