@@ -476,7 +476,16 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
             f"(exact p = {number(r['p_value'], 3)}, {len(r['methods'])} methods)"
             for _, r in link.iterrows()
         )
-        verdict = "supports" if positive and len(positive) == len(link) else "supports in part" if positive else "does not support"
+        significant = [r for r in positive if r["p_value"] < 0.05]
+        # "supports": rho above 0 (over seed resamples) for every model and the permutation test at 5 % for
+        # one; above 0 without a significant permutation test (few methods) or for some models: "in part"
+        verdict = (
+            "supports"
+            if len(positive) == len(link) and significant
+            else "supports in part"
+            if positive
+            else "does not support"
+        )
         parts.append(
             f"{verdict} the attack link: across methods, {s.score} rises with the attack success rate "
             f"({text}; {pct} % bootstrap intervals over seeds; {caveat(int(max(len(r['methods']) for _, r in link.iterrows())))})"
@@ -502,8 +511,8 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
         else:
             lead = "does not support: adversarial fine-tuning is not shown to change faithfulness"
         lead += "" if robust else " (and it is not shown to lower the attack success rate)"
-        parts.append(f"{lead}: {numbers}")
-    return "; ".join(parts) + f" {_conditions(claims)}."
+        parts.append(f"{lead}: {numbers} {_conditions(claims, [str(base)])}")
+    return "; ".join(parts[:1]) + f" {_conditions(claims)}; " + "; ".join(parts[1:]) + "."
 
 
 def compute_claims(report, settings: ClaimSettings) -> Claims:
