@@ -41,7 +41,9 @@ class ReportCallback(Callback):
         claims: Any = None,
     ) -> None:
         self.wandb = wandb
-        self.claims = None if claims is None else dict(OmegaConf.to_container(claims) if isinstance(claims, DictConfig) else claims)
+        if isinstance(claims, DictConfig):
+            claims = OmegaConf.to_container(claims)
+        self.claims = None if claims is None else dict(claims)
         self.confidence = confidence
         self.interval = interval
         self.test = test

@@ -35,7 +35,9 @@ def _result(model, method, seed, aopc, accuracy, kind="standard", success=None, 
     }
     if ood is not None:
         r["ood"] = {
-            "statistics": {method: {"one_shot": {"fraction": [0.0, 0.5, 1.0], "values": {"final/auroc_mahalanobis": ood}}}}
+            "statistics": {
+                method: {"one_shot": {"fraction": [0.0, 0.5, 1.0], "values": {"final/auroc_mahalanobis": ood}}}
+            }
         }
     return r
 
@@ -74,7 +76,12 @@ def make_paper_sweep(root: Path, model_effect: float, accuracy_gap: float = 0.0,
         for explanation, value in ((method, aopc), ("random", 0.05 + 0.002 * seed)):
             noise = rng.normal(0, 0.01, N_EXAMPLES)
             per_example += [
-                {"saliency": explanation, "schedule": "one_shot", "example_id": e, SCORE: value + examples[e] + noise[e]}
+                {
+                    "saliency": explanation,
+                    "schedule": "one_shot",
+                    "example_id": e,
+                    SCORE: value + examples[e] + noise[e],
+                }
                 for e in range(N_EXAMPLES)
             ]
         scores.append(pd.DataFrame(per_example))
@@ -102,7 +109,9 @@ def test_variant_of_a_result():
 def test_claim1_supported_when_equivalent_models_differ(tmp_path):
     _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1))
     diffs = claims.model_differences
-    row = diffs[(diffs.a == "minilm") & (diffs.b == "minilm_mlm") & (diffs.method == "gradient") & (diffs.measure == "score")]
+    row = diffs[
+        (diffs.a == "minilm") & (diffs.b == "minilm_mlm") & (diffs.method == "gradient") & (diffs.measure == "score")
+    ]
     assert row.difference.iloc[0] == pytest.approx(-0.1)
     assert row.ci_high.iloc[0] < 0
     assert claims.accuracy.equivalent.all()

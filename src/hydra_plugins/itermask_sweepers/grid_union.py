@@ -33,7 +33,7 @@ __all__ = ["GridUnionSweeper", "GridUnionSweeperConf", "grid_jobs"]
 
 @dataclass
 class GridUnionSweeperConf:
-    _target_: str = "hydra_plugins.itermask_sweepers.GridUnionSweeper"
+    _target_: str = "hydra_plugins.itermask_sweepers.grid_union.GridUnionSweeper"
     max_batch_size: int | None = None
     params: dict[str, Any] | None = None
     grids: dict[str, dict[str, Any]] | None = None

@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,7 @@ import pandas as pd
 from itermask.reporting.attack_link import caveat
 from itermask.reporting.claim_stats import COMPONENTS, kendall_w, nested_components_ci, tost_welch
 from itermask.reporting.markdown import md_table, number
+from itermask.reporting.model import records, series_rows
 from itermask.reporting.statistics import compare_samples, seed_interval
 from itermask.reporting.sweep import Run
 
@@ -80,7 +81,8 @@ class ClaimSettings:
         known = {f.name for f in fields(cls)}
         if unknown := sorted(set(node) - known):
             raise ValueError(
-                f"hydra.callbacks.report.claims has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+                f"hydra.callbacks.report.claims has unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
             )
         if "models" in node and node["models"] is not None:
             node["models"] = [str(m) for m in node["models"]]
@@ -101,6 +103,11 @@ def claim_settings(report) -> ClaimSettings | None:
     if node is None:
         return None
     return node if isinstance(node, ClaimSettings) else ClaimSettings.from_dict(node)  # pyright: ignore[reportArgumentType]
+
+
+def _rows(frame: pd.DataFrame, mask: Any) -> pd.DataFrame:
+    """``frame[mask]`` typed as a frame (pandas' stubs cannot tell a boolean mask from a column key)."""
+    return cast(pd.DataFrame, frame[mask])
 
 
 # -- reading the runs ------------------------------------------------------------------------------------
@@ -202,8 +209,9 @@ def _accuracy_rows(table: pd.DataFrame, pairs: list[tuple[str, str]], key: str, 
     """TOST of the test accuracies of each pair (``key``: the column naming the groups)."""
     rows = []
     for a, b in pairs:
-        acc = [table[table[key] == g].drop_duplicates("seed").accuracy.tolist() for g in (a, b)]
-        rows.append({"a": a, "b": b, "mean_a": np.mean(acc[0]), "mean_b": np.mean(acc[1]), **tost_welch(*acc, margin)})
+        acc = [_rows(table, table[key] == g).drop_duplicates(["seed"]).accuracy.tolist() for g in (a, b)]
+        means = {"mean_a": float(np.mean(acc[0])), "mean_b": float(np.mean(acc[1]))}
+        rows.append({"a": a, "b": b, **means, **tost_welch(acc[0], acc[1], margin)})
     return pd.DataFrame(rows)
 
 
@@ -211,7 +219,7 @@ def _differences(table: pd.DataFrame, pairs, key: str, methods, columns, confide
     """Welch differences ``a - b`` over seeds of each column for each method and pair of groups."""
     rows = []
     for (a, b), method, column in itertools.product(pairs, methods, columns):
-        values = [table[(table[key] == g) & (table.method == method)][column].dropna().tolist() for g in (a, b)]
+        values = [_rows(table, (table[key] == g) & (table.method == method))[column].dropna().tolist() for g in (a, b)]
         if not values[0] or not values[1]:
             continue
         diff = compare_samples(values[0], values[1], confidence)
@@ -221,12 +229,12 @@ def _differences(table: pd.DataFrame, pairs, key: str, methods, columns, confide
 
 def _claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     s, conf = claims.settings, claims.confidence
-    standard = table[table.variant == STANDARD]
+    standard = _rows(table, table.variant == STANDARD)
     models = [m for m in (s.models or sorted(set(standard.model))) if m in set(standard.model)]
     methods = ["random", *sorted(set(standard.method) - {"random"})]
     claims.conditions["models"] = models
     pairs = list(itertools.combinations(models, 2))
-    sub = standard[standard.model.isin(models)]
+    sub = _rows(standard, standard.model.isin(models))
     claims.accuracy = _accuracy_rows(sub, pairs, "model", s.accuracy_margin)
     claims.model_differences = _differences(sub, pairs, "model", methods, ["score", "minus_random"], conf)
     means = sub.groupby(["model", "method"]).score.mean().unstack("method").reindex(index=models, columns=methods)
@@ -290,14 +298,15 @@ def _verdict1(claims: Claims) -> str:
     conditions = _conditions(claims)
     if diffs.empty or acc.empty:
         return f"cannot answer: fewer than 2 models with standard fine-tuning runs {conditions}."
-    equivalent = {(r.a, r.b) for r in acc.itertuples() if r.equivalent}
-    share = claims.components[claims.components.component == "model"] if not claims.components.empty else None
+    equivalent = {(r.a, r.b) for r in records(acc) if r.equivalent}
+    comp = claims.components
+    share = _rows(comp, comp.component == "model") if not comp.empty else None
     w = claims.concordance.get("w", math.nan)
     extra = f" Kendall's W of the methods' ranking across models is {number(w, 3)}" + (
         f" (permutation p = {number(claims.concordance.get('p_permutation'), 3)})." if not math.isnan(w) else "."
     )
     if share is not None and len(share):
-        best = share.sort_values("share", ascending=False).iloc[0]
+        best = share.sort_values(by="share", ascending=False).iloc[0]
         extra += (
             f" The largest model share of variance is {number(best['share'], 3)} "
             f"[{number(best['share_ci_low'], 3)}, {number(best['share_ci_high'], 3)}] ({best['method']})."
@@ -309,8 +318,8 @@ def _verdict1(claims: Claims) -> str:
             f"(TOST; e.g. {worst['a']} - {worst['b']}: {_fmt_ci(worst)} at 90 %, p = {number(worst['p_value'], 3)}),"
             f" so score differences cannot be separated from accuracy differences {conditions}.{extra}"
         )
-    tested = diffs[[(r.a, r.b) in equivalent for r in diffs.itertuples()]]
-    hits = tested[[_excludes_zero(r) for _, r in tested.iterrows()]]
+    tested = _rows(diffs, [(r.a, r.b) in equivalent for r in records(diffs)])
+    hits = _rows(tested, [_excludes_zero(r) for r in series_rows(tested)])
     chance = f"{len(hits)} of {len(tested)} intervals exclude 0 (about {0.05 * len(tested):.1f} expected by chance)"
     if hits.empty:
         return (
@@ -318,7 +327,7 @@ def _verdict1(claims: Claims) -> str:
             f"method's {s.score} or method - random differs: every {int(claims.confidence * 100)} % interval "
             f"over seeds includes 0 ({chance}) {conditions}.{extra}"
         )
-    top = hits.reindex(hits.difference.abs().sort_values(ascending=False).index).iloc[0]
+    top = hits.loc[hits["difference"].abs().idxmax()]
     measure = s.score if top["measure"] == "score" else f"{s.score} minus random"
     return (
         f"supports: at equivalent test accuracy (margin ±{s.accuracy_margin:g}, TOST), the {top['method']} "
@@ -366,7 +375,7 @@ def _claim2(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str 
     std = seed_interval(per_seed_mean[STANDARD], conf, bounds=(0.0, 1.0))
     masked = seed_interval(per_seed_mean[MASKED], conf, bounds=(0.0, 1.0))
     diff = compare_samples(per_seed_mean[STANDARD], per_seed_mean[MASKED], conf, bounds=(0.0, 1.0))
-    sub = table[(table.model == base) & table.variant.isin([STANDARD, MASKED])]
+    sub = _rows(table, (table.model == base) & table.variant.isin([STANDARD, MASKED]))
     acc = _accuracy_rows(sub, [(STANDARD, MASKED)], "variant", s.accuracy_margin)
     method = _method(next(r for r in runs if str(r.result["model"]) == base and variant(r.result) == MASKED).result)
     score = _differences(sub, [(STANDARD, MASKED)], "variant", [method], ["score"], conf)
@@ -429,10 +438,10 @@ def _claim3(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str 
 
     s, conf = claims.settings, claims.confidence
     rows = []
-    standard = table[(table.variant == STANDARD) & table.success_rate.notna()]
+    standard = _rows(table, (table.variant == STANDARD) & table.success_rate.notna())
     for model in [m for m in claims.conditions.get("models", []) if m in set(standard.model)]:
-        sub = standard[standard.model == model]
-        means = sub.groupby("method")[["score", "success_rate"]].mean().dropna()
+        sub = _rows(standard, standard.model == model)
+        means = cast(pd.DataFrame, sub.groupby("method")[["score", "success_rate"]].mean()).dropna()
         methods = list(means.index)
         x, y = means.score.tolist(), means.success_rate.tolist()
         rho = p = low = high = math.nan
@@ -452,7 +461,7 @@ def _claim3(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str 
             }
         )
     claims.attack_link = pd.DataFrame(rows)
-    adv = table[(table.model == str(base)) & table.variant.isin([STANDARD, ADVERSARIAL])]
+    adv = _rows(table, (table.model == str(base)) & table.variant.isin([STANDARD, ADVERSARIAL]))
     method = next(
         (_method(r.result) for r in runs if str(r.result["model"]) == base and variant(r.result) == ADVERSARIAL), None
     )
@@ -470,11 +479,11 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
     if link.empty:
         parts.append("the attack link cannot be computed (no attacked methods with varying means)")
     else:
-        positive = [r for _, r in link.iterrows() if r["ci_low"] > 0]
+        positive = [r for r in series_rows(link) if r["ci_low"] > 0]
         text = "; ".join(
             f"{r['model']}: rho = {number(r['rho'], 3)} [{number(r['ci_low'], 3)}, {number(r['ci_high'], 3)}] "
             f"(exact p = {number(r['p_value'], 3)}, {len(r['methods'])} methods)"
-            for _, r in link.iterrows()
+            for r in series_rows(link)
         )
         significant = [r for r in positive if r["p_value"] < 0.05]
         # "supports": rho above 0 (over seed resamples) for every model and the permutation test at 5 % for
@@ -488,16 +497,16 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
         )
         parts.append(
             f"{verdict} the attack link: across methods, {s.score} rises with the attack success rate "
-            f"({text}; {pct} % bootstrap intervals over seeds; {caveat(int(max(len(r['methods']) for _, r in link.iterrows())))})"
+            f"({text}; {pct} % bootstrap intervals over seeds; {caveat(max(len(m) for m in link.methods))})"
         )
     adv = claims.adversarial
     if adv.empty or method is None:
         parts.append("adversarial vs standard fine-tuning is not in this run")
     else:
-        d = adv[adv.kind == "difference"]
-        acc = adv[adv.kind == "accuracy"].iloc[0]
-        score = d[d.measure == "score"]
-        rate = d[d.measure == "success_rate"]
+        d = _rows(adv, adv.kind == "difference")
+        acc = _rows(adv, adv.kind == "accuracy").iloc[0]
+        score = _rows(d, d.measure == "score")
+        rate = _rows(d, d.measure == "success_rate")
         changed = len(score) and _excludes_zero(score.iloc[0])
         robust = len(rate) and rate.iloc[0]["ci_high"] < 0
         numbers = (
@@ -563,11 +572,11 @@ def figure_claim1(claims: Claims) -> bytes:
     """Per method, each model's score per seed (dots) and mean with its interval over seeds."""
     plt = _plt()
     models, methods = claims.conditions.get("models", []), claims.concordance.get("methods", [])
-    table = claims.table[claims.table.variant == STANDARD]
+    table = _rows(claims.table, claims.table.variant == STANDARD)
     fig, axes = plt.subplots(1, max(1, len(methods)), figsize=(3.2 * max(1, len(methods)), 3.4), squeeze=False)
     for ax, method in zip(axes[0], methods):
         for i, model in enumerate(models):
-            values = table[(table.model == model) & (table.method == method)].score.dropna().to_numpy()
+            values = _rows(table, (table.model == model) & (table.method == method)).score.dropna().to_numpy()
             ax.plot(np.full(len(values), i), values, "o", alpha=0.4, color=f"C{i}")
             agg = seed_interval(values, claims.confidence)
             if not math.isnan(agg["mean"]):
@@ -603,7 +612,7 @@ def figure_claim3(claims: Claims) -> bytes:
     adversarial fine-tuning of the base model (score and success rate)."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for i, row in enumerate(claims.attack_link.itertuples()):
+    for i, row in enumerate(records(claims.attack_link)):
         axes[0].plot(row.success_means, row.score_means, "o", color=f"C{i}", label=row.model)
         for method, x, y in zip(row.methods, row.success_means, row.score_means):
             axes[0].annotate(method, (x, y), fontsize=7)
@@ -678,14 +687,14 @@ def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
                 [
                     [r.a, r.b, r.method, r.measure, f"{r.n_a}/{r.n_b}", number(r.difference), _ci_cell(r._asdict())]
                     + [number(r.p_value, 3)]
-                    for r in claims.model_differences.itertuples()
+                    for r in records(claims.model_differences)
                 ],
             ),
             "",
         ]
     comp = claims.components
     if not comp.empty:
-        ok = comp[comp.component.notna()]
+        ok = _rows(comp, comp.component.notna())
         out += [
             "Variance components of the per-example score (nested random-effects ANOVA: model, seed within "
             f"model, example, model x example, residual; {pct} % percentile bootstrap resampling seeds within "
@@ -696,14 +705,17 @@ def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
                 [
                     [r.method, r.component, number(r.estimate, 5), _ci_cell(r._asdict(), 5), number(r.share, 3)]
                     + [f"{number(r.share_ci_low, 3)}, {number(r.share_ci_high, 3)}"]
-                    for r in ok.itertuples()
+                    for r in records(ok)
                 ],
             )
             if len(ok)
             else "",
             "",
         ]
-        out += [f"- {r.method}: variance components not computed: {r.why}" for r in comp[comp.component.isna()].itertuples()]
+        out += [
+            f"- {r.method}: variance components not computed: {r.why}"
+            for r in records(_rows(comp, comp.component.isna()))
+        ]
     c = claims.concordance
     if c:
         out += [
@@ -724,7 +736,7 @@ def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
                 [
                     [r.a, r.b, number(r.mean_a), number(r.mean_b), number(r.difference), _ci_cell(r._asdict())]
                     + [number(r.p_value, 3), "yes" if r.equivalent else "no"]
-                    for r in claims.accuracy.itertuples()
+                    for r in records(claims.accuracy)
                 ],
             ),
             "",
@@ -742,7 +754,9 @@ def _claim2_lines(claims: Claims, images: dict, pct: int) -> list[str]:
         f"Mahalanobis OOD AUROC (final layer) of masked vs clean inputs per masking step, mean over seeds "
         f"({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):",
         "",
-        md_table(["fraction", *steps.columns], [[number(f, 3), *[number(v, 3) for v in row]] for f, row in steps.iterrows()]),
+        md_table(
+            ["fraction", *steps.columns], [[number(f, 3), *[number(v, 3) for v in row]] for f, row in steps.iterrows()]
+        ),
         "",
     ]
     if "claim::2" in images:
@@ -761,7 +775,7 @@ def _claim3_lines(claims: Claims, images: dict, pct: int) -> list[str]:
                 ["model", "methods", "rho", f"{pct} % CI", "p"],
                 [
                     [r.model, ", ".join(r.methods), number(r.rho, 3), _ci_cell(r._asdict(), 3), number(r.p_value, 3)]
-                    for r in claims.attack_link.itertuples()
+                    for r in records(claims.attack_link)
                 ],
             ),
             "",
