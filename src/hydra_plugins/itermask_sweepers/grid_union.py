@@ -92,7 +92,7 @@ def grid_jobs(
             if override.is_sweep_override() and not override.is_discrete_sweep():
                 raise HydraException(
                     f"hydra.sweeper.grids.{name}: {override.input_line!r} is not a list of values "
-                    "(the grid-union sweeper takes a,b,c or choice(a,b,c) sweeps)"
+                    "(the grid-union sweeper takes a,b,c, choice(a,b,c) or range(a,b) sweeps)"
                 )
         (batch,) = BasicSweeper.split_arguments(overrides, None)
         for job in batch:
