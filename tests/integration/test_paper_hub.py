@@ -24,11 +24,14 @@ HUB = {
     "fairnlp/bert-cda": "bert",
 }
 SIZES = [
-    "seed=0,1",
-    "evaluation.n_examples=6",
-    "train.max_train_examples=48",
-    "ood.n_fit_examples=40",
-    "data.eval_batch_size=256",
+    "seed=0",
+    "evaluation.n_examples=4",
+    "train.max_train_examples=32",
+    "model.finetune.max_epochs=1",
+    "model.max_length=32",
+    "trainer.limit_val_batches=1",
+    "ood.n_fit_examples=20",
+    "data.eval_batch_size=512",
 ]
 
 
@@ -63,18 +66,19 @@ def test_paper_hub_preset_offline(tmp_path, architecture_tokenizers):
     args = ["evaluate.py", "-m", "experiment=paper_hub", f"hydra.sweep.dir={sweep}", *SIZES]
     out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
-    # 4 models x 3 methods x 2 seeds, plus roberta masked and adversarial x 2 seeds; the standard roberta
-    # gradient jobs that claims 2 and 3 share with claim 1 run once
+    # 4 models x 3 methods, plus roberta masked and adversarial (one seed); the standard roberta gradient
+    # job that claims 2 and 3 share with claim 1 runs once
     jobs = sorted(p.parent for p in sweep.glob("*/results.json"))
-    assert len(jobs) == 4 * 3 * 2 + 2 + 2
+    assert len(jobs) == 4 * 3 + 1 + 1
     report = (sweep / "report.md").read_text()
     assert report.index("## Claims") < report.index("## Headline")
     for n in (1, 2, 3):
         assert f"### Claim {n}:" in report
     assert "models roberta, fairberta, bert_large, bert_cda" in report
+    assert "cannot answer: roberta (standard fine-tuning) has 1 seed(s)" in report  # one seed: no intervals
     assert (sweep / "report_files" / "claim1.png").is_file()
     checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
-    assert len(checkpoints) == 4 * 2 + 2 + 2  # one fine-tuning per model, variant and seed
+    assert len(checkpoints) == 4 + 1 + 1  # one fine-tuning per model and variant (and seed)
 
     # a re-run with everything cached rewrites only the report
     again = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -52,15 +52,17 @@ def _overrides(model, method, seed, kind):
     ]
 
 
-def make_paper_sweep(root: Path, model_effect: float, accuracy_gap: float = 0.0, masked_auroc: float = 0.55) -> Path:
+def make_paper_sweep(
+    root: Path, model_effect: float, accuracy_gap: float = 0.0, masked_auroc: float = 0.55, seeds=SEEDS
+) -> Path:
     """A paper multirun: 3 models x 2 methods x 3 seeds (standard), plus minilm/gradient masked and
     adversarial. ``model_effect`` is added to minilm_mlm's gradient score; ``accuracy_gap`` to minilm_cda's
     accuracy; the masked runs' OOD AUROC at 50 % and 100 % masking is ``masked_auroc`` (standard: 0.9)."""
     rng = np.random.default_rng(0)
     examples = rng.normal(0, 0.05, N_EXAMPLES)
     results, overrides, scores = [], [], []
-    jobs = [(m, k, s, "standard") for m in MODELS for k in METHODS for s in SEEDS]
-    jobs += [("minilm", "gradient", s, kind) for kind in ("masked", "adversarial") for s in SEEDS]
+    jobs = [(m, k, s, "standard") for m in MODELS for k in METHODS for s in seeds]
+    jobs += [("minilm", "gradient", s, kind) for kind in ("masked", "adversarial") for s in seeds]
     for model, method, seed, kind in jobs:
         aopc = {"gradient": 0.2, "occlusion": 0.3}[method] + 0.004 * (seed - 1)
         aopc += model_effect if (model == "minilm_mlm" and method == "gradient") else 0.0
@@ -167,6 +169,15 @@ def test_claim2_and_claim3_verdicts(tmp_path):
 def test_claim2_not_supported_when_masked_fine_tuning_does_not_lower_auroc(tmp_path):
     _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0, masked_auroc=0.9))
     assert claims.verdicts[2].startswith("supports in part")
+
+
+def test_one_seed_cannot_answer(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1, seeds=[0]))
+    assert claims.verdicts[1].startswith("cannot answer: minilm (standard fine-tuning) has 1 seed(s)")
+    assert claims.verdicts[2].startswith("cannot answer: minilm (masked fine-tuning) has 1 seed(s)")
+    assert claims.verdicts[3].startswith("cannot judge (no interval over seeds: fewer than 2 seeds) the attack link")
+    assert "adversarial vs standard fine-tuning cannot be answered" in claims.verdicts[3]
+    assert set(claims.components.why) == {"needs 2 models and 2 common seeds with per-example scores, got 3 and 1"}
 
 
 def test_claims_section_opens_the_report(tmp_path):

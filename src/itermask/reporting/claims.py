@@ -276,6 +276,18 @@ def _claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     claims.verdicts[1] = _verdict1(claims)
 
 
+def _few_seeds(table: pd.DataFrame, *variants: str) -> str | None:
+    """Why intervals over seeds cannot be computed (a model and variant with fewer than 2 seeds), or ``None``."""
+    sub = _rows(table, table.variant.isin(variants))
+    counts = sub.groupby(["model", "variant"]).seed.nunique()
+    if len(counts) and counts.min() >= 2:
+        return None
+    if not len(counts):
+        return f"no {' or '.join(variants)} runs"
+    (model, kind), n = counts.idxmin(), int(counts.min())
+    return f"{model} ({kind} fine-tuning) has {n} seed(s); the intervals need at least 2"
+
+
 def _fmt_ci(row) -> str:
     return f"{number(row['difference'])} [{number(row['ci_low'])}, {number(row['ci_high'])}]"
 
@@ -298,6 +310,8 @@ def _verdict1(claims: Claims) -> str:
     conditions = _conditions(claims)
     if diffs.empty or acc.empty:
         return f"cannot answer: fewer than 2 models with standard fine-tuning runs {conditions}."
+    if (few := _few_seeds(claims.table, STANDARD)) is not None:
+        return f"cannot answer: {few}, so no interval over seeds {conditions}."
     equivalent = {(r.a, r.b) for r in records(acc) if r.equivalent}
     comp = claims.components
     share = _rows(comp, comp.component == "model") if not comp.empty else None
@@ -381,6 +395,9 @@ def _claim2(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str 
     score = _differences(sub, [(STANDARD, MASKED)], "variant", [method], ["score"], conf)
     claims.ood_summary = {"standard": std, "masked": masked, "difference": diff, "accuracy": acc, "score": score}
     claims.ood_summary["method"] = method
+    if (few := _few_seeds(sub, STANDARD, MASKED)) is not None:
+        claims.verdicts[2] = f"cannot answer: {few} {_conditions(claims, [str(base)])}."
+        return
     pct = int(claims.confidence * 100)
     conditions = _conditions(claims, [base])
     ood = std["ci_low"] > 0.5
@@ -489,7 +506,9 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
         # "supports": rho above 0 (over seed resamples) for every model and the permutation test at 5 % for
         # one; above 0 without a significant permutation test (few methods) or for some models: "in part"
         verdict = (
-            "supports"
+            "cannot judge (no interval over seeds: fewer than 2 seeds)"
+            if link.ci_low.isna().all()
+            else "supports"
             if len(positive) == len(link) and significant
             else "supports in part"
             if positive
@@ -500,8 +519,11 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
             f"({text}; {pct} % bootstrap intervals over seeds; {caveat(max(len(m) for m in link.methods))})"
         )
     adv = claims.adversarial
+    few = _few_seeds(_rows(claims.table, claims.table.model == str(base)), STANDARD, ADVERSARIAL)
     if adv.empty or method is None:
         parts.append("adversarial vs standard fine-tuning is not in this run")
+    elif few is not None:
+        parts.append(f"adversarial vs standard fine-tuning cannot be answered: {few}")
     else:
         d = _rows(adv, adv.kind == "difference")
         acc = _rows(adv, adv.kind == "accuracy").iloc[0]
