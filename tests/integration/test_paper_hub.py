@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import build_tiny_classifier
@@ -45,7 +46,8 @@ def offline_hub(cache: Path, tokenizers: dict) -> Path:
         (folder / "refs").mkdir()
         (folder / "refs" / "main").write_text(commit)
         tokenizer = tokenizers[architecture]
-        build_tiny_classifier(architecture, tokenizer, seed=seed).save_pretrained(snapshot)
+        model: Any = build_tiny_classifier(architecture, tokenizer, seed=seed)  # a transformers model
+        model.save_pretrained(snapshot)
         tokenizer.save_pretrained(snapshot)
     return cache
 
