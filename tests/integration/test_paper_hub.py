@@ -30,7 +30,7 @@ SIZES = [
     "train.max_train_examples=32",
     "model.finetune.max_epochs=1",
     "model.max_length=32",
-    "trainer.limit_val_batches=1",
+    "+trainer.limit_val_batches=1",
     "ood.n_fit_examples=20",
     "data.eval_batch_size=512",
 ]

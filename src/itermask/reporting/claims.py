@@ -350,13 +350,15 @@ def _verdict1(claims: Claims) -> str:
     )
 
 
-def _ood_curves(runs: Sequence[Run], base: str, s: ClaimSettings) -> dict[str, dict[int, tuple[list, list]]]:
-    """``{variant: {seed: (fractions, OOD AUROC per step)}}`` of the base model's runs (its main method's
-    statistics; one run per seed)."""
+def _ood_curves(
+    runs: Sequence[Run], base: str, method: str, s: ClaimSettings
+) -> dict[str, dict[int, tuple[list, list]]]:
+    """``{variant: {seed: (fractions, OOD AUROC per step)}}`` of the base model's runs of ``method`` (the
+    masked inputs of its ranking; one run per seed)."""
     out: dict[str, dict[int, tuple[list, list]]] = {}
     for run in runs:
         r = run.result
-        if str(r["model"]) != base:
+        if str(r["model"]) != base or _method(r) != method:
             continue
         stats = ((((r.get("ood") or {}).get("statistics") or {}).get(_method(r)) or {}).get(s.schedule)) or {}
         values = (stats.get("values") or {}).get(OOD_STATISTIC)
@@ -368,7 +370,9 @@ def _ood_curves(runs: Sequence[Run], base: str, s: ClaimSettings) -> dict[str, d
 
 def _claim2(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str | None) -> None:
     s, conf = claims.settings, claims.confidence
-    curves = _ood_curves(runs, base, s) if base else {}
+    masked_runs = [r for r in runs if str(r.result["model"]) == base and variant(r.result) == MASKED]
+    method = _method(masked_runs[0].result) if masked_runs else None
+    curves = _ood_curves(runs, base, method, s) if base and method else {}
     if not base or STANDARD not in curves or MASKED not in curves:
         claims.verdicts[2] = (
             f"cannot answer: no standard and masked fine-tuning runs of the base model with OOD statistics "
@@ -391,7 +395,6 @@ def _claim2(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str 
     diff = compare_samples(per_seed_mean[STANDARD], per_seed_mean[MASKED], conf, bounds=(0.0, 1.0))
     sub = _rows(table, (table.model == base) & table.variant.isin([STANDARD, MASKED]))
     acc = _accuracy_rows(sub, [(STANDARD, MASKED)], "variant", s.accuracy_margin)
-    method = _method(next(r for r in runs if str(r.result["model"]) == base and variant(r.result) == MASKED).result)
     score = _differences(sub, [(STANDARD, MASKED)], "variant", [method], ["score"], conf)
     claims.ood_summary = {"standard": std, "masked": masked, "difference": diff, "accuracy": acc, "score": score}
     claims.ood_summary["method"] = method
