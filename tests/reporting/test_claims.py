@@ -93,7 +93,7 @@ def make_paper_sweep(
     for i, frame in enumerate(scores):
         (root / str(i) / "per_example").mkdir()
         frame.to_parquet(root / str(i) / "per_example" / "scores.parquet")
-    multirun = {"hydra": {"callbacks": {"report": {"claims": CLAIMS}}, "sweeper": {"_target_": "x.GridUnionSweeper"}}}
+    multirun = {"hydra": {"callbacks": {"report": {"claims": CLAIMS}}, "sweeper": {"_target_": "some.OtherSweeper"}}}
     (root / "multirun.yaml").write_text(yaml.safe_dump(multirun))
     return root
 
