@@ -774,13 +774,17 @@ def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
 def _claim2_lines(claims: Claims, images: dict, pct: int) -> list[str]:
     if claims.ood_steps.empty:
         return []
-    steps = claims.ood_steps.pivot(index="fraction", columns="variant", values="mean")
+    frame = claims.ood_steps.assign(
+        cell=[f"{number(r.mean, 3)} [{number(r.ci_low, 3)}, {number(r.ci_high, 3)}]" for r in records(claims.ood_steps)]
+    )
+    steps = frame.pivot(index="fraction", columns="variant", values="cell")
     out = [
         f"Mahalanobis OOD AUROC (final layer) of masked vs clean inputs per masking step, mean over seeds "
-        f"({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):",
+        f"[{pct} % interval] ({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):",
         "",
         md_table(
-            ["fraction", *steps.columns], [[number(f, 3), *[number(v, 3) for v in row]] for f, row in steps.iterrows()]
+            ["fraction", *[f"{v} fine-tuning" for v in steps.columns]],
+            [[number(f, 3), *row] for f, row in zip(steps.index, steps.to_numpy().tolist())],
         ),
         "",
     ]
