@@ -205,3 +205,16 @@ def test_no_claims_section_without_claim_settings(tmp_path):
 def test_unknown_claim_setting_is_named():
     with pytest.raises(ValueError, match="unknown key.*margin"):
         ClaimSettings.from_dict({"margin": 0.02})
+
+
+def test_figure_names_of_long_variant_labels_stay_short_and_distinct():
+    # experiment=paper compares e.g. roberta[<two swept settings>] with roberta[<two other values>]: the
+    # comparison figure's name must fit a file system's 255 bytes
+    from itermask.reporting.plots import MAX_SLUG, slug
+
+    label = "roberta[train.adversarial_augmentation.enabled=False, train.masking_augmentation.enabled={}]"
+    a, b = (
+        slug(label.format(x), "vs", label.format(y), "rt_snippets") for x, y in (("False", "True"), ("True", "False"))
+    )
+    assert len(a) == len(b) == MAX_SLUG and a != b
+    assert slug("minilm", "rt_snippets", "gradient") == "minilm_rt_snippets_gradient"
