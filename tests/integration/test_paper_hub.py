@@ -77,7 +77,7 @@ def test_paper_hub_preset_offline(tmp_path, architecture_tokenizers):
     for n in (1, 2, 3):
         assert f"### Claim {n}:" in report
     assert "models roberta, fairberta, bert_large, bert_cda" in report
-    assert "cannot answer: roberta (standard fine-tuning) has 1 seed(s)" in report  # one seed: no intervals
+    assert "**Verdict:** cannot answer: " in report and "(standard fine-tuning) has 1 seed(s)" in report  # no CIs
     assert (sweep / "report_files" / "claim1.png").is_file()
     checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
     assert len(checkpoints) == 4 + 1 + 1  # one fine-tuning per model and variant (and seed)
