@@ -25,15 +25,25 @@ class ReportCallback(Callback):
         confidence: coverage of the intervals (0.95).
         interval: ``"t"`` or ``"bootstrap"``.
         test: ``"welch"`` or ``"permutation"`` for model comparisons.
+        claims: the "Claims" section's settings (:class:`itermask.reporting.claims.ClaimSettings`, e.g.
+            ``experiment=paper``); ``None``: no Claims section.
 
     A folder that cannot be reported (no finished run, mixed configs) is logged as a warning: the
     multirun's own results stay as they are.
     """
 
     def __init__(
-        self, wandb: bool | None = None, confidence: float = 0.95, interval: str = "t", test: str = "welch"
+        self,
+        wandb: bool | None = None,
+        confidence: float = 0.95,
+        interval: str = "t",
+        test: str = "welch",
+        claims: Any = None,
     ) -> None:
         self.wandb = wandb
+        if isinstance(claims, DictConfig):
+            claims = OmegaConf.to_container(claims)
+        self.claims = None if claims is None else dict(claims)
         self.confidence = confidence
         self.interval = interval
         self.test = test
@@ -45,6 +55,8 @@ class ReportCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             built = reporting.build_report(sweep_dir, self.confidence, self.interval, self.test)
+            if self.claims is not None:
+                built.settings["claims"] = self.claims
         except reporting.ReportError as error:
             log.warning("no report for %s: %s", sweep_dir, error)
             return

@@ -14,6 +14,7 @@ from itermask.analyses.base import analysis_classes
 from itermask.core.metrics import metric_info
 from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat
+from itermask.reporting.claims import claims_markdown, write_claim_figures
 from itermask.reporting.markdown import md_table, mean_pm, number
 from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, result_curves, series_rows
 from itermask.reporting.plots import curve_figure, slug
@@ -369,6 +370,7 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
         f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).",
         "",
     ]
+    out += claims_markdown(report, images)  # experiment=paper: the claims first (itermask.reporting.claims)
     out += _headline(report)
     if sweep.failed:
         out += [
@@ -518,6 +520,7 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
     written: dict[str, Path] = {}
     images: dict[str, str] = {}
     _curve_images(report, files, written, images)
+    write_claim_figures(report, files, written, images)  # the Claims section's figures, if the sweep has claims
     for name in TABLES:
         if name == "attack_links" and report.attack_links.empty:
             continue
