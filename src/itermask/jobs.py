@@ -142,6 +142,30 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
+def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
+    """In a DDP process other than rank 0 (:mod:`itermask.training.distributed`), add a line naming this
+    process's error and log to rank 0's job log: Lightning stops rank 0 without a word (SIGKILL) when another
+    process exits with an error, so its log would otherwise end mid-way."""
+    from itermask.training.distributed import process_rank
+
+    rank = process_rank()
+    if rank == 0:
+        return
+    import sys
+    import time
+
+    own = output_dir / f"train_ddp_process_{rank}.log"
+    line = (
+        f"[{time.strftime('%Y-%m-%d %H:%M:%S')}][{__name__}][ERROR] - DDP process of rank {rank} failed: "
+        f"{type(error).__name__}: {error} (traceback in {own}); Lightning stops the other processes\n"
+    )
+    try:
+        with open(output_dir / f"{Path(sys.argv[0]).stem}.log", "a") as handle:
+            handle.write(line)
+    except OSError:
+        pass
+
+
 def run_job(task: Callable[[Any], Any], cfg) -> Any:
     """Run ``task(cfg)`` as one Hydra job (see the module docstring).
 
@@ -172,6 +196,7 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
             log.error("failure recorded in %s", marker)
         except OSError as write_error:  # the job's error matters more than the marker's
             log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
+        _tell_rank_zero(output_dir, error)
         if not multirun:
             raise
         return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))

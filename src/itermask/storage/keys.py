@@ -49,6 +49,7 @@ SCHEMA_VERSION = 4
 NOT_IN_KEY = (
     "output_dir",
     "cache_dir",
+    "cache_lock_timeout",
     "logger",
     "reuse_results",
     "hparams_search",
@@ -75,7 +76,7 @@ NOT_IN_KEY = (
 
 #: Dotted config keys left out of the key while they hold the value given here, so that runs at the
 #: default share their keys with configs that lack the option.
-NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True, "dataset.source.encoding": "utf-8"}
+NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True, "dataset.source.encoding": "utf-8", "trainer.strategy": "auto"}
 
 #: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them
 #: share their keys with configs that lack the section.
@@ -198,7 +199,7 @@ def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
-def training_payload(config: dict, fingerprint: Fingerprint, seed: int) -> dict:
+def training_payload(config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1) -> dict:
     """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
     from itermask.training.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
     from itermask.training.sources import REPAIR_SWITCHES
@@ -222,10 +223,12 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int) -> dict:
         "train": train,
         "precision": str(config["trainer"].get("precision", "32-true")),
         "seed": seed,
+        # DDP: each process takes a batch of model.finetune.batch_size, so the weights depend on their number
+        **({"processes": processes} if processes > 1 else {}),
     }
 
 
-def training_key(config: dict, fingerprint: Fingerprint, seed: int) -> tuple[str, dict]:
+def training_key(config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1) -> tuple[str, dict]:
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, and
@@ -237,6 +240,8 @@ def training_key(config: dict, fingerprint: Fingerprint, seed: int) -> tuple[str
         config: the resolved config (a plain dict).
         fingerprint: its local files' contents (:meth:`Fingerprint.of`).
         seed: the experiment seed, checked.
+        processes: the fine-tuning's processes (DDP, :func:`~itermask.training.distributed.trainer_processes`);
+            part of the payload only when more than one (the effective batch is ``processes`` batches).
     """
-    payload = training_payload(config, fingerprint, seed)
+    payload = training_payload(config, fingerprint, seed, processes)
     return config_hash(payload), payload

@@ -468,7 +468,6 @@ class SequenceClassifier(pl.LightningModule):
         self.model = load_classifier(pretrained, num_labels, label_names, class_order=class_order)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
         self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
-        self.test_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
 
     def forward(self, tokens: TokenBatch) -> Tensor:
         """Logits ``[B, C]``."""
@@ -490,9 +489,26 @@ class SequenceClassifier(pl.LightningModule):
         self.val_accuracy(self(batch["tokens"]), batch["labels"])
         self.log("val_acc", self.val_accuracy, prog_bar=True, batch_size=len(batch["labels"]))
 
+    def on_test_epoch_start(self) -> None:
+        self._test_parts: list[tuple[Tensor, Tensor]] = []
+
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self.test_accuracy(self(batch["tokens"]), batch["labels"])
-        self.log("test_acc", self.test_accuracy, batch_size=len(batch["labels"]))
+        correct = self(batch["tokens"]).argmax(dim=-1) == batch["labels"]
+        self._test_parts.append((batch["example_ids"].cpu(), correct.cpu()))
+
+    def on_test_epoch_end(self) -> None:
+        """``test_acc``: the share of correct predictions over the test examples, each counted once: the
+        processes' predictions are gathered and the examples a distributed sampler repeated dropped
+        (:func:`~itermask.training.distributed.first_of_each`), so DDP gives one process's accuracy."""
+        from itermask.training.distributed import first_of_each, gather_to_all
+
+        parts = [part for rank in gather_to_all(self.trainer, self._test_parts) for part in rank]
+        if not parts:
+            return
+        ids = torch.cat([ids for ids, _ in parts])
+        correct = torch.cat([c for _, c in parts])[first_of_each(ids)]
+        self.log("test_acc", correct.float().mean(), rank_zero_only=False, sync_dist=False)
+        self.n_test_evaluated = len(correct)
 
     def configure_optimizers(self):
         no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
