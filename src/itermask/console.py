@@ -174,7 +174,11 @@ def summary_lines(result: dict) -> list[str]:
 
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
+    from itermask.analyses.accuracy import model_check_line
+
     lines = [_accuracy_line(result), _aopc_line(result, method)]
+    if (warning := model_check_line(result)) is not None:
+        lines.insert(0, warning)
     for analysis in analysis_classes(result):
         lines += analysis.summary_lines(result)
     return lines

@@ -40,6 +40,7 @@ from itermask.analyses import (
     evaluate_accuracy,
     evaluate_curves,
 )
+from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
@@ -378,6 +379,7 @@ def evaluate(
         return None
     for output in (accuracy, masking):
         evaluation.result.update(output.result)
+    evaluation.result.update(model_check(evaluation.result, curves).result)  # a classifier that learnt nothing
     for analysis in (PerExampleAnalysis(), *settings.analyses):
         output = analysis.run(inputs, context, curves)
         if not trainer.is_global_zero:
