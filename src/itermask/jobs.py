@@ -181,7 +181,9 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
     console.configure(verbose=bool(cfg.get("verbose", False)))
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
+    pool = None
     try:
+        pool = _job_resources(cfg)
         value = task(cfg)
         if _is_nan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
@@ -200,3 +202,31 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
         if not multirun:
             raise
         return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
+    finally:
+        if pool is not None:
+            pool.release()
+
+
+def _job_resources(cfg):
+    """The job's torch threads (``threads``, :func:`~itermask.training.distributed.apply_threads`) and, with
+    ``job_devices``, a claimed GPU (:class:`~itermask.training.distributed.DevicePool`, under
+    ``<cache_dir>/devices``) put into ``cfg.trainer.devices``; returns the pool to release, or ``None``."""
+    from itermask.training.distributed import DevicePool, apply_threads, assign_device, process_rank
+
+    threads = cfg.get("threads")
+    count = apply_threads(threads if isinstance(threads, int) and threads > 0 else None)
+    devices = cfg.get("job_devices")
+    if not devices or process_rank() != 0:
+        log.debug("torch threads: %d", count)
+        return None
+    pool = DevicePool(list(devices), Path(str(cfg.cache_dir)).expanduser() / "devices")
+    device = pool.claim()
+    applied = assign_device(cfg.trainer, device)
+    log.info(
+        "job_devices: this job holds device %d of %s (%s); torch threads: %d",
+        device,
+        list(devices),
+        f"trainer.devices=[{device}]" if applied else "a CPU run: the trainer is left as it is",
+        count,
+    )
+    return pool

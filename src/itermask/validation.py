@@ -178,12 +178,13 @@ RULES: dict[str, Range] = {
     "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
     "logger.init_timeout": Range(integer=False, low=0, low_open=True, null="W&B's own default, 90 s"),
     "cache_lock_timeout": Range(integer=False, low=0, low_open=True, null="wait forever"),
+    "threads": Range(integer=True, low=1, null="every CPU the process may use"),
 }
 
 #: List options whose items must be strictly ascending (each a grid read in order).
 ASCENDING_LISTS = ("evaluation.fractions", "evaluation.counts", "evaluation.aopc_bins", "ood.umap_fractions")
 #: List options whose items must be distinct (a repeated item would be evaluated, or counted, twice).
-DISTINCT_LISTS = ("evaluation.schedules", "evaluation.segments", "analyses")
+DISTINCT_LISTS = ("evaluation.schedules", "evaluation.segments", "analyses", "job_devices")
 
 _ABSENT = object()
 

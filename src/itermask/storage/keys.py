@@ -50,6 +50,7 @@ NOT_IN_KEY = (
     "output_dir",
     "cache_dir",
     "cache_lock_timeout",
+    "job_devices",
     "logger",
     "reuse_results",
     "hparams_search",
@@ -76,7 +77,12 @@ NOT_IN_KEY = (
 
 #: Dotted config keys left out of the key while they hold the value given here, so that runs at the
 #: default share their keys with configs that lack the option.
-NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True, "dataset.source.encoding": "utf-8", "trainer.strategy": "auto"}
+NOT_IN_KEY_AT_DEFAULT = {
+    "train.enabled": True,
+    "dataset.source.encoding": "utf-8",
+    "trainer.strategy": "auto",
+    "threads": None,
+}
 
 #: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them
 #: share their keys with configs that lack the section.
@@ -166,6 +172,9 @@ def results_config(config: dict) -> dict:
     and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
     out = component_settings(config)
     _drop_analyses_that_are_off(out)
+    trainer = out.get("trainer")
+    if isinstance(trainer, dict) and isinstance(trainer.get("devices"), list) and len(trainer["devices"]) == 1:
+        trainer["devices"] = 1  # which one device (job_devices) does not change the numbers
     always, disabled = object(), object()
     leave_out = [
         *((dotted, always) for dotted in NOT_IN_KEY),

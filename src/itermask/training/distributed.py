@@ -14,6 +14,7 @@ and runs the analyses and the record stage alone.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __all__ = [
@@ -23,6 +24,10 @@ __all__ = [
     "distributed_problem",
     "gather_to_all",
     "first_of_each",
+    "available_cpus",
+    "apply_threads",
+    "DevicePool",
+    "assign_device",
 ]
 
 #: Lightning strategies that start processes by forking or spawning a function instead of running the
@@ -129,3 +134,116 @@ def first_of_each(example_ids):
     first = torch.ones_like(ids, dtype=torch.bool)
     first[1:] = ids[1:] != ids[:-1]
     return order[first]
+
+
+# -- one job per device and a fixed thread count, whatever the launcher ----------------------------------
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), the same in every launcher's worker."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def apply_threads(threads: int | None) -> int:
+    """Give torch ``threads`` intra-op threads (``None``: :func:`available_cpus`) and return the number.
+
+    Launchers differ in the threads their workers get: joblib's loky workers start with ``OMP_NUM_THREADS=1``
+    (torch then uses 1 thread) while a sequential multirun uses every CPU, and matrix products summed in another
+    order give other float rounding, so the same job gave other weights and scores (AOPC by about 1e-8) under
+    ``hydra/launcher=joblib``. Setting the count per job makes every launcher compute alike. Before torch is
+    imported the count goes into ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS``, which torch reads at import.
+    """
+    import sys
+
+    count = int(threads) if threads is not None else available_cpus()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(count)
+    else:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(count)
+    return count
+
+
+class DevicePool:
+    """The GPUs that the jobs of a multirun take turns on, one job per device at a time (``job_devices``).
+
+    A job claims the first free device of ``devices`` (an exclusive file lock
+    ``<folder>/<host>-device<id>.lock``, held until :meth:`release`; the operating system releases it when the
+    job's process dies), waiting while all are busy. Every launcher works alike: joblib's reused workers,
+    submitit's processes, or jobs started by hand in several shells with the same list.
+
+    Args:
+        devices: device ids (``CUDA`` indices as ``trainer.devices`` takes them).
+        folder: where the lock files live (the checkpoint cache's ``devices/`` folder).
+        poll: seconds between two rounds over busy devices.
+    """
+
+    def __init__(self, devices, folder, poll: float = 2.0) -> None:
+        from pathlib import Path
+
+        self.devices = [int(d) for d in devices]
+        if not self.devices:
+            raise ValueError("job_devices must list at least one device id, or be null")
+        self.folder = Path(folder)
+        self.poll = poll
+        self._held = None
+
+    def _path(self, device: int):
+        import socket
+
+        host = socket.gethostname().replace(".", "_") or "host"
+        return self.folder / f"{host}-device{device}.lock"
+
+    def claim(self, timeout: float | None = None) -> int:
+        """Claim a free device and return its id (waiting up to ``timeout`` seconds; ``None``: forever).
+
+        Raises:
+            TimeoutError: if every device stayed busy for ``timeout`` seconds.
+        """
+        import time
+
+        from filelock import FileLock, Timeout
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        while True:
+            for device in self.devices:
+                lock = FileLock(str(self._path(device)), timeout=0)
+                try:
+                    lock.acquire()
+                except Timeout:
+                    continue
+                self._held = lock
+                return device
+            if timeout is not None and time.monotonic() - start >= timeout:
+                raise TimeoutError(f"every device of job_devices={self.devices} stayed busy for {timeout:g} s")
+            time.sleep(self.poll)
+
+    def release(self) -> None:
+        """Free the claimed device (no-op without one)."""
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+
+def assign_device(trainer, device: int) -> bool:
+    """Point the trainer config (a ``DictConfig`` node, changed in place) at ``device`` for a job of
+    ``job_devices``: ``devices: [device]``; returns whether it did. A CPU trainer (``accelerator: cpu``, or
+    ``auto`` without CUDA) is left as it is (the claim still spaces the jobs out), so the mapping can be tried
+    on a machine without GPUs."""
+    from omegaconf import open_dict
+
+    accelerator = str(trainer.get("accelerator", "auto"))
+    if accelerator == "cpu":
+        return False
+    if accelerator == "auto":
+        import torch
+
+        if not torch.cuda.is_available():
+            return False
+    with open_dict(trainer):
+        trainer.devices = [device]
+    return True
