@@ -182,12 +182,20 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
     pool = None
+    _progress.clear()
+    _resumable.clear()
+    interrupted = _watch_interrupts()
     try:
         pool = _job_resources(cfg)
         value = task(cfg)
         if _is_nan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
+    except (KeyboardInterrupt, SystemExit) as error:
+        if isinstance(error, SystemExit) and not interrupted():
+            raise
+        _report_interrupt(output_dir)
+        raise SystemExit(INTERRUPTED_EXIT) from None
     except Exception as error:
         multirun, overrides, job = _hydra_job()
         log.exception(
@@ -205,6 +213,76 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
     finally:
         if pool is not None:
             pool.release()
+
+
+#: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED_EXIT = 130
+
+#: What the running job has finished, in order (:func:`note_progress`); reported when it is interrupted.
+_progress: list[str] = []
+
+
+#: The Lightning ``last.ckpt`` of a fine-tuning under way, from which a re-run resumes.
+_resumable: list[Path] = []
+
+
+def note_progress(line: str | None = None, resumable: Path | None = None) -> None:
+    """Record a finished step of the running job (e.g. ``"the fine-tuned checkpoint <entry>"``), or the
+    ``last.ckpt`` that a fine-tuning under way writes (``resumable``); a Ctrl-C reports both (:func:`run_job`)."""
+    if line is not None:
+        _progress.append(line)
+    if resumable is not None:
+        _resumable.append(Path(resumable))
+
+
+def _watch_interrupts() -> Callable[[], bool]:
+    """Note a Ctrl-C (SIGINT) before it raises ``KeyboardInterrupt`` as usual; returns whether one came.
+    Lightning turns a ``KeyboardInterrupt`` during ``fit`` into ``sys.exit(1)``, which this tells apart from
+    other exits. Only in the main thread (a signal handler cannot be set elsewhere)."""
+    import signal
+    import threading
+
+    seen = {"interrupt": False}
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: seen["interrupt"]
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        seen["interrupt"] = True
+        if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
+            previous(signum, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    return lambda: seen["interrupt"]
+
+
+def _report_interrupt(output_dir: Path) -> None:
+    """Log what the interrupted job finished and how to resume it."""
+    import sys
+
+    multirun, _, job = _hydra_job()
+    finished = list(_progress)
+    finished += [
+        f"fine-tuning up to its last checkpoint {last} (a re-run resumes there)"
+        for last in _resumable
+        if last.is_file()
+    ]
+    if (output_dir / "results.json").is_file():
+        finished.append(f"its result {output_dir / 'results.json'}")
+    lines = [f"interrupted (Ctrl-C): job {job or ''} in {output_dir}".replace("job  in", "job in")]
+    lines.append("finished: " + ("; ".join(finished) if finished else "nothing yet (settings and data only)"))
+    if multirun:
+        done = sorted(p.parent.name for p in output_dir.parent.glob("*/results.json"))
+        lines.append(f"finished jobs of this multirun: {done or 'none'} (in {output_dir.parent})")
+    lines.append(
+        "to resume, run the same command again: "
+        + " ".join(["python", *sys.argv])
+        + " -- a finished fine-tuning is reused and an interrupted one resumes from its last checkpoint "
+        "(<cache>/<key>/checkpoints/last.ckpt); finished jobs' results are reused (reuse_results=true)"
+    )
+    for line in lines:
+        log.warning(line)
 
 
 def _job_resources(cfg):

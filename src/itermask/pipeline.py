@@ -42,6 +42,7 @@ from itermask.analyses import (
 )
 from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
+from itermask.jobs import note_progress
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, move_aside, write_json_atomic
@@ -245,7 +246,9 @@ def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule,
             log.info("reusing fine-tuned checkpoint %s", entry)
             return TrainedModel(key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", settings.model.name, settings.data.name, settings.seed, entry)
+        note_progress(resumable=entry / "checkpoints" / "last.ckpt")
         _fine_tune(settings, data, cache, logger)
+        note_progress(f"the fine-tuned checkpoint {entry}")
     meta = cache.meta(key)
     assert meta is not None  # finished by _fine_tune
     return TrainedModel(key, entry / "model", meta)

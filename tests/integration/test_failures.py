@@ -298,3 +298,26 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
     assert [r["exit_code"] for r in records(failed_run, "exit")] == [1]
     finished_run = read_wandb_run(next((multi / "0/wandb").glob("offline-run-*")))
     assert [r.get("exit_code", 0) for r in records(finished_run, "exit")] == [0]
+
+
+def test_ctrl_c_reports_what_was_finished_and_exits_130(tmp_path, caplog):
+    from omegaconf import OmegaConf
+
+    from itermask.jobs import INTERRUPTED_EXIT, note_progress, run_job
+
+    last = tmp_path / "entry" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"")
+
+    def interrupted(cfg):
+        note_progress(resumable=last)
+        raise KeyboardInterrupt
+
+    cfg = OmegaConf.create({"output_dir": str(tmp_path / "job"), "verbose": False})
+    with caplog.at_level("WARNING"), pytest.raises(SystemExit) as exit_:
+        run_job(interrupted, cfg)
+    assert exit_.value.code == INTERRUPTED_EXIT == 130
+    text = caplog.text
+    assert "interrupted (Ctrl-C)" in text and f"fine-tuning up to its last checkpoint {last}" in text
+    assert "to resume, run the same command again" in text
+    assert not (tmp_path / "job" / FAILURE_FILE).exists()  # an interruption is not a failure
