@@ -171,3 +171,23 @@ def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_conso
     check = model_check(good, _curves([0, 1, 1])).result["model_check"]
     assert check == {"meaningful": True, "problems": [], "predicted_classes": {"neg": 1, "pos": 2}}
     assert model_check_line({"model_check": check}) is None and model_check_line({}) is None
+
+
+def test_a_csv_given_by_a_relative_or_an_absolute_path_has_one_checkpoint_and_one_result(tmp_path, monkeypatch):
+    from itermask.settings import build, training_key_of
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "d.csv").write_text("text,label\na,0\nb,1\n")
+    monkeypatch.chdir(tmp_path)
+    keys = []
+    for path in ("data/d.csv", str(tmp_path / "data" / "d.csv"), "./data/../data/d.csv"):
+        cfg = _compose("dataset=csv", f"dataset.source.path={path}")
+        config = plain(cfg)
+        source = build(config["dataset"]["source"], "dataset.source")
+        fingerprint = Fingerprint.of(source, config["model"]["pretrained"])
+        keys.append((training_key_of(cfg)[0], results_key(config, fingerprint)))
+    assert keys[0] == keys[1] == keys[2]
+    # another file's contents still give other keys
+    (tmp_path / "data" / "e.csv").write_text("text,label\na,1\nb,0\n")
+    cfg = _compose("dataset=csv", "dataset.source.path=data/e.csv")
+    assert training_key_of(cfg)[0] != keys[0][0]

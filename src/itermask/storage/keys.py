@@ -34,6 +34,8 @@ __all__ = [
     "results_key",
     "training_payload",
     "training_key",
+    "without_local_paths",
+    "LOCAL_MODEL",
 ]
 
 #: Version of the results: of their layout and of the statistics that compute them. It is part of every
@@ -198,13 +200,34 @@ def results_config(config: dict) -> dict:
     return out
 
 
+#: What stands for a local model folder's path in both keys (its files' contents are in ``data_files``).
+LOCAL_MODEL = "<local folder: see the model: entries of data_files>"
+
+
+def without_local_paths(config: dict, fingerprint: Fingerprint) -> dict:
+    """A copy of ``config`` whose data source no longer names the local files the fingerprint hashed
+    (``dataset.source.path``, ``.train``... left out) and whose ``model.pretrained`` is :data:`LOCAL_MODEL`
+    when it is a local folder: both keys hash the files' contents, never how their paths are spelled, so a CSV
+    given first by a relative and then by an absolute path (or moved, or copied) reuses its checkpoint."""
+    out = dict(config)
+    source = (config.get("dataset") or {}).get("source")
+    if isinstance(source, dict) and fingerprint.data_files:
+        out["dataset"] = {
+            **config["dataset"],
+            "source": {k: v for k, v in source.items() if k not in fingerprint.data_files},
+        }
+    if isinstance(config.get("model"), dict) and fingerprint.model_files:
+        out["model"] = {**config["model"], "pretrained": LOCAL_MODEL}
+    return out
+
+
 def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files:
     :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION` and :func:`results_config`. Equal
     for two runs exactly when the code's result schema, every setting that changes the result and the files
     read are equal (without ``fingerprint``: the settings only)."""
     if fingerprint is not None:
-        config = {**config, "data_files": fingerprint.hashed()}
+        config = {**without_local_paths(config, fingerprint), "data_files": fingerprint.hashed()}
     return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
@@ -213,6 +236,7 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int, processe
     from itermask.training.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
     from itermask.training.sources import REPAIR_SWITCHES
 
+    config = without_local_paths(config, fingerprint)
     train = component_settings(config["train"])
     for augmentation in ("masking_augmentation", "adversarial_augmentation"):
         if not (train.get(augmentation) or {}).get("enabled", False):
