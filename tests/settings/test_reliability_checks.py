@@ -191,3 +191,17 @@ def test_a_csv_given_by_a_relative_or_an_absolute_path_has_one_checkpoint_and_on
     (tmp_path / "data" / "e.csv").write_text("text,label\na,1\nb,0\n")
     cfg = _compose("dataset=csv", "dataset.source.path=data/e.csv")
     assert training_key_of(cfg)[0] != keys[0][0]
+
+
+def test_a_jobs_wandb_run_id_follows_its_key_so_a_re_run_resumes_it(monkeypatch):
+    import hydra
+
+    from itermask.tracking import runs
+
+    monkeypatch.setattr(runs, "start", lambda make, mode: make())
+    monkeypatch.setattr(hydra.utils, "instantiate", lambda spec, **kwargs: spec)
+    config = plain(_compose("logger=wandb"))
+    spec = runs.job_logger(config, "run", "0123abcd")()
+    assert spec is not None and spec["id"] == "evaluate-0123abcd" and spec["resume"] == "allow"
+    assert runs.job_logger(plain(_compose("logger=wandb", "logger.id=mine")), "run", "0123abcd")()["id"] == "mine"
+    assert runs.job_logger(config, "run")()["id"] is None  # no key: W&B's own id

@@ -314,7 +314,7 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         training_key=key,
         training_payload=payload,
         make_trainer=lambda **overrides: hydra.utils.instantiate(trainer, **overrides),
-        make_logger=job_logger(config, run_name(config)),
+        make_logger=job_logger(config, run_name(config), key),
         config=config,
         run_name=run_name(config),
         started_at=started_at,
