@@ -321,3 +321,17 @@ def test_ctrl_c_reports_what_was_finished_and_exits_130(tmp_path, caplog):
     assert "interrupted (Ctrl-C)" in text and f"fine-tuning up to its last checkpoint {last}" in text
     assert "to resume, run the same command again" in text
     assert not (tmp_path / "job" / FAILURE_FILE).exists()  # an interruption is not a failure
+
+
+def test_a_multirun_whose_every_job_failed_still_writes_a_report_listing_them(tmp_path, monkeypatch, entry_point):
+    def fake_evaluate(cfg):
+        raise ValueError(f"boom on seed {_job_seed()}")
+
+    monkeypatch.setattr(pipeline, "run_evaluate", fake_evaluate)
+    with pytest.raises(SystemExit) as exit_status:
+        entry_point("evaluate.py", "-m", "seed=0,1", "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert exit_status.value.code == 1
+    report = (tmp_path / "sweep" / "report.md").read_text()
+    assert "## Failed jobs" in report
+    for seed in (0, 1):
+        assert f"- job `{seed}` failed (overrides: seed={seed} logger=csv): ValueError: boom on seed {seed}" in report
