@@ -1,8 +1,11 @@
 """Fine-tune (or reuse) a classifier and run the iterative-masking evaluation (``conf/evaluate.yaml``)."""
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from itermask.console import check_overrides
 from itermask.jobs import run_job
 from itermask.pipeline import run_evaluate
 
@@ -15,4 +18,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
     main()

@@ -1,8 +1,11 @@
 """Fine-tune a classifier from the Hydra config ``conf/train.yaml`` (see README.md)."""
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from itermask.console import check_overrides
 from itermask.jobs import run_job
 from itermask.pipeline import run_train
 
@@ -15,4 +18,5 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
+    check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
     main()

@@ -205,3 +205,14 @@ def test_a_jobs_wandb_run_id_follows_its_key_so_a_re_run_resumes_it(monkeypatch)
     assert spec is not None and spec["id"] == "evaluate-0123abcd" and spec["resume"] == "allow"
     assert runs.job_logger(plain(_compose("logger=wandb", "logger.id=mine")), "run", "0123abcd")()["id"] == "mine"
     assert runs.job_logger(config, "run")()["id"] is None  # no key: W&B's own id
+
+
+def test_a_non_ascii_value_without_quotes_is_explained(capsys):
+    from itermask.console import check_overrides
+
+    check_overrides(["seed=1", 'dataset.source.path="/data/données.csv"', "-m"])  # quoted: Hydra reads it
+    with pytest.raises(SystemExit) as exit_:
+        check_overrides(["dataset.source.path=/data/données.csv"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "only inside quotes" in err and "'dataset.source.path=\"/data/données.csv\"'" in err
