@@ -240,7 +240,7 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("counts [0,2,1] (not ascending)", ["evaluation.steps=count", "evaluation.counts=[0,2,1]"], "error"),
         ("segments [0,0]", ["evaluation.segments=[0,0]"], "error"),
         ("analyses [ood,ood]", ["analyses=[ood,ood]"], "error"),
-        ("ood.umap_fractions [0.5,0.1]", ["ood.umap_fractions=[0.5,0.1]"], "error"),
+        ("ood.plots.umap_fractions [0.5,0.1]", ["ood.plots.umap_fractions=[0.5,0.1]"], "error"),
         ("logger.init_timeout=-5 (W&B)", ["logger=wandb", "logger.init_timeout=-5"], "error"),
         ("logger.init_timeout=0 (W&B)", ["logger=wandb", "logger.init_timeout=0"], "error"),
         ("cache_lock_timeout=0", ["cache_lock_timeout=0"], "error"),

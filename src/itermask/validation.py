@@ -182,7 +182,7 @@ RULES: dict[str, Range] = {
 }
 
 #: List options whose items must be strictly ascending (each a grid read in order).
-ASCENDING_LISTS = ("evaluation.fractions", "evaluation.counts", "evaluation.aopc_bins", "ood.umap_fractions")
+ASCENDING_LISTS = ("evaluation.fractions", "evaluation.counts", "evaluation.aopc_bins", "ood.plots.umap_fractions")
 #: List options whose items must be distinct (a repeated item would be evaluated, or counted, twice).
 DISTINCT_LISTS = ("evaluation.schedules", "evaluation.segments", "analyses", "job_devices")
 

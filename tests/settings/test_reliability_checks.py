@@ -216,3 +216,9 @@ def test_a_non_ascii_value_without_quotes_is_explained(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "only inside quotes" in err and "'dataset.source.path=\"/data/données.csv\"'" in err
+
+
+def test_umap_fractions_must_ascend():
+    assert _problems("ood.plots.umap_fractions=[0.5,0.1]") == [
+        "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (e.g. [0.1, 0.5])"
+    ]
