@@ -49,6 +49,11 @@ def test_apply_threads_sets_torchs_thread_count():
     try:
         assert apply_threads(1) == 1 and torch.get_num_threads() == 1
         assert apply_threads(None) == len(os.sched_getaffinity(0)) == torch.get_num_threads()
+        from threadpoolctl import threadpool_info
+
+        assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {
+            len(os.sched_getaffinity(0))
+        }
     finally:
         torch.set_num_threads(before)
 
