@@ -184,7 +184,7 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
     pool = None
     _progress.clear()
     _resumable.clear()
-    interrupted = _watch_interrupts()
+    interrupted, stop_watching = _watch_interrupts()
     try:
         pool = _job_resources(cfg)
         value = task(cfg)
@@ -211,6 +211,7 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
             raise
         return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
     finally:
+        stop_watching()
         if pool is not None:
             pool.release()
 
@@ -235,16 +236,17 @@ def note_progress(line: str | None = None, resumable: Path | None = None) -> Non
         _resumable.append(Path(resumable))
 
 
-def _watch_interrupts() -> Callable[[], bool]:
-    """Note a Ctrl-C (SIGINT) before it raises ``KeyboardInterrupt`` as usual; returns whether one came.
-    Lightning turns a ``KeyboardInterrupt`` during ``fit`` into ``sys.exit(1)``, which this tells apart from
-    other exits. Only in the main thread (a signal handler cannot be set elsewhere)."""
+def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
+    """Note a Ctrl-C (SIGINT) before it raises ``KeyboardInterrupt`` as usual. Returns a function telling
+    whether one came, and one putting the former handler back. Lightning turns a ``KeyboardInterrupt`` during
+    ``fit`` into ``sys.exit(1)``, which this tells apart from other exits. Only in the main thread (a signal
+    handler cannot be set elsewhere)."""
     import signal
     import threading
 
     seen = {"interrupt": False}
     if threading.current_thread() is not threading.main_thread():
-        return lambda: seen["interrupt"]
+        return (lambda: seen["interrupt"]), (lambda: None)
     previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum, frame):
@@ -254,7 +256,7 @@ def _watch_interrupts() -> Callable[[], bool]:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
-    return lambda: seen["interrupt"]
+    return (lambda: seen["interrupt"]), (lambda: signal.signal(signal.SIGINT, previous))
 
 
 def _report_interrupt(output_dir: Path) -> None:

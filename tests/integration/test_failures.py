@@ -335,3 +335,17 @@ def test_a_multirun_whose_every_job_failed_still_writes_a_report_listing_them(tm
     assert "## Failed jobs" in report
     for seed in (0, 1):
         assert f"- job `{seed}` failed (overrides: seed={seed} logger=csv): ValueError: boom on seed {seed}" in report
+
+
+def test_a_failing_ddp_rank_leaves_a_line_in_rank_zeros_log(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    import itermask.training.distributed as distributed
+
+    monkeypatch.setattr(distributed, "process_rank", lambda: 1)
+    monkeypatch.setattr(sys, "argv", ["evaluate.py"])
+    cfg = OmegaConf.create({"output_dir": str(tmp_path), "verbose": False})
+    with pytest.raises(ValueError, match="boom"):
+        run_job(lambda c: (_ for _ in ()).throw(ValueError("boom")), cfg)
+    line = (tmp_path / "evaluate.log").read_text()
+    assert "DDP process of rank 1 failed: ValueError: boom" in line and "train_ddp_process_1.log" in line
