@@ -316,7 +316,9 @@ def message(text: str, rc) -> str:
     for i, line in enumerate(lines):
         if line.startswith("Error merging override") or "Could not find" in line:
             return " ".join(lines[i : i + 2])
-    errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
+    # a bad setting of a single run: one message, "bad setting: ..." (itermask.jobs.ConfigError)
+    errors = [i for i, line in enumerate(lines) if line.startswith("bad setting: ")]
+    errors = errors or [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
     if not errors:
         return lines[-1] if lines else ""
     last = lines[errors[-1]]

@@ -124,9 +124,7 @@ class FailedJobsCallback(Callback):
         if not failures:
             return
         for job, marker in failures:
-            log.error(
-                "job %s failed: %s (traceback in %s and its log)", job, marker["error"], sweep_dir / job / "failed.json"
-            )
+            log.error("job %s failed: %s (traceback in %s)", job, marker["error"], sweep_dir / job / "failed.json")
         if self.exit_nonzero:
             log.error("%d job(s) of the multirun in %s failed; exiting with status 1", len(failures), sweep_dir)
             sys.exit(1)

@@ -19,12 +19,16 @@ run (no ``-m``) re-raises after recording, so Hydra reports the error and exits 
 from __future__ import annotations
 
 import datetime
+import importlib
 import logging
 import math
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
+
+from hydra.errors import CompactHydraException
 
 from itermask.storage.files import read_json, write_json_atomic
 
@@ -35,6 +39,9 @@ __all__ = [
     "JobFailed",
     "JobFailedError",
     "AllTrialsFailedError",
+    "ConfigError",
+    "config_errors",
+    "is_config_error",
     "run_job",
     "write_failure",
     "read_failure",
@@ -53,6 +60,34 @@ class JobFailedError(RuntimeError):
 class AllTrialsFailedError(RuntimeError):
     """Every trial of a search failed, so it has no best value (raised by itermask's Optuna sweeper,
     ``hydra_plugins.itermask_sweepers``)."""
+
+
+class ConfigError(CompactHydraException, ValueError):
+    """A bad setting of a single run, re-raised by :func:`run_job` so that Hydra prints only its message (a
+    ``CompactHydraException``: no traceback; the traceback is in the job's :data:`FAILURE_FILE`)."""
+
+
+#: attribute :func:`config_errors` sets on an error raised by the settings stage
+_CONFIG_ERROR = "itermask_config_error"
+
+
+@contextmanager
+def config_errors() -> Iterator[None]:
+    """Mark a ``ValueError`` or ``OSError`` raised inside (the settings stage: a bad setting, a missing file)
+    as a config error, re-raised unchanged: :func:`run_job` then prints one message instead of tracebacks."""
+    try:
+        yield
+    except (ValueError, OSError) as error:
+        setattr(error, _CONFIG_ERROR, True)
+        raise
+
+
+def is_config_error(error: BaseException) -> bool:
+    """Whether ``error`` is a bad setting (a :class:`~itermask.validation.SettingsError`, or raised inside
+    :func:`config_errors`) rather than a failure of the work itself."""
+    from itermask.validation import SettingsError
+
+    return isinstance(error, SettingsError | ConfigError) or getattr(error, _CONFIG_ERROR, False) is True
 
 
 class JobFailed:
@@ -166,19 +201,33 @@ def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
         pass
 
 
-def run_job(task: Callable[[Any], Any], cfg) -> Any:
+def _task(task: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
+    """``task``, or the function a ``"module:function"`` string names (imported now)."""
+    if callable(task):
+        return task
+    module, _, name = task.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_job(task: Callable[[Any], Any] | str, cfg, check: Callable[[Any], None] | None = None) -> Any:
     """Run ``task(cfg)`` as one Hydra job (see the module docstring).
 
-    The console is set up first (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``).
-    A stale marker in the job folder (a re-run in the same folder) is removed first. A finished job
-    returns the task's value. A NaN objective counts as a failure (:class:`FloatingPointError`).
+    ``check(cfg)`` runs first, when given: the entry points pass
+    :func:`itermask.validation.check_composed`, which checks the config without torch, and name their task as
+    ``"module:function"`` (``"itermask.pipeline:run_evaluate"``), imported only after the check passed: a bad
+    setting answers before torch, transformers and Lightning are imported. Then the console is set up
+    (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``). A stale marker in the job folder (a
+    re-run in the same folder) is removed first. A finished job returns the task's value. A NaN objective
+    counts as a failure (:class:`FloatingPointError`).
+
+    A config error (:func:`is_config_error`) is logged as one line, without its traceback (which
+    :data:`FAILURE_FILE` keeps); a single run then raises it as a :class:`ConfigError`, whose message Hydra
+    prints alone.
 
     Raises:
+        ConfigError: a bad setting, in a single run.
         Exception: the task's error, in a single run (after it is logged and recorded).
     """
-    from itermask import console
-
-    console.configure(verbose=bool(cfg.get("verbose", False)))
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
     pool = None
@@ -186,8 +235,13 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
     _resumable.clear()
     interrupted, stop_watching = _watch_interrupts()
     try:
+        if check is not None:
+            check(cfg)
+        from itermask import console
+
+        console.configure(verbose=bool(cfg.get("verbose", False)))
         pool = _job_resources(cfg)
-        value = task(cfg)
+        value = _task(task)(cfg)
         if _is_nan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
@@ -198,16 +252,22 @@ def run_job(task: Callable[[Any], Any], cfg) -> Any:
         raise SystemExit(INTERRUPTED_EXIT) from None
     except Exception as error:
         multirun, overrides, job = _hydra_job()
-        log.exception(
-            "job failed (overrides: %s): %s: %s", " ".join(overrides or []) or "none", type(error).__name__, error
-        )
+        config_error = is_config_error(error)
+        given = " ".join(overrides or []) or "none"
+        if not config_error:
+            log.exception("job failed (overrides: %s): %s: %s", given, type(error).__name__, error)
+        elif multirun:  # a single run's config error is printed once, by Hydra (below)
+            log.error("job failed (overrides: %s): bad setting: %s", given, error)
         try:
             marker = write_failure(output_dir, error, overrides, job)
-            log.error("failure recorded in %s", marker)
+            if not config_error:
+                log.error("failure recorded in %s", marker)
         except OSError as write_error:  # the job's error matters more than the marker's
             log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
         _tell_rank_zero(output_dir, error)
         if not multirun:
+            if config_error and not isinstance(error, ConfigError):
+                raise ConfigError(f"bad setting: {error}") from error
             raise
         return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
     finally:

@@ -42,7 +42,7 @@ from itermask.analyses import (
 )
 from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
-from itermask.jobs import note_progress
+from itermask.jobs import config_errors, note_progress
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, move_aside, write_json_atomic
@@ -105,7 +105,8 @@ class Evaluation:
 
 def run_train(cfg: DictConfig) -> float:
     """``train.py``: fine-tune (or reuse) the model for ``cfg``; returns its best validation accuracy."""
-    settings = train_settings(cfg)
+    with config_errors():
+        settings = train_settings(cfg)
     data = load_data(settings)
     with tracked(settings) as logger:
         trained = get_or_train(settings, data, logger)
@@ -115,7 +116,8 @@ def run_train(cfg: DictConfig) -> float:
 
 def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: settings, model, evaluate, record (see the module docstring); returns the result."""
-    settings = evaluate_settings(cfg)
+    with config_errors():
+        settings = evaluate_settings(cfg)
     stored = stored_result(settings)
     if stored is not None:
         return record_stored(settings, stored)
@@ -154,7 +156,8 @@ def load_data(settings: TrainJobSettings) -> TextClassificationDataModule:
     )
     data.setup()
     if isinstance(settings, EvaluateSettings):
-        settings.check_against_data(data)
+        with config_errors():
+            settings.check_against_data(data)
     return data
 
 

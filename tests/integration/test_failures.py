@@ -113,7 +113,7 @@ def _study(tmp_path):
     return optuna.load_study(study_name="train-minilm-rt_snippets", storage=f"sqlite:///{tmp_path}/optuna.db")
 
 
-def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch, entry_point):
+def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch, entry_point, sweeps_extra):
     from hydra.core.hydra_config import HydraConfig
 
     def fake_train(cfg):
@@ -139,7 +139,7 @@ def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch
     assert json.loads((tmp_path / "optuna/2" / FAILURE_FILE).read_text())["error"] == "RuntimeError: diverged"
 
 
-def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point):
+def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point, sweeps_extra):
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the exception itself, not Hydra's printed summary
     monkeypatch.setattr(pipeline, "run_train", lambda cfg: math.nan)
     with pytest.raises(

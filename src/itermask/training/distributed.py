@@ -39,9 +39,15 @@ def process_rank() -> int:
     """The global rank of this process: 0 in a single-process job and in the process the user started;
     ``r`` in the processes Lightning launched (read from ``RANK``/``LOCAL_RANK``, as Lightning's own
     ``rank_zero_only`` does, so it is known before any trainer exists)."""
-    from lightning_fabric.utilities.rank_zero import rank_zero_only
+    import sys
 
-    return int(getattr(rank_zero_only, "rank", 0) or 0)
+    module = sys.modules.get("lightning_fabric.utilities.rank_zero")
+    if module is not None:  # Lightning's own record, updated when its strategy sets the process group up
+        return int(getattr(module.rank_zero_only, "rank", 0) or 0)
+    for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):  # Lightning's order, no torch
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
 
 
 def _devices_per_node(devices: Any, gpu: bool) -> int:
