@@ -316,7 +316,11 @@ def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
-    return (lambda: seen["interrupt"]), (lambda: signal.signal(signal.SIGINT, previous))
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return (lambda: seen["interrupt"]), restore
 
 
 def _report_interrupt(output_dir: Path) -> None:
