@@ -48,7 +48,7 @@ REPAIR = re.compile(
 )
 DAMAGED = re.compile(r"(cached checkpoint|stored result) \S+ is damaged[^\n]*")
 FLAGGED = re.compile(r"faithfulness scores of this run MEAN NOTHING: [^\n]*")
-REUSED = re.compile(r"reusing fine-tuned checkpoint [^\n]*")
+REUSED = re.compile(r"(reusing fine-tuned checkpoint|skipping: a result for config hash) [^\n]*")
 
 
 def write_data(folder: Path) -> dict[str, Path]:
@@ -413,9 +413,11 @@ def run_path_spelling_case(out: Path, env: dict, timeout: int) -> dict:
     second = run("evaluate.py", csv_args(data / "d.csv", *SMALL), out / "runs" / "spelling_absolute", cache, timeout)
     text = Path(second["console"]).read_text()
     reused = REUSED.search(text)
+    entries = [p for p in (out / "cache" / "spelling").iterdir() if p.is_dir() and p.name != "results"]
     second["message"] = (
         f"first run (dataset.source.path={relative}): rc {first['rc']}, fine-tuned: {first['fine_tuning_started']}; "
-        f"second (absolute path): {reused.group(0) if reused else 'NOT reused: fine-tuned again'}"
+        f"second (absolute path): {reused.group(0) if reused else 'NOT reused: fine-tuned again'}; "
+        f"{len(entries)} checkpoint(s) in the cache"
     )
     return {"case": "CSV by a relative, then an absolute path (one cache)", "expected": "reuse", **second}
 
