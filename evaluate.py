@@ -4,10 +4,12 @@ Only Hydra and torch-free itermask modules are imported here: ``--help`` and a b
 torch, transformers and Lightning are imported (the pipeline is imported by :func:`itermask.jobs.run_job`
 after :func:`itermask.validation.check_composed` passed)."""
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
-import itermask.console  # noqa: F401  (registers the ${as_yaml:...} resolver of the --help template)
+from itermask.console import check_overrides  # (also registers the ${as_yaml:...} resolver of --help)
 from itermask.jobs import run_job
 from itermask.validation import check_composed  # registers the evaluation schema that evaluate.yaml names
 
@@ -20,4 +22,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
     main()

@@ -2,10 +2,12 @@
 
 Only Hydra and torch-free itermask modules are imported here (see ``evaluate.py``)."""
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
-import itermask.console  # noqa: F401  (registers the ${as_yaml:...} resolver of the --help template)
+from itermask.console import check_overrides  # (also registers the ${as_yaml:...} resolver of --help)
 from itermask.jobs import run_job
 from itermask.validation import check_composed
 
@@ -18,4 +20,5 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
+    check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
     main()

@@ -59,6 +59,7 @@ class ReportCallback(Callback):
                 built.settings["claims"] = self.claims
         except reporting.ReportError as error:
             log.warning("no report for %s: %s", sweep_dir, error)
+            _failures_only_report(sweep_dir)
             return
         written = reporting.write_report(built)
         for line in built.sweep.missing_lines():
@@ -82,6 +83,34 @@ class ReportCallback(Callback):
             )
             if folder:
                 log.info("W&B summary run: %s", folder)
+
+
+def _failures_only_report(sweep_dir: Path) -> Path | None:
+    """When no job of the multirun finished but some failed, ``report.md`` lists the failed jobs (their
+    overrides and errors; tracebacks in their ``failed.json``) instead of leaving no report; returns it."""
+    from itermask.jobs import failed_jobs
+    from itermask.storage.files import write_text_atomic
+
+    failures = failed_jobs(sweep_dir)
+    if not failures:
+        return None
+    lines = [
+        f"# itermask report: `{sweep_dir}`",
+        "",
+        f"No finished run: all {len(failures)} job(s) that ran failed, so there are no scores to report.",
+        "",
+        "## Failed jobs",
+        "",
+        "Each folder holds `failed.json` with the traceback (also in the job's log).",
+        "",
+    ]
+    for job, marker in failures:
+        overrides = marker.get("overrides")
+        shown = "unknown" if overrides is None else (" ".join(overrides) or "none")
+        lines.append(f"- job `{job}` failed (overrides: {shown}): {marker['error']}")
+    path = write_text_atomic(sweep_dir / "report.md", "\n".join(lines) + "\n")
+    log.info("report (failed jobs only): %s", path)
+    return path
 
 
 class FailedJobsCallback(Callback):

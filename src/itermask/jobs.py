@@ -177,6 +177,30 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
+def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
+    """In a DDP process other than rank 0 (:mod:`itermask.training.distributed`), add a line naming this
+    process's error and log to rank 0's job log: Lightning stops rank 0 without a word (SIGKILL) when another
+    process exits with an error, so its log would otherwise end mid-way."""
+    from itermask.training.distributed import process_rank
+
+    rank = process_rank()
+    if rank == 0:
+        return
+    import sys
+    import time
+
+    own = output_dir / f"train_ddp_process_{rank}.log"
+    line = (
+        f"[{time.strftime('%Y-%m-%d %H:%M:%S')}][{__name__}][ERROR] - DDP process of rank {rank} failed: "
+        f"{type(error).__name__}: {error} (traceback in {own}); Lightning stops the other processes\n"
+    )
+    try:
+        with open(output_dir / f"{Path(sys.argv[0]).stem}.log", "a") as handle:
+            handle.write(line)
+    except OSError:
+        pass
+
+
 def _task(task: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
     """``task``, or the function a ``"module:function"`` string names (imported now)."""
     if callable(task):
@@ -206,16 +230,26 @@ def run_job(task: Callable[[Any], Any] | str, cfg, check: Callable[[Any], None] 
     """
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
+    pool = None
+    _progress.clear()
+    _resumable.clear()
+    interrupted, stop_watching = _watch_interrupts()
     try:
         if check is not None:
             check(cfg)
         from itermask import console
 
         console.configure(verbose=bool(cfg.get("verbose", False)))
+        pool = _job_resources(cfg)
         value = _task(task)(cfg)
         if _is_nan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
+    except (KeyboardInterrupt, SystemExit) as error:
+        if isinstance(error, SystemExit) and not interrupted():
+            raise
+        _report_interrupt(output_dir)
+        raise SystemExit(INTERRUPTED_EXIT) from None
     except Exception as error:
         multirun, overrides, job = _hydra_job()
         config_error = is_config_error(error)
@@ -230,8 +264,113 @@ def run_job(task: Callable[[Any], Any] | str, cfg, check: Callable[[Any], None] 
                 log.error("failure recorded in %s", marker)
         except OSError as write_error:  # the job's error matters more than the marker's
             log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
+        _tell_rank_zero(output_dir, error)
         if not multirun:
             if config_error and not isinstance(error, ConfigError):
                 raise ConfigError(f"bad setting: {error}") from error
             raise
         return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
+    finally:
+        stop_watching()
+        if pool is not None:
+            pool.release()
+
+
+#: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED_EXIT = 130
+
+#: What the running job has finished, in order (:func:`note_progress`); reported when it is interrupted.
+_progress: list[str] = []
+
+
+#: The Lightning ``last.ckpt`` of a fine-tuning under way, from which a re-run resumes.
+_resumable: list[Path] = []
+
+
+def note_progress(line: str | None = None, resumable: Path | None = None) -> None:
+    """Record a finished step of the running job (e.g. ``"the fine-tuned checkpoint <entry>"``), or the
+    ``last.ckpt`` that a fine-tuning under way writes (``resumable``); a Ctrl-C reports both (:func:`run_job`)."""
+    if line is not None:
+        _progress.append(line)
+    if resumable is not None:
+        _resumable.append(Path(resumable))
+
+
+def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
+    """Note a Ctrl-C (SIGINT) before it raises ``KeyboardInterrupt`` as usual. Returns a function telling
+    whether one came, and one putting the former handler back. Lightning turns a ``KeyboardInterrupt`` during
+    ``fit`` into ``sys.exit(1)``, which this tells apart from other exits. Only in the main thread (a signal
+    handler cannot be set elsewhere)."""
+    import signal
+    import threading
+
+    seen = {"interrupt": False}
+    if threading.current_thread() is not threading.main_thread():
+        return (lambda: seen["interrupt"]), (lambda: None)
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        seen["interrupt"] = True
+        if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
+            previous(signum, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return (lambda: seen["interrupt"]), restore
+
+
+def _report_interrupt(output_dir: Path) -> None:
+    """Log what the interrupted job finished and how to resume it."""
+    import sys
+
+    multirun, _, job = _hydra_job()
+    finished = list(_progress)
+    finished += [
+        f"fine-tuning up to its last checkpoint {last} (a re-run resumes there)"
+        for last in _resumable
+        if last.is_file()
+    ]
+    if (output_dir / "results.json").is_file():
+        finished.append(f"its result {output_dir / 'results.json'}")
+    lines = [f"interrupted (Ctrl-C): job {job or ''} in {output_dir}".replace("job  in", "job in")]
+    lines.append("finished: " + ("; ".join(finished) if finished else "nothing yet (settings and data only)"))
+    if multirun:
+        done = sorted(p.parent.name for p in output_dir.parent.glob("*/results.json"))
+        lines.append(f"finished jobs of this multirun: {done or 'none'} (in {output_dir.parent})")
+    lines.append(
+        "to resume, run the same command again: "
+        + " ".join(["python", *sys.argv])
+        + " -- a finished fine-tuning is reused and an interrupted one resumes from its last checkpoint "
+        "(<cache>/<key>/checkpoints/last.ckpt); finished jobs' results are reused (reuse_results=true)"
+    )
+    for line in lines:
+        log.warning(line)
+
+
+def _job_resources(cfg):
+    """The job's torch threads (``threads``, :func:`~itermask.training.distributed.apply_threads`) and, with
+    ``job_devices``, a claimed GPU (:class:`~itermask.training.distributed.DevicePool`, under
+    ``<cache_dir>/devices``) put into ``cfg.trainer.devices``; returns the pool to release, or ``None``."""
+    from itermask.training.distributed import DevicePool, apply_threads, assign_device, process_rank
+
+    threads = cfg.get("threads")
+    count = apply_threads(threads if isinstance(threads, int) and threads > 0 else None)
+    devices = cfg.get("job_devices")
+    if not devices or process_rank() != 0:
+        log.debug("torch threads: %d", count)
+        return None
+    pool = DevicePool(list(devices), Path(str(cfg.cache_dir)).expanduser() / "devices")
+    device = pool.claim()
+    applied = assign_device(cfg.trainer, device)
+    log.info(
+        "job_devices: this job holds device %d of %s (%s); torch threads: %d",
+        device,
+        list(devices),
+        f"trainer.devices=[{device}]" if applied else "a CPU run: the trainer is left as it is",
+        count,
+    )
+    return pool

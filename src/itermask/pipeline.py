@@ -40,13 +40,15 @@ from itermask.analyses import (
     evaluate_accuracy,
     evaluate_curves,
 )
+from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
-from itermask.jobs import config_errors
+from itermask.jobs import config_errors, note_progress
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, move_aside, write_json_atomic
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
+from itermask.training.distributed import process_rank
 from itermask.training.models import SequenceClassifier, class_mapping
 from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_problem
 
@@ -223,17 +225,33 @@ def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule,
     """The model stage: the cached fine-tuned model of ``settings.training_key``, fine-tuned (under the
     entry's file lock) if missing or damaged (:meth:`~itermask.storage.cache.CheckpointCache.reusable` moves a
     damaged entry aside with a warning). An interrupted fine-tuning resumes exactly from the entry's last
-    checkpoint (:mod:`itermask.training.resume`)."""
+    checkpoint (:mod:`itermask.training.resume`). The lock waits at most ``cache_lock_timeout`` seconds
+    (:meth:`~itermask.storage.cache.CheckpointCache.lock`).
+
+    Under DDP (:mod:`itermask.training.distributed`) only rank 0 takes the lock, reuses, fine-tunes and
+    exports; the other ranks, launched inside rank 0's ``fit``, join that fine-tuning and wait on the barrier
+    after the export (or read the entry rank 0 reused), never on the lock."""
     key = settings.training_key
-    cache = CheckpointCache(settings.cache_dir)
+    cache = CheckpointCache(settings.cache_dir, lock_timeout=settings.lock_timeout)
     entry = cache.entry(key)
+    if process_rank() != 0:  # DDP: rank 0 owns the cache; the others join its fine-tuning or read its entry
+        meta = cache.meta(key)
+        if meta is None:
+            log.info("rank %d: joining rank 0's fine-tuning of %s", process_rank(), entry)
+            _fine_tune(settings, data, cache, logger)  # ends at a barrier after rank 0's export
+            meta = cache.meta(key)
+        if meta is None:
+            raise RuntimeError(f"rank {process_rank()}: rank 0 wrote no checkpoint to {entry} (see its log)")
+        return TrainedModel(key, entry / "model", meta)
     with cache.lock(key):
         meta = cache.reusable(key)
         if meta is not None:
             log.info("reusing fine-tuned checkpoint %s", entry)
             return TrainedModel(key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", settings.model.name, settings.data.name, settings.seed, entry)
+        note_progress(resumable=entry / "checkpoints" / "last.ckpt")
         _fine_tune(settings, data, cache, logger)
+        note_progress(f"the fine-tuned checkpoint {entry}")
     meta = cache.meta(key)
     assert meta is not None  # finished by _fine_tune
     return TrainedModel(key, entry / "model", meta)
@@ -294,7 +312,11 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
         )
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
     enabled = tuple(name for name in AUGMENTATIONS if getattr(classifier, name, None) is not None)
-    last = _resume_from(cache, settings.training_key, enabled)
+    if process_rank() == 0:
+        last = _resume_from(cache, settings.training_key, enabled)
+    else:  # launched inside rank 0's fit, after rank 0 chose (and moved aside what it could not resume from)
+        last = cache.entry(settings.training_key) / "checkpoints" / "last.ckpt"
+        last = last if last.is_file() else None
     trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None)
     if trainer.global_rank == 0:
         resumed = None if last is None else {"checkpoint": str(last), "exact": True, **(resume.resumed or {})}
@@ -358,13 +380,12 @@ def evaluate(
     inputs = AnalysisInputs.from_settings(settings)
     evaluation = Evaluation({}, Artifacts())
     accuracy = evaluate_accuracy(context)
-    if not trainer.is_global_zero:
-        return None
-    curves, masking = evaluate_curves(inputs, context)
-    if curves is None:
+    curves, masking = evaluate_curves(inputs, context)  # every rank takes part; rank 0 gets the gathered curves
+    if curves is None or not trainer.is_global_zero:
         return None
     for output in (accuracy, masking):
         evaluation.result.update(output.result)
+    evaluation.result.update(model_check(evaluation.result, curves).result)  # a classifier that learnt nothing
     for analysis in (PerExampleAnalysis(), *settings.analyses):
         output = analysis.run(inputs, context, curves)
         if not trainer.is_global_zero:

@@ -181,7 +181,15 @@ RULES: dict[str, Range] = {
     "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
     "evaluation.token_budget": POSITIVE_INT,
     "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
+    "logger.init_timeout": Range(integer=False, low=0, low_open=True, null="W&B's own default, 90 s"),
+    "cache_lock_timeout": Range(integer=False, low=0, low_open=True, null="wait forever"),
+    "threads": Range(integer=True, low=1, null="every CPU the process may use"),
 }
+
+#: List options whose items must be strictly ascending (each a grid read in order).
+ASCENDING_LISTS = ("evaluation.fractions", "evaluation.counts", "evaluation.aopc_bins", "ood.plots.umap_fractions")
+#: List options whose items must be distinct (a repeated item would be evaluated, or counted, twice).
+DISTINCT_LISTS = ("evaluation.schedules", "evaluation.segments", "analyses", "job_devices")
 
 _ABSENT = object()
 
@@ -233,6 +241,33 @@ def _list_problems(config: dict) -> list[str]:
             problems.append(f"{key} must be a non-empty list (each item {item.describe()}){alternative}, got {value!r}")
         elif bad := [v for v in value if not item.allows(v)]:
             problems.append(f"every item of {key} must be {item.describe()}, got {bad}")
+    return problems + _order_problems(config)
+
+
+def _repeated(values: list) -> list:
+    """The items of ``values`` that occur more than once, each once, in order."""
+    seen, repeated = set(), []
+    for value in values:
+        marker = repr(value)
+        if marker in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(marker)
+    return repeated
+
+
+def _order_problems(config: dict) -> list[str]:
+    """Repeated items in the list options of :data:`ASCENDING_LISTS` and :data:`DISTINCT_LISTS`, and the
+    grids of :data:`ASCENDING_LISTS` out of ascending order (a repeated fraction would be one step counted
+    twice in AOPC; a repeated schedule or analysis would run twice under one name)."""
+    problems = []
+    for key in (*ASCENDING_LISTS, *DISTINCT_LISTS):
+        value = _get(config, key)
+        if not isinstance(value, list):
+            continue
+        if repeated := _repeated(value):
+            problems.append(f"{key} lists {repeated} more than once: give each item once, got {value!r}")
+        elif key in ASCENDING_LISTS and all(_is_number(v) for v in value) and value != sorted(value):
+            problems.append(f"{key} must be in ascending order, got {value!r} (e.g. {sorted(value)!r})")
     return problems
 
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from itermask.analyses.accuracy import model_check_line
 from itermask.analyses.base import analysis_classes
 from itermask.core.metrics import metric_info
 from itermask.reporting.aggregate import model_pairs
@@ -150,6 +151,9 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
         f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."),
         "",
     ]
+    meaningless = [(run.seed, line) for run in members if (line := model_check_line(run.result)) is not None]
+    out += [f"> **Warning** (seed {seed}): {line.removeprefix('WARNING: ')}." for seed, line in meaningless]
+    out += [""] if meaningless else []
     rows = of_group(report.headline, label)
     if len(rows):
         method = label[2]
