@@ -47,6 +47,8 @@ REPAIR = re.compile(
     r"(dropped \d+ row\(s\) whose label|read \d+ number\(s\) in text column|merged labels that differ only)[^\n]*"
 )
 DAMAGED = re.compile(r"(cached checkpoint|stored result) \S+ is damaged[^\n]*")
+FLAGGED = re.compile(r"faithfulness scores of this run MEAN NOTHING: [^\n]*")
+REUSED = re.compile(r"(reusing fine-tuned checkpoint|skipping: a result for config hash) [^\n]*")
 
 
 def write_data(folder: Path) -> dict[str, Path]:
@@ -96,6 +98,7 @@ def write_data(folder: Path) -> dict[str, Path]:
     accented = base.assign(text=[t.replace("e", "\u00e9", 1) for t in base["text"]])
     files["latin1"].write_bytes(accented.to_csv(index=False).encode("latin-1", errors="replace"))
     files["folder"] = folder
+    files["sweeps"] = folder.parent / "sweeps"
     whole = pd.read_csv(SHIPPED / "train.csv", keep_default_na=False)[["text", "label"]]
     for name, texts in (
         ("emoji", ["\U0001f600\U0001f600", "\U0001f44d", "\u2764\ufe0f \U0001f3ac", "\U0001f622"]),
@@ -125,8 +128,8 @@ def csv_args(path: Path, *extra: str) -> list[str]:
 
 
 def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
-    """``(name, arguments, expected)``; ``expected`` is ``error``, ``repair``, ``ok`` or ``train-error``
-    (train.py)."""
+    """``(name, arguments, expected)``; ``expected`` is ``error``, ``repair``, ``ok``, ``flagged`` (finishes with
+    its scores flagged as meaningless) or ``train-error`` (train.py)."""
     f = files
     #: a single override, named by itself
     plain = [
@@ -228,6 +231,41 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("CSV: test texts only special tokens", split_args(f["special_tokens_test"], *SMALL), "error"),
         ("empty model.pretrained folder", [f"model.pretrained={f['empty_model']}"], "error"),
         ("model.pretrained folder without tokenizer", [f"model.pretrained={f['model_without_tokenizer']}"], "error"),
+        # issue 25: repeated or unordered list items, timeouts, sampling methods' samples, DDP, launchers
+        ("AOPC bins [0.5,0.5]", ["evaluation.aopc_bins=[0.5,0.5]"], "error"),
+        ("AOPC bins [0.5,0.1] (not ascending)", ["evaluation.aopc_bins=[0.5,0.1]"], "error"),
+        ("schedules [one_shot,one_shot]", ["evaluation.schedules=[one_shot,one_shot]"], "error"),
+        ("fractions [0,1,0.5] (not ascending)", ["evaluation.fractions=[0.0,1.0,0.5]"], "error"),
+        ("fractions with 0.5 twice", ["evaluation.fractions=[0.0,0.5,0.5,1.0]"], "error"),
+        ("counts [0,2,1] (not ascending)", ["evaluation.steps=count", "evaluation.counts=[0,2,1]"], "error"),
+        ("segments [0,0]", ["evaluation.segments=[0,0]"], "error"),
+        ("analyses [ood,ood]", ["analyses=[ood,ood]"], "error"),
+        ("ood.plots.umap_fractions [0.5,0.1]", ["ood.plots.umap_fractions=[0.5,0.1]"], "error"),
+        ("logger.init_timeout=-5 (W&B)", ["logger=wandb", "logger.init_timeout=-5"], "error"),
+        ("logger.init_timeout=0 (W&B)", ["logger=wandb", "logger.init_timeout=0"], "error"),
+        ("cache_lock_timeout=0", ["cache_lock_timeout=0"], "error"),
+        ("cache_lock_timeout=-1", ["cache_lock_timeout=-1"], "error"),
+        ("threads=0", ["threads=0"], "error"),
+        ("threads=-2", ["threads=-2"], "error"),
+        ("job_devices=[0,0]", ["job_devices=[0,0]"], "error"),
+        ("saliency.n_samples=1 (lime)", ["saliency=lime", "saliency.n_samples=1"], "error"),
+        ("saliency.n_samples=2 (kernel_shap)", ["saliency=kernel_shap", "saliency.n_samples=2"], "error"),
+        ("trainer.strategy=ddp_spawn", ["trainer.strategy=ddp_spawn"], "error"),
+        ("trainer.devices=abc", ["trainer.devices=abc"], "error"),
+        (
+            "DDP in a multirun (-m trainer=ddp)",
+            ["-m", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", f"hydra.sweep.dir={f['sweeps']}/ddp"],
+            "error",
+        ),
+        ("cache_dir is a file", [f"cache_dir={f['empty']}", *SMALL], "error"),
+        ("unquoted non-ASCII path", ["dataset=csv", f"dataset.source.path={f['folder']}/donn\u00e9es.csv"], "error"),
+        (
+            "trainer.strategy=ddp without trainer=ddp (one CPU process)",
+            ["trainer.strategy=ddp", "trainer.accelerator=cpu", *SMALL],
+            "ok",
+        ),
+        ("learning rate 1000 (meaningless model)", [*SMALL, "model.finetune.optimizer.learning_rate=1000"], "flagged"),
+        ("train.max_train_examples=1 (meaningless model)", [*SMALL, "train.max_train_examples=1"], "flagged"),
     ]
 
 
@@ -237,7 +275,13 @@ def run(script: str, args: list[str], work: Path, env: dict, timeout: int) -> di
     start = time.time()
     try:
         out = subprocess.run(
-            [sys.executable, script, *args, "logger=csv", f"hydra.run.dir={work}"],
+            [
+                sys.executable,
+                script,
+                *args,
+                *([] if any(a.startswith("logger=") for a in args) else ["logger=csv"]),
+                f"hydra.run.dir={work}",
+            ],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -262,7 +306,7 @@ def message(text: str, rc) -> str:
     """The error the user reads (Hydra's composition error spans two lines), or on success the repair or
     damage warning that was logged."""
     if rc == 0:
-        notes = [match.group(0) for pattern in (REPAIR, DAMAGED) for match in pattern.finditer(text)]
+        notes = [match.group(0) for pattern in (REPAIR, DAMAGED, FLAGGED) for match in pattern.finditer(text)]
         return " | ".join(notes) or "(no error)"
     lines = [
         line.strip()
@@ -272,7 +316,9 @@ def message(text: str, rc) -> str:
     for i, line in enumerate(lines):
         if line.startswith("Error merging override") or "Could not find" in line:
             return " ".join(lines[i : i + 2])
-    errors = [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
+    # a bad setting of a single run: one message, "bad setting: ..." (itermask.jobs.ConfigError)
+    errors = [i for i, line in enumerate(lines) if line.startswith("bad setting: ")]
+    errors = errors or [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
     if not errors:
         return lines[-1] if lines else ""
     last = lines[errors[-1]]
@@ -353,6 +399,29 @@ def run_stale_temporary_case(out: Path, env: dict, timeout: int) -> dict:
     return {"case": "killed Parquet write: stale temporaries in the job folder", "expected": "ok", **row}
 
 
+def run_path_spelling_case(out: Path, env: dict, timeout: int) -> dict:
+    """A CSV given first by a relative and then by an absolute path, in one cache: the second run reuses the
+    first's checkpoint (the keys hash the file's contents, never its path's spelling)."""
+    data = out / "data" / "spelling"
+    data.mkdir(parents=True, exist_ok=True)
+    base = pd.read_csv(SHIPPED / "train.csv", keep_default_na=False)[["text", "label"]].head(400)
+    base.to_csv(data / "d.csv", index=False)
+    cache = {**env, "ITERMASK_CACHE": str(out / "cache" / "spelling")}
+    shutil.rmtree(out / "cache" / "spelling", ignore_errors=True)
+    relative = os.path.relpath(data / "d.csv", ROOT)
+    first = run("evaluate.py", csv_args(Path(relative), *SMALL), out / "runs" / "spelling_relative", cache, timeout)
+    second = run("evaluate.py", csv_args(data / "d.csv", *SMALL), out / "runs" / "spelling_absolute", cache, timeout)
+    text = Path(second["console"]).read_text()
+    reused = REUSED.search(text)
+    entries = [p for p in (out / "cache" / "spelling").iterdir() if p.is_dir() and p.name != "results"]
+    second["message"] = (
+        f"first run (dataset.source.path={relative}): rc {first['rc']}, fine-tuned: {first['fine_tuning_started']}; "
+        f"second (absolute path): {reused.group(0) if reused else 'NOT reused: fine-tuned again'}; "
+        f"{len(entries)} checkpoint(s) in the cache"
+    )
+    return {"case": "CSV by a relative, then an absolute path (one cache)", "expected": "reuse", **second}
+
+
 def table(rows: list[dict]) -> str:
     head = (
         "| # | input | expected | exit code | seconds | fine-tuning started | message |\n"
@@ -407,6 +476,14 @@ def main() -> None:
         )
     if not args.only or any(word in "killed Parquet write: stale temporaries" for word in args.only):
         row = run_stale_temporary_case(args.out, env, args.timeout)
+        rows.append(row)
+        print(
+            f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "
+            f"{row['message'][:160]}",
+            flush=True,
+        )
+    if not args.only or any(word in "CSV by a relative, then an absolute path" for word in args.only):
+        row = run_path_spelling_case(args.out, env, args.timeout)
         rows.append(row)
         print(
             f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {row['case']}: "

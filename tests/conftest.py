@@ -309,3 +309,26 @@ class Recorder(torch.nn.Module):
     def forward(self, **inputs):
         self.calls.append({k: v.detach().clone() for k, v in inputs.items()})
         return self.model(**inputs)
+
+
+#: the modules of the ``sweeps`` extra (pip install -e '.[sweeps]'; .ci/run installs it in a step of its own)
+SWEEPS_EXTRA = (
+    "hydra_plugins.hydra_optuna_sweeper",
+    "hydra_plugins.hydra_joblib_launcher",
+    "hydra_plugins.hydra_submitit_launcher",
+)
+
+
+@pytest.fixture
+def sweeps_extra():
+    """Skip a test of the Optuna sweeper or the joblib/submitit launchers when the ``sweeps`` extra is not
+    installed, unless ``ITERMASK_REQUIRE_EXTRAS`` is set (``.ci/run`` sets it, so CI cannot skip them silently):
+    then the test fails."""
+    import importlib.util
+
+    missing = [name for name in SWEEPS_EXTRA if importlib.util.find_spec(name) is None]
+    if missing:
+        message = f"the sweeps extra is not installed ({', '.join(missing)}): pip install -e '.[sweeps]'"
+        if os.environ.get("ITERMASK_REQUIRE_EXTRAS"):
+            pytest.fail(message)
+        pytest.skip(message)

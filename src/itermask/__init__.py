@@ -2,6 +2,8 @@
 
 Layout (data flows one way: data -> model -> saliency -> masking -> metrics/statistics -> tracking/report):
 
+- :func:`itermask.evaluate` (:mod:`itermask.api`): the notebook facade, evaluating a given classifier on
+  given texts;
 - :mod:`itermask.core`: the plain PyTorch library (tokens, saliency, masking, schedules, evaluation,
   metrics, representations); no Hydra, W&B, Lightning or file I/O, callable from a notebook;
 - :mod:`itermask.ood`: out-of-distribution statistics of masked inputs;
@@ -16,4 +18,23 @@ Reference: Crothers, Viktor, Japkowicz, "Robust Infidelity: When Faithfulness Me
 Language Models Are Misleading", arXiv 2308.06795.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "evaluate", "EvaluationResult"]
+
+if TYPE_CHECKING:
+    from itermask.api import EvaluationResult, evaluate
+
+
+def __getattr__(name: str) -> Any:
+    """``itermask.evaluate`` and ``itermask.EvaluationResult`` (:mod:`itermask.api`), imported on first use:
+    ``import itermask`` itself imports no torch (the entry points' fast ``--help``)."""
+    if name in ("evaluate", "EvaluationResult"):
+        from itermask import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'itermask' has no attribute {name!r}")

@@ -25,15 +25,25 @@ class ReportCallback(Callback):
         confidence: coverage of the intervals (0.95).
         interval: ``"t"`` or ``"bootstrap"``.
         test: ``"welch"`` or ``"permutation"`` for model comparisons.
+        claims: the "Claims" section's settings (:class:`itermask.reporting.claims.ClaimSettings`, e.g.
+            ``experiment=paper``); ``None``: no Claims section.
 
     A folder that cannot be reported (no finished run, mixed configs) is logged as a warning: the
     multirun's own results stay as they are.
     """
 
     def __init__(
-        self, wandb: bool | None = None, confidence: float = 0.95, interval: str = "t", test: str = "welch"
+        self,
+        wandb: bool | None = None,
+        confidence: float = 0.95,
+        interval: str = "t",
+        test: str = "welch",
+        claims: Any = None,
     ) -> None:
         self.wandb = wandb
+        if isinstance(claims, DictConfig):
+            claims = OmegaConf.to_container(claims)
+        self.claims = None if claims is None else dict(claims)
         self.confidence = confidence
         self.interval = interval
         self.test = test
@@ -45,8 +55,11 @@ class ReportCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             built = reporting.build_report(sweep_dir, self.confidence, self.interval, self.test)
+            if self.claims is not None:
+                built.settings["claims"] = self.claims
         except reporting.ReportError as error:
             log.warning("no report for %s: %s", sweep_dir, error)
+            _failures_only_report(sweep_dir)
             return
         written = reporting.write_report(built)
         for line in built.sweep.missing_lines():
@@ -72,6 +85,34 @@ class ReportCallback(Callback):
                 log.info("W&B summary run: %s", folder)
 
 
+def _failures_only_report(sweep_dir: Path) -> Path | None:
+    """When no job of the multirun finished but some failed, ``report.md`` lists the failed jobs (their
+    overrides and errors; tracebacks in their ``failed.json``) instead of leaving no report; returns it."""
+    from itermask.jobs import failed_jobs
+    from itermask.storage.files import write_text_atomic
+
+    failures = failed_jobs(sweep_dir)
+    if not failures:
+        return None
+    lines = [
+        f"# itermask report: `{sweep_dir}`",
+        "",
+        f"No finished run: all {len(failures)} job(s) that ran failed, so there are no scores to report.",
+        "",
+        "## Failed jobs",
+        "",
+        "Each folder holds `failed.json` with the traceback (also in the job's log).",
+        "",
+    ]
+    for job, marker in failures:
+        overrides = marker.get("overrides")
+        shown = "unknown" if overrides is None else (" ".join(overrides) or "none")
+        lines.append(f"- job `{job}` failed (overrides: {shown}): {marker['error']}")
+    path = write_text_atomic(sweep_dir / "report.md", "\n".join(lines) + "\n")
+    log.info("report (failed jobs only): %s", path)
+    return path
+
+
 class FailedJobsCallback(Callback):
     """At the end of a multirun, name the jobs that failed (their ``failed.json``, :mod:`itermask.jobs`)
     and, if any did, end the process with exit status 1.
@@ -95,9 +136,7 @@ class FailedJobsCallback(Callback):
         if not failures:
             return
         for job, marker in failures:
-            log.error(
-                "job %s failed: %s (traceback in %s and its log)", job, marker["error"], sweep_dir / job / "failed.json"
-            )
+            log.error("job %s failed: %s (traceback in %s)", job, marker["error"], sweep_dir / job / "failed.json")
         if self.exit_nonzero:
             log.error("%d job(s) of the multirun in %s failed; exiting with status 1", len(failures), sweep_dir)
             sys.exit(1)

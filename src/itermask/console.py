@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from enum import Enum
 from typing import cast
@@ -174,7 +175,40 @@ def summary_lines(result: dict) -> list[str]:
 
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
+    from itermask.analyses.accuracy import model_check_line
+
     lines = [_accuracy_line(result), _aopc_line(result, method)]
+    if (warning := model_check_line(result)) is not None:
+        lines.insert(0, warning)
     for analysis in analysis_classes(result):
         lines += analysis.summary_lines(result)
     return lines
+
+
+def check_overrides(arguments: list[str]) -> None:
+    """Explain the command-line overrides Hydra's grammar cannot read because of characters outside ASCII
+    written without quotes (``dataset.source.path=/data/données.csv``: Hydra reports only
+    ``LexerNoViableAltException``), and exit with status 2. Other arguments are left to Hydra.
+
+    Args:
+        arguments: the command line after the script (``sys.argv[1:]``).
+    """
+    suspects = [a for a in arguments if "=" in a and not a.startswith("-") and not a.isascii()]
+    if not suspects:
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for argument in suspects:
+        try:
+            parser.parse_overrides([argument])
+        except OverrideParseException:
+            key, _, value = argument.partition("=")
+            print(
+                f"error: cannot read the override {argument!r}: Hydra's override grammar allows characters outside "
+                f"ASCII (here {sorted({c for c in value if not c.isascii()})}) only inside quotes. Quote the value, "
+                f"and the whole argument for the shell: '{key}=\"{value}\"'",
+                file=sys.stderr,
+            )
+            raise SystemExit(2) from None

@@ -19,12 +19,16 @@ run (no ``-m``) re-raises after recording, so Hydra reports the error and exits 
 from __future__ import annotations
 
 import datetime
+import importlib
 import logging
 import math
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
+
+from hydra.errors import CompactHydraException
 
 from itermask.storage.files import read_json, write_json_atomic
 
@@ -35,6 +39,9 @@ __all__ = [
     "JobFailed",
     "JobFailedError",
     "AllTrialsFailedError",
+    "ConfigError",
+    "config_errors",
+    "is_config_error",
     "run_job",
     "write_failure",
     "read_failure",
@@ -53,6 +60,34 @@ class JobFailedError(RuntimeError):
 class AllTrialsFailedError(RuntimeError):
     """Every trial of a search failed, so it has no best value (raised by itermask's Optuna sweeper,
     ``hydra_plugins.itermask_sweepers``)."""
+
+
+class ConfigError(CompactHydraException, ValueError):
+    """A bad setting of a single run, re-raised by :func:`run_job` so that Hydra prints only its message (a
+    ``CompactHydraException``: no traceback; the traceback is in the job's :data:`FAILURE_FILE`)."""
+
+
+#: attribute :func:`config_errors` sets on an error raised by the settings stage
+_CONFIG_ERROR = "itermask_config_error"
+
+
+@contextmanager
+def config_errors() -> Iterator[None]:
+    """Mark a ``ValueError`` or ``OSError`` raised inside (the settings stage: a bad setting, a missing file)
+    as a config error, re-raised unchanged: :func:`run_job` then prints one message instead of tracebacks."""
+    try:
+        yield
+    except (ValueError, OSError) as error:
+        setattr(error, _CONFIG_ERROR, True)
+        raise
+
+
+def is_config_error(error: BaseException) -> bool:
+    """Whether ``error`` is a bad setting (a :class:`~itermask.validation.SettingsError`, or raised inside
+    :func:`config_errors`) rather than a failure of the work itself."""
+    from itermask.validation import SettingsError
+
+    return isinstance(error, SettingsError | ConfigError) or getattr(error, _CONFIG_ERROR, False) is True
 
 
 class JobFailed:
@@ -142,36 +177,200 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def run_job(task: Callable[[Any], Any], cfg) -> Any:
+def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
+    """In a DDP process other than rank 0 (:mod:`itermask.training.distributed`), add a line naming this
+    process's error and log to rank 0's job log: Lightning stops rank 0 without a word (SIGKILL) when another
+    process exits with an error, so its log would otherwise end mid-way."""
+    from itermask.training.distributed import process_rank
+
+    rank = process_rank()
+    if rank == 0:
+        return
+    import sys
+    import time
+
+    own = output_dir / f"train_ddp_process_{rank}.log"
+    line = (
+        f"[{time.strftime('%Y-%m-%d %H:%M:%S')}][{__name__}][ERROR] - DDP process of rank {rank} failed: "
+        f"{type(error).__name__}: {error} (traceback in {own}); Lightning stops the other processes\n"
+    )
+    try:
+        with open(output_dir / f"{Path(sys.argv[0]).stem}.log", "a") as handle:
+            handle.write(line)
+    except OSError:
+        pass
+
+
+def _task(task: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
+    """``task``, or the function a ``"module:function"`` string names (imported now)."""
+    if callable(task):
+        return task
+    module, _, name = task.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_job(task: Callable[[Any], Any] | str, cfg, check: Callable[[Any], None] | None = None) -> Any:
     """Run ``task(cfg)`` as one Hydra job (see the module docstring).
 
-    The console is set up first (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``).
-    A stale marker in the job folder (a re-run in the same folder) is removed first. A finished job
-    returns the task's value. A NaN objective counts as a failure (:class:`FloatingPointError`).
+    ``check(cfg)`` runs first, when given: the entry points pass
+    :func:`itermask.validation.check_composed`, which checks the config without torch, and name their task as
+    ``"module:function"`` (``"itermask.pipeline:run_evaluate"``), imported only after the check passed: a bad
+    setting answers before torch, transformers and Lightning are imported. Then the console is set up
+    (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``). A stale marker in the job folder (a
+    re-run in the same folder) is removed first. A finished job returns the task's value. A NaN objective
+    counts as a failure (:class:`FloatingPointError`).
+
+    A config error (:func:`is_config_error`) is logged as one line, without its traceback (which
+    :data:`FAILURE_FILE` keeps); a single run then raises it as a :class:`ConfigError`, whose message Hydra
+    prints alone.
 
     Raises:
+        ConfigError: a bad setting, in a single run.
         Exception: the task's error, in a single run (after it is logged and recorded).
     """
-    from itermask import console
-
-    console.configure(verbose=bool(cfg.get("verbose", False)))
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
+    pool = None
+    _progress.clear()
+    _resumable.clear()
+    interrupted, stop_watching = _watch_interrupts()
     try:
-        value = task(cfg)
+        if check is not None:
+            check(cfg)
+        from itermask import console
+
+        console.configure(verbose=bool(cfg.get("verbose", False)))
+        pool = _job_resources(cfg)
+        value = _task(task)(cfg)
         if _is_nan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
+    except (KeyboardInterrupt, SystemExit) as error:
+        if isinstance(error, SystemExit) and not interrupted():
+            raise
+        _report_interrupt(output_dir)
+        raise SystemExit(INTERRUPTED_EXIT) from None
     except Exception as error:
         multirun, overrides, job = _hydra_job()
-        log.exception(
-            "job failed (overrides: %s): %s: %s", " ".join(overrides or []) or "none", type(error).__name__, error
-        )
+        config_error = is_config_error(error)
+        given = " ".join(overrides or []) or "none"
+        if not config_error:
+            log.exception("job failed (overrides: %s): %s: %s", given, type(error).__name__, error)
+        elif multirun:  # a single run's config error is printed once, by Hydra (below)
+            log.error("job failed (overrides: %s): bad setting: %s", given, error)
         try:
             marker = write_failure(output_dir, error, overrides, job)
-            log.error("failure recorded in %s", marker)
+            if not config_error:
+                log.error("failure recorded in %s", marker)
         except OSError as write_error:  # the job's error matters more than the marker's
             log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
+        _tell_rank_zero(output_dir, error)
         if not multirun:
+            if config_error and not isinstance(error, ConfigError):
+                raise ConfigError(f"bad setting: {error}") from error
             raise
         return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
+    finally:
+        stop_watching()
+        if pool is not None:
+            pool.release()
+
+
+#: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED_EXIT = 130
+
+#: What the running job has finished, in order (:func:`note_progress`); reported when it is interrupted.
+_progress: list[str] = []
+
+
+#: The Lightning ``last.ckpt`` of a fine-tuning under way, from which a re-run resumes.
+_resumable: list[Path] = []
+
+
+def note_progress(line: str | None = None, resumable: Path | None = None) -> None:
+    """Record a finished step of the running job (e.g. ``"the fine-tuned checkpoint <entry>"``), or the
+    ``last.ckpt`` that a fine-tuning under way writes (``resumable``); a Ctrl-C reports both (:func:`run_job`)."""
+    if line is not None:
+        _progress.append(line)
+    if resumable is not None:
+        _resumable.append(Path(resumable))
+
+
+def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
+    """Note a Ctrl-C (SIGINT) before it raises ``KeyboardInterrupt`` as usual. Returns a function telling
+    whether one came, and one putting the former handler back. Lightning turns a ``KeyboardInterrupt`` during
+    ``fit`` into ``sys.exit(1)``, which this tells apart from other exits. Only in the main thread (a signal
+    handler cannot be set elsewhere)."""
+    import signal
+    import threading
+
+    seen = {"interrupt": False}
+    if threading.current_thread() is not threading.main_thread():
+        return (lambda: seen["interrupt"]), (lambda: None)
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        seen["interrupt"] = True
+        if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
+            previous(signum, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return (lambda: seen["interrupt"]), restore
+
+
+def _report_interrupt(output_dir: Path) -> None:
+    """Log what the interrupted job finished and how to resume it."""
+    import sys
+
+    multirun, _, job = _hydra_job()
+    finished = list(_progress)
+    finished += [
+        f"fine-tuning up to its last checkpoint {last} (a re-run resumes there)"
+        for last in _resumable
+        if last.is_file()
+    ]
+    if (output_dir / "results.json").is_file():
+        finished.append(f"its result {output_dir / 'results.json'}")
+    lines = [f"interrupted (Ctrl-C): job {job or ''} in {output_dir}".replace("job  in", "job in")]
+    lines.append("finished: " + ("; ".join(finished) if finished else "nothing yet (settings and data only)"))
+    if multirun:
+        done = sorted(p.parent.name for p in output_dir.parent.glob("*/results.json"))
+        lines.append(f"finished jobs of this multirun: {done or 'none'} (in {output_dir.parent})")
+    lines.append(
+        "to resume, run the same command again: "
+        + " ".join(["python", *sys.argv])
+        + " -- a finished fine-tuning is reused and an interrupted one resumes from its last checkpoint "
+        "(<cache>/<key>/checkpoints/last.ckpt); finished jobs' results are reused (reuse_results=true)"
+    )
+    for line in lines:
+        log.warning(line)
+
+
+def _job_resources(cfg):
+    """The job's torch threads (``threads``, :func:`~itermask.training.distributed.apply_threads`) and, with
+    ``job_devices``, a claimed GPU (:class:`~itermask.training.distributed.DevicePool`, under
+    ``<cache_dir>/devices``) put into ``cfg.trainer.devices``; returns the pool to release, or ``None``."""
+    from itermask.training.distributed import DevicePool, apply_threads, assign_device, process_rank
+
+    threads = cfg.get("threads")
+    count = apply_threads(threads if isinstance(threads, int) and threads > 0 else None)
+    devices = cfg.get("job_devices")
+    if not devices or process_rank() != 0:
+        log.debug("torch threads: %d", count)
+        return None
+    pool = DevicePool(list(devices), Path(str(cfg.cache_dir)).expanduser() / "devices")
+    device = pool.claim()
+    applied = assign_device(cfg.trainer, device)
+    log.info(
+        "job_devices: this job holds device %d of %s (%s); torch threads: %d",
+        device,
+        list(devices),
+        f"trainer.devices=[{device}]" if applied else "a CPU run: the trainer is left as it is",
+        count,
+    )
+    return pool

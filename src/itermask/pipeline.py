@@ -40,12 +40,15 @@ from itermask.analyses import (
     evaluate_accuracy,
     evaluate_curves,
 )
+from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
+from itermask.jobs import config_errors, note_progress
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, plain, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, write_json_atomic
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
+from itermask.training.distributed import process_rank
 from itermask.training.models import SequenceClassifier, class_mapping
 from itermask.training.resume import AUGMENTATIONS, ExactResume, resume_checkpoint
 
@@ -103,7 +106,8 @@ class Evaluation:
 
 def run_train(cfg: DictConfig) -> float:
     """``train.py``: fine-tune (or reuse) the model for ``cfg``; returns its best validation accuracy."""
-    settings = train_settings(cfg)
+    with config_errors():
+        settings = train_settings(cfg)
     data = load_data(settings)
     with tracked(settings) as logger:
         trained = get_or_train(settings, data, logger)
@@ -124,7 +128,8 @@ def run_pretrain(cfg: DictConfig) -> float:
             f"pretrain.py runs continued MLM pretraining, but model={model.get('name')} has no pretrain settings: "
             "choose model=minilm_mlm or model=minilm_cda (or a model config with a pretrain node)"
         )
-    settings = train_settings(cfg)
+    with config_errors():
+        settings = train_settings(cfg)
     assert settings.model.pretrain_key is not None  # the model has a pretrain node
     meta = CheckpointCache(settings.cache_dir / "pretrain").meta(settings.model.pretrain_key) or {}
     log.info(
@@ -140,7 +145,8 @@ def run_pretrain(cfg: DictConfig) -> float:
 
 def run_evaluate(cfg: DictConfig) -> dict:
     """``evaluate.py``: settings, model, evaluate, record (see the module docstring); returns the result."""
-    settings = evaluate_settings(cfg)
+    with config_errors():
+        settings = evaluate_settings(cfg)
     stored = stored_result(settings)
     if stored is not None:
         return record_stored(settings, stored)
@@ -179,7 +185,8 @@ def load_data(settings: TrainJobSettings) -> TextClassificationDataModule:
     )
     data.setup()
     if isinstance(settings, EvaluateSettings):
-        settings.check_against_data(data)
+        with config_errors():
+            settings.check_against_data(data)
     return data
 
 
@@ -247,17 +254,33 @@ def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule,
     """The model stage: the cached fine-tuned model of ``settings.training_key``, fine-tuned (under the
     entry's file lock) if missing or damaged (:meth:`~itermask.storage.cache.CheckpointCache.reusable` moves a
     damaged entry aside with a warning). An interrupted fine-tuning resumes exactly from the entry's last
-    checkpoint (:mod:`itermask.training.resume`)."""
+    checkpoint (:mod:`itermask.training.resume`). The lock waits at most ``cache_lock_timeout`` seconds
+    (:meth:`~itermask.storage.cache.CheckpointCache.lock`).
+
+    Under DDP (:mod:`itermask.training.distributed`) only rank 0 takes the lock, reuses, fine-tunes and
+    exports; the other ranks, launched inside rank 0's ``fit``, join that fine-tuning and wait on the barrier
+    after the export (or read the entry rank 0 reused), never on the lock."""
     key = settings.training_key
-    cache = CheckpointCache(settings.cache_dir)
+    cache = CheckpointCache(settings.cache_dir, lock_timeout=settings.lock_timeout)
     entry = cache.entry(key)
+    if process_rank() != 0:  # DDP: rank 0 owns the cache; the others join its fine-tuning or read its entry
+        meta = cache.meta(key)
+        if meta is None:
+            log.info("rank %d: joining rank 0's fine-tuning of %s", process_rank(), entry)
+            _fine_tune(settings, data, cache, logger)  # ends at a barrier after rank 0's export
+            meta = cache.meta(key)
+        if meta is None:
+            raise RuntimeError(f"rank {process_rank()}: rank 0 wrote no checkpoint to {entry} (see its log)")
+        return TrainedModel(key, entry / "model", meta)
     with cache.lock(key):
         meta = cache.reusable(key)
         if meta is not None:
             log.info("reusing fine-tuned checkpoint %s", entry)
             return TrainedModel(key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", settings.model.name, settings.data.name, settings.seed, entry)
+        note_progress(resumable=entry / "checkpoints" / "last.ckpt")
         _fine_tune(settings, data, cache, logger)
+        note_progress(f"the fine-tuned checkpoint {entry}")
     meta = cache.meta(key)
     assert meta is not None  # finished by _fine_tune
     return TrainedModel(key, entry / "model", meta)
@@ -299,7 +322,11 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
         )
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
     enabled = tuple(name for name in AUGMENTATIONS if getattr(classifier, name, None) is not None)
-    last = resume_checkpoint(cache, settings.training_key, enabled)
+    if process_rank() == 0:
+        last = resume_checkpoint(cache, settings.training_key, enabled)
+    else:  # launched inside rank 0's fit, after rank 0 chose (and moved aside what it could not resume from)
+        last = cache.entry(settings.training_key) / "checkpoints" / "last.ckpt"
+        last = last if last.is_file() else None
     trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None)
     if trainer.global_rank == 0:
         resumed = None if last is None else {"checkpoint": str(last), "exact": True, **(resume.resumed or {})}
@@ -363,13 +390,12 @@ def evaluate(
     inputs = AnalysisInputs.from_settings(settings)
     evaluation = Evaluation({}, Artifacts())
     accuracy = evaluate_accuracy(context)
-    if not trainer.is_global_zero:
-        return None
-    curves, masking = evaluate_curves(inputs, context)
-    if curves is None:
+    curves, masking = evaluate_curves(inputs, context)  # every rank takes part; rank 0 gets the gathered curves
+    if curves is None or not trainer.is_global_zero:
         return None
     for output in (accuracy, masking):
         evaluation.result.update(output.result)
+    evaluation.result.update(model_check(evaluation.result, curves).result)  # a classifier that learnt nothing
     for analysis in (PerExampleAnalysis(), *settings.analyses):
         output = analysis.run(inputs, context, curves)
         if not trainer.is_global_zero:

@@ -47,6 +47,11 @@ __all__ = [
     "check_added_keys",
     "OWN_SECTIONS",
     "position_limit",
+    "OPTIONAL_PACKAGES",
+    "missing_package",
+    "ood_package_problems",
+    "composed_problems",
+    "check_composed",
 ]
 
 QUANTITIES = ("probability", "logit")
@@ -185,7 +190,15 @@ RULES: dict[str, Range] = {
     "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
     "evaluation.token_budget": POSITIVE_INT,
     "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
+    "logger.init_timeout": Range(integer=False, low=0, low_open=True, null="W&B's own default, 90 s"),
+    "cache_lock_timeout": Range(integer=False, low=0, low_open=True, null="wait forever"),
+    "threads": Range(integer=True, low=1, null="every CPU the process may use"),
 }
+
+#: List options whose items must be strictly ascending (each a grid read in order).
+ASCENDING_LISTS = ("evaluation.fractions", "evaluation.counts", "evaluation.aopc_bins", "ood.plots.umap_fractions")
+#: List options whose items must be distinct (a repeated item would be evaluated, or counted, twice).
+DISTINCT_LISTS = ("evaluation.schedules", "evaluation.segments", "analyses", "job_devices")
 
 _ABSENT = object()
 
@@ -237,6 +250,33 @@ def _list_problems(config: dict) -> list[str]:
             problems.append(f"{key} must be a non-empty list (each item {item.describe()}){alternative}, got {value!r}")
         elif bad := [v for v in value if not item.allows(v)]:
             problems.append(f"every item of {key} must be {item.describe()}, got {bad}")
+    return problems + _order_problems(config)
+
+
+def _repeated(values: list) -> list:
+    """The items of ``values`` that occur more than once, each once, in order."""
+    seen, repeated = set(), []
+    for value in values:
+        marker = repr(value)
+        if marker in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(marker)
+    return repeated
+
+
+def _order_problems(config: dict) -> list[str]:
+    """Repeated items in the list options of :data:`ASCENDING_LISTS` and :data:`DISTINCT_LISTS`, and the
+    grids of :data:`ASCENDING_LISTS` out of ascending order (a repeated fraction would be one step counted
+    twice in AOPC; a repeated schedule or analysis would run twice under one name)."""
+    problems = []
+    for key in (*ASCENDING_LISTS, *DISTINCT_LISTS):
+        value = _get(config, key)
+        if not isinstance(value, list):
+            continue
+        if repeated := _repeated(value):
+            problems.append(f"{key} lists {repeated} more than once: give each item once, got {value!r}")
+        elif key in ASCENDING_LISTS and all(_is_number(v) for v in value) and value != sorted(value):
+            problems.append(f"{key} must be in ascending order, got {value!r} (e.g. {sorted(value)!r})")
     return problems
 
 
@@ -374,3 +414,75 @@ def check_added_keys(overrides: list[str]) -> None:
                 for key in unread
             ]
         )
+
+
+# -- optional packages -----------------------------------------------------------------------------------
+
+#: Optional packages a config choice needs: ``(import name, pip extra, the choice, its alternatives)``.
+OPTIONAL_PACKAGES = {
+    "umap": (
+        "umap-learn",
+        "umap",
+        "ood.level=full draws UMAP figures of the masked inputs",
+        "or set ood.plots.enabled=false, or use ood=final",
+    ),
+}
+
+
+def missing_package(module: str) -> str | None:
+    """The problem with the optional package of :data:`OPTIONAL_PACKAGES` importable as ``module``: ``None`` if
+    it is installed, else a message naming the package, the extra that installs it and the alternatives.
+    Looks the module up without importing it (fast: no numba compilation for umap)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is not None:
+        return None
+    package, extra, needed_by, alternatives = OPTIONAL_PACKAGES[module]
+    return (
+        f"{needed_by} with {package}, which is not installed: pip install 'itermask[{extra}]' "
+        f"(or pip install {package}), {alternatives}"
+    )
+
+
+def ood_package_problems(level, plots_enabled) -> list[str]:
+    """The optional packages the OOD analysis at ``level`` needs and lacks (umap-learn for the UMAP figures
+    of ``ood.level=full`` with ``ood.plots.enabled``)."""
+    if level == "full" and plots_enabled is not False and (problem := missing_package("umap")) is not None:
+        return [problem]
+    return []
+
+
+def composed_problems(config: dict, overrides: list[str] | None = None) -> list[str]:
+    """Every problem of a composed, resolved config that can be found without torch, transformers or
+    Lightning: the numeric options (:func:`config_problems`), keys added to itermask's own sections
+    (:func:`check_added_keys`), and the optional packages its choices need (:func:`ood_package_problems`)."""
+    problems = config_problems(config)
+    try:
+        check_added_keys(overrides or [])
+    except SettingsError as error:
+        problems += error.problems
+    ood = config.get("ood")
+    if isinstance(ood, dict) and "ood" in (config.get("analyses") or []):
+        plots = ood.get("plots")
+        problems += ood_package_problems(ood.get("level"), plots.get("enabled") if isinstance(plots, dict) else None)
+    return problems
+
+
+def check_composed(cfg) -> None:
+    """The entry points' first check of a composed Hydra config (``evaluate.py``, ``train.py``), before torch,
+    transformers or Lightning are imported: ``python evaluate.py evaluation.n_examples=0`` answers in about
+    a second. The settings stage (:mod:`itermask.settings`) checks everything again, with the components.
+
+    Args:
+        cfg: the job's ``DictConfig`` (its interpolations resolved here).
+
+    Raises:
+        SettingsError: listing every problem of :func:`composed_problems`.
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    if problems := composed_problems(cast(dict, config), overrides):
+        raise SettingsError(problems)

@@ -113,7 +113,7 @@ def _study(tmp_path):
     return optuna.load_study(study_name="train-minilm-rt_snippets", storage=f"sqlite:///{tmp_path}/optuna.db")
 
 
-def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch, entry_point):
+def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch, entry_point, sweeps_extra):
     from hydra.core.hydra_config import HydraConfig
 
     def fake_train(cfg):
@@ -139,7 +139,7 @@ def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch
     assert json.loads((tmp_path / "optuna/2" / FAILURE_FILE).read_text())["error"] == "RuntimeError: diverged"
 
 
-def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point):
+def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point, sweeps_extra):
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the exception itself, not Hydra's printed summary
     monkeypatch.setattr(pipeline, "run_train", lambda cfg: math.nan)
     with pytest.raises(
@@ -298,3 +298,54 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
     assert [r["exit_code"] for r in records(failed_run, "exit")] == [1]
     finished_run = read_wandb_run(next((multi / "0/wandb").glob("offline-run-*")))
     assert [r.get("exit_code", 0) for r in records(finished_run, "exit")] == [0]
+
+
+def test_ctrl_c_reports_what_was_finished_and_exits_130(tmp_path, caplog):
+    from omegaconf import OmegaConf
+
+    from itermask.jobs import INTERRUPTED_EXIT, note_progress, run_job
+
+    last = tmp_path / "entry" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"")
+
+    def interrupted(cfg):
+        note_progress(resumable=last)
+        raise KeyboardInterrupt
+
+    cfg = OmegaConf.create({"output_dir": str(tmp_path / "job"), "verbose": False})
+    with caplog.at_level("WARNING"), pytest.raises(SystemExit) as exit_:
+        run_job(interrupted, cfg)
+    assert exit_.value.code == INTERRUPTED_EXIT == 130
+    text = caplog.text
+    assert "interrupted (Ctrl-C)" in text and f"fine-tuning up to its last checkpoint {last}" in text
+    assert "to resume, run the same command again" in text
+    assert not (tmp_path / "job" / FAILURE_FILE).exists()  # an interruption is not a failure
+
+
+def test_a_multirun_whose_every_job_failed_still_writes_a_report_listing_them(tmp_path, monkeypatch, entry_point):
+    def fake_evaluate(cfg):
+        raise ValueError(f"boom on seed {_job_seed()}")
+
+    monkeypatch.setattr(pipeline, "run_evaluate", fake_evaluate)
+    with pytest.raises(SystemExit) as exit_status:
+        entry_point("evaluate.py", "-m", "seed=0,1", "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert exit_status.value.code == 1
+    report = (tmp_path / "sweep" / "report.md").read_text()
+    assert "## Failed jobs" in report
+    for seed in (0, 1):
+        assert f"- job `{seed}` failed (overrides: seed={seed} logger=csv): ValueError: boom on seed {seed}" in report
+
+
+def test_a_failing_ddp_rank_leaves_a_line_in_rank_zeros_log(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    import itermask.training.distributed as distributed
+
+    monkeypatch.setattr(distributed, "process_rank", lambda: 1)
+    monkeypatch.setattr(sys, "argv", ["evaluate.py"])
+    cfg = OmegaConf.create({"output_dir": str(tmp_path), "verbose": False})
+    with pytest.raises(ValueError, match="boom"):
+        run_job(lambda c: (_ for _ in ()).throw(ValueError("boom")), cfg)
+    line = (tmp_path / "evaluate.log").read_text()
+    assert "DDP process of rank 1 failed: ValueError: boom" in line and "train_ddp_process_1.log" in line

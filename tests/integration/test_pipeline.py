@@ -102,10 +102,9 @@ def test_cache_entry_complete_only_after_finish(tmp_path):
     cache = CheckpointCache(tmp_path / "cache", lock_timeout=0.1)
     assert cache.meta("k") is None
     with cache.lock("k"):
-        from filelock import Timeout
-
-        with pytest.raises(Timeout):  # a second job waits for the lock
-            CheckpointCache(tmp_path / "cache", lock_timeout=0.1).lock("k").acquire()
+        with pytest.raises(TimeoutError, match=r"waited 0.1 s for the lock .*k\.lock: another job is fine-tuning"):
+            with CheckpointCache(tmp_path / "cache", lock_timeout=0.1).lock("k"):  # a second job waits, then stops
+                pass
     (cache.entry("k") / "model").mkdir(parents=True)
     (cache.entry("k") / "model" / "config.json").write_text("{}")
     cache.finish("k", {"val_acc": 0.5})

@@ -499,7 +499,7 @@ def test_paper_model_pairs(model, pretrained):
         ("submitit_slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
     ],
 )
-def test_launchers_compose(launcher, target):
+def test_launchers_compose(launcher, target, sweeps_extra):
     cfg = _compose(f"hydra/launcher={launcher}", hydra=True)
     assert cfg.hydra.launcher._target_ == target
     assert cfg.hydra.callbacks.report._target_ == "itermask.callbacks.ReportCallback"
@@ -511,7 +511,7 @@ def test_ddp_trainer_and_step_checkpoints_compose():
     assert cfg.train.checkpoint_every_n_steps == 500
 
 
-def test_optuna_search_composes():
+def test_optuna_search_composes(sweeps_extra):
     cfg = _compose("hparams_search=optuna", name="train", hydra=True)
     sweeper = cfg.hydra.sweeper
     assert sweeper._target_.endswith("OptunaSweeper") and sweeper.direction == "maximize"
@@ -678,7 +678,7 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path, env):
 
 
 @pytest.mark.slow
-def test_optuna_search_four_trials(tmp_path, env):
+def test_optuna_search_four_trials(tmp_path, env, sweeps_extra):
     _run(
         [
             "train.py",
@@ -714,7 +714,7 @@ def test_optuna_search_four_trials(tmp_path, env):
 
 
 @pytest.mark.slow
-def test_submitit_local_two_seeds(tmp_path, env):
+def test_submitit_local_two_seeds(tmp_path, env, sweeps_extra):
     _run(
         [
             "evaluate.py",

@@ -93,8 +93,8 @@ def test_each_bad_number_is_named_with_its_range(override, message):
     "override, message",
     [
         ("saliency=integrated_gradients saliency.n_steps=0", "saliency.n_steps must be >= 1, got 0"),
-        ("saliency=lime saliency.n_samples=0", "saliency.n_samples must be >= 1, got 0"),
-        ("saliency=kernel_shap saliency.n_samples=-3", "saliency.n_samples must be >= 1, got -3"),
+        ("saliency=lime saliency.n_samples=0", "saliency.n_samples must be >= 2 for lime, got 0"),
+        ("saliency=kernel_shap saliency.n_samples=-3", "saliency.n_samples must be >= 3 for kernel_shap, got -3"),
         ("saliency=lime saliency.kernel_width=0", "saliency: lime needs kernel_width > 0 and alpha >= 0, got 0,"),
         (
             "dataset=csv dataset.source.path=x.csv dataset.source.validation_ratio=0",

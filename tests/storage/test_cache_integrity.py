@@ -95,6 +95,7 @@ def test_get_or_train_fine_tunes_again_when_the_entry_is_damaged(tmp_path, monke
         {
             "training_key": "k",
             "cache_dir": tmp_path,
+            "lock_timeout": 5.0,
             "seed": 0,
             "model": type("M", (), {"name": "m"}),
             "data": type("D", (), {"name": "d"}),

@@ -1,4 +1,6 @@
-"""itermask's Optuna sweeper (``hparams_search=optuna``): hydra-optuna-sweeper's, going on past failed trials.
+"""itermask's sweepers: the grid-union sweeper (``hydra/sweeper=grid_union``, :mod:`.grid_union`, used by
+``experiment=paper``) and the Optuna sweeper (``hparams_search=optuna``): hydra-optuna-sweeper's, going on
+past failed trials.
 
 It lives in the ``hydra_plugins`` namespace package because Hydra instantiates sweepers only from there
 (``hydra.sweeper._target_: hydra_plugins.itermask_sweepers.OptunaSweeper``). Hydra imports every
@@ -28,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hydra_plugins.itermask_sweepers.grid_union import GridUnionSweeper, GridUnionSweeperConf, grid_jobs
 from itermask.jobs import FAILURE_FILE, AllTrialsFailedError, failed_jobs
 
 try:
@@ -35,7 +38,9 @@ try:
 except ImportError:  # the optional hydra-optuna-sweeper is not installed
     _OptunaSweeper = None
 
-__all__ = ["OptunaSweeper"] if _OptunaSweeper is not None else []
+__all__ = ["GridUnionSweeper", "GridUnionSweeperConf", "grid_jobs"]
+if _OptunaSweeper is not None:
+    __all__ += ["OptunaSweeper"]
 
 if _OptunaSweeper is not None:
 

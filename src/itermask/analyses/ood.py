@@ -136,7 +136,8 @@ class OODAnalysis(Analysis):
 
     Raises:
         ValueError: naming the setting: sizes not positive, ``knn_k < 1``, an unknown covariance estimator,
-            ``masf_alpha`` outside (0, 1), ``ece_bins < 1``.
+            ``masf_alpha`` outside (0, 1), ``ece_bins < 1``; at ``level="full"`` with plots, umap-learn (the
+            ``umap`` extra) not installed.
     """
 
     name = "ood"
@@ -185,6 +186,10 @@ class OODAnalysis(Analysis):
         }
         if level != "full":
             self.plots["enabled"] = False
+        from itermask.validation import ood_package_problems
+
+        if missing := ood_package_problems(level, self.plots["enabled"]):  # umap-learn, an extra
+            raise ValueError(missing[0])
 
     @property
     def representations(self) -> str:

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import ClassVar
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, ClassVar
 
 from itermask.core.registry import Registered, Registry
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+# torch is imported inside the functions: the schedule names (SCHEDULES, STEP_KINDS) are read when the
+# config is checked (itermask.validation), before torch is imported (a fast --help and config error)
 
 __all__ = [
     "masked_counts",
@@ -52,6 +55,8 @@ def masked_counts(n_maskable: Tensor, fractions: Sequence[float] | Tensor) -> Te
     Raises:
         ValueError: if a fraction lies outside ``[0, 1]``.
     """
+    import torch
+
     f = torch.as_tensor(fractions, dtype=torch.float64, device=n_maskable.device)
     if ((f < 0) | (f > 1)).any():
         raise ValueError(f"masking fractions must lie in [0, 1], got {f.tolist()}")
@@ -71,6 +76,8 @@ def capped_counts(n_maskable: Tensor, counts: Sequence[float] | Tensor) -> Tenso
     Raises:
         ValueError: if a count is negative or not an integer.
     """
+    import torch
+
     c = torch.as_tensor(counts, dtype=torch.float64, device=n_maskable.device)
     if ((c < 0) | (c != torch.round(c))).any():
         raise ValueError(f"masking counts must be non-negative integers, got {c.tolist()}")
@@ -106,6 +113,8 @@ def top_k_mask(scores: Tensor, candidates: Tensor, k: Tensor) -> Tensor:
     Returns:
         ``[B, L]`` bool mask with ``min(k, candidates.sum(1))`` True entries per row.
     """
+    import torch
+
     ranked = torch.nan_to_num(scores.double(), nan=-torch.inf).masked_fill(~candidates, -torch.inf)
     order = torch.sort(ranked, dim=1, descending=True, stable=True).indices
     rank = torch.empty_like(order)
@@ -113,7 +122,7 @@ def top_k_mask(scores: Tensor, candidates: Tensor, k: Tensor) -> Tensor:
     return candidates & (rank < k[:, None])
 
 
-SaliencyFn = Callable[[Tensor, Tensor], Tensor]
+SaliencyFn = Callable[["Tensor", "Tensor"], "Tensor"]
 """``saliency_fn(masked, rows) -> scores``: saliency on the input with ``masked`` (``[R, L]`` bool, clean
 positions) applied, for the examples ``rows`` (``[R]`` long indices); returns ``[R, L]`` scores over clean
 positions."""
@@ -154,6 +163,8 @@ class OneShot(MaskingSchedule):
     sufficiency = True
 
     def masks(self, clean_saliency, maskable, k, saliency_fn=None):
+        import torch
+
         return torch.stack([top_k_mask(clean_saliency, maskable, k_s) for k_s in k])
 
 
@@ -174,6 +185,8 @@ class Recursive(MaskingSchedule):
     name = "recursive"
 
     def masks(self, clean_saliency, maskable, k, saliency_fn):
+        import torch
+
         if (k[1:] < k[:-1]).any():
             raise ValueError("the recursive schedule needs ascending masking fractions/counts")
         state = torch.zeros_like(maskable)

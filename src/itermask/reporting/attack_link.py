@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-__all__ = ["faithfulness_vs_attack", "EFFICIENCY", "COLUMNS", "caveat"]
+__all__ = ["faithfulness_vs_attack", "spearman_exact", "EFFICIENCY", "COLUMNS", "caveat"]
 
 #: attack efficiency measures (report score names) and whether higher means more efficient
 EFFICIENCY = {"attack success_rate": True, "attack perturbed_fraction": False}
@@ -65,7 +65,7 @@ def _means(summary: pd.DataFrame) -> dict[tuple, dict[tuple[str, str, str], floa
     return out
 
 
-def _spearman_exact(x: list[float], y: list[float]) -> tuple[float, float]:
+def spearman_exact(x: list[float], y: list[float]) -> tuple[float, float]:
     """Spearman's rho and its exact two-sided permutation p-value (every pairing of ``y`` with ``x``)."""
     rho = float(stats.spearmanr(x, y).statistic)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
     result = stats.permutation_test(
@@ -108,7 +108,7 @@ def faithfulness_vs_attack(summary: pd.DataFrame) -> pd.DataFrame:
                     y = [means[(m, schedule, efficiency)] for m in methods]
                     rho = p = math.nan
                     if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
-                        rho, p = _spearman_exact(x, y)
+                        rho, p = spearman_exact(x, y)
                     rows.append(
                         [model, dataset, masking, schedule, faith, efficiency, len(methods), methods, x, y, rho, p]
                     )

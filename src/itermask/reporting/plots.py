@@ -137,5 +137,18 @@ def curve_figure(lines: list[Line], title: str, settings: dict, notes: Sequence[
     return buffer.getvalue()
 
 
+#: longest file-name stem :func:`slug` returns (file systems allow 255 bytes, with room for the atomic
+#: write's temporary prefix and suffix and the extension)
+MAX_SLUG = 120
+
+
 def slug(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(p for p in parts if p)).strip("-")
+    """A file-name stem of ``parts`` (characters other than letters, digits, ``._-`` replaced by ``-``); a
+    stem longer than :data:`MAX_SLUG` (e.g. two models labelled with several swept settings) is cut and
+    ends with a hash of the whole, so distinct stems stay distinct."""
+    import hashlib
+
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(p for p in parts if p)).strip("-")
+    if len(text) <= MAX_SLUG:
+        return text
+    return f"{text[: MAX_SLUG - 13]}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"

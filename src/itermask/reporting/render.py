@@ -10,10 +10,12 @@ from typing import Any, cast
 
 import pandas as pd
 
+from itermask.analyses.accuracy import model_check_line
 from itermask.analyses.base import analysis_classes
 from itermask.core.metrics import metric_info
 from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat
+from itermask.reporting.claims import claims_markdown, write_claim_figures
 from itermask.reporting.markdown import md_table, mean_pm, number
 from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, result_curves, series_rows
 from itermask.reporting.plots import curve_figure, slug
@@ -149,6 +151,9 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
         f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."),
         "",
     ]
+    meaningless = [(run.seed, line) for run in members if (line := model_check_line(run.result)) is not None]
+    out += [f"> **Warning** (seed {seed}): {line.removeprefix('WARNING: ')}." for seed, line in meaningless]
+    out += [""] if meaningless else []
     rows = of_group(report.headline, label)
     if len(rows):
         method = label[2]
@@ -369,6 +374,7 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
         f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).",
         "",
     ]
+    out += claims_markdown(report, images)  # experiment=paper: the claims first (itermask.reporting.claims)
     out += _headline(report)
     if sweep.failed:
         out += [
@@ -518,6 +524,7 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
     written: dict[str, Path] = {}
     images: dict[str, str] = {}
     _curve_images(report, files, written, images)
+    write_claim_figures(report, files, written, images)  # the Claims section's figures, if the sweep has claims
     for name in TABLES:
         if name == "attack_links" and report.attack_links.empty:
             continue

@@ -137,10 +137,20 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
             for k in ("_target_", "project", "group", "mode")
         }
     sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or ""
-    if not sweeper.endswith("BasicSweeper"):
+    if not sweeper.endswith(("BasicSweeper", "GridUnionSweeper")):
         return None, meta
     task = [str(x) for x in OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or []]
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+    if sweeper.endswith("GridUnionSweeper"):  # a union of grids (experiment=paper)
+        from hydra_plugins.itermask_sweepers.grid_union import grid_jobs
+
+        grids = OmegaConf.select(cfg, "hydra.sweeper.grids", default=None)
+        plain = [OmegaConf.to_container(node) if node is not None else None for node in (params, grids)]
+        try:
+            return grid_jobs(plain[0], plain[1], task), meta  # pyright: ignore[reportArgumentType]
+        except Exception as error:  # an override the plain parser cannot expand: report what was found
+            log.warning("could not expand the sweep of %s (%s)", path, error)
+            return None, meta
     arguments = [f"{k}={v}" for k, v in (params or {}).items()] + task
     try:
         return _expand(arguments), meta

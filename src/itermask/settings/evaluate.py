@@ -23,6 +23,7 @@ from itermask.settings.components import build, plain
 from itermask.settings.job import TrainJobSettings, bind_job, hydra_overrides, read_job
 from itermask.settings.problems import Problems
 from itermask.storage.keys import results_key
+from itermask.tracking.runs import job_logger
 from itermask.training.models import class_mapping
 from itermask.training.pretraining import use_pretrained_mlm
 from itermask.validation import QUANTITIES, SettingsError
@@ -224,13 +225,13 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
     saliency.bind(fields["tokenizer"])
     special_ids = fields["tokenizer"].all_special_ids
     evaluators = _evaluators(saliency, fields["masking"], evaluation, special_ids, parts.seed, analyses)
+    keyed = config if model.pretrain_key is None else {**config, "pretrained_encoder": model.pretrain_key}
+    key = results_key(keyed, fields["fingerprint"])
+    fields["make_logger"] = job_logger(config, fields["run_name"], key)  # the W&B run id follows the results key
     settings = EvaluateSettings(
         **fields,
         reuse_results=bool(config.get("reuse_results", True)),
-        results_key=results_key(
-            config if model.pretrain_key is None else {**config, "pretrained_encoder": model.pretrain_key},
-            fields["fingerprint"],
-        ),
+        results_key=key,
         saliency=saliency,
         evaluation=evaluation,
         evaluators=evaluators,

@@ -35,6 +35,7 @@ from itermask.training.augmentation import (
     check_adversarial_keys,
     masked_fine_tuning,
 )
+from itermask.training.distributed import distributed_problem, trainer_processes
 from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer, resolve_pretrained
 from itermask.training.pretraining import (
     PretrainSettings,
@@ -140,11 +141,13 @@ class TrainJobSettings:
 
     ``make_trainer(**overrides)`` builds the Lightning trainer of ``cfg.trainer``; ``make_logger()`` starts
     the job's tracker run (or returns ``None``); ``config`` is the resolved config as recorded with results;
-    ``fingerprint`` the contents of the local files the job reads (part of both keys)."""
+    ``fingerprint`` the contents of the local files the job reads (part of both keys); ``lock_timeout`` the
+    seconds to wait for the checkpoint cache's lock (``cache_lock_timeout``; ``-1``: forever)."""
 
     task_name: str
     seed: int
     cache_dir: Path
+    lock_timeout: float
     output_dir: Path
     tokenizer: Any
     model: ModelSettings
@@ -312,13 +315,20 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
     with problems.collect():
         parts.built.bind_all(tokenizer)
     train = _fine_tuning(parts, tokenizer, problems)
+    trainer, processes = config["trainer"], 1
+    with problems.collect():
+        if (problem := distributed_problem(trainer, hydra_multirun())) is not None:
+            raise SettingsError([problem])
+        processes = trainer_processes(trainer)
     problems.raise_if_any()
-    key, payload = training_key(config, fingerprint, parts.seed, pretrain.key if pretrain is not None else None)
-    trainer = config["trainer"]
+    key, payload = training_key(
+        config, fingerprint, parts.seed, processes, pretrain.key if pretrain is not None else None
+    )
     return dict(
         task_name=str(config["task_name"]),
         seed=parts.seed,
         cache_dir=Path(str(config["cache_dir"])).expanduser(),
+        lock_timeout=_lock_timeout(config),
         output_dir=Path(str(config["output_dir"])),
         tokenizer=tokenizer,
         model=ModelSettings(
@@ -345,7 +355,7 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         training_key=key,
         training_payload=payload,
         make_trainer=make_trainer,
-        make_logger=job_logger(config, run_name(config)),
+        make_logger=job_logger(config, run_name(config), key),
         config=config,
         run_name=run_name(config),
         started_at=started_at,
@@ -363,6 +373,20 @@ def _pretrain_logger(config: dict, pretrain: PretrainSettings) -> Callable[[], A
     stage = {k: v for k, v in config.items() if k not in ("saliency", "masking")}
     stage.update(task_name="pretrain", seed=int(pretrain.options.get("seed", 0)))
     return job_logger(stage, run_name(stage))
+
+
+def _lock_timeout(config: dict) -> float:
+    """``cache_lock_timeout`` in seconds (``-1``: forever, for ``null``; checked by ``config_problems``)."""
+    value = config.get("cache_lock_timeout")
+    return -1.0 if value is None else float(value)
+
+
+def hydra_multirun() -> bool:
+    """Whether the running Hydra job is a job of a multirun (``-m``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def hydra_overrides() -> list[str]:
@@ -407,4 +431,5 @@ def training_key_of(cfg: DictConfig) -> tuple[str, dict]:
     pretrain_key = None
     if config["model"].get("pretrain") is not None:
         pretrain_key = pretrain_settings(config, fingerprint, source, resolve_pretrained(pretrained)).key
-    return training_key(config, fingerprint, seed, pretrain_key)
+    processes = trainer_processes(config["trainer"])
+    return training_key(config, fingerprint, seed, processes, pretrain_key)

@@ -13,10 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from itermask.storage.files import file_manifest, manifest_problems, move_aside, read_json, write_json_atomic
 
@@ -36,7 +39,8 @@ class CheckpointCache:
 
     Args:
         root: cache directory (created on demand).
-        lock_timeout: seconds to wait for another job's lock (``-1``: forever).
+        lock_timeout: seconds to wait for another job's lock (``-1``: forever; the config's
+            ``cache_lock_timeout``).
     """
 
     def __init__(self, root: str | Path, lock_timeout: float = -1) -> None:
@@ -46,10 +50,61 @@ class CheckpointCache:
     def entry(self, key: str) -> Path:
         return self.root / key
 
-    def lock(self, key: str) -> FileLock:
-        """An exclusive inter-process lock for ``key`` (use as a context manager)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.root / f"{key}.lock"), timeout=self.lock_timeout)
+    def writable(self) -> None:
+        """Check that the cache folder exists or can be made, and that files can be written in it.
+
+        Raises:
+            NotADirectoryError: if the cache path (or a folder above it) is a file.
+            PermissionError: if the folder cannot be made or written (a read-only cache).
+        """
+        hint = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
+        blocking = next((p for p in (self.root, *self.root.parents) if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise NotADirectoryError(
+                f"the checkpoint cache {self.root} cannot be a folder: {blocking} is a file; {hint}"
+            )
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except PermissionError:
+            raise PermissionError(
+                f"the checkpoint cache {self.root} cannot be created (permission denied); {hint}"
+            ) from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise PermissionError(
+                f"the checkpoint cache {self.root} is read-only for this user, so nothing can be fine-tuned into it "
+                f"or locked; {hint}, or make it writable (chmod u+w {self.root})"
+            )
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[FileLock]:
+        """An exclusive inter-process lock for ``key``, held for the ``with`` block.
+
+        Raises:
+            TimeoutError: if another process holds it for longer than ``lock_timeout`` seconds; the message
+                names the lock file and what to do.
+            NotADirectoryError, PermissionError: see :meth:`writable`.
+        """
+        self.writable()
+        path = self.root / f"{key}.lock"
+        lock = FileLock(str(path), timeout=self.lock_timeout)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise TimeoutError(
+                f"waited {self.lock_timeout:g} s for the lock {path}: another job is fine-tuning the same checkpoint "
+                f"({self.entry(key)}) and has not finished. Let it finish and run again (the checkpoint is then "
+                "reused), or raise cache_lock_timeout (seconds, -1: wait forever). The lock is released when its "
+                "holder exits, so a lock file left by a killed job never blocks"
+            ) from None
+        except PermissionError:
+            raise PermissionError(
+                f"cannot create the lock file {path}: the checkpoint cache {self.root} is not writable; set "
+                "cache_dir=<a writable folder> (or ITERMASK_CACHE)"
+            ) from None
+        try:
+            yield lock
+        finally:
+            lock.release()
 
     def meta(self, key: str) -> dict | None:
         """The entry's ``meta.json`` as written, or ``None`` if the entry is missing or unfinished (unchecked:

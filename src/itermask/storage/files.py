@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from importlib import metadata
@@ -207,7 +208,8 @@ def move_aside(path: str | Path, folder: str | Path, name: str | None = None) ->
 
 
 def environment() -> dict:
-    """Package versions and the git commit of the working tree (``None`` outside a git checkout)."""
+    """Package versions, the git commit of the working tree (``None`` outside a git checkout) and torch's
+    intra-op thread count (``None`` when torch is not imported)."""
     versions = {}
     for name in PACKAGES:
         try:
@@ -240,4 +242,6 @@ def environment() -> dict:
         )
     except (OSError, subprocess.SubprocessError):
         commit, dirty = None, None
-    return {"packages": versions, "git_commit": commit, "git_dirty": dirty}
+    torch = sys.modules.get("torch")  # the job's thread count (itermask.training.distributed.apply_threads)
+    threads = torch.get_num_threads() if torch is not None else None
+    return {"packages": versions, "git_commit": commit, "git_dirty": dirty, "torch_threads": threads}

@@ -34,6 +34,8 @@ __all__ = [
     "results_key",
     "training_payload",
     "training_key",
+    "without_local_paths",
+    "LOCAL_MODEL",
 ]
 
 #: Version of the results: of their layout and of the statistics that compute them. It is part of every
@@ -49,6 +51,8 @@ SCHEMA_VERSION = 4
 NOT_IN_KEY = (
     "output_dir",
     "cache_dir",
+    "cache_lock_timeout",
+    "job_devices",
     "logger",
     "reuse_results",
     "hparams_search",
@@ -75,7 +79,12 @@ NOT_IN_KEY = (
 
 #: Dotted config keys left out of the key while they hold the value given here, so that runs at the
 #: default share their keys with configs that lack the option.
-NOT_IN_KEY_AT_DEFAULT = {"train.enabled": True, "dataset.source.encoding": "utf-8"}
+NOT_IN_KEY_AT_DEFAULT = {
+    "train.enabled": True,
+    "dataset.source.encoding": "utf-8",
+    "trainer.strategy": "auto",
+    "threads": None,
+}
 
 #: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them
 #: share their keys with configs that lack the section.
@@ -165,6 +174,9 @@ def results_config(config: dict) -> dict:
     and their name in ``analyses`` (so adding such an analysis keeps the keys of runs without it)."""
     out = component_settings(config)
     _drop_analyses_that_are_off(out)
+    trainer = out.get("trainer")
+    if isinstance(trainer, dict) and isinstance(trainer.get("devices"), list) and len(trainer["devices"]) == 1:
+        trainer["devices"] = 1  # which one device (job_devices) does not change the numbers
     always, disabled = object(), object()
     leave_out = [
         *((dotted, always) for dotted in NOT_IN_KEY),
@@ -188,21 +200,45 @@ def results_config(config: dict) -> dict:
     return out
 
 
+#: What stands for a local model folder's path in both keys (its files' contents are in ``data_files``).
+LOCAL_MODEL = "<local folder: see the model: entries of data_files>"
+
+
+def without_local_paths(config: dict, fingerprint: Fingerprint) -> dict:
+    """A copy of ``config`` whose data source no longer names the local files the fingerprint hashed
+    (``dataset.source.path``, ``.train``... left out) and whose ``model.pretrained`` is :data:`LOCAL_MODEL`
+    when it is a local folder: both keys hash the files' contents, never how their paths are spelled, so a CSV
+    given first by a relative and then by an absolute path (or moved, or copied) reuses its checkpoint."""
+    out = dict(config)
+    source = (config.get("dataset") or {}).get("source")
+    if isinstance(source, dict) and fingerprint.data_files:
+        out["dataset"] = {
+            **config["dataset"],
+            "source": {k: v for k, v in source.items() if k not in fingerprint.data_files},
+        }
+    if isinstance(config.get("model"), dict) and fingerprint.model_files:
+        out["model"] = {**config["model"], "pretrained": LOCAL_MODEL}
+    return out
+
+
 def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files:
     :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION` and :func:`results_config`. Equal
     for two runs exactly when the code's result schema, every setting that changes the result and the files
     read are equal (without ``fingerprint``: the settings only)."""
     if fingerprint is not None:
-        config = {**config, "data_files": fingerprint.hashed()}
+        config = {**without_local_paths(config, fingerprint), "data_files": fingerprint.hashed()}
     return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
-def training_payload(config: dict, fingerprint: Fingerprint, seed: int, pretrain_key: str | None = None) -> dict:
+def training_payload(
+    config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
+) -> dict:
     """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
     from itermask.training.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
     from itermask.training.sources import REPAIR_SWITCHES
 
+    config = without_local_paths(config, fingerprint)
     train = component_settings(config["train"])
     for augmentation in ("masking_augmentation", "adversarial_augmentation"):
         if not (train.get(augmentation) or {}).get("enabled", False):
@@ -222,6 +258,8 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int, pretrain
         "train": train,
         "precision": str(config["trainer"].get("precision", "32-true")),
         "seed": seed,
+        # DDP: each process takes a batch of model.finetune.batch_size, so the weights depend on their number
+        **({"processes": processes} if processes > 1 else {}),
     }
     if pretrain_key is not None:  # the encoder of continued pretraining (absent otherwise: other keys unchanged)
         payload["pretrained_encoder"] = pretrain_key
@@ -229,7 +267,7 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int, pretrain
 
 
 def training_key(
-    config: dict, fingerprint: Fingerprint, seed: int, pretrain_key: str | None = None
+    config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
 ) -> tuple[str, dict]:
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed).
@@ -242,9 +280,11 @@ def training_key(
         config: the resolved config (a plain dict).
         fingerprint: its local files' contents (:meth:`Fingerprint.of`).
         seed: the experiment seed, checked.
+        processes: the fine-tuning's processes (DDP, :func:`~itermask.training.distributed.trainer_processes`);
+            part of the payload only when more than one (the effective batch is ``processes`` batches).
         pretrain_key: the cache key of the continued-pretraining stage that made the encoder
             (:mod:`itermask.training.pretraining`; it hashes the corpus, the word list and the pretraining
             settings), or ``None`` without that stage.
     """
-    payload = training_payload(config, fingerprint, seed, pretrain_key)
+    payload = training_payload(config, fingerprint, seed, processes, pretrain_key)
     return config_hash(payload), payload

@@ -44,16 +44,21 @@ def _sweep_dir() -> str | None:
     return hydra_cfg.sweep.dir if multirun and hydra_cfg is not None else None
 
 
-def job_logger(config: dict, name: str) -> Callable[[], Logger | None]:
+def job_logger(config: dict, name: str, key: str | None = None) -> Callable[[], Logger | None]:
     """A function starting the job's Lightning logger from ``config["logger"]`` (``None`` without one), with
     the run ``name``, the W&B group (one per multirun sweep), job type (the task) and tags
     (:func:`run_tags`) filled in where the config leaves them ``null``, and ``init_timeout`` passed as W&B's
     setting of that name. The run falls back to offline logging when an online start fails
     (:func:`itermask.tracking.start`).
 
+    A W&B run of a job with a ``key`` gets the id ``<task>-<key>`` when ``logger.id`` is ``null``, with
+    ``logger.resume: allow``: a re-run of a crashed or interrupted job (same key: same checkpoint or results)
+    resumes its run instead of leaving a second, half-logged one beside it.
+
     Args:
         config: the resolved config (a plain dict).
         name: the run name (:func:`run_name`).
+        key: the job's key (the results key of an evaluation, the checkpoint key of a fine-tuning), or ``None``.
     """
     if config.get("logger") is None:
         return lambda: None
@@ -62,6 +67,8 @@ def job_logger(config: dict, name: str) -> Callable[[], Logger | None]:
         spec["group"] = group_name(config["task_name"], _sweep_dir())
     filled = {"name": name, "job_type": str(config["task_name"]), "tags": run_tags(config)}
     spec.update({key: value for key, value in filled.items() if key in spec and spec[key] is None})
+    if key is not None and "id" in spec and spec["id"] is None:
+        spec["id"] = f"{config['task_name']}-{key}"
     timeout = spec.pop("init_timeout", None)
     if timeout is not None:
         spec["settings"] = {**(spec.get("settings") or {}), "init_timeout": float(timeout)}

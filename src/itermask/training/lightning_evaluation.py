@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from tqdm.auto import tqdm
 
 from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves
+from itermask.training.distributed import first_of_each, gather_to_all
 
 __all__ = ["MaskingEvaluationModule"]
 
@@ -48,7 +48,7 @@ class MaskingEvaluationModule(pl.LightningModule):
         self.curves: dict[str, dict[str, MaskingCurves]] = {}
         self.n_skipped = 0
         self._parts: dict[tuple[str, str], list[MaskingCurves]] = defaultdict(list)
-        self._skipped = 0
+        self._skipped: list[int] = []
         self._bar = None
         self._n_batches: int | str = "?"
 
@@ -60,7 +60,7 @@ class MaskingEvaluationModule(pl.LightningModule):
 
     def on_test_epoch_start(self) -> None:
         self._parts.clear()
-        self._skipped = 0
+        self._skipped = []
         if self.progress_bar and self.trainer.is_global_zero:
             batches = sum(self.trainer.num_test_batches)
             total = batches * self.units_per_batch if math.isfinite(batches) else None
@@ -84,7 +84,7 @@ class MaskingEvaluationModule(pl.LightningModule):
     def test_step(self, batch: dict, batch_idx: int) -> None:
         tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
         has_maskable = next(iter(self.evaluators.values())).maskable(tokens).any(dim=1)
-        self._skipped += int((~has_maskable).sum())
+        self._skipped.extend(ids[~has_maskable].tolist())
         if not has_maskable.any():
             if self._bar is not None:
                 self._bar.update(self.units_per_batch)
@@ -102,23 +102,17 @@ class MaskingEvaluationModule(pl.LightningModule):
             self._bar = None
 
     def on_test_epoch_end(self) -> None:
-        parts, skipped = dict(self._parts), self._skipped
-        if self.trainer.world_size > 1:  # gather every process's curves (small CPU tensors)
-            gathered: list[Any] = [None] * self.trainer.world_size
-            torch.distributed.all_gather_object(gathered, (parts, skipped))
-            parts = defaultdict(list)
-            for rank_parts, _ in gathered:
-                for key, values in rank_parts.items():
-                    parts[key].extend(values)
-            skipped = sum(s for _, s in gathered)
-        self.n_skipped = skipped
+        """Gather every process's curves (small CPU tensors) and keep each example once: a distributed sampler
+        repeats examples to give every process as many (:func:`~itermask.training.distributed.first_of_each`),
+        so the curves, and ``n_skipped``, are those of one process evaluating every example once."""
+        gathered = gather_to_all(self.trainer, (dict(self._parts), list(self._skipped)))
+        parts: dict[tuple[str, str], list[MaskingCurves]] = defaultdict(list)
+        for rank_parts, _ in gathered:
+            for key, values in rank_parts.items():
+                parts[key].extend(values)
+        self.n_skipped = len({example_id for _, skipped in gathered for example_id in skipped})
         self.curves = defaultdict(dict)
         for (name, schedule), values in parts.items():
             curves = MaskingCurves.concat(values)
-            # a distributed sampler may repeat examples to even out the ranks: keep each id once
-            order = torch.argsort(curves.example_ids, stable=True)
-            ids = curves.example_ids[order]
-            first = torch.ones_like(ids, dtype=torch.bool)
-            first[1:] = ids[1:] != ids[:-1]
-            self.curves[name][schedule] = curves.select(order[first])
+            self.curves[name][schedule] = curves.select(first_of_each(curves.example_ids))
         self.curves = dict(self.curves)

@@ -18,7 +18,6 @@ from typing import Any, cast
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
-from torchmetrics.classification import MulticlassAccuracy
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -467,8 +466,6 @@ class SequenceClassifier(pl.LightningModule):
         self.adversarial_augmentation = adversarial_augmentation
         self.model = load_classifier(pretrained, num_labels, label_names, class_order=class_order)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
-        self.val_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
-        self.test_accuracy = MulticlassAccuracy(num_classes=num_labels, average="micro")
 
     def forward(self, tokens: TokenBatch) -> Tensor:
         """Logits ``[B, C]``."""
@@ -486,13 +483,41 @@ class SequenceClassifier(pl.LightningModule):
         self.log("train_loss", loss, prog_bar=True, batch_size=size)
         return loss
 
+    def _record(self, batch: dict) -> None:
+        correct = self(batch["tokens"]).argmax(dim=-1) == batch["labels"]
+        self._parts.append((batch["example_ids"].cpu(), correct.cpu()))
+
+    def _log_accuracy(self, name: str, **kwargs) -> None:
+        """Log ``name``: the share of correct predictions over the epoch's examples, each counted once: the
+        processes' predictions are gathered and the examples a distributed sampler repeated dropped
+        (:func:`~itermask.training.distributed.first_of_each`), so DDP gives one process's accuracy."""
+        from itermask.training.distributed import first_of_each, gather_to_all
+
+        parts = [part for rank in gather_to_all(self.trainer, self._parts) for part in rank]
+        self._parts = []
+        if not parts:
+            return
+        ids = torch.cat([ids for ids, _ in parts])
+        correct = torch.cat([c for _, c in parts])[first_of_each(ids)]
+        self.log(name, correct.float().mean(), rank_zero_only=False, sync_dist=False, **kwargs)
+
+    def on_validation_epoch_start(self) -> None:
+        self._parts: list[tuple[Tensor, Tensor]] = []
+
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self.val_accuracy(self(batch["tokens"]), batch["labels"])
-        self.log("val_acc", self.val_accuracy, prog_bar=True, batch_size=len(batch["labels"]))
+        self._record(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_accuracy("val_acc", prog_bar=True)
+
+    def on_test_epoch_start(self) -> None:
+        self._parts = []
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self.test_accuracy(self(batch["tokens"]), batch["labels"])
-        self.log("test_acc", self.test_accuracy, batch_size=len(batch["labels"]))
+        self._record(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_accuracy("test_acc")
 
     def configure_optimizers(self):
         no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")

@@ -196,12 +196,20 @@ class SaliencyMethod(TokenizerBound, ABC):
                 saturated float32 softmax can give an exactly zero gradient). Not for ``random``.
 
         Raises:
-            SaliencyError: if the forward does not use the word embeddings it is given (the raw autograd
+            SaliencyError: for a gradient method called under ``torch.inference_mode()`` (naming it); if the
+                forward does not use the word embeddings it is given (the raw autograd
                 or Captum hook failure, translated), or if every example of a non-empty batch gets
                 identically zero scores. Not for ``random``.
         """
         if example_ids is None:
             example_ids = torch.arange(len(batch), device=batch.device)
+        if self.needs_gradients and torch.is_inference_mode_enabled():
+            raise SaliencyError(
+                f"saliency={self.name} needs gradients, but it was called under torch.inference_mode(), where no "
+                "tensor can record them (Lightning runs predict_step and test_step so unless the trainer is "
+                "built with Trainer(inference_mode=False)). Call it outside inference_mode, or build the trainer "
+                "with inference_mode=False; torch.no_grad() is fine (the method turns gradients back on)"
+            )
         try:
             scores, gap, difference = self._attribution(model, batch, target, example_ids)
         except (RuntimeError, AssertionError) as error:

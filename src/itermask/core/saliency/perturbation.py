@@ -190,13 +190,23 @@ class _SurrogateSaliency(_PerturbationSaliency):
         seed: base seed.
 
     Raises:
-        ValueError: for ``n_samples < 1``.
+        ValueError: for ``n_samples`` below :attr:`min_samples` (the fewest samples whose surrogate can rank
+            tokens at all).
     """
+
+    #: LIME: a surrogate fitted on one sample has no slope (every score 0). Kernel SHAP: its first two
+    #: coalitions are all-present and all-absent, which give every token the same score; a third is needed.
+    min_samples = 2
 
     def __init__(self, n_samples: int = 100, seed: int = 0, perturbations_per_eval: int = 100, **kwargs) -> None:
         super().__init__(perturbations_per_eval=perturbations_per_eval, **kwargs)
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        if n_samples < self.min_samples:
+            raise ValueError(
+                f"n_samples must be >= {self.min_samples} for {self.name}, got {n_samples}: with fewer samples its "
+                "linear surrogate cannot rank the tokens (every score would be equal, and the zero-score check "
+                "would blame the model). Its fit is determined only with more samples than the text has tokens; "
+                "the default is 100 (lime_text's own default is 5000)"
+            )
         self.n_samples = int(n_samples)
         self.seed = int(seed)
 
@@ -315,6 +325,7 @@ class KernelShapSaliency(_SurrogateSaliency):
     """
 
     name = "kernel_shap"
+    min_samples = 3
 
     def _explainer(self, forward):
         return _SingleFeatureSafeKernelShap(forward)

@@ -1,0 +1,135 @@
+"""A union of Cartesian grids in one multirun (``hydra/sweeper=grid_union``), e.g. ``experiment=paper``.
+
+Hydra's basic sweeper launches one Cartesian product of its ``params`` and the command line. An
+experiment that answers several questions needs several products: models x methods for one claim, masked
+vs standard fine-tuning of one model for the next. :class:`GridUnionSweeper` is the basic sweeper (same
+launcher calls, same ``max_batch_size`` batching, so it works with any launcher: basic, joblib, submitit)
+whose job list is the union of named grids:
+
+- ``params``: every job's settings (single values or sweeps such as ``seed: 0,1,2``); every key a grid
+  sets must appear here with its default, so that every job sets the same keys (the report tells swept
+  settings apart by the jobs' overrides);
+- ``grids``: ``{name: {key: value or sweep}}``; each grid's jobs are the product of ``params`` with the
+  grid's values replacing theirs, and the command line's overrides replacing both (so ``seed=0,1`` or
+  ``evaluation.n_examples=20`` apply to every grid);
+- a job set by two grids with the same overrides is launched once (first grid's position): identical
+  jobs have identical results keys and are computed once.
+
+Without ``grids`` it launches exactly what the basic sweeper does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+
+__all__ = ["GridUnionSweeper", "GridUnionSweeperConf", "grid_jobs"]
+
+
+@dataclass
+class GridUnionSweeperConf:
+    _target_: str = "hydra_plugins.itermask_sweepers.grid_union.GridUnionSweeper"
+    max_batch_size: int | None = None
+    params: dict[str, Any] | None = None
+    grids: dict[str, dict[str, Any]] | None = None
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="grid_union", node=GridUnionSweeperConf, provider="itermask")
+
+
+def _text(value: Any) -> str:
+    """A config value as the text of a Hydra override (YAML booleans as ``true``/``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _as_overrides(node: dict[str, Any] | None) -> list[str]:
+    return [f"{key}={_text(value)}" for key, value in (node or {}).items()]
+
+
+def grid_jobs(
+    params: dict[str, Any] | None,
+    grids: dict[str, dict[str, Any]] | None,
+    arguments: list[str],
+    parser: OverridesParser | None = None,
+) -> list[list[str]]:
+    """The jobs of a grid-union multirun, each as its list of ``key=value`` overrides, in launch order.
+
+    Args:
+        params: every job's settings (``{key: value or comma-separated sweep}``).
+        grids: ``{name: {key: value or sweep}}``; ``None`` or empty: one grid, ``params`` itself.
+        arguments: the command line's overrides (they replace a key's values in every grid).
+        parser: Hydra's overrides parser (with the config loader, to expand ``glob`` sweeps of groups).
+
+    Returns:
+        The union of the grids' Cartesian products, in grid order, a job already launched by an earlier
+        grid (the same set of overrides) left out. Keys in the order of ``params`` then the command line.
+
+    Raises:
+        HydraException: a grid sets a key that ``params`` does not (give it its default there), or a sweep
+            that is not a list of values (ranges and intervals are for other sweepers).
+    """
+    parser = parser or OverridesParser.create()
+    params = dict(params or {})
+    base = _as_overrides(params)
+    jobs: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    for name, grid in (grids or {"params": {}}).items():
+        grid = dict(grid or {})
+        if extra := [key for key in grid if key not in params]:
+            raise HydraException(
+                f"hydra.sweeper.grids.{name} sets {', '.join(extra)}, which hydra.sweeper.params does not: add "
+                "each with its default value to hydra.sweeper.params, so that every job sets the same keys"
+            )
+        overrides = parser.parse_overrides([*base, *_as_overrides(grid), *arguments])
+        for override in overrides:
+            if override.is_sweep_override() and not override.is_discrete_sweep():
+                raise HydraException(
+                    f"hydra.sweeper.grids.{name}: {override.input_line!r} is not a list of values "
+                    "(the grid-union sweeper takes a,b,c, choice(a,b,c) or range(a,b) sweeps)"
+                )
+        (batch,) = BasicSweeper.split_arguments(overrides, None)
+        for job in batch:
+            if (key := frozenset(job)) not in seen:
+                seen.add(key)
+                jobs.append(job)
+    return jobs
+
+
+class GridUnionSweeper(BasicSweeper):
+    """Hydra's basic sweeper over the union of named grids (module docstring).
+
+    Args:
+        max_batch_size: jobs per launcher call (``None``: all at once), as for the basic sweeper.
+        params: every job's settings; each grid's keys must be among them.
+        grids: ``{name: {key: value or sweep}}``.
+    """
+
+    def __init__(
+        self,
+        max_batch_size: int | None = None,
+        params: dict[str, Any] | None = None,
+        grids: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(max_batch_size, params)
+        self.grids = grids or {}
+        self._arguments: list[str] = []
+
+    def sweep(self, arguments: list[str]) -> Any:
+        self._arguments = list(arguments)
+        return super().sweep(arguments)
+
+    def split_arguments(self, overrides: Any, max_batch_size: int | None) -> list[list[list[str]]]:  # pyright: ignore[reportIncompatibleMethodOverride] (the base's static method, called on the instance)
+        """The job batches: :func:`grid_jobs` of this sweeper's params, grids and the command line (the
+        basic sweeper's parsed ``overrides`` of params plus command line are not used), cut into chunks of
+        ``max_batch_size``."""
+        assert self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        jobs = grid_jobs(self.params, self.grids, self._arguments, parser)
+        return list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))

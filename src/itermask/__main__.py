@@ -1,0 +1,33 @@
+"""``itermask --version`` / ``python -m itermask --version``: the installed version (imports no torch).
+
+The experiments themselves run through ``evaluate.py`` and ``train.py`` (Hydra), reports through
+``python -m itermask.reporting``, the W&B workspace through ``python -m itermask.wandb_workspace``, and
+notebooks through :func:`itermask.evaluate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from itermask import __version__
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default: the command line); ``--version`` prints ``itermask <version>``."""
+    parser = argparse.ArgumentParser(
+        prog="itermask",
+        description="Faithfulness of token-saliency explanations under iterative masking. Experiments: "
+        "python evaluate.py --help; reports: python -m itermask.reporting --help; W&B workspace: "
+        "python -m itermask.wandb_workspace --help; notebooks: itermask.evaluate(...).",
+    )
+    parser.add_argument("--version", action="version", version=f"itermask {__version__}")
+    parser.parse_args(argv)
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

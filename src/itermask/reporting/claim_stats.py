@@ -1,0 +1,238 @@
+"""The statistics of the report's "Claims" section (:mod:`itermask.reporting.claims`): nested variance
+components (model / seed within model / example), Kendall's W with tie correction across models, and an
+equivalence test (TOST) of accuracies. Plain numpy/scipy: no torch, no project imports.
+
+**Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
+model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation
+example ``e`` (the same examples for every model and seed: examples are crossed with both). The balanced
+random-effects model ``y_mse = mu + a_m + b_s(m) + c_e + (ac)_me + eps_mse`` has the ANOVA mean squares
+(``M`` models, ``S`` seeds per model, ``E`` examples; bars are means over the dotted indices)
+
+- ``MS_model = S E sum_m (y_m.. - y...)^2 / (M - 1)``
+- ``MS_seed = E sum_ms (y_ms. - y_m..)^2 / (M (S - 1))``
+- ``MS_example = M S sum_e (y_..e - y...)^2 / (E - 1)``
+- ``MS_model_x_example = S sum_me (y_m.e - y_m.. - y_..e + y...)^2 / ((M - 1)(E - 1))``
+- ``MS_residual = sum_mse (y_mse - y_ms. - y_m.e + y_m..)^2 / (M (S - 1)(E - 1))``
+
+with expectations ``E[MS_residual] = s2_r``, ``E[MS_mxe] = s2_r + S s2_me``, ``E[MS_seed] = s2_r + E s2_s``,
+``E[MS_example] = s2_r + S s2_me + M S s2_e`` and ``E[MS_model] = s2_r + S s2_me + E s2_s + S E s2_m``
+(the expected-mean-squares rules for balanced designs, Searle, Casella & McCulloch 1992, *Variance
+Components*, Sec. 4.6 and Table 4.x for nested/crossed factors; Montgomery, *Design and Analysis of
+Experiments*, Ch. 14). Solving gives the method-of-moments (ANOVA) estimates of :func:`nested_components`,
+negative estimates clipped at 0. Their intervals (:func:`nested_components_ci`) are percentile bootstraps
+that resample the seeds within each model and the examples, both with replacement (the models are few
+and fixed: they are not resampled, so the model component's interval reflects seed and example noise
+only).
+
+**Kendall's W** of ``m`` raters (models) ranking ``k`` objects (saliency methods), with ties given mid
+ranks: ``W = 12 sum_j (R_j - m (k + 1) / 2)^2 / (m^2 (k^3 - k) - m sum_i T_i)``, ``R_j`` the rank sum of
+object ``j`` and ``T_i = sum over tie groups of rater i of (t^3 - t)`` (Kendall & Babington Smith 1939,
+*Ann. Math. Statist.* 10:275; tie correction: Kendall, *Rank Correlation Methods*, Sec. 6.7). Its
+p-values: the chi-square approximation ``m (k - 1) W ~ chi2(k - 1)`` and a permutation test that
+shuffles each rater's ranks independently.
+
+**TOST.** Two one-sided Welch t-tests (Schuirmann 1987, *J. Pharmacokinet. Biopharm.* 15:657) that the
+difference of two independent means lies within ``(-margin, margin)``; the p-value is the larger of the
+two, and equivalence at level ``alpha`` is the same as the ``1 - 2 alpha`` Welch interval lying inside the
+margin. (statsmodels' ``ttost_ind(usevar="unequal")`` computes the same; the tests compare them.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["nested_components", "nested_components_ci", "COMPONENTS", "kendall_w", "tost_welch"]
+
+#: the variance components of :func:`nested_components`, in report order
+COMPONENTS = ("model", "seed_within_model", "example", "model_x_example", "residual")
+
+
+def nested_components(values: np.ndarray) -> dict[str, np.ndarray]:
+    """ANOVA variance components of ``values`` ``[..., M, S, E]`` (models x seeds within model x examples,
+    any leading batch dimensions), see the module docstring.
+
+    Returns:
+        ``{component: array of the leading shape}`` for :data:`COMPONENTS` (variances, in the score's unit
+        squared), plus ``"total"`` and ``"<component>_share"`` (the component over the total; NaN where the
+        total is 0).
+
+    Raises:
+        ValueError: with fewer than 2 models, 2 seeds per model or 2 examples, or NaN values.
+    """
+    y = np.asarray(values, dtype=np.float64)
+    if y.ndim < 3:
+        raise ValueError(f"nested variance components need values [models, seeds, examples], got shape {y.shape}")
+    n_models, n_seeds, n_examples = y.shape[-3:]
+    if n_models < 2 or n_seeds < 2 or n_examples < 2:
+        raise ValueError(
+            "nested variance components need at least 2 models, 2 seeds per model and 2 examples, got "
+            f"{n_models} x {n_seeds} x {n_examples}"
+        )
+    if np.isnan(y).any():
+        raise ValueError("nested variance components need a value for every model, seed and example")
+    axes = (-3, -2, -1)
+    grand = y.mean(axis=axes, keepdims=True)
+    model = y.mean(axis=(-2, -1), keepdims=True)  # y_m..
+    cell = y.mean(axis=-1, keepdims=True)  # y_ms.
+    example = y.mean(axis=(-3, -2), keepdims=True)  # y_..e
+    model_example = y.mean(axis=-2, keepdims=True)  # y_m.e
+    ms_model = n_seeds * n_examples * ((model - grand) ** 2).sum(axis=axes) / (n_models - 1)
+    ms_seed = n_examples * ((cell - model) ** 2).sum(axis=axes) / (n_models * (n_seeds - 1))
+    ms_example = n_models * n_seeds * ((example - grand) ** 2).sum(axis=axes) / (n_examples - 1)
+    interaction = model_example - model - example + grand
+    ms_mxe = n_seeds * (interaction**2).sum(axis=axes) / ((n_models - 1) * (n_examples - 1))
+    residual = y - cell - model_example + model
+    ms_residual = (residual**2).sum(axis=axes) / (n_models * (n_seeds - 1) * (n_examples - 1))
+    out = {
+        "model": np.clip((ms_model - ms_mxe - ms_seed + ms_residual) / (n_seeds * n_examples), 0, None),
+        "seed_within_model": np.clip((ms_seed - ms_residual) / n_examples, 0, None),
+        "example": np.clip((ms_example - ms_mxe) / (n_models * n_seeds), 0, None),
+        "model_x_example": np.clip((ms_mxe - ms_residual) / n_seeds, 0, None),
+        "residual": ms_residual,
+    }
+    total = sum(out[c] for c in COMPONENTS)
+    out["total"] = total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for c in COMPONENTS:
+            out[f"{c}_share"] = np.where(total > 0, out[c] / np.where(total > 0, total, 1), np.nan)
+    return out
+
+
+def nested_components_ci(
+    values: np.ndarray, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """:func:`nested_components` of ``values`` ``[M, S, E]`` with percentile bootstrap intervals that
+    resample the seeds within each model and the examples (module docstring).
+
+    Returns:
+        ``{name: {"estimate", "ci_low", "ci_high"}}`` for every key of :func:`nested_components`.
+    """
+    y = np.asarray(values, dtype=np.float64)
+    point = nested_components(y)
+    n_models, n_seeds, n_examples = y.shape
+    rng = np.random.default_rng(seed)
+    seeds = rng.integers(0, n_seeds, size=(n_resamples, n_models, n_seeds))
+    examples = rng.integers(0, n_examples, size=(n_resamples, n_examples))
+    models = np.arange(n_models)[None, :, None, None]
+    resampled = y[models, seeds[..., None], examples[:, None, None, :]]  # [B, M, S, E]
+    boot = nested_components(resampled)
+    alpha = (1 - confidence) / 2
+    out = {}
+    for name, estimate in point.items():
+        low, high = (float(q) for q in np.nanquantile(boot[name], [alpha, 1 - alpha]))
+        out[name] = {"estimate": float(estimate), "ci_low": low, "ci_high": high}
+    return out
+
+
+def _tie_term(ranks: np.ndarray) -> float:
+    """``sum over tie groups of (t^3 - t)`` of one rater's ranks."""
+    _, counts = np.unique(ranks, return_counts=True)
+    return float((counts**3 - counts).sum())
+
+
+def _w(ranks: np.ndarray, ties: float) -> np.ndarray:
+    """W of rank matrices ``[..., m, k]`` with the rank sums over raters (the tie term fixed by the ranks)."""
+    m, k = ranks.shape[-2:]
+    sums = ranks.sum(axis=-2)
+    s = ((sums - m * (k + 1) / 2) ** 2).sum(axis=-1)
+    return 12 * s / (m**2 * (k**3 - k) - m * ties)
+
+
+def kendall_w(scores: np.ndarray, n_permutations: int = 9999, seed: int = 0) -> dict:
+    """Kendall's coefficient of concordance of ``scores`` ``[m, k]`` (``m`` raters, e.g. models, each
+    scoring ``k`` objects, e.g. saliency methods; each rater's scores are ranked, ties as mid ranks), with the
+    tie correction and two p-values (module docstring).
+
+    Returns:
+        ``{"m", "k", "w", "chi2", "p_chi2", "p_permutation", "why"}``; ``w`` is 1 when every rater ranks
+        the objects alike and 0 when the rank sums are all equal. NaN and ``why`` with fewer than 2 raters
+        or objects, NaN scores, or when every rater ties every object.
+    """
+    x = np.asarray(scores, dtype=np.float64)
+    out = {"m": 0, "k": 0, "w": math.nan, "chi2": math.nan, "p_chi2": math.nan, "p_permutation": math.nan}
+    out["why"] = None
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
+        out["why"] = f"Kendall's W needs at least 2 raters and 2 objects, got shape {x.shape}"
+        return out
+    m, k = x.shape
+    out.update(m=int(m), k=int(k))
+    if np.isnan(x).any():
+        out["why"] = "a score is missing (NaN): every rater must score every object"
+        return out
+    ranks = np.stack([stats.rankdata(row) for row in x])
+    ties = sum(_tie_term(row) for row in ranks)
+    if m**2 * (k**3 - k) - m * ties <= 0:
+        out["why"] = "every rater ties every object: no ranking to agree on"
+        return out
+    w = float(_w(ranks, ties))
+    chi2 = m * (k - 1) * w
+    rng = np.random.default_rng(seed)
+    order = rng.random((n_permutations, m, k)).argsort(axis=-1)
+    permuted = np.take_along_axis(np.broadcast_to(ranks, (n_permutations, m, k)), order, axis=-1)
+    null = _w(permuted, ties)  # shuffling keeps each rater's ties, so the tie term is unchanged
+    out.update(
+        w=w,
+        chi2=float(chi2),
+        p_chi2=float(stats.chi2.sf(chi2, k - 1)),
+        p_permutation=float((1 + (null >= w - 1e-12).sum()) / (n_permutations + 1)),
+    )
+    return out
+
+
+def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
+    """Equivalence of two independent means (``mean(a) - mean(b)`` within ``(-margin, margin)``) by two
+    one-sided Welch t-tests (module docstring).
+
+    Args:
+        a, b: values per seed (NaN dropped), at least 2 each.
+        margin: the equivalence margin, in the values' unit (e.g. 0.02 = 2 accuracy points), ``> 0``.
+        alpha: level of each one-sided test; the reported interval has coverage ``1 - 2 alpha``.
+
+    Returns:
+        ``{"difference", "ci_low", "ci_high", "p_lower", "p_upper", "p_value", "equivalent", "margin",
+        "why"}``: ``p_lower`` tests ``diff <= -margin``, ``p_upper`` tests ``diff >= margin``, ``p_value`` is
+        the larger; ``equivalent`` is ``p_value < alpha``. NaN and a reason with fewer than 2 values a side.
+        With no spread in either sample the difference is exact: equivalent iff it lies inside the margin.
+
+    Raises:
+        ValueError: for ``margin <= 0`` or ``alpha`` outside (0, 0.5).
+    """
+    if not margin > 0:
+        raise ValueError(f"the equivalence margin must be > 0, got {margin}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=float)
+    y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=float)
+    out = {
+        "difference": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "p_lower": math.nan,
+        "p_upper": math.nan,
+        "p_value": math.nan,
+        "equivalent": False,
+        "margin": float(margin),
+        "why": None,
+    }
+    if len(x) < 2 or len(y) < 2:
+        out["why"] = f"TOST needs at least 2 values per group, got {len(x)} and {len(y)}"
+        return out
+    d = float(x.mean() - y.mean())
+    out["difference"] = d
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    if va + vb == 0:
+        inside = -margin < d < margin
+        out.update(ci_low=d, ci_high=d, p_lower=0.0 if d > -margin else 1.0, p_upper=0.0 if d < margin else 1.0)
+        out.update(p_value=0.0 if inside else 1.0, equivalent=inside)
+        return out
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))  # Welch–Satterthwaite
+    p_lower = float(stats.t.sf((d + margin) / se, df))  # H0: d <= -margin
+    p_upper = float(stats.t.cdf((d - margin) / se, df))  # H0: d >= margin
+    half = float(stats.t.ppf(1 - alpha, df)) * se
+    p = max(p_lower, p_upper)
+    out.update(ci_low=d - half, ci_high=d + half, p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
+    return out

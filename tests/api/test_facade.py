@@ -1,0 +1,146 @@
+"""The notebook facade (itermask.evaluate): the same core as evaluate.py on a tiny local classifier, given as
+a module with its tokenizer or as a saved directory, on texts, a CSV file or a datasets.Dataset."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import itermask
+from itermask.core import metrics
+from itermask.core.evaluation import IterativeMaskingEvaluator
+from itermask.core.masking import MaskToken
+from itermask.core.saliency import GradientSaliency, RandomSaliency
+from itermask.core.tokens import TokenBatch
+from itermask.validation import SettingsError
+from itermask.views import ExampleViews
+
+TEXTS = ["the film is good", "a bad , bad movie", "it is not what it is"]
+GRID = {"fractions": [0.0, 0.5, 1.0], "aopc_bins": [0.5]}
+
+
+def test_evaluate_a_module_runs_the_core_with_the_random_baseline(tiny_bert, tokenizer):
+    result = itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=[1, 0, 1], saliency="gradient", **GRID)
+    assert result.methods == ["gradient", "random"] and result.n_skipped == 0
+    # the core called directly on the same examples (one padded batch) gives the same curves
+    enc = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+    for name, method in {"gradient": GradientSaliency(), "random": RandomSaliency(seed=0)}.items():
+        direct = IterativeMaskingEvaluator(method, MaskToken(tokenizer), [0.0, 0.5, 1.0], tokenizer.all_special_ids)
+        expected = direct.evaluate(tiny_bert, batch, labels=torch.tensor([1, 0, 1]))
+        for schedule in ("one_shot", "recursive"):
+            got = result.curves[name][schedule]
+            assert got.example_ids.tolist() == [0, 1, 2] and got.labels.tolist() == [1, 0, 1]
+            assert torch.equal(got.k, expected[schedule].k)
+            torch.testing.assert_close(got.logits, expected[schedule].logits, atol=1e-5, rtol=1e-4)
+            summary = metrics.summarize(got, "probability", [0.5])
+            assert json.dumps(result.scores[name][schedule]) == json.dumps(summary)  # NaN == NaN here
+    key = "aopc_comprehensiveness_prob"
+    frame = result.to_pandas("aggregate")
+    assert list(zip(frame["saliency"], frame["schedule"])) == [
+        ("gradient", "one_shot"),
+        ("gradient", "recursive"),
+        ("random", "one_shot"),
+        ("random", "recursive"),
+    ]
+    row = frame.iloc[0]
+    assert row[f"{key}_minus_random"] == pytest.approx(
+        result.scores["gradient"]["one_shot"][key] - result.scores["random"]["one_shot"][key]
+    )
+    examples = result.to_pandas()
+    assert len(examples) == 3 * 2 * 2 and examples["text"].tolist()[:3] == TEXTS
+    assert examples["label"].tolist()[:3] == [1, 0, 1]
+    clean = result.curves["gradient"]["one_shot"].clean_logits.argmax(dim=-1).tolist()
+    assert examples["prediction"].tolist()[:3] == clean
+    assert len(result.to_pandas("steps")) == 3 * 2 * 2 * 3
+    with pytest.raises(ValueError, match="kind must be"):
+        result.to_pandas("per_step")
+
+
+def test_views_and_the_notebook_html(tiny_bert, tokenizer):
+    result = itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, schedules=["one_shot"], **GRID)
+    views = result.views([1])
+    assert isinstance(views, ExampleViews) and len(views) == 1
+    view = views[0]
+    assert view.example_id == 1 and view.tokens == ["[CLS]", "a", "bad", ",", "bad", "movie", "[SEP]"]
+    assert set(view.methods) == {"gradient", "random"} and view.label is None
+    trajectory = view.methods["gradient"].trajectories["one_shot"]
+    assert trajectory.masked is not None and [len(m) for m in trajectory.masked] == [0, 3, 5]  # floor(f * 5 + 0.5)
+    html = result._repr_html_()
+    assert "aopc_comprehensiveness_prob" in html and html.count('class="imx"') == 3  # the first 3 examples
+    with pytest.raises(ValueError, match=r"example ids \[7\] were not evaluated"):
+        result.views([7])
+
+
+def test_a_saved_directory_and_a_csv_file(tiny_bert, tokenizer, tmp_path):
+    tiny_bert.config.id2label = {0: "negative", 1: "positive"}
+    tiny_bert.config.label2id = {"negative": 0, "positive": 1}
+    tiny_bert.save_pretrained(tmp_path / "clf")
+    tokenizer.save_pretrained(tmp_path / "clf")
+    csv = tmp_path / "data.csv"
+    pd.DataFrame({"sentence": TEXTS, "label": ["positive", "negative", "positive"]}).to_csv(csv, index=False)
+    result = itermask.evaluate(
+        str(tmp_path / "clf"), csv, text_column="sentence", saliency=["gradient", "attention"], target="gold", **GRID
+    )
+    assert result.methods == ["gradient", "attention", "random"] and result.class_names == ["negative", "positive"]
+    assert result.curves["attention"]["one_shot"].target.tolist() == [1, 0, 1]  # gold, read by class name
+    with pytest.raises(ValueError, match=r"text_column='text' is not a column of the data: it has \['sentence'"):
+        itermask.evaluate(str(tmp_path / "clf"), csv)
+
+
+def test_a_datasets_dataset_without_labels(tiny_bert, tokenizer):
+    import datasets
+
+    data = datasets.Dataset.from_dict({"text": TEXTS})
+    result = itermask.evaluate((tiny_bert, tokenizer), data, compare_random=False, steps="count", counts=[0, 1, 2])
+    assert result.methods == ["gradient"] and result.relative_to_random == {}
+    assert result.curves["gradient"]["one_shot"].labels.tolist() == [-1, -1, -1]
+    assert result.scores["gradient"]["one_shot"]["x"] == [0.0, 1.0, 2.0]
+
+
+def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
+    with pytest.raises(ValueError, match="needs its tokenizer"):
+        itermask.evaluate(tiny_bert, TEXTS)
+    with pytest.raises(SettingsError, match=r"unknown evaluation setting\(s\) \['fraction'\]"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, fraction=[0.5])
+    with pytest.raises(OSError, match="saliency"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, saliency="gradients")
+    with pytest.raises(ValueError, match="labels"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=[0, 1])
+    with pytest.raises(ValueError, match=r"labels \['neutral'\] are not classes"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=["neutral", 0, 1])
+    with pytest.raises(ValueError, match="single string"):
+        itermask.evaluate(tiny_bert, "a good film", tokenizer=tokenizer)
+
+
+def test_import_itermask_imports_no_torch():
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys, itermask\n"
+        "assert 'torch' not in sys.modules\n"
+        "assert callable(itermask.evaluate) and 'itermask.api' in sys.modules\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONPATH": str(root / "src")}
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_a_callers_own_hydra_session_is_kept(tiny_bert, tokenizer, tmp_path):
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    (tmp_path / "mine.yaml").write_text("x: 1\n")
+    initialize_config_dir(config_dir=str(tmp_path), version_base="1.3")
+    try:
+        mine = GlobalHydra.instance().hydra
+        result = itermask.evaluate(tiny_bert, TEXTS[:1], tokenizer=tokenizer, schedules=["one_shot"], **GRID)
+        assert result.methods == ["gradient", "random"] and GlobalHydra.instance().hydra is mine
+    finally:
+        GlobalHydra.instance().clear()

@@ -1,0 +1,133 @@
+"""Start-up of the entry points: the config is composed and checked before torch, transformers or Lightning
+are imported, and a bad setting prints one message (no traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from itermask.jobs import FAILURE_FILE, ConfigError, config_errors, is_config_error, run_job
+from itermask.validation import SettingsError, composed_problems
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformers", "pytorch_lightning", "lightning", "datasets", "wandb", "umap")
+
+
+def _env(tmp_path) -> dict:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "ITERMASK_CACHE": str(tmp_path / "cache"),
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+def test_composing_and_checking_a_config_imports_no_torch(tmp_path):
+    """A fresh interpreter imports what evaluate.py imports, composes conf/evaluate.yaml with a bad and a good
+    override and checks it (itermask.validation.check_composed), and never imports torch and co."""
+    script = (
+        "import sys\n"
+        "import itermask, itermask.console, itermask.jobs\n"
+        "import hydra_plugins.itermask_sweepers\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from itermask.validation import SettingsError, check_composed\n"
+        f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
+        "    good = compose(config_name='evaluate', overrides=['output_dir=/tmp/unused'])\n"
+        "    bad = compose(config_name='evaluate', overrides=['output_dir=/tmp/unused', 'evaluation.n_examples=0'])\n"
+        "check_composed(good)\n"
+        "try:\n"
+        "    check_composed(bad)\n"
+        "except SettingsError as error:\n"
+        "    assert 'evaluation.n_examples must be an integer >= 1' in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('evaluation.n_examples=0 passed the check')\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "assert not heavy, f'imported {heavy}'\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_env(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_a_bad_setting_prints_one_message_and_exits_1(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", "evaluation.n_examples=0", "seed=-1", f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(tmp_path),
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr + out.stdout
+    assert "bad setting: 2 invalid settings:" in out.stderr
+    assert "evaluation.n_examples must be an integer >= 1 or null (the whole split), got 0" in out.stderr
+    assert "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1" in out.stderr
+    assert out.stderr.count("evaluation.n_examples must be") == 1  # once, not logged and raised
+    marker = json.loads((tmp_path / "run" / FAILURE_FILE).read_text())
+    assert marker["type"] == "SettingsError" and "Traceback" in marker["traceback"]
+
+
+def test_a_config_error_of_a_single_run_is_compact_and_other_errors_are_not(tmp_path):
+    from hydra.errors import CompactHydraException
+
+    cfg = OmegaConf.create({"output_dir": str(tmp_path)})
+
+    def bad_settings(_):
+        with config_errors():
+            raise FileNotFoundError("data.path=/nowhere.csv does not exist")
+
+    with pytest.raises(ConfigError, match=r"^bad setting: data.path=/nowhere.csv does not exist$") as caught:
+        run_job(bad_settings, cfg)
+    assert isinstance(caught.value, CompactHydraException) and isinstance(caught.value.__cause__, FileNotFoundError)
+    assert json.loads((tmp_path / FAILURE_FILE).read_text())["type"] == "FileNotFoundError"
+
+    def check(_):
+        raise SettingsError(["x must be 1"])
+
+    with pytest.raises(ConfigError, match="x must be 1"):  # the check runs first: the task is never imported
+        run_job("itermask.no_such_module:task", cfg, check=check)
+    with pytest.raises(KeyError):  # a failure of the work itself keeps its type and traceback
+        run_job(lambda c: {}["missing"], cfg)
+    assert not is_config_error(KeyError("x")) and is_config_error(SettingsError(["x"]))
+
+
+def _ood_config(level: str, plots: bool = True) -> dict:
+    return {"analyses": ["ood"], "ood": {"level": level, "plots": {"enabled": plots}}}
+
+
+def test_ood_full_without_umap_learn_names_the_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "umap" else real(name, *a))
+    problems = composed_problems(_ood_config("full"))
+    assert problems == [
+        "ood.level=full draws UMAP figures of the masked inputs with umap-learn, which is not installed: "
+        "pip install 'itermask[umap]' (or pip install umap-learn), or set ood.plots.enabled=false, or use ood=final"
+    ]
+    assert composed_problems(_ood_config("final")) == []
+    assert composed_problems(_ood_config("full", plots=False)) == []
+    from itermask.analyses import OODAnalysis
+
+    with pytest.raises(ValueError, match=r"itermask\[umap\]"):
+        OODAnalysis(level="full")
+    OODAnalysis(level="full", plots={"enabled": False})
+
+
+def test_version_is_printed_without_torch(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "itermask", "--version"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+    )
+    from itermask import __version__
+
+    assert out.returncode == 0 and out.stdout.strip() == f"itermask {__version__}"
+    assert " torch\n" not in out.stderr and "| torch" not in out.stderr

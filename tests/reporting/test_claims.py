@@ -1,0 +1,220 @@
+"""The report's Claims section (experiment=paper) on constructed multirun folders with known answers: the
+verdicts (supports / does not support), the statistics behind them and the section at the report's top."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from results_helpers import make_result, write_sweep
+
+from itermask.reporting import build_report, write_report
+from itermask.reporting.claims import ClaimSettings, compute_claims, variant
+
+MODELS = ["minilm", "minilm_mlm", "minilm_cda"]
+METHODS = ["gradient", "occlusion"]
+SEEDS = [0, 1, 2]
+N_EXAMPLES = 10
+SCORE = "aopc_comprehensiveness_prob"
+CLAIMS = {"score": SCORE, "schedule": "one_shot", "accuracy_margin": 0.02, "models": MODELS, "n_resamples": 200}
+
+
+def _result(model, method, seed, aopc, accuracy, kind="standard", success=None, ood=None):
+    r = make_result(seed, model=model, accuracy=accuracy, aopc=aopc, random_aopc=0.05 + 0.002 * seed, saliency=method)
+    r["n_evaluated"] = N_EXAMPLES
+    r["config"]["train"]["masking_augmentation"] = {"enabled": kind == "masked", "batch_share": 0.5}
+    r["config"]["train"]["adversarial_augmentation"] = {"enabled": kind == "adversarial", "batch_share": 0.5}
+    rate = success if success is not None else 0.3 + 2 * aopc
+    r["attack"] = {
+        "settings": {"ranking": "one_shot"},
+        "methods": {
+            method: {"summary": {"success_rate": rate}},
+            "random": {"summary": {"success_rate": 0.3 + 2 * (0.05 + 0.002 * seed)}},
+        },
+    }
+    if ood is not None:
+        r["ood"] = {
+            "statistics": {
+                method: {"one_shot": {"fraction": [0.0, 0.5, 1.0], "values": {"final/auroc_mahalanobis": ood}}}
+            }
+        }
+    return r
+
+
+def _overrides(model, method, seed, kind):
+    return [
+        f"model={model}",
+        f"saliency={method}",
+        f"train.masking_augmentation.enabled={kind == 'masked'}",
+        f"train.adversarial_augmentation.enabled={kind == 'adversarial'}",
+        f"seed={seed}",
+    ]
+
+
+def make_paper_sweep(
+    root: Path, model_effect: float, accuracy_gap: float = 0.0, masked_auroc: float = 0.55, seeds=SEEDS
+) -> Path:
+    """A paper multirun: 3 models x 2 methods x 3 seeds (standard), plus minilm/gradient masked and
+    adversarial. ``model_effect`` is added to minilm_mlm's gradient score; ``accuracy_gap`` to minilm_cda's
+    accuracy; the masked runs' OOD AUROC at 50 % and 100 % masking is ``masked_auroc`` (standard: 0.9)."""
+    rng = np.random.default_rng(0)
+    examples = rng.normal(0, 0.05, N_EXAMPLES)
+    results, overrides, scores = [], [], []
+    jobs = [(m, k, s, "standard") for m in MODELS for k in METHODS for s in seeds]
+    jobs += [("minilm", "gradient", s, kind) for kind in ("masked", "adversarial") for s in seeds]
+    for model, method, seed, kind in jobs:
+        aopc = {"gradient": 0.2, "occlusion": 0.3}[method] + 0.004 * (seed - 1)
+        aopc += model_effect if (model == "minilm_mlm" and method == "gradient") else 0.0
+        aopc += 0.05 if kind == "adversarial" else 0.0
+        accuracy = 0.80 + 0.002 * seed + (accuracy_gap if model == "minilm_cda" else 0.0)
+        standard_ood = [0.5, 0.88 + 0.01 * seed, 0.92 + 0.01 * seed]
+        if method != "gradient":  # claim 2 reads the masked inputs of the masked runs' ranking (gradient) only
+            standard_ood = [0.5, 0.6, 0.6]
+        masked_ood = [0.5, masked_auroc + 0.01 * seed, masked_auroc + 0.01 * seed]
+        ood = masked_ood if kind == "masked" else standard_ood
+        success = 0.1 + 0.01 * seed if kind == "adversarial" else None
+        results.append(_result(model, method, seed, aopc, accuracy, kind, success, ood))
+        overrides.append(_overrides(model, method, seed, kind))
+        per_example = []
+        for explanation, value in ((method, aopc), ("random", 0.05 + 0.002 * seed)):
+            noise = rng.normal(0, 0.01, N_EXAMPLES)
+            per_example += [
+                {
+                    "saliency": explanation,
+                    "schedule": "one_shot",
+                    "example_id": e,
+                    SCORE: value + examples[e] + noise[e],
+                }
+                for e in range(N_EXAMPLES)
+            ]
+        scores.append(pd.DataFrame(per_example))
+    write_sweep(root, results, overrides)
+    for i, frame in enumerate(scores):
+        (root / str(i) / "per_example").mkdir()
+        frame.to_parquet(root / str(i) / "per_example" / "scores.parquet")
+    multirun = {"hydra": {"callbacks": {"report": {"claims": CLAIMS}}, "sweeper": {"_target_": "some.OtherSweeper"}}}
+    (root / "multirun.yaml").write_text(yaml.safe_dump(multirun))
+    return root
+
+
+def _claims(root):
+    report = build_report(root)
+    return report, compute_claims(report, ClaimSettings.from_dict(CLAIMS))
+
+
+def test_variant_of_a_result():
+    r = _result("m", "gradient", 0, 0.1, 0.8, "masked")
+    assert variant(r) == "masked"
+    r["config"]["train"] = {}
+    assert variant(r) == "standard"
+
+
+def test_claim1_supported_when_equivalent_models_differ(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1))
+    diffs = claims.model_differences
+    row = diffs[
+        (diffs.a == "minilm") & (diffs.b == "minilm_mlm") & (diffs.method == "gradient") & (diffs.measure == "score")
+    ]
+    assert row.difference.iloc[0] == pytest.approx(-0.1)
+    assert row.ci_high.iloc[0] < 0
+    assert claims.accuracy.equivalent.all()
+    verdict = claims.verdicts[1]
+    assert verdict.startswith("supports: at equivalent test accuracy (margin ±0.02, TOST), the gradient")
+    assert "minilm and minilm_mlm by -0.1" in verdict
+    assert "seeds 0, 1, 2; 10 test examples" in verdict and "models minilm, minilm_mlm, minilm_cda" in verdict
+    # the model effect shows in the nested variance components of gradient, not of occlusion
+    comp = claims.components.set_index(["method", "component"])
+    assert comp.loc[("gradient", "model"), "share"] > 0.5
+    assert comp.loc[("occlusion", "model"), "share"] < 0.05
+    assert comp.loc[("gradient", "model"), "n_examples"] == N_EXAMPLES
+    # two models rank random < gradient < occlusion, minilm_mlm random < occlusion < gradient (0.2 + 0.1 is
+    # 0.30000000000000004 > 0.3): rank sums (3, 7, 8), S = 14, W = 12 * 14 / (3^2 (3^3 - 3)) = 7 / 9
+    assert claims.concordance["methods"] == ["random", "gradient", "occlusion"]
+    assert claims.concordance["w"] == pytest.approx(7 / 9)
+
+
+def test_claim1_not_supported_without_a_model_effect(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
+    assert claims.verdicts[1].startswith("does not support: between models of equivalent accuracy")
+    assert claims.concordance["w"] == pytest.approx(1.0)
+
+
+def test_claim1_not_supported_when_accuracies_differ(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1, accuracy_gap=0.05))
+    acc = claims.accuracy.set_index(["a", "b"])
+    assert acc.loc[("minilm", "minilm_cda"), "difference"] == pytest.approx(-0.05)
+    assert not acc.loc[("minilm", "minilm_cda"), "equivalent"]
+    assert acc.loc[("minilm", "minilm_mlm"), "equivalent"]  # still equivalent: the claim is tested there
+    assert claims.verdicts[1].startswith("supports")
+
+
+def test_claim2_and_claim3_verdicts(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
+    assert claims.conditions["base_model"] == "minilm"
+    standard = claims.ood_summary["standard"]
+    assert standard["mean"] == pytest.approx(np.mean([(0.88 + 0.01 * s + 0.92 + 0.01 * s) / 2 for s in SEEDS]))
+    assert claims.verdicts[2].startswith("supports: masked inputs are out of distribution")
+    # attack link: across random < gradient < occlusion the success rate rises with the score
+    link = claims.attack_link.set_index("model")
+    assert link.loc["minilm", "rho"] == pytest.approx(1.0)
+    assert link.loc["minilm", "methods"] == ["gradient", "occlusion", "random"]
+    adv = claims.adversarial[claims.adversarial.kind == "difference"].set_index("measure")
+    assert adv.loc["score", "difference"] == pytest.approx(0.05)
+    assert adv.loc["success_rate", "difference"] < 0
+    # rho = 1 in every seed resample, but 3 methods cannot reach p < 0.05: supported in part only
+    assert "supports in part the attack link" in claims.verdicts[3]
+    assert "with 3 methods the smallest possible two-sided p-value is 2/3! = 0.333" in claims.verdicts[3]
+    assert "supports: adversarial fine-tuning changes faithfulness" in claims.verdicts[3]
+
+
+def test_claim2_not_supported_when_masked_fine_tuning_does_not_lower_auroc(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0, masked_auroc=0.9))
+    assert claims.verdicts[2].startswith("supports in part")
+
+
+def test_one_seed_cannot_answer(tmp_path):
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1, seeds=[0]))
+    assert claims.verdicts[1].startswith("cannot answer: minilm (standard fine-tuning) has 1 seed(s)")
+    assert claims.verdicts[2].startswith("cannot answer: minilm (masked fine-tuning) has 1 seed(s)")
+    assert claims.verdicts[3].startswith("cannot judge (no interval over seeds: fewer than 2 seeds) the attack link")
+    assert "adversarial vs standard fine-tuning cannot be answered" in claims.verdicts[3]
+    assert set(claims.components.why) == {"needs 2 models and 2 common seeds with per-example scores, got 3 and 1"}
+
+
+def test_claims_section_opens_the_report(tmp_path):
+    root = make_paper_sweep(tmp_path, model_effect=0.1)
+    written = write_report(build_report(root))
+    text = written["report.md"].read_text()
+    assert text.index("## Claims") < text.index("## Headline")
+    for n in (1, 2, 3):
+        assert f"### Claim {n}:" in text and f"report_files/claim{n}.png" in text
+        assert (root / "report_files" / f"claim{n}.png").stat().st_size > 1000
+    assert "**Verdict:** supports: at equivalent test accuracy" in text
+    assert "Kendall's W of the ranking of random, gradient, occlusion" in text
+    assert (root / "report_files" / "claims_components.csv").is_file()
+
+
+def test_no_claims_section_without_claim_settings(tmp_path):
+    root = make_paper_sweep(tmp_path, model_effect=0.1)
+    (root / "multirun.yaml").unlink()
+    text = write_report(build_report(root))["report.md"].read_text()
+    assert "## Claims" not in text
+
+
+def test_unknown_claim_setting_is_named():
+    with pytest.raises(ValueError, match="unknown key.*margin"):
+        ClaimSettings.from_dict({"margin": 0.02})
+
+
+def test_figure_names_of_long_variant_labels_stay_short_and_distinct():
+    # experiment=paper compares e.g. roberta[<two swept settings>] with roberta[<two other values>]: the
+    # comparison figure's name must fit a file system's 255 bytes
+    from itermask.reporting.plots import MAX_SLUG, slug
+
+    label = "roberta[train.adversarial_augmentation.enabled=False, train.masking_augmentation.enabled={}]"
+    a, b = (
+        slug(label.format(x), "vs", label.format(y), "rt_snippets") for x, y in (("False", "True"), ("True", "False"))
+    )
+    assert len(a) == len(b) == MAX_SLUG and a != b
+    assert slug("minilm", "rt_snippets", "gradient") == "minilm_rt_snippets_gradient"

@@ -1,0 +1,119 @@
+"""experiment=paper and paper_hub: the grid-union sweeper's exact job lists (a job two grids share runs
+once), its errors, and the expected jobs the report reads back from multirun.yaml."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+
+from hydra_plugins.itermask_sweepers import grid_jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+OFF = ["train.masking_augmentation.enabled=False", "train.adversarial_augmentation.enabled=False"]
+
+
+def _sweeper(experiment: str, overrides=()) -> dict:
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("evaluate", overrides=[f"experiment={experiment}", *overrides], return_hydra_config=True)
+    return OmegaConf.to_container(cfg.hydra, resolve=False)  # pyright: ignore[reportReturnType]
+
+
+def test_paper_jobs_are_the_union_of_the_three_grids_each_job_once():
+    hydra = _sweeper("paper")
+    sweeper = hydra["sweeper"]
+    assert sweeper["_target_"] == "hydra_plugins.itermask_sweepers.grid_union.GridUnionSweeper"
+    jobs = grid_jobs(sweeper["params"], sweeper["grids"], [])
+    claim1 = [
+        [f"model={m}", f"saliency={k}", *OFF, f"seed={s}"]
+        for m in ("minilm", "minilm_mlm", "minilm_cda")
+        for k in ("gradient", "integrated_gradients", "occlusion")
+        for s in (0, 1, 2)
+    ]
+    masked = [
+        ["model=minilm", "saliency=gradient", "train.masking_augmentation.enabled=True", OFF[1], f"seed={s}"]
+        for s in (0, 1, 2)
+    ]
+    adversarial = [
+        ["model=minilm", "saliency=gradient", OFF[0], "train.adversarial_augmentation.enabled=True", f"seed={s}"]
+        for s in (0, 1, 2)
+    ]
+    # claims 2 and 3's standard jobs (minilm, gradient, no augmentation) are claim 1's: launched once
+    assert jobs == claim1 + masked + adversarial
+    assert len({frozenset(j) for j in jobs}) == len(jobs) == 33
+    claims = hydra["callbacks"]["report"]["claims"]
+    assert claims["models"] == ["minilm", "minilm_mlm", "minilm_cda"] and claims["accuracy_margin"] == 0.02
+
+
+def test_command_line_overrides_apply_to_every_grid():
+    sweeper = _sweeper("paper")["sweeper"]
+    jobs = grid_jobs(sweeper["params"], sweeper["grids"], ["seed=0", "evaluation.n_examples=10"])
+    assert len(jobs) == 9 + 1 + 1
+    assert all(j[-2:] == ["seed=0", "evaluation.n_examples=10"] for j in jobs)
+
+
+def test_paper_hub_is_the_same_preset_with_the_hub_models():
+    hydra = _sweeper("paper_hub")
+    paper = _sweeper("paper")
+    sweeper = hydra["sweeper"]
+    jobs = grid_jobs(sweeper["params"], sweeper["grids"], [])
+    models = ("roberta", "fairberta", "bert_large", "bert_cda")
+    assert len(jobs) == 4 * 3 * 5 + 5 + 5
+    assert [j[0] for j in jobs[:60:15]] == [f"model={m}" for m in models]
+    assert jobs[-1] == [
+        "model=roberta",
+        "saliency=gradient",
+        OFF[0],
+        "train.adversarial_augmentation.enabled=True",
+        "seed=4",
+    ]
+    # the grids' structure is paper's: only the models and the seeds differ
+    assert set(sweeper["grids"]) == set(paper["sweeper"]["grids"])
+    assert {k: v for k, v in sweeper["grids"]["claim1"].items() if k != "model"} == {
+        k: v for k, v in paper["sweeper"]["grids"]["claim1"].items() if k != "model"
+    }
+    assert hydra["callbacks"]["report"]["claims"]["models"] == list(models)
+
+
+def test_every_hub_job_composes():
+    sweeper = _sweeper("paper_hub")["sweeper"]
+    jobs = grid_jobs(sweeper["params"], sweeper["grids"], ["seed=0"])
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        for job in jobs:
+            cfg = compose("evaluate", overrides=["experiment=paper_hub", *job])
+            assert cfg.attack.name == "embedding_neighbors" and [str(s.value) for s in cfg.evaluation.schedules] == [
+                "one_shot"
+            ]
+            assert cfg.model.name == job[0].split("=")[1]
+
+
+def test_a_grid_key_without_a_default_is_refused():
+    with pytest.raises(HydraException, match="grids.extra sets dataset, which hydra.sweeper.params does not"):
+        grid_jobs({"seed": "0,1"}, {"extra": {"dataset": "sst2"}}, [])
+    with pytest.raises(HydraException, match="not a list of values"):
+        grid_jobs({"lr": "0.1"}, {"g": {"lr": "interval(0.1,1.0)"}}, [])
+
+
+def test_without_grids_it_is_the_basic_sweep():
+    assert grid_jobs({"a": "1,2", "b": "x"}, None, ["c=3"]) == [["a=1", "b=x", "c=3"], ["a=2", "b=x", "c=3"]]
+
+
+def test_the_report_reads_the_expected_jobs_of_a_grid_union_multirun(tmp_path):
+    from itermask.reporting.sweep import _expected_jobs
+
+    hydra = {
+        "sweeper": {
+            "_target_": "hydra_plugins.itermask_sweepers.grid_union.GridUnionSweeper",
+            "params": {"model": "a", "seed": "0,1"},
+            "grids": {"one": {"model": "a,b"}, "two": {"model": "a"}},
+        },
+        "overrides": {"task": ["x=1"]},
+    }
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra, "task_name": "evaluate"}))
+    expected, _ = _expected_jobs(tmp_path)
+    assert expected == [["model=a", "seed=0", "x=1"], ["model=a", "seed=1", "x=1"]] + [
+        ["model=b", "seed=0", "x=1"],
+        ["model=b", "seed=1", "x=1"],
+    ]

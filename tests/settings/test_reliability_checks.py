@@ -1,0 +1,224 @@
+"""Checks before any work (issue 25): repeated list items, timeouts, sampling methods' minimum samples,
+gradient saliency under inference mode, a cache that cannot be written, DDP's process count and its place in
+the checkpoint key, and the flag on a classifier whose faithfulness scores mean nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from itermask.analyses.accuracy import model_check, model_check_line
+from itermask.analyses.base import EvaluatedCurves
+from itermask.console import summary_lines
+from itermask.core.evaluation import MaskingCurves
+from itermask.core.saliency import GradientSaliency, KernelShapSaliency, LimeSaliency, SaliencyError
+from itermask.core.tokens import TokenBatch
+from itermask.settings import plain
+from itermask.storage.cache import CheckpointCache
+from itermask.storage.keys import Fingerprint, results_key, training_key
+from itermask.training.distributed import distributed_problem, first_of_each, trainer_processes
+from itermask.validation import SettingsError, check_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="evaluate", overrides=["output_dir=/tmp/unused", *overrides])
+
+
+def _problems(*overrides) -> list[str]:
+    with pytest.raises(SettingsError) as error:
+        check_config(plain(_compose(*overrides)))
+    return error.value.problems
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("evaluation.aopc_bins=[0.5,0.5]", "evaluation.aopc_bins lists [0.5] more than once"),
+        ("evaluation.fractions=[0.0,0.5,0.5,1.0]", "evaluation.fractions lists [0.5] more than once"),
+        ("evaluation.fractions=[0.0,1.0,0.5]", "evaluation.fractions must be in ascending order"),
+        ("evaluation.counts=[0,2,1]", "evaluation.counts must be in ascending order"),
+        ("evaluation.schedules=[one_shot,one_shot]", "evaluation.schedules lists ['one_shot'] more than once"),
+        ("analyses=[ood,ood]", "analyses lists ['ood'] more than once"),
+        ("logger.init_timeout=-5", "logger.init_timeout must be a number > 0"),
+        ("cache_lock_timeout=0", "cache_lock_timeout must be a number > 0 or null (wait forever)"),
+    ],
+)
+def test_repeated_or_unordered_list_items_and_bad_timeouts_are_refused(override, expected):
+    problems = _problems(override)
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_the_default_config_passes_and_its_keys_do_not_change_with_the_new_options():
+    config = plain(_compose())
+    check_config(config)
+    assert config["trainer"]["strategy"] == "auto" and config["cache_lock_timeout"] == 86400
+    # trainer.strategy at its default and cache_lock_timeout never enter the results key
+    other = plain(_compose("cache_lock_timeout=5"))
+    assert results_key(config) == results_key(other)
+    assert results_key(config) != results_key(plain(_compose("trainer=ddp")))
+
+
+@pytest.mark.parametrize("method, minimum", [(LimeSaliency, 2), (KernelShapSaliency, 3)])
+def test_sampling_methods_refuse_fewer_samples_than_they_need(method, minimum):
+    with pytest.raises(ValueError, match=f"n_samples must be >= {minimum} for {method.name}, got {minimum - 1}"):
+        method(n_samples=minimum - 1)
+    assert method(n_samples=minimum).n_samples == minimum
+
+
+def test_gradient_saliency_under_inference_mode_names_inference_mode(tiny_bert, tokenizer):
+    method = GradientSaliency().bind(tokenizer)
+    encoding = tokenizer(["a good film"], return_tensors="pt")
+    batch = TokenBatch(encoding["input_ids"], encoding["attention_mask"])
+    with torch.inference_mode(), pytest.raises(SaliencyError, match=r"called under torch.inference_mode\(\)"):
+        method.attribute(tiny_bert, batch, torch.tensor([1]))
+    with torch.no_grad():  # fine: the method turns gradients back on
+        assert method.attribute(tiny_bert, batch, torch.tensor([1])).shape == batch.input_ids.shape
+
+
+def test_a_cache_that_is_a_file_or_read_only_is_named_with_the_fix(tmp_path):
+    blocked = tmp_path / "cache"
+    blocked.write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match=f"{blocked} is a file; set cache_dir="):
+        with CheckpointCache(blocked / "sub").lock("k"):
+            pass
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match="is read-only for this user.*chmod u\\+w"):
+            with CheckpointCache(read_only).lock("k"):
+                pass
+    finally:
+        read_only.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    "trainer, processes",
+    [
+        ({"accelerator": "cpu", "devices": 1, "strategy": "auto"}, 1),
+        ({"accelerator": "cpu", "devices": 2, "strategy": "ddp"}, 2),
+        ({"accelerator": "cpu", "devices": "2", "strategy": "auto"}, 2),
+        ({"accelerator": "gpu", "devices": [0, 3], "strategy": "ddp"}, 2),
+        ({"accelerator": "gpu", "devices": "0,1,2", "strategy": "ddp", "num_nodes": 2}, 6),
+        ({"accelerator": "cpu", "devices": 4, "strategy": "single_device"}, 1),
+    ],
+)
+def test_trainer_processes(trainer, processes):
+    assert trainer_processes(trainer) == processes
+
+
+def test_ddp_is_refused_in_a_multirun_and_spawning_strategies_always():
+    ddp = {"accelerator": "cpu", "devices": 2, "strategy": "ddp"}
+    assert distributed_problem(ddp, multirun=False) is None
+    assert "cannot do" in (distributed_problem(ddp, multirun=True) or "")
+    assert "use trainer=ddp" in (distributed_problem({**ddp, "strategy": "ddp_spawn"}, multirun=False) or "")
+
+
+def test_the_checkpoint_key_counts_processes_only_when_several():
+    config, fingerprint = plain(_compose()), Fingerprint()
+    one, payload = training_key(config, fingerprint, 0)
+    assert training_key(config, fingerprint, 0, processes=1)[0] == one and "processes" not in payload
+    two, payload = training_key(config, fingerprint, 0, processes=2)
+    assert two != one and payload["processes"] == 2
+
+
+def test_first_of_each_drops_the_examples_a_distributed_sampler_repeated():
+    ids = torch.tensor([0, 2, 4, 1, 3, 0])  # 5 examples on 2 ranks: rank 1 repeats example 0
+    kept = first_of_each(ids)
+    assert kept.tolist() == [0, 3, 1, 4, 2] and ids[kept].tolist() == [0, 1, 2, 3, 4]
+
+
+def _curves(predicted: list[int]) -> EvaluatedCurves:
+    n = len(predicted)
+    logits = torch.nn.functional.one_hot(torch.tensor(predicted), 2).float()
+    curves = MaskingCurves(
+        schedule="one_shot",
+        steps="fraction",
+        grid=torch.tensor([0.0, 1.0], dtype=torch.float64),
+        example_ids=torch.arange(n),
+        n_maskable=torch.ones(n, dtype=torch.long),
+        k=torch.zeros(n, 2, dtype=torch.long),
+        target=torch.tensor(predicted),
+        labels=torch.zeros(n, dtype=torch.long),
+        clean_logits=logits,
+        logits=logits[:, None].repeat(1, 2, 1),
+    )
+    return EvaluatedCurves.of({"gradient": {"one_shot": curves}})
+
+
+def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_console():
+    result = {"label_names": ["neg", "pos"], "accuracy": {"test": 0.57, "majority_class_test": 0.57}}
+    check = model_check(result, _curves([1, 1, 1])).result["model_check"]
+    assert check["meaningful"] is False and check["predicted_classes"] == {"pos": 3}
+    assert check["problems"] == [
+        "the classifier predicts class 'pos' for all 3 evaluated examples",
+        "its test accuracy 0.570 is not above the majority class's 0.570 (always predicting the training "
+        "split's most frequent class)",
+    ]
+    line = model_check_line({**result, "model_check": check})
+    assert line is not None and line.startswith("WARNING: these faithfulness scores mean nothing: the classifier")
+    assert summary_lines({**result, "saliency": {"name": "gradient"}, "model_check": check})[0] == line
+    good = {"label_names": ["neg", "pos"], "accuracy": {"test": 0.8, "majority_class_test": 0.57}}
+    check = model_check(good, _curves([0, 1, 1])).result["model_check"]
+    assert check == {"meaningful": True, "problems": [], "predicted_classes": {"neg": 1, "pos": 2}}
+    assert model_check_line({"model_check": check}) is None and model_check_line({}) is None
+
+
+def test_a_csv_given_by_a_relative_or_an_absolute_path_has_one_checkpoint_and_one_result(tmp_path, monkeypatch):
+    from itermask.settings import build, training_key_of
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "d.csv").write_text("text,label\na,0\nb,1\n")
+    monkeypatch.chdir(tmp_path)
+    keys = []
+    for path in ("data/d.csv", str(tmp_path / "data" / "d.csv"), "./data/../data/d.csv"):
+        cfg = _compose("dataset=csv", f"dataset.source.path={path}")
+        config = plain(cfg)
+        source = build(config["dataset"]["source"], "dataset.source")
+        fingerprint = Fingerprint.of(source, config["model"]["pretrained"])
+        keys.append((training_key_of(cfg)[0], results_key(config, fingerprint)))
+    assert keys[0] == keys[1] == keys[2]
+    # another file's contents still give other keys
+    (tmp_path / "data" / "e.csv").write_text("text,label\na,1\nb,0\n")
+    cfg = _compose("dataset=csv", "dataset.source.path=data/e.csv")
+    assert training_key_of(cfg)[0] != keys[0][0]
+
+
+def test_a_jobs_wandb_run_id_follows_its_key_so_a_re_run_resumes_it(monkeypatch):
+    import hydra
+
+    from itermask.tracking import runs
+
+    monkeypatch.setattr(runs, "start", lambda make, mode: make())
+    monkeypatch.setattr(hydra.utils, "instantiate", lambda spec, **kwargs: spec)
+    config = plain(_compose("logger=wandb"))
+    spec = runs.job_logger(config, "run", "0123abcd")()
+    assert spec is not None and spec["id"] == "evaluate-0123abcd" and spec["resume"] == "allow"
+    assert runs.job_logger(plain(_compose("logger=wandb", "logger.id=mine")), "run", "0123abcd")()["id"] == "mine"
+    assert runs.job_logger(config, "run")()["id"] is None  # no key: W&B's own id
+
+
+def test_a_non_ascii_value_without_quotes_is_explained(capsys):
+    from itermask.console import check_overrides
+
+    check_overrides(["seed=1", 'dataset.source.path="/data/données.csv"', "-m"])  # quoted: Hydra reads it
+    with pytest.raises(SystemExit) as exit_:
+        check_overrides(["dataset.source.path=/data/données.csv"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "only inside quotes" in err and "'dataset.source.path=\"/data/données.csv\"'" in err
+
+
+def test_umap_fractions_must_ascend():
+    assert _problems("ood.plots.umap_fractions=[0.5,0.1]") == [
+        "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (e.g. [0.1, 0.5])"
+    ]
