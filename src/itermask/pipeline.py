@@ -43,14 +43,14 @@ from itermask.analyses import (
 from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
 from itermask.jobs import config_errors, note_progress
-from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, train_settings
+from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, plain, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
-from itermask.storage.files import environment, move_aside, write_json_atomic
+from itermask.storage.files import environment, write_json_atomic
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
 from itermask.training.distributed import process_rank
 from itermask.training.models import SequenceClassifier, class_mapping
-from itermask.training.resume import AUGMENTATIONS, ExactResume, checkpoint_problem
+from itermask.training.resume import AUGMENTATIONS, ExactResume, resume_checkpoint
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -72,6 +72,7 @@ __all__ = [
     "record_stored",
     "run_train",
     "run_evaluate",
+    "run_pretrain",
 ]
 
 
@@ -112,6 +113,34 @@ def run_train(cfg: DictConfig) -> float:
         trained = get_or_train(settings, data, logger)
         tracking.log_summary(logger, {"best_val_acc": trained.meta["val_acc"]})
     return trained.meta["val_acc"]
+
+
+def run_pretrain(cfg: DictConfig) -> float:
+    """``pretrain.py``: the continued-pretraining stage of ``cfg.model`` alone (run, or reused from the cache,
+    by the settings stage: :mod:`itermask.training.pretraining`); returns the held-out masked-token accuracy
+    after it.
+
+    Raises:
+        ValueError: if ``model`` has no ``pretrain`` node (before any work)."""
+    model = plain(cfg.model)
+    if model.get("pretrain") is None:
+        raise ValueError(
+            f"pretrain.py runs continued MLM pretraining, but model={model.get('name')} has no pretrain settings: "
+            "choose model=minilm_mlm or model=minilm_cda (or a model config with a pretrain node)"
+        )
+    with config_errors():
+        settings = train_settings(cfg)
+    assert settings.model.pretrain_key is not None  # the model has a pretrain node
+    meta = CheckpointCache(settings.cache_dir / "pretrain").meta(settings.model.pretrain_key) or {}
+    log.info(
+        "pretrained encoder %s: held-out masked-token accuracy %.4f with the head alone, %.4f after joint "
+        "pretraining (%.0f s)",
+        settings.model.pretrained,
+        meta.get("mlm_acc_head_only", float("nan")),
+        meta.get("mlm_acc_joint", float("nan")),
+        meta.get("pretrain_seconds", float("nan")),
+    )
+    return float(meta.get("mlm_acc_joint", float("nan")))
 
 
 def run_evaluate(cfg: DictConfig) -> dict:
@@ -257,25 +286,6 @@ def get_or_train(settings: TrainJobSettings, data: TextClassificationDataModule,
     return TrainedModel(key, entry / "model", meta)
 
 
-def _resume_from(cache: CheckpointCache, key: str, augmentations: tuple[str, ...] = ()) -> Path | None:
-    """The entry's ``last.ckpt`` to resume from, or ``None``: none exists, or it cannot resume exactly
-    (:func:`~itermask.training.resume.checkpoint_problem`; ``augmentations``: the enabled ones, whose
-    generator states it must hold), in which case the entry's Lightning checkpoints are
-    moved into ``<cache>/damaged/`` with a warning and the fine-tuning starts over."""
-    last = cache.entry(key) / "checkpoints" / "last.ckpt"
-    if not last.is_file():
-        return None
-    problem = checkpoint_problem(last, augmentations)
-    if problem is None:
-        log.info("resuming interrupted fine-tuning from %s", last)
-        return last
-    moved = move_aside(last.parent, cache.root / "damaged", name=f"{key}-checkpoints")
-    log.warning(
-        "cannot resume from %s: it %s; moved the checkpoints to %s and fine-tuning from the start", last, problem, moved
-    )
-    return None
-
-
 def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, cache: CheckpointCache, logger) -> None:
     """Fine-tune with Lightning into the cache entry and export the best checkpoint (rank 0)."""
     start = time.time()
@@ -313,7 +323,7 @@ def _fine_tune(settings: TrainJobSettings, data: TextClassificationDataModule, c
     trainer = settings.make_trainer(callbacks=callbacks, logger=logger if logger is not None else False)
     enabled = tuple(name for name in AUGMENTATIONS if getattr(classifier, name, None) is not None)
     if process_rank() == 0:
-        last = _resume_from(cache, settings.training_key, enabled)
+        last = resume_checkpoint(cache, settings.training_key, enabled)
     else:  # launched inside rank 0's fit, after rank 0 chose (and moved aside what it could not resume from)
         last = cache.entry(settings.training_key) / "checkpoints" / "last.ckpt"
         last = last if last.is_file() else None

@@ -105,6 +105,10 @@ class Built:
             self._by_node[key] = build(node, path, kind)
         return self._by_node[key]
 
+    def components(self) -> list[Any]:
+        """The components built here, in the order first requested."""
+        return list(self._by_node.values())
+
     def bind_all(self, tokenizer) -> None:
         """Bind every component built here to ``tokenizer``.
 

@@ -25,6 +25,7 @@ from itermask.settings.problems import Problems
 from itermask.storage.keys import results_key
 from itermask.tracking.runs import job_logger
 from itermask.training.models import class_mapping
+from itermask.training.pretraining import use_pretrained_mlm
 from itermask.validation import QUANTITIES, SettingsError
 
 __all__ = ["EvaluationSettings", "EvaluateSettings", "evaluate_settings"]
@@ -217,10 +218,15 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
     problems.raise_if_any()
     assert saliency is not None and evaluation is not None
     fields = bind_job(parts, problems, started_at)
+    model = fields["model"]
+    if model.pretrained_from is not None:  # continued pretraining: attack=mlm's default model is its output
+        for analysis in analyses:
+            use_pretrained_mlm(analysis, model.pretrained_from, model.pretrained)
     saliency.bind(fields["tokenizer"])
     special_ids = fields["tokenizer"].all_special_ids
     evaluators = _evaluators(saliency, fields["masking"], evaluation, special_ids, parts.seed, analyses)
-    key = results_key(config, fields["fingerprint"])
+    keyed = config if model.pretrain_key is None else {**config, "pretrained_encoder": model.pretrain_key}
+    key = results_key(keyed, fields["fingerprint"])
     fields["make_logger"] = job_logger(config, fields["run_name"], key)  # the W&B run id follows the results key
     settings = EvaluateSettings(
         **fields,

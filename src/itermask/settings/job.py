@@ -36,7 +36,15 @@ from itermask.training.augmentation import (
     masked_fine_tuning,
 )
 from itermask.training.distributed import distributed_problem, trainer_processes
-from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer
+from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer, resolve_pretrained
+from itermask.training.pretraining import (
+    PretrainSettings,
+    check_pretrain_node,
+    get_or_pretrain,
+    mlm_architecture,
+    pretrain_settings,
+    use_pretrained_mlm,
+)
 from itermask.training.sources import DataSource
 from itermask.validation import (
     SettingsError,
@@ -86,13 +94,19 @@ def check_seed(cfg: DictConfig | dict) -> int:
 class ModelSettings:
     """The classifier to fine-tune (``model`` group): ``pretrained`` is a hub id, a local directory or
     ``package:<module>``; ``optimizer`` holds the :class:`~itermask.training.models.SequenceClassifier`
-    keyword arguments (learning rate, weight decay, warm-up ratio)."""
+    keyword arguments (learning rate, weight decay, warm-up ratio).
+
+    A model with a ``pretrain`` node (continued MLM pretraining, :mod:`itermask.training.pretraining`):
+    ``pretrained`` is the pretrained encoder's folder in the cache, ``pretrained_from`` the configured
+    ``model.pretrained`` it was pretrained from, ``pretrain_key`` its cache key; both ``None`` otherwise."""
 
     name: str
     pretrained: str
     max_length: int
     batch_size: int
     optimizer: dict
+    pretrained_from: str | None = None
+    pretrain_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +223,16 @@ def read_job(config: dict, overrides: list[str], problems: Problems) -> JobParts
     enabled = True
     with problems.collect():
         enabled = _train_enabled(config["train"])
+    if config["model"].get("pretrain") is not None:
+        problems.add(check_pretrain_node(config["model"]["pretrain"]))
+        if not enabled:
+            problems.add(
+                [
+                    "model.pretrain (continued MLM pretraining) makes an encoder to fine-tune, but "
+                    "train.enabled=false evaluates model.pretrained as it is: set train.enabled=true, or choose "
+                    "a model without pretrain"
+                ]
+            )
     parts = JobParts(config, seed, enabled, Built())
     with problems.collect():
         parts.source = build(config["dataset"]["source"], "dataset.source", DataSource)
@@ -272,19 +296,34 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
     with problems.collect():
         pairs = bool(getattr(source, "text_pair_column", None))
         check_max_length(int(model["max_length"]), tokenizer, model_config, pretrained, pairs=pairs)
-    with problems.collect():
-        parts.built.bind_all(tokenizer)
-    train = _fine_tuning(parts, tokenizer, problems)
     fingerprint = Fingerprint()
     with problems.collect():
         fingerprint = Fingerprint.of(source, pretrained)
+    pretrain = None
+    if model.get("pretrain") is not None:
+        with problems.collect():
+            base_path = resolve_pretrained(pretrained)
+            mlm_architecture(base_path, pretrained)  # word embeddings to tie the head to, before any work
+            pretrain = pretrain_settings(config, fingerprint, source, base_path)
+    problems.raise_if_any()
+    make_trainer = _trainer_factory(config["trainer"])
+    encoder = pretrained
+    if pretrain is not None:  # the continued-pretraining stage (cached), then the MLM components use its output
+        encoder = str(get_or_pretrain(pretrain, tokenizer, make_trainer, _pretrain_logger(config, pretrain)))
+        for component in [*parts.built.components(), parts.candidates]:
+            use_pretrained_mlm(component, pretrained, encoder)
+    with problems.collect():
+        parts.built.bind_all(tokenizer)
+    train = _fine_tuning(parts, tokenizer, problems)
     trainer, processes = config["trainer"], 1
     with problems.collect():
         if (problem := distributed_problem(trainer, hydra_multirun())) is not None:
             raise SettingsError([problem])
         processes = trainer_processes(trainer)
     problems.raise_if_any()
-    key, payload = training_key(config, fingerprint, parts.seed, processes)
+    key, payload = training_key(
+        config, fingerprint, parts.seed, processes, pretrain.key if pretrain is not None else None
+    )
     return dict(
         task_name=str(config["task_name"]),
         seed=parts.seed,
@@ -294,10 +333,12 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         tokenizer=tokenizer,
         model=ModelSettings(
             model["name"],
-            pretrained,
+            encoder,
             int(model["max_length"]),
             int(model["finetune"]["batch_size"]),
             dict(model["finetune"]["optimizer"]),
+            pretrained if pretrain is not None else None,
+            pretrain.key if pretrain is not None else None,
         ),
         # without fine-tuning the training split only feeds analyses (the OOD fit draws its own subset)
         data=DataSettings(
@@ -313,12 +354,25 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
         fingerprint=fingerprint,
         training_key=key,
         training_payload=payload,
-        make_trainer=lambda **overrides: hydra.utils.instantiate(trainer, **overrides),
+        make_trainer=make_trainer,
         make_logger=job_logger(config, run_name(config), key),
         config=config,
         run_name=run_name(config),
         started_at=started_at,
     )
+
+
+def _trainer_factory(trainer: dict) -> Callable[..., Any]:
+    """A function building the Lightning trainer of ``cfg.trainer`` with keyword overrides."""
+    return lambda **overrides: hydra.utils.instantiate(trainer, **overrides)
+
+
+def _pretrain_logger(config: dict, pretrain: PretrainSettings) -> Callable[[], Any]:
+    """The tracker run of the continued-pretraining stage: its own run (task ``pretrain``, the pretraining
+    seed), shared by every fine-tuning of the pretrained encoder."""
+    stage = {k: v for k, v in config.items() if k not in ("saliency", "masking")}
+    stage.update(task_name="pretrain", seed=int(pretrain.options.get("seed", 0)))
+    return job_logger(stage, run_name(stage))
 
 
 def _lock_timeout(config: dict) -> float:
@@ -372,5 +426,10 @@ def training_key_of(cfg: DictConfig) -> tuple[str, dict]:
     config = plain(cfg)
     seed = check_seed(config)
     source = build(config["dataset"]["source"], "dataset.source")
+    pretrained = str(config["model"]["pretrained"])
+    fingerprint = Fingerprint.of(source, pretrained)
+    pretrain_key = None
+    if config["model"].get("pretrain") is not None:
+        pretrain_key = pretrain_settings(config, fingerprint, source, resolve_pretrained(pretrained)).key
     processes = trainer_processes(config["trainer"])
-    return training_key(config, Fingerprint.of(source, config["model"]["pretrained"]), seed, processes)
+    return training_key(config, fingerprint, seed, processes, pretrain_key)

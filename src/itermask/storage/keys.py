@@ -231,7 +231,9 @@ def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
 
 
-def training_payload(config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1) -> dict:
+def training_payload(
+    config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
+) -> dict:
     """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
     from itermask.training.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
     from itermask.training.sources import REPAIR_SWITCHES
@@ -249,7 +251,7 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int, processe
     for name, default in SOURCE_DEFAULTS.items():  # settings left out of the key at their default
         if source.get(name, default) == default:
             source.pop(name, None)
-    return {
+    payload = {
         "model": component_settings(config["model"]),
         "dataset": {"name": config["dataset"]["name"], "source": source},
         "data_files": fingerprint.hashed(),
@@ -259,9 +261,14 @@ def training_payload(config: dict, fingerprint: Fingerprint, seed: int, processe
         # DDP: each process takes a batch of model.finetune.batch_size, so the weights depend on their number
         **({"processes": processes} if processes > 1 else {}),
     }
+    if pretrain_key is not None:  # the encoder of continued pretraining (absent otherwise: other keys unchanged)
+        payload["pretrained_encoder"] = pretrain_key
+    return payload
 
 
-def training_key(config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1) -> tuple[str, dict]:
+def training_key(
+    config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
+) -> tuple[str, dict]:
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, and
@@ -275,6 +282,9 @@ def training_key(config: dict, fingerprint: Fingerprint, seed: int, processes: i
         seed: the experiment seed, checked.
         processes: the fine-tuning's processes (DDP, :func:`~itermask.training.distributed.trainer_processes`);
             part of the payload only when more than one (the effective batch is ``processes`` batches).
+        pretrain_key: the cache key of the continued-pretraining stage that made the encoder
+            (:mod:`itermask.training.pretraining`; it hashes the corpus, the word list and the pretraining
+            settings), or ``None`` without that stage.
     """
-    payload = training_payload(config, fingerprint, seed, processes)
+    payload = training_payload(config, fingerprint, seed, processes, pretrain_key)
     return config_hash(payload), payload

@@ -17,6 +17,7 @@ and it warns on every pass (``set_vital`` is deprecated).
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,19 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-__all__ = ["AUGMENTATIONS", "ResumableDataLoader", "ExactResume", "rng_states", "set_rng_states", "checkpoint_problem"]
+from itermask.storage.files import move_aside
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AUGMENTATIONS",
+    "ResumableDataLoader",
+    "ExactResume",
+    "rng_states",
+    "set_rng_states",
+    "checkpoint_problem",
+    "resume_checkpoint",
+]
 
 
 class ResumableDataLoader(DataLoader):
@@ -185,4 +198,23 @@ def checkpoint_problem(path: str | Path, augmentations: Sequence[str] = ()) -> s
             f"holds no state of the generator of {', '.join(missing)} (written by an older itermask), so a "
             "run resumed from it would differ from an uninterrupted one"
         )
+    return None
+
+
+def resume_checkpoint(cache, key: str, augmentations: Sequence[str] = (), what: str = "fine-tuning") -> Path | None:
+    """The ``last.ckpt`` of the cache entry ``key`` (a :class:`~itermask.storage.cache.CheckpointCache`) to resume
+    from, or ``None``: none exists, or it cannot resume exactly (:func:`checkpoint_problem`; ``augmentations``:
+    the enabled ones, whose generator states it must hold), in which case the entry's Lightning checkpoints are
+    moved into ``<cache>/damaged/`` with a warning and the training (``what``) starts over."""
+    last = cache.entry(key) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return None
+    problem = checkpoint_problem(last, augmentations)
+    if problem is None:
+        log.info("resuming interrupted %s from %s", what, last)
+        return last
+    moved = move_aside(last.parent, cache.root / "damaged", name=f"{key}-checkpoints")
+    log.warning(
+        "cannot resume from %s: it %s; moved the checkpoints to %s and %s from the start", last, problem, moved, what
+    )
     return None
