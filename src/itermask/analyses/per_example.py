@@ -4,6 +4,7 @@ models on the same examples, and inspected example by example."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from itermask.core.evaluation import MaskingCurves
     from itermask.core.metrics import Quantity
 
-__all__ = ["PerExampleAnalysis", "step_frame", "score_frame"]
+__all__ = ["PerExampleAnalysis", "step_frame", "score_frame", "token_frame"]
 
 
 def _per_example_values(curves: MaskingCurves, quantity: Quantity, bins) -> tuple[dict, dict]:
@@ -82,6 +83,46 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
     return frame
 
 
+def token_frame(method: str, by_schedule: Mapping[str, MaskingCurves], tokenizer) -> pd.DataFrame | None:
+    """One row per (example, token) of one method's curves: what a per-example view needs besides the
+    per-step probabilities (:mod:`itermask.storage.per_example` for the columns).
+
+    Args:
+        method: the saliency method's name.
+        by_schedule: ``{schedule: MaskingCurves}`` of the method (the clean input's tokens, scores and ranks
+            are shared by every schedule; each schedule adds its ``masked_step_<schedule>`` column).
+        tokenizer: the job's tokenizer (``convert_ids_to_tokens``).
+
+    Returns:
+        The frame, or ``None`` when the curves do not record their tokens.
+    """
+    first = next(iter(by_schedule.values()))
+    if first.token_ids is None or first.scores is None or first.rank is None:
+        return None
+    ids = first.token_ids.cpu()
+    real = ids >= 0  # [B, L], padding dropped
+    rows, positions = real.nonzero(as_tuple=True)
+    flat_ids = ids[real].tolist()
+    frame = pd.DataFrame(
+        {
+            "saliency": method,
+            "example_id": first.example_ids.cpu()[rows].numpy(),
+            "position": positions.numpy().astype(np.int16),
+            "token_id": np.asarray(flat_ids, dtype=np.int32),
+            "token": tokenizer.convert_ids_to_tokens(flat_ids),
+            "segment": first.token_segments.cpu()[real].numpy().astype(np.int8)
+            if first.token_segments is not None
+            else np.zeros(len(flat_ids), dtype=np.int8),
+            "score": first.scores.cpu()[real].numpy().astype(np.float32),
+            "rank": first.rank.cpu()[real].numpy().astype(np.int16),
+        }
+    )
+    for schedule, curves in by_schedule.items():
+        if curves.masked_step is not None:
+            frame[f"masked_step_{schedule}"] = curves.masked_step.cpu()[real].numpy().astype(np.int16)
+    return frame
+
+
 def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
     """``(columns, rows)`` of ``frame`` for the tracker, NaN as ``None``."""
     table = frame.astype(object).where(frame.notna(), None)
@@ -89,8 +130,8 @@ def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
 
 
 class PerExampleAnalysis(Analysis):
-    """Writes ``per_example/steps.parquet``, ``scores.parquet`` and ``examples.parquet`` (texts once per
-    example) into the job folder, logs the scores table to the tracker, and records the files' rows and
+    """Writes ``per_example/steps.parquet``, ``scores.parquet``, ``examples.parquet`` (texts once per
+    example) and ``tokens.parquet`` (tokens, saliency, ranks and masked steps) into the job folder, logs the scores table to the tracker, and records the files' rows and
     size under ``per_example`` in the result. The files are kept with the result in the results store."""
 
     name = "per_example"
@@ -101,10 +142,14 @@ class PerExampleAnalysis(Analysis):
         steps = pd.concat([step_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
         scores = pd.concat([score_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
         examples = self._examples(context, e.split, sorted(set(scores["example_id"].tolist())))
-        written = write_per_example(inputs.output_dir, {"steps": steps, "scores": scores, "examples": examples})
+        tables = {"steps": steps, "scores": scores, "examples": examples}
+        tokens = [token_frame(m, by_schedule, inputs.tokenizer) for m, by_schedule in curves.items()]
+        if tokens and all(t is not None for t in tokens):
+            tables["tokens"] = pd.concat(tokens, ignore_index=True)
+        written = write_per_example(inputs.output_dir, tables)
         section = {
             "folder": FOLDER,
-            "rows": {"steps": len(steps), "scores": len(scores), "examples": len(examples)},
+            "rows": {name: len(frame) for name, frame in tables.items()},
             "bytes": sum(path.stat().st_size for path in written.values()),
         }
         artifacts = Artifacts(tables={"per_example_scores": _table(scores)}, files=written)

@@ -1,6 +1,6 @@
 """Per-example results: Parquet tables (pyarrow) in a job folder, written atomically, and their loader.
 
-A job's ``per_example/`` folder holds three tables, joined by ``example_id`` (and ``saliency``,
+A job's ``per_example/`` folder holds these tables, joined by ``example_id`` (and ``saliency``,
 ``schedule``):
 
 - ``steps.parquet``: one row per (saliency method, schedule, example, masking step) with ``example_id``,
@@ -16,6 +16,15 @@ A job's ``per_example/`` folder holds three tables, joined by ``example_id`` (an
   ``completeness_gap`` (sum of attributions minus ``output_difference`` = ``f(x) - f(baseline)``);
 - ``examples.parquet``: one row per evaluated example: ``example_id``, ``split``, ``text`` (and
   ``text_pair``), ``label``, ``label_name``;
+- ``tokens.parquet``: one row per (saliency method, example, token of the clean input, padding dropped)
+  with ``example_id``, ``position`` (index in the tokenized input), ``token_id``, ``token`` (the
+  tokenizer's string: ``##``/``Ġ``/``▁`` pieces as written), ``segment`` (``0``/``1``: first/second
+  text of a sentence pair, ``-1``: special tokens), ``score`` (float32 saliency of the clean input),
+  ``rank`` (masking rank on the clean input, 1 = masked first, the one-shot order; ``-1``: not
+  maskable) and, per schedule, ``masked_step_<schedule>`` (index of the step that first masks the
+  token, ``-1``: never; for the recursive schedule the record of its re-ranked order). With the
+  probabilities per step of ``steps.parquet`` it is what a per-example view (:mod:`itermask.views`)
+  needs. Absent from results written before it existed;
 - ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the
   attack's outcome (``success``, ``n_perturbed``, ``perturbed_fraction``, ``queries``, the substitutions
   and positions, original and adversarial text; see :mod:`itermask.analyses.attack`).
@@ -40,16 +49,18 @@ __all__ = ["FOLDER", "TABLES", "OPTIONAL_TABLES", "PerExample", "write_per_examp
 FOLDER = "per_example"
 TABLES = ("steps", "scores", "examples")
 #: tables written by configured analyses (absent when the analysis did not run)
-OPTIONAL_TABLES = ("attack",)
+OPTIONAL_TABLES = ("tokens", "attack")
 
 
 @dataclass
 class PerExample:
-    """The per-example tables of one job (see the module docstring); ``attack`` is ``None`` without an attack."""
+    """The per-example tables of one job (see the module docstring); ``tokens`` is ``None`` in results
+    written before it existed, ``attack`` without an attack."""
 
     steps: pd.DataFrame
     scores: pd.DataFrame
     examples: pd.DataFrame
+    tokens: pd.DataFrame | None = None
     attack: pd.DataFrame | None = None
 
 
