@@ -40,6 +40,8 @@ __all__ = [
     "render_page",
     "views_from_curves",
     "masking_ranks",
+    "views_from_tables",
+    "load",
 ]
 
 #: tokens shown per example (heatmap and trajectory rows); longer texts are cut with a visible marker
@@ -496,8 +498,9 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
         curves: the schedule's ``MaskingCurves`` over the ``B`` rows of the batch.
         scores: ``[B, L]`` saliency of the method on the CPU.
         maskable: ``[B, L]`` bool maskable positions on the CPU.
-        masks: ``[S, B, L]`` bool recorded masks, or ``None``: recomputed from ``scores`` for
-            ``"one_shot"``, left ``None`` for any other schedule.
+        masks: ``[S, B, L]`` bool recorded masks, or ``None``: read from the curves' ``masked_step`` where
+            recorded, else recomputed from ``scores`` for ``"one_shot"``, left ``None`` for any other
+            schedule.
 
     Returns:
         The schedule's :class:`_ScheduleCurves`.
@@ -505,12 +508,18 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
     Raises:
         ValueError: if ``curves`` do not have one example per row of the batch.
     """
+    import torch
+
     from itermask.core.metrics import decision_flips, target_output
     from itermask.core.schedules import SCHEDULES
 
     size = scores.shape[0]
     if len(curves) != size:
         raise ValueError(f"curves {method}/{schedule} have {len(curves)} examples, the batch {size}")
+    if masks is None and curves.masked_step is not None and curves.masked_step.shape == scores.shape:
+        # the evaluator records the step that first masks each position (MaskingCurves.masked_step)
+        first = curves.masked_step.cpu().long()
+        masks = torch.stack([(first >= 0) & (first <= s) for s in range(curves.k.shape[1])])
     if masks is None and schedule == "one_shot":
         # the one-shot masks are the top k of the clean ranking at each step
         masks = SCHEDULES["one_shot"]().masks(scores, maskable, curves.k.T.cpu(), None)
@@ -728,10 +737,11 @@ def views_from_curves(
         batch: the clean :class:`~itermask.core.tokens.TokenBatch` ``[B, L]`` the curves were computed on.
         tokenizer: a Hugging Face tokenizer (``convert_ids_to_tokens``, ``all_special_ids``).
         scores: ``{method: [B, L] tensor}`` saliency on the clean input (source positions).
-        masks: ``{method: {schedule: [S, B, L] bool}}`` the masked positions at each step, where recorded.
-            Missing for a one-shot schedule, they are recomputed from ``scores`` (the one-shot masks are the
-            top ``k`` of the clean ranking); missing for another schedule (recursive, which re-ranks on the
-            masked input), its trajectory shows the curve without positions.
+        masks: ``{method: {schedule: [S, B, L] bool}}`` the masked positions at each step. Missing, they are
+            read from the curves' ``masked_step`` (recorded by the evaluator); curves without it: for a
+            one-shot schedule they are recomputed from ``scores`` (the one-shot masks are the top ``k`` of
+            the clean ranking), for another schedule (recursive, which re-ranks on the masked input) the
+            trajectory shows the curve without positions.
         segments: the maskable segments of the evaluation (see
             :func:`itermask.core.tokens.maskable_positions`), for the ranks and recomputed masks.
         class_names: names of the classes by id.
@@ -751,3 +761,148 @@ def views_from_curves(
     shown = range(batch.input_ids.shape[0]) if rows is None else rows
     views = [_example_view(data, row, class_names, (reasons or {}).get(row, "")) for row in shown]
     return ExampleViews(views, max_tokens)
+
+
+# ------------------------------------------------------------------------------------------------
+# building views from a job's stored per-example files
+
+
+def _trajectory_from_tables(schedule: str, kind: str, steps, tokens, index: Mapping[int, int]) -> Trajectory:
+    """One schedule's :class:`Trajectory` of one example and method.
+
+    Args:
+        schedule: the schedule's name.
+        kind: ``"fraction"`` or ``"count"`` steps.
+        steps: the example's ``steps.parquet`` rows of the method and schedule, sorted by step.
+        tokens: the example's ``tokens.parquet`` rows of the method.
+        index: ``{position: index of the token in the view}``.
+    """
+    column = f"masked_step_{schedule}"
+    flips = [i for i, v in enumerate(steps["flip_rate"].tolist()) if v == 1.0] if "flip_rate" in steps else []
+    masked = None
+    if column in tokens:
+        first = dict(zip(tokens["position"].tolist(), tokens[column].tolist()))
+        masked = [sorted(index[p] for p, at in first.items() if 0 <= at <= s) for s in range(len(steps))]
+    return Trajectory(
+        schedule=schedule,
+        steps=kind,
+        x=[float(v) for v in steps["x"].tolist()],
+        masked=masked,
+        probability=[float(v) for v in steps["target_prob"].tolist()],
+        flip_step=flips[0] if flips else None,
+    )
+
+
+def views_from_tables(
+    tables,
+    example_ids: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    reasons: Mapping[int, str] | None = None,
+    steps: str = "fraction",
+    max_tokens: int = MAX_TOKENS,
+) -> ExampleViews:
+    """Views of the examples of one job from its per-example tables (no model, no torch).
+
+    Args:
+        tables: a :class:`~itermask.storage.per_example.PerExample` (``tokens`` needed).
+        example_ids: which examples, in this order (default: every example, by id).
+        methods: which saliency methods (default: every method in the tables, in their order there).
+        reasons: ``{example_id: why it is shown}``.
+        steps: ``"fraction"`` or ``"count"``: what the grid ``x`` of ``steps.parquet`` holds.
+        max_tokens: tokens shown per example (:data:`MAX_TOKENS`).
+
+    Returns:
+        :class:`ExampleViews`.
+
+    Raises:
+        ValueError: if the tables have no ``tokens`` table (results written before it existed: re-run the
+            job with ``reuse_results=false``) or lack a requested example or method.
+    """
+    tokens = tables.tokens
+    if tokens is None:
+        raise ValueError(
+            "these per-example results have no tokens.parquet (written before itermask stored tokens): "
+            "re-run the job with reuse_results=false to view its examples"
+        )
+    known = list(dict.fromkeys(tokens["saliency"].tolist()))
+    methods = list(methods) if methods is not None else known
+    missing = [m for m in methods if m not in known]
+    if missing:
+        raise ValueError(f"no tokens of method(s) {missing} in these results (methods: {known})")
+    ids = sorted(set(tokens["example_id"].tolist())) if example_ids is None else [int(i) for i in example_ids]
+    absent = sorted(set(ids) - set(tokens["example_id"].tolist()))
+    if absent:
+        raise ValueError(f"no example(s) {absent[:10]} in these results")
+    examples = tables.examples.set_index("example_id")
+    names = {int(r.label): r.label_name for r in tables.examples.itertuples() if isinstance(r.label_name, str)}
+    class_names = [names.get(i, str(i)) for i in range(max(names) + 1)] if names else None
+    by_token = {key: frame for key, frame in tokens.groupby(["saliency", "example_id"], sort=False)}
+    by_step = {key: frame.sort_values("step") for key, frame in tables.steps.groupby(["saliency", "example_id", "schedule"], sort=False)}
+    by_score = {key: frame for key, frame in tables.scores.groupby(["saliency", "example_id"], sort=False)}
+    views = []
+    for example_id in ids:
+        first = by_token[(methods[0], example_id)].sort_values("position")
+        index = {int(p): i for i, p in enumerate(first["position"].tolist())}
+        method_views = {}
+        for method in methods:
+            rows = by_token[(method, example_id)].sort_values("position")
+            ranks = [int(r) if r >= 0 else None for r in rows["rank"].tolist()]
+            scores = [float(v) if r is not None else math.nan for v, r in zip(rows["score"].tolist(), ranks)]
+            schedules = [s for (m, e, s) in by_step if m == method and e == example_id]
+            method_views[method] = MethodView(
+                method,
+                scores,
+                ranks,
+                {s: _trajectory_from_tables(s, steps, by_step[(method, example_id, s)], rows, index) for s in schedules},
+            )
+        step_rows = next(frame for (m, e, _), frame in by_step.items() if m == methods[0] and e == example_id)
+        score_row = by_score[(methods[0], example_id)].iloc[0]
+        label = examples.loc[example_id, "label"] if example_id in examples.index else None
+        views.append(
+            ExampleView(
+                example_id=example_id,
+                tokens=[str(t) for t in first["token"].tolist()],
+                token_ids=[int(t) for t in first["token_id"].tolist()],
+                segments=[int(t) for t in first["segment"].tolist()],
+                methods=method_views,
+                target=int(step_rows["target"].iloc[0]),
+                prediction=int(score_row["prediction"]) if "prediction" in score_row else int(step_rows["target"].iloc[0]),
+                label=None if label is None or int(label) < 0 else int(label),
+                clean_probability=float(score_row["clean_prob"]) if "clean_prob" in score_row else math.nan,
+                class_names=class_names,
+                reason=(reasons or {}).get(example_id, ""),
+                special=[r < 0 for r in first["rank"].tolist()],
+            )
+        )
+    return ExampleViews(views, max_tokens)
+
+
+def load(
+    job_dir: str | Path,
+    example_ids: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    reasons: Mapping[int, str] | None = None,
+    max_tokens: int = MAX_TOKENS,
+) -> ExampleViews:
+    """Views of a finished job's examples from its stored files (``results.json`` and ``per_example/``), e.g.
+    in a notebook: ``itermask.views.load("outputs/.../0")[:5]`` shows the first five.
+
+    Args:
+        job_dir: the job folder (the one holding ``results.json``).
+        example_ids, methods, reasons, max_tokens: see :func:`views_from_tables`.
+
+    Raises:
+        FileNotFoundError: naming the missing per-example file.
+        ValueError: see :func:`views_from_tables`.
+    """
+    import json
+
+    from itermask.storage.per_example import load_per_example
+
+    job_dir = Path(job_dir)
+    steps = "fraction"
+    result_file = job_dir / "results.json"
+    if result_file.is_file():
+        config = json.loads(result_file.read_text(encoding="utf-8")).get("config") or {}
+        steps = (config.get("evaluation") or {}).get("steps", "fraction")
+    return views_from_tables(load_per_example(job_dir), example_ids, methods, reasons, steps, max_tokens)

@@ -72,7 +72,13 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
     """One row per example of one method's and schedule's curves with its scalar scores."""
     _, scalar = _per_example_values(curves, quantity, bins)
     frame = pd.DataFrame(
-        {"saliency": method, "schedule": curves.schedule, "example_id": curves.example_ids.cpu().numpy()}
+        {
+            "saliency": method,
+            "schedule": curves.schedule,
+            "example_id": curves.example_ids.cpu().numpy(),
+            "prediction": curves.clean_logits.argmax(dim=-1).cpu().numpy(),
+            "clean_prob": metrics.target_output(curves.clean_logits, curves.target, "probability").cpu().numpy(),
+        }
     )
     for key, values in scalar.items():
         frame[key] = values

@@ -9,7 +9,8 @@ A job's ``per_example/`` folder holds these tables, joined by ``example_id`` (an
   the per-example value of every per-step metric (:data:`itermask.core.metrics.METRICS`), e.g.
   ``comprehensiveness_prob``, ``log_odds_drop``, ``sufficiency_prob`` (NaN where undefined), ``flip_rate``
   (1.0 where the prediction differs from the clean one) and ``accuracy`` (1.0 where correct);
-- ``scores.parquet``: one row per (saliency method, schedule, example) with every scalar score per
+- ``scores.parquet``: one row per (saliency method, schedule, example) with ``prediction`` (the predicted
+  class on the clean input), ``clean_prob`` (the target class's probability on it), every scalar score per
   example (``aopc_*``, ``aopc_full_*``, ``auc_*``, ``first_flip_fraction`` and ``first_flip_count``, NaN
   when the prediction never flips, ``never_flip_rate``) and the clean input's saliency diagnostics:
   ``saliency_zero`` (its scores are identically zero) and, for ``integrated_gradients`` and ``deeplift``,
