@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "MAX_TOKENS",
+    "Html",
     "Trajectory",
     "MethodView",
     "ExampleView",
@@ -46,6 +47,11 @@ __all__ = [
 
 #: tokens shown per example (heatmap and trajectory rows); longer texts are cut with a visible marker
 MAX_TOKENS = 256
+
+
+class Html(str):
+    """An HTML fragment (a :class:`str`) that a tracker shows as HTML: a cell of a table logged with
+    :func:`itermask.tracking.log_artifacts` becomes a ``wandb.Html``."""
 
 
 @dataclass

@@ -213,6 +213,21 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
         "per_example/tokens.parquet",
     }
     assert output.artifacts.tables["per_example_scores"][0][:3] == ["saliency", "schedule", "example_id"]
+    # the examples table: text, label, prediction and scores as columns (filters), the view as HTML
+    from itermask.views import Html
+
+    columns, rows = output.artifacts.tables["examples"]
+    assert columns[:5] == ["example_id", "text", "label", "prediction", "target_prob"] and columns[-1] == "view"
+    assert "explained/one_shot/aopc_comprehensiveness_prob" in columns
+    assert "random/recursive/aopc_comprehensiveness_prob" in columns
+    assert "explained/recursive/aopc_sufficiency_prob" not in columns  # undefined for the recursive schedule
+    row = dict(zip(columns, rows[0]))
+    assert row["example_id"] == 10 and row["text"] == "a b c" and row["label"] == "positive"
+    ten = scores[(scores.saliency == "input_x_gradient") & (scores.schedule == "one_shot") & (scores.example_id == 10)]
+    assert row["explained/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(
+        ten.aopc_comprehensiveness_prob.iloc[0]
+    )
+    assert isinstance(row["view"], Html) and 'data-example="10"' in row["view"]
 
 
 def test_the_results_store_keeps_and_restores_the_per_example_files(tmp_path, toy_tokenizer):

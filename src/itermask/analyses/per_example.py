@@ -20,13 +20,16 @@ from itermask.analyses.base import (
     EvaluationContext,
 )
 from itermask.core import metrics
-from itermask.storage.per_example import FOLDER, write_per_example
+from itermask.storage.per_example import FOLDER, PerExample, load_per_example, write_per_example
 
 if TYPE_CHECKING:
     from itermask.core.evaluation import MaskingCurves
     from itermask.core.metrics import Quantity
 
-__all__ = ["PerExampleAnalysis", "step_frame", "score_frame", "token_frame"]
+__all__ = ["PerExampleAnalysis", "step_frame", "score_frame", "token_frame", "examples_table", "EXAMPLES_TABLE"]
+
+#: the tracker's table of the examples: one row per example with its per-example view (W&B: ``wandb.Html``)
+EXAMPLES_TABLE = "examples"
 
 
 def _per_example_values(curves: MaskingCurves, quantity: Quantity, bins) -> tuple[dict, dict]:
@@ -135,6 +138,53 @@ def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
     return list(table.columns), table.values.tolist()
 
 
+def examples_table(tables: PerExample, method: str | None, steps: str = "fraction") -> tuple[list[str], list[list]]:
+    """The examples as one tracker table: a row per example with ``example_id``, ``text`` (and
+    ``text_pair``), ``label``, ``prediction`` (class names where known), ``target_prob`` on the clean input,
+    every per-example score of every (explanation, schedule) as ``<role>/<schedule>/<score>`` (``<role>``:
+    ``explained`` for ``method``, ``random`` for the baseline; :func:`itermask.tracking.role`), so the
+    tracker's filters and sorting work on them, and ``view``: the example's per-example view
+    (:func:`itermask.views.render_example`, an :class:`itermask.views.Html` cell: W&B shows it as HTML).
+
+    Args:
+        tables: the job's per-example tables (``tokens`` needed for the view; without it the column is left
+            out).
+        method: the saliency method under study.
+        steps: ``"fraction"`` or ``"count"`` steps.
+
+    Returns:
+        ``(columns, rows)``, NaN as ``None``.
+    """
+    from itermask.tracking import role
+    from itermask.views import Html, views_from_tables
+
+    scores = tables.scores
+    keys = [c for c in scores.columns if metrics.metric_info(c) is not None]
+    wide = scores.assign(
+        explanation=[role(str(s), method) for s in scores["saliency"]]
+    ).pivot_table(index="example_id", columns=["explanation", "schedule"], values=keys, aggfunc="first", dropna=False)
+    wide.columns = [f"{e}/{s}/{k}" for k, e, s in wide.columns]
+    wide = wide[[c for c in wide.columns if wide[c].notna().any()]]
+    first = scores[scores.saliency == scores.saliency.iloc[0]].drop_duplicates("example_id").set_index("example_id")
+    examples = tables.examples.set_index("example_id")
+    names = {int(r.label): r.label_name for r in tables.examples.itertuples() if isinstance(r.label_name, str)}
+    frame = pd.DataFrame(index=examples.index)
+    frame["text"] = examples["text"]
+    if "text_pair" in examples:
+        frame["text_pair"] = examples["text_pair"]
+    frame["label"] = [names.get(int(v), str(v)) if int(v) >= 0 else None for v in examples["label"]]
+    if "prediction" in first:
+        frame["prediction"] = [names.get(int(v), str(v)) for v in first["prediction"].reindex(frame.index)]
+        frame["target_prob"] = first["clean_prob"].reindex(frame.index)
+    frame = frame.join(wide)
+    columns, rows = _table(frame.reset_index())
+    if tables.tokens is not None:  # added after _table, which would turn the Html cells into plain strings
+        views = views_from_tables(tables, list(frame.index), steps=steps)
+        columns.append("view")
+        rows = [[*row, Html(view._repr_html_())] for row, view in zip(rows, views)]
+    return columns, rows
+
+
 class PerExampleAnalysis(Analysis):
     """Writes ``per_example/steps.parquet``, ``scores.parquet``, ``examples.parquet`` (texts once per
     example) and ``tokens.parquet`` (tokens, saliency, ranks and masked steps) into the job folder, logs the scores table to the tracker, and records the files' rows and
@@ -158,15 +208,31 @@ class PerExampleAnalysis(Analysis):
             "rows": {name: len(frame) for name, frame in tables.items()},
             "bytes": sum(path.stat().st_size for path in written.values()),
         }
-        artifacts = Artifacts(tables={"per_example_scores": _table(scores)}, files=written)
+        stored = PerExample(**tables)  # pyright: ignore[reportArgumentType] (the tables by name)
+        artifacts = Artifacts(
+            tables={
+                "per_example_scores": _table(scores),
+                EXAMPLES_TABLE: examples_table(stored, inputs.method, e.steps),
+            },
+            files=written,
+        )
         return AnalysisOutput({"per_example": section}, artifacts)
 
     def artifacts_from(self, result: dict, output_dir) -> Artifacts:
-        """The scores table for the tracker, read back from the restored per-example files."""
-        path = Path(output_dir) / FOLDER / "scores.parquet"
-        if not path.is_file():
+        """The scores and examples tables for the tracker, read back from the restored per-example files."""
+        try:
+            stored = load_per_example(output_dir)
+        except FileNotFoundError:
             return Artifacts()
-        return Artifacts(tables={"per_example_scores": _table(pd.read_parquet(path))})
+        from itermask.tracking import explained_method
+
+        steps = ((result.get("config") or {}).get("evaluation") or {}).get("steps", "fraction")
+        return Artifacts(
+            tables={
+                "per_example_scores": _table(stored.scores),
+                EXAMPLES_TABLE: examples_table(stored, explained_method(result), steps),
+            }
+        )
 
     @staticmethod
     def _examples(context: EvaluationContext, split: str, example_ids: list[int]) -> pd.DataFrame:

@@ -366,7 +366,7 @@ def log_artifacts(logger: Logger | None, artifacts, method: str | None = None) -
             for prefix, curves in artifacts.curves.items():
                 _log_history(logger.experiment, curve_history(curves, prefix, method))
             payload = {
-                name: wandb.Table(columns=list(columns), data=rows)
+                name: wandb.Table(columns=list(columns), data=_html_cells(rows))
                 for name, (columns, rows) in artifacts.tables.items()
             }
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
@@ -379,6 +379,19 @@ def log_artifacts(logger: Logger | None, artifacts, method: str | None = None) -
         log.warning(
             "logging the analyses' artifacts failed (%s: %s); the local files are kept", type(error).__name__, error
         )
+
+
+def _html_cells(rows: list[list[Any]]) -> list[list[Any]]:
+    """``rows`` with every :class:`itermask.views.Html` cell as a ``wandb.Html`` (shown as HTML in the
+    table; the fragment is self-contained, so W&B's stylesheet is not injected)."""
+    import wandb
+
+    from itermask.views import Html
+
+    return [
+        [wandb.Html(str(cell), inject=False, data_is_not_path=True) if isinstance(cell, Html) else cell for cell in row]
+        for row in rows
+    ]
 
 
 def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:
