@@ -314,8 +314,11 @@ def test_the_report_leads_with_the_headline(tmp_path):
     write_report(report)
     md = (root / "report.md").read_text()
     sections = [line for line in md.splitlines() if line.startswith("## ")]
-    assert sections[0] == "## Headline"
-    headline = md[md.index("## Headline") : md.index(sections[1])]
+    assert sections[:2] == ["## What this run found", "## Headline"]  # the findings in words, then the numbers
+    found = md[: md.index("## Headline")]
+    assert "gradient (m, d, mask_token), one_shot: AOPC comprehensiveness (probability)" in found
+    assert "over 3 seed(s)" in found and "better than random in 3 of 3 seed(s)" in found
+    headline = md[md.index("## Headline") : md.index(sections[2])]
     assert "only 3 seed(s)" in headline  # fewer than 5 seeds: a visible warning
     assert "on 1,342 test examples; the scores below on 20 evaluation examples" in headline
     assert "3 of 3 seeds" in headline and f"{row['seed_share']:.3f} [" in headline
