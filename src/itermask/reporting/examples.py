@@ -37,8 +37,8 @@ OOD_NOTE = (
     "evaluated examples (AUROC, MASF per step), not a score per example, so there is nothing to rank "
     "examples by."
 )
-#: examples shown per reason
-PER_REASON = 1
+#: tokens shown per example in the report (longer texts are cut, with a visible marker)
+MAX_TOKENS = 256
 
 
 @dataclass
@@ -234,7 +234,9 @@ def _views_html(picks: list[Pick]) -> str:
 
     parts = []
     for pick in picks:
-        views = load(pick.run.path.parent, [pick.example_id], [pick.label[2]], {pick.example_id: pick.reason})
+        views = load(
+            pick.run.path.parent, [pick.example_id], [pick.label[2]], {pick.example_id: pick.reason}, MAX_TOKENS
+        )
         parts.append(views.html())
     return "\n".join(parts)
 
