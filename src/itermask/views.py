@@ -843,7 +843,10 @@ def views_from_tables(
     names = {int(r.label): r.label_name for r in tables.examples.itertuples() if isinstance(r.label_name, str)}
     class_names = [names.get(i, str(i)) for i in range(max(names) + 1)] if names else None
     by_token = {key: frame for key, frame in tokens.groupby(["saliency", "example_id"], sort=False)}
-    by_step = {key: frame.sort_values("step") for key, frame in tables.steps.groupby(["saliency", "example_id", "schedule"], sort=False)}
+    by_step = {
+        key: frame.sort_values("step")
+        for key, frame in tables.steps.groupby(["saliency", "example_id", "schedule"], sort=False)
+    }
     by_score = {key: frame for key, frame in tables.scores.groupby(["saliency", "example_id"], sort=False)}
     views = []
     for example_id in ids:
@@ -859,7 +862,10 @@ def views_from_tables(
                 method,
                 scores,
                 ranks,
-                {s: _trajectory_from_tables(s, steps, by_step[(method, example_id, s)], rows, index) for s in schedules},
+                {
+                    s: _trajectory_from_tables(s, steps, by_step[(method, example_id, s)], rows, index)
+                    for s in schedules
+                },
             )
         step_rows = next(frame for (m, e, _), frame in by_step.items() if m == methods[0] and e == example_id)
         score_row = by_score[(methods[0], example_id)].iloc[0]
@@ -872,7 +878,9 @@ def views_from_tables(
                 segments=[int(t) for t in first["segment"].tolist()],
                 methods=method_views,
                 target=int(step_rows["target"].iloc[0]),
-                prediction=int(score_row["prediction"]) if "prediction" in score_row else int(step_rows["target"].iloc[0]),
+                prediction=int(score_row["prediction"])
+                if "prediction" in score_row
+                else int(step_rows["target"].iloc[0]),
                 label=None if label is None or int(label) < 0 else int(label),
                 clean_probability=float(score_row["clean_prob"]) if "clean_prob" in score_row else math.nan,
                 class_names=class_names,

@@ -33,7 +33,9 @@ def test_examples_section_shows_each_pick_with_its_reason(tiny_report):
         f[(f.saliency == "input_x_gradient") & (f.schedule == "one_shot")].set_index("example_id")[
             "aopc_comprehensiveness_prob"
         ]
-        - f[(f.saliency == "random") & (f.schedule == "one_shot")].set_index("example_id")["aopc_comprehensiveness_prob"]
+        - f[(f.saliency == "random") & (f.schedule == "one_shot")].set_index("example_id")[
+            "aopc_comprehensiveness_prob"
+        ]
         for f in frames
     )
     best = next(p for p in picks if p.kind == "beats_random_most")

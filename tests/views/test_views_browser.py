@@ -157,7 +157,10 @@ def test_a_tiny_multiruns_report_renders_in_headless_chromium(tokenizer, tmp_pat
             )
             assert images and all(ok for _, ok in images) and images[0][0] == "imx-forest"
             first = page.locator("#first-screen")
-            assert "What this run found" in first.inner_text() and "AOPC comprehensiveness (probability)" in first.inner_text()
+            assert (
+                "What this run found" in first.inner_text()
+                and "AOPC comprehensiveness (probability)" in first.inner_text()
+            )
             assert first.locator("img.imx-forest").bounding_box()["y"] < 900  # the forest plot is on the first screen
             tokens = page.locator("#examples ~ section.imx bdi.imx-heat")
             assert tokens.count() >= 10

@@ -5,8 +5,7 @@ models on the same examples, and inspected example by example."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -160,14 +159,19 @@ def examples_table(tables: PerExample, method: str | None, steps: str = "fractio
 
     scores = tables.scores
     keys = [c for c in scores.columns if metrics.metric_info(c) is not None]
-    wide = scores.assign(
-        explanation=[role(str(s), method) for s in scores["saliency"]]
-    ).pivot_table(index="example_id", columns=["explanation", "schedule"], values=keys, aggfunc="first", dropna=False)
+    wide = scores.assign(explanation=[role(str(s), method) for s in scores["saliency"]]).pivot_table(
+        index="example_id", columns=["explanation", "schedule"], values=keys, aggfunc="first", dropna=False
+    )
     wide.columns = [f"{e}/{s}/{k}" for k, e, s in wide.columns]
-    wide = wide[[c for c in wide.columns if wide[c].notna().any()]]
-    first = scores[scores.saliency == scores.saliency.iloc[0]].drop_duplicates("example_id").set_index("example_id")
+    wide = wide[[c for c in wide.columns if bool(wide[c].notna().any())]]
+    of_first = cast(pd.DataFrame, scores[scores["saliency"] == scores["saliency"].iloc[0]])
+    first = of_first.drop_duplicates(subset=["example_id"]).set_index("example_id")
     examples = tables.examples.set_index("example_id")
-    names = {int(r.label): r.label_name for r in tables.examples.itertuples() if isinstance(r.label_name, str)}
+    names = {
+        int(label): name
+        for label, name in zip(tables.examples["label"], tables.examples["label_name"])
+        if isinstance(name, str)
+    }
     frame = pd.DataFrame(index=examples.index)
     frame["text"] = examples["text"]
     if "text_pair" in examples:
@@ -187,7 +191,8 @@ def examples_table(tables: PerExample, method: str | None, steps: str = "fractio
 
 class PerExampleAnalysis(Analysis):
     """Writes ``per_example/steps.parquet``, ``scores.parquet``, ``examples.parquet`` (texts once per
-    example) and ``tokens.parquet`` (tokens, saliency, ranks and masked steps) into the job folder, logs the scores table to the tracker, and records the files' rows and
+    example) and ``tokens.parquet`` (tokens, saliency, ranks and masked steps) into the job folder, logs the
+    scores table and the examples table (:func:`examples_table`) to the tracker, and records the files' rows and
     size under ``per_example`` in the result. The files are kept with the result in the results store."""
 
     name = "per_example"
@@ -200,8 +205,9 @@ class PerExampleAnalysis(Analysis):
         examples = self._examples(context, e.split, sorted(set(scores["example_id"].tolist())))
         tables = {"steps": steps, "scores": scores, "examples": examples}
         tokens = [token_frame(m, by_schedule, inputs.tokenizer) for m, by_schedule in curves.items()]
-        if tokens and all(t is not None for t in tokens):
-            tables["tokens"] = pd.concat(tokens, ignore_index=True)
+        recorded = [t for t in tokens if t is not None]
+        if recorded and len(recorded) == len(tokens):
+            tables["tokens"] = pd.concat(recorded, ignore_index=True)
         written = write_per_example(inputs.output_dir, tables)
         section = {
             "folder": FOLDER,

@@ -115,8 +115,9 @@ def _group_scores(label: tuple, members: list[Run]) -> _Scores | None:
     return _Scores(score, schedule, examples, values, random, flips, list(members))
 
 
-def _fmt(value: float) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else f"{value:.3f}"
+def _fmt(value) -> str:
+    """``value`` (a float or numpy float) with 3 decimals, ``n/a`` when missing or not finite."""
+    return "n/a" if value is None or not math.isfinite(float(value)) else f"{float(value):.3f}"
 
 
 def _group_picks(label: tuple, data: _Scores) -> list[Pick]:
@@ -146,7 +147,8 @@ def _group_picks(label: tuple, data: _Scores) -> list[Pick]:
             )
             add(
                 worst,
-                f"method beats random least: {data.score} ({data.schedule}) {_fmt(np.nanmean(data.method[:, worst]))} vs "
+                f"method beats random least: {data.score} ({data.schedule}) "
+                f"{_fmt(np.nanmean(data.method[:, worst]))} vs "
                 f"random {_fmt(np.nanmean(data.random[:, worst]))} (mean over {seeds} seed(s))",
                 "beats_random_least",
             )

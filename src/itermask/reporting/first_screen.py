@@ -22,7 +22,9 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
+import numpy as np
 import pandas as pd
 
 from itermask.core.metrics import metric_info
@@ -142,7 +144,7 @@ def forest_figure(report: Report) -> bytes | None:
     fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 0.9 + 0.42 * rows), squeeze=False)
     pct = int(round(report.settings["confidence"] * 100))
     for ax, score in zip(axes[0], scores):
-        sub = frame[frame.score == score].reset_index(drop=True)
+        sub = cast(pd.DataFrame, frame[frame["score"] == score]).reset_index(drop=True)
         y = list(range(len(sub)))[::-1]
         for i, row in zip(y, series_rows(sub)):
             mean, lo, hi = row["difference"], row["ci_low"], row["ci_high"]
@@ -254,18 +256,22 @@ def _aopc_means(frames: Sequence[pd.DataFrame], key: str, bins: Sequence[float])
         return math.nan
     values = []
     for steps in frames:
-        one_shot = steps[steps.schedule == "one_shot"] if (steps.schedule == "one_shot").any() else steps
-        on = one_shot[one_shot.x.apply(lambda x: any(abs(x - b) < 1e-9 for b in bins))]
-        values.append(on.groupby("example_id")[key].mean().mean())
+        one_shot = steps[steps["schedule"] == "one_shot"] if bool((steps["schedule"] == "one_shot").any()) else steps
+        on = cast(pd.DataFrame, one_shot[[any(abs(x - b) < 1e-9 for b in bins) for x in one_shot["x"]]])
+        per_example = cast(pd.Series, on.groupby("example_id")[key].mean())
+        values.append(float(np.nanmean(per_example.to_numpy(dtype=float))))
     return float(sum(values) / len(values))
 
 
 def empty_bin_notes(report: Report) -> dict[tuple, list[str]]:
-    """``{(group label, score key): [note]}``: a sentence per empty bin (:func:`empty_bins`) to place next to
-    that AOPC score, e.g. "the 1 % bin masks 0 tokens in 98 of 100 examples (short texts), so it acts as a
-    second k = 0 term: AOPC 0.0935 with it, 0.1170 without it"."""
+    """``{(group label, score key): [note]}``: a sentence per empty bin (:func:`empty_bins`) of a headline
+    score, to place next to that AOPC score, e.g. "the 1 % bin masks 0 tokens in 98 of 100 examples (short
+    texts), so it acts as a second k = 0 term: AOPC 0.0935 with it, 0.1170 without it"."""
     notes: dict[tuple, list[str]] = {}
+    shown = set(report.headline["score"]) if not report.headline.empty else set()
     for e in empty_bins(report):
+        if e.score not in shown:  # only next to the scores the first screen shows
+            continue
         notes.setdefault((e.label, e.score), []).append(
             f"the {e.bin * 100:g} % AOPC bin masks 0 tokens in {e.n_empty} of {e.n_examples} examples (texts too "
             f"short for it), so it acts as a second k = 0 term: {readable_name(e.score)} "
@@ -292,7 +298,8 @@ def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = Non
     )
     body, footnotes, marks = [], [], {}
     for keys, sub in frame.groupby([*GROUP, "schedule"], sort=False):
-        label, schedule = tuple(keys)[: len(GROUP)], tuple(keys)[-1]
+        key = cast(tuple, keys)  # grouped by a list of columns: a tuple
+        label, schedule = key[: len(GROUP)], key[-1]
         cells = []
         for score in scores:
             row = sub[sub.score == score]
@@ -309,7 +316,8 @@ def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = Non
                 f"<td><b>{number(r['mean'])}</b>{mark}<br><small>{number(r['difference'])} "
                 f"[{number(r['ci_low'])}, {number(r['ci_high'])}]</small></td>"
             )
-        name = f"{html.escape(label[2])}<br><small>{html.escape(label[0])} · {html.escape(label[1])} · {html.escape(label[3])}</small>"
+        where = " · ".join(html.escape(str(label[i])) for i in (0, 1, 3))
+        name = f"{html.escape(label[2])}<br><small>{where}</small>"
         body.append(f"<tr><td>{name}</td><td>{html.escape(str(schedule))}</td>{''.join(cells)}</tr>")
     footnotes = [f"<sup>{i + 1}</sup> <code>{html.escape(s)}</code>" for i, s in enumerate(scores)]
     footnotes += [f"{mark} {html.escape(note)}" for note, mark in marks.items()]

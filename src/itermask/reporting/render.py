@@ -12,8 +12,8 @@ import pandas as pd
 
 from itermask.analyses.base import analysis_classes
 from itermask.core.metrics import metric_info
-from itermask.reporting.aggregate import model_pairs
 from itermask.reporting import report_page
+from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat
 from itermask.reporting.markdown import md_table, mean_pm, number
 from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, result_curves, series_rows
@@ -478,9 +478,7 @@ def render_html(markdown: str, title: str, first_screen: str = "", appendix: str
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
     # the first screen goes where the Markdown marks it (under the title), else first
     body = body.replace(report_page.MARKER, first_screen, 1) if report_page.MARKER in body else first_screen + body
-    return HTML.format(
-        title=escape(title), body=f"{body}\n{appendix}", first_screen_css=report_page.CSS
-    )
+    return HTML.format(title=escape(title), body=f"{body}\n{appendix}", first_screen_css=report_page.CSS)
 
 
 def _curve_images(report: Report, files: Path, written: dict, images: dict) -> None:

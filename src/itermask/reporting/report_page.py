@@ -78,7 +78,6 @@ def build(report: Report, files: Path, written: dict, images: dict[str, str]) ->
         uri = "data:image/png;base64," + base64.b64encode(forest).decode("ascii")
         first.append(f'<img class="imx-forest" alt="forest plot of method minus random" src="{uri}">')
     first.append(method_table_html(report, notes))
-    first += [f'<p class="imx-note">AOPC bins: {html.escape(line)}</p>' for line in _notes_lines(notes)]
     first.append('<p><a href="#examples">Examples</a> with their per-example views are at the end.</p></section>')
     return Page(
         first_screen_markdown=markdown,

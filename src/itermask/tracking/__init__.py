@@ -366,7 +366,7 @@ def log_artifacts(logger: Logger | None, artifacts, method: str | None = None) -
             for prefix, curves in artifacts.curves.items():
                 _log_history(logger.experiment, curve_history(curves, prefix, method))
             payload = {
-                name: wandb.Table(columns=list(columns), data=_html_cells(rows))
+                name: wandb.Table(columns=list(columns), data=_html_cells(rows))  # pyright: ignore[reportArgumentType] (wandb's invariant list types)
                 for name, (columns, rows) in artifacts.tables.items()
             }
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
