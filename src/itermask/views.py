@@ -773,22 +773,22 @@ def views_from_curves(
 # building views from a job's stored per-example files
 
 
-def _trajectory_from_tables(schedule: str, kind: str, steps, tokens, index: Mapping[int, int]) -> Trajectory:
-    """One schedule's :class:`Trajectory` of one example and method.
+def _trajectory_from_tables(schedule: str, kind: str, steps, first_step: list[int] | None, ranks) -> Trajectory:
+    """One schedule's :class:`Trajectory` of one example and explanation.
 
     Args:
         schedule: the schedule's name.
         kind: ``"fraction"`` or ``"count"`` steps.
-        steps: the example's ``steps.parquet`` rows of the method and schedule, sorted by step.
-        tokens: the example's ``tokens.parquet`` rows of the method.
-        index: ``{position: index of the token in the view}``.
+        steps: the example's ``steps.parquet`` rows of the explanation and schedule, sorted by step.
+        first_step: per token, the step that first masks it (``-1``: never), ``None`` for the one-shot
+            schedule (its tokens of rank ``1..k`` are masked at a step masking ``k``).
+        ranks: per token, its masking rank (``None``: not maskable).
     """
-    column = f"masked_step_{schedule}"
     flips = [i for i, v in enumerate(steps["flip_rate"].tolist()) if v == 1.0] if "flip_rate" in steps else []
-    masked = None
-    if column in tokens:
-        first = dict(zip(tokens["position"].tolist(), tokens[column].tolist()))
-        masked = [sorted(index[p] for p, at in first.items() if 0 <= at <= s) for s in range(len(steps))]
+    if first_step is None:
+        masked = [[i for i, r in enumerate(ranks) if r is not None and r <= k] for k in steps["k"].tolist()]
+    else:
+        masked = [[i for i, at in enumerate(first_step) if 0 <= at <= s] for s in range(len(steps))]
     return Trajectory(
         schedule=schedule,
         steps=kind,
@@ -799,6 +799,14 @@ def _trajectory_from_tables(schedule: str, kind: str, steps, tokens, index: Mapp
     )
 
 
+def _explained_name(tables) -> str:
+    """The method under study of per-example tables: the explanation in ``scores.parquet`` other than
+    ``random`` (``random`` itself when it is the only one)."""
+    names = list(dict.fromkeys(tables.scores["saliency"].tolist()))
+    others = [n for n in names if n != "random"]
+    return others[0] if others else names[0]
+
+
 def views_from_tables(
     tables,
     example_ids: Sequence[int] | None = None,
@@ -806,23 +814,26 @@ def views_from_tables(
     reasons: Mapping[int, str] | None = None,
     steps: str = "fraction",
     max_tokens: int = MAX_TOKENS,
+    method: str | None = None,
 ) -> ExampleViews:
     """Views of the examples of one job from its per-example tables (no model, no torch).
 
     Args:
         tables: a :class:`~itermask.storage.per_example.PerExample` (``tokens`` needed).
         example_ids: which examples, in this order (default: every example, by id).
-        methods: which saliency methods (default: every method in the tables, in their order there).
+        methods: which explanations, by name (default: the method under study, then ``random``).
         reasons: ``{example_id: why it is shown}``.
         steps: ``"fraction"`` or ``"count"``: what the grid ``x`` of ``steps.parquet`` holds.
         max_tokens: tokens shown per example (:data:`MAX_TOKENS`).
+        method: the method under study (its ``tokens.parquet`` columns are ``explained_*``); default: the
+            explanation of ``scores.parquet`` other than ``random``.
 
     Returns:
         :class:`ExampleViews`.
 
     Raises:
         ValueError: if the tables have no ``tokens`` table (results written before it existed: re-run the
-            job with ``reuse_results=false``) or lack a requested example or method.
+            job with ``reuse_results=false``) or lack a requested example or explanation.
     """
     tokens = tables.tokens
     if tokens is None:
@@ -830,62 +841,66 @@ def views_from_tables(
             "these per-example results have no tokens.parquet (written before itermask stored tokens): "
             "re-run the job with reuse_results=false to view its examples"
         )
-    known = list(dict.fromkeys(tokens["saliency"].tolist()))
+    method = method or _explained_name(tables)
+    role = {method: "explained", **({"random": "random"} if method != "random" else {})}
+    known = [name for name, r in role.items() if f"{r}_score" in tokens]
     methods = list(methods) if methods is not None else known
     missing = [m for m in methods if m not in known]
     if missing:
-        raise ValueError(f"no tokens of method(s) {missing} in these results (methods: {known})")
+        raise ValueError(f"no tokens of explanation(s) {missing} in these results (explanations: {known})")
     ids = sorted(set(tokens["example_id"].tolist())) if example_ids is None else [int(i) for i in example_ids]
     absent = sorted(set(ids) - set(tokens["example_id"].tolist()))
     if absent:
         raise ValueError(f"no example(s) {absent[:10]} in these results")
-    examples = tables.examples.set_index("example_id")
-    names = {int(r.label): r.label_name for r in tables.examples.itertuples() if isinstance(r.label_name, str)}
-    class_names = [names.get(i, str(i)) for i in range(max(names) + 1)] if names else None
-    by_token = {key: frame for key, frame in tokens.groupby(["saliency", "example_id"], sort=False)}
-    by_step = {
-        key: frame.sort_values("step")
-        for key, frame in tables.steps.groupby(["saliency", "example_id", "schedule"], sort=False)
+    labels = dict(zip(tables.examples["example_id"].tolist(), tables.examples["label"].tolist()))
+    names = {
+        int(label): name
+        for label, name in zip(tables.examples["label"].tolist(), tables.examples["label_name"].tolist())
+        if isinstance(name, str)
     }
-    by_score = {key: frame for key, frame in tables.scores.groupby(["saliency", "example_id"], sort=False)}
+    class_names = [names.get(i, str(i)) for i in range(max(names) + 1)] if names else None
+    by_token = dict(tuple(tokens.groupby("example_id", sort=False)))
+    by_step = {key: f.sort_values("step") for key, f in tables.steps.groupby(["saliency", "example_id", "schedule"])}
+    by_score = {key: f for key, f in tables.scores.groupby(["saliency", "example_id"])}
     views = []
     for example_id in ids:
-        first = by_token[(methods[0], example_id)].sort_values("position")
-        index = {int(p): i for i, p in enumerate(first["position"].tolist())}
+        rows = by_token[example_id]
         method_views = {}
-        for method in methods:
-            rows = by_token[(method, example_id)].sort_values("position")
-            ranks = [int(r) if r >= 0 else None for r in rows["rank"].tolist()]
-            scores = [float(v) if r is not None else math.nan for v, r in zip(rows["score"].tolist(), ranks)]
-            schedules = [s for (m, e, s) in by_step if m == method and e == example_id]
-            method_views[method] = MethodView(
-                method,
-                scores,
-                ranks,
-                {
-                    s: _trajectory_from_tables(s, steps, by_step[(method, example_id, s)], rows, index)
-                    for s in schedules
-                },
-            )
-        step_rows = next(frame for (m, e, _), frame in by_step.items() if m == methods[0] and e == example_id)
+        for name in methods:
+            r = role[name]
+            ranks = [int(v) if v >= 0 else None for v in rows[f"{r}_rank"].tolist()]
+            scores = [float(v) if k is not None else math.nan for v, k in zip(rows[f"{r}_score"].tolist(), ranks)]
+            trajectories = {}
+            for schedule in dict.fromkeys(s for (m, e, s) in by_step if m == name and e == example_id):
+                column = f"{r}_masked_step_{schedule}"
+                first_step = [int(v) for v in rows[column].tolist()] if column in rows else None
+                step_rows = by_step[(name, example_id, schedule)]
+                if first_step is None and schedule != "one_shot":
+                    trajectories[schedule] = _trajectory_from_tables(schedule, steps, step_rows, None, ranks)
+                    trajectories[schedule].masked = None  # not recorded for this schedule
+                else:
+                    trajectories[schedule] = _trajectory_from_tables(schedule, steps, step_rows, first_step, ranks)
+            method_views[name] = MethodView(name, scores, ranks, trajectories)
+        first_steps = next(f for (m, e, _), f in by_step.items() if m == methods[0] and e == example_id)
         score_row = by_score[(methods[0], example_id)].iloc[0]
-        label = examples.loc[example_id, "label"] if example_id in examples.index else None
+        label = labels.get(example_id)
+        n = len(rows)
         views.append(
             ExampleView(
-                example_id=example_id,
-                tokens=[str(t) for t in first["token"].tolist()],
-                token_ids=[int(t) for t in first["token_id"].tolist()],
-                segments=[int(t) for t in first["segment"].tolist()],
+                example_id=int(example_id),
+                tokens=[str(t) for t in rows["token"].tolist()],
+                token_ids=[int(t) for t in rows["token_id"].tolist()],
+                segments=[int(t) for t in rows["segment"].tolist()] if "segment" in rows else [0] * n,
                 methods=method_views,
-                target=int(step_rows["target"].iloc[0]),
+                target=int(first_steps["target"].iloc[0]),
                 prediction=int(score_row["prediction"])
                 if "prediction" in score_row
-                else int(step_rows["target"].iloc[0]),
+                else int(first_steps["target"].iloc[0]),
                 label=None if label is None or int(label) < 0 else int(label),
                 clean_probability=float(score_row["clean_prob"]) if "clean_prob" in score_row else math.nan,
                 class_names=class_names,
                 reason=(reasons or {}).get(example_id, ""),
-                special=[r < 0 for r in first["rank"].tolist()],
+                special=[v < 0 for v in rows[f"{role[methods[0]]}_rank"].tolist()],
             )
         )
     return ExampleViews(views, max_tokens)
@@ -914,9 +929,12 @@ def load(
     from itermask.storage.per_example import load_per_example
 
     job_dir = Path(job_dir)
-    steps = "fraction"
+    steps, method = "fraction", None
     result_file = job_dir / "results.json"
     if result_file.is_file():
-        config = json.loads(result_file.read_text(encoding="utf-8")).get("config") or {}
-        steps = (config.get("evaluation") or {}).get("steps", "fraction")
-    return views_from_tables(load_per_example(job_dir), example_ids, methods, reasons, steps, max_tokens)
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+        steps = ((result.get("config") or {}).get("evaluation") or {}).get("steps", "fraction")
+        saliency = result.get("saliency")
+        method = saliency.get("name") if isinstance(saliency, dict) else None
+    tables = load_per_example(job_dir)
+    return views_from_tables(tables, example_ids, methods, reasons, steps, max_tokens, method)

@@ -150,7 +150,7 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     assert (
         len(steps) == 24
         and len(scores) == 8
-        and output.result["per_example"]["rows"] == {"steps": 24, "scores": 8, "examples": 2, "tokens": 20}
+        and output.result["per_example"]["rows"] == {"steps": 24, "scores": 8, "examples": 2, "tokens": 10}
     )
     assert {
         "saliency",
@@ -195,17 +195,20 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     # texts once per evaluated example, matched by id (not by position)
     assert examples.example_id.tolist() == [10, 11] and examples.text.tolist() == ["a b c", "c c b"]
     assert examples.label_name.tolist() == ["positive", "negative"]
-    # tokens: one row per (method, example, token); [CLS]=1 and [SEP]=2 are special (rank -1, never masked)
+    # tokens: one row per (example, token), every explanation's columns under its role; [CLS]=1 and [SEP]=2
+    # are special (rank -1, never masked)
     tokens = tables.tokens
-    assert tokens is not None and len(tokens) == 2 * 2 * 5
-    mine = tokens[(tokens.saliency == "input_x_gradient") & (tokens.example_id == 10)].sort_values("position")
-    assert mine.token_id.tolist() == [1, 5, 6, 7, 2] and mine.position.tolist() == [0, 1, 2, 3, 4]
+    assert tokens is not None and len(tokens) == 2 * 5 and "segment" not in tokens  # single texts
+    mine = tokens[tokens.example_id == 10]
+    assert mine.token_id.tolist() == [1, 5, 6, 7, 2]
     assert mine.token.tolist() == toy_tokenizer.convert_ids_to_tokens([1, 5, 6, 7, 2])
-    assert mine["rank"].tolist() == [-1, 1, 2, 3, -1]  # weights 2 > 1 > -1
-    # k = 0, 2, 3 tokens at the three steps: ranks 1 and 2 masked at step 1, rank 3 at step 2
-    assert mine.masked_step_one_shot.tolist() == [-1, 1, 1, 2, -1]
-    assert mine.masked_step_recursive.tolist()[0] == -1 and sorted(mine.masked_step_recursive)[1:] == [-1, 1, 1, 2]
-    assert mine.score.iloc[1] > mine.score.iloc[2] > mine.score.iloc[3]
+    assert mine.explained_rank.tolist() == [-1, 1, 2, 3, -1]  # weights 2 > 1 > -1
+    assert sorted(mine.random_rank.tolist()) == [-1, -1, 1, 2, 3]
+    # k = 0, 2, 3 tokens at the three steps: the recursive schedule masks two tokens at step 1, one at step 2
+    assert mine.explained_masked_step_recursive.tolist()[0] == -1
+    assert sorted(mine.explained_masked_step_recursive)[2:] == [1, 1, 2]
+    assert "explained_masked_step_one_shot" not in tokens  # follows from the rank and k
+    assert mine.explained_score.iloc[1] > mine.explained_score.iloc[2] > mine.explained_score.iloc[3]
     assert set(output.artifacts.files) == {
         "per_example/steps.parquet",
         "per_example/scores.parquet",

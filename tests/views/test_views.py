@@ -248,7 +248,7 @@ def test_views_from_stored_tables_match_the_views_from_curves(tiny_bert, tokeniz
             "examples": pd.DataFrame(
                 {"example_id": [10, 11], "text": texts, "label": [1, 0], "label_name": ["positive", "negative"]}
             ),
-            "tokens": pd.concat([token_frame(m, c, tokenizer) for m, c in curves.items()], ignore_index=True),
+            "tokens": token_frame(curves, "gradient", tokenizer),
         },
     )
     loaded = load(tmp_path)

@@ -64,10 +64,12 @@ def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = Fal
         result["config"]["evaluation"].update(fractions=FRACTIONS, aopc_bins=BINS, steps="fraction")
         results.append(result)
         parts = [(m, c) for m, by_schedule in curves.items() for c in by_schedule.values()]
-        tokens = pd.concat([token_frame(m, c, tokenizer) for m, c in curves.items()], ignore_index=True)
+        tokens = token_frame(curves, "input_x_gradient", tokenizer)
+        assert tokens is not None
         if bad_tokens:
-            at = tokens.position.between(1, 3)
-            tokens.loc[at, "token"] = [BAD_TOKENS[p - 1] for p in tokens.position[at]]
+            position = tokens.groupby("example_id").cumcount()
+            at = position.between(1, 3)
+            tokens.loc[at, "token"] = [BAD_TOKENS[p - 1] for p in position[at]]
         tables = {
             "steps": pd.concat([step_frame(m, c, "probability", BINS) for m, c in parts], ignore_index=True),
             "scores": pd.concat([score_frame(m, c, "probability", BINS) for m, c in parts], ignore_index=True),

@@ -91,44 +91,61 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
     return frame
 
 
-def token_frame(method: str, by_schedule: Mapping[str, MaskingCurves], tokenizer) -> pd.DataFrame | None:
-    """One row per (example, token) of one method's curves: what a per-example view needs besides the
-    per-step probabilities (:mod:`itermask.storage.per_example` for the columns).
+def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, tokenizer) -> pd.DataFrame | None:
+    """One row per (example, token of the clean input) with every explanation's scores, ranks and masked
+    steps as columns: what a per-example view needs besides the per-step probabilities
+    (:mod:`itermask.storage.per_example` for the columns). Tokens are stored once (not per explanation),
+    and the one-shot schedule's masked steps not at all (they follow from ``rank`` and the step's ``k``),
+    to keep the file small.
 
     Args:
-        method: the saliency method's name.
-        by_schedule: ``{schedule: MaskingCurves}`` of the method (the clean input's tokens, scores and ranks
-            are shared by every schedule; each schedule adds its ``masked_step_<schedule>`` column).
+        curves: ``{explanation: {schedule: MaskingCurves}}`` over the same examples in the same order.
+        method: the method under study: its columns are ``explained_*``, the baseline's ``random_*``
+            (:func:`itermask.tracking.role`).
         tokenizer: the job's tokenizer (``convert_ids_to_tokens``).
 
     Returns:
         The frame, or ``None`` when the curves do not record their tokens.
+
+    Raises:
+        ValueError: if the explanations' curves are over different examples.
     """
-    first = next(iter(by_schedule.values()))
+    from itermask.tracking import role
+
+    first = next(iter(curves[method].values()))
     if first.token_ids is None or first.scores is None or first.rank is None:
         return None
     ids = first.token_ids.cpu()
-    real = ids >= 0  # [B, L], padding dropped
-    rows, positions = real.nonzero(as_tuple=True)
+    real = ids >= 0  # [B, L], padding dropped; real tokens come first in each row (right padding)
+    rows = real.nonzero(as_tuple=True)[0]
     flat_ids = ids[real].tolist()
     frame = pd.DataFrame(
         {
-            "saliency": method,
-            "example_id": first.example_ids.cpu()[rows].numpy(),
-            "position": positions.numpy().astype(np.int16),
+            "example_id": first.example_ids.cpu()[rows].numpy().astype(np.int64),
             "token_id": np.asarray(flat_ids, dtype=np.int32),
             "token": tokenizer.convert_ids_to_tokens(flat_ids),
-            "segment": first.token_segments.cpu()[real].numpy().astype(np.int8)
-            if first.token_segments is not None
-            else np.zeros(len(flat_ids), dtype=np.int8),
-            "score": first.scores.cpu()[real].numpy().astype(np.float32),
-            "rank": first.rank.cpu()[real].numpy().astype(np.int16),
         }
     )
-    for schedule, curves in by_schedule.items():
-        if curves.masked_step is not None:
-            frame[f"masked_step_{schedule}"] = curves.masked_step.cpu()[real].numpy().astype(np.int16)
+    segments = first.token_segments
+    if segments is not None and bool((segments == 1).any()):  # sentence pairs keep their segment per token
+        frame["segment"] = segments.cpu()[real].numpy().astype(np.int8)
+    for name, by_schedule in curves.items():
+        prefix = role(name, method)
+        one = next(iter(by_schedule.values()))
+        if one.scores is None or one.rank is None or not torch_equal(one.example_ids, first.example_ids):
+            raise ValueError(f"the curves of {name!r} are not over the examples of {method!r}, or record no tokens")
+        frame[f"{prefix}_score"] = one.scores.cpu()[real].numpy().astype(np.float32)
+        frame[f"{prefix}_rank"] = one.rank.cpu()[real].numpy().astype(np.int16)
+        for schedule, c in by_schedule.items():
+            if schedule != "one_shot" and c.masked_step is not None:
+                dtype = np.int8 if c.k.shape[1] < 127 else np.int16
+                frame[f"{prefix}_masked_step_{schedule}"] = c.masked_step.cpu()[real].numpy().astype(dtype)
     return frame
+
+
+def torch_equal(a, b) -> bool:
+    """Whether two tensors hold the same values (shape included)."""
+    return tuple(a.shape) == tuple(b.shape) and bool((a.cpu() == b.cpu()).all())
 
 
 def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
@@ -204,10 +221,9 @@ class PerExampleAnalysis(Analysis):
         scores = pd.concat([score_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
         examples = self._examples(context, e.split, sorted(set(scores["example_id"].tolist())))
         tables = {"steps": steps, "scores": scores, "examples": examples}
-        tokens = [token_frame(m, by_schedule, inputs.tokenizer) for m, by_schedule in curves.items()]
-        recorded = [t for t in tokens if t is not None]
-        if recorded and len(recorded) == len(tokens):
-            tables["tokens"] = pd.concat(recorded, ignore_index=True)
+        tokens = token_frame(curves.curves, curves.method, inputs.tokenizer)
+        if tokens is not None:
+            tables["tokens"] = tokens
         written = write_per_example(inputs.output_dir, tables)
         section = {
             "folder": FOLDER,
