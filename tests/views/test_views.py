@@ -276,3 +276,45 @@ def test_views_from_stored_tables_match_the_views_from_curves(tiny_bert, tokeniz
 
     with pytest.raises(ValueError, match="tokens.parquet"):
         views_from_tables(tables)
+
+
+def test_recorded_ranks_and_padding_of_joined_batches():
+    """The evaluator's ranks follow the views' (and top_k_mask's) order; curves of batches with different
+    padded lengths join with their per-token fields padded (ids -1, scores NaN, ranks and steps -1)."""
+    from itermask.core.evaluation import MaskingCurves, first_masked_step
+    from itermask.core.schedules import masking_ranks as recorded_ranks
+
+    scores = torch.tensor([[0.0, 0.5, 0.9, 0.5, float("nan")]])
+    maskable = torch.tensor([[False, True, True, True, True]])
+    assert recorded_ranks(scores, maskable).tolist() == [[-1, 2, 1, 3, 4]]
+    assert [[r if r is not None else -1 for r in row] for row in masking_ranks(scores, maskable)] == [[-1, 2, 1, 3, 4]]
+    masks = torch.tensor([[[False, False, True]], [[True, False, True]]])  # [S=2, B=1, L=3]
+    assert first_masked_step(masks).tolist() == [[1, -1, 0]]
+
+    def curves(length, fill):
+        n = 1
+        return MaskingCurves(
+            schedule="one_shot",
+            steps="fraction",
+            grid=torch.tensor([0.0, 1.0], dtype=torch.float64),
+            example_ids=torch.tensor([fill]),
+            n_maskable=torch.tensor([1]),
+            k=torch.zeros(n, 2, dtype=torch.long),
+            target=torch.zeros(n, dtype=torch.long),
+            labels=torch.zeros(n, dtype=torch.long),
+            clean_logits=torch.zeros(n, 2),
+            logits=torch.zeros(n, 2, 2),
+            token_ids=torch.full((n, length), fill),
+            token_segments=torch.zeros(n, length, dtype=torch.long),
+            scores=torch.ones(n, length),
+            rank=torch.ones(n, length, dtype=torch.int16),
+            masked_step=torch.zeros(n, length, dtype=torch.int16),
+        )
+
+    joined = MaskingCurves.concat([curves(3, 7), curves(5, 8)])
+    assert joined.token_ids.tolist() == [[7, 7, 7, -1, -1], [8] * 5]
+    assert joined.scores[0, 3:].isnan().all() and joined.rank[0].tolist() == [1, 1, 1, -1, -1]
+    assert joined.masked_step[0].tolist() == [0, 0, 0, -1, -1] and joined.select(torch.tensor([1])).token_ids.shape == (
+        1,
+        5,
+    )
