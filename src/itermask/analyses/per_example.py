@@ -200,7 +200,7 @@ def examples_table(tables: PerExample, method: str | None, steps: str = "fractio
     frame = frame.join(wide)
     columns, rows = _table(frame.reset_index())
     if tables.tokens is not None:  # added after _table, which would turn the Html cells into plain strings
-        views = views_from_tables(tables, list(frame.index), steps=steps)
+        views = views_from_tables(tables, list(frame.index), steps=steps, method=method)
         columns.append("view")
         rows = [[*row, Html(view._repr_html_())] for row, view in zip(rows, views)]
     return columns, rows
