@@ -356,7 +356,7 @@ def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
 def render_markdown(
     report: Report, images: dict[str, str], first_screen: list[str] | None = None, appendix: list[str] | None = None
 ) -> str:
-    """The report as Markdown, ``first_screen`` lines (:func:`itermask.reporting.report_page.first_screen_markdown`)
+    """The report as Markdown: ``first_screen`` lines (:func:`itermask.reporting.report_page.build`)
     then the headline, ``appendix`` lines (the examples section) last; ``images`` maps image keys to paths
     relative to the report (or to data URIs)."""
     s, sweep = report.settings, report.sweep
