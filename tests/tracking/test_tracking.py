@@ -198,3 +198,21 @@ def test_unreachable_server_costs_seconds_not_minutes(tmp_path):
     assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
     failed_start = next((tmp_path / "wandb").glob("run-*/logs/debug.log")).read_text()
     assert "communicating run to backend with 2.0 second timeout" in failed_start
+
+
+def test_html_cells_reach_wandb_through_a_table_artifact(tmp_path):
+    """An examples table with a per-example view (itermask.views.Html): logged as an ``examples`` artifact
+    whose manifest holds the HTML file, so W&B shows the cell as HTML (not the word "Html")."""
+    from itermask.analyses import Artifacts
+    from itermask.views import Html
+
+    logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    table = (["example_id", "view"], [[1, Html('<section class="imx">a &amp; b</section>')]])
+    tracking.log_artifacts(logger, Artifacts(tables={"examples": table}), method="gradient")
+    run_dir = Path(logger.experiment.dir).parent
+    tracking.finish(logger)
+    run = read_wandb_run(run_dir)
+    artifacts = [a for a in records(run, "artifact") if a["type"] == "examples"]
+    assert len(artifacts) == 1
+    manifest = json.dumps(artifacts[0])
+    assert "examples.table.json" in manifest and "media/html/" in manifest

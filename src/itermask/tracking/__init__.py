@@ -370,6 +370,7 @@ def log_artifacts(logger: Logger | None, artifacts, method: str | None = None) -
                 for name, (columns, rows) in artifacts.tables.items()
             }
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
+            _log_media_tables(logger.experiment, payload)
             logger.experiment.log(payload)
             logger.experiment.summary.update({role_key(k, method): v for k, v in artifacts.summary.items()})
         elif artifacts.summary:
@@ -392,6 +393,19 @@ def _html_cells(rows: list[list[Any]]) -> list[list[Any]]:
         [wandb.Html(str(cell), inject=False, data_is_not_path=True) if isinstance(cell, Html) else cell for cell in row]
         for row in rows
     ]
+
+
+def _log_media_tables(run, payload: dict) -> None:
+    """Add every table of ``payload`` that holds ``wandb.Html`` cells to a run artifact (type ``examples``)
+    before it is logged: W&B serializes the media of a table only through an artifact (a table with media
+    logged straight to a run keeps the cell's class name, "Html"); the run's table then refers to it."""
+    import wandb
+
+    for name, table in payload.items():
+        if isinstance(table, wandb.Table) and any(isinstance(c, wandb.Html) for row in table.data for c in row):
+            artifact = wandb.Artifact(f"run-{run.id}-{name}", type="examples")
+            artifact.add(table, name)
+            run.log_artifact(artifact)
 
 
 def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:
