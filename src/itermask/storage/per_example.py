@@ -96,8 +96,9 @@ def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> d
             buffer,
             compression="zstd",
             compression_level=COMPRESSION_LEVEL,
-            use_byte_stream_split=floats or False,
-            use_dictionary=[f.name for f in table.schema if f.name not in floats],
+            # pyarrow takes a bool or a list of column names for both; its stubs say bool only
+            use_byte_stream_split=floats or False,  # pyright: ignore[reportArgumentType]
+            use_dictionary=[f.name for f in table.schema if f.name not in floats],  # pyright: ignore[reportArgumentType]
         )
         relative = f"{FOLDER}/{name}.parquet"
         written[relative] = write_bytes_atomic(Path(job_dir) / relative, buffer.getvalue())
