@@ -138,6 +138,11 @@ class ToyTokenizer:
     pad_token_id = 0
     mask_token_id = 3
     all_special_ids = [0, 1, 2, 3, 4]
+    SPECIAL = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
+
+    def convert_ids_to_tokens(self, ids):
+        """``[CLS]``... for the special ids, ``w<id>`` for the others."""
+        return [self.SPECIAL[i] if 0 <= i < len(self.SPECIAL) else f"w{i}" for i in ids]
 
 
 @pytest.fixture

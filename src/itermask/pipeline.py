@@ -444,7 +444,7 @@ def record(settings: EvaluateSettings, trained: TrainedModel, evaluation: Evalua
     log.info("wrote %s", path)
     _log_summary(result)
     tracking.log_evaluation(logger, result)
-    tracking.log_artifacts(logger, evaluation.artifacts)
+    tracking.log_artifacts(logger, evaluation.artifacts, tracking.explained_method(result))
     return result
 
 
@@ -470,6 +470,6 @@ def record_stored(settings: EvaluateSettings, stored: dict) -> dict:
             if analysis.name in stored:
                 artifacts.update(analysis.artifacts_from(stored, settings.output_dir))
         tracking.log_evaluation(logger, stored)
-        tracking.log_artifacts(logger, artifacts)
+        tracking.log_artifacts(logger, artifacts, tracking.explained_method(stored))
     _log_summary(stored)
     return stored

@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "MAX_TOKENS",
+    "Html",
     "Trajectory",
     "MethodView",
     "ExampleView",
@@ -40,10 +41,17 @@ __all__ = [
     "render_page",
     "views_from_curves",
     "masking_ranks",
+    "views_from_tables",
+    "load",
 ]
 
 #: tokens shown per example (heatmap and trajectory rows); longer texts are cut with a visible marker
 MAX_TOKENS = 256
+
+
+class Html(str):
+    """An HTML fragment (a :class:`str`) that a tracker shows as HTML: a cell of a table logged with
+    :func:`itermask.tracking.log_artifacts` becomes a ``wandb.Html``."""
 
 
 @dataclass
@@ -496,8 +504,9 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
         curves: the schedule's ``MaskingCurves`` over the ``B`` rows of the batch.
         scores: ``[B, L]`` saliency of the method on the CPU.
         maskable: ``[B, L]`` bool maskable positions on the CPU.
-        masks: ``[S, B, L]`` bool recorded masks, or ``None``: recomputed from ``scores`` for
-            ``"one_shot"``, left ``None`` for any other schedule.
+        masks: ``[S, B, L]`` bool recorded masks, or ``None``: read from the curves' ``masked_step`` where
+            recorded, else recomputed from ``scores`` for ``"one_shot"``, left ``None`` for any other
+            schedule.
 
     Returns:
         The schedule's :class:`_ScheduleCurves`.
@@ -505,12 +514,18 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
     Raises:
         ValueError: if ``curves`` do not have one example per row of the batch.
     """
+    import torch
+
     from itermask.core.metrics import decision_flips, target_output
     from itermask.core.schedules import SCHEDULES
 
     size = scores.shape[0]
     if len(curves) != size:
         raise ValueError(f"curves {method}/{schedule} have {len(curves)} examples, the batch {size}")
+    if masks is None and curves.masked_step is not None and curves.masked_step.shape == scores.shape:
+        # the evaluator records the step that first masks each position (MaskingCurves.masked_step)
+        first = curves.masked_step.cpu().long()
+        masks = torch.stack([(first >= 0) & (first <= s) for s in range(curves.k.shape[1])])
     if masks is None and schedule == "one_shot":
         # the one-shot masks are the top k of the clean ranking at each step
         masks = SCHEDULES["one_shot"]().masks(scores, maskable, curves.k.T.cpu(), None)
@@ -728,10 +743,11 @@ def views_from_curves(
         batch: the clean :class:`~itermask.core.tokens.TokenBatch` ``[B, L]`` the curves were computed on.
         tokenizer: a Hugging Face tokenizer (``convert_ids_to_tokens``, ``all_special_ids``).
         scores: ``{method: [B, L] tensor}`` saliency on the clean input (source positions).
-        masks: ``{method: {schedule: [S, B, L] bool}}`` the masked positions at each step, where recorded.
-            Missing for a one-shot schedule, they are recomputed from ``scores`` (the one-shot masks are the
-            top ``k`` of the clean ranking); missing for another schedule (recursive, which re-ranks on the
-            masked input), its trajectory shows the curve without positions.
+        masks: ``{method: {schedule: [S, B, L] bool}}`` the masked positions at each step. Missing, they are
+            read from the curves' ``masked_step`` (recorded by the evaluator); curves without it: for a
+            one-shot schedule they are recomputed from ``scores`` (the one-shot masks are the top ``k`` of
+            the clean ranking), for another schedule (recursive, which re-ranks on the masked input) the
+            trajectory shows the curve without positions.
         segments: the maskable segments of the evaluation (see
             :func:`itermask.core.tokens.maskable_positions`), for the ranks and recomputed masks.
         class_names: names of the classes by id.
@@ -751,3 +767,174 @@ def views_from_curves(
     shown = range(batch.input_ids.shape[0]) if rows is None else rows
     views = [_example_view(data, row, class_names, (reasons or {}).get(row, "")) for row in shown]
     return ExampleViews(views, max_tokens)
+
+
+# ------------------------------------------------------------------------------------------------
+# building views from a job's stored per-example files
+
+
+def _trajectory_from_tables(schedule: str, kind: str, steps, first_step: list[int] | None, ranks) -> Trajectory:
+    """One schedule's :class:`Trajectory` of one example and explanation.
+
+    Args:
+        schedule: the schedule's name.
+        kind: ``"fraction"`` or ``"count"`` steps.
+        steps: the example's ``steps.parquet`` rows of the explanation and schedule, sorted by step.
+        first_step: per token, the step that first masks it (``-1``: never), ``None`` for the one-shot
+            schedule (its tokens of rank ``1..k`` are masked at a step masking ``k``).
+        ranks: per token, its masking rank (``None``: not maskable).
+    """
+    flips = [i for i, v in enumerate(steps["flip_rate"].tolist()) if v == 1.0] if "flip_rate" in steps else []
+    if first_step is None:
+        masked = [[i for i, r in enumerate(ranks) if r is not None and r <= k] for k in steps["k"].tolist()]
+    else:
+        masked = [[i for i, at in enumerate(first_step) if 0 <= at <= s] for s in range(len(steps))]
+    return Trajectory(
+        schedule=schedule,
+        steps=kind,
+        x=[float(v) for v in steps["x"].tolist()],
+        masked=masked,
+        probability=[float(v) for v in steps["target_prob"].tolist()],
+        flip_step=flips[0] if flips else None,
+    )
+
+
+def _explained_name(tables) -> str:
+    """The method under study of per-example tables: the explanation in ``scores.parquet`` other than
+    ``random`` (``random`` itself when it is the only one)."""
+    names = list(dict.fromkeys(tables.scores["saliency"].tolist()))
+    others = [n for n in names if n != "random"]
+    return others[0] if others else names[0]
+
+
+def views_from_tables(
+    tables,
+    example_ids: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    reasons: Mapping[int, str] | None = None,
+    steps: str = "fraction",
+    max_tokens: int = MAX_TOKENS,
+    method: str | None = None,
+) -> ExampleViews:
+    """Views of the examples of one job from its per-example tables (no model, no torch).
+
+    Args:
+        tables: a :class:`~itermask.storage.per_example.PerExample` (``tokens`` needed).
+        example_ids: which examples, in this order (default: every example, by id).
+        methods: which explanations, by name (default: the method under study, then ``random``).
+        reasons: ``{example_id: why it is shown}``.
+        steps: ``"fraction"`` or ``"count"``: what the grid ``x`` of ``steps.parquet`` holds.
+        max_tokens: tokens shown per example (:data:`MAX_TOKENS`).
+        method: the method under study (its ``tokens.parquet`` columns are ``explained_*``); default: the
+            explanation of ``scores.parquet`` other than ``random``.
+
+    Returns:
+        :class:`ExampleViews`.
+
+    Raises:
+        ValueError: if the tables have no ``tokens`` table (results written before it existed: re-run the
+            job with ``reuse_results=false``) or lack a requested example or explanation.
+    """
+    tokens = tables.tokens
+    if tokens is None:
+        raise ValueError(
+            "these per-example results have no tokens.parquet (written before itermask stored tokens): "
+            "re-run the job with reuse_results=false to view its examples"
+        )
+    method = method or _explained_name(tables)
+    role = {method: "explained", **({"random": "random"} if method != "random" else {})}
+    known = [name for name, r in role.items() if f"{r}_score" in tokens]
+    methods = list(methods) if methods is not None else known
+    missing = [m for m in methods if m not in known]
+    if missing:
+        raise ValueError(f"no tokens of explanation(s) {missing} in these results (explanations: {known})")
+    ids = sorted(set(tokens["example_id"].tolist())) if example_ids is None else [int(i) for i in example_ids]
+    absent = sorted(set(ids) - set(tokens["example_id"].tolist()))
+    if absent:
+        raise ValueError(f"no example(s) {absent[:10]} in these results")
+    labels = dict(zip(tables.examples["example_id"].tolist(), tables.examples["label"].tolist()))
+    names = {
+        int(label): name
+        for label, name in zip(tables.examples["label"].tolist(), tables.examples["label_name"].tolist())
+        if isinstance(name, str)
+    }
+    class_names = [names.get(i, str(i)) for i in range(max(names) + 1)] if names else None
+    by_token = dict(tuple(tokens.groupby("example_id", sort=False)))
+    by_step = {key: f.sort_values("step") for key, f in tables.steps.groupby(["saliency", "example_id", "schedule"])}
+    by_score = {key: f for key, f in tables.scores.groupby(["saliency", "example_id"])}
+    views = []
+    for example_id in ids:
+        rows = by_token[example_id]
+        method_views = {}
+        for name in methods:
+            r = role[name]
+            ranks = [int(v) if v >= 0 else None for v in rows[f"{r}_rank"].tolist()]
+            scores = [float(v) if k is not None else math.nan for v, k in zip(rows[f"{r}_score"].tolist(), ranks)]
+            trajectories = {}
+            for schedule in dict.fromkeys(s for (m, e, s) in by_step if m == name and e == example_id):
+                column = f"{r}_masked_step_{schedule}"
+                first_step = [int(v) for v in rows[column].tolist()] if column in rows else None
+                step_rows = by_step[(name, example_id, schedule)]
+                if first_step is None and schedule != "one_shot":
+                    trajectories[schedule] = _trajectory_from_tables(schedule, steps, step_rows, None, ranks)
+                    trajectories[schedule].masked = None  # not recorded for this schedule
+                else:
+                    trajectories[schedule] = _trajectory_from_tables(schedule, steps, step_rows, first_step, ranks)
+            method_views[name] = MethodView(name, scores, ranks, trajectories)
+        first_steps = next(f for (m, e, _), f in by_step.items() if m == methods[0] and e == example_id)
+        score_row = by_score[(methods[0], example_id)].iloc[0]
+        label = labels.get(example_id)
+        n = len(rows)
+        views.append(
+            ExampleView(
+                example_id=int(example_id),
+                tokens=[str(t) for t in rows["token"].tolist()],
+                token_ids=[int(t) for t in rows["token_id"].tolist()],
+                segments=[int(t) for t in rows["segment"].tolist()] if "segment" in rows else [0] * n,
+                methods=method_views,
+                target=int(first_steps["target"].iloc[0]),
+                prediction=int(score_row["prediction"])
+                if "prediction" in score_row
+                else int(first_steps["target"].iloc[0]),
+                label=None if label is None or int(label) < 0 else int(label),
+                clean_probability=float(score_row["clean_prob"]) if "clean_prob" in score_row else math.nan,
+                class_names=class_names,
+                reason=(reasons or {}).get(example_id, ""),
+                special=[v < 0 for v in rows[f"{role[methods[0]]}_rank"].tolist()],
+            )
+        )
+    return ExampleViews(views, max_tokens)
+
+
+def load(
+    job_dir: str | Path,
+    example_ids: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    reasons: Mapping[int, str] | None = None,
+    max_tokens: int = MAX_TOKENS,
+) -> ExampleViews:
+    """Views of a finished job's examples from its stored files (``results.json`` and ``per_example/``), e.g.
+    in a notebook: ``itermask.views.load("outputs/.../0")[:5]`` shows the first five.
+
+    Args:
+        job_dir: the job folder (the one holding ``results.json``).
+        example_ids, methods, reasons, max_tokens: see :func:`views_from_tables`.
+
+    Raises:
+        FileNotFoundError: naming the missing per-example file.
+        ValueError: see :func:`views_from_tables`.
+    """
+    import json
+
+    from itermask.storage.per_example import load_per_example
+
+    job_dir = Path(job_dir)
+    steps, method = "fraction", None
+    result_file = job_dir / "results.json"
+    if result_file.is_file():
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+        steps = ((result.get("config") or {}).get("evaluation") or {}).get("steps", "fraction")
+        saliency = result.get("saliency")
+        method = saliency.get("name") if isinstance(saliency, dict) else None
+    tables = load_per_example(job_dir)
+    return views_from_tables(tables, example_ids, methods, reasons, steps, max_tokens, method)

@@ -126,14 +126,15 @@ def test_ood_statistics_reach_wandb_as_curves_over_the_masking_step(tmp_path):
     from itermask.analyses.ood import OODAnalysis
 
     logger = WandbLogger(project="itermask", save_dir=str(tmp_path), mode="offline")
-    tracking.log_artifacts(logger, OODAnalysis._artifacts(_ood_section(), images={}))
+    tracking.log_artifacts(logger, OODAnalysis._artifacts(_ood_section(), images={}), method="gradient")
     run_dir = Path(logger.experiment.dir).parent
     tracking.finish(logger)
     rows = [row for row in history(read_wandb_run(run_dir)) if "masked_fraction" in row]
     assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
-    assert [row["ood/gradient/recursive/final/auroc_mahalanobis"] for row in rows] == [0.5, 0.75, 1.0]
-    assert [row["ood/gradient/one_shot/masf_flagged"] for row in rows] == [0.0, 0.5, 1.0]
-    assert not any(key.startswith("ood/gradient/one_shot/layer_1") for row in rows for key in row)  # table only
+    # the method under study under its role (tracking.role): one key for every method of a sweep
+    assert [row["ood/explained/recursive/final/auroc_mahalanobis"] for row in rows] == [0.5, 0.75, 1.0]
+    assert [row["ood/explained/one_shot/masf_flagged"] for row in rows] == [0.0, 0.5, 1.0]
+    assert not any(key.startswith("ood/explained/one_shot/layer_1") for row in rows for key in row)  # table only
 
 
 def test_ood_figures(tmp_path):

@@ -91,9 +91,9 @@ def test_train_then_evaluate_multirun(tmp_path, env):
 
         # ... and as history metrics over the masking step (read with `wandb leet inspect --json`)
         run = read_wandb_run(Path(tables[0]).parents[3])
-        rows = [row for row in history(run) if "curves/gradient/recursive/target_prob" in row]
+        rows = [row for row in history(run) if "curves/explained/recursive/target_prob" in row]
         assert [row["masked_fraction"] for row in rows] == pytest.approx(expected["x"])
-        assert [row["curves/gradient/recursive/target_prob"] for row in rows] == pytest.approx(expected["target_prob"])
+        assert [row["curves/explained/recursive/target_prob"] for row in rows] == pytest.approx(expected["target_prob"])
         one_shot = result["scores"]["random"]["one_shot"]
         assert [row["curves/random/one_shot/sufficiency_prob"] for row in rows] == pytest.approx(
             one_shot["sufficiency_prob"]

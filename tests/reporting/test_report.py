@@ -187,7 +187,22 @@ def test_report_files(sweep):
     low, high = bounded_t_interval(0.14, 0.04, 3, 0.95, (-1.0, 1.0))  # comprehensiveness is in [-1, 1]
     assert f"[{low:.4f}, {high:.4f}] |" in md
     html = (sweep / "report.html").read_text()
-    assert "<table>" in html and "report_files/curves_m_d_gradient_mask_token_one_shot.png" in html
+    assert "<table>" in html and "report_files/curves_m_d_gradient_mask_token_one_shot.png" in md
+    # report.html is self-contained: every image a data URI, nothing fetched from report_files/ or the web
+    import base64
+    import re
+
+    sources = re.findall(r'<img[^>]* src="([^"]+)"', html)
+    assert len(sources) == 3 and all(src.startswith("data:image/png;base64,") for src in sources)  # forest + curves
+    assert base64.b64decode(sources[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "report_files/" not in html and not re.search(r'(src|href)="(https?:)?//', html)
+    assert (sweep / "report_files" / "forest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the first screen: one sentence per headline score, the forest plot, readable names with the key as tooltip
+    first = html[html.index('id="first-screen"') : html.index("</section>")]
+    assert "gradient (m, d, mask_token), one_shot: AOPC comprehensiveness (probability) 0.1400" in first
+    assert '<abbr title="metric key: aopc_comprehensiveness_prob">AOPC comprehensiveness (probability)</abbr>' in first
+    assert html.index('id="first-screen"') < html.index("<h2>Headline</h2>")
+    assert "## What this run found" in md and "![method minus random" in md
     for name in ("curves_m_d_gradient_mask_token_one_shot.png", "curves_m_d_gradient_mask_token_recursive.png"):
         assert (sweep / "report_files" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (sweep / "report_files" / "summary.csv").read_text().splitlines()
@@ -387,7 +402,7 @@ def test_wandb_summary_run_offline(sweep):
     assert tables == ["comparisons", "headline", "per_seed", "rank_stability", "seed_sensitivity", "summary"]
     summary = json.loads(next(Path(folder).rglob("summary_*.table.json")).read_text())
     assert len(summary["data"]) == len(report.summary)
-    assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 2
+    assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 3  # two curve figures and the forest plot
 
 
 def test_wandb_failure_keeps_the_local_report(sweep, caplog, monkeypatch):

@@ -150,7 +150,7 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     assert (
         len(steps) == 24
         and len(scores) == 8
-        and output.result["per_example"]["rows"] == {"steps": 24, "scores": 8, "examples": 2}
+        and output.result["per_example"]["rows"] == {"steps": 24, "scores": 8, "examples": 2, "tokens": 10}
     )
     assert {
         "saliency",
@@ -195,12 +195,42 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     # texts once per evaluated example, matched by id (not by position)
     assert examples.example_id.tolist() == [10, 11] and examples.text.tolist() == ["a b c", "c c b"]
     assert examples.label_name.tolist() == ["positive", "negative"]
+    # tokens: one row per (example, token), every explanation's columns under its role; [CLS]=1 and [SEP]=2
+    # are special (rank -1, never masked)
+    tokens = tables.tokens
+    assert tokens is not None and len(tokens) == 2 * 5 and "segment" not in tokens  # single texts
+    mine = tokens[tokens.example_id == 10]
+    assert mine.token_id.tolist() == [1, 5, 6, 7, 2]
+    assert mine.token.tolist() == toy_tokenizer.convert_ids_to_tokens([1, 5, 6, 7, 2])
+    assert mine.explained_rank.tolist() == [-1, 1, 2, 3, -1]  # weights 2 > 1 > -1
+    assert sorted(mine.random_rank.tolist()) == [-1, -1, 1, 2, 3]
+    # k = 0, 2, 3 tokens at the three steps: the recursive schedule masks two tokens at step 1, one at step 2
+    assert mine.explained_masked_step_recursive.tolist()[0] == -1
+    assert sorted(mine.explained_masked_step_recursive)[2:] == [1, 1, 2]
+    assert "explained_masked_step_one_shot" not in tokens  # follows from the rank and k
+    assert mine.explained_score.iloc[1] > mine.explained_score.iloc[2] > mine.explained_score.iloc[3]
     assert set(output.artifacts.files) == {
         "per_example/steps.parquet",
         "per_example/scores.parquet",
         "per_example/examples.parquet",
+        "per_example/tokens.parquet",
     }
     assert output.artifacts.tables["per_example_scores"][0][:3] == ["saliency", "schedule", "example_id"]
+    # the examples table: text, label, prediction and scores as columns (filters), the view as HTML
+    from itermask.views import Html
+
+    columns, rows = output.artifacts.tables["examples"]
+    assert columns[:5] == ["example_id", "text", "label", "prediction", "target_prob"] and columns[-1] == "view"
+    assert "explained/one_shot/aopc_comprehensiveness_prob" in columns
+    assert "random/recursive/aopc_comprehensiveness_prob" in columns
+    assert "explained/recursive/aopc_sufficiency_prob" not in columns  # undefined for the recursive schedule
+    row = dict(zip(columns, rows[0]))
+    assert row["example_id"] == 10 and row["text"] == "a b c" and row["label"] == "positive"
+    ten = scores[(scores.saliency == "input_x_gradient") & (scores.schedule == "one_shot") & (scores.example_id == 10)]
+    assert row["explained/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(
+        ten.aopc_comprehensiveness_prob.iloc[0]
+    )
+    assert isinstance(row["view"], Html) and 'data-example="10"' in row["view"]
 
 
 def test_the_results_store_keeps_and_restores_the_per_example_files(tmp_path, toy_tokenizer):
@@ -287,8 +317,11 @@ def test_the_report_leads_with_the_headline(tmp_path):
     write_report(report)
     md = (root / "report.md").read_text()
     sections = [line for line in md.splitlines() if line.startswith("## ")]
-    assert sections[0] == "## Headline"
-    headline = md[md.index("## Headline") : md.index(sections[1])]
+    assert sections[:2] == ["## What this run found", "## Headline"]  # the findings in words, then the numbers
+    found = md[: md.index("## Headline")]
+    assert "gradient (m, d, mask_token), one_shot: AOPC comprehensiveness (probability)" in found
+    assert "over 3 seed(s)" in found and "better than random in 3 of 3 seed(s)" in found
+    headline = md[md.index("## Headline") : md.index(sections[2])]
     assert "only 3 seed(s)" in headline  # fewer than 5 seeds: a visible warning
     assert "on 1,342 test examples; the scores below on 20 evaluation examples" in headline
     assert "3 of 3 seeds" in headline and f"{row['seed_share']:.3f} [" in headline

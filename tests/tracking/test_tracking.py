@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_curve_history_is_one_row_per_masking_step():
     result = make_result(0)
-    rows = tracking.curve_history(result["scores"])
+    rows = tracking.curve_history(result["scores"], method="gradient")
     assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
     gradient = result["scores"]["gradient"]
     for key in ("target_prob", "comprehensiveness_prob", "flip_rate", "mean_k", "accuracy"):
-        assert [row[f"curves/gradient/one_shot/{key}"] for row in rows] == gradient["one_shot"][key]
+        assert [row[f"curves/explained/one_shot/{key}"] for row in rows] == gradient["one_shot"][key]
     assert [row["curves/random/recursive/comprehensiveness_prob"] for row in rows] == [0.0, 0.05, 0.1]
-    assert [row["curves/gradient/one_shot/sufficiency_prob"] for row in rows] == [0.1, 0.05, 0.0]
+    assert [row["curves/explained/one_shot/sufficiency_prob"] for row in rows] == [0.1, 0.05, 0.0]
+    assert not any("gradient" in key for row in rows for key in row)  # the method's name is in the config
     assert not any("recursive/sufficiency" in key for row in rows for key in row)  # one-shot only
     assert not any(key.endswith(("/x", "/fraction")) for row in rows for key in row)  # the step itself
     assert len(rows[0]) == 1 + 2 * 2 * 5 + 2  # step, 5 series x 2 explanations x 2 schedules, 2 sufficiencies
@@ -50,6 +51,22 @@ def test_curve_history_of_count_steps_and_missing_values():
     assert "curves/ig/one_shot/accuracy" not in rows[0]  # NaN: left out
     assert [row["curves/ig/one_shot/fraction"] for row in rows] == [0.0, 0.25, 0.5]  # mean k/n: a series here
     assert not any("aopc" in key for row in rows for key in row)  # scalars go to the summary
+
+
+def test_every_method_logs_under_the_same_keys():
+    """A sweep over methods: the same quantity under one key in every run (one W&B panel compares them)."""
+    keys = []
+    for saliency in ("gradient", "integrated_gradients"):
+        result = make_result(0, saliency=saliency)
+        assert tracking.explained_method(result) == saliency
+        rows = tracking.curve_history(result["scores"], method=tracking.explained_method(result))
+        keys.append({key for row in rows for key in row})
+        assert tracking.role_key(f"ood/{saliency}/one_shot/auroc", saliency) == "ood/explained/one_shot/auroc"
+        assert tracking.role_key(f"{saliency}/one_shot/x", saliency) == "explained/one_shot/x"
+        assert tracking.role_key("ood/random/one_shot/auroc", saliency) == "ood/random/one_shot/auroc"
+    assert keys[0] == keys[1] and "curves/explained/one_shot/target_prob" in keys[0]
+    assert tracking.role("random", "gradient") == "random" and tracking.role("random", "random") == "explained"
+    assert tracking.explained_method({"config": {"saliency": {"name": "lime"}}}) == "lime"
 
 
 def test_metric_key_and_clean_config():
@@ -105,17 +122,19 @@ def test_offline_run_holds_the_curves_as_history_over_masking_steps(tmp_path):
     assert config["model"] == {"name": "m", "pretrained": "hub/m", "max_length": 64}
     assert "_target_" not in json.dumps(config) and "output_dir" not in config and "cache_dir" not in config
     metrics = {m.get("name") or m.get("glob_name"): m for m in records(run, "metric")}
-    assert metrics["curves/gradient/one_shot/target_prob"]["step_metric"] == "masked_fraction"
-    assert metrics["curves/gradient/one_shot/target_prob"]["summary"] == {"none": True}
+    assert metrics["curves/explained/one_shot/target_prob"]["step_metric"] == "masked_fraction"
+    assert metrics["curves/explained/one_shot/target_prob"]["summary"] == {"none": True}
     rows = [row for row in history(run) if "masked_fraction" in row]
     assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
-    assert [row["curves/gradient/one_shot/target_prob"] for row in rows] == pytest.approx([0.9, 0.5, 0.5])
+    assert [row["curves/explained/one_shot/target_prob"] for row in rows] == pytest.approx([0.9, 0.5, 0.5])
     assert [row["curves/random/one_shot/comprehensiveness_prob"] for row in rows] == pytest.approx([0.0, 0.05, 0.1])
     assert not any("trainer/global_step" in row for row in rows)  # the curves' x-axis is the masking step
     steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
     assert steps == sorted(steps) and steps[:3] == [0, 50, 100]  # monotone
     summary = {k: v for r in records(run, "summary") for k, v in (r.get("update") or {}).items()}
-    assert summary["gradient/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(0.1)
+    assert summary["explained/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(0.1)
+    assert summary["random/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(0.05)
+    assert not any(key.startswith("gradient/") for key in summary)
     assert summary["relative_to_random/one_shot/aopc_comprehensiveness_prob"] == pytest.approx(0.05)
     assert not any(" " in key for key in summary)
     assert not any(key.startswith(("plots/", "curves/")) for key in summary)  # no chart tables, no curve ends
@@ -179,3 +198,21 @@ def test_unreachable_server_costs_seconds_not_minutes(tmp_path):
     assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
     failed_start = next((tmp_path / "wandb").glob("run-*/logs/debug.log")).read_text()
     assert "communicating run to backend with 2.0 second timeout" in failed_start
+
+
+def test_html_cells_reach_wandb_through_a_table_artifact(tmp_path):
+    """An examples table with a per-example view (itermask.views.Html): logged as an ``examples`` artifact
+    whose manifest holds the HTML file, so W&B shows the cell as HTML (not the word "Html")."""
+    from itermask.analyses import Artifacts
+    from itermask.views import Html
+
+    logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    table = (["example_id", "view"], [[1, Html('<section class="imx">a &amp; b</section>')]])
+    tracking.log_artifacts(logger, Artifacts(tables={"examples": table}), method="gradient")
+    run_dir = Path(logger.experiment.dir).parent
+    tracking.finish(logger)
+    run = read_wandb_run(run_dir)
+    artifacts = [a for a in records(run, "artifact") if a["type"] == "examples"]
+    assert len(artifacts) == 1
+    manifest = json.dumps(artifacts[0])
+    assert "examples.table.json" in manifest and "media/html/" in manifest

@@ -192,7 +192,8 @@ def test_views_from_a_tiny_models_curves(tiny_bert, tokenizer):
             assert one.probability == pytest.approx(prob.tolist())
             flips = (curves[name]["one_shot"].logits[row].argmax(-1) != c.clean_logits[row].argmax()).tolist()
             assert one.flip_step == (flips.index(True) if True in flips else None)
-            assert mv.trajectories["recursive"].masked is None  # not recorded: the curve only
+            recursive = mv.trajectories["recursive"].masked  # recorded by the evaluator (masked_step)
+            assert [len(m) for m in recursive] == curves[name]["recursive"].k[row].tolist()
     assert views[1].reason == "picked"
     page = views.page()
     assert page.count('<section class="imx"') == 3 and views._repr_html_() == views.html()
@@ -215,3 +216,105 @@ def test_given_masks_are_used(tiny_bert, tokenizer):
     assert traj.masked == [[], [2], list(range(1, batch.input_ids.shape[1] - 1))]
     with pytest.raises(ValueError, match="methods"):
         views_from_curves(curves, batch, tokenizer, {})
+
+
+def test_views_from_stored_tables_match_the_views_from_curves(tiny_bert, tokenizer, tmp_path):
+    """The per-example files a job writes hold everything a view needs: the view loaded from them equals
+    the one built from the curves in memory (tokens, scores, ranks, both schedules' masks, probabilities)."""
+    import pandas as pd
+
+    from itermask.analyses.per_example import score_frame, step_frame, token_frame
+    from itermask.storage.per_example import load_per_example, write_per_example
+    from itermask.views import load
+
+    texts = ["the film is good", "a bad , bad movie"]
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+    methods = {"gradient": GradientSaliency(), "random": RandomSaliency(seed=0)}
+    curves = {}
+    for name, method in methods.items():
+        evaluator = IterativeMaskingEvaluator(
+            method, MaskToken(tokenizer), [0.0, 0.25, 0.5, 1.0], tokenizer.all_special_ids
+        )
+        curves[name] = evaluator.evaluate(tiny_bert, batch, torch.tensor([1, 0]), torch.tensor([10, 11]))
+    scores = {name: by_schedule["one_shot"].scores for name, by_schedule in curves.items()}
+    expected = views_from_curves(curves, batch, tokenizer, scores, class_names=["negative", "positive"])
+    parts = [(m, c) for m, by_schedule in curves.items() for c in by_schedule.values()]
+    write_per_example(
+        tmp_path,
+        {
+            "steps": pd.concat([step_frame(m, c, "probability", None) for m, c in parts], ignore_index=True),
+            "scores": pd.concat([score_frame(m, c, "probability", None) for m, c in parts], ignore_index=True),
+            "examples": pd.DataFrame(
+                {"example_id": [10, 11], "text": texts, "label": [1, 0], "label_name": ["positive", "negative"]}
+            ),
+            "tokens": token_frame(curves, "gradient", tokenizer),
+        },
+    )
+    loaded = load(tmp_path)
+    assert [v.example_id for v in loaded] == [10, 11]
+    for want, got in zip(expected, loaded):
+        assert got.tokens == want.tokens and got.token_ids == want.token_ids and got.label == want.label
+        assert got.prediction == want.prediction and got.target == want.target
+        assert got.clean_probability == pytest.approx(want.clean_probability)
+        assert got.class_name(got.label) == want.class_name(want.label)
+        for name in methods:
+            a, b = want.methods[name], got.methods[name]
+            assert b.ranks == a.ranks
+            assert b.scores == pytest.approx(a.scores, nan_ok=True)
+            for schedule in ("one_shot", "recursive"):
+                ta, tb = a.trajectories[schedule], b.trajectories[schedule]
+                assert tb.masked == ta.masked and tb.flip_step == ta.flip_step and tb.x == ta.x
+                assert tb.probability == pytest.approx(ta.probability)
+    picked = load(tmp_path, example_ids=[11], methods=["gradient"], reasons={11: "largest flip"})
+    assert len(picked) == 1 and list(picked[0].methods) == ["gradient"] and picked[0].reason == "largest flip"
+    with pytest.raises(ValueError, match="no example"):
+        load(tmp_path, example_ids=[99])
+    tables = load_per_example(tmp_path)
+    tables.tokens = None
+    from itermask.views import views_from_tables
+
+    with pytest.raises(ValueError, match="tokens.parquet"):
+        views_from_tables(tables)
+
+
+def test_recorded_ranks_and_padding_of_joined_batches():
+    """The evaluator's ranks follow the views' (and top_k_mask's) order; curves of batches with different
+    padded lengths join with their per-token fields padded (ids -1, scores NaN, ranks and steps -1)."""
+    from itermask.core.evaluation import MaskingCurves, first_masked_step
+    from itermask.core.schedules import masking_ranks as recorded_ranks
+
+    scores = torch.tensor([[0.0, 0.5, 0.9, 0.5, float("nan")]])
+    maskable = torch.tensor([[False, True, True, True, True]])
+    assert recorded_ranks(scores, maskable).tolist() == [[-1, 2, 1, 3, 4]]
+    assert [[r if r is not None else -1 for r in row] for row in masking_ranks(scores, maskable)] == [[-1, 2, 1, 3, 4]]
+    masks = torch.tensor([[[False, False, True]], [[True, False, True]]])  # [S=2, B=1, L=3]
+    assert first_masked_step(masks).tolist() == [[1, -1, 0]]
+
+    def curves(length, fill):
+        n = 1
+        return MaskingCurves(
+            schedule="one_shot",
+            steps="fraction",
+            grid=torch.tensor([0.0, 1.0], dtype=torch.float64),
+            example_ids=torch.tensor([fill]),
+            n_maskable=torch.tensor([1]),
+            k=torch.zeros(n, 2, dtype=torch.long),
+            target=torch.zeros(n, dtype=torch.long),
+            labels=torch.zeros(n, dtype=torch.long),
+            clean_logits=torch.zeros(n, 2),
+            logits=torch.zeros(n, 2, 2),
+            token_ids=torch.full((n, length), fill),
+            token_segments=torch.zeros(n, length, dtype=torch.long),
+            scores=torch.ones(n, length),
+            rank=torch.ones(n, length, dtype=torch.int16),
+            masked_step=torch.zeros(n, length, dtype=torch.int16),
+        )
+
+    joined = MaskingCurves.concat([curves(3, 7), curves(5, 8)])
+    assert joined.token_ids.tolist() == [[7, 7, 7, -1, -1], [8] * 5]
+    assert joined.scores[0, 3:].isnan().all() and joined.rank[0].tolist() == [1, 1, 1, -1, -1]
+    assert joined.masked_step[0].tolist() == [0, 0, 0, -1, -1] and joined.select(torch.tensor([1])).token_ids.shape == (
+        1,
+        5,
+    )

@@ -120,3 +120,61 @@ def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
     distinct = len(image.getcolors(image.width * image.height))  # [(count, colour)] of every colour used
     assert distinct > 50, f"screenshot looks blank: {distinct} distinct colours"
     assert elapsed < 60, f"the browser took {elapsed:.1f} s"
+
+
+def test_a_tiny_multiruns_report_renders_in_headless_chromium(tokenizer, tmp_path):
+    """``report.html`` of a tiny multirun (two seeds, real per-example files, bad-input token strings): it
+    loads with no console errors and fetches nothing but itself; the first screen holds the findings, the
+    forest plot (an embedded image that decoded) and the method table; the per-example views' token elements
+    are there with their heatmap colours; the screenshot is not blank."""
+    _require_browser()
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+    from tiny_sweep import BAD_TOKENS, write_tiny_sweep
+
+    from itermask.reporting import build_report, write_report
+
+    out = Path(os.environ.get("ITERMASK_VIEW_ARTIFACTS") or tmp_path)
+    root = write_tiny_sweep(tmp_path / "sweep", tokenizer, bad_tokens=True)
+    write_report(build_report(root))
+    page_path = root / "report.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            problems, requests = [], []
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri(), wait_until="load")
+            assert problems == []
+            # self-contained: the page itself and its embedded data: images, nothing else
+            assert [u for u in requests if not u.startswith("data:")] == [page_path.as_uri()]
+            assert page.evaluate("() => document.querySelectorAll('script').length") == 0
+            images = page.evaluate(
+                "() => [...document.images].map(i => [i.className, i.complete && i.naturalWidth > 0])"
+            )
+            assert images and all(ok for _, ok in images) and images[0][0] == "imx-forest"
+            first = page.locator("#first-screen")
+            assert (
+                "What this run found" in first.inner_text()
+                and "AOPC comprehensiveness (probability)" in first.inner_text()
+            )
+            assert first.locator("img.imx-forest").bounding_box()["y"] < 900  # the forest plot is on the first screen
+            tokens = page.locator("#examples ~ section.imx bdi.imx-heat")
+            assert tokens.count() >= 10
+            colours = page.evaluate(
+                "() => [...document.querySelectorAll('section.imx bdi.imx-heat')]"
+                ".map(e => getComputedStyle(e).backgroundColor)"
+            )
+            painted = [c for c in colours if c not in ("rgba(0, 0, 0, 0)", "transparent")]
+            assert len(painted) >= 5 and len(set(painted)) >= 3  # a heatmap, not one flat colour
+            assert BAD_TOKENS[0] in page.inner_text("#examples ~ section.imx")  # shown as text, not run
+            png = page.screenshot(full_page=False)
+        finally:
+            browser.close()
+    (out / "report_first_screen.png").write_bytes(png)
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    distinct = len(image.getcolors(image.width * image.height))
+    assert distinct > 50, f"screenshot looks blank: {distinct} distinct colours"

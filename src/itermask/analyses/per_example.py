@@ -4,8 +4,8 @@ models on the same examples, and inspected example by example."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -19,13 +19,16 @@ from itermask.analyses.base import (
     EvaluationContext,
 )
 from itermask.core import metrics
-from itermask.storage.per_example import FOLDER, write_per_example
+from itermask.storage.per_example import FOLDER, PerExample, load_per_example, write_per_example
 
 if TYPE_CHECKING:
     from itermask.core.evaluation import MaskingCurves
     from itermask.core.metrics import Quantity
 
-__all__ = ["PerExampleAnalysis", "step_frame", "score_frame"]
+__all__ = ["PerExampleAnalysis", "step_frame", "score_frame", "token_frame", "examples_table", "EXAMPLES_TABLE"]
+
+#: the tracker's table of the examples: one row per example with its per-example view (W&B: ``wandb.Html``)
+EXAMPLES_TABLE = "examples"
 
 
 def _per_example_values(curves: MaskingCurves, quantity: Quantity, bins) -> tuple[dict, dict]:
@@ -71,7 +74,13 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
     """One row per example of one method's and schedule's curves with its scalar scores."""
     _, scalar = _per_example_values(curves, quantity, bins)
     frame = pd.DataFrame(
-        {"saliency": method, "schedule": curves.schedule, "example_id": curves.example_ids.cpu().numpy()}
+        {
+            "saliency": method,
+            "schedule": curves.schedule,
+            "example_id": curves.example_ids.cpu().numpy(),
+            "prediction": curves.clean_logits.argmax(dim=-1).cpu().numpy(),
+            "clean_prob": metrics.target_output(curves.clean_logits, curves.target, "probability").cpu().numpy(),
+        }
     )
     for key, values in scalar.items():
         frame[key] = values
@@ -82,15 +91,125 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
     return frame
 
 
+def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, tokenizer) -> pd.DataFrame | None:
+    """One row per (example, token of the clean input) with every explanation's scores, ranks and masked
+    steps as columns: what a per-example view needs besides the per-step probabilities
+    (:mod:`itermask.storage.per_example` for the columns). Tokens are stored once (not per explanation),
+    and the one-shot schedule's masked steps not at all (they follow from ``rank`` and the step's ``k``),
+    to keep the file small.
+
+    Args:
+        curves: ``{explanation: {schedule: MaskingCurves}}`` over the same examples in the same order.
+        method: the method under study: its columns are ``explained_*``, the baseline's ``random_*``
+            (:func:`itermask.tracking.role`).
+        tokenizer: the job's tokenizer (``convert_ids_to_tokens``).
+
+    Returns:
+        The frame, or ``None`` when the curves do not record their tokens.
+
+    Raises:
+        ValueError: if the explanations' curves are over different examples.
+    """
+    from itermask.tracking import role
+
+    first = next(iter(curves[method].values()))
+    if first.token_ids is None or first.scores is None or first.rank is None:
+        return None
+    ids = first.token_ids.cpu()
+    real = ids >= 0  # [B, L], padding dropped; real tokens come first in each row (right padding)
+    rows = real.nonzero(as_tuple=True)[0]
+    flat_ids = ids[real].tolist()
+    frame = pd.DataFrame(
+        {
+            "example_id": first.example_ids.cpu()[rows].numpy().astype(np.int64),
+            "token_id": np.asarray(flat_ids, dtype=np.int32),
+            "token": tokenizer.convert_ids_to_tokens(flat_ids),
+        }
+    )
+    segments = first.token_segments
+    if segments is not None and bool((segments == 1).any()):  # sentence pairs keep their segment per token
+        frame["segment"] = segments.cpu()[real].numpy().astype(np.int8)
+    for name, by_schedule in curves.items():
+        prefix = role(name, method)
+        one = next(iter(by_schedule.values()))
+        if one.scores is None or one.rank is None or not torch_equal(one.example_ids, first.example_ids):
+            raise ValueError(f"the curves of {name!r} are not over the examples of {method!r}, or record no tokens")
+        frame[f"{prefix}_score"] = one.scores.cpu()[real].numpy().astype(np.float32)
+        frame[f"{prefix}_rank"] = one.rank.cpu()[real].numpy().astype(np.int16)
+        for schedule, c in by_schedule.items():
+            if schedule != "one_shot" and c.masked_step is not None:
+                dtype = np.int8 if c.k.shape[1] < 127 else np.int16
+                frame[f"{prefix}_masked_step_{schedule}"] = c.masked_step.cpu()[real].numpy().astype(dtype)
+    return frame
+
+
+def torch_equal(a, b) -> bool:
+    """Whether two tensors hold the same values (shape included)."""
+    return tuple(a.shape) == tuple(b.shape) and bool((a.cpu() == b.cpu()).all())
+
+
 def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
     """``(columns, rows)`` of ``frame`` for the tracker, NaN as ``None``."""
     table = frame.astype(object).where(frame.notna(), None)
     return list(table.columns), table.values.tolist()
 
 
+def examples_table(tables: PerExample, method: str | None, steps: str = "fraction") -> tuple[list[str], list[list]]:
+    """The examples as one tracker table: a row per example with ``example_id``, ``text`` (and
+    ``text_pair``), ``label``, ``prediction`` (class names where known), ``target_prob`` on the clean input,
+    every per-example score of every (explanation, schedule) as ``<role>/<schedule>/<score>`` (``<role>``:
+    ``explained`` for ``method``, ``random`` for the baseline; :func:`itermask.tracking.role`), so the
+    tracker's filters and sorting work on them, and ``view``: the example's per-example view
+    (:func:`itermask.views.render_example`, an :class:`itermask.views.Html` cell: W&B shows it as HTML).
+
+    Args:
+        tables: the job's per-example tables (``tokens`` needed for the view; without it the column is left
+            out).
+        method: the saliency method under study.
+        steps: ``"fraction"`` or ``"count"`` steps.
+
+    Returns:
+        ``(columns, rows)``, NaN as ``None``.
+    """
+    from itermask.tracking import role
+    from itermask.views import Html, views_from_tables
+
+    scores = tables.scores
+    keys = [c for c in scores.columns if metrics.metric_info(c) is not None]
+    wide = scores.assign(explanation=[role(str(s), method) for s in scores["saliency"]]).pivot_table(
+        index="example_id", columns=["explanation", "schedule"], values=keys, aggfunc="first", dropna=False
+    )
+    wide.columns = [f"{e}/{s}/{k}" for k, e, s in wide.columns]
+    wide = wide[[c for c in wide.columns if bool(wide[c].notna().any())]]
+    of_first = cast(pd.DataFrame, scores[scores["saliency"] == scores["saliency"].iloc[0]])
+    first = of_first.drop_duplicates(subset=["example_id"]).set_index("example_id")
+    examples = tables.examples.set_index("example_id")
+    names = {
+        int(label): name
+        for label, name in zip(tables.examples["label"], tables.examples["label_name"])
+        if isinstance(name, str)
+    }
+    frame = pd.DataFrame(index=examples.index)
+    frame["text"] = examples["text"]
+    if "text_pair" in examples:
+        frame["text_pair"] = examples["text_pair"]
+    frame["label"] = [names.get(int(v), str(v)) if int(v) >= 0 else None for v in examples["label"]]
+    if "prediction" in first:
+        frame["prediction"] = [names.get(int(v), str(v)) for v in first["prediction"].reindex(frame.index)]
+        frame["target_prob"] = first["clean_prob"].reindex(frame.index)
+    frame = frame.join(wide)
+    columns, rows = _table(frame.reset_index())
+    if tables.tokens is not None:  # added after _table, which would turn the Html cells into plain strings
+        views = views_from_tables(tables, list(frame.index), steps=steps, method=method)
+        columns.append("view")
+        rows = [[*row, Html(view._repr_html_())] for row, view in zip(rows, views)]
+    return columns, rows
+
+
 class PerExampleAnalysis(Analysis):
-    """Writes ``per_example/steps.parquet``, ``scores.parquet`` and ``examples.parquet`` (texts once per
-    example) into the job folder, logs the scores table to the tracker, and records the files' rows and
+    """Writes ``per_example/steps.parquet``, ``scores.parquet``, ``examples.parquet`` (texts once per
+    example) and ``tokens.parquet`` (tokens, saliency, ranks and masked steps) into the job folder, logs the
+    scores table and the examples table (:func:`examples_table`) to the tracker, and records the files' rows and
     size under ``per_example`` in the result. The files are kept with the result in the results store."""
 
     name = "per_example"
@@ -101,21 +220,41 @@ class PerExampleAnalysis(Analysis):
         steps = pd.concat([step_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
         scores = pd.concat([score_frame(m, c, e.quantity, e.aopc_bins) for m, c in parts], ignore_index=True)
         examples = self._examples(context, e.split, sorted(set(scores["example_id"].tolist())))
-        written = write_per_example(inputs.output_dir, {"steps": steps, "scores": scores, "examples": examples})
+        tables = {"steps": steps, "scores": scores, "examples": examples}
+        tokens = token_frame(curves.curves, curves.method, inputs.tokenizer)
+        if tokens is not None:
+            tables["tokens"] = tokens
+        written = write_per_example(inputs.output_dir, tables)
         section = {
             "folder": FOLDER,
-            "rows": {"steps": len(steps), "scores": len(scores), "examples": len(examples)},
+            "rows": {name: len(frame) for name, frame in tables.items()},
             "bytes": sum(path.stat().st_size for path in written.values()),
         }
-        artifacts = Artifacts(tables={"per_example_scores": _table(scores)}, files=written)
+        stored = PerExample(**tables)  # pyright: ignore[reportArgumentType] (the tables by name)
+        artifacts = Artifacts(
+            tables={
+                "per_example_scores": _table(scores),
+                EXAMPLES_TABLE: examples_table(stored, inputs.method, e.steps),
+            },
+            files=written,
+        )
         return AnalysisOutput({"per_example": section}, artifacts)
 
     def artifacts_from(self, result: dict, output_dir) -> Artifacts:
-        """The scores table for the tracker, read back from the restored per-example files."""
-        path = Path(output_dir) / FOLDER / "scores.parquet"
-        if not path.is_file():
+        """The scores and examples tables for the tracker, read back from the restored per-example files."""
+        try:
+            stored = load_per_example(output_dir)
+        except FileNotFoundError:
             return Artifacts()
-        return Artifacts(tables={"per_example_scores": _table(pd.read_parquet(path))})
+        from itermask.tracking import explained_method
+
+        steps = ((result.get("config") or {}).get("evaluation") or {}).get("steps", "fraction")
+        return Artifacts(
+            tables={
+                "per_example_scores": _table(stored.scores),
+                EXAMPLES_TABLE: examples_table(stored, explained_method(result), steps),
+            }
+        )
 
     @staticmethod
     def _examples(context: EvaluationContext, split: str, example_ids: list[int]) -> pd.DataFrame:

@@ -21,6 +21,7 @@ The result is a :class:`MaskingCurves` per schedule, from which :mod:`itermask.c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -41,7 +42,7 @@ from itermask.core.forwards import (
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
-from itermask.core.schedules import SCHEDULES, STEP_KINDS, step_counts
+from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts
 from itermask.core.tokens import TokenBatch, maskable_positions, segment_list
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "off_grid",
     "saliency_scores",
     "saliency_attribution",
+    "first_masked_step",
     "TARGET_POLICIES",
 ]
 
@@ -91,6 +93,17 @@ class MaskingCurves:
         completeness_gap: ``[B]`` float64, for ``integrated_gradients`` and ``deeplift``: the sum of the
             clean input's attributions minus ``f(x) - f(baseline)`` of the explained output; else ``None``.
         output_difference: ``[B]`` float64 ``f(x) - f(baseline)`` beside it; else ``None``.
+        token_ids: ``[B, L]`` long token ids of the clean input, ``-1`` at padding (``L``: the longest row
+            of the batch; rows of concatenated batches are padded to the longest row of all).
+        token_segments: ``[B, L]`` long segment of each token (``0``/``1``: first/second text of a sentence
+            pair, ``-1``: special tokens and padding; all ``0`` when the batch records no segments).
+        scores: ``[B, L]`` float32 saliency of the clean input (the explained method's units), ``NaN`` at
+            padding.
+        rank: ``[B, L]`` int16 masking rank of each maskable position on the clean input (1 = masked
+            first; the one-shot order, :func:`~itermask.core.schedules.masking_ranks`), ``-1`` elsewhere.
+        masked_step: ``[B, L]`` int16 index of the step at which the schedule first masked each position,
+            ``-1`` for positions never masked (and padding): with ``k`` it gives the positions masked at
+            each step, for the recursive schedule the only record of its re-ranked order.
     """
 
     schedule: str
@@ -113,6 +126,11 @@ class MaskingCurves:
     saliency_zero: Tensor | None = None
     completeness_gap: Tensor | None = None
     output_difference: Tensor | None = None
+    token_ids: Tensor | None = None
+    token_segments: Tensor | None = None
+    scores: Tensor | None = None
+    rank: Tensor | None = None
+    masked_step: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with
@@ -125,6 +143,8 @@ class MaskingCurves:
 
     #: fields shared by every example (not indexed by example)
     SHARED = ("schedule", "steps", "grid")
+    #: ``[B, L]`` per-token fields and the value that pads them to a longer ``L`` (see :meth:`concat`)
+    TOKEN_FIELDS = {"token_ids": -1, "token_segments": -1, "scores": math.nan, "rank": -1, "masked_step": -1}
 
     def __len__(self) -> int:
         return self.example_ids.shape[0]
@@ -175,6 +195,10 @@ class MaskingCurves:
                 joined[field.name] = values[0]
             elif any(v is None for v in values):
                 joined[field.name] = None
+            elif field.name in MaskingCurves.TOKEN_FIELDS:  # batches differ in padded length
+                width = max(v.shape[1] for v in values)
+                pad = MaskingCurves.TOKEN_FIELDS[field.name]
+                joined[field.name] = torch.cat([_pad_columns(v, width, pad) for v in values])
             else:
                 joined[field.name] = torch.cat(values)
         return MaskingCurves(**joined)
@@ -448,6 +472,7 @@ class IterativeMaskingEvaluator:
         outputs = iter(self._masked_outputs(model, run, batch, groups))
         if progress is not None:
             progress("forwards")
+        tokens = _token_fields(batch, saliency.scores, maskable)
         results = {}
         for name in masks:
             keep = next(outputs) if name in keep_of else None
@@ -468,6 +493,8 @@ class IterativeMaskingEvaluator:
                 saliency_zero=saliency.zero,
                 completeness_gap=saliency.completeness_gap,
                 output_difference=saliency.output_difference,
+                masked_step=first_masked_step(masks[name]),
+                **tokens,
                 **(
                     {}
                     if reps is None or clean.representations is None or not collect
@@ -523,6 +550,44 @@ def _assemble(parts: list[tuple[Tensor, Attribution]], shape: torch.Size, device
         for name, values in extra.items():
             values[rows] = getattr(part, name)
     return Attribution(scores, zero, extra.get("completeness_gap"), extra.get("output_difference"))
+
+
+def _pad_columns(values: Tensor, width: int, pad: float) -> Tensor:
+    """``values`` ``[B, L]`` padded on the right with ``pad`` to ``[B, width]``."""
+    if values.shape[1] == width:
+        return values
+    out = torch.full((values.shape[0], width), pad, dtype=values.dtype, device=values.device)
+    out[:, : values.shape[1]] = values
+    return out
+
+
+def first_masked_step(masks: Tensor) -> Tensor:
+    """``[B, L]`` int16: the index of the first step whose mask holds each position, ``-1`` where none does.
+
+    Args:
+        masks: ``[S, B, L]`` bool masked positions at each step (a schedule's masks; masked positions stay
+            masked, so the positions masked at step ``s`` are those with a first step ``<= s``).
+    """
+    if masks.shape[0] == 0:
+        return torch.full(masks.shape[1:], -1, dtype=torch.int16, device=masks.device)
+    first = masks.to(torch.int8).argmax(dim=0)  # the first True along the steps (argmax returns the first)
+    return first.masked_fill(~masks.any(dim=0), -1).to(torch.int16)
+
+
+def _token_fields(batch: TokenBatch, scores: Tensor, maskable: Tensor) -> dict[str, Tensor]:
+    """The clean input's per-token fields of :class:`MaskingCurves` (``token_ids``, ``token_segments``,
+    ``scores``, ``rank``; see there) from ``batch`` ``[B, L]``, its ``[B, L]`` saliency ``scores`` and
+    ``[B, L]`` bool ``maskable`` positions."""
+    real = batch.attention_mask.bool()
+    segments = batch.segment_ids if batch.segment_ids is not None else batch.token_type_ids
+    if segments is None:
+        segments = torch.zeros_like(batch.input_ids)
+    return {
+        "token_ids": batch.input_ids.masked_fill(~real, -1),
+        "token_segments": segments.long().masked_fill(~real, -1),
+        "scores": scores.detach().float().masked_fill(~real, math.nan),
+        "rank": masking_ranks(scores.detach(), maskable).to(torch.int16),
+    }
 
 
 def _by_example(outputs: RowOutputs, steps: int) -> RowOutputs:

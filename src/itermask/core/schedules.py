@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # config is checked (itermask.validation), before torch is imported (a fast --help and config error)
 
 __all__ = [
+    "masking_ranks",
     "masked_counts",
     "capped_counts",
     "step_counts",
@@ -120,6 +121,27 @@ def top_k_mask(scores: Tensor, candidates: Tensor, k: Tensor) -> Tensor:
     rank = torch.empty_like(order)
     rank.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
     return candidates & (rank < k[:, None])
+
+
+def masking_ranks(scores: Tensor, candidates: Tensor) -> Tensor:
+    """Each candidate's rank (1 = masked first) in the order :func:`top_k_mask` masks in: descending score,
+    NaN lowest, ties by position (earlier first), counted over the candidates only; ``-1`` elsewhere.
+
+    Args:
+        scores: ``[B, L]`` saliency (higher = more salient).
+        candidates: ``[B, L]`` bool, positions that may be chosen.
+
+    Returns:
+        ``[B, L]`` long.
+    """
+    import torch
+
+    ranked = torch.nan_to_num(scores.double(), nan=-torch.inf).masked_fill(~candidates, -torch.inf)
+    order = torch.sort(ranked, dim=1, descending=True, stable=True).indices
+    in_order = torch.gather(candidates, 1, order).long()
+    ranks = torch.full_like(order, -1)
+    ranks.scatter_(1, order, torch.where(in_order.bool(), in_order.cumsum(dim=1), -1))
+    return ranks
 
 
 SaliencyFn = Callable[["Tensor", "Tensor"], "Tensor"]

@@ -13,6 +13,7 @@ import pandas as pd
 from itermask.analyses.accuracy import model_check_line
 from itermask.analyses.base import analysis_classes
 from itermask.core.metrics import metric_info
+from itermask.reporting import report_page
 from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat
 from itermask.reporting.claims import claims_markdown, write_claim_figures
@@ -357,8 +358,12 @@ def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
     return out
 
 
-def render_markdown(report: Report, images: dict[str, str]) -> str:
-    """The report as Markdown, headline first; ``images`` maps image keys to paths relative to the report."""
+def render_markdown(
+    report: Report, images: dict[str, str], first_screen: list[str] | None = None, appendix: list[str] | None = None
+) -> str:
+    """The report as Markdown: ``first_screen`` lines (:func:`itermask.reporting.report_page.build`)
+    then the headline, ``appendix`` lines (the examples section) last; ``images`` maps image keys to paths
+    relative to the report (or to data URIs)."""
     s, sweep = report.settings, report.sweep
     pct = int(round(s["confidence"] * 100))
     interval = (
@@ -375,6 +380,7 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
         "",
     ]
     out += claims_markdown(report, images)  # experiment=paper: the claims first (itermask.reporting.claims)
+    out += first_screen or []
     out += _headline(report)
     if sweep.failed:
         out += [
@@ -401,6 +407,7 @@ def render_markdown(report: Report, images: dict[str, str]) -> str:
     out += _group_sections(report, images)
     out += _attack_section(report)
     out += _comparison_sections(report, images)
+    out += appendix or []
     return "\n".join(out)
 
 
@@ -460,21 +467,24 @@ table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }}
 th {{ background: #f3f3f3; }} td:nth-child(-n+3) {{ text-align: left; }}
 img {{ max-width: 100%; }} code {{ background: #f3f3f3; }}
+{first_screen_css}
 </style></head><body>
 {body}
 </body></html>
 """
 
 
-def render_html(markdown: str, title: str) -> str:
-    """HTML from the report's Markdown (markdown-it-py, CommonMark with tables; raw HTML kept)."""
+def render_html(markdown: str, title: str, first_screen: str = "", appendix: str = "") -> str:
+    """HTML from the report's Markdown (markdown-it-py, CommonMark with tables; raw HTML kept), with the
+    ``first_screen`` and ``appendix`` HTML fragments before and after it."""
     from html import escape
 
     from markdown_it import MarkdownIt
 
-    return HTML.format(
-        title=escape(title), body=MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
-    )
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    # the first screen goes where the Markdown marks it (under the title), else first
+    body = body.replace(report_page.MARKER, first_screen, 1) if report_page.MARKER in body else first_screen + body
+    return HTML.format(title=escape(title), body=f"{body}\n{appendix}", first_screen_css=report_page.CSS)
 
 
 def _curve_images(report: Report, files: Path, written: dict, images: dict) -> None:
@@ -529,9 +539,13 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
         if name == "attack_links" and report.attack_links.empty:
             continue
         written[f"{name}.csv"] = write_text_atomic(files / f"{name}.csv", getattr(report, name).to_csv(index=False))
-    markdown = render_markdown(report, images)
+    page = report_page.build(report, files, written, images)
+    markdown = render_markdown(report, images, page.first_screen_markdown, page.examples_markdown)
     written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")
+    # report.html is self-contained: the figures as data URIs, the first screen and the views inline
+    embedded = render_markdown(report, report_page.embedded(images, out), [report_page.MARKER, ""])
     written["report.html"] = write_text_atomic(
-        out / "report.html", render_html(markdown, f"itermask report {report.sweep.root}")
+        out / "report.html",
+        render_html(embedded, f"itermask report {report.sweep.root}", page.first_screen_html, page.examples_html),
     )
     return written

@@ -6,13 +6,19 @@ its own W&B run, with a job type (the task), tags (``model:<name>``, ``dataset:<
 (``_target_``, ...) or machine paths (:func:`clean_config`); the runs of one multirun share a group (the
 sweep folder's name, unless ``logger.group`` is set). What a job logs to W&B:
 
-- every per-step series of every (saliency, schedule) as history metrics against the masking step
+- every per-step series of every (explanation, schedule) as history metrics against the masking step
   (``wandb.define_metric``: step metric ``masked_fraction`` for fraction steps, ``masked_tokens`` for
-  count steps), keys ``curves/<saliency>/<schedule>/<series>``, so W&B's own line plots chart the curves
-  and a group or sweep shows their mean and spread over seeds;
-- the same numbers as one ``masking_curves`` Table (a row per saliency, schedule and step);
-- the scalar scores in the run summary, keys without spaces (:func:`metric_key`);
-- the analyses' tables, figures and summary values (:func:`log_artifacts`).
+  count steps), keys ``curves/<role>/<schedule>/<series>``, so W&B's own line plots chart the curves
+  and a group or sweep shows their mean and spread over seeds. ``<role>`` is ``explained`` for the
+  saliency method under study (whatever it is: its name is in the config, ``saliency.name``, and the
+  tags, ``saliency:<name>``) and ``random`` for the random baseline (:func:`role`), so one panel compares
+  every run of a sweep over methods;
+- the same numbers as one ``masking_curves`` Table (a row per saliency, schedule and step, with the
+  methods' own names);
+- the scalar scores in the run summary, keys without spaces (:func:`metric_key`), the method's again under
+  its role (``explained/one_shot/aopc_comprehensiveness_prob``);
+- the analyses' tables, figures and summary values (:func:`log_artifacts`), the method's keys under its
+  role too.
 
 Online, a W&B server that does not answer within ``logger.init_timeout`` seconds (W&B's ``init_timeout``
 setting; W&B's own account lookup can add up to about 10 s) makes the run log offline instead, and so
@@ -37,6 +43,10 @@ __all__ = [
     "curve_table",
     "curve_history",
     "metric_key",
+    "role",
+    "role_key",
+    "explained_method",
+    "EXPLAINED",
     "clean_config",
     "group_name",
     "start",
@@ -64,6 +74,39 @@ OFFLINE_MODES = ("offline", "dryrun", "disabled")
 _unreachable: dict[str, str] = {}
 
 ID_COLUMNS = ("curve", "saliency", "schedule")
+#: the tracker's name of the saliency method under study, in place of the method's own name
+EXPLAINED = "explained"
+
+
+def explained_method(result: dict) -> str | None:
+    """The name of the saliency method a result explains with (``result["saliency"]["name"]``, else the
+    config's ``saliency.name``), ``None`` if it names none."""
+    saliency = result.get("saliency")
+    if isinstance(saliency, dict) and saliency.get("name"):
+        return str(saliency["name"])
+    if isinstance(saliency, str):
+        return saliency
+    node = (result.get("config") or {}).get("saliency")
+    return str(node["name"]) if isinstance(node, dict) and node.get("name") else None
+
+
+def role(explanation: str, method: str | None) -> str:
+    """The tracker's name of an explanation: :data:`EXPLAINED` for ``method`` (the method under study),
+    its own name otherwise (``random``, the baseline)."""
+    return EXPLAINED if method is not None and explanation == method else explanation
+
+
+def role_key(key: str, method: str | None) -> str:
+    """``key`` with the method's name, as its first or second ``/`` part (``gradient/one_shot/...``,
+    ``ood/gradient/...``), replaced by :data:`EXPLAINED`."""
+    if method is None:
+        return key
+    parts = key.split("/")
+    for i in range(min(2, len(parts) - 1)):
+        if parts[i] == method:
+            parts[i] = EXPLAINED
+            return "/".join(parts)
+    return key
 
 
 def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
@@ -108,11 +151,12 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def curve_history(scores: dict, prefix: str = "curves") -> list[dict[str, float]]:
+def curve_history(scores: dict, prefix: str = "curves", method: str | None = None) -> list[dict[str, float]]:
     """The masking curves as history rows: one row per masking step, holding the step (under its step
     metric, :data:`STEP_METRICS`) and every per-step series of every (saliency, schedule) of ``scores``
     (``scores[saliency][schedule]`` are :func:`~itermask.core.metrics.summarize` summaries, or any dict
-    with ``steps``, the grid ``x`` and one list per series) as ``<prefix>/<saliency>/<schedule>/<series>``.
+    with ``steps``, the grid ``x`` and one list per series) as ``<prefix>/<role>/<schedule>/<series>``
+    (``<role>``: :func:`role` of the saliency, ``explained`` for ``method``, the method under study).
     The grid itself (``x``, and ``fraction`` for fraction steps) is the step, not a series; missing and
     non-finite values are left out. Rows are sorted by step."""
     rows: dict[tuple[str, float], dict[str, float]] = {}
@@ -129,17 +173,18 @@ def curve_history(scores: dict, prefix: str = "curves") -> list[dict[str, float]
                 for x, value in zip(grid, values):
                     if _number(value):
                         row = rows.setdefault((step_metric, float(x)), {step_metric: x})
-                        row[metric_key(prefix, saliency, schedule, name)] = value
+                        row[metric_key(prefix, role(saliency, method), schedule, name)] = value
     return [rows[key] for key in sorted(rows)]
 
 
 def _scalars(result: dict) -> dict[str, float]:
+    method = explained_method(result)
     out = {f"accuracy/{k}": v for k, v in result["accuracy"].items() if v is not None}
     for saliency, by_schedule in result["scores"].items():
         for schedule, summary in by_schedule.items():
             for key, value in summary.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    out[metric_key(saliency, schedule, key)] = value
+                    out[metric_key(role(saliency, method), schedule, key)] = value
     for schedule, deltas in result.get("relative_to_random", {}).items():
         for key, value in deltas.items():
             out[metric_key("relative_to_random", schedule, key)] = value
@@ -300,17 +345,18 @@ def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
     import wandb
 
     run = logger.experiment
-    _log_history(run, curve_history(result["scores"]))
+    _log_history(run, curve_history(result["scores"], method=explained_method(result)))
     columns, rows = curve_table(result["scores"])
     run.log({"masking_curves": wandb.Table(columns=columns, data=rows)})  # pyright: ignore[reportArgumentType] (wandb's invariant list types)
     run.summary.update(scalars)
 
 
-def log_artifacts(logger: Logger | None, artifacts) -> None:
+def log_artifacts(logger: Logger | None, artifacts, method: str | None = None) -> None:
     """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: the curves as history metrics over the
     masking step (:func:`curve_history` with each curves prefix), tables as ``wandb.Table``, figures as
-    ``wandb.Image`` and the summary values in the run summary; CSV: the summary values as metrics. A
-    tracker failure is logged as a warning (the result file is already written)."""
+    ``wandb.Image`` and the summary values in the run summary, ``method``'s (the method under study) keys
+    under its role (:func:`role_key`); CSV: the summary values as metrics. A tracker failure is logged as a
+    warning (the result file is already written)."""
     if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary or artifacts.curves):
         return
     try:
@@ -318,14 +364,15 @@ def log_artifacts(logger: Logger | None, artifacts) -> None:
             import wandb
 
             for prefix, curves in artifacts.curves.items():
-                _log_history(logger.experiment, curve_history(curves, prefix))
+                _log_history(logger.experiment, curve_history(curves, prefix, method))
             payload = {
-                name: wandb.Table(columns=list(columns), data=rows)
+                name: wandb.Table(columns=list(columns), data=_html_cells(rows))  # pyright: ignore[reportArgumentType] (wandb's invariant list types)
                 for name, (columns, rows) in artifacts.tables.items()
             }
             payload.update({name: wandb.Image(str(path)) for name, path in artifacts.images.items()})
+            _log_media_tables(logger.experiment, payload)
             logger.experiment.log(payload)
-            logger.experiment.summary.update(artifacts.summary)
+            logger.experiment.summary.update({role_key(k, method): v for k, v in artifacts.summary.items()})
         elif artifacts.summary:
             logger.log_metrics(artifacts.summary)
             logger.save()
@@ -333,6 +380,32 @@ def log_artifacts(logger: Logger | None, artifacts) -> None:
         log.warning(
             "logging the analyses' artifacts failed (%s: %s); the local files are kept", type(error).__name__, error
         )
+
+
+def _html_cells(rows: list[list[Any]]) -> list[list[Any]]:
+    """``rows`` with every :class:`itermask.views.Html` cell as a ``wandb.Html`` (shown as HTML in the
+    table; the fragment is self-contained, so W&B's stylesheet is not injected)."""
+    import wandb
+
+    from itermask.views import Html
+
+    return [
+        [wandb.Html(str(cell), inject=False, data_is_not_path=True) if isinstance(cell, Html) else cell for cell in row]
+        for row in rows
+    ]
+
+
+def _log_media_tables(run, payload: dict) -> None:
+    """Add every table of ``payload`` that holds ``wandb.Html`` cells to a run artifact (type ``examples``)
+    before it is logged: W&B serializes the media of a table only through an artifact (a table with media
+    logged straight to a run keeps the cell's class name, "Html"); the run's table then refers to it."""
+    import wandb
+
+    for name, table in payload.items():
+        if isinstance(table, wandb.Table) and any(isinstance(c, wandb.Html) for row in table.data for c in row):
+            artifact = wandb.Artifact(f"run-{run.id}-{name}", type="examples")
+            artifact.add(table, name)
+            run.log_artifact(artifact)
 
 
 def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:

@@ -1,0 +1,273 @@
+"""The report's examples section: a few examples chosen from the jobs' per-example files, each with the
+reason it was picked, shown with the per-example view (:mod:`itermask.views`).
+
+Per group (model, dataset, saliency, masking), on the headline score (AOPC comprehensiveness over the
+ERASER bins where computed, one-shot schedule; :func:`~itermask.reporting.headline.headline_scores`):
+
+- the example where the method beats the seeded random explanation most, and the one where it does so
+  least (method − random per example, mean over seeds, in the score's faithful direction);
+- the example whose score disagrees most between seeds (largest standard deviation over seeds; 2+ seeds);
+- the example whose decision flips earliest under the method (smallest ``first_flip_fraction``, mean over
+  the seeds where it flips);
+- across groups that differ only in the model: the example whose score differs most between two models.
+
+The out-of-distribution analysis (:mod:`itermask.analyses.ood`) keeps summary statistics only, no
+per-example scores, so "most out-of-distribution masked inputs" cannot be picked; the section says so.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from itermask.core.metrics import metric_info
+from itermask.reporting.aggregate import model_pairs
+from itermask.reporting.headline import headline_scores
+from itermask.reporting.model import Report
+from itermask.reporting.sweep import Run
+
+__all__ = ["Pick", "pick_examples", "examples_html", "examples_markdown", "OOD_NOTE"]
+
+OOD_NOTE = (
+    "Most out-of-distribution masked inputs: not shown. The OOD analysis stores its statistics over the "
+    "evaluated examples (AUROC, MASF per step), not a score per example, so there is nothing to rank "
+    "examples by."
+)
+#: tokens shown per example in the report (longer texts are cut, with a visible marker)
+MAX_TOKENS = 256
+
+
+@dataclass
+class Pick:
+    """One chosen example.
+
+    Attributes:
+        label: the group it is shown from.
+        run: the job whose stored files the view is read from.
+        example_id: the example's id.
+        reason: why it was picked, with the numbers that picked it.
+        kind: a short tag of the reason (``beats_random_most``, ``seed_disagreement``...).
+    """
+
+    label: tuple
+    run: Run
+    example_id: int
+    reason: str
+    kind: str
+
+
+@dataclass
+class _Scores:
+    """One group's per-example values of one score: ``method`` and ``random`` ``[seeds, examples]``."""
+
+    score: str
+    schedule: str
+    examples: list[int]
+    method: np.ndarray
+    random: np.ndarray | None
+    flips: np.ndarray | None = None
+    runs: list[Run] = field(default_factory=list)
+
+
+def _group_scores(label: tuple, members: list[Run]) -> _Scores | None:
+    """The headline score per example and seed of one group, from its jobs' ``per_example/scores.parquet``
+    (``None`` when a job has none)."""
+    from itermask.storage.per_example import FOLDER
+
+    frames = []
+    for run in members:
+        path = run.path.parent / FOLDER / "scores.parquet"
+        if not path.is_file() or not (run.path.parent / FOLDER / "tokens.parquet").is_file():
+            return None
+        frames.append(pd.read_parquet(path))
+    method = label[2]
+    quantity = members[0].result.get("quantity", "probability")
+    mine = [f[f.saliency == method] for f in frames]
+    schedules = list(dict.fromkeys(mine[0].schedule))
+    if not schedules:
+        return None
+    schedule = "one_shot" if "one_shot" in schedules else schedules[0]
+    keys = headline_scores(quantity, set(mine[0].columns))
+    if not keys:
+        return None
+    score = keys[0]
+    examples = sorted(set.intersection(*(set(f.example_id) for f in mine)))
+
+    def matrix(frames_of, column):
+        rows = []
+        for f in frames_of:
+            sub = f[f.schedule == schedule].drop_duplicates("example_id").set_index("example_id")
+            if column not in sub:
+                return None
+            rows.append(sub.reindex(examples)[column].to_numpy(dtype=float))
+        return np.stack(rows)
+
+    values = matrix(mine, score)
+    if values is None:
+        return None
+    randoms = [f[f.saliency == "random"] for f in frames]
+    random = matrix(randoms, score) if all(len(r) for r in randoms) and method != "random" else None
+    flips = matrix(mine, "first_flip_fraction")
+    return _Scores(score, schedule, examples, values, random, flips, list(members))
+
+
+def _fmt(value) -> str:
+    """``value`` (a float or numpy float) with 3 decimals, ``n/a`` when missing or not finite."""
+    return "n/a" if value is None or not math.isfinite(float(value)) else f"{float(value):.3f}"
+
+
+def _group_picks(label: tuple, data: _Scores) -> list[Pick]:
+    info = metric_info(data.score)
+    sign = -1.0 if info is not None and info.higher_is_more_faithful is False else 1.0
+    run = data.runs[0]
+    picks, seen = [], set()
+    seeds = len(data.runs)
+
+    def add(index: int, reason: str, kind: str) -> None:
+        example = data.examples[index]
+        if (example, kind) in seen:
+            return
+        seen.add((example, kind))
+        picks.append(Pick(label, run, example, reason, kind))
+
+    if data.random is not None:
+        gain = sign * (data.method - data.random)  # [seeds, examples], > 0: more faithful than random
+        mean = np.nanmean(gain, axis=0)
+        if np.isfinite(mean).any():
+            best, worst = int(np.nanargmax(mean)), int(np.nanargmin(mean))
+            add(
+                best,
+                f"method beats random most: {data.score} ({data.schedule}) {_fmt(np.nanmean(data.method[:, best]))} vs "
+                f"random {_fmt(np.nanmean(data.random[:, best]))} (mean over {seeds} seed(s))",
+                "beats_random_most",
+            )
+            add(
+                worst,
+                f"method beats random least: {data.score} ({data.schedule}) "
+                f"{_fmt(np.nanmean(data.method[:, worst]))} vs "
+                f"random {_fmt(np.nanmean(data.random[:, worst]))} (mean over {seeds} seed(s))",
+                "beats_random_least",
+            )
+    if seeds >= 2:
+        spread = np.nanstd(data.method, axis=0, ddof=1)
+        if np.isfinite(spread).any():
+            i = int(np.nanargmax(spread))
+            values = ", ".join(_fmt(v) for v in data.method[:, i])
+            add(
+                i,
+                f"largest disagreement between seeds: {data.score} ({data.schedule}) per seed {values} "
+                f"(sd {_fmt(float(spread[i]))})",
+                "seed_disagreement",
+            )
+    if data.flips is not None and np.isfinite(data.flips).any():
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                first = np.nanmean(data.flips, axis=0)
+        if np.isfinite(first).any():
+            i = int(np.nanargmin(first))
+            n = int(np.isfinite(data.flips[:, i]).sum())
+            add(
+                i,
+                f"earliest decision flip: the prediction flips after masking a {_fmt(first[i])} share of the "
+                f"tokens ({data.schedule}; flips in {n} of {seeds} seed(s))",
+                "decision_flip",
+            )
+    return picks
+
+
+def _model_picks(report: Report, scores: dict[tuple, _Scores]) -> list[Pick]:
+    """Per pair of groups that differ only in the model: the example whose seed-mean score differs most."""
+    picks = []
+    for a, b in model_pairs(report.groups):
+        if a not in scores or b not in scores or scores[a].score != scores[b].score:
+            continue
+        sa, sb = scores[a], scores[b]
+        common = sorted(set(sa.examples) & set(sb.examples))
+        if not common:
+            continue
+        ma = np.nanmean(sa.method[:, [sa.examples.index(e) for e in common]], axis=0)
+        mb = np.nanmean(sb.method[:, [sb.examples.index(e) for e in common]], axis=0)
+        gap = np.abs(ma - mb)
+        if not np.isfinite(gap).any():
+            continue
+        i = int(np.nanargmax(gap))
+        picks.append(
+            Pick(
+                a,
+                sa.runs[0],
+                common[i],
+                f"largest disagreement between models: {sa.score} ({sa.schedule}) {_fmt(ma[i])} with {a[0]}, "
+                f"{_fmt(mb[i])} with {b[0]} (seed means); shown with {a[0]}",
+                "model_disagreement",
+            )
+        )
+    return picks
+
+
+def pick_examples(report: Report) -> tuple[list[Pick], list[str]]:
+    """The chosen examples of every group (see the module docstring) and notes on what could not be picked
+    (groups without per-example files with tokens, a single seed)."""
+    picks, notes, scores = [], [], {}
+    for label, members in report.groups.items():
+        data = _group_scores(label, members)
+        if data is None:
+            notes.append(
+                f"{' / '.join(label)}: no per-example files with tokens (results written before itermask "
+                "stored them; re-run with reuse_results=false): no examples shown"
+            )
+            continue
+        scores[label] = data
+        picks += _group_picks(label, data)
+        if len(members) < 2:
+            notes.append(f"{' / '.join(label)}: one seed, so no disagreement between seeds to show")
+    picks += _model_picks(report, scores)
+    return picks, notes
+
+
+def _views_html(picks: list[Pick]) -> str:
+    from itermask.views import load
+
+    parts = []
+    for pick in picks:
+        views = load(
+            pick.run.path.parent, [pick.example_id], [pick.label[2]], {pick.example_id: pick.reason}, MAX_TOKENS
+        )
+        parts.append(views.html())
+    return "\n".join(parts)
+
+
+def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
+    """The examples section as HTML: per group, its picks' per-example views (the reason in each view's
+    header), then the notes and :data:`OOD_NOTE`."""
+    out = [
+        '<h2 id="examples">Examples</h2>',
+        "<p>Chosen from the jobs' per-example files, each with the reason it was picked (highlighted in its "
+        "header). The heatmap colours each token by the method's saliency (red: positive, blue: negative; hover "
+        "for the score and masking rank); the rows below show which tokens each masking step removed and the "
+        "target probability curve, the first decision flip marked.</p>",
+    ]
+    for label in report.groups:
+        mine = [p for p in picks if p.label == label]
+        if not mine:
+            continue
+        out.append(f"<h3>{html.escape(' / '.join(label))}</h3>")
+        out.append(_views_html(mine))
+    out += [f"<p><i>{html.escape(note)}</i></p>" for note in [*notes, OOD_NOTE]]
+    return "\n".join(out)
+
+
+def examples_markdown(report: Report, picks: list[Pick], notes: list[str]) -> list[str]:
+    """The examples section as Markdown lines: the picks with their reasons (the views are in
+    ``report.html``), then the notes and :data:`OOD_NOTE`."""
+    out = ["## Examples", "", "Per-example views of these examples are in `report.html`.", ""]
+    for pick in picks:
+        out.append(f"- **{' / '.join(pick.label)}**, example {pick.example_id} (job {pick.run.job}): {pick.reason}")
+    out += ["", *[f"*{note}*" for note in notes], "", f"*{OOD_NOTE}*", ""]
+    return out

@@ -1,0 +1,328 @@
+"""The report's first screen: what the run found, in words and one figure.
+
+- :func:`findings`: one sentence per headline score (per group, schedule and score of the report's
+  ``headline`` table): the method's score, its difference to the seeded random explanation with the
+  interval over seeds, and what that means (beats random, worse than random, not distinguishable);
+- :func:`forest_figure`: a forest plot of method − random with its confidence interval for every method,
+  schedule and model (one panel per headline score, since their faithful directions differ);
+- :func:`method_table_html`: a method-by-method table in readable names (:func:`readable_name`, e.g.
+  "AOPC comprehensiveness (probability)"), the metric key in each name's tooltip and a footnote;
+- :func:`empty_bin_notes`: for each AOPC bin that masks no token for most examples (short texts: 1 % of
+  26 tokens rounds to 0), a note placed next to the AOPC score, with the AOPC over the other bins (from the
+  jobs' per-example steps tables).
+
+Everything here reads the aggregated :class:`~itermask.reporting.model.Report` and the jobs' per-example
+files; nothing is recomputed from the model.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from itermask.core.metrics import metric_info
+from itermask.reporting.markdown import number
+from itermask.reporting.model import GROUP, Report, series_rows
+
+__all__ = [
+    "readable_name",
+    "findings",
+    "forest_figure",
+    "method_table_html",
+    "EmptyBin",
+    "empty_bins",
+    "empty_bin_notes",
+]
+
+#: readable names of the registered metrics (the key's base, without ``aopc_``/``_prob``...)
+NAMES = {
+    "comprehensiveness": "comprehensiveness",
+    "sufficiency": "sufficiency",
+    "log_odds_drop": "log-odds drop",
+    "target": "target output",
+    "flip_rate": "decision-flip rate",
+    "accuracy": "accuracy under masking",
+    "first_flip_fraction": "share masked at the first decision flip",
+    "first_flip_count": "tokens masked at the first decision flip",
+    "never_flip_rate": "share of examples never flipped",
+    "auc": "area under the target curve",
+    "racu_without_retraining": "RACU without retraining",
+}
+QUANTITIES = {"prob": "probability", "logit": "logit"}
+
+
+def readable_name(key: str) -> str:
+    """A score key in words: ``aopc_comprehensiveness_prob`` -> "AOPC comprehensiveness (probability)",
+    ``aopc_full_sufficiency_logit`` -> "AOPC over every step, sufficiency (logit)", ``auc_prob`` -> "area
+    under the target curve (probability)", ``accuracy_test`` -> "test accuracy"; an unknown key is returned
+    as it is."""
+    if key.startswith("accuracy_"):
+        return f"{key.removeprefix('accuracy_').replace('_', ' ')} accuracy"
+    prefix, rest = "", key
+    for start, words in (("aopc_full_", "AOPC over every step, "), ("aopc_", "AOPC ")):
+        if rest.startswith(start):
+            prefix, rest = words, rest[len(start) :]
+            break
+    quantity = ""
+    for suffix, words in QUANTITIES.items():
+        if rest.endswith(f"_{suffix}"):
+            rest, quantity = rest[: -len(suffix) - 1], f" ({words})"
+            break
+    if rest not in NAMES:
+        return key
+    return f"{prefix}{NAMES[rest]}{quantity}"
+
+
+def _label(row) -> str:
+    return f"{row['saliency']} ({row['model']}, {row['dataset']}, {row['masking']}), {row['schedule']}"
+
+
+def _verdict(row, pct: int) -> str:
+    """What the interval of method − random says, in the score's faithful direction."""
+    lo, hi, flag = row["ci_low"], row["ci_high"], row["higher_is_more_faithful"]
+    if not (isinstance(lo, float) and isinstance(hi, float)) or math.isnan(lo) or math.isnan(hi):
+        return "too few seeds for an interval"
+    if flag is None or (isinstance(flag, float) and math.isnan(flag)):
+        return f"{pct} % CI [{number(lo)}, {number(hi)}]"
+    better = lo > 0 if flag else hi < 0
+    worse = hi < 0 if flag else lo > 0
+    if better:
+        return f"more faithful than random (the {pct} % CI excludes 0)"
+    if worse:
+        return f"less faithful than random (the {pct} % CI excludes 0)"
+    return f"not distinguishable from random (the {pct} % CI contains 0)"
+
+
+def findings(report: Report) -> list[str]:
+    """One sentence per headline score (group x schedule x score of ``report.headline``), e.g. "gradient
+    (minilm, rt_snippets, mask_token), one_shot: AOPC comprehensiveness (probability) 0.094, 0.041 above
+    random [0.020, 0.062] over 3 seeds: more faithful than random (...); better than random in 3 of 3 seeds."."""
+    frame = report.headline
+    if frame.empty:
+        return []
+    pct = int(round(report.settings["confidence"] * 100))
+    out = []
+    for row in series_rows(frame):
+        difference = row["difference"]
+        if isinstance(difference, float) and math.isnan(difference):
+            out.append(f"{_label(row)}: {readable_name(row['score'])} {number(row['mean'])} (no random baseline).")
+            continue
+        side = "above" if difference >= 0 else "below"
+        seeds = int(row["n_seeds"])
+        better = (
+            f"; better than random in {int(row['n_better'])} of {seeds} seed(s)" if pd.notna(row["n_better"]) else ""
+        )
+        out.append(
+            f"{_label(row)}: {readable_name(row['score'])} {number(row['mean'])}, {number(abs(difference))} "
+            f"{side} random [{pct} % CI of the difference {number(row['ci_low'])}, {number(row['ci_high'])}] "
+            f"over {seeds} seed(s): {_verdict(row, pct)}{better}."
+        )
+    return out
+
+
+def forest_figure(report: Report) -> bytes | None:
+    """A PNG forest plot of method − random (mean over seeds, confidence-interval bars) for every group and
+    schedule, one panel per headline score, the faithful direction written under each panel; ``None``
+    without headline rows."""
+    frame = report.headline
+    if frame.empty:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scores = list(dict.fromkeys(frame["score"]))
+    rows = max(len(frame[frame.score == s]) for s in scores)
+    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 0.9 + 0.42 * rows), squeeze=False)
+    pct = int(round(report.settings["confidence"] * 100))
+    for ax, score in zip(axes[0], scores):
+        sub = cast(pd.DataFrame, frame[frame["score"] == score]).reset_index(drop=True)
+        y = list(range(len(sub)))[::-1]
+        for i, row in zip(y, series_rows(sub)):
+            mean, lo, hi = row["difference"], row["ci_low"], row["ci_high"]
+            if pd.isna(mean):
+                continue
+            flag = row["higher_is_more_faithful"]
+            colour = "#1f5fbf"
+            if pd.notna(lo) and pd.notna(hi) and flag in (True, False):
+                better = lo > 0 if flag else hi < 0
+                worse = hi < 0 if flag else lo > 0
+                colour = "#1a8a3a" if better else "#c0392b" if worse else "#666666"
+            if pd.notna(lo) and pd.notna(hi):
+                ax.plot([lo, hi], [i, i], color=colour, linewidth=2.2, solid_capstyle="butt")
+            ax.plot([mean], [i], "o", color=colour, markersize=6)
+        ax.axvline(0.0, color="#333", linewidth=0.9, linestyle="--")
+        ax.set_yticks(y)
+        ax.set_yticklabels([f"{r['saliency']} · {r['model']} · {r['schedule']}" for r in series_rows(sub)], fontsize=8)
+        info = metric_info(score)
+        direction = (
+            ""
+            if info is None or info.higher_is_more_faithful is None
+            else ("right of 0 = more faithful" if info.higher_is_more_faithful else "left of 0 = more faithful")
+        )
+        ax.set_title(f"{readable_name(score)}\nmethod − random ({direction})", fontsize=9)
+        ax.set_xlabel(f"difference, {info.unit if info else ''} (dot: mean over seeds; bar: {pct} % CI)", fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_ylim(-0.7, len(sub) - 0.3)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+@dataclass
+class EmptyBin:
+    """An AOPC bin that masks no token for most examples of a group.
+
+    Attributes:
+        label: the group's label (:data:`~itermask.reporting.model.GROUP`).
+        bin: the bin (masking fraction).
+        n_empty: examples whose bin masks 0 tokens (of the first run of the group; the texts are the same
+            for every seed).
+        n_examples: examples evaluated.
+        score: the AOPC key (``aopc_comprehensiveness_prob``), with ``with_bin``/``without_bin``: the
+            method's mean AOPC over seeds over the bins, and over the bins other than the empty ones.
+    """
+
+    label: tuple
+    bin: float
+    n_empty: int
+    n_examples: int
+    score: str
+    with_bin: float
+    without_bin: float
+
+
+def _bins(run) -> list[float]:
+    bins = ((run.result.get("config") or {}).get("evaluation") or {}).get("aopc_bins")
+    return [float(b) for b in bins] if bins else []
+
+
+def empty_bins(report: Report) -> list[EmptyBin]:
+    """The AOPC bins that mask no token for more than half of a group's examples (read from the jobs'
+    ``per_example/steps.parquet``, the method under study, one-shot schedule), with the method's AOPC of
+    every per-step score with an AOPC over the bins and without the empty bins (mean over seeds). Groups
+    without per-example files or AOPC bins give none."""
+    from itermask.storage.per_example import FOLDER
+
+    out = []
+    for label, members in report.groups.items():
+        method = label[2]
+        bins = _bins(members[0])
+        frames = []
+        for run in members:
+            path = run.path.parent / FOLDER / "steps.parquet"
+            if path.is_file() and bins:
+                steps = pd.read_parquet(path)
+                frames.append(steps[(steps.saliency == method)])
+        if not frames:
+            continue
+        first = frames[0]
+        one_shot = first[first.schedule == first.schedule.iloc[0]]
+        n_examples = one_shot.example_id.nunique()
+        empty = []
+        for b in bins:
+            at = one_shot[(one_shot.x - b).abs() < 1e-9]
+            n_empty = int((at.k == 0).sum())
+            if len(at) and n_empty * 2 > n_examples:
+                empty.append((b, n_empty))
+        if not empty:
+            continue
+        kept = [b for b in bins if all(abs(b - e) > 1e-9 for e, _ in empty)]
+        for key in [c for c in first.columns if f"aopc_{c}" in _aopc_keys(members[0], method)]:
+            with_bin, without = _aopc_means(frames, key, bins), _aopc_means(frames, key, kept)
+            for b, n_empty in empty:
+                out.append(EmptyBin(label, b, n_empty, n_examples, f"aopc_{key}", with_bin, without))
+    return out
+
+
+def _aopc_keys(run, method: str) -> set[str]:
+    scores = (run.result.get("scores") or {}).get(method) or {}
+    return {k for summary in scores.values() for k in summary if k.startswith("aopc_") and "full" not in k}
+
+
+def _aopc_means(frames: Sequence[pd.DataFrame], key: str, bins: Sequence[float]) -> float:
+    """The one-shot AOPC of ``key`` over ``bins`` (mean over bins, then examples, then seeds)."""
+    if not bins:
+        return math.nan
+    values = []
+    for steps in frames:
+        one_shot = steps[steps["schedule"] == "one_shot"] if bool((steps["schedule"] == "one_shot").any()) else steps
+        on = cast(pd.DataFrame, one_shot[[any(abs(x - b) < 1e-9 for b in bins) for x in one_shot["x"]]])
+        per_example = cast(pd.Series, on.groupby("example_id")[key].mean())
+        values.append(float(np.nanmean(per_example.to_numpy(dtype=float))))
+    return float(sum(values) / len(values))
+
+
+def empty_bin_notes(report: Report) -> dict[tuple, list[str]]:
+    """``{(group label, score key): [note]}``: a sentence per empty bin (:func:`empty_bins`) of a headline
+    score, to place next to that AOPC score, e.g. "the 1 % bin masks 0 tokens in 98 of 100 examples (short
+    texts), so it acts as a second k = 0 term: AOPC 0.0935 with it, 0.1170 without it"."""
+    notes: dict[tuple, list[str]] = {}
+    shown = set(report.headline["score"]) if not report.headline.empty else set()
+    for e in empty_bins(report):
+        if e.score not in shown:  # only next to the scores the first screen shows
+            continue
+        notes.setdefault((e.label, e.score), []).append(
+            f"the {e.bin * 100:g} % AOPC bin masks 0 tokens in {e.n_empty} of {e.n_examples} examples (texts too "
+            f"short for it), so it acts as a second k = 0 term: {readable_name(e.score)} "
+            f"{e.with_bin:.4f} with it, {e.without_bin:.4f} without it (one-shot schedule, mean over seeds)"
+        )
+    return notes
+
+
+def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = None) -> str:
+    """A method-by-method HTML table of the headline scores: one row per group and schedule, one column
+    per score in readable names (the metric key in the header's tooltip and in a footnote): the method's
+    mean over seeds and its difference to random with the interval; ``notes`` (:func:`empty_bin_notes`)
+    are shown next to the score they concern, marked with a dagger."""
+    frame = report.headline
+    if frame.empty:
+        return ""
+    notes = notes or {}
+    pct = int(round(report.settings["confidence"] * 100))
+    scores = list(dict.fromkeys(frame["score"]))
+    head = "".join(
+        f'<th><abbr title="metric key: {html.escape(s)}">{html.escape(readable_name(s))}</abbr><sup>{i + 1}</sup>'
+        f"<br><small>method − random [{pct} % CI]</small></th>"
+        for i, s in enumerate(scores)
+    )
+    body, footnotes, marks = [], [], {}
+    for keys, sub in frame.groupby([*GROUP, "schedule"], sort=False):
+        key = cast(tuple, keys)  # grouped by a list of columns: a tuple
+        label, schedule = key[: len(GROUP)], key[-1]
+        cells = []
+        for score in scores:
+            row = sub[sub.score == score]
+            if row.empty:
+                cells.append("<td>n/a</td>")
+                continue
+            r = row.iloc[0]
+            mark = ""
+            for note in notes.get((label, score), []):
+                if note not in marks:
+                    marks[note] = "†" * (len(marks) + 1)
+                mark += f'<sup title="{html.escape(note)}">{marks[note]}</sup>'
+            cells.append(
+                f"<td><b>{number(r['mean'])}</b>{mark}<br><small>{number(r['difference'])} "
+                f"[{number(r['ci_low'])}, {number(r['ci_high'])}]</small></td>"
+            )
+        where = " · ".join(html.escape(str(label[i])) for i in (0, 1, 3))
+        name = f"{html.escape(label[2])}<br><small>{where}</small>"
+        body.append(f"<tr><td>{name}</td><td>{html.escape(str(schedule))}</td>{''.join(cells)}</tr>")
+    footnotes = [f"<sup>{i + 1}</sup> <code>{html.escape(s)}</code>" for i, s in enumerate(scores)]
+    footnotes += [f"{mark} {html.escape(note)}" for note, mark in marks.items()]
+    return (
+        '<table class="imx-methods"><thead><tr><th>method</th><th>schedule</th>'
+        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f'<p class="imx-foot"><small>Metric keys: {" · ".join(footnotes)}</small></p>'
+    )

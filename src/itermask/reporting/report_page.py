@@ -1,0 +1,87 @@
+"""What ``report.html`` adds to the Markdown report: a figure-first first screen
+(:mod:`itermask.reporting.first_screen`: findings in words, the forest plot of method − random, the
+method-by-method table in readable names, notes on empty AOPC bins) and the examples section with the
+per-example views (:mod:`itermask.reporting.examples`). ``report.html`` is self-contained: every figure is
+embedded as a base64 ``data:`` URI (:func:`embedded`), the views are inline HTML and CSS, nothing is fetched.
+``report.md`` gets the same first screen and the list of chosen examples, its figures as files."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from itermask.reporting.examples import examples_html, examples_markdown, pick_examples
+from itermask.reporting.first_screen import empty_bin_notes, findings, forest_figure, method_table_html
+from itermask.reporting.model import Report
+from itermask.reporting.sweep import FILES
+from itermask.storage.files import write_bytes_atomic
+
+__all__ = ["Page", "build", "embedded", "MARKER", "CSS", "FOREST"]
+
+#: where the first screen goes in the report's HTML (an HTML comment the Markdown carries through)
+MARKER = "<!-- itermask:first-screen -->"
+#: the forest plot's image key and file name under ``report_files/``
+FOREST = "forest"
+CSS = """
+.imx-first { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 1em; margin: 0 0 1.5em; background: #fcfcfc; }
+.imx-first h2 { margin-top: 0.2em; }
+.imx-findings li { margin: 0.25em 0; }
+table.imx-methods td, table.imx-methods th { text-align: left; vertical-align: top; }
+.imx-note { background: #fff4d6; border-radius: 3px; padding: 0.3em 0.6em; font-size: 0.9em; }
+abbr { text-decoration: underline dotted; cursor: help; }
+"""
+
+
+@dataclass
+class Page:
+    """The report's added parts, as Markdown lines and HTML fragments."""
+
+    first_screen_markdown: list[str]
+    first_screen_html: str
+    examples_markdown: list[str]
+    examples_html: str
+
+
+def embedded(images: dict[str, str], out: Path) -> dict[str, str]:
+    """``images`` (keys to paths relative to ``out``) as ``data:image/png;base64,...`` URIs."""
+    return {
+        key: "data:image/png;base64," + base64.b64encode((out / path).read_bytes()).decode("ascii")
+        for key, path in images.items()
+    }
+
+
+def _notes_lines(notes: dict[tuple, list[str]]) -> list[str]:
+    return [f"{' / '.join(label)}, {score}: {note}" for (label, score), texts in notes.items() for note in texts]
+
+
+def build(report: Report, files: Path, written: dict, images: dict[str, str]) -> Page:
+    """The first screen and the examples section of ``report``; writes the forest plot into ``files``
+    (``report_files/forest.png``, added to ``written`` and, as ``images[FOREST]``, to ``images``)."""
+    forest = forest_figure(report)
+    if forest is not None:
+        written[f"{FOREST}.png"] = write_bytes_atomic(files / f"{FOREST}.png", forest)
+        images[FOREST] = f"{FILES}/{FOREST}.png"
+    notes = empty_bin_notes(report)
+    sentences = findings(report)
+    picks, pick_notes = pick_examples(report)
+    markdown = ["## What this run found", ""]
+    markdown += [f"- {s}" for s in sentences] + ([""] if sentences else [])
+    if forest is not None:
+        markdown += [f"![method minus random, every method, schedule and model]({images[FOREST]})", ""]
+    markdown += [f"> **AOPC bins:** {line}" for line in _notes_lines(notes)] + ([""] if notes else [])
+    first = ['<section class="imx-first" id="first-screen"><h2>What this run found</h2>']
+    if sentences:
+        first.append('<ul class="imx-findings">' + "".join(f"<li>{html.escape(s)}</li>" for s in sentences) + "</ul>")
+    if forest is not None:
+        uri = "data:image/png;base64," + base64.b64encode(forest).decode("ascii")
+        first.append(f'<img class="imx-forest" alt="forest plot of method minus random" src="{uri}">')
+    first.append(method_table_html(report, notes))
+    first.append('<p><a href="#examples">Examples</a> with their per-example views are at the end.</p></section>')
+    return Page(
+        first_screen_markdown=markdown,
+        first_screen_html="\n".join(first),
+        examples_markdown=examples_markdown(report, picks, pick_notes),
+        examples_html=examples_html(report, picks, pick_notes),
+    )
