@@ -578,7 +578,7 @@ def evaluate(
     from itermask.core.evaluation import check_target_policy
     from itermask.core.saliency import prepare_for_saliency
     from itermask.core.tokens import TokenBatch
-    from itermask.settings.evaluate import _evaluators
+    from itermask.settings.evaluate import build_evaluators
     from itermask.training.datamodule import TokenCollator
 
     for option in ("split", "n_examples", "subset_seed"):
@@ -605,7 +605,7 @@ def evaluate(
     check_target_policy(settings.target, num_classes)
     evaluators: dict[str, IterativeMaskingEvaluator] = {}
     for method in methods:
-        evaluators.update(_evaluators(method, strategy, settings, tokenizer.all_special_ids, seed, []))
+        evaluators.update(build_evaluators(method, strategy, settings, tokenizer.all_special_ids, seed, []))
     random_method = evaluators["random"].saliency if "random" in evaluators else None
     by_name = {m.name: m for m in methods} | ({"random": random_method} if random_method is not None else {})
     features = _features(examples, tokenizer, _max_length(model, tokenizer, max_length), label_ids)

@@ -28,7 +28,7 @@ from itermask.training.models import class_mapping
 from itermask.training.pretraining import use_pretrained_mlm
 from itermask.validation import QUANTITIES, SettingsError
 
-__all__ = ["EvaluationSettings", "EvaluateSettings", "evaluate_settings"]
+__all__ = ["EvaluationSettings", "EvaluateSettings", "evaluate_settings", "build_evaluators"]
 
 
 @contextmanager
@@ -162,7 +162,7 @@ def _analyses(config: dict, problems: Problems) -> list[Analysis]:
     return analyses
 
 
-def _evaluators(
+def build_evaluators(
     saliency: SaliencyMethod,
     masking: MaskingStrategy,
     e: EvaluationSettings,
@@ -224,7 +224,7 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
             use_pretrained_mlm(analysis, model.pretrained_from, model.pretrained)
     saliency.bind(fields["tokenizer"])
     special_ids = fields["tokenizer"].all_special_ids
-    evaluators = _evaluators(saliency, fields["masking"], evaluation, special_ids, parts.seed, analyses)
+    evaluators = build_evaluators(saliency, fields["masking"], evaluation, special_ids, parts.seed, analyses)
     keyed = config if model.pretrain_key is None else {**config, "pretrained_encoder": model.pretrain_key}
     key = results_key(keyed, fields["fingerprint"])
     fields["make_logger"] = job_logger(config, fields["run_name"], key)  # the W&B run id follows the results key
