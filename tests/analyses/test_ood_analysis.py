@@ -70,6 +70,13 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
                 assert stats["values"][key][0] == 0.5, key
             assert len(stats["values"]["layer_6/mahalanobis"]) == 5
             assert 0 <= min(stats["values"]["masf_flagged"]) <= max(stats["values"]["masf_flagged"]) <= 1
+    # the final layer's Mahalanobis score of every masked input, per example and step
+    scores = pd.read_parquet(tmp_path / "run/per_example/ood.parquet")
+    assert len(scores) == 2 * result["n_evaluated"] * 5 and set(scores.schedule) == {"one_shot", "recursive"}
+    assert (
+        scores.mahalanobis.dtype == "float32"
+        and (scores[scores.k == 0].mahalanobis == scores.clean_mahalanobis[scores.k == 0]).all()
+    )
     for name in ("ood_statistics.png", "ood_umap.png", "ood_mahalanobis_auroc_by_layer.png"):
         assert (tmp_path / "run" / name).stat().st_size > 10000
     run_dir = next((tmp_path / "run/wandb").glob("offline-run-*"))

@@ -250,3 +250,42 @@ def test_degenerate_detectors_are_missing_with_a_warning_never_one_half(tiny_ber
     assert "degenerate detector: mahalanobis on final" in caplog.text and "degenerate detector: MaSF" in caplog.text
     # the others are computed as usual
     assert len(stats.values["layer_1/auroc_mahalanobis"]) == 3 and len(stats.values["final/auroc_knn_distance"]) == 3
+
+
+def test_stored_per_example_mahalanobis_scores_are_the_detectors_and_reproduce_the_auroc(
+    tiny_bert, tokenizer, tmp_path
+):
+    import pandas as pd
+
+    from itermask.analyses.base import EvaluatedCurves
+    from itermask.analyses.ood import OODAnalysis
+    from itermask.ood.statistics import ood_auroc
+
+    # 25 % of the one-token text "bad" masks 0 tokens: a k = 0 row past step 0, scored as the clean input
+    fractions = (0.0, 0.25, 0.5, 1.0)
+    curves = _evaluate(tiny_bert, tokenizer, collect=True, fractions=fractions)
+    assert (curves["one_shot"].k[:, 1] == 0).tolist() == [False, False, True]
+    train, labels = _train_reps(tiny_bert, tokenizer)
+    detectors = OODDetectors.fit(train, labels, knn=False)
+    computed = {"random": {s: masking_ood_statistics(c, detectors) for s, c in curves.items()}}
+    evaluated = EvaluatedCurves({"random": curves}, "random", None, "fraction", fractions)
+    written = OODAnalysis._write_example_scores(tmp_path, evaluated, computed)
+    assert list(written) == ["per_example/ood.parquet"]
+    stored = pd.read_parquet(tmp_path / "per_example/ood.parquet")
+    assert stored.mahalanobis.dtype == np.float32 and len(stored) == 2 * 3 * 4
+    scorer = detectors.mahalanobis["final"]
+    for schedule, c in curves.items():
+        rows = pd.DataFrame(stored[stored.schedule == schedule]).sort_values(by=["example_id", "step"])
+        assert rows.example_id.tolist() == np.repeat(c.example_ids.numpy(), 4).tolist()
+        assert rows.k.tolist() == c.k.reshape(-1).tolist()
+        # the detector on the representations directly, the k = 0 inputs scored as their clean input
+        assert c.features is not None and c.clean_features is not None
+        clean = scorer.score(c.clean_features)
+        direct = scorer.score(c.features.reshape(12, -1)).reshape(3, 4)
+        direct = np.where(c.k.numpy() == 0, clean[:, None], direct)
+        masked = rows.mahalanobis.to_numpy().reshape(3, 4)
+        np.testing.assert_allclose(masked, direct, rtol=1e-6)
+        np.testing.assert_allclose(rows.clean_mahalanobis.to_numpy().reshape(3, 4)[:, 0], clean, rtol=1e-6)
+        stored_auroc = computed["random"][schedule].to_dict()["values"]["final/auroc_mahalanobis"]
+        assert [ood_auroc(masked[:, 0], masked[:, s]) for s in range(4)] == stored_auroc
+        assert [ood_auroc(rows.clean_mahalanobis.to_numpy()[::4], masked[:, s]) for s in range(4)] == stored_auroc

@@ -45,9 +45,30 @@ def test_examples_section_shows_each_pick_with_its_reason(tiny_report):
     assert section.count('<section class="imx"') == len(picks)
     for pick in picks:
         assert html.escape(pick.reason) in section
-    assert html.escape(OOD_NOTE) in section  # the OOD analysis keeps no per-example scores: said so
+    assert html.escape(OOD_NOTE) in section  # no per-example OOD scores stored: said so, no OOD pick
+    assert "most_ood" not in kinds
     md = (root / "report.md").read_text()
     assert "## Examples" in md and f"example {best.example_id} (job 0): method beats random most" in md
+
+
+def test_most_out_of_distribution_example_is_picked_from_the_stored_ood_scores(tmp_path, tokenizer):
+    from itermask.reporting.examples import OOD_NOTE, pick_examples
+
+    root = write_tiny_sweep(tmp_path / "sweep", tokenizer, ood=True)
+    report = build_report(root)
+    picks, notes = pick_examples(report)
+    ood = [p for p in picks if p.kind == "most_ood"]
+    # example 101 scores highest at the last step only; 102 has the largest mean over the 4 steps:
+    # seed 0 (1 + 8 + 8 + 8) / 4 = 6.25, seed 1 6.75, mean 6.5; random half of it; clean 1
+    assert len(ood) == 1 and ood[0].example_id == 102
+    assert ood[0].reason == (
+        "most out-of-distribution masked inputs: final-layer Mahalanobis score 6.500 averaged over the 4 "
+        "masking steps (one_shot, random 3.250; clean input 1.000; mean over 2 seed(s))"
+    )
+    assert not any(OOD_NOTE in note for note in notes)
+    write_report(report)
+    section = (root / "report.html").read_text().split('id="examples"', 1)[1]
+    assert html.escape(ood[0].reason) in section and html.escape(OOD_NOTE) not in section
 
 
 def test_empty_aopc_bin_is_noted_next_to_the_score(tiny_report):

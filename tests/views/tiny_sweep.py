@@ -25,9 +25,18 @@ FRACTIONS = [0.0, 0.01, 0.5, 1.0]
 BINS = [0.01, 0.5]
 #: token strings that the stored tokens of every example get at positions 1, 2, 3 (bad input for HTML)
 BAD_TOKENS = ["<script>alert(1)</script>", "שלום", '😀&"q"']
+#: constructed final-layer Mahalanobis scores of input_x_gradient's masked inputs per example and step (one
+#: per fraction, plus 0.5 in seed 1; random's are half): example 101 scores highest at the last step only,
+#: example 102 has the largest mean over the steps (6.25, seed 1 6.75)
+OOD_SCORES = {
+    100: [1.0, 2.0, 2.0, 2.0],
+    101: [1.0, 1.0, 1.0, 20.0],
+    102: [1.0, 8.0, 8.0, 8.0],
+    103: [1.0, 3.0, 3.0, 3.0],
+}
 
 
-def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = False) -> Path:
+def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = False, ood: bool = False) -> Path:
     """Jobs ``root/0``, ``root/1``, ... (one per seed) with ``results.json`` and ``per_example/`` tables.
 
     Args:
@@ -37,6 +46,8 @@ def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = Fal
             stand-in).
         bad_tokens: overwrite the stored token strings at positions 1-3 of every example with
             :data:`BAD_TOKENS` (markup, right-to-left text, emoji).
+        ood: also write ``per_example/ood.parquet`` with the constructed scores of :data:`OOD_SCORES`
+            (clean input: 1.0).
     """
     from conftest import tiny_bert_config
     from transformers import BertForSequenceClassification
@@ -84,6 +95,13 @@ def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = Fal
             ),
             "tokens": tokens,
         }
+        if ood:
+            frame = pd.DataFrame(tables["steps"][["saliency", "schedule", "example_id", "step", "x", "k"]])
+            half = frame.saliency.map({"input_x_gradient": 1.0, "random": 0.5})
+            base = [OOD_SCORES[e][s] for e, s in zip(frame.example_id, frame.step)]
+            frame["mahalanobis"] = (half * (pd.Series(base, index=frame.index) + 0.5 * seed)).astype("float32")
+            frame["clean_mahalanobis"] = pd.Series(1.0, index=frame.index, dtype="float32")
+            tables["ood"] = frame
         results[-1]["_tables"] = tables
     write_sweep(root, [{k: v for k, v in r.items() if k != "_tables"} for r in results])
     for i, result in enumerate(results):

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
+    from itermask.core.evaluation import MaskingCurves
     from itermask.core.representations import Representations
     from itermask.ood.detectors import Covariance, OODDetectors
+    from itermask.ood.statistics import OODCurves
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,40 @@ def ood_rows(ood: dict) -> list[list[Any]]:
                 for x, value in zip(stats["x"], series):
                     rows.append([f"{saliency}/{schedule}", saliency, schedule, x, key, value])
     return rows
+
+
+#: the detector score stored per example and step (``per_example/ood.parquet``): the final layer's
+#: Mahalanobis score, the one behind the reported ``final/auroc_mahalanobis``
+EXAMPLE_SCORE = "final/mahalanobis"
+
+
+def example_score_frame(method: str, curves: MaskingCurves, statistics: OODCurves) -> pd.DataFrame | None:
+    """One row per (example, step) of one method's and schedule's curves with the final layer's Mahalanobis
+    score of the masked input (``mahalanobis``) and of the clean input (``clean_mahalanobis``), float32, as
+    :func:`~itermask.ood.statistics.masking_ood_statistics` computed them (``k = 0`` rows: the clean
+    input's score); ``None`` where that score is missing (``statistics.missing`` says why). Columns:
+    ``saliency``, ``schedule``, ``example_id``, ``step`` (index), ``x`` (grid value), ``k`` (tokens
+    masked), ``mahalanobis``, ``clean_mahalanobis`` (see :mod:`itermask.storage.per_example`)."""
+    import numpy as np
+    import pandas as pd
+
+    masked = statistics.example_scores.get(EXAMPLE_SCORE)
+    clean = statistics.example_clean.get(EXAMPLE_SCORE)
+    if masked is None or clean is None:
+        return None
+    size, steps = masked.shape
+    return pd.DataFrame(
+        {
+            "saliency": method,
+            "schedule": curves.schedule,
+            "example_id": np.repeat(curves.example_ids.cpu().numpy(), steps),
+            "step": np.tile(np.arange(steps), size),
+            "x": np.tile(curves.grid.cpu().numpy(), size),
+            "k": curves.k.reshape(-1).cpu().numpy(),
+            "mahalanobis": masked.reshape(-1).astype(np.float32),
+            "clean_mahalanobis": np.repeat(clean, steps).astype(np.float32),
+        }
+    )
 
 
 def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Path]:
@@ -253,14 +289,16 @@ class OODAnalysis(Analysis):
         seconds, start = {}, time.time()
         detectors, train, train_labels = self._fit(inputs, context)
         seconds["embed_fit_data"], start = time.time() - start, time.time()
-        statistics = {
+        computed = {
             name: {
-                schedule: masking_ood_statistics(c, detectors, alpha=self.masf_alpha, n_bins=self.ece_bins).to_dict()
+                schedule: masking_ood_statistics(c, detectors, alpha=self.masf_alpha, n_bins=self.ece_bins)
                 for schedule, c in by_schedule.items()
             }
             for name, by_schedule in curves.items()
         }
+        statistics = {name: {s: c.to_dict() for s, c in by_s.items()} for name, by_s in computed.items()}
         seconds["fit_and_score"], start = time.time() - start, time.time()
+        written = self._write_example_scores(inputs.output_dir, curves, computed)
         section = {
             "level": self.level,
             "representation": "final = input of the classifier's final linear layer; layer_i = hidden state i "
@@ -277,7 +315,30 @@ class OODAnalysis(Analysis):
             seconds["plots"] = time.time() - start
         section["seconds"] = seconds
         log.info("OOD analysis took %s", {k: round(v, 1) for k, v in seconds.items()})
-        return AnalysisOutput({"ood": section}, self._artifacts(section, images))
+        artifacts = self._artifacts(section, images)
+        artifacts.files.update(written)
+        return AnalysisOutput({"ood": section}, artifacts)
+
+    @staticmethod
+    def _write_example_scores(
+        output_dir: Path, curves: EvaluatedCurves, computed: dict[str, dict[str, OODCurves]]
+    ) -> dict[str, Path]:
+        """Write ``per_example/ood.parquet`` (:func:`example_score_frame` of every method and schedule)
+        atomically; ``{relative path: path}``, empty (with a warning) when no curve has the score."""
+        import pandas as pd
+
+        from itermask.storage.per_example import write_per_example
+
+        frames = [
+            frame
+            for name, by_schedule in computed.items()
+            for schedule, stats in by_schedule.items()
+            if (frame := example_score_frame(name, curves[name][schedule], stats)) is not None
+        ]
+        if not frames:
+            log.warning("no per-example OOD scores to store: %s is missing for every curve", EXAMPLE_SCORE)
+            return {}
+        return write_per_example(output_dir, {"ood": pd.concat(frames, ignore_index=True)})
 
     def _figures(
         self,

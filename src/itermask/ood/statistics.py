@@ -192,6 +192,11 @@ class OODCurves:
         clean: ``{key: value on the clean inputs}`` for the keys where it is defined.
         missing: ``{key: reason}`` for statistics that could not be computed (absent from ``values``).
         n_examples: examples the statistics average over.
+        example_scores: ``{key: [B, S] float64}`` the detector score (``<view>/mahalanobis``,
+            ``<view>/knn_distance``) of every masked input, the rows with ``k = 0`` those of the clean input;
+            only for the keys in ``values``. Not part of :meth:`to_dict` (the per-example table of
+            :mod:`itermask.analyses.ood` stores them).
+        example_clean: ``{key: [B] float64}`` the same detector's score of each clean input.
     """
 
     steps: str
@@ -201,6 +206,8 @@ class OODCurves:
     clean: dict[str, float] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
     n_examples: int = 0
+    example_scores: dict[str, np.ndarray] = field(default_factory=dict)
+    example_clean: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -340,6 +347,7 @@ def masking_ood_statistics(
             scores = scorers[view].score(clean), scorers[view].score(flat).reshape(size, steps)
             if not _degenerate(*scores, out, (key, f"{view}/auroc_{name}"), f"{name} on {view}"):
                 _per_step(*scores, out, key)
+                out.example_clean[key], out.example_scores[key] = scores
 
     if detectors.masf is None:
         reason = detectors.missing.get("masf", "MaSF was not fitted")
@@ -375,4 +383,6 @@ def masking_ood_statistics(
     for key in [k for k, series in out.values.items() if not all(math.isfinite(v) for v in series)]:
         out.missing[key] = f"non-finite values {out.values.pop(key)}"
         out.clean.pop(key, None)
+        out.example_scores.pop(key, None)
+        out.example_clean.pop(key, None)
     return out

@@ -9,17 +9,26 @@ ERASER bins where computed, one-shot schedule; :func:`~itermask.reporting.headli
 - the example whose score disagrees most between seeds (largest standard deviation over seeds; 2+ seeds);
 - the example whose decision flips earliest under the method (smallest ``first_flip_fraction``, mean over
   the seeds where it flips);
+- the example whose masked inputs are most out of distribution under the method: the largest final-layer
+  Mahalanobis score (squared distance to the closest class mean, Lee et al. 2018, arXiv 1807.03888, Eq. 2;
+  the score behind the reported OOD AUROC) averaged over every step of the masking grid (the area under its
+  curve, so neither the clean 0 % step nor the fully masked last step, where all inputs are nearly alike,
+  decides alone), one-shot schedule, mean over seeds; read from the jobs' ``per_example/ood.parquet``
+  (written by :mod:`itermask.analyses.ood`). The reason gives that mean with the clean input's score and
+  the random explanation's mean;
 - across groups that differ only in the model: the example whose score differs most between two models.
 
-The out-of-distribution analysis (:mod:`itermask.analyses.ood`) keeps summary statistics only, no
-per-example scores, so "most out-of-distribution masked inputs" cannot be picked; the section says so.
+Results stored without ``ood.parquet`` (written before itermask kept per-example OOD scores, or run with
+``ood=none``) get :data:`OOD_NOTE` instead of that pick.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import warnings
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -33,9 +42,9 @@ from itermask.reporting.sweep import Run
 __all__ = ["Pick", "pick_examples", "examples_html", "examples_markdown", "OOD_NOTE"]
 
 OOD_NOTE = (
-    "Most out-of-distribution masked inputs: not shown. The OOD analysis stores its statistics over the "
-    "evaluated examples (AUROC, MASF per step), not a score per example, so there is nothing to rank "
-    "examples by."
+    "most out-of-distribution masked inputs: not shown, because these results have no per-example OOD "
+    "scores (per_example/ood.parquet): they were run with ood=none or stored before itermask kept those "
+    "scores; re-run with the OOD analysis (ood=final, the default) and reuse_results=false to show them."
 )
 #: tokens shown per example in the report (longer texts are cut, with a visible marker)
 MAX_TOKENS = 256
@@ -71,6 +80,48 @@ class _Scores:
     random: np.ndarray | None
     flips: np.ndarray | None = None
     runs: list[Run] = field(default_factory=list)
+    ood: _OODScores | None = None
+
+
+@dataclass
+class _OODScores:
+    """One group's final-layer Mahalanobis scores ``[seeds, examples]``: the method's and random's mean over
+    the masking steps (``random`` ``None`` without random) and the clean input's."""
+
+    method: np.ndarray
+    random: np.ndarray | None
+    clean: np.ndarray
+    n_steps: int
+
+
+def _group_ood(members: list[Run], method: str, schedule: str, examples: list[int]) -> _OODScores | None:
+    """The per-example OOD scores of one group from its jobs' ``per_example/ood.parquet`` (``None`` when a
+    job has none, or none for the method and schedule)."""
+    from itermask.storage.per_example import FOLDER
+
+    means: dict[str, list[np.ndarray]] = {method: [], "random": []}
+    clean, n_steps = [], 0
+    for run in members:
+        path = run.path.parent / FOLDER / "ood.parquet"
+        if not path.is_file():
+            return None
+        frame = pd.read_parquet(path)
+        for name in means:
+            mine = cast("pd.DataFrame", frame[(frame["schedule"] == schedule) & (frame["saliency"] == name)])
+            if not len(mine):
+                continue
+            table = mine.groupby("example_id").agg(
+                masked=("mahalanobis", "mean"), clean=("clean_mahalanobis", "first"), steps=("step", "nunique")
+            )
+            table = cast("pd.DataFrame", table).reindex(examples)
+            means[name].append(table["masked"].to_numpy(dtype=float))
+            if name == method:
+                clean.append(table["clean"].to_numpy(dtype=float))
+                n_steps = int(np.nanmax(table["steps"].to_numpy(dtype=float)))
+    if len(means[method]) != len(members):
+        return None
+    random = np.stack(means["random"]) if len(means["random"]) == len(members) and method != "random" else None
+    return _OODScores(np.stack(means[method]), random, np.stack(clean), n_steps)
 
 
 def _group_scores(label: tuple, members: list[Run]) -> _Scores | None:
@@ -112,7 +163,8 @@ def _group_scores(label: tuple, members: list[Run]) -> _Scores | None:
     randoms = [f[f.saliency == "random"] for f in frames]
     random = matrix(randoms, score) if all(len(r) for r in randoms) and method != "random" else None
     flips = matrix(mine, "first_flip_fraction")
-    return _Scores(score, schedule, examples, values, random, flips, list(members))
+    ood = _group_ood(members, method, schedule, examples)
+    return _Scores(score, schedule, examples, values, random, flips, list(members), ood)
 
 
 def _fmt(value) -> str:
@@ -165,8 +217,6 @@ def _group_picks(label: tuple, data: _Scores) -> list[Pick]:
             )
     if data.flips is not None and np.isfinite(data.flips).any():
         with np.errstate(all="ignore"):
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 first = np.nanmean(data.flips, axis=0)
@@ -178,6 +228,20 @@ def _group_picks(label: tuple, data: _Scores) -> list[Pick]:
                 f"earliest decision flip: the prediction flips after masking a {_fmt(first[i])} share of the "
                 f"tokens ({data.schedule}; flips in {n} of {seeds} seed(s))",
                 "decision_flip",
+            )
+    if data.ood is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an example without scores in every seed
+            mean = np.nanmean(data.ood.method, axis=0)
+        if np.isfinite(mean).any():
+            i = int(np.nanargmax(mean))
+            versus = "" if data.ood.random is None else f", random {_fmt(np.nanmean(data.ood.random[:, i]))}"
+            add(
+                i,
+                f"most out-of-distribution masked inputs: final-layer Mahalanobis score {_fmt(mean[i])} averaged "
+                f"over the {data.ood.n_steps} masking steps ({data.schedule}{versus}; clean input "
+                f"{_fmt(np.nanmean(data.ood.clean[:, i]))}; mean over {seeds} seed(s))",
+                "most_ood",
             )
     return picks
 
@@ -213,7 +277,8 @@ def _model_picks(report: Report, scores: dict[tuple, _Scores]) -> list[Pick]:
 
 def pick_examples(report: Report) -> tuple[list[Pick], list[str]]:
     """The chosen examples of every group (see the module docstring) and notes on what could not be picked
-    (groups without per-example files with tokens, a single seed)."""
+    (groups without per-example files with tokens, a single seed, no per-example OOD scores:
+    :data:`OOD_NOTE`)."""
     picks, notes, scores = [], [], {}
     for label, members in report.groups.items():
         data = _group_scores(label, members)
@@ -225,6 +290,8 @@ def pick_examples(report: Report) -> tuple[list[Pick], list[str]]:
             continue
         scores[label] = data
         picks += _group_picks(label, data)
+        if data.ood is None:
+            notes.append(f"{' / '.join(label)}: {OOD_NOTE}")
         if len(members) < 2:
             notes.append(f"{' / '.join(label)}: one seed, so no disagreement between seeds to show")
     picks += _model_picks(report, scores)
@@ -245,7 +312,7 @@ def _views_html(picks: list[Pick]) -> str:
 
 def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
     """The examples section as HTML: per group, its picks' per-example views (the reason in each view's
-    header), then the notes and :data:`OOD_NOTE`."""
+    header), then the notes."""
     out = [
         '<h2 id="examples">Examples</h2>',
         "<p>Chosen from the jobs' per-example files, each with the reason it was picked (highlighted in its "
@@ -259,15 +326,15 @@ def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
             continue
         out.append(f"<h3>{html.escape(' / '.join(label))}</h3>")
         out.append(_views_html(mine))
-    out += [f"<p><i>{html.escape(note)}</i></p>" for note in [*notes, OOD_NOTE]]
+    out += [f"<p><i>{html.escape(note)}</i></p>" for note in notes]
     return "\n".join(out)
 
 
 def examples_markdown(report: Report, picks: list[Pick], notes: list[str]) -> list[str]:
     """The examples section as Markdown lines: the picks with their reasons (the views are in
-    ``report.html``), then the notes and :data:`OOD_NOTE`."""
+    ``report.html``), then the notes."""
     out = ["## Examples", "", "Per-example views of these examples are in `report.html`.", ""]
     for pick in picks:
         out.append(f"- **{' / '.join(pick.label)}**, example {pick.example_id} (job {pick.run.job}): {pick.reason}")
-    out += ["", *[f"*{note}*" for note in notes], "", f"*{OOD_NOTE}*", ""]
+    out += ["", *[f"*{note}*" for note in notes], ""]
     return out

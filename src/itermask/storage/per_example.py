@@ -31,7 +31,13 @@ A job's ``per_example/`` folder holds these tables, joined by ``example_id`` (an
   (:mod:`itermask.views`) needs. Absent from results written before it existed;
 - ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the
   attack's outcome (``success``, ``n_perturbed``, ``perturbed_fraction``, ``queries``, the substitutions
-  and positions, original and adversarial text; see :mod:`itermask.analyses.attack`).
+  and positions, original and adversarial text; see :mod:`itermask.analyses.attack`);
+- ``ood.parquet`` (with an ``ood`` analysis): one row per (saliency method, schedule, example, masking
+  step) with ``step``, ``x``, ``k`` as in ``steps.parquet``, ``mahalanobis`` (float32 squared Mahalanobis
+  distance of the masked input's final-layer representation to the closest class mean, the score behind
+  the reported ``final/auroc_mahalanobis``; rows with ``k = 0`` hold the clean input's score) and
+  ``clean_mahalanobis`` (the clean input's; see :func:`itermask.analyses.ood.example_score_frame`).
+  Absent from results written before it existed.
 
 Load them with :func:`load_per_example` (``pandas`` DataFrames).
 """
@@ -55,19 +61,20 @@ FOLDER = "per_example"
 COMPRESSION_LEVEL = 19
 TABLES = ("steps", "scores", "examples")
 #: tables written by configured analyses (absent when the analysis did not run)
-OPTIONAL_TABLES = ("tokens", "attack")
+OPTIONAL_TABLES = ("tokens", "attack", "ood")
 
 
 @dataclass
 class PerExample:
     """The per-example tables of one job (see the module docstring); ``tokens`` is ``None`` in results
-    written before it existed, ``attack`` without an attack."""
+    written before it existed, ``attack`` without an attack, ``ood`` without an ``ood`` analysis."""
 
     steps: pd.DataFrame
     scores: pd.DataFrame
     examples: pd.DataFrame
     tokens: pd.DataFrame | None = None
     attack: pd.DataFrame | None = None
+    ood: pd.DataFrame | None = None
 
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
