@@ -404,7 +404,7 @@ def test_help_lists_the_groups_and_explains_the_main_settings(name, capsys):
 
     text = _help(name, ["seed=7"], capsys)
     assert "saliency: attention, attention_rollout," in text and "debug: smoke" in text
-    assert "model: bert, bert_cda, bert_large, distilbert, fairberta, minilm, roberta" in text
+    assert "model: bert, bert_cda, bert_large, distilbert, fairberta, minilm, minilm_cda, minilm_mlm, roberta" in text
     assert "wandb_sweeps" not in text and "_target_" not in text  # no sweep folder, no config dump
     assert "seed [7]  the experiment seed" in text
     assert "verbose [false]" in text
