@@ -389,31 +389,41 @@ def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:
 
 #: Config sections whose options are all in itermask's own YAML files: a key that an override adds to them
 #: with ``+`` (Hydra's hint for a mistyped key) is read by nothing. Sections passed on to a library
-#: (``trainer``, ``logger``, ``model``) may take added keys.
-OWN_SECTIONS = ("train", "data", "evaluation", "ood")
+#: (``trainer``, ``logger``) may take added keys.
+OWN_SECTIONS = ("train", "data", "evaluation", "ood", "model")
 
 
-def check_added_keys(overrides: list[str]) -> None:
-    """Refuse command-line overrides that add (``+key=value``) a key to one of :data:`OWN_SECTIONS`: nothing
-    reads it, yet it enters the cache keys (a new fine-tuning under a new key). ``++key=value`` still forces it.
+def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
+    """Refuse command-line overrides that add (``+key=value``) a key that nothing reads: a key under one of
+    :data:`OWN_SECTIONS` (``+model.max_lenght=32``), or, given the composed ``config``, a top-level value
+    (``+seeds=3``; adding a config group, ``+experiment=paper``, gives a section and passes). Such a key would
+    still enter the cache keys (a new fine-tuning under a new key, with the setting meant unchanged).
+    ``++key=value`` still forces it.
 
     Args:
         overrides: the task's overrides as given (``HydraConfig.get().overrides.task``).
+        config: the composed config (a plain dict); ``None`` checks the sections only.
 
     Raises:
         SettingsError: naming each such key.
     """
     added = [o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")]
     unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS]
-    if unread:
-        raise SettingsError(
-            [
-                f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
-                "nothing reads it, but it would change the cache keys; check its spelling against "
-                "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)"
-                for key in unread
-            ]
-        )
+    problems = [
+        f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
+        "nothing reads it, but it would change the cache keys; check its spelling against "
+        "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)"
+        for key in unread
+    ]
+    if config is not None:
+        problems += [
+            f"{key} (added with +{key}=...) is not a setting: nothing reads it, but it would change the cache "
+            "keys; check its spelling against `python evaluate.py --help` (e.g. seed, not seeds; ++ adds it anyway)"
+            for key in added
+            if "." not in key and "@" not in key and not isinstance(config.get(key), dict)
+        ]
+    if problems:
+        raise SettingsError(problems)
 
 
 # -- optional packages -----------------------------------------------------------------------------------
@@ -458,7 +468,7 @@ def composed_problems(config: dict, overrides: list[str] | None = None) -> list[
     (:func:`check_added_keys`), and the optional packages its choices need (:func:`ood_package_problems`)."""
     problems = config_problems(config)
     try:
-        check_added_keys(overrides or [])
+        check_added_keys(overrides or [], config)
     except SettingsError as error:
         problems += error.problems
     ood = config.get("ood")

@@ -255,3 +255,14 @@ def test_a_key_added_with_plus_to_itermasks_own_settings_is_refused():
         check_added_keys(["+evaluation.foo=1", "+ood.bar=2"])
     # groups, forced additions (++) and sections handed to a library pass
     check_added_keys(["+experiment=masked_vs_standard", "++train.lr=1", "+trainer.limit_train_batches=2", "seed=3"])
+    # the model's settings are all itermask's own too: a mistyped one re-fine-tuned with nothing changed
+    with pytest.raises(SettingsError, match=r"model.max_lenght \(added with \+model.max_lenght=...\)"):
+        check_added_keys(["+model.max_lenght=32"])
+
+
+def test_a_top_level_value_added_with_plus_is_refused_but_a_group_passes():
+    # python evaluate.py seeds=3 -> Hydra: "use +seeds=3"; that ran with seed 0 under a new results key
+    config = {"seed": 0, "experiment": {"evaluation": {"n_examples": 25}}, "seeds": 3}
+    with pytest.raises(SettingsError, match=r"seeds \(added with \+seeds=...\) is not a setting"):
+        check_added_keys(["+seeds=3"], config)
+    check_added_keys(["+experiment=paper", "++seeds=3", "seed=1"], config)  # a group, a forced addition

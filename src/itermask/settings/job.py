@@ -216,7 +216,7 @@ def read_job(config: dict, overrides: list[str], problems: Problems) -> JobParts
         problems: collects the errors.
     """
     with problems.collect():
-        check_added_keys(overrides)
+        check_added_keys(overrides, config)
     problems.add(config_problems(config))  # the seed's range and type among them
     value = config.get("seed")
     seed = value if isinstance(value, int) and check_seed_value("seed", value) is None else 0  # 0: a stand-in
