@@ -140,6 +140,26 @@ def _variant_csv(path):
     return _csv(path, [VARIANTS[i % 6] for i in range(60)])
 
 
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        (
+            {"text_column": "label"},
+            "dataset.source.text_column and dataset.source.label_column both name the column 'label'",
+        ),
+        (
+            {"label_column": "text"},
+            "dataset.source.text_column and dataset.source.label_column both name the column 'text'",
+        ),
+        ({"text_pair_column": "text"}, "dataset.source.text_column and dataset.source.text_pair_column both name"),
+    ],
+)
+def test_one_column_for_two_roles_is_refused_before_reading(columns, message):
+    # a new user's text_column=label gave datasets' raw IndexError after reading the file
+    with pytest.raises(ValueError, match=message):
+        FileSource(path="never-read.csv", **columns)
+
+
 def test_labels_differing_only_in_case_or_whitespace_are_an_error_naming_them(tmp_path):
     with pytest.raises(ValueError) as error:
         FileSource(path=_variant_csv(tmp_path / "d.csv")).load()

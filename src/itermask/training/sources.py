@@ -145,6 +145,15 @@ class DataSource:
         for name, ratio in (("validation_ratio", validation_ratio), ("test_ratio", test_ratio)):
             if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
                 raise ValueError(f"dataset.source.{name} must be a number in (0, 1), got {ratio!r}")
+        roles = {"text_column": text_column, "label_column": label_column, "text_pair_column": text_pair_column}
+        named = [(role, column) for role, column in roles.items() if column is not None]
+        for i, (role, column) in enumerate(named):
+            for other, other_column in named[i + 1 :]:
+                if column == other_column:
+                    raise ValueError(
+                        f"dataset.source.{role} and dataset.source.{other} both name the column {column!r}: "
+                        "each must name its own column (the text, the label, the second text of a pair)"
+                    )
 
     def _drop(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
         if not self.drop_labels:
