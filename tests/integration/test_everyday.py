@@ -451,3 +451,11 @@ def test_wandb_runs_start_without_the_unset_anonymous_setting(tmp_path):
     logger = tracking.start(lambda **kw: make(anonymous=True, **kw), "offline")
     assert logger._wandb_init["anonymous"] == "allow"
     tracking.finish(logger)
+
+
+def test_pretrain_help_explains_the_pretraining_settings(capsys):
+    # pretrain.py --help printed train.py's help (a new-user review)
+    text = _help("pretrain", ["model=minilm_cda"], capsys)
+    assert text.startswith("pretrain.py: continued masked-language-model pretraining")
+    assert "model.pretrain.cda [true]" in text and "model.pretrain.head_steps [40]" in text
+    assert "Chosen: model=minilm_cda" in text
