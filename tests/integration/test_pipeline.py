@@ -358,7 +358,7 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
     logged = []
     monkeypatch.setattr(pipeline.tracking, "log_evaluation", lambda logger, result: None)
     monkeypatch.setattr(
-        pipeline.tracking, "log_artifacts", lambda logger, artifacts: logged.append(sorted(artifacts.images))
+        pipeline.tracking, "log_artifacts", lambda logger, artifacts, *method: logged.append(sorted(artifacts.images))
     )
     pipeline.run_evaluate(cfg)
     copied = json.loads((tmp_path / "new" / "results.json").read_text())
