@@ -166,7 +166,9 @@ def seed(value: int) -> int:
 
 
 def load_data(settings: TrainJobSettings) -> TextClassificationDataModule:
-    """Seed, load and tokenize the data, and check the settings that need it (before any fine-tuning).
+    """Seed, load and tokenize the data, and check the settings that need it (before any fine-tuning). The
+    data source's errors are config errors (:func:`~itermask.jobs.config_errors`): a single run prints one
+    message.
 
     Raises:
         ValueError: from the data source (missing columns, empty texts, labels) or a setting checked
@@ -183,7 +185,8 @@ def load_data(settings: TrainJobSettings) -> TextClassificationDataModule:
         seed=settings.seed,
         num_workers=settings.data.num_workers,
     )
-    data.setup()
+    with config_errors():  # the data source's errors name the file and the fix: one message, no traceback
+        data.setup()
     if isinstance(settings, EvaluateSettings):
         with config_errors():
             settings.check_against_data(data)
