@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["evaluate", "EvaluationResult", "CONF_DIR"]
 
+#: evaluate.py's evaluation settings that choose a subset of a split; the facade evaluates the data it is given
+WHOLE_DATA_OPTIONS = ("split", "n_examples", "subset_seed")
+
 #: the Hydra config folder of a source checkout (``conf/``, beside ``src/``), where the presets live
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -273,7 +276,8 @@ def _settings(
     known = {f.name for f in fields(EvaluationSettings)}
     unknown = sorted(set(evaluation) - known)
     if unknown:
-        raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {sorted(known)}"])
+        choices = sorted(known - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
+        raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {choices}"])
     base = [f"seed={seed}", *(f"evaluation.{k}={_value(v)}" for k, v in evaluation.items())]
     if pretrained is not None:
         base.append(f"model.pretrained={_value(pretrained)}")
@@ -452,13 +456,40 @@ def _features(examples: _Examples, tokenizer, max_length: int, label_ids: list[i
     ]
 
 
+def _check_arguments(model, batch_size, device) -> None:
+    """The facade's own arguments, before any model or data work (a new-user review met torch's and CUDA's
+    raw errors for these).
+
+    Raises:
+        ValueError: ``model`` of no accepted kind, ``batch_size`` not a positive integer, or ``device`` a
+            CUDA device without a usable GPU.
+    """
+    import torch
+
+    pair = isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], torch.nn.Module)
+    if not (isinstance(model, str | Path | torch.nn.Module) or pair):
+        raise ValueError(
+            "model must be a torch.nn.Module classifier (with tokenizer=...), a (model, tokenizer) pair, a local "
+            f"directory or a hub id; got {type(model).__name__} {model!r:.60}"
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer (examples per batch), got {batch_size!r}")
+    if device is not None and str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={device!r}, but this torch has no usable CUDA GPU (torch {torch.__version__}): "
+            "leave device unset (the model's own device) or use device='cpu'"
+        )
+
+
 def _max_length(model, tokenizer, max_length: int | None) -> int:
     """``max_length``, or the longest input the tokenizer and the model's position embeddings allow."""
     from itermask.validation import position_limit
 
     if max_length is not None:
-        if int(max_length) < 2:
-            raise ValueError(f"max_length must be at least 2 tokens, got {max_length}")
+        if int(max_length) < 3:
+            raise ValueError(
+                f"max_length must be at least 3 tokens (the special tokens and one token of text), got {max_length}"
+            )
         return int(max_length)
     limits = [int(getattr(tokenizer, "model_max_length", 512) or 512), 512]
     config = getattr(model, "config", None)
@@ -581,9 +612,10 @@ def evaluate(
     from itermask.settings.evaluate import build_evaluators
     from itermask.training.datamodule import TokenCollator
 
-    for option in ("split", "n_examples", "subset_seed"):
+    for option in WHOLE_DATA_OPTIONS:
         if option in evaluation:
             raise ValueError(f"{option} is not an option of itermask.evaluate (the given data is evaluated whole)")
+    _check_arguments(model, batch_size, device)
     methods_given = [saliency] if isinstance(saliency, str) or not isinstance(saliency, Sequence) else list(saliency)
     if not methods_given:
         raise ValueError("saliency is empty: give one or more methods, e.g. saliency=['gradient']")

@@ -117,6 +117,18 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=["neutral", 0, 1])
     with pytest.raises(ValueError, match="single string"):
         itermask.evaluate(tiny_bert, "a good film", tokenizer=tokenizer)
+    # the facade's own arguments (a new-user review met torch's and CUDA's raw errors, and a wrong blame)
+    with pytest.raises(ValueError, match=r"model must be a torch.nn.Module classifier .* got int 123"):
+        itermask.evaluate(123, TEXTS)
+    with pytest.raises(ValueError, match=r"batch_size must be a positive integer \(examples per batch\), got 0"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, batch_size=0)
+    with pytest.raises(ValueError, match="max_length must be at least 3 tokens"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length=2)
+    with pytest.raises(SettingsError) as unknown:
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, fraction=[0.5])
+    assert "'fractions'" in str(unknown.value) and "n_examples" not in str(unknown.value)
+    with pytest.raises(ValueError, match="n_examples is not an option of itermask.evaluate"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, n_examples=3)
 
 
 def test_import_itermask_imports_no_torch():
