@@ -142,6 +142,13 @@ def test_an_evaluation_subset_larger_than_the_split_says_so(tokenizer, caplog):
     with caplog.at_level("WARNING"):
         assert len(dm.evaluation_subset(n + 100)) == n
     assert f"evaluation.n_examples={n + 100}, but split 'test' has only {n} examples" in caplog.text
+    # the OOD analysis's fit subset names its own option (it blamed evaluation.n_examples; new-user review)
+    caplog.clear()
+    train = len(dm.tokenized["train"])
+    with caplog.at_level("WARNING"):
+        assert len(dm.evaluation_subset(train + 1, 0, "train", "ood.n_fit_examples")) == train
+    assert f"ood.n_fit_examples={train + 1}, but split 'train' has only {train} examples" in caplog.text
+    assert "evaluation.n_examples" not in caplog.text
 
 
 def _split_files(folder, test_texts):

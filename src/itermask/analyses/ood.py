@@ -259,7 +259,7 @@ class OODAnalysis(Analysis):
         model, data, chunk = context.model, context.data, inputs.evaluation.token_budget
         full = self.level == "full"
         with eval_mode(model):
-            loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train")
+            loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train", "ood.n_fit_examples")
             train, train_labels = collect(model, loader, chunk, hidden_states=full)
             calibration = None
             if self.calibration_split is not None:

@@ -196,10 +196,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
         order = np.argsort(np.asarray(data["length"]), kind="stable")
         return data.select(order)
 
-    def evaluation_subset(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> datasets.Dataset:
+    def evaluation_subset(
+        self, n_examples: int | None, subset_seed: int = 0, split: str = "test", option: str = "evaluation.n_examples"
+    ) -> datasets.Dataset:
         """A fixed random subset of ``split``: the same examples for every experiment seed and method.
 
-        The subset depends only on ``subset_seed`` and the split, and comes sorted by length.
+        The subset depends only on ``subset_seed`` and the split, and comes sorted by length. ``option`` names
+        the setting that chose ``n_examples`` in messages (``ood.n_fit_examples`` for the OOD analysis's fit).
 
         Raises:
             ValueError: for an unknown split or a non-positive size.
@@ -210,13 +213,14 @@ class TextClassificationDataModule(pl.LightningDataModule):
         data = tokenized[split]
         if n_examples is not None:
             if n_examples <= 0:
-                raise ValueError(f"evaluation.n_examples must be positive or null, got {n_examples}")
+                raise ValueError(f"{option} must be positive or null, got {n_examples}")
             if n_examples < len(data):
                 rows = np.random.default_rng(subset_seed).choice(len(data), size=n_examples, replace=False)
                 data = data.select(np.sort(rows))
             elif n_examples > len(data):
                 log.warning(
-                    "evaluation.n_examples=%d, but split %r has only %d examples: evaluating all %d",
+                    "%s=%d, but split %r has only %d examples: using all %d",
+                    option,
                     n_examples,
                     split,
                     len(data),
@@ -293,6 +297,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         )
         return len(data) - len(none)
 
-    def evaluation_dataloader(self, n_examples: int | None, subset_seed: int = 0, split: str = "test") -> DataLoader:
+    def evaluation_dataloader(
+        self, n_examples: int | None, subset_seed: int = 0, split: str = "test", option: str = "evaluation.n_examples"
+    ) -> DataLoader:
         """Loader over :meth:`evaluation_subset` with ``eval_batch_size``."""
-        return self._loader(self.evaluation_subset(n_examples, subset_seed, split), self.eval_batch_size)
+        return self._loader(self.evaluation_subset(n_examples, subset_seed, split, option), self.eval_batch_size)
