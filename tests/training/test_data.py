@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -198,3 +199,18 @@ def test_half_the_examples_without_a_maskable_token_pass_without_a_warning(tmp_p
     with caplog.at_level("WARNING"):
         assert dm.check_maskable("test", None, 0) == 2
     assert "maskable" not in caplog.text
+
+
+def test_examples_cut_at_max_length_are_warned_about(tokenizer, caplog):
+    # texts of ~10k words were cut to model.max_length with no word (new-user review)
+    dm = TextClassificationDataModule(shipped_source(), tokenizer, max_length=8, max_train_examples=50, seed=0)
+    with caplog.at_level("WARNING"):
+        dm.setup()
+    lengths = np.asarray(dm.tokenized["test"]["length"])
+    expected = f"model.max_length=8: {int((lengths >= 8).sum())} of the {len(lengths)} test examples reach it"
+    assert (lengths >= 8).sum() > 0 and expected in caplog.text
+    caplog.clear()
+    roomy = TextClassificationDataModule(shipped_source(), tokenizer, max_length=512, max_train_examples=50, seed=0)
+    with caplog.at_level("WARNING"):
+        roomy.setup()
+    assert "reach it and may be cut" not in caplog.text

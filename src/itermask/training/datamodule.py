@@ -144,6 +144,25 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 for name, data in splits.items()
             }
         )
+        self._warn_truncated()
+
+    def _warn_truncated(self) -> None:
+        """Warn when examples reach ``max_length`` tokens, so the tokenizer may have cut them: the rest of such a
+        text is never seen, masked or explained. Every such example of an evaluated split counts; of the
+        training split, only 1 % or more (a few long training texts are expected)."""
+        assert self.tokenized is not None
+        for name, data in self.tokenized.items():
+            full = int(np.sum(np.asarray(data["length"]) >= self.max_length)) if len(data) else 0
+            if full and (name != "train" or full >= 0.01 * len(data)):
+                log.warning(
+                    "model.max_length=%d: %d of the %d %s examples reach it and may be cut (the rest of a longer "
+                    "text is never seen, masked or explained); raise model.max_length, up to what the model's "
+                    "position embeddings allow, to keep them whole",
+                    self.max_length,
+                    full,
+                    len(data),
+                    name,
+                )
 
     def _require_setup(self) -> datasets.DatasetDict:
         """The tokenized splits.
