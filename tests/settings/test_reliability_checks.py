@@ -82,6 +82,14 @@ def test_gradient_saliency_under_inference_mode_names_inference_mode(tiny_bert, 
         assert method.attribute(tiny_bert, batch, torch.tensor([1])).shape == batch.input_ids.shape
 
 
+def test_a_cache_folder_the_os_will_not_make_is_named_with_the_fix():
+    # a folder the OS will not make even for root (/proc refuses new entries): named, not a raw FileNotFoundError
+    with pytest.raises(
+        PermissionError, match=r"the checkpoint cache /proc/itermask-nope/x cannot be created \(.+\); set"
+    ):
+        CheckpointCache("/proc/itermask-nope/x").writable()
+
+
 def test_a_cache_that_is_a_file_or_read_only_is_named_with_the_fix(tmp_path):
     blocked = tmp_path / "cache"
     blocked.write_text("not a folder")

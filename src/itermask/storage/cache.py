@@ -55,7 +55,7 @@ class CheckpointCache:
 
         Raises:
             NotADirectoryError: if the cache path (or a folder above it) is a file.
-            PermissionError: if the folder cannot be made or written (a read-only cache).
+            PermissionError: if the folder cannot be made (any OS error, named) or written (a read-only cache).
         """
         hint = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
         blocking = next((p for p in (self.root, *self.root.parents) if p.exists() and not p.is_dir()), None)
@@ -68,6 +68,10 @@ class CheckpointCache:
         except PermissionError:
             raise PermissionError(
                 f"the checkpoint cache {self.root} cannot be created (permission denied); {hint}"
+            ) from None
+        except OSError as error:  # e.g. under /proc, or a read-only file system
+            raise PermissionError(
+                f"the checkpoint cache {self.root} cannot be created ({error.strerror or error}); {hint}"
             ) from None
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise PermissionError(
