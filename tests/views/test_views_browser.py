@@ -12,6 +12,7 @@ import io
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -70,10 +71,30 @@ def _tiny_views(model, tokenizer) -> ExampleViews:
     return views_from_curves(curves, batch, tokenizer, scores, class_names=["negative", "positive"])
 
 
+@contextmanager
+def _opened(page_path: Path, width: int):
+    """``page_path`` loaded in headless Chromium at ``width`` x 900: yields the page, the console/page errors and
+    failed requests seen while loading, and every URL requested."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            problems, requests = [], []
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri(), wait_until="load")
+            yield page, problems, requests
+        finally:
+            browser.close()
+
+
 def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
     _require_browser()
     from PIL import Image
-    from playwright.sync_api import sync_playwright
 
     views = list(_tiny_views(tiny_bert, tokenizer))
     views += [
@@ -85,34 +106,23 @@ def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
     out.mkdir(parents=True, exist_ok=True)
     page_path = ExampleViews(views).save(out / "example_views.html")
     start = time.perf_counter()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            problems, requests = [], []
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(page_path.as_uri(), wait_until="load")
-            assert problems == []
-            assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
-            assert page.evaluate("() => document.querySelectorAll('script').length") == 0
-            assert page.locator("section.imx").count() == len(views)
-            tokens = page.locator("bdi.imx-heat")
-            assert tokens.count() >= 20
-            colours = page.evaluate(
-                "() => [...document.querySelectorAll('bdi.imx-heat')].map(e => getComputedStyle(e).backgroundColor)"
-            )
-            painted = [c for c in colours if c not in ("rgba(0, 0, 0, 0)", "transparent")]
-            assert len(painted) >= 10 and len(set(painted)) >= 5  # a heatmap, not one flat colour
-            assert any(c.startswith("rgba(220, 40, 40") for c in painted)
-            assert page.locator("svg polyline").count() >= 3 and page.locator("circle.imx-flip-point").count() >= 1
-            assert "<script>alert(1)</script>" in page.inner_text("body")  # shown as text, not run
-            assert "more tokens not shown" in page.inner_text("body")
-            png = page.screenshot(full_page=True)
-        finally:
-            browser.close()
+    with _opened(page_path, 1200) as (page, problems, requests):
+        assert problems == []
+        assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
+        assert page.evaluate("() => document.querySelectorAll('script').length") == 0
+        assert page.locator("section.imx").count() == len(views)
+        tokens = page.locator("bdi.imx-heat")
+        assert tokens.count() >= 20
+        colours = page.evaluate(
+            "() => [...document.querySelectorAll('bdi.imx-heat')].map(e => getComputedStyle(e).backgroundColor)"
+        )
+        painted = [c for c in colours if c not in ("rgba(0, 0, 0, 0)", "transparent")]
+        assert len(painted) >= 10 and len(set(painted)) >= 5  # a heatmap, not one flat colour
+        assert any(c.startswith("rgba(220, 40, 40") for c in painted)
+        assert page.locator("svg polyline").count() >= 3 and page.locator("circle.imx-flip-point").count() >= 1
+        assert "<script>alert(1)</script>" in page.inner_text("body")  # shown as text, not run
+        assert "more tokens not shown" in page.inner_text("body")
+        png = page.screenshot(full_page=True)
     elapsed = time.perf_counter() - start
     (out / "example_views.png").write_bytes(png)
     image = Image.open(io.BytesIO(png)).convert("RGB")
@@ -129,7 +139,6 @@ def test_a_tiny_multiruns_report_renders_in_headless_chromium(tokenizer, tmp_pat
     are there with their heatmap colours; the screenshot is not blank."""
     _require_browser()
     from PIL import Image
-    from playwright.sync_api import sync_playwright
     from tiny_sweep import BAD_TOKENS, write_tiny_sweep
 
     from itermask.reporting import build_report, write_report
@@ -138,42 +147,28 @@ def test_a_tiny_multiruns_report_renders_in_headless_chromium(tokenizer, tmp_pat
     root = write_tiny_sweep(tmp_path / "sweep", tokenizer, bad_tokens=True)
     write_report(build_report(root))
     page_path = root / "report.html"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            problems, requests = [], []
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(page_path.as_uri(), wait_until="load")
-            assert problems == []
-            # self-contained: the page itself and its embedded data: images, nothing else
-            assert [u for u in requests if not u.startswith("data:")] == [page_path.as_uri()]
-            assert page.evaluate("() => document.querySelectorAll('script').length") == 0
-            images = page.evaluate(
-                "() => [...document.images].map(i => [i.className, i.complete && i.naturalWidth > 0])"
-            )
-            assert images and all(ok for _, ok in images) and images[0][0] == "imx-forest"
-            first = page.locator("#first-screen")
-            assert (
-                "What this run found" in first.inner_text()
-                and "AOPC comprehensiveness (probability)" in first.inner_text()
-            )
-            assert first.locator("img.imx-forest").bounding_box()["y"] < 900  # the forest plot is on the first screen
-            tokens = page.locator("#examples ~ section.imx bdi.imx-heat")
-            assert tokens.count() >= 10
-            colours = page.evaluate(
-                "() => [...document.querySelectorAll('section.imx bdi.imx-heat')]"
-                ".map(e => getComputedStyle(e).backgroundColor)"
-            )
-            painted = [c for c in colours if c not in ("rgba(0, 0, 0, 0)", "transparent")]
-            assert len(painted) >= 5 and len(set(painted)) >= 3  # a heatmap, not one flat colour
-            assert BAD_TOKENS[0] in page.inner_text("#examples ~ section.imx")  # shown as text, not run
-            png = page.screenshot(full_page=False)
-        finally:
-            browser.close()
+    with _opened(page_path, 1280) as (page, problems, requests):
+        assert problems == []
+        # self-contained: the page itself and its embedded data: images, nothing else
+        assert [u for u in requests if not u.startswith("data:")] == [page_path.as_uri()]
+        assert page.evaluate("() => document.querySelectorAll('script').length") == 0
+        images = page.evaluate("() => [...document.images].map(i => [i.className, i.complete && i.naturalWidth > 0])")
+        assert images and all(ok for _, ok in images) and images[0][0] == "imx-forest"
+        first = page.locator("#first-screen")
+        assert (
+            "What this run found" in first.inner_text() and "AOPC comprehensiveness (probability)" in first.inner_text()
+        )
+        assert first.locator("img.imx-forest").bounding_box()["y"] < 900  # the forest plot is on the first screen
+        tokens = page.locator("#examples ~ section.imx bdi.imx-heat")
+        assert tokens.count() >= 10
+        colours = page.evaluate(
+            "() => [...document.querySelectorAll('section.imx bdi.imx-heat')]"
+            ".map(e => getComputedStyle(e).backgroundColor)"
+        )
+        painted = [c for c in colours if c not in ("rgba(0, 0, 0, 0)", "transparent")]
+        assert len(painted) >= 5 and len(set(painted)) >= 3  # a heatmap, not one flat colour
+        assert BAD_TOKENS[0] in page.inner_text("#examples ~ section.imx")  # shown as text, not run
+        png = page.screenshot(full_page=False)
     (out / "report_first_screen.png").write_bytes(png)
     image = Image.open(io.BytesIO(png)).convert("RGB")
     distinct = len(image.getcolors(image.width * image.height))
