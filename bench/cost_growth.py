@@ -3,6 +3,8 @@
     python bench/cost_growth.py [--lengths 32 64 128 256 512] [--examples 100 400 1600]
                                 [--methods gradient integrated_gradients] [--threads 2] [--steps 20]
                                 [--device cpu|cuda] [--json out.json]
+    python bench/cost_growth.py plot --inputs a.json [b.json ...] --out docs-assets/cost_growth.png
+
 
 Texts: the shipped test texts concatenated (in order, joined by a space) until each has at least
 ``length`` tokens, then truncated to exactly ``length`` tokens, so every example of a cell is ``length``
@@ -114,7 +116,54 @@ def cell(args) -> dict:
     }
 
 
+def plot(inputs: list[str], out: str) -> None:
+    """The figure of the ``plot`` stage (module docstring), written to ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells: dict[tuple, dict] = {}
+    for name in inputs:
+        for r in json.loads(Path(name).read_text()):
+            cells[(r["method"], r["examples"], r["length"])] = r
+    if not cells:
+        raise SystemExit(f"no cells in {inputs}")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for method, count in sorted({(m, c) for m, c, _ in cells}):
+        rows = sorted((r for (m, c, _), r in cells.items() if (m, c) == (method, count)), key=lambda r: r["length"])
+        lengths = [r["length"] for r in rows]
+        style = {"marker": "o", "label": f"{method}, {count} examples"}
+        axes[0].plot(lengths, [r["examples_per_s"] for r in rows], **style)
+        ratio = [(r["length"], r["seconds"] / r["floor_seconds"]) for r in rows if r.get("floor_seconds")]
+        if ratio:
+            axes[1].plot(*zip(*ratio), **style)
+        axes[2].plot(lengths, [r["peak_mib"] for r in rows], **style)
+    ticks = sorted({length for _, _, length in cells})
+    titles = ["examples / s", "time / compute floor", "peak memory (MiB, above the warm-up)"]
+    for ax, title in zip(axes, titles):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlabel("tokens per example")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].set_yscale("log")
+    axes[1].axhline(1.0, color="grey", lw=0.8)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "plot":
+        plotter = argparse.ArgumentParser(prog="cost_growth.py plot")
+        plotter.add_argument("--inputs", nargs="+", required=True)
+        plotter.add_argument("--out", required=True)
+        options = plotter.parse_args(sys.argv[2:])
+        plot(options.inputs, options.out)
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", nargs="*", type=int, default=[32, 64, 128, 256, 512])
     parser.add_argument("--examples", nargs="*", type=int, default=[100, 400, 1600])

@@ -19,7 +19,9 @@ change hits every variant alike):
   (``evaluation.token_budget``);
 * ``defaults_one_shot`` / ``defaults``: the default settings (gradient, ``mask_token``, the fractions of
   ``conf/evaluate.yaml``), one-shot only / one-shot and recursive. For the recursive schedule
-  the saliency calls of each step are timed (rows, padded tokens, seconds);
+  the saliency calls of each step are timed (rows, padded tokens, seconds). ``--saliency NAME`` explains
+  with ``conf/saliency/NAME.yaml`` instead of the gradient (e.g. ``integrated_gradients``: its 20 steps,
+  pad baseline, probability), in these two variants only;
 * ``ferret``: with ``--ferret-venv`` (a virtual environment with ``ferret-xai==0.4.2``, which needs
   ``transformers<5`` and ``pyarrow<20``): ferret's ``Benchmark`` (``GradientExplainer`` without
   multiplying by inputs; ``AOPC_Comprehensiveness_Evaluation`` and ``AOPC_Sufficiency_Evaluation`` at
@@ -189,18 +191,33 @@ def floor_work(model, tokenizer, batch, chunk_rows: int = 256):
     return run, len(rows)
 
 
-def evaluator(tokenizer, kind: str, token_budget: int):
+def saliency_from_config(name: str, tokenizer):
+    """The saliency method of ``conf/saliency/<name>.yaml``, built from its ``_target_`` and bound to
+    ``tokenizer``, as an evaluation builds it."""
+    import yaml
+    from hydra.utils import instantiate
+
+    config = yaml.safe_load((ROOT / "conf" / "saliency" / f"{name}.yaml").read_text())
+    config.pop("name", None)
+    method = instantiate(config)
+    return method.bind(tokenizer) if hasattr(method, "bind") else method
+
+
+def evaluator(tokenizer, kind: str, token_budget: int, saliency: str = "gradient"):
     from itermask.core.evaluation import IterativeMaskingEvaluator
     from itermask.core.masking import Delete, MaskToken
     from itermask.core.saliency import GradientSaliency
 
+    method = GradientSaliency()
     if kind == "ferret_settings":
         strategy, grid, schedules = Delete(tokenizer), FERRET_GRID, ["one_shot"]
     else:
         strategy, grid = MaskToken(tokenizer), default_grid()
         schedules = ["one_shot"] if kind == "defaults_one_shot" else ["one_shot", "recursive"]
+        if saliency != "gradient":
+            method = saliency_from_config(saliency, tokenizer)
     return IterativeMaskingEvaluator(
-        GradientSaliency(),
+        method,
         strategy,
         grid,
         tokenizer.all_special_ids,
@@ -261,7 +278,7 @@ def itermask_variants(args, tokenizer, model, batch, labels, ids) -> dict:
     for kind in ("ferret_settings", "defaults_one_shot", "defaults"):
         if kind not in args.variants:
             continue
-        ev = evaluator(tokenizer, kind, args.token_budget)
+        ev = evaluator(tokenizer, kind, args.token_budget, args.saliency)
         ev.saliency_log = SaliencyLog(ev)
         work[kind] = ((lambda ev=ev: (ev.saliency_log.clear(), ev.evaluate(model, batch, labels, ids))), ev)
     return work
@@ -287,7 +304,12 @@ def main() -> None:
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--saliency", default="gradient", help="conf/saliency/NAME.yaml for the defaults variants (module docstring)"
+    )
     args = parser.parse_args()
+    if not (ROOT / "conf" / "saliency" / f"{args.saliency}.yaml").is_file():
+        parser.error(f"--saliency {args.saliency}: no conf/saliency/{args.saliency}.yaml")
 
     import torch
 
@@ -332,8 +354,8 @@ def report(args, work, times, n, load_before) -> None:
     rate = {name: n / seconds for name, seconds in best.items()}
     load_after = os.getloadavg()
     print(
-        f"\n## {n} examples, {args.threads} thread(s); best of {args.rounds} rounds; load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after\n"
+        f"\n## {n} examples, {args.threads} thread(s), saliency {args.saliency}; best of {args.rounds} rounds; "
+        f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n"
     )
     print("| variant | seconds | examples / s |\n| --- | ---: | ---: |")
     for name in best:
@@ -374,6 +396,7 @@ def report(args, work, times, n, load_before) -> None:
             json.dumps(
                 {
                     "threads": args.threads,
+                    "saliency": args.saliency,
                     "examples": n,
                     "rounds": args.rounds,
                     "token_budget": args.token_budget,
