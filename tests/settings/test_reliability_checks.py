@@ -230,3 +230,21 @@ def test_umap_fractions_must_ascend():
     assert _problems("ood.plots.umap_fractions=[0.5,0.1]") == [
         "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (e.g. [0.1, 0.5])"
     ]
+
+
+def test_a_setting_the_component_does_not_take_is_named_with_the_close_one():
+    from itermask.settings.components import accepted_arguments, build
+
+    node = {"_target_": "itermask.core.saliency.IntegratedGradientsSaliency", "name": "integrated_gradients"}
+    with pytest.raises(ValueError) as error:
+        build({**node, "n_step": 3}, "saliency")
+    message = str(error.value)
+    assert message.startswith("saliency.n_step is not a setting of itermask.core.saliency.IntegratedGradientsSaliency")
+    assert "did you mean saliency.n_steps?" in message
+    # the class's own arguments and, through **kwargs, its bases'
+    from itermask.core.saliency import IntegratedGradientsSaliency
+
+    accepted = accepted_arguments(IntegratedGradientsSaliency)
+    assert {"n_steps", "token_budget", "baseline", "output", "absolute"} <= set(accepted)
+    assert "kwargs" not in accepted and "self" not in accepted
+    assert build({**node, "n_steps": 3}, "saliency").n_steps == 3

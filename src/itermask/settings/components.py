@@ -8,6 +8,9 @@ is registered under (:func:`check_registered_name`), so a name and a ``_target_`
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,10 +86,42 @@ def build(node: DictConfig | Mapping, path: str = "", kind: type | None = None, 
             raise (cause if named == str(cause) else ValueError(named)) from None
         if isinstance(cause, OSError):
             raise cause from None
+        unknown = (
+            re.search(r"unexpected keyword argument '(\w+)'", str(cause)) if isinstance(cause, TypeError) else None
+        )
+        if unknown and "_target_" in spec:
+            raise ValueError(_unknown_setting(str(spec["_target_"]), path, unknown.group(1))) from None
         raise
     if kind is not None and not isinstance(built, kind):
         raise ValueError(f"{path}._target_ must name an {kind.__module__}.{kind.__name__}, got {type(built).__name__}")
     return built
+
+
+def accepted_arguments(cls: type) -> list[str]:
+    """The keyword arguments ``cls(...)`` accepts: its ``__init__``'s, and its bases' while an ``__init__``
+    passes ``**kwargs`` on."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        parameters = inspect.signature(init).parameters.values()
+        names |= {p.name for p in parameters if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            break
+    return sorted(names)
+
+
+def _unknown_setting(target: str, path: str, key: str) -> str:
+    """The message for a node key its ``_target_`` does not take (``+saliency.n_step=3``): the option, the
+    close names and every accepted one."""
+    accepted = accepted_arguments(hydra.utils.get_class(target))
+    close = difflib.get_close_matches(key, accepted, n=1)
+    hint = f"did you mean {path}.{close[0]}? " if close else ""
+    return (
+        f"{path}.{key} is not a setting of {target}: {hint}it takes "
+        f"{', '.join(accepted) or 'no settings'} (besides name and _target_)"
+    )
 
 
 class Built:
