@@ -248,3 +248,13 @@ def test_a_setting_the_component_does_not_take_is_named_with_the_close_one():
     assert {"n_steps", "token_budget", "baseline", "output", "absolute"} <= set(accepted)
     assert "kwargs" not in accepted and "self" not in accepted
     assert build({**node, "n_steps": 3}, "saliency").n_steps == 3
+
+
+def test_a_gpu_accelerator_without_a_gpu_is_named_before_any_work(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    problem = distributed_problem({"accelerator": "gpu", "devices": 1, "strategy": "auto"}, multirun=False)
+    assert problem is not None and problem.startswith("trainer.accelerator=gpu, but torch")
+    assert "sees no GPU: use trainer.accelerator=auto" in problem
+    assert distributed_problem({"accelerator": "auto", "devices": 1, "strategy": "auto"}, multirun=False) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert distributed_problem({"accelerator": "cuda", "devices": 1, "strategy": "auto"}, multirun=False) is None

@@ -305,6 +305,11 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
             base_path = resolve_pretrained(pretrained)
             mlm_architecture(base_path, pretrained)  # word embeddings to tie the head to, before any work
             pretrain = pretrain_settings(config, fingerprint, source, base_path)
+    trainer, processes = config["trainer"], 1
+    with problems.collect():  # before the pretraining stage, which runs a trainer too
+        if (problem := distributed_problem(trainer, hydra_multirun())) is not None:
+            raise SettingsError([problem])
+        processes = trainer_processes(trainer)
     problems.raise_if_any()
     make_trainer = _trainer_factory(config["trainer"])
     encoder = pretrained
@@ -315,11 +320,6 @@ def bind_job(parts: JobParts, problems: Problems, started_at: float) -> dict:
     with problems.collect():
         parts.built.bind_all(tokenizer)
     train = _fine_tuning(parts, tokenizer, problems)
-    trainer, processes = config["trainer"], 1
-    with problems.collect():
-        if (problem := distributed_problem(trainer, hydra_multirun())) is not None:
-            raise SettingsError([problem])
-        processes = trainer_processes(trainer)
     problems.raise_if_any()
     key, payload = training_key(
         config, fingerprint, parts.seed, processes, pretrain.key if pretrain is not None else None

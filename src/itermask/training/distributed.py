@@ -99,7 +99,17 @@ def trainer_processes(trainer: dict) -> int:
 def distributed_problem(trainer: dict, multirun: bool) -> str | None:
     """Why the trainer config cannot run here, or ``None``: a strategy that does not run the command line in
     each process (:data:`UNSUPPORTED_STRATEGIES`), or several processes per job in a Hydra multirun (Lightning
-    would start each process's copy of the whole sweep)."""
+    would start each process's copy of the whole sweep), or a GPU accelerator where torch sees no GPU."""
+    accelerator = str(trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            return (
+                f"trainer.accelerator={accelerator}, but torch {torch.__version__} ({build}) sees no GPU: use "
+                "trainer.accelerator=auto (a GPU when there is one) or cpu, or install the torch build for your GPU"
+            )
     strategy = str(trainer.get("strategy", "auto"))
     if any(strategy.startswith(name) for name in UNSUPPORTED_STRATEGIES):
         return (
