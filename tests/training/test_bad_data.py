@@ -312,3 +312,23 @@ def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
     assert training_key(cfg)[0] == training_key(before)[0]
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert results_key(resolved) == results_key(OmegaConf.to_container(before, resolve=True))
+
+
+@pytest.mark.parametrize(
+    ("separator", "advice"),
+    [("\t", "looks tab-separated ('text\\tlabel'): name it .tsv"), (";", "looks semicolon-separated")],
+)
+def test_a_file_with_another_delimiter_named_csv_gets_the_delimiter_advice(tmp_path, separator, advice):
+    file = tmp_path / "data.csv"
+    file.write_text(f"text{separator}label\n" + "".join(f"film {i}{separator}{i % 2}\n" for i in range(6)))
+    with pytest.raises(ValueError) as error:
+        FileSource(path=str(file)).load()
+    assert "has no column(s) ['text', 'label']" in str(error.value)
+    assert advice in str(error.value) and "Set text_column" not in str(error.value)
+
+
+def test_a_missing_column_in_a_comma_separated_file_keeps_the_column_advice(tmp_path):
+    file = tmp_path / "data.csv"
+    file.write_text("review,label\n" + "".join(f"film {i},{i % 2}\n" for i in range(6)))
+    with pytest.raises(ValueError, match=r"its columns are \['review', 'label'\]\. Set text_column/label_column"):
+        FileSource(path=str(file)).load()

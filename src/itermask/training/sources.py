@@ -229,10 +229,10 @@ class DataSource:
         for split, data in raw.items():
             missing = [c for c in columns if c not in data.column_names]
             if missing:
+                names = [c for c in data.column_names if c != _SOURCE_ROW]
                 raise ValueError(
-                    f"{self.describe()}: split {split!r} has no column(s) {missing}; "
-                    f"its columns are {[c for c in data.column_names if c != _SOURCE_ROW]}. "
-                    "Set text_column/label_column accordingly."
+                    f"{self.describe()}: split {split!r} has no column(s) {missing}; its columns are {names}. "
+                    + (_delimiter_hint(names) or "Set text_column/label_column accordingly.")
                 )
             for column in columns:
                 if column == self.label_column:
@@ -557,6 +557,22 @@ class FileSource(DataSource):
                     f"offset {offset - (len(error.object) - error.start)}. If the file is Latin-1 (ISO-8859-1), set "
                     "dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as UTF-8"
                 ) from None
+
+
+#: delimiters a file read as comma-separated may really use, with their names
+_OTHER_DELIMITERS = {"\t": "tab", ";": "semicolon", "|": "pipe"}
+
+
+def _delimiter_hint(names: list[str]) -> str | None:
+    """Advice when a file read with commas has one column whose name holds another delimiter (a
+    tab-separated file named ``.csv``, say): which delimiter, and what to do; ``None`` otherwise."""
+    if len(names) != 1:
+        return None
+    for delimiter, label in _OTHER_DELIMITERS.items():
+        if delimiter in names[0]:
+            fix = "name it .tsv" if delimiter == "\t" else "save it comma-separated (or tab-separated, as .tsv)"
+            return f"The file was read with commas but its header looks {label}-separated ({names[0]!r}): {fix}."
+    return None
 
 
 def _directory_message(setting: str, folder: str, single_file: bool) -> str:
