@@ -332,3 +332,14 @@ def test_a_missing_column_in_a_comma_separated_file_keeps_the_column_advice(tmp_
     file.write_text("review,label\n" + "".join(f"film {i},{i % 2}\n" for i in range(6)))
     with pytest.raises(ValueError, match=r"its columns are \['review', 'label'\]\. Set text_column/label_column"):
         FileSource(path=str(file)).load()
+
+
+def test_a_file_too_small_to_carve_splits_from_says_so(tmp_path):
+    file = tmp_path / "three.csv"
+    file.write_text("text,label\nGood film,1\nBad film,0\nOk film,1\n")
+    with pytest.raises(ValueError) as error:
+        FileSource(path=str(file)).load()
+    message = str(error.value)
+    # seed 0 carves test, then validation, off the 3 rows: 1 row is left, of class 0
+    assert "too small to carve test and validation split(s) from: its 3 training rows leave 1" in message
+    assert "no example of class(es) ['1']" in message and "never occur" not in message

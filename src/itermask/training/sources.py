@@ -321,6 +321,7 @@ class DataSource:
 
     def _carve(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
         raw = datasets.DatasetDict(dict(raw))
+        original, carved = raw["train"], []
         for split, ratio in (("test", self.test_ratio), ("validation", self.validation_ratio)):
             if split in raw:
                 continue
@@ -328,7 +329,27 @@ class DataSource:
                 raise ValueError(f"{self.describe()}: too few training rows to carve a {split} split")
             parts = raw["train"].train_test_split(test_size=ratio, seed=self.seed, shuffle=True)
             raw["train"], raw[split] = parts["train"], parts["test"]
+            carved.append(split)
+        self._check_carved(original, raw, carved)
         return raw
+
+    def _check_carved(self, original: datasets.Dataset, raw: datasets.DatasetDict, carved: list[str]) -> None:
+        """After carving: the training split keeps every class the rows as read have.
+
+        Raises:
+            ValueError: a file too small to carve from (naming its row count, the shares and the lost classes).
+        """
+        if not carved or self.label_column not in original.column_names:
+            return
+        lost = sorted(set(map(str, original[self.label_column])) - set(map(str, raw["train"][self.label_column])))
+        if lost:
+            shares = ", ".join(f"{s} {getattr(self, f'{s}_ratio'):g}" for s in carved)
+            raise ValueError(
+                f"{self.describe()}: too small to carve {' and '.join(carved)} split(s) from: its {len(original)} "
+                f"training rows leave {len(raw['train'])} for training after carving ({shares} of the rows), with no "
+                f"example of class(es) {lost}. Give more rows (several per class), or give the validation and test "
+                "files (dataset.source.validation/test)"
+            )
 
     def _label_names(self, raw: datasets.DatasetDict) -> tuple[list[str], dict[str, int] | None]:
         feature = raw["train"].features[self.label_column]
