@@ -310,11 +310,23 @@ def _plain(node) -> dict:
     return OmegaConf.to_container(node, resolve=True, enum_to_str=True)  # type: ignore[return-value]
 
 
+def _first_undecodable(path: Path) -> str:
+    """Where ``path``'s first byte that is not UTF-8 lies (pandas reports offsets within its read blocks)."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        return f"byte {error.start}, line {line}, cannot be decoded"
+    return "a byte cannot be decoded"
+
+
 def _read_examples(data, labels, text_column: str, text_pair_column: str | None, label_column: str | None) -> _Examples:
     """Texts, text pairs and labels from a list of texts, a ``datasets.Dataset``, a DataFrame or a CSV/TSV path.
 
     Raises:
-        ValueError: no texts, a missing column, labels of another length, a text that is not a string.
+        ValueError: no texts, a missing column, labels of another length, a text that is not a string; a file
+            that is empty, not UTF-8 or not parseable.
         FileNotFoundError: a path that does not exist.
     """
     import pandas as pd
@@ -323,7 +335,17 @@ def _read_examples(data, labels, text_column: str, text_pair_column: str | None,
         path = Path(data)
         if not path.is_file():
             raise FileNotFoundError(f"data={str(data)!r}: no such file (give a CSV/TSV path or a list of texts)")
-        data = pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",", keep_default_na=False)
+        try:
+            data = pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",", keep_default_na=False)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"data={str(data)!r} is empty: it has no header and no rows") from None
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"data={str(data)!r} is not UTF-8 text ({_first_undecodable(path)}): save it as UTF-8, or "
+                "read it yourself (pandas.read_csv(..., encoding=...)) and pass the DataFrame"
+            ) from None
+        except pd.errors.ParserError as error:
+            raise ValueError(f"data={str(data)!r} cannot be read as {path.suffix or 'CSV'}: {error}") from None
     elif isinstance(data, str):
         raise ValueError("data is a single string: give a list of texts (data=[text, ...]) or a CSV/TSV path")
     pairs = None

@@ -156,3 +156,21 @@ def test_a_callers_own_hydra_session_is_kept(tiny_bert, tokenizer, tmp_path):
         assert result.methods == ["gradient", "random"] and GlobalHydra.instance().hydra is mine
     finally:
         GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "is empty: it has no header and no rows"),
+        (b"text,label\n\xff\xfe bad bytes,1\n", "is not UTF-8 text (byte 11, line 2, cannot be decoded)"),
+        (b'text,label\n"an unclosed quote,1\n', "cannot be read as .csv"),
+    ],
+)
+def test_a_csv_the_facade_cannot_read_is_named_before_any_work(tmp_path, content, message):
+    from itermask.api import _read_examples
+
+    file = tmp_path / "data.csv"
+    file.write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        _read_examples(str(file), None, "text", None, "label")
+    assert str(error.value).startswith(f"data={str(file)!r}") and message in str(error.value)
