@@ -146,3 +146,17 @@ def test_tost_matches_statsmodels():
     out = tost_welch(a, b, 0.02)
     assert out["p_value"] == pytest.approx(p)
     assert out["p_lower"] == pytest.approx(lower[1]) and out["p_upper"] == pytest.approx(upper[1])
+
+
+def test_holm_matches_statsmodels_and_keeps_nan():
+    from statsmodels.stats.multitest import multipletests
+
+    from itermask.reporting.claim_stats import holm
+
+    p = np.array([0.01, 0.04, 0.03, 0.005, 0.2, 0.04])
+    assert np.allclose(holm(p), multipletests(p, method="holm")[1])
+    # by hand: sorted 0.005, 0.01, 0.03, 0.04, 0.04, 0.2 times 6..1 = 0.03, 0.05, 0.12, 0.12, 0.08 -> 0.12, 0.2
+    assert holm(p).tolist() == pytest.approx([0.05, 0.12, 0.12, 0.03, 0.2, 0.12])
+    with_nan = holm([0.01, np.nan, 0.04])
+    assert np.isnan(with_nan[1]) and with_nan[[0, 2]].tolist() == pytest.approx([0.02, 0.04])
+    assert np.isnan(holm([np.nan])).all() and holm([0.6, 0.7]).tolist() == [1.0, 1.0]

@@ -218,3 +218,26 @@ def test_figure_names_of_long_variant_labels_stay_short_and_distinct():
     )
     assert len(a) == len(b) == MAX_SLUG and a != b
     assert slug("minilm", "rt_snippets", "gradient") == "minilm_rt_snippets_gradient"
+
+
+def test_claim1_supported_in_part_when_no_difference_survives_holm(tmp_path):
+    """One raw-score interval excluding 0 among many comparisons, with a p-value Holm's correction cannot
+    keep: "supports in part", and the differences are named as raw-score (masking sensitivity) ones."""
+    from itermask.reporting.claims import _verdict1, _with_holm
+
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
+    diffs = claims.model_differences.drop(columns="p_holm")
+    first = diffs.index[(diffs.measure == "score") & (diffs.method == "random")][0]
+    diffs.loc[first, ["difference", "ci_low", "ci_high", "p_value"]] = [0.03, 0.01, 0.05, 0.02]
+    claims.model_differences = _with_holm(diffs, claims.accuracy)
+    n = int(claims.model_differences.p_holm.notna().sum())
+    assert claims.model_differences.loc[first, "p_holm"] == pytest.approx(min(1.0, 0.02 * n))
+    verdict = _verdict1(claims)
+    assert verdict.startswith("supports in part: at equivalent test accuracy (margin ±0.02, TOST), the random")
+    assert f"no difference survives Holm's correction for the {n} comparisons" in verdict
+    assert "The differences are in the raw scores only, the random explanation's included" in verdict
+    # the same difference with a p-value that survives: supported
+    diffs.loc[first, "p_value"] = 1e-6
+    claims.model_differences = _with_holm(diffs, claims.accuracy)
+    assert _verdict1(claims).startswith("supports: at equivalent test accuracy")
+    assert f"1 of {n} differences survive Holm's correction" in _verdict1(claims)

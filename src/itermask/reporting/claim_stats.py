@@ -44,7 +44,7 @@ import math
 import numpy as np
 from scipy import stats
 
-__all__ = ["nested_components", "nested_components_ci", "COMPONENTS", "kendall_w", "tost_welch"]
+__all__ = ["nested_components", "nested_components_ci", "COMPONENTS", "kendall_w", "tost_welch", "holm"]
 
 #: the variance components of :func:`nested_components`, in report order
 COMPONENTS = ("model", "seed_within_model", "example", "model_x_example", "residual")
@@ -235,4 +235,29 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
     half = float(stats.t.ppf(1 - alpha, df)) * se
     p = max(p_lower, p_upper)
     out.update(ci_low=d - half, ci_high=d + half, p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
+    return out
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values (Holm 1979, "A simple sequentially rejective multiple test
+    procedure", Scand. J. Statist. 6, 65-70): the ``m`` p-values sorted ascending, the ``i``-th (from 1)
+    multiplied by ``m - i + 1``, then a running maximum, capped at 1. Rejecting where the adjusted value is
+    below ``alpha`` keeps the family-wise error rate at ``alpha``. NaN stays NaN and does not count in ``m``.
+    statsmodels' ``multipletests(method="holm")`` gives the same (the test compares them); it is written here
+    because statsmodels is only a test dependency.
+
+    Args:
+        p_values: ``[m]`` p-values in ``[0, 1]`` (NaN allowed).
+
+    Returns:
+        ``[m]`` float adjusted p-values, in the input order.
+    """
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    if not len(valid):
+        return out
+    order = valid[np.argsort(p[valid], kind="stable")]
+    scaled = p[order] * (len(order) - np.arange(len(order)))
+    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
     return out

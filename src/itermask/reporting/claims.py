@@ -12,7 +12,10 @@ conditions (models, dataset, seeds, examples).
    ranking across models (:func:`~itermask.reporting.claim_stats.kendall_w`); and whether the models'
    test accuracies are equivalent within a stated margin (TOST, :func:`~itermask.reporting.claim_stats.
    tost_welch`). The claim is supported when, between two models of equivalent accuracy, some method's
-   score differs (its interval excludes 0).
+   score (or method - random) differs after Holm's correction for every comparison made at equivalent
+   accuracy (:func:`~itermask.reporting.claim_stats.holm`); supported in part when some intervals exclude 0
+   but no difference survives the correction. The verdict says whether the differences are in the raw
+   scores only (the random explanation's included: the models' sensitivity to masking) or in method - random.
 2. *Are masked inputs out of distribution, and does masked fine-tuning change that?* The base model with
    standard vs masked fine-tuning: the Mahalanobis OOD AUROC (final layer) per masking step; supported
    when the standard model's mean AUROC over the masked steps is above 0.5 (interval) and masked
@@ -42,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from itermask.reporting.attack_link import caveat
-from itermask.reporting.claim_stats import COMPONENTS, kendall_w, nested_components_ci, tost_welch
+from itermask.reporting.claim_stats import COMPONENTS, holm, kendall_w, nested_components_ci, tost_welch
 from itermask.reporting.markdown import md_table, number
 from itermask.reporting.model import records, series_rows
 from itermask.reporting.statistics import compare_samples, seed_interval
@@ -227,6 +230,22 @@ def _differences(table: pd.DataFrame, pairs, key: str, methods, columns, confide
     return pd.DataFrame(rows)
 
 
+def _with_holm(diffs: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
+    """``diffs`` with ``p_holm``: Holm-adjusted p-values over the comparisons of models whose test accuracies
+    are equivalent (the family the verdict reads); NaN for the other pairs."""
+    diffs = diffs.copy()
+    if diffs.empty:
+        diffs["p_holm"] = pd.Series(dtype=float)
+        return diffs
+    equivalent = {(r.a, r.b) for r in records(accuracy) if r.equivalent} if not accuracy.empty else set()
+    tested = np.array([(a, b) in equivalent for a, b in zip(diffs["a"], diffs["b"])])
+    p_holm = np.full(len(diffs), np.nan)
+    if tested.any():
+        p_holm[tested] = holm(diffs.loc[tested, "p_value"].to_numpy(dtype=float))
+    diffs["p_holm"] = p_holm
+    return diffs
+
+
 def _claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     s, conf = claims.settings, claims.confidence
     standard = _rows(table, table.variant == STANDARD)
@@ -236,7 +255,9 @@ def _claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     pairs = list(itertools.combinations(models, 2))
     sub = _rows(standard, standard.model.isin(models))
     claims.accuracy = _accuracy_rows(sub, pairs, "model", s.accuracy_margin)
-    claims.model_differences = _differences(sub, pairs, "model", methods, ["score", "minus_random"], conf)
+    claims.model_differences = _with_holm(
+        _differences(sub, pairs, "model", methods, ["score", "minus_random"], conf), claims.accuracy
+    )
     means = sub.groupby(["model", "method"]).score.mean().unstack("method").reindex(index=models, columns=methods)
     claims.concordance = {"methods": methods, "models": models, **kendall_w(means.to_numpy(dtype=float))}
     rows = []
@@ -332,21 +353,40 @@ def _verdict1(claims: Claims) -> str:
             f"(TOST; e.g. {worst['a']} - {worst['b']}: {_fmt_ci(worst)} at 90 %, p = {number(worst['p_value'], 3)}),"
             f" so score differences cannot be separated from accuracy differences {conditions}.{extra}"
         )
-    tested = _rows(diffs, [(r.a, r.b) in equivalent for r in records(diffs)])
+    tested = _rows(diffs, diffs["p_holm"].notna())
+    alpha = 1 - claims.confidence
     hits = _rows(tested, [_excludes_zero(r) for r in series_rows(tested)])
-    chance = f"{len(hits)} of {len(tested)} intervals exclude 0 (about {0.05 * len(tested):.1f} expected by chance)"
+    chance = f"{len(hits)} of {len(tested)} intervals exclude 0 (about {alpha * len(tested):.1f} expected by chance)"
     if hits.empty:
         return (
             f"does not support: between models of equivalent accuracy (margin ±{s.accuracy_margin:g}) no "
             f"method's {s.score} or method - random differs: every {int(claims.confidence * 100)} % interval "
             f"over seeds includes 0 ({chance}) {conditions}.{extra}"
         )
-    top = hits.loc[hits["difference"].abs().idxmax()]
+    corrected = _rows(tested, tested["p_holm"] < alpha)
+    shown = corrected if not corrected.empty else hits
+    top = shown.loc[shown["difference"].abs().idxmax()]
     measure = s.score if top["measure"] == "score" else f"{s.score} minus random"
+    found = (
+        f"the {top['method']} {measure} differs between {top['a']} and {top['b']} by {_fmt_ci(top)} "
+        f"({int(claims.confidence * 100)} % Welch interval over seeds, Holm p = {number(top['p_holm'], 3)}; "
+        f"{chance})"
+    )
+    where = (
+        " The differences are in the raw scores only, the random explanation's included, not in method - random:"
+        " the models differ in how their outputs respond to masking, not in how far the methods beat random."
+        if set(shown["measure"]) == {"score"}
+        else ""
+    )
+    if corrected.empty:
+        return (
+            f"supports in part: at equivalent test accuracy (margin ±{s.accuracy_margin:g}, TOST), {found}, but "
+            f"no difference survives Holm's correction for the {len(tested)} comparisons (smallest Holm p = "
+            f"{number(float(tested['p_holm'].min()), 3)}) {conditions}.{where}{extra}"
+        )
     return (
-        f"supports: at equivalent test accuracy (margin ±{s.accuracy_margin:g}, TOST), the {top['method']} "
-        f"{measure} differs between {top['a']} and {top['b']} by {_fmt_ci(top)} "
-        f"({int(claims.confidence * 100)} % Welch interval over seeds; {chance}) {conditions}.{extra}"
+        f"supports: at equivalent test accuracy (margin ±{s.accuracy_margin:g}, TOST), {found}; "
+        f"{len(corrected)} of {len(tested)} differences survive Holm's correction {conditions}.{where}{extra}"
     )
 
 
@@ -705,13 +745,14 @@ def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
     if not claims.model_differences.empty:
         out += [
             f"Between-model differences a - b of the mean over seeds ({pct} % Welch interval; *minus_random*: "
-            "the method's score minus the seeded random explanation's in the same run):",
+            "the method's score minus the seeded random explanation's in the same run; *p (Holm)*: adjusted for "
+            "every comparison between models of equivalent accuracy, blank for the other pairs):",
             "",
             md_table(
-                ["a", "b", "method", "measure", "n a/b", "a - b", f"{pct} % CI", "p"],
+                ["a", "b", "method", "measure", "n a/b", "a - b", f"{pct} % CI", "p", "p (Holm)"],
                 [
                     [r.a, r.b, r.method, r.measure, f"{r.n_a}/{r.n_b}", number(r.difference), _ci_cell(r._asdict())]
-                    + [number(r.p_value, 3)]
+                    + [number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
                     for r in records(claims.model_differences)
                 ],
             ),
