@@ -382,7 +382,7 @@ def _verdict1(claims: Claims) -> str:
         return (
             f"supports in part: at equivalent test accuracy (margin ±{s.accuracy_margin:g}, TOST), {found}, but "
             f"no difference survives Holm's correction for the {len(tested)} comparisons (smallest Holm p = "
-            f"{number(float(tested['p_holm'].min()), 3)}) {conditions}.{where}{extra}"
+            f"{number(float(np.nanmin(tested['p_holm'].to_numpy(dtype=float))), 3)}) {conditions}.{where}{extra}"
         )
     return (
         f"supports: at equivalent test accuracy (margin ±{s.accuracy_margin:g}, TOST), {found}; "
