@@ -813,3 +813,14 @@ def test_reading_results_and_writing_the_report_imports_no_torch(tmp_path):
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_forest_labels_shorten_override_keys_and_wrap():
+    from itermask.reporting.first_screen import _forest_label
+
+    long = "gradient · minilm[train.adversarial_augmentation.enabled=False, train.masking_augmentation.enabled=True]"
+    assert _forest_label(long + " · one_shot") == (
+        "gradient · minilm[adversarial_augmentation=False,\nmasking_augmentation=True] · one_shot"
+    )
+    assert _forest_label("occlusion · minilm_cda · recursive") == "occlusion · minilm_cda · recursive"
+    assert _forest_label("gradient · minilm[seed=3] · one_shot") == "gradient · minilm[seed=3] · one_shot"

@@ -20,6 +20,8 @@ from __future__ import annotations
 import html
 import io
 import math
+import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -127,6 +129,18 @@ def findings(report: Report) -> list[str]:
     return out
 
 
+def _forest_label(label: str, width: int = 52) -> str:
+    """A forest-plot row label that fits its margin: a group's override keys shortened to the part that names
+    them (``train.masking_augmentation.enabled=True`` -> ``masking_augmentation=True``), wrapped at ``width``."""
+
+    def short(match: re.Match) -> str:
+        parts = [p for p in match.group(1).split(".") if p != "enabled"]
+        return f"{parts[-1]}={match.group(2)}"
+
+    label = re.sub(r"([A-Za-z_][\w.]*)=([^,\]]+)", short, label)
+    return "\n".join(textwrap.wrap(label, width, break_long_words=False, break_on_hyphens=False)) or label
+
+
 def forest_figure(report: Report) -> bytes | None:
     """A PNG forest plot of method − random (mean over seeds, confidence-interval bars) for every group and
     schedule, one panel per headline score, the faithful direction written under each panel; ``None``
@@ -141,7 +155,17 @@ def forest_figure(report: Report) -> bytes | None:
 
     scores = list(dict.fromkeys(frame["score"]))
     rows = max(len(frame[frame.score == s]) for s in scores)
-    fig, axes = plt.subplots(1, len(scores), figsize=(5.2 * len(scores), 0.9 + 0.42 * rows), squeeze=False)
+    labels = {
+        score: [
+            _forest_label(f"{r['saliency']} · {r['model']} · {r['schedule']}")
+            for r in series_rows(cast(pd.DataFrame, frame[frame["score"] == score]))
+        ]
+        for score in scores
+    }
+    lines = max((len(line) for ls in labels.values() for label in ls for line in label.split("\n")), default=0)
+    margin = min(0.3 + 0.062 * lines, 4.5)  # inches for the tick labels, left of each panel (fontsize 8)
+    height = 0.9 + 0.42 * rows * max((label.count("\n") + 1 for ls in labels.values() for label in ls), default=1)
+    fig, axes = plt.subplots(1, len(scores), figsize=((4.2 + margin) * len(scores), height), squeeze=False)
     pct = int(round(report.settings["confidence"] * 100))
     for ax, score in zip(axes[0], scores):
         sub = cast(pd.DataFrame, frame[frame["score"] == score]).reset_index(drop=True)
@@ -161,7 +185,7 @@ def forest_figure(report: Report) -> bytes | None:
             ax.plot([mean], [i], "o", color=colour, markersize=6)
         ax.axvline(0.0, color="#333", linewidth=0.9, linestyle="--")
         ax.set_yticks(y)
-        ax.set_yticklabels([f"{r['saliency']} · {r['model']} · {r['schedule']}" for r in series_rows(sub)], fontsize=8)
+        ax.set_yticklabels(labels[score], fontsize=8)
         info = metric_info(score)
         direction = (
             ""
