@@ -165,7 +165,11 @@ def test_claim2_and_claim3_verdicts(tmp_path):
     # rho = 1 in every seed resample, but 3 methods cannot reach p < 0.05: supported in part only
     assert "supports in part the attack link" in claims.verdicts[3]
     assert "with 3 methods the smallest possible two-sided p-value is 2/3! = 0.333" in claims.verdicts[3]
-    assert "supports: adversarial fine-tuning changes faithfulness" in claims.verdicts[3]
+    # accuracies equal across kinds here: a change at equivalent accuracy, against the paper's claim
+    assert (
+        "differs from the paper: adversarial fine-tuning changes faithfulness at equivalent accuracy"
+        in (claims.verdicts[3])
+    )
 
 
 def test_claim2_not_supported_when_masked_fine_tuning_does_not_lower_auroc(tmp_path):
@@ -241,3 +245,20 @@ def test_claim1_supported_in_part_when_no_difference_survives_holm(tmp_path):
     claims.model_differences = _with_holm(diffs, claims.accuracy)
     assert _verdict1(claims).startswith("supports: at equivalent test accuracy")
     assert f"1 of {n} differences survive Holm's correction" in _verdict1(claims)
+
+
+def test_claim3_adversarial_change_with_an_accuracy_change_is_not_separated(tmp_path):
+    from itermask.reporting.claims import _verdict3
+
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
+    adv = claims.adversarial.copy()
+    adv.loc[adv.kind == "accuracy", "equivalent"] = False
+    claims.adversarial = adv
+    verdict = _verdict3(claims, "minilm", "gradient")
+    assert "adversarial fine-tuning changes faithfulness, but test accuracy changes too, so this run cannot" in verdict
+    assert "test accuracy not shown equivalent within ±0.02" in verdict
+    # no change in the score: agrees with the paper
+    adv.loc[(adv.kind == "difference") & (adv.measure == "score"), ["ci_low", "ci_high"]] = [-0.01, 0.02]
+    assert "agrees with the paper: adversarial fine-tuning is not shown to change faithfulness" in _verdict3(
+        claims, "minilm", "gradient"
+    )

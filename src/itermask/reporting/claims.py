@@ -580,10 +580,16 @@ def _verdict3(claims: Claims, base: str | None, method: str | None) -> str:
             f"seeds), test accuracy {'equivalent' if bool(acc.equivalent) else 'not shown equivalent'} within "
             f"±{s.accuracy_margin:g} ({_fmt_ci(acc)} at 90 %)"
         )
-        if changed:
-            lead = "supports: adversarial fine-tuning changes faithfulness"
+        # the paper's claim is that adversarial training does NOT consistently change faithfulness
+        if not changed:
+            lead = "agrees with the paper: adversarial fine-tuning is not shown to change faithfulness"
+        elif bool(acc.equivalent):
+            lead = "differs from the paper: adversarial fine-tuning changes faithfulness at equivalent accuracy"
         else:
-            lead = "does not support: adversarial fine-tuning is not shown to change faithfulness"
+            lead = (
+                "adversarial fine-tuning changes faithfulness, but test accuracy changes too, so this run cannot "
+                "separate the two (the paper reports no consistent change)"
+            )
         lead += "" if robust else " (and it is not shown to lower the attack success rate)"
         parts.append(f"{lead}: {numbers} {_conditions(claims, [str(base)])}")
     return "; ".join(parts[:1]) + f" {_conditions(claims)}; " + "; ".join(parts[1:]) + "."
