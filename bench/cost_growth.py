@@ -10,7 +10,9 @@ Texts: the shipped test texts concatenated (in order, joined by a space) until e
 ``length`` tokens, then truncated to exactly ``length`` tokens, so every example of a cell is ``length``
 tokens long. The packaged MiniLM with a seeded random head; ``max_position_embeddings`` is 512. Each cell
 (method, length, examples) runs in a fresh subprocess: the model and inputs are built, one warm-up call on 2
-examples, then the method's :meth:`attribute` on all examples in batches of ``--batch-size``, timed. Peak
+examples, then the method on all examples in batches of ``--batch-size``, timed, as the evaluator calls it
+(:func:`itermask.core.evaluation.saliency_by_length`: a method that does not batch its own model calls, such as
+the gradient, in length chunks of the default token budget). Peak
 memory: the subprocess's peak resident set (``ru_maxrss``) on a CPU, ``torch.cuda.max_memory_allocated`` on
 a GPU, both minus the value after the warm-up. ``tokens/s`` (examples x length / seconds) staying flat as
 the length grows means the cost grows as the tokens do; the model's own cost per token grows with the
@@ -59,6 +61,7 @@ def cell(args) -> dict:
     sys.path.insert(0, str(ROOT / "bench"))
     from method_speed import build, floor
 
+    from itermask.core.evaluation import saliency_by_length
     from itermask.core.tokens import TokenBatch, class_logits
     from itermask.training.models import load_classifier, load_tokenizer
 
@@ -86,7 +89,7 @@ def cell(args) -> dict:
     start = time.perf_counter()
     for i in range(0, len(batch), args.batch_size):
         rows = slice(i, i + args.batch_size)
-        method.attribute(model, batch.index(rows), target[rows], ids[rows])
+        saliency_by_length(method, model, batch.index(rows), target[rows], ids[rows], sanity=False)
     if device.type == "cuda":
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base

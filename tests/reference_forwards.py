@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from itermask.core.evaluation import IterativeMaskingEvaluator, _by_example
+from itermask.core.evaluation import IterativeMaskingEvaluator, _by_example, saliency_attribution
 from itermask.core.forwards import ForwardStats, RowOutputs, row_lengths
 from itermask.core.representations import Representations, capture_representations
 from itermask.core.tokens import TokenBatch, chunked_logits
@@ -43,7 +43,7 @@ class StepMajorEvaluator(IterativeMaskingEvaluator):
         self.chunk_size = chunk_size
 
     def _saliency_by_length(self, model, batch, target, example_ids, sanity=True):
-        return self._saliency(model, batch, target, example_ids, sanity)
+        return saliency_attribution(self.saliency, model, batch, target, example_ids, sanity)
 
     def _runner(self, model, collect):
         self.forward_stats = ForwardStats()

@@ -53,6 +53,7 @@ __all__ = [
     "off_grid",
     "saliency_scores",
     "saliency_attribution",
+    "saliency_by_length",
     "first_masked_step",
     "TARGET_POLICIES",
 ]
@@ -284,6 +285,41 @@ def saliency_attribution(
         return method.explain(model, batch, target.clone(), example_ids.clone(), sanity)
 
 
+def saliency_by_length(
+    method: SaliencyMethod,
+    model,
+    batch: TokenBatch,
+    target: Tensor,
+    example_ids: Tensor,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    sanity: bool = True,
+) -> Attribution:
+    """:func:`saliency_attribution` of a whole batch as the evaluator computes it. A method that batches its
+    own model calls by length (:attr:`SaliencyMethod.batches_own_calls`: integrated gradients, DeepLift, the
+    perturbation methods) or whose scores of a row depend on the other rows
+    (:attr:`SaliencyMethod.row_independent` false) gets the whole batch. For the others the rows are split
+    into length chunks of at most ``token_budget`` padded tokens (:func:`itermask.core.forwards.length_chunks`,
+    a call weighed as :data:`SALIENCY_OVERHEAD` forwards), each trimmed to its longest row, so the forward and
+    backward passes pad little; padding positions score 0 as in one call. The zero-score check (``sanity``)
+    runs once on the whole batch, not per chunk.
+
+    Raises:
+        SaliencyError: see :meth:`SaliencyMethod.explain`.
+    """
+    if method.batches_own_calls or not method.row_independent:
+        return saliency_attribution(method, model, batch, target, example_ids, sanity)
+    overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
+    chunks = length_chunks(row_lengths(batch), token_budget, overhead)
+    parts = [
+        (rows, saliency_attribution(method, model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
+        for rows in chunks
+    ]
+    whole = _assemble(parts, batch.input_ids.shape, batch.device)
+    if sanity:
+        method.check_scores(whole, model)
+    return whole
+
+
 def saliency_scores(
     method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
 ) -> Tensor:
@@ -378,32 +414,12 @@ class IterativeMaskingEvaluator:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
         return maskable_positions(batch, self.special_ids, self.segments)
 
-    def _saliency(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool) -> Attribution:
-        return saliency_attribution(self.saliency, model, batch, target, example_ids, sanity)
-
     def _saliency_by_length(
         self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
     ) -> Attribution:
-        """Saliency of ``batch`` (one call of all its rows: the clean input, or every example re-explained at
-        a recursive step). A method that batches its own model calls by length
-        (:attr:`SaliencyMethod.batches_own_calls`: integrated gradients, DeepLift, the perturbation methods)
-        or whose scores of a row depend on the other rows (:attr:`SaliencyMethod.row_independent` false)
-        gets the whole batch. For the others the rows are split into length chunks
-        (:func:`itermask.core.forwards.length_chunks`), each trimmed to its longest row, so the forward and
-        backward passes pad little; padding positions score 0 as in one call. The zero-score check
-        (``sanity``) runs once on the whole batch, not per chunk."""
-        if self.saliency.batches_own_calls or not self.saliency.row_independent:
-            return self._saliency(model, batch, target, example_ids, sanity)
-        overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
-        chunks = length_chunks(row_lengths(batch), self.token_budget, overhead)
-        parts = [
-            (rows, self._saliency(model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
-            for rows in chunks
-        ]
-        whole = _assemble(parts, batch.input_ids.shape, batch.device)
-        if sanity:
-            self.saliency.check_scores(whole, model)
-        return whole
+        """:func:`saliency_by_length` of this evaluator's method and token budget (one call of all the rows: the
+        clean input, or every example re-explained at a recursive step)."""
+        return saliency_by_length(self.saliency, model, batch, target, example_ids, self.token_budget, sanity)
 
     def _runner(self, model, collect: bool | str) -> RowForwards:
         """The forward runner of one :meth:`evaluate` call, ``run(rows) -> RowOutputs``; resets
