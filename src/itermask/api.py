@@ -351,9 +351,17 @@ def _read_examples(data, labels, text_column: str, text_pair_column: str | None,
     pairs = None
     if isinstance(data, pd.DataFrame) or hasattr(data, "column_names"):
         columns = list(data.columns) if isinstance(data, pd.DataFrame) else list(data.column_names)
-        for option, column in (("text_column", text_column), ("text_pair_column", text_pair_column)):
+        from itermask.training.sources import delimiter_hint
+
+        # label_column: its default "label" is optional (unlabelled data); a column named otherwise must exist
+        named = [("text_column", text_column), ("text_pair_column", text_pair_column)]
+        named += [("label_column", label_column)] if label_column not in (None, "label") and labels is None else []
+        for option, column in named:
             if column is not None and column not in columns:
-                raise ValueError(f"{option}={column!r} is not a column of the data: it has {columns}")
+                hint = delimiter_hint([str(c) for c in columns])
+                raise ValueError(
+                    f"{option}={column!r} is not a column of the data: it has {columns}" + (f". {hint}" if hint else "")
+                )
         texts = list(data[text_column])
         pairs = None if text_pair_column is None else [str(t) for t in data[text_pair_column]]
         if labels is None and label_column is not None and label_column in columns:
@@ -641,6 +649,11 @@ def evaluate(
     methods_given = [saliency] if isinstance(saliency, str) or not isinstance(saliency, Sequence) else list(saliency)
     if not methods_given:
         raise ValueError("saliency is empty: give one or more methods, e.g. saliency=['gradient']")
+    wrong = [m for m in methods_given if not isinstance(m, str) and not hasattr(m, "explain")]
+    if wrong:
+        raise ValueError(
+            f"saliency={wrong!r}: each method is a name of conf/saliency (e.g. 'gradient') or a SaliencyMethod"
+        )
     examples = _read_examples(data, labels, text_column, text_pair_column, label_column)
     pretrained = str(model) if isinstance(model, str | Path) else None
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR

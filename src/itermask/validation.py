@@ -398,7 +398,8 @@ def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
     :data:`OWN_SECTIONS` (``+model.max_lenght=32``), or, given the composed ``config``, a top-level value
     (``+seeds=3``; adding a config group, ``+experiment=paper``, gives a section and passes). Such a key would
     still enter the cache keys (a new fine-tuning under a new key, with the setting meant unchanged).
-    ``++key=value`` still forces it.
+    ``++key=value`` still forces it, except under ``model.pretrain`` (with ``+`` or ``++``), which would switch
+    continued pretraining on under the name of a model config without it.
 
     Args:
         overrides: the task's overrides as given (``HydraConfig.get().overrides.task``).
@@ -407,9 +408,21 @@ def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
     Raises:
         SettingsError: naming each such key.
     """
+    forced = [o.lstrip("+").split("=", 1)[0] for o in overrides if o.startswith("+")]
+    pretrain = sorted({key for key in forced if key == "model.pretrain" or key.startswith("model.pretrain.")})
+    node = ((config or {}).get("model") or {}).get("pretrain")
+    # a pretrain node made of the forced keys alone was created by them: the model config has none
+    if not (isinstance(node, dict) and set(node) <= {key.split(".", 2)[-1] for key in pretrain}):
+        pretrain = []
     added = [o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")]
-    unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS]
+    unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS and key not in pretrain]
     problems = [
+        f"{key} (added with + or ++) would turn continued MLM pretraining on for a model config without it, "
+        "under that model's name: choose a model that has it (model=minilm_mlm or model=minilm_cda, whose "
+        "model.pretrain.* settings are set without +), or write a model config with a pretrain node"
+        for key in pretrain
+    ]
+    problems += [
         f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
         "nothing reads it, but it would change the cache keys; check its spelling against "
         "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)"

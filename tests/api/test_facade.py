@@ -174,3 +174,22 @@ def test_a_csv_the_facade_cannot_read_is_named_before_any_work(tmp_path, content
     with pytest.raises(ValueError) as error:
         _read_examples(str(file), None, "text", None, "label")
     assert str(error.value).startswith(f"data={str(file)!r}") and message in str(error.value)
+
+
+def test_a_named_label_column_the_data_lacks_is_refused_and_a_tab_file_gets_the_delimiter_advice(tmp_path):
+    from itermask.api import _read_examples
+
+    frame = pd.DataFrame({"review": ["good", "bad"]})
+    with pytest.raises(ValueError, match=r"label_column='sentiment' is not a column of the data: it has \['review'\]"):
+        _read_examples(frame, None, "review", None, "sentiment")
+    # the default label column is optional: unlabelled data
+    assert _read_examples(frame, None, "review", None, "label").labels is None
+    file = tmp_path / "data.csv"
+    file.write_text("review\tsentiment\ngood\t1\nbad\t0\n")
+    with pytest.raises(ValueError, match=r"looks tab-separated .*: name it \.tsv"):
+        _read_examples(str(file), None, "review", None, "sentiment")
+
+
+def test_a_saliency_that_is_neither_a_name_nor_a_method_is_refused():
+    with pytest.raises(ValueError, match=r"saliency=\[42\]: each method is a name of conf/saliency"):
+        itermask.evaluate("unused", ["a text"], saliency=[42])

@@ -266,3 +266,16 @@ def test_a_top_level_value_added_with_plus_is_refused_but_a_group_passes():
     with pytest.raises(SettingsError, match=r"seeds \(added with \+seeds=...\) is not a setting"):
         check_added_keys(["+seeds=3"], config)
     check_added_keys(["+experiment=paper", "++seeds=3", "seed=1"], config)  # a group, a forced addition
+
+
+def test_continued_pretraining_added_to_a_model_without_it_is_refused_even_forced():
+    # ++model.pretrain.head_steps=1 on model=minilm ran continued pretraining under the name minilm
+    for override, node in (("++model.pretrain.head_steps=1", {"head_steps": 1}), ("++model.pretrain={}", {})):
+        config = {"seed": 0, "model": {"name": "minilm", "pretrain": node}}
+        with pytest.raises(SettingsError, match=r"would turn continued MLM pretraining on .*\(model=minilm_mlm"):
+            check_added_keys([override], config)
+    # a model that has the node: a key added to it is refused as any unknown key, a forced one passes
+    config = {"seed": 0, "model": {"name": "minilm_mlm", "pretrain": {"cda": False, "head_steps": 40, "epochs": 2}}}
+    with pytest.raises(SettingsError, match=r"model.pretrain.epochs \(added with \+model.pretrain.epochs=...\)"):
+        check_added_keys(["+model.pretrain.epochs=2"], config)
+    check_added_keys(["++model.pretrain.epochs=2", "model.pretrain.head_steps=1"], config)

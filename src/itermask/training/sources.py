@@ -232,7 +232,7 @@ class DataSource:
                 names = [c for c in data.column_names if c != _SOURCE_ROW]
                 raise ValueError(
                     f"{self.describe()}: split {split!r} has no column(s) {missing}; its columns are {names}. "
-                    + (_delimiter_hint(names) or "Set text_column/label_column accordingly.")
+                    + (delimiter_hint(names) or "Set text_column/label_column accordingly.")
                 )
             for column in columns:
                 if column == self.label_column:
@@ -584,7 +584,7 @@ class FileSource(DataSource):
 _OTHER_DELIMITERS = {"\t": "tab", ";": "semicolon", "|": "pipe"}
 
 
-def _delimiter_hint(names: list[str]) -> str | None:
+def delimiter_hint(names: list[str]) -> str | None:
     """Advice when a file read with commas has one column whose name holds another delimiter (a
     tab-separated file named ``.csv``, say): which delimiter, and what to do; ``None`` otherwise."""
     if len(names) != 1:
