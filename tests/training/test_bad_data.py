@@ -343,3 +343,17 @@ def test_a_file_too_small_to_carve_splits_from_says_so(tmp_path):
     # seed 0 carves test, then validation, off the 3 rows: 1 row is left, of class 0
     assert "too small to carve test and validation split(s) from: its 3 training rows leave 1" in message
     assert "no example of class(es) ['1']" in message and "never occur" not in message
+
+
+def test_swapped_text_and_label_columns_are_named_before_any_carving(tmp_path):
+    file = tmp_path / "data.csv"
+    labels = ["negative", "positive"]
+    file.write_text("review,sentiment\n" + "".join(f"review number {i},{labels[i % 2]}\n" for i in range(120)))
+    source = FileSource(path=str(file), text_column="sentiment", label_column="review")
+    with pytest.raises(ValueError) as error:
+        source.load()
+    message = str(error.value)
+    assert "the label column 'review' has 120 distinct values in the 120 rows of split 'train'" in message
+    assert "swap them if so" in message and len(message) < 400
+    # the right way round loads (2 classes)
+    assert FileSource(path=str(file), text_column="review", label_column="sentiment").load().num_labels == 2

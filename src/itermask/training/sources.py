@@ -234,6 +234,14 @@ class DataSource:
                     f"{self.describe()}: split {split!r} has no column(s) {missing}; its columns are {names}. "
                     + (delimiter_hint(names) or "Set text_column/label_column accordingly.")
                 )
+            labels = data[self.label_column]
+            distinct = len(set(map(str, labels)))
+            if distinct > max(MAX_DISTINCT_LABELS, len(labels) // 2):
+                raise ValueError(
+                    f"{self.describe()}: the label column {self.label_column!r} has {distinct} distinct values in "
+                    f"the {len(labels)} rows of split {split!r}, not a few classes: is it a text column? "
+                    f"(text_column={self.text_column!r}, label_column={self.label_column!r}; swap them if so)"
+                )
             for column in columns:
                 if column == self.label_column:
                     continue
@@ -579,6 +587,9 @@ class FileSource(DataSource):
                     "dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as UTF-8"
                 ) from None
 
+
+#: more distinct labels than this, and than half the rows of a split, is taken for a text column named as labels
+MAX_DISTINCT_LABELS = 50
 
 #: delimiters a file read as comma-separated may really use, with their names
 _OTHER_DELIMITERS = {"\t": "tab", ";": "semicolon", "|": "pipe"}
