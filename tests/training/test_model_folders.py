@@ -49,3 +49,15 @@ def test_a_model_folder_without_its_tokenizer_is_refused_for_the_tokenizer(tmp_p
     assert load_classifier(str(folder), 2).config.num_labels == 2
     tokenizer.save_pretrained(folder)
     assert len(load_tokenizer(str(folder))) == len(tokenizer)
+
+
+def test_a_truncated_weights_file_is_named_as_damaged(tmp_path, tokenizer):
+    folder = tmp_path / "model"
+    BertForSequenceClassification(tiny_mlm_config(tokenizer)).save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ValueError) as error:
+        load_classifier(str(folder), num_labels=2)
+    message = str(error.value)
+    assert message.startswith(f"model.pretrained={folder}: its weights cannot be read (")
+    assert "is damaged or incomplete: save or download it again" in message

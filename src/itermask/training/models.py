@@ -161,6 +161,15 @@ def load_model_config(pretrained: str) -> PretrainedConfig:
         raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
 
 
+def _damaged_weights(error: BaseException) -> bool:
+    """Whether ``error``, raised while loading a model, says its weights file cannot be read."""
+    text = f"{type(error).__name__}: {error}"
+    return any(
+        sign in text
+        for sign in ("SafetensorError", "invalid header", "HeaderTooLarge", "unpickling", "PytorchStreamReader")
+    )
+
+
 def load_classifier(
     pretrained: str,
     num_labels: int,
@@ -190,9 +199,17 @@ def load_classifier(
         kwargs["label2id"] = {name: i for i, name in enumerate(label_names)}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    model, info = AutoModelForSequenceClassification.from_pretrained(
-        _model_path(pretrained), output_loading_info=True, **kwargs
-    )
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            _model_path(pretrained), output_loading_info=True, **kwargs
+        )
+    except Exception as error:  # safetensors' SafetensorError, torch's unpickling errors: a damaged weights file
+        if not _damaged_weights(error):
+            raise
+        raise ValueError(
+            f"model.pretrained={pretrained}: its weights cannot be read ({type(error).__name__}: {error}); the "
+            "weights file (model.safetensors or pytorch_model.bin) is damaged or incomplete: save or download it again"
+        ) from None
     if model.config.num_labels != num_labels:
         raise ValueError(f"{pretrained} has {model.config.num_labels} labels, the dataset has {num_labels}")
     if class_order is not None:
