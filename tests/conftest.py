@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,6 +17,28 @@ from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassificat
 import itermask.settings  # noqa: F401  registers the evaluation schema that conf/evaluate.yaml names
 from itermask.core.candidates import NO_CANDIDATE, CandidateSource
 from itermask.training.sources import shipped_source
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_config(*overrides: str, name: str = "evaluate"):
+    """``conf/<name>.yaml`` composed with ``overrides`` (and a placeholder ``output_dir``), as Hydra would."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=name, overrides=["output_dir=/tmp/unused", *overrides])
+
+
+def settings_problems(*overrides: str) -> list[str]:
+    """The problems :func:`itermask.validation.check_config` reports for ``conf/evaluate.yaml`` with
+    ``overrides`` (it must report some)."""
+    from itermask.settings import plain
+    from itermask.validation import SettingsError, check_config
+
+    with pytest.raises(SettingsError) as error:
+        check_config(plain(compose_config(*overrides)))
+    return error.value.problems
+
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

