@@ -45,6 +45,7 @@ from itermask.core.saliency import prepare_for_saliency
 from itermask.jobs import config_errors, note_progress
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, plain, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
+from itermask.storage.derived import DerivedStore
 from itermask.storage.files import environment, write_json_atomic
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.training.datamodule import TextClassificationDataModule
@@ -389,7 +390,7 @@ def evaluate(
     # no logger: a new trainer's step restarts at 0, which would run the training x-axis backwards; the
     # accuracies reach the tracker with the result (tracking.log_evaluation)
     trainer = settings.make_trainer(logger=False, inference_mode=False)
-    context = EvaluationContext(data, trained, classifier, trainer)
+    context = EvaluationContext(data, trained, classifier, trainer, DerivedStore(settings.cache_dir))
     inputs = AnalysisInputs.from_settings(settings)
     evaluation = Evaluation({}, Artifacts())
     accuracy = evaluate_accuracy(context)

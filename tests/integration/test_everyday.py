@@ -189,6 +189,39 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
     }
 
 
+def test_jobs_on_one_checkpoint_compute_its_test_accuracy_and_ood_fit_once(tmp_path, monkeypatch, tokenizer):
+    """The first job on a checkpoint stores its test accuracy and the representations the OOD detectors fit on
+    (storage.derived); a re-run of it and a job with another saliency method read them back without running
+    those forwards, and give the same accuracy, fit and OOD statistics."""
+    from itermask.analyses import ood
+    from itermask.training.datamodule import TextClassificationDataModule
+
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    start = _save_classifier(tmp_path / "tiny", tokenizer)
+    common = [
+        f"model.pretrained={start}",
+        "train.max_train_examples=48",
+        "+trainer.limit_val_batches=1",
+        "+trainer.enable_progress_bar=false",
+        *SMALL,
+    ]
+    first = pipeline.run_evaluate(_compose(*common, f"output_dir={tmp_path}/first"))
+    derived = tmp_path / "cache" / "derived" / first["checkpoint_key"]
+    assert sorted(p.name.split("-")[0] for p in derived.iterdir()) == ["ood_fit_representations", "test_accuracy"]
+
+    monkeypatch.setattr(ood, "collect", lambda *a, **k: pytest.fail("the OOD fit data were embedded again"))
+    monkeypatch.setattr(
+        TextClassificationDataModule, "test_dataloader", lambda self: pytest.fail("the test accuracy was recomputed")
+    )
+    again = pipeline.run_evaluate(_compose(*common, "reuse_results=false", f"output_dir={tmp_path}/again"))
+    other = pipeline.run_evaluate(_compose(*common, "saliency=input_x_gradient", f"output_dir={tmp_path}/other"))
+    assert again["accuracy"] == first["accuracy"] == other["accuracy"]
+    assert again["ood"]["fit"] == first["ood"]["fit"] == other["ood"]["fit"]
+    statistics = [json.dumps(r["ood"]["statistics"], sort_keys=True) for r in (first, again)]
+    assert statistics[0] == statistics[1]
+    assert json.dumps(again["scores"], sort_keys=True) == json.dumps(first["scores"], sort_keys=True)
+
+
 def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatch, tokenizer):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pipeline, "tracked", lambda settings: pytest.fail("the logger started"))

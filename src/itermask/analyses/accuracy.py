@@ -15,13 +15,29 @@ __all__ = ["evaluate_accuracy", "model_check", "model_check_line"]
 def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
     """Test accuracy (a fraction in [0, 1], the whole test split, Lightning's test loop), the best validation
     accuracy of the fine-tuning, and the test accuracy of always predicting the training split's majority
-    class, under ``accuracy``; also the label names (``label_names``) and the test split's size (``n_test``)."""
+    class, under ``accuracy``; also the label names (``label_names``) and the test split's size (``n_test``).
+
+    The test accuracy is computed once per checkpoint, test inputs and loop settings and read back by the
+    other jobs on it (:meth:`EvaluationContext.reuse`), except under DDP."""
     import torch
 
     data = context.data
-    test_acc = context.trainer.test(context.classifier, dataloaders=data.test_dataloader(), verbose=False)[0][
-        "test_acc"
-    ]
+
+    def test_accuracy() -> float:
+        loader = data.test_dataloader()
+        return float(context.trainer.test(context.classifier, dataloaders=loader, verbose=False)[0]["test_acc"])
+
+    if context.trainer.world_size > 1:  # every rank runs the test loop's collectives: no rank may skip it
+        test_acc = test_accuracy()
+    else:  # the same for every job on this checkpoint: computed once (storage.derived)
+        fingerprint = {
+            "inputs": data.input_digest(data.tokenized["test"]),
+            "class_order": getattr(context.trained, "class_order", None),
+            "eval_batch_size": data.eval_batch_size,
+            "precision": str(context.trainer.precision),
+            "limit_test_batches": context.trainer.limit_test_batches,
+        }
+        test_acc = context.reuse("test_accuracy", fingerprint, test_accuracy)
     test_labels = torch.tensor(data.tokenized["test"]["label"])
     train_labels = torch.tensor(data.tokenized["train"]["label"])
     majority = int(torch.bincount(train_labels).argmax())

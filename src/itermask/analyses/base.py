@@ -152,12 +152,27 @@ class EvaluationContext:
         trained: the fine-tuned checkpoint (:class:`~itermask.pipeline.TrainedModel`).
         classifier: the Lightning module wrapping the classifier (``classifier.model``), in eval mode.
         trainer: the Lightning trainer that runs evaluation loops (``inference_mode=False``).
+        derived: the :class:`~itermask.storage.derived.DerivedStore` where values that depend only on the
+            classifier and fixed inputs are kept for the other jobs on it (``None``: computed every time).
     """
 
     data: Any
     trained: Any
     classifier: Any
     trainer: Any
+    derived: Any = None
+
+    def reuse(self, kind: str, fingerprint: dict, compute):
+        """``compute()``, or the value an earlier job on this classifier stored for the same ``kind`` and
+        ``fingerprint`` (everything besides the weights that determines the value: input digests, settings).
+        The weights enter through the checkpoint key and the digest of their files' manifest. Without a store
+        (or a classifier with a key) the value is computed every time."""
+        if self.derived is None or self.trained is None:
+            return compute()
+        from itermask.storage.cache import config_hash
+
+        fingerprint = {**fingerprint, "weights": config_hash(self.trained.meta.get("files"))}
+        return self.derived.get_or_compute(self.trained.key, kind, fingerprint, compute)
 
     @property
     def model(self):

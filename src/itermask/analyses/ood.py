@@ -254,17 +254,36 @@ class OODAnalysis(Analysis):
     def _fit(
         self, inputs: AnalysisInputs, context: EvaluationContext
     ) -> tuple[OODDetectors, Representations, torch.Tensor]:
+        from itermask.core.representations import Representations
         from itermask.ood.detectors import OODDetectors
 
         model, data, chunk = context.model, context.data, inputs.evaluation.token_budget
         full = self.level == "full"
-        with eval_mode(model):
-            loader = data.evaluation_dataloader(self.n_fit_examples, self.seed, "train", "ood.n_fit_examples")
-            train, train_labels = collect(model, loader, chunk, hidden_states=full)
-            calibration = None
-            if self.calibration_split is not None:
-                loader = data.evaluation_dataloader(self.n_calibration_examples, self.seed, self.calibration_split)
-                calibration, _ = collect(model, loader, chunk)
+        fit_data = data.evaluation_subset(self.n_fit_examples, self.seed, "train", "ood.n_fit_examples")
+        calibration_data = None
+        if self.calibration_split is not None:
+            calibration_data = data.evaluation_subset(self.n_calibration_examples, self.seed, self.calibration_split)
+
+        def embed() -> dict:
+            with eval_mode(model):
+                train, labels = collect(model, data.eval_loader(fit_data), chunk, hidden_states=full)
+                calibration = None
+                if calibration_data is not None:
+                    calibration, _ = collect(model, data.eval_loader(calibration_data), chunk)
+            calibrated = None if calibration is None else vars(calibration)
+            return {"train": vars(train), "labels": labels, "calibration": calibrated}
+
+        # the same for every job on this checkpoint with these settings: embedded once (storage.derived)
+        fingerprint = {
+            "fit": data.input_digest(fit_data),
+            "calibration": None if calibration_data is None else data.input_digest(calibration_data),
+            "hidden_states": full,
+            "token_budget": chunk,
+            "eval_batch_size": data.eval_batch_size,
+        }
+        embedded = context.reuse("ood_fit_representations", fingerprint, embed)
+        train, train_labels = Representations(**embedded["train"]), embedded["labels"]
+        calibration = None if embedded["calibration"] is None else Representations(**embedded["calibration"])
         detectors = OODDetectors.fit(
             train,
             train_labels,

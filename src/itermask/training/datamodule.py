@@ -320,4 +320,17 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self, n_examples: int | None, subset_seed: int = 0, split: str = "test", option: str = "evaluation.n_examples"
     ) -> DataLoader:
         """Loader over :meth:`evaluation_subset` with ``eval_batch_size``."""
-        return self._loader(self.evaluation_subset(n_examples, subset_seed, split, option), self.eval_batch_size)
+        return self.eval_loader(self.evaluation_subset(n_examples, subset_seed, split, option))
+
+    def eval_loader(self, data: datasets.Dataset) -> DataLoader:
+        """Loader over ``data`` (a tokenized split or a subset of one), in its order, with ``eval_batch_size``."""
+        return self._loader(data, self.eval_batch_size)
+
+    def input_digest(self, data: datasets.Dataset) -> str:
+        """Hex SHA-256 of what the model reads of ``data`` (a tokenized split or a subset of one): every
+        example's model inputs (``input_ids``, and ``token_type_ids`` for pairs) and label, in order
+        (:func:`~itermask.storage.derived.token_digest`). Equal digests mean identical model inputs."""
+        from itermask.storage.derived import token_digest
+
+        names = [n for n in ("input_ids", "token_type_ids", "label") if n in data.column_names]
+        return token_digest(data[n] for n in names)

@@ -1,0 +1,83 @@
+"""The derived-values store: a value computed once per classifier and fingerprint, read back bit for bit,
+never read when its fingerprint, weights or file differ."""
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from itermask.analyses.base import EvaluationContext
+from itermask.storage.derived import DerivedStore, token_digest
+
+
+def test_token_digest_tells_apart_ids_row_boundaries_and_columns():
+    base = token_digest([[[101, 7, 8, 102], [101, 9, 102]], [0, 1]])
+    assert base == token_digest([[[101, 7, 8, 102], [101, 9, 102]], [0, 1]])
+    assert base != token_digest([[[101, 7, 8, 102], [101, 5, 102]], [0, 1]])  # one id
+    assert base != token_digest([[[101, 7, 8], [102, 101, 9, 102]], [0, 1]])  # the same ids, other rows
+    assert base != token_digest([[[101, 7, 8, 102], [101, 9, 102]], [1, 1]])  # one label
+    assert base != token_digest([[[101, 7, 8, 102], [101, 9, 102]]])  # no labels
+
+
+def test_computed_once_then_read_back_equal(tmp_path):
+    calls = []
+    value = {"features": torch.randn(4, 3), "labels": torch.tensor([0, 1, 1, 0]), "none": None}
+
+    def compute():
+        calls.append(1)
+        return value
+
+    first = DerivedStore(tmp_path).get_or_compute("ckpt", "ood_fit_representations", {"fit": "abc"}, compute)
+    second = DerivedStore(tmp_path).get_or_compute("ckpt", "ood_fit_representations", {"fit": "abc"}, compute)
+    assert calls == [1]
+    assert first is value and second["none"] is None
+    assert torch.equal(second["features"], value["features"]) and torch.equal(second["labels"], value["labels"])
+    (path,) = (tmp_path / "derived" / "ckpt").iterdir()
+    assert path.name.startswith("ood_fit_representations-") and path.suffix == ".pt"
+
+
+def test_another_fingerprint_kind_or_model_is_computed_anew(tmp_path):
+    store = DerivedStore(tmp_path)
+    store.put("ckpt", "test_accuracy", {"inputs": "a"}, 0.75)
+    assert store.get("ckpt", "test_accuracy", {"inputs": "a"}) == 0.75
+    assert store.get("ckpt", "test_accuracy", {"inputs": "b"}) is None
+    assert store.get("other", "test_accuracy", {"inputs": "a"}) is None
+    assert store.get("ckpt", "ood_fit_representations", {"inputs": "a"}) is None
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00" * 64, b"not a torch file"])
+def test_a_damaged_file_is_moved_aside_and_recomputed(tmp_path, caplog, damage):
+    store = DerivedStore(tmp_path)
+    path = store.put("ckpt", "test_accuracy", {"inputs": "a"}, 0.75)
+    path.write_bytes(damage)
+    with caplog.at_level(logging.WARNING):
+        assert store.get_or_compute("ckpt", "test_accuracy", {"inputs": "a"}, lambda: 0.5) == 0.5
+    assert "is damaged" in caplog.text and "test_accuracy" in caplog.text
+    assert len(list((tmp_path / "derived" / "damaged").iterdir())) == 1
+    assert store.get("ckpt", "test_accuracy", {"inputs": "a"}) == 0.5  # the recomputed value replaced it
+
+
+def test_a_file_holding_another_fingerprint_is_not_used(tmp_path, caplog):
+    """A file whose name matches but whose recorded fingerprint differs (copied or renamed by hand) is refused."""
+    store = DerivedStore(tmp_path)
+    wrong = store.put("ckpt", "test_accuracy", {"inputs": "b"}, 0.25)
+    wrong.rename(store.path("ckpt", "test_accuracy", {"inputs": "a"}))
+    with caplog.at_level(logging.WARNING):
+        assert store.get("ckpt", "test_accuracy", {"inputs": "a"}) is None
+    assert "not this value" in caplog.text
+
+
+def test_the_context_keys_values_by_checkpoint_and_weight_files(tmp_path):
+    store = DerivedStore(tmp_path)
+    trained = SimpleNamespace(key="k1", meta={"files": {"model.safetensors": {"sha256": "aa", "size": 3}}})
+    context = EvaluationContext(None, trained, None, None, store)
+    assert context.reuse("test_accuracy", {"inputs": "x"}, lambda: 0.8) == 0.8
+    assert context.reuse("test_accuracy", {"inputs": "x"}, lambda: pytest.fail("recomputed")) == 0.8
+    retrained = SimpleNamespace(key="k1", meta={"files": {"model.safetensors": {"sha256": "bb", "size": 3}}})
+    assert (
+        EvaluationContext(None, retrained, None, None, store).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.6)
+        == 0.6
+    )
+    # without a store every call computes
+    assert EvaluationContext(None, trained, None, None).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.1) == 0.1
