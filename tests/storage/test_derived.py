@@ -79,5 +79,10 @@ def test_the_context_keys_values_by_checkpoint_and_weight_files(tmp_path):
         EvaluationContext(None, retrained, None, None, store).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.6)
         == 0.6
     )
+    # the attention methods' eager attention rounds otherwise than sdpa: not the same value
+    eager = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager")))
+    assert (
+        EvaluationContext(None, trained, eager, None, store).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.7) == 0.7
+    )
     # without a store every call computes
     assert EvaluationContext(None, trained, None, None).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.1) == 0.1

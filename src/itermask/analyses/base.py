@@ -164,14 +164,21 @@ class EvaluationContext:
 
     def reuse(self, kind: str, fingerprint: dict, compute):
         """``compute()``, or the value an earlier job on this classifier stored for the same ``kind`` and
-        ``fingerprint`` (everything besides the weights that determines the value: input digests, settings).
-        The weights enter through the checkpoint key and the digest of their files' manifest. Without a store
-        (or a classifier with a key) the value is computed every time."""
+        ``fingerprint`` (everything besides the classifier that determines the value: input digests,
+        settings). The classifier enters through its checkpoint key, the digest of its weight files' manifest
+        and its attention implementation (``eager``, which the attention methods switch to, rounds otherwise
+        than ``sdpa``), so a reused value is bit for bit the one this job would compute. Without a store (or
+        a classifier with a key) the value is computed every time."""
         if self.derived is None or self.trained is None:
             return compute()
         from itermask.storage.cache import config_hash
 
-        fingerprint = {**fingerprint, "weights": config_hash(self.trained.meta.get("files"))}
+        config = getattr(getattr(self.classifier, "model", None), "config", None)
+        fingerprint = {
+            **fingerprint,
+            "weights": config_hash(self.trained.meta.get("files")),
+            "attention": getattr(config, "_attn_implementation", None),
+        }
         return self.derived.get_or_compute(self.trained.key, kind, fingerprint, compute)
 
     @property
