@@ -140,19 +140,25 @@ def _flip_classes(source: Path, target: Path) -> Path:
     return target
 
 
-def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypatch, tokenizer):
-    """A tiny fine-tune writes a classifier into the cache; train.enabled=false on that directory (and on a
-    copy storing its classes the other way round) gives the numbers of the fine-tuned run itself, with no
-    training, and records that no fine-tuning happened."""
+def _tiny_fine_tune(tmp_path, monkeypatch, tokenizer) -> list[str]:
+    """Overrides that fine-tune a tiny random BERT (saved under ``tmp_path/tiny``) on 48 examples and evaluate
+    it small (``SMALL``), with the cache in ``tmp_path/cache``."""
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     start = _save_classifier(tmp_path / "tiny", tokenizer)
-    tune = [
+    return [
         f"model.pretrained={start}",
         "train.max_train_examples=48",
         "+trainer.limit_val_batches=1",
         "+trainer.enable_progress_bar=false",
         *SMALL,
     ]
+
+
+def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypatch, tokenizer):
+    """A tiny fine-tune writes a classifier into the cache; train.enabled=false on that directory (and on a
+    copy storing its classes the other way round) gives the numbers of the fine-tuned run itself, with no
+    training, and records that no fine-tuning happened."""
+    tune = _tiny_fine_tune(tmp_path, monkeypatch, tokenizer)
     fine_tuned = pipeline.run_evaluate(_compose(*tune, f"output_dir={tmp_path}/tuned"))
     model_dir = Path(tmp_path / "cache" / fine_tuned["checkpoint_key"] / "model")
     assert fine_tuned["fine_tuned"] is True and "evaluated_model" not in fine_tuned
@@ -189,25 +195,30 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
     }
 
 
-def test_jobs_on_one_checkpoint_compute_its_test_accuracy_and_ood_fit_once(tmp_path, monkeypatch, tokenizer):
-    """The first job on a checkpoint stores its test accuracy and the representations the OOD detectors fit on
-    (storage.derived); a re-run of it and a job with another saliency method read them back without running
-    those forwards, and give the same accuracy, fit and OOD statistics."""
+def test_jobs_on_one_checkpoint_compute_its_test_accuracy_ood_fit_and_random_baseline_once(
+    tmp_path, monkeypatch, tokenizer
+):
+    """The first job on a checkpoint stores its test accuracy, the representations the OOD detectors fit on
+    and the random baseline's curves (storage.derived); a re-run of it and a job with another saliency method
+    read them back without running those forwards, and give the same accuracy, fit, OOD statistics and
+    random scores; a job with another masking strategy evaluates its own random baseline."""
     from itermask.analyses import ood
+    from itermask.core.saliency import RandomSaliency
     from itermask.training.datamodule import TextClassificationDataModule
 
-    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    start = _save_classifier(tmp_path / "tiny", tokenizer)
-    common = [
-        f"model.pretrained={start}",
-        "train.max_train_examples=48",
-        "+trainer.limit_val_batches=1",
-        "+trainer.enable_progress_bar=false",
-        *SMALL,
-    ]
+    random_calls = []
+    explain = RandomSaliency.explain
+    monkeypatch.setattr(
+        RandomSaliency, "explain", lambda self, *a, **k: random_calls.append(1) or explain(self, *a, **k)
+    )
+
+    common = _tiny_fine_tune(tmp_path, monkeypatch, tokenizer)
     first = pipeline.run_evaluate(_compose(*common, f"output_dir={tmp_path}/first"))
     derived = tmp_path / "cache" / "derived" / first["checkpoint_key"]
-    assert sorted(p.name.split("-")[0] for p in derived.iterdir()) == ["ood_fit_representations", "test_accuracy"]
+    kinds = ["ood_fit_representations", "random_baseline_curves", "test_accuracy"]
+    assert sorted(p.name.split("-")[0] for p in derived.iterdir()) == kinds
+    assert random_calls
+    random_calls.clear()
 
     monkeypatch.setattr(ood, "collect", lambda *a, **k: pytest.fail("the OOD fit data were embedded again"))
     monkeypatch.setattr(
@@ -220,6 +231,13 @@ def test_jobs_on_one_checkpoint_compute_its_test_accuracy_and_ood_fit_once(tmp_p
     statistics = [json.dumps(r["ood"]["statistics"], sort_keys=True) for r in (first, again)]
     assert statistics[0] == statistics[1]
     assert json.dumps(again["scores"], sort_keys=True) == json.dumps(first["scores"], sort_keys=True)
+    assert json.dumps(other["scores"]["random"], sort_keys=True) == json.dumps(
+        first["scores"]["random"], sort_keys=True
+    )
+    assert random_calls == []  # neither evaluated the random baseline
+    pad = pipeline.run_evaluate(_compose(*common, "masking=pad", f"output_dir={tmp_path}/pad"))
+    assert random_calls and pad["accuracy"] == first["accuracy"]
+    assert len(list(derived.glob("random_baseline_curves-*"))) == 2
 
 
 def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatch, tokenizer):

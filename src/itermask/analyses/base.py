@@ -117,6 +117,8 @@ class AnalysisInputs:
         method: the name of the saliency method under study.
         pretrained: ``model.pretrained`` (hub id or local directory) of the classifier's architecture.
         output_dir: the job folder, where analyses write their files.
+        baseline_key: the results key of the job's settings without its saliency method: equal for jobs whose
+            random baseline curves are equal (``None``: the curves are never shared between jobs).
     """
 
     evaluation: EvaluationSettings
@@ -126,12 +128,13 @@ class AnalysisInputs:
     method: str
     pretrained: str
     output_dir: Path
+    baseline_key: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> AnalysisInputs:
         """The inputs of an evaluation job's settings (an :class:`~itermask.settings.EvaluateSettings`: its
         ``evaluation``, ``tokenizer``, ``masking``, ``evaluators``, ``method``, ``model.pretrained`` and
-        ``output_dir``)."""
+        ``output_dir``, and its ``baseline_key``)."""
         return cls(
             evaluation=settings.evaluation,
             tokenizer=settings.tokenizer,
@@ -140,6 +143,7 @@ class AnalysisInputs:
             method=settings.method,
             pretrained=settings.model.pretrained,
             output_dir=Path(settings.output_dir),
+            baseline_key=getattr(settings, "baseline_key", None),
         )
 
 
@@ -169,17 +173,36 @@ class EvaluationContext:
         and its attention implementation (``eager``, which the attention methods switch to, rounds otherwise
         than ``sdpa``), so a reused value is bit for bit the one this job would compute. Without a store (or
         a classifier with a key) the value is computed every time."""
-        if self.derived is None or self.trained is None:
+        if not self.can_reuse:
             return compute()
+        return self.derived.get_or_compute(self.trained.key, kind, self._fingerprint(fingerprint), compute)
+
+    @property
+    def can_reuse(self) -> bool:
+        """Whether values are kept for other jobs (a store and a classifier with a key)."""
+        return self.derived is not None and self.trained is not None
+
+    def stored(self, kind: str, fingerprint: dict):
+        """The value of :meth:`reuse` an earlier job stored, or ``None`` (also when nothing can be reused), for
+        a value that is not computed by one call: see :meth:`keep`."""
+        if not self.can_reuse:
+            return None
+        return self.derived.get(self.trained.key, kind, self._fingerprint(fingerprint))
+
+    def keep(self, kind: str, fingerprint: dict, value) -> None:
+        """Store ``value`` for the other jobs on this classifier (see :meth:`reuse`); nothing without a store."""
+        if self.can_reuse:
+            self.derived.put(self.trained.key, kind, self._fingerprint(fingerprint), value)
+
+    def _fingerprint(self, fingerprint: dict) -> dict:
         from itermask.storage.cache import config_hash
 
         config = getattr(getattr(self.classifier, "model", None), "config", None)
-        fingerprint = {
+        return {
             **fingerprint,
             "weights": config_hash(self.trained.meta.get("files")),
             "attention": getattr(config, "_attn_implementation", None),
         }
-        return self.derived.get_or_compute(self.trained.key, kind, fingerprint, compute)
 
     @property
     def model(self):

@@ -65,6 +65,38 @@ def relative_to_random(scores: dict, method: str) -> dict:
     }
 
 
+#: the random baseline's name among the evaluators, and the kind of its stored curves (storage.derived)
+RANDOM = "random"
+BASELINE_CURVES = "random_baseline_curves"
+
+
+def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext, subset) -> dict | None:
+    """What the random baseline's curves of this job depend on besides the classifier, or ``None`` when they
+    are not shared with other jobs: no random baseline beside the method, no store or settings key, or a
+    distributed run (every rank runs the masking loop's collectives).
+
+    The settings enter through :attr:`AnalysisInputs.baseline_key` (the results key without the saliency
+    method: seed, masking strategy, grid, schedules, target, segments, representations, data); the evaluated
+    examples through the digest of their inputs, labels and ids; the batching through the batch size and
+    token budget (the curves are the same at any, up to float rounding; the stored ones are bit for bit)."""
+    if RANDOM not in inputs.evaluators or inputs.method == RANDOM or inputs.baseline_key is None:
+        return None
+    if not context.can_reuse or context.trainer.world_size > 1:
+        return None
+    from dataclasses import fields
+
+    from itermask.core.evaluation import MaskingCurves
+
+    return {
+        "curves_fields": [f.name for f in fields(MaskingCurves)],  # what a stored value holds
+        "settings": inputs.baseline_key,
+        "examples": context.data.input_digest(subset),
+        "eval_batch_size": context.data.eval_batch_size,
+        "token_budget": inputs.evaluation.token_budget,
+        "limit_test_batches": context.trainer.limit_test_batches,
+    }
+
+
 def evaluate_curves(
     inputs: AnalysisInputs, context: EvaluationContext
 ) -> tuple[EvaluatedCurves | None, AnalysisOutput]:
@@ -80,14 +112,22 @@ def evaluate_curves(
     Raises:
         ValueError: if no example could be evaluated (none has a maskable token).
     """
+    from itermask.core.evaluation import MaskingCurves
     from itermask.training.lightning_evaluation import MaskingEvaluationModule
 
     e = inputs.evaluation
+    evaluators = dict(inputs.evaluators)
+    subset = context.data.evaluation_subset(e.n_examples, e.subset_seed, e.split)
+    baseline = _baseline_fingerprint(inputs, context, subset)
+    stored = None if baseline is None else context.stored(BASELINE_CURVES, baseline)
+    if stored is not None:  # an earlier job on this checkpoint evaluated the same random baseline
+        evaluators.pop(RANDOM)
+        log.info("reusing the random baseline's curves of this classifier computed by an earlier job")
     # the module's own bar (per explanation, schedule and batch) stands in for Lightning's per-batch bar
     lightning_bar = context.trainer.progress_bar_callback
     show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
-    module = MaskingEvaluationModule(context.model, dict(inputs.evaluators), progress_bar=show)
-    loader = context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split)
+    module = MaskingEvaluationModule(context.model, evaluators, progress_bar=show)
+    loader = context.data.eval_loader(subset)
     if show and lightning_bar is not None:
         lightning_bar.disable()
     try:
@@ -102,7 +142,12 @@ def evaluate_curves(
             f"no example could be evaluated: all {module.n_skipped} have no maskable token "
             f"(check evaluation.segments={e.segments} and the data)"
         )
-    curves = EvaluatedCurves.of(module.curves, inputs.method)
+    evaluated = dict(module.curves)
+    if stored is not None:
+        evaluated[RANDOM] = {schedule: MaskingCurves(**fields) for schedule, fields in stored.items()}
+    elif baseline is not None and RANDOM in evaluated:
+        context.keep(BASELINE_CURVES, baseline, {schedule: vars(c) for schedule, c in evaluated[RANDOM].items()})
+    curves = EvaluatedCurves.of(evaluated, inputs.method)
     scores = {
         name: {
             schedule: metrics.summarize(c, quantity=e.quantity, bins=e.aopc_bins) for schedule, c in by_schedule.items()

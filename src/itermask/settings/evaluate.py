@@ -114,6 +114,9 @@ class EvaluateSettings(TrainJobSettings):
 
     reuse_results: bool
     results_key: str
+    #: the results key of these settings with the saliency method left out: what the random baseline's
+    #: curves depend on (jobs of a sweep over methods share them, :mod:`itermask.storage.derived`)
+    baseline_key: str
     saliency: SaliencyMethod
     evaluation: EvaluationSettings
     evaluators: dict[str, IterativeMaskingEvaluator]
@@ -227,11 +230,13 @@ def evaluate_settings(cfg: DictConfig) -> EvaluateSettings:
     evaluators = build_evaluators(saliency, fields["masking"], evaluation, special_ids, parts.seed, analyses)
     keyed = config if model.pretrain_key is None else {**config, "pretrained_encoder": model.pretrain_key}
     key = results_key(keyed, fields["fingerprint"])
+    baseline_key = results_key({**keyed, "saliency": "<not the random baseline's>"}, fields["fingerprint"])
     fields["make_logger"] = job_logger(config, fields["run_name"], key)  # the W&B run id follows the results key
     settings = EvaluateSettings(
         **fields,
         reuse_results=bool(config.get("reuse_results", True)),
         results_key=key,
+        baseline_key=baseline_key,
         saliency=saliency,
         evaluation=evaluation,
         evaluators=evaluators,

@@ -327,10 +327,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
         return self._loader(data, self.eval_batch_size)
 
     def input_digest(self, data: datasets.Dataset) -> str:
-        """Hex SHA-256 of what the model reads of ``data`` (a tokenized split or a subset of one): every
-        example's model inputs (``input_ids``, and ``token_type_ids`` for pairs) and label, in order
-        (:func:`~itermask.storage.derived.token_digest`). Equal digests mean identical model inputs."""
+        """Hex SHA-256 of what an evaluation reads of ``data`` (a tokenized split or a subset of one): every
+        example's model inputs (``input_ids``, and ``token_type_ids`` and ``segment_ids`` for pairs), label and
+        example id, in order (:func:`~itermask.storage.derived.token_digest`). Equal digests mean identical
+        examples."""
         from itermask.storage.derived import token_digest
 
-        names = [n for n in ("input_ids", "token_type_ids", "label") if n in data.column_names]
+        columns = ("input_ids", "token_type_ids", "segment_ids", "label", "example_id")
+        names = [n for n in columns if n in data.column_names]
         return token_digest(data[n] for n in names)
