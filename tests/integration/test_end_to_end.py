@@ -47,8 +47,9 @@ def test_train_then_evaluate_multirun(tmp_path, env):
         ["-m", "seed=0,1", f"hydra.sweep.dir={tmp_path}/multi", "attack=embedding_neighbors", *SMALL],
         env,
     )
-    checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
-    assert len(checkpoints) == 2  # seed 0 reused, seed 1 trained (results/ is the finished-results store)
+    checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name not in ("results", "derived")]
+    # seed 0 reused, seed 1 trained (results/: the finished-results store; derived/: storage.derived)
+    assert len(checkpoints) == 2
     log0 = (tmp_path / "multi/0/evaluate.log").read_text()
     assert "reusing fine-tuned checkpoint" in log0
 

@@ -79,7 +79,7 @@ def test_paper_hub_preset_offline(tmp_path, architecture_tokenizers):
     assert "models roberta, fairberta, bert_large, bert_cda" in report
     assert "**Verdict:** cannot answer: " in report and "(standard fine-tuning) has 1 seed(s)" in report  # no CIs
     assert (sweep / "report_files" / "claim1.png").is_file()
-    checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name != "results"]
+    checkpoints = [p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name not in ("results", "derived")]
     assert len(checkpoints) == 4 + 1 + 1  # one fine-tuning per model and variant (and seed)
 
     # a re-run with everything cached rewrites only the report
