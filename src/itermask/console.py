@@ -137,8 +137,9 @@ def _accuracy_line(result: dict) -> str:
     validation = (
         "n/a (no fine-tuning)" if validation is None and result.get("fine_tuned") is False else number(validation)
     )
+    scored = acc.get("n_scored", result.get("n_test", "n/a"))  # fewer than n_test under trainer.limit_test_batches
     return (
-        f"accuracy: test {number(acc.get('test'))} on {result.get('n_test', 'n/a')} examples (majority class "
+        f"accuracy: test {number(acc.get('test'))} on {scored} examples (majority class "
         f"{number(acc.get('majority_class_test'))}), validation {validation}"
     )
 

@@ -219,6 +219,7 @@ def test_jobs_on_one_checkpoint_compute_its_test_accuracy_ood_fit_and_random_bas
     assert sorted(p.name.split("-")[0] for p in derived.iterdir()) == kinds
     assert random_calls
     random_calls.clear()
+    assert first["accuracy"]["n_scored"] == 512  # +trainer.limit_test_batches=1 of 512 examples, not all 1,342
 
     monkeypatch.setattr(ood, "collect", lambda *a, **k: pytest.fail("the OOD fit data were embedded again"))
     monkeypatch.setattr(

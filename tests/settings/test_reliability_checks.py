@@ -247,3 +247,21 @@ def test_a_gpu_accelerator_without_a_gpu_is_named_before_any_work(monkeypatch):
     assert distributed_problem({"accelerator": "auto", "devices": 1, "strategy": "auto"}, multirun=False) is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert distributed_problem({"accelerator": "cuda", "devices": 1, "strategy": "auto"}, multirun=False) is None
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, "abc", True])
+def test_a_limit_of_test_batches_that_scores_nothing_or_is_no_number_is_named(limit):
+    problem = distributed_problem({"limit_test_batches": limit}, multirun=False)
+    assert problem is not None and problem.startswith(f"trainer.limit_test_batches={limit!r} must be")
+
+
+@pytest.mark.parametrize("limit", [1, 3, 0.25, 1.0])
+def test_a_usable_limit_of_test_batches_passes(limit):
+    assert distributed_problem({"limit_test_batches": limit}, multirun=False) is None
+
+
+def test_a_limit_of_zero_test_batches_is_refused_before_any_work():
+    from itermask.settings import evaluate_settings
+
+    with pytest.raises(ValueError, match=r"trainer.limit_test_batches=0 must be a whole number of batches >= 1"):
+        evaluate_settings(compose_config("+trainer.limit_test_batches=0"))

@@ -86,3 +86,45 @@ def test_the_context_keys_values_by_checkpoint_and_weight_files(tmp_path):
     )
     # without a store every call computes
     assert EvaluationContext(None, trained, None, None).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.1) == 0.1
+
+
+def test_a_value_edited_in_place_is_not_used(tmp_path, caplog):
+    """A file that still loads but whose value was changed after writing (its recorded checksum kept) is
+    refused: it never reaches a result."""
+    import io
+
+    store = DerivedStore(tmp_path)
+    path = store.put("ckpt", "test_accuracy", {"inputs": "a"}, 0.5953800082206726)
+    payload = torch.load(path, weights_only=True)
+    edited = io.BytesIO()
+    torch.save(0.9123, edited)
+    payload["value"] = torch.frombuffer(bytearray(edited.getvalue()), dtype=torch.uint8)
+    torch.save(payload, path)
+    with caplog.at_level(logging.WARNING):
+        assert (
+            store.get_or_compute("ckpt", "test_accuracy", {"inputs": "a"}, lambda: 0.5953800082206726)
+            == 0.5953800082206726
+        )
+    assert "does not match the checksum" in caplog.text
+
+
+def test_a_store_that_cannot_be_written_warns_and_computes(tmp_path, caplog):
+    (tmp_path / "derived").write_text("a file where the folder should be")
+    store = DerivedStore(tmp_path)
+    calls = []
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            assert (
+                store.get_or_compute("ckpt", "test_accuracy", {"inputs": "a"}, lambda: calls.append(1) or 0.75) == 0.75
+            )
+    assert calls == [1, 1] and "could not store the test accuracy" in caplog.text and "writable" in caplog.text
+
+
+def test_a_damaged_file_that_cannot_be_moved_aside_is_still_not_used(tmp_path, caplog):
+    store = DerivedStore(tmp_path)
+    path = store.put("ckpt", "test_accuracy", {"inputs": "a"}, 0.75)
+    path.write_bytes(b"")
+    (tmp_path / "derived" / "damaged").write_text("a file")
+    with caplog.at_level(logging.WARNING):
+        assert store.get("ckpt", "test_accuracy", {"inputs": "a"}) is None
+    assert "could not be moved aside" in caplog.text

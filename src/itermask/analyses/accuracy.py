@@ -23,12 +23,14 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
 
     data = context.data
 
-    def test_accuracy() -> float:
+    def test_accuracy() -> dict:
         loader = data.test_dataloader()
-        return float(context.trainer.test(context.classifier, dataloaders=loader, verbose=False)[0]["test_acc"])
+        accuracy = float(context.trainer.test(context.classifier, dataloaders=loader, verbose=False)[0]["test_acc"])
+        batches = context.trainer.num_test_batches[0]  # fewer than the loader's under trainer.limit_test_batches
+        return {"test": accuracy, "n_scored": int(min(len(loader.dataset), batches * data.eval_batch_size))}
 
     if context.trainer.world_size > 1:  # every rank runs the test loop's collectives: no rank may skip it
-        test_acc = test_accuracy()
+        test = test_accuracy()
     else:  # the same for every job on this checkpoint: computed once (storage.derived)
         fingerprint = {
             "inputs": data.input_digest(data.tokenized["test"]),
@@ -37,14 +39,15 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
             "precision": str(context.trainer.precision),
             "limit_test_batches": context.trainer.limit_test_batches,
         }
-        test_acc = context.reuse("test_accuracy", fingerprint, test_accuracy)
+        test = context.reuse("test_accuracy", fingerprint, test_accuracy)
     test_labels = torch.tensor(data.tokenized["test"]["label"])
     train_labels = torch.tensor(data.tokenized["train"]["label"])
     majority = int(torch.bincount(train_labels).argmax())
     return AnalysisOutput(
         {
             "accuracy": {
-                "test": float(test_acc),
+                "test": float(test["test"]),
+                "n_scored": test["n_scored"],  # test examples scored (all but under trainer.limit_test_batches)
                 "validation": context.trained.meta["val_acc"],
                 "majority_class_test": float((test_labels == majority).float().mean()),
             },

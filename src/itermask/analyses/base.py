@@ -169,10 +169,10 @@ class EvaluationContext:
     def reuse(self, kind: str, fingerprint: dict, compute):
         """``compute()``, or the value an earlier job on this classifier stored for the same ``kind`` and
         ``fingerprint`` (everything besides the classifier that determines the value: input digests,
-        settings). The classifier enters through its checkpoint key, the digest of its weight files' manifest
-        and its attention implementation (``eager``, which the attention methods switch to, rounds otherwise
-        than ``sdpa``), so a reused value is bit for bit the one this job would compute. Without a store (or
-        a classifier with a key) the value is computed every time."""
+        settings). The classifier enters through its checkpoint key, the digest of its weight files'
+        manifest, its attention implementation (``eager``, which the attention methods switch to, rounds
+        otherwise than ``sdpa``) and its device type, so a reused value is bit for bit the one this job would
+        compute. Without a store (or a classifier with a key) the value is computed every time."""
         if not self.can_reuse:
             return compute()
         return self.derived.get_or_compute(self.trained.key, kind, self._fingerprint(fingerprint), compute)
@@ -197,11 +197,13 @@ class EvaluationContext:
     def _fingerprint(self, fingerprint: dict) -> dict:
         from itermask.storage.cache import config_hash
 
-        config = getattr(getattr(self.classifier, "model", None), "config", None)
+        model = getattr(self.classifier, "model", None)
+        parameter = next(model.parameters(), None) if hasattr(model, "parameters") else None
         return {
             **fingerprint,
             "weights": config_hash(self.trained.meta.get("files")),
-            "attention": getattr(config, "_attn_implementation", None),
+            "attention": getattr(getattr(model, "config", None), "_attn_implementation", None),
+            "device": None if parameter is None else parameter.device.type,  # a GPU rounds otherwise than a CPU
         }
 
     @property

@@ -37,7 +37,7 @@ __all__ = ["DERIVED_VERSION", "DerivedStore", "token_digest"]
 
 #: Raised when the code that computes a stored value changes what it computes: it is part of every file's
 #: name, so older files are then never read.
-DERIVED_VERSION = 1
+DERIVED_VERSION = 2
 
 
 def token_digest(columns: Iterable[Iterable[Any]]) -> str:
@@ -77,8 +77,10 @@ class DerivedStore:
         return self.root / model_key / f"{kind}-{name}.pt"
 
     def get(self, model_key: str, kind: str, fingerprint: dict) -> Any | None:
-        """The stored value, or ``None`` when there is none. A damaged or mismatching file is moved into
-        ``derived/damaged/`` with a warning naming it, and ``None`` returned."""
+        """The stored value, or ``None`` when there is none. A file that cannot be read, holds another value
+        (kind, fingerprint, version) or whose value does not match the SHA-256 recorded when it was written
+        (edited in place) is moved into ``derived/damaged/`` with a warning naming it, and ``None`` returned;
+        it is never used."""
         import torch
 
         path = self.path(model_key, kind, fingerprint)
@@ -87,22 +89,62 @@ class DerivedStore:
         try:
             stored = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
             expected = {"version": DERIVED_VERSION, "kind": kind, "fingerprint": fingerprint}
-            if isinstance(stored, dict) and all(stored.get(k) == v for k, v in expected.items()) and "value" in stored:
-                return stored["value"]
-            problem = "it is not this value (another kind, fingerprint or version)"
+            if not (isinstance(stored, dict) and all(stored.get(k) == v for k, v in expected.items())):
+                problem = "it is not this value (another kind, fingerprint or version)"
+            else:
+                data = stored["value"].numpy().tobytes()
+                if hashlib.sha256(data).hexdigest() != stored["sha256"]:
+                    problem = "its value does not match the checksum recorded when it was written"
+                else:
+                    return torch.load(io.BytesIO(data), weights_only=True)
         except Exception as error:  # noqa: BLE001 - any unreadable file (cut, zeroed, not a torch file) is damaged
-            problem = f"cannot be read ({type(error).__name__}: {error})"
-        moved = move_aside(path, self.root / "damaged")
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            problem = f"cannot be read ({type(error).__name__}: {first_line})"
+        try:
+            moved = move_aside(path, self.root / "damaged")
+        except OSError as error:  # e.g. derived/damaged is a file: the entry stays, and is never used
+            log.warning(
+                "stored %s %s is damaged (%s) and could not be moved aside (%s); recomputing it",
+                kind,
+                path,
+                problem,
+                error,
+            )
+            return None
         log.warning("stored %s %s is damaged (%s): moved it to %s; recomputing it", kind, path, problem, moved)
         return None
 
-    def put(self, model_key: str, kind: str, fingerprint: dict, value: Any) -> Path:
-        """Store ``value`` (tensors, numbers, strings and lists or dicts of them) atomically; returns the file."""
+    def put(self, model_key: str, kind: str, fingerprint: dict, value: Any) -> Path | None:
+        """Store ``value`` (tensors, numbers, strings and lists or dicts of them) atomically with the SHA-256
+        of its serialized bytes; returns the file. Storing only saves later jobs work: when the file cannot be
+        written (``derived/`` is a file, a read-only cache) a warning says so and ``None`` is returned."""
         import torch
 
-        buffer = io.BytesIO()
-        torch.save({"version": DERIVED_VERSION, "kind": kind, "fingerprint": fingerprint, "value": value}, buffer)
-        return write_bytes_atomic(self.path(model_key, kind, fingerprint), buffer.getvalue())
+        inner = io.BytesIO()
+        torch.save(value, inner)
+        data = inner.getvalue()
+        payload = {
+            "version": DERIVED_VERSION,
+            "kind": kind,
+            "fingerprint": fingerprint,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "value": torch.frombuffer(bytearray(data), dtype=torch.uint8),
+        }
+        outer = io.BytesIO()
+        torch.save(payload, outer)
+        path = self.path(model_key, kind, fingerprint)
+        try:
+            return write_bytes_atomic(path, outer.getvalue())
+        except OSError as error:
+            log.warning(
+                "could not store the %s of this classifier at %s (%s: %s); the other jobs on it will compute it "
+                "again. Check that cache_dir is a writable folder",
+                kind.replace("_", " "),
+                path,
+                type(error).__name__,
+                error,
+            )
+            return None
 
     def get_or_compute(self, model_key: str, kind: str, fingerprint: dict, compute: Callable[[], Any]) -> Any:
         """The stored value of ``kind`` for ``model_key`` and ``fingerprint``, or ``compute()``'s, stored then.

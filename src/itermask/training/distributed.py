@@ -99,7 +99,16 @@ def trainer_processes(trainer: dict) -> int:
 def distributed_problem(trainer: dict, multirun: bool) -> str | None:
     """Why the trainer config cannot run here, or ``None``: a strategy that does not run the command line in
     each process (:data:`UNSUPPORTED_STRATEGIES`), or several processes per job in a Hydra multirun (Lightning
-    would start each process's copy of the whole sweep), or a GPU accelerator where torch sees no GPU."""
+    would start each process's copy of the whole sweep), a GPU accelerator where torch sees no GPU, or a
+    ``limit_test_batches`` that is neither a count of batches >= 1 nor a fraction in (0, 1]."""
+    limit = trainer.get("limit_test_batches")
+    if limit is not None:
+        number = isinstance(limit, (int, float)) and not isinstance(limit, bool)
+        if not (number and limit > 0 and (isinstance(limit, int) or limit <= 1)):
+            return (
+                f"trainer.limit_test_batches={limit!r} must be a whole number of batches >= 1 or a fraction in "
+                "(0, 1]: it limits the test accuracy's and the masking evaluation's batches (0 would score nothing)"
+            )
     accelerator = str(trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda"):
         import torch
