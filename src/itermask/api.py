@@ -491,8 +491,8 @@ def _check_arguments(model, batch_size, device) -> None:
     raw errors for these).
 
     Raises:
-        ValueError: ``model`` of no accepted kind, ``batch_size`` not a positive integer, or ``device`` a
-            CUDA device without a usable GPU.
+        ValueError: ``model`` of no accepted kind, ``batch_size`` not a positive integer, ``device`` not a
+            torch device or a CUDA device without a usable GPU.
     """
     import torch
 
@@ -509,6 +509,14 @@ def _check_arguments(model, batch_size, device) -> None:
             f"device={device!r}, but this torch has no usable CUDA GPU (torch {torch.__version__}): "
             "leave device unset (the model's own device) or use device='cpu'"
         )
+    if device is not None:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(
+                f"device={device!r} is not a torch device: use 'cpu', 'cuda', 'cuda:1', 'mps'... or leave it unset "
+                "(the model's own device)"
+            ) from error
 
 
 def _max_length(model, tokenizer, max_length: int | None) -> int:
@@ -654,6 +662,8 @@ def evaluate(
         raise ValueError(
             f"saliency={wrong!r}: each method is a name of conf/saliency (e.g. 'gradient') or a SaliencyMethod"
         )
+    if data is None:
+        raise ValueError("data is None: give a list of texts, a datasets.Dataset, a pandas.DataFrame or a CSV/TSV path")
     examples = _read_examples(data, labels, text_column, text_pair_column, label_column)
     pretrained = str(model) if isinstance(model, str | Path) else None
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR

@@ -124,6 +124,10 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, batch_size=0)
     with pytest.raises(ValueError, match="max_length must be at least 3 tokens"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length=2)
+    with pytest.raises(ValueError, match=r"device='gpu' is not a torch device: use 'cpu', 'cuda'"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, device="gpu")
+    with pytest.raises(ValueError, match=r"data is None: give a list of texts"):
+        itermask.evaluate(tiny_bert, None, tokenizer=tokenizer)
     with pytest.raises(SettingsError) as unknown:
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, fraction=[0.5])
     assert "'fractions'" in str(unknown.value) and "n_examples" not in str(unknown.value)

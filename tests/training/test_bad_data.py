@@ -327,6 +327,18 @@ def test_a_file_with_another_delimiter_named_csv_gets_the_delimiter_advice(tmp_p
     assert advice in str(error.value) and "Set text_column" not in str(error.value)
 
 
+@pytest.mark.parametrize("varying", [False, True])
+def test_a_tab_separated_file_named_csv_whose_texts_hold_commas_gets_the_delimiter_advice(tmp_path, varying):
+    """Commas in the texts make pandas read extra index columns (as many in every row) or fail to parse the
+    rows (a varying number): the delimiter advice comes either way."""
+    file = tmp_path / "reviews.csv"
+    commas = [", fine" * ((i % 3) if varying else 1) for i in range(40)]
+    file.write_text("text\tlabel\n" + "".join(f"a film{c}\t{i % 2}\n" for i, c in enumerate(commas)))
+    with pytest.raises(ValueError) as error:
+        FileSource(path=str(file)).load()
+    assert "looks tab-separated ('text\\tlabel'): name it .tsv" in str(error.value)
+
+
 def test_a_missing_column_in_a_comma_separated_file_keeps_the_column_advice(tmp_path):
     file = tmp_path / "data.csv"
     file.write_text("review,label\n" + "".join(f"film {i},{i % 2}\n" for i in range(6)))

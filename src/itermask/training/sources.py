@@ -549,7 +549,12 @@ class FileSource(DataSource):
                         "all class names)"
                     ) from error
                 cause = f"{error}: {error.__cause__}" if error.__cause__ is not None else str(error)
-                raise ValueError(f"{self.describe()}: cannot read {split} file {file}: {cause}") from error
+                # a tab-separated file named .csv whose texts hold commas fails to parse (rather than reading as
+                # one column, which the source's column check explains): say so from its header
+                hint = delimiter_hint(_header_names(file, str(options.get("sep", ",")), self.encoding))
+                raise ValueError(
+                    f"{self.describe()}: cannot read {split} file {file}: {cause}" + (f" {hint}" if hint else "")
+                ) from error
         return datasets.DatasetDict(loaded)
 
     def _check_decodable(self, file: str) -> None:
@@ -597,7 +602,10 @@ _OTHER_DELIMITERS = {"\t": "tab", ";": "semicolon", "|": "pipe"}
 
 def delimiter_hint(names: list[str]) -> str | None:
     """Advice when a file read with commas has one column whose name holds another delimiter (a
-    tab-separated file named ``.csv``, say): which delimiter, and what to do; ``None`` otherwise."""
+    tab-separated file named ``.csv``, say): which delimiter, and what to do; ``None`` otherwise. The names
+    pandas makes up for the extra fields of rows whose texts hold commas (``__index_level_<i>__``,
+    ``Unnamed: <i>``) do not count as columns."""
+    names = [n for n in names if not (str(n).startswith("__index_level_") or str(n).startswith("Unnamed: "))]
     if len(names) != 1:
         return None
     for delimiter, label in _OTHER_DELIMITERS.items():
@@ -622,6 +630,18 @@ def _directory_message(setting: str, folder: str, single_file: bool) -> str:
     if data:
         return f"{message}; it holds {data}: name one of them, e.g. {setting}={Path(folder) / data[0]}"
     return f"{message}; it holds no such file"
+
+
+def _header_names(file: str, sep: str, encoding: str) -> list[str]:
+    """The column names of a CSV/TSV file's first line read with ``sep`` (empty for JSON lines or a file that
+    cannot be read line by line)."""
+    if Path(file).suffix.lower() in (".jsonl", ".json"):
+        return []
+    try:
+        with open(file, newline="", encoding=encoding) as handle:
+            return next(csv.reader(handle, delimiter=sep), [])
+    except (OSError, ValueError, csv.Error):
+        return []
 
 
 def _duplicated_columns(file: str, sep: str, encoding: str) -> list[str]:
