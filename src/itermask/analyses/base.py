@@ -197,8 +197,8 @@ class EvaluationContext:
     def _fingerprint(self, fingerprint: dict) -> dict:
         from itermask.storage.cache import config_hash
 
-        model = getattr(self.classifier, "model", None)
-        parameter = next(model.parameters(), None) if hasattr(model, "parameters") else None
+        model: Any = getattr(self.classifier, "model", None)  # a torch module, or None in tests without one
+        parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
         return {
             **fingerprint,
             "weights": config_hash(self.trained.meta.get("files")),
