@@ -272,7 +272,7 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
             "evaluate.py",
             "-m",
             "seed=0",
-            "+trainer.limit_test_batches=2,-1",
+            "+trainer.limit_predict_batches=2,-1",
             *TINY,
             "logger.mode=online",
             "logger.init_timeout=3",
@@ -289,11 +289,11 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
     assert json.loads((multi / "0/results.json").read_text())["seed"] == 0
     assert not (multi / "1/results.json").exists()
     marker = json.loads((multi / "1" / FAILURE_FILE).read_text())
-    assert "invalid value -1 for limit_test_batches" in marker["error"]
+    assert "invalid value -1 for limit_predict_batches" in marker["error"]
     assert "Traceback" in (multi / "1/evaluate.log").read_text()
     report = (multi / "report.md").read_text()
     assert "1 finished run(s) of 2 expected" in report and "- job `1` failed" in report
-    assert "invalid value -1 for limit_test_batches" in report
+    assert "invalid value -1 for limit_predict_batches" in report
     failed_run = read_wandb_run(next((multi / "1/wandb").glob("offline-run-*")))
     assert [r["exit_code"] for r in records(failed_run, "exit")] == [1]
     finished_run = read_wandb_run(next((multi / "0/wandb").glob("offline-run-*")))
