@@ -2,21 +2,24 @@
 
 A sweep over saliency methods, masking strategies or settings runs many jobs on the same fine-tuned
 checkpoint. Some of each job's work does not depend on what the job varies: the classifier's accuracy on the
-whole test split, and the representations of the training subset that the OOD detectors are fitted on. Both
-are deterministic functions of the classifier's weights and of the exact inputs (token ids, labels) and
-settings that enter them, so the first job stores them here and the others read them back: the same numbers,
-bit for bit, without the forwards (about 5 s and 3 s a job for the packaged MiniLM on 2 CPU cores).
+whole test split, the representations of the training subset that the OOD detectors are fitted on, and the
+random baseline's masking curves (which depend on every setting but the saliency method). They are
+deterministic functions of the classifier's weights and of the exact inputs and settings that enter them,
+so the first job stores them here and the others read them back: the same numbers, bit for bit, without
+the forwards (about 5 s, 3 s and half a cheap job's masked forwards for the packaged MiniLM on 2 CPU cores).
 
 Layout: ``<cache_dir>/derived/<model key>/<kind>-<fingerprint hash>.pt``, one file per value, written
 atomically (:func:`~itermask.storage.files.write_bytes_atomic`) with ``torch.save`` and read back with
 ``torch.load(weights_only=True)`` (plain tensors, numbers, strings, lists and dicts: nothing is unpickled
-that could run code). Each file holds its full fingerprint, which is compared on reading, and
-:data:`DERIVED_VERSION`. A file that cannot be read or does not match is moved into ``derived/damaged/``
-with a warning and the value recomputed; it is never used.
+that could run code). Each file holds :data:`DERIVED_VERSION`, its kind, its full fingerprint (compared on
+reading) and its value's serialized bytes with their SHA-256 (checked on reading). A file that cannot be
+read, holds another value or was edited is moved into ``derived/damaged/`` with a warning and the value
+recomputed; it is never used. Storing only saves later jobs work: a store that cannot be written warns.
 
 The model key is the checkpoint key of a fine-tuned classifier (or the identity key of a given one); the
-fingerprint also holds the digest of its weight files' manifest, so a checkpoint replaced under the same key
-is not mistaken for the old one.
+fingerprint also holds the digest of its weight files' manifest, its attention implementation and device
+(:meth:`itermask.analyses.base.EvaluationContext.reuse`), so a checkpoint replaced under the same key, or
+run otherwise, is not mistaken for the old one.
 """
 
 from __future__ import annotations

@@ -648,18 +648,17 @@ def _duplicated_columns(file: str, sep: str, encoding: str) -> list[str]:
     """Column names given more than once in a CSV/TSV header, or in one row of a JSON-lines file (blank CSV
     names, which pandas numbers ``Unnamed: <i>``, are not counted); empty when there are none or the file
     cannot be read line by line."""
+    if Path(file).suffix.lower() not in (".jsonl", ".json"):
+        return sorted(_repeated(name for name in _header_names(file, sep, encoding) if name.strip()))
+    found: set[str] = set()
     try:
-        with open(file, newline="", encoding=encoding) as handle:
-            if Path(file).suffix.lower() in (".jsonl", ".json"):
-                found: set[str] = set()
-                for line in handle:
-                    if line.strip():
-                        json.loads(line, object_pairs_hook=lambda pairs: found.update(_repeated(k for k, _ in pairs)))
-                return sorted(found)
-            header = next(csv.reader(handle, delimiter=sep), [])
-    except (OSError, ValueError, csv.Error):
+        with open(file, encoding=encoding) as handle:
+            for line in handle:
+                if line.strip():
+                    json.loads(line, object_pairs_hook=lambda pairs: found.update(_repeated(k for k, _ in pairs)))
+    except (OSError, ValueError):
         return []
-    return sorted(_repeated(name for name in header if name.strip()))
+    return sorted(found)
 
 
 def _repeated(names) -> set[str]:
