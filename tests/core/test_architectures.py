@@ -228,5 +228,9 @@ def test_lime_and_kernel_shap_are_seeded_per_example(tiny_classifier, method_cla
     torch.manual_seed(123)
     assert torch.equal(run(0), first)
     assert torch.equal(torch.rand(1), after)  # the global random state is left as it was
-    assert torch.equal(run(0, slice(2, 3))[0], first[2])  # independent of the batch it is in
+    # independent of the batch it is in: the same perturbations and surrogate fit, but the model's forwards run
+    # in batches of another shape (one example's rows alone vs three examples' rows padded together), so BLAS
+    # may sum in another order (and on fewer threads on a loaded machine): equal up to float32 rounding of the
+    # outputs (about 1e-7 relative) carried through the surrogate's least-squares fit
+    torch.testing.assert_close(run(0, slice(2, 3))[0], first[2], rtol=1e-4, atol=1e-5)
     assert not torch.equal(run(1), first)

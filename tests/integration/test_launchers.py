@@ -73,7 +73,7 @@ def _multirun(tmp_path: Path, name: str, *args: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_joblib_multirun_gives_the_numbers_of_a_sequential_one(tmp_path, tokenizer):
+def test_joblib_multirun_gives_the_numbers_of_a_sequential_one(tmp_path, tokenizer, sweeps_extra):
     job = [f"model.pretrained={tmp_path / 'model'}", *_tiny_job(tmp_path, tokenizer), "evaluation.n_examples=8"]
     sequential = _multirun(tmp_path, "sequential", *job)
     joblib = _multirun(
