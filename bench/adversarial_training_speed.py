@@ -26,7 +26,7 @@ from hydra import compose, initialize_config_dir
 
 from itermask.pipeline import load_data, seed
 from itermask.settings import train_settings
-from itermask.training.models import SequenceClassifier
+from itermask.training.classifier import SequenceClassifier
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,7 +39,7 @@ def texts_of_length(tokenizer, length: int, count: int) -> list[str]:
     """``count`` texts of exactly ``length`` tokens (special tokens included), shipped texts concatenated."""
     import pandas as pd
 
-    from itermask.training.sources import shipped_source
+    from itermask.data.files import shipped_source
 
     pool = list(pd.read_csv(shipped_source().files["test"], keep_default_na=False)["text"])
     texts, start = [], 0
@@ -63,7 +63,7 @@ def cell(args) -> dict:
 
     from itermask.core.evaluation import saliency_by_length
     from itermask.core.tokens import TokenBatch, class_logits
-    from itermask.training.models import load_classifier, load_tokenizer
+    from itermask.models.loading import load_classifier, load_tokenizer
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)

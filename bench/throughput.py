@@ -124,9 +124,9 @@ def load_inputs(n_examples: int, max_length: int, seed: int = 0):
     ``seed``, and the evaluation subset's first batch of ``n_examples``."""
     import torch
 
-    from itermask.training.datamodule import TextClassificationDataModule
-    from itermask.training.models import load_classifier, load_tokenizer
-    from itermask.training.sources import shipped_source
+    from itermask.data.datamodule import TextClassificationDataModule
+    from itermask.data.files import shipped_source
+    from itermask.models.loading import load_classifier, load_tokenizer
 
     tokenizer = load_tokenizer(PACKAGED)
     torch.manual_seed(seed)

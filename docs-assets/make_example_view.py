@@ -19,7 +19,7 @@ from itermask.core.evaluation import IterativeMaskingEvaluator, saliency_attribu
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.core.tokens import TokenBatch
-from itermask.training.sources import shipped_source
+from itermask.data.files import shipped_source
 from itermask.views import views_from_curves
 
 OUT = Path(__file__).parent

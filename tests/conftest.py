@@ -16,7 +16,7 @@ from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassificat
 
 import itermask.settings  # noqa: F401  registers the evaluation schema that conf/evaluate.yaml names
 from itermask.core.candidates import NO_CANDIDATE, CandidateSource
-from itermask.training.sources import shipped_source
+from itermask.data.files import shipped_source
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -18,11 +18,11 @@ the cache and the tracker:
 - one :class:`~itermask.core.evaluation.IterativeMaskingEvaluator` per explanation, with the seeded random
   explanation beside each method (``compare_random``), as the settings stage builds them;
 - the examples run through the same Lightning test loop
-  (:class:`~itermask.training.lightning_evaluation.MaskingEvaluationModule`: examples without a maskable
+  (:class:`~itermask.engine.lightning.MaskingEvaluationModule`: examples without a maskable
   token skipped, curves gathered), padded by the same collator
-  (:class:`~itermask.training.datamodule.TokenCollator`), sorted by length;
+  (:class:`~itermask.data.datamodule.TokenCollator`), sorted by length;
 - the scores are :func:`itermask.core.metrics.summarize` and
-  :func:`itermask.analyses.masking.relative_to_random`; the per-example tables are those of the
+  :func:`itermask.engine.masking.relative_to_random`; the per-example tables are those of the
   ``per_example`` analysis (:func:`~itermask.analyses.per_example.score_frame`,
   :func:`~itermask.analyses.per_example.step_frame`); the notebook view is :mod:`itermask.views`.
 
@@ -85,7 +85,7 @@ class EvaluationResult:
         scores: ``{explanation: {schedule: summary}}`` (:func:`itermask.core.metrics.summarize`: means over the
             examples; ``<q>`` in the keys is ``prob`` or ``logit`` after ``quantity``).
         relative_to_random: ``{method: {schedule: {score: method minus random}}}``
-            (:func:`itermask.analyses.masking.relative_to_random`); empty without ``compare_random``.
+            (:func:`itermask.engine.masking.relative_to_random`); empty without ``compare_random``.
         evaluation: the masking evaluation's settings (grid, schedules, target, quantity, AOPC bins).
         n_skipped: examples skipped because they have no maskable token.
         texts: the given texts, by example id.
@@ -351,7 +351,7 @@ def _read_examples(data, labels, text_column: str, text_pair_column: str | None,
     pairs = None
     if isinstance(data, pd.DataFrame) or hasattr(data, "column_names"):
         columns = list(data.columns) if isinstance(data, pd.DataFrame) else list(data.column_names)
-        from itermask.training.sources import delimiter_hint
+        from itermask.data.splits import delimiter_hint
 
         # label_column: its default "label" is optional (unlabelled data); a column named otherwise must exist
         named = [("text_column", text_column), ("text_pair_column", text_pair_column)]
@@ -422,7 +422,7 @@ def _load(model, tokenizer, needs_attentions: bool) -> tuple[torch.nn.Module, An
     if isinstance(model, str | Path):
         from transformers.utils import logging as hf_logging
 
-        from itermask.training.models import _num_labels, load_classifier, load_model_config, load_tokenizer
+        from itermask.models.loading import _num_labels, load_classifier, load_model_config, load_tokenizer
 
         pretrained = str(model)
         num_labels = _num_labels(load_model_config(pretrained))
@@ -468,8 +468,8 @@ def _class_names(model) -> list[str] | None:
 
 
 def _features(examples: _Examples, tokenizer, max_length: int, label_ids: list[int]) -> list[dict]:
-    """One feature dict per example, as :class:`~itermask.training.datamodule.TokenCollator` pads them."""
-    from itermask.training.datamodule import segment_ids
+    """One feature dict per example, as :class:`~itermask.data.datamodule.TokenCollator` pads them."""
+    from itermask.data.datamodule import segment_ids
 
     args = (examples.texts,) if examples.pairs is None else (examples.texts, examples.pairs)
     encoding = tokenizer(*args, truncation=True, max_length=max_length)
@@ -567,8 +567,8 @@ def _run(
     from torch.utils.data import DataLoader
 
     from itermask.analyses.base import eval_mode
-    from itermask.training.datamodule import TokenCollator
-    from itermask.training.lightning_evaluation import MaskingEvaluationModule
+    from itermask.data.datamodule import TokenCollator
+    from itermask.engine.lightning import MaskingEvaluationModule
 
     ordered = sorted(features, key=lambda f: len(f["input_ids"]))
     loader = DataLoader(ordered, batch_size=batch_size, shuffle=False, collate_fn=TokenCollator(tokenizer))  # type: ignore[arg-type]
@@ -642,13 +642,13 @@ def evaluate(
             tokenizer, or data in which no example has a maskable token.
         FileNotFoundError: a data path or model folder that does not exist.
     """
-    from itermask.analyses.masking import relative_to_random
     from itermask.core import metrics
     from itermask.core.evaluation import check_target_policy
     from itermask.core.saliency import prepare_for_saliency
     from itermask.core.tokens import TokenBatch
+    from itermask.data.datamodule import TokenCollator
+    from itermask.engine.masking import relative_to_random
     from itermask.settings.evaluate import build_evaluators
-    from itermask.training.datamodule import TokenCollator
 
     for option in WHOLE_DATA_OPTIONS:
         if option in evaluation:

@@ -5,7 +5,7 @@ library's own switch:
 
 - transformers: verbosity ``error`` (no "LOAD REPORT ... MISSING" blocks: a fine-tuning starts from an
   encoder whose new classification head is missing by design; evaluating a classifier without
-  fine-tuning checks its head itself, :func:`itermask.training.models.load_classifier`) and no
+  fine-tuning checks its head itself, :func:`itermask.models.loading.load_classifier`) and no
   weight-loading bars (``transformers.utils.logging``);
 - datasets: no map/tokenizing bars, verbosity ``error`` (``datasets.disable_progress_bars``);
 - Lightning: no hardware lines ("GPU available ..."), tips ("💡 Tip: ... litlogger") or other ``info``
@@ -176,7 +176,7 @@ def summary_lines(result: dict) -> list[str]:
 
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
-    from itermask.analyses.accuracy import model_check_line
+    from itermask.engine.accuracy import model_check_line
 
     lines = [_accuracy_line(result), _aopc_line(result, method)]
     if (warning := model_check_line(result)) is not None:

@@ -40,17 +40,18 @@ from itermask.analyses import (
     evaluate_accuracy,
     evaluate_curves,
 )
-from itermask.analyses.accuracy import model_check
 from itermask.core.saliency import prepare_for_saliency
+from itermask.data.datamodule import TextClassificationDataModule
+from itermask.engine.accuracy import model_check
 from itermask.jobs import config_errors, note_progress
+from itermask.models.loading import class_mapping
 from itermask.settings import EvaluateSettings, TrainJobSettings, evaluate_settings, plain, train_settings
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.derived import DerivedStore
 from itermask.storage.files import environment, write_json_atomic
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
-from itermask.training.datamodule import TextClassificationDataModule
+from itermask.training.classifier import SequenceClassifier
 from itermask.training.distributed import process_rank
-from itermask.training.models import SequenceClassifier, class_mapping
 from itermask.training.resume import AUGMENTATIONS, ExactResume, resume_checkpoint
 
 if TYPE_CHECKING:
@@ -216,13 +217,13 @@ def get_model(settings: TrainJobSettings, data: TextClassificationDataModule, lo
 
 def given_classifier(settings: TrainJobSettings, data: TextClassificationDataModule) -> TrainedModel:
     """The model stage without fine-tuning: ``model.pretrained`` (a sequence classifier's local directory or
-    hub id) evaluated as it is. Its classes are matched to the data's (:func:`~itermask.training.models.class_mapping`;
+    hub id) evaluated as it is. Its classes are matched to the data's (:func:`~itermask.models.loading.class_mapping`;
     a different order is logged and undone when the evaluation loads it). Its identity is the name and, for a
     local directory, the SHA-256 of its files (``settings.fingerprint.model_files``, also part of the results
     key); ``meta`` records ``fine_tuned: false``, no validation accuracy, and the class mapping.
 
     Raises:
-        ValueError: see :func:`~itermask.training.models.class_mapping`.
+        ValueError: see :func:`~itermask.models.loading.class_mapping`.
     """
     pretrained = settings.model.pretrained
     mapping = class_mapping(pretrained, data.label_names)
@@ -376,7 +377,7 @@ def evaluate(
 ) -> Evaluation | None:
     """The evaluate stage: load the fine-tuned classifier, make it serve every saliency method (failing
     before any work if one cannot run), measure the test accuracy, run the masking stage
-    (:func:`~itermask.analyses.masking.evaluate_curves`), then hand its curves to the analyses in order:
+    (:func:`~itermask.engine.masking.evaluate_curves`), then hand its curves to the analyses in order:
     per-example tables, the configured ones. Returns ``None`` on processes other than rank 0 of a
     distributed run. Nothing is logged here: the record stage logs the result."""
     classifier = SequenceClassifier(

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
-__all__ = ["KEYS", "STEP", "METHOD", "MODEL", "EXPLAINED", "RANDOM", "key", "workspace_spec", "main"]
+__all__ = ["KEYS", "STEP", "key", "workspace_spec", "main"]
 
 #: the fixed names under which a run logs the explained method and the random explanation
 EXPLAINED, RANDOM = "explained", "random"

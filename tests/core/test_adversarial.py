@@ -163,7 +163,7 @@ def test_the_augmentation_attacks_a_share_of_batches(tiny_bert, tokenizer):
 
 
 def test_the_training_step_trains_on_the_adversarial_batch(tiny_bert, tokenizer, tmp_path):
-    from itermask.training.models import SequenceClassifier
+    from itermask.training.classifier import SequenceClassifier
 
     tiny_bert.config.hidden_dropout_prob = tiny_bert.config.attention_probs_dropout_prob = 0.0
     tiny_bert.save_pretrained(tmp_path / "clf")

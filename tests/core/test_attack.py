@@ -400,8 +400,8 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
 
     from itermask.analyses import AnalysisInputs, EvaluatedCurves, EvaluationContext
     from itermask.core.evaluation import MaskingCurves
+    from itermask.data.datamodule import TokenCollator
     from itermask.settings import EvaluationSettings
-    from itermask.training.datamodule import TokenCollator
 
     texts = ["a good movie", "the story is lame and the acting worse .", "fun , fun , fun", "[SEP]"]
     features = [{**tokenizer(t), "label": i % 2, "example_id": 10 + i} for i, t in enumerate(texts)]
@@ -561,8 +561,8 @@ def test_bad_attack_settings_are_refused_before_any_work(overrides, message, mon
 
 def test_a_model_without_input_embeddings_is_refused_before_fine_tuning(monkeypatch, tmp_path):
     from itermask import pipeline
+    from itermask.models import loading as models
     from itermask.settings import evaluate_settings
-    from itermask.training import models
 
     class NoEmbeddings(torch.nn.Module):
         def forward(self, input_ids, attention_mask):

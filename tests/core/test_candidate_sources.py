@@ -17,9 +17,10 @@ from itermask.core.candidates import NO_CANDIDATE, MlmCandidates, build_candidat
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import GradientSaliency
 from itermask.core.tokens import TokenBatch
+from itermask.data.wordnet import WordNetCandidates, wordnet_lexicon
+from itermask.models.loading import load_tokenizer
+from itermask.models.mlm import PretrainedMlmCandidates
 from itermask.settings import evaluate_settings
-from itermask.training.attack_sources import PretrainedMlmCandidates, WordNetCandidates, wordnet_lexicon
-from itermask.training.models import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = {

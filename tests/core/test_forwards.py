@@ -15,7 +15,7 @@ from itermask.core.masking import AttentionOff, Delete, MaskToken, RandomToken
 from itermask.core.representations import capture_representations
 from itermask.core.saliency import GradientSaliency, RandomSaliency
 from itermask.core.tokens import TokenBatch, class_logits
-from itermask.training.sources import shipped_source
+from itermask.data.files import shipped_source
 
 WEIGHTS = {5: 1.0, 6: -2.0, 7: 0.5, 8: 3.0, 9: -1.0}
 

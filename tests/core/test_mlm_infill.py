@@ -6,7 +6,8 @@ from conftest import tiny_mlm_config
 from transformers import BertModel
 
 from itermask.core.tokens import TokenBatch
-from itermask.training.models import load_mlm_infill, load_tokenizer
+from itermask.models.loading import load_tokenizer
+from itermask.models.mlm import load_mlm_infill
 
 
 def _batch(tokenizer):

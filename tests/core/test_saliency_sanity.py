@@ -8,7 +8,6 @@ import pytest
 import torch
 from conftest import AdditiveModel
 
-from itermask.analyses.masking import saliency_diagnostics
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import (
@@ -22,6 +21,7 @@ from itermask.core.saliency import (
     ZeroSaliencyWarning,
 )
 from itermask.core.tokens import TokenBatch
+from itermask.engine.masking import saliency_diagnostics
 
 # ToyTokenizer ids [PAD]=0, [CLS]=1, [SEP]=2, [MASK]=3, [UNK]=4 are special; w[PAD] = 0
 WEIGHTS = {1: 0.5, 2: -0.25, 5: 1.0, 6: -2.0, 7: 0.5, 8: 3.0}
@@ -144,7 +144,7 @@ def test_the_evaluator_carries_the_diagnostics_to_the_results(toy_tokenizer, cap
     assert curves.output_difference[0].item() == pytest.approx(difference, abs=1e-6)
     assert curves.completeness_gap[0].item() == pytest.approx(-difference, abs=1e-6)
     assert curves.select(torch.tensor([2])).completeness_gap.tolist() == curves.completeness_gap[2:].tolist()
-    with caplog.at_level(logging.WARNING, logger="itermask.analyses.masking"):
+    with caplog.at_level(logging.WARNING, logger="itermask.engine.masking"):
         entry = saliency_diagnostics("integrated_gradients", curves)
     assert entry["n_examples"] == 3 and entry["n_zero_saliency"] == 1 and entry["zero_saliency_example_ids"] == [10]
     assert "1 of 3 evaluated examples have identically zero saliency" in caplog.text

@@ -19,8 +19,8 @@ from transformers import RobertaConfig, RobertaForSequenceClassification, Robert
 from itermask.core.masking import Delete, MaskToken
 from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.core.tokens import maskable_positions
-from itermask.training.datamodule import TextClassificationDataModule
-from itermask.training.sources import FileSource, shipped_source
+from itermask.data.datamodule import TextClassificationDataModule
+from itermask.data.files import FileSource, shipped_source
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = [("a good film", "not bad at all", 1), ("the story is funny", "great", 0), ("a movie", "not good", 1)]

@@ -16,7 +16,7 @@ import torch
 from conftest import tiny_bert_config
 from transformers import BertForSequenceClassification
 
-from itermask.training.sources import shipped_source
+from itermask.data.files import shipped_source
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,9 +19,9 @@ from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import GradientSaliency
 from itermask.core.tokens import TokenBatch
+from itermask.models.loading import class_mapping, load_classifier, reorder_classes
 from itermask.settings import evaluate_settings, train_settings
 from itermask.storage.store import results_key
-from itermask.training.models import class_mapping, load_classifier, reorder_classes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_jobs_on_one_checkpoint_compute_its_test_accuracy_ood_fit_and_random_bas
     random scores; a job with another masking strategy evaluates its own random baseline."""
     from itermask.analyses import ood
     from itermask.core.saliency import RandomSaliency
-    from itermask.training.datamodule import TextClassificationDataModule
+    from itermask.data.datamodule import TextClassificationDataModule
 
     random_calls = []
     explain = RandomSaliency.explain
@@ -360,7 +360,7 @@ def test_score_summary_has_three_lines_with_the_results_values():
 def test_masking_progress_advances_per_explanation_schedule_and_batch(tiny_bert, tokenizer, monkeypatch):
     import pytorch_lightning as pl
 
-    from itermask.training import lightning_evaluation
+    from itermask.engine import lightning as lightning_evaluation
 
     enc = tokenizer(["a fine film", "dull and long"], padding=True, return_tensors="pt")
     evaluator = IterativeMaskingEvaluator(

@@ -56,7 +56,7 @@ def test_every_saliency_and_masking_config_builds(saliency, masking, tokenizer):
 def test_model_and_dataset_configs_compose(model, dataset):
     cfg = _compose(f"model={model}", f"dataset={dataset}")
     assert cfg.model.pretrained and cfg.model.finetune.optimizer.learning_rate > 0
-    assert cfg.dataset.source._target_.startswith("itermask.training.sources.")
+    assert cfg.dataset.source._target_.startswith("itermask.data.")
 
 
 def test_default_fractions_hold_the_eraser_bins():
@@ -257,7 +257,7 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
 
 
 def test_missing_local_model_directory_is_named(tmp_path):
-    from itermask.training.models import resolve_pretrained
+    from itermask.models.loading import resolve_pretrained
 
     missing = tmp_path / "no-such-model"
     with pytest.raises(FileNotFoundError, match="looks like a local directory but there is none"):

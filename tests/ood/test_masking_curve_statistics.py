@@ -132,7 +132,7 @@ def test_evaluator_collects_representations_of_the_forwards_it_runs(tiny_bert, t
 def _train_reps(model, tokenizer, n=40):
     import pandas as pd
 
-    from itermask.training.sources import shipped_source
+    from itermask.data.files import shipped_source
 
     texts = pd.read_csv(shipped_source().files["train"], keep_default_na=False)["text"].head(n).tolist()
     batch = _batch(tokenizer, texts)

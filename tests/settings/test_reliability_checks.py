@@ -11,12 +11,12 @@ import pytest
 import torch
 from conftest import compose_config, settings_problems
 
-from itermask.analyses.accuracy import model_check, model_check_line
 from itermask.analyses.base import EvaluatedCurves
 from itermask.console import summary_lines
 from itermask.core.evaluation import MaskingCurves
 from itermask.core.saliency import GradientSaliency, KernelShapSaliency, LimeSaliency, SaliencyError
 from itermask.core.tokens import TokenBatch
+from itermask.engine.accuracy import model_check, model_check_line
 from itermask.settings import plain
 from itermask.storage.cache import CheckpointCache
 from itermask.storage.keys import Fingerprint, results_key, training_key

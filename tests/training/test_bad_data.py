@@ -8,7 +8,7 @@ import logging
 import pandas as pd
 import pytest
 
-from itermask.training.sources import FileSource
+from itermask.data.files import FileSource
 
 
 def _csv(path, labels, texts=None):
@@ -196,7 +196,7 @@ def test_label_variants_of_label_names_are_an_error_or_take_their_class(tmp_path
 def test_merging_label_variants_changes_nothing_without_variants(tmp_path):
     """The switch only repairs data that fail without it (a REPAIR_SWITCH, out of the keys): labels with no
     variant load the same either way, kept as written (``Neutral`` stays capitalised)."""
-    from itermask.training.sources import REPAIR_SWITCHES
+    from itermask.data.sources import REPAIR_SWITCHES
 
     path = _csv(tmp_path / "d.csv", [["neg", "Neutral", "pos "][i % 3] for i in range(60)])
     off, on = FileSource(path=path).load(), FileSource(path=path, merge_label_variants=True).load()
@@ -292,9 +292,9 @@ def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
+    from itermask.data.files import shipped_source
     from itermask.settings import training_key_of as training_key
     from itermask.storage.store import results_key
-    from itermask.training.sources import shipped_source
 
     root = Path(__file__).resolve().parents[2] / "conf"
     with initialize_config_dir(config_dir=str(root), version_base="1.3"):

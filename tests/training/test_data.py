@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from itermask.training.datamodule import TextClassificationDataModule
-from itermask.training.sources import FileSource, shipped_source
+from itermask.data.datamodule import TextClassificationDataModule
+from itermask.data.files import FileSource, shipped_source
 
 
 def _write(path, rows, columns=("review", "sentiment")):

@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_mlm_config
 from transformers import BertForSequenceClassification
 
-from itermask.training.models import load_classifier, load_model_config, load_tokenizer
+from itermask.models.loading import load_classifier, load_model_config, load_tokenizer
 
 SHOULD_HOLD = (
     "it should hold the save_pretrained() output of a model and its tokenizer: config.json, the weights "

@@ -14,19 +14,14 @@ import pytorch_lightning as pl
 import torch
 from conftest import tiny_bert_config
 from hydra import compose, initialize_config_dir
-from transformers import BertModel
+from transformers import AutoModelForMaskedLM, BertModel
 
+from itermask.models.mlm import check_word_embeddings, masked_lm_from_encoder
 from itermask.settings import plain, train_settings
 from itermask.settings.job import training_key_of
-from itermask.training import pretraining
-from itermask.training.pretraining import (
-    MaskedLmPretraining,
-    augment_corpus,
-    check_word_embeddings,
-    load_word_pairs,
-    masked_lm_from_encoder,
-    swap_gendered,
-)
+from itermask.training import corpus, pretraining
+from itermask.training.corpus import augment_corpus, load_word_pairs, swap_gendered
+from itermask.training.pretraining import MaskedLmPretraining
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +38,7 @@ def test_the_swap_replaces_whole_words_in_their_case_and_keeps_everything_else()
 
 
 def test_the_shipped_list_settles_the_pronoun_ambiguity_by_its_first_pair():
-    pairs = load_word_pairs(pretraining.shipped_word_pairs())
+    pairs = load_word_pairs(corpus.shipped_word_pairs())
     assert (pairs["his"], pairs["him"], pairs["her"], pairs["hers"]) == ("her", "her", "his", "his")
     assert (pairs["he"], pairs["she"], pairs["actress"], pairs["mr"], pairs["lady"]) == (
         "she",
@@ -269,13 +264,13 @@ def test_the_stage_caches_its_encoder_and_recomputes_a_damaged_one(tmp_path, enc
     assert out.parent.parent.name == "pretrain" and settings.model.pretrained_from == str(encoder_dir)
     meta = json.loads((out.parent / "meta.json").read_text())
     train = list(settings.data.source.load().splits["train"]["text"])
-    pairs = load_word_pairs(pretraining.shipped_word_pairs())
-    gendered = sum(pretraining.has_gendered(t, pairs) for t in train)
+    pairs = load_word_pairs(corpus.shipped_word_pairs())
+    gendered = sum(corpus.has_gendered(t, pairs) for t in train)
     assert len(train) == 48 and gendered > 0 and meta["corpus_texts"] == 48 + gendered
     assert 0 <= meta["mlm_acc_head_only"] <= 1 and 0 <= meta["mlm_acc_joint"] <= 1
     assert settings.training_payload["pretrained_encoder"] == settings.model.pretrain_key
     # the output is a masked-language model with a tied head and the base encoder's pooler
-    mlm = pretraining.AutoModelForMaskedLM.from_pretrained(out)
+    mlm = AutoModelForMaskedLM.from_pretrained(out)
     assert mlm.get_output_embeddings().weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()
     pooler = BertModel.from_pretrained(encoder_dir).pooler.dense.weight
     assert torch.equal(BertModel.from_pretrained(out).pooler.dense.weight, pooler)

@@ -2,7 +2,6 @@
 built-in ``per_example`` analysis, and the configurable ``ood`` and ``attack`` analyses. Importing them
 imports no torch (their run paths do)."""
 
-from itermask.analyses.accuracy import evaluate_accuracy
 from itermask.analyses.attack import AttackAnalysis
 from itermask.analyses.base import (
     ANALYSES,
@@ -14,9 +13,10 @@ from itermask.analyses.base import (
     EvaluationContext,
     analysis_classes,
 )
-from itermask.analyses.masking import evaluate_curves
 from itermask.analyses.ood import OODAnalysis
 from itermask.analyses.per_example import PerExampleAnalysis
+from itermask.engine.accuracy import evaluate_accuracy
+from itermask.engine.masking import evaluate_curves
 
 __all__ = [
     "ANALYSES",

@@ -197,7 +197,8 @@ class AttackAnalysis(Analysis):
     ) -> None:
         from itermask.core.attack import RANKINGS, check_budget
         from itermask.core.candidates import build_candidate_source
-        from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
+        from itermask.data import wordnet  # noqa: F401  (registers the wordnet candidate source)
+        from itermask.models import mlm  # noqa: F401  (registers the mlm candidate source)
 
         if ranking not in RANKINGS:
             raise ValueError(f"unknown attack.ranking {ranking!r}: choose one of {RANKINGS}")
@@ -228,7 +229,7 @@ class AttackAnalysis(Analysis):
         if self.word_initial_only:
             self.word_start = word_start_vocabulary(inputs.tokenizer)
         if self.source.needs_embeddings:
-            from itermask.training.models import classifier_architecture
+            from itermask.models.loading import classifier_architecture
 
             self.source.check(classifier_architecture(inputs.pretrained))
 

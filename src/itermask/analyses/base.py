@@ -1,7 +1,7 @@
 """The interface of the evaluate stage's analyses.
 
 The evaluate stage (:func:`itermask.pipeline.evaluate`) measures the test accuracy, then runs the masking
-stage (:func:`itermask.analyses.masking.evaluate_curves`), whose typed output, :class:`EvaluatedCurves`, every
+stage (:func:`itermask.engine.masking.evaluate_curves`), whose typed output, :class:`EvaluatedCurves`, every
 :class:`Analysis` receives: the built-in ``per_example`` analysis, then those the config names under
 ``analyses`` (each a top-level config node with a ``_target_`` subclass of :class:`Analysis`, e.g. ``ood``).
 An analysis gets the narrow :class:`AnalysisInputs` (built once from the job's settings), the fine-tuned
@@ -152,7 +152,7 @@ class EvaluationContext:
     """The fine-tuned model the analyses of one evaluation run on.
 
     Attributes:
-        data: the set-up data module (:class:`~itermask.training.datamodule.TextClassificationDataModule`).
+        data: the set-up data module (:class:`~itermask.data.datamodule.TextClassificationDataModule`).
         trained: the fine-tuned checkpoint (:class:`~itermask.pipeline.TrainedModel`).
         classifier: the Lightning module wrapping the classifier (``classifier.model``), in eval mode.
         trainer: the Lightning trainer that runs evaluation loops (``inference_mode=False``).

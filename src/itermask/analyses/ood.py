@@ -56,7 +56,7 @@ def collect(
     model: torch.nn.Module, loader, token_budget: int | None = None, hidden_states: bool = True
 ) -> tuple[Representations, torch.Tensor]:
     """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
-    (batches of :class:`itermask.training.datamodule.TokenCollator`), in loader order (only the final
+    (batches of :class:`itermask.data.datamodule.TokenCollator`), in loader order (only the final
     layer's input without ``hidden_states``), each batch run by :func:`itermask.core.forwards.row_outputs`
     (length chunks of at most ``token_budget`` padded tokens, ``None``: its default). ``model`` must be in
     eval mode.

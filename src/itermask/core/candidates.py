@@ -25,11 +25,11 @@ words, not the pieces inside a word, so it skips sub-word continuations, told ap
 * synonyms from a lexicon (:class:`SynonymCandidates`): the single-token synonyms of the original word that
   a lexicon (a ``word -> synonyms`` table or function) gives, PWWS's and TextAttack's WordNet swap (Ren et
   al. 2019, Sec. 3.1). The lexicon is given to it: the ``wordnet`` source
-  (:class:`itermask.training.attack_sources.WordNetCandidates`) reads NLTK's WordNet corpus when bound;
+  (:class:`itermask.data.wordnet.WordNetCandidates`) reads NLTK's WordNet corpus when bound;
 * masked-language-model predictions (:class:`MlmCandidates`): the ``k`` top predictions of a masked-language
   model at the position, replaced by its mask token, BAE-R's candidates (Garg & Ramakrishnan 2020, EMNLP,
   Sec. 2; without BAE's sentence-encoder similarity filter). The model is given to it: the ``mlm`` source
-  (:class:`itermask.training.attack_sources.PretrainedMlmCandidates`) loads and checks a checkpoint.
+  (:class:`itermask.models.mlm.PretrainedMlmCandidates`) loads and checks a checkpoint.
 
 A candidate is a token id, or :data:`MASKED` (apply the masking strategy at the position), and
 :data:`NO_CANDIDATE` pads rows with fewer candidates. Sources whose candidates are token ids
@@ -398,7 +398,7 @@ class SynonymCandidates(_WholeWordSource):
     original id.
 
     This class takes the lexicon; the ``wordnet`` source
-    (:class:`itermask.training.attack_sources.WordNetCandidates`) reads NLTK's WordNet when it is bound.
+    (:class:`itermask.data.wordnet.WordNetCandidates`) reads NLTK's WordNet when it is bound.
 
     Args:
         k: the most candidates per position (>= 1).
@@ -464,7 +464,7 @@ class MlmCandidates(_WholeWordSource):
     none. One MLM forward per ``chunk_size`` rows under ``torch.inference_mode``.
 
     This class takes the model; the ``mlm`` source
-    (:class:`itermask.training.attack_sources.PretrainedMlmCandidates`) loads ``mlm_pretrained`` and checks
+    (:class:`itermask.models.mlm.PretrainedMlmCandidates`) loads ``mlm_pretrained`` and checks
     its head and vocabulary when bound.
 
     Args:

@@ -249,7 +249,7 @@ class MlmInfill(MaskingStrategy):
     chunks of ``chunk_size`` rows to bound the ``[rows, L, vocab]`` logits); predictions are greedy
     (argmax), so the strategy is deterministic.
 
-    The model comes loaded: :func:`itermask.training.models.load_mlm_infill` (and the config's
+    The model comes loaded: :func:`itermask.models.mlm.load_mlm_infill` (and the config's
     ``masking=mlm_infill``) loads a checkpoint and checks its head and vocabulary.
 
     Args:

@@ -61,7 +61,7 @@ class TokenBatch:
         segment_ids: ``[B, L]`` long segment membership for masking, never passed to the model: ``0``
             for tokens of the first text, ``1`` for the second text of a sentence pair, ``-1`` for
             special tokens and padding (from the fast tokenizer's ``sequence_ids()``, see
-            :class:`itermask.training.datamodule.TokenCollator`), or ``None``. Models without token type ids (RoBERTa)
+            :class:`itermask.data.datamodule.TokenCollator`), or ``None``. Models without token type ids (RoBERTa)
             need it to mask within one segment.
     """
 

@@ -19,12 +19,12 @@ from itermask.core.masking import MaskingStrategy
 from itermask.core.metrics import Quantity
 from itermask.core.saliency import RandomSaliency, SaliencyMethod
 from itermask.core.tokens import segment_list
+from itermask.models.loading import class_mapping
 from itermask.settings.components import build, plain
 from itermask.settings.job import TrainJobSettings, bind_job, hydra_overrides, read_job
 from itermask.settings.problems import Problems
 from itermask.storage.keys import results_key
 from itermask.tracking.runs import job_logger
-from itermask.training.models import class_mapping
 from itermask.training.pretraining import use_pretrained_mlm
 from itermask.validation import QUANTITIES, SettingsError
 
@@ -129,7 +129,7 @@ class EvaluateSettings(TrainJobSettings):
 
     def check_against_data(self, data) -> None:
         """Settings that need the data (target class, split, subset size, segments, the analyses', and with
-        ``train.enabled=false`` the given classifier's classes, :func:`~itermask.training.models.class_mapping`),
+        ``train.enabled=false`` the given classifier's classes, :func:`~itermask.models.loading.class_mapping`),
         checked before any fine-tuning or evaluation.
 
         Raises:

@@ -23,11 +23,15 @@ from omegaconf import DictConfig
 
 from itermask.core.candidates import CandidateSource, EmbeddingNeighbours
 from itermask.core.masking import MaskingStrategy
+from itermask.data import wordnet  # noqa: F401  (registers the wordnet candidate source)
+from itermask.data.sources import DataSource
+from itermask.models import mlm  # noqa: F401  (registers the mlm candidate source)
+from itermask.models.loading import classifier_architecture, load_model_config, load_tokenizer, resolve_pretrained
+from itermask.models.mlm import mlm_architecture
 from itermask.settings.components import Built, build, check_registered_name, plain
 from itermask.settings.problems import Problems
 from itermask.storage.keys import Fingerprint, training_key
 from itermask.tracking.runs import job_logger, run_name
-from itermask.training import attack_sources  # noqa: F401  (registers the wordnet and mlm candidate sources)
 from itermask.training.augmentation import (
     AdversarialAugmentation,
     RandomMaskingAugmentation,
@@ -36,16 +40,13 @@ from itermask.training.augmentation import (
     masked_fine_tuning,
 )
 from itermask.training.distributed import distributed_problem, trainer_processes
-from itermask.training.models import classifier_architecture, load_model_config, load_tokenizer, resolve_pretrained
 from itermask.training.pretraining import (
     PretrainSettings,
     check_pretrain_node,
     get_or_pretrain,
-    mlm_architecture,
     pretrain_settings,
     use_pretrained_mlm,
 )
-from itermask.training.sources import DataSource
 from itermask.validation import (
     SettingsError,
     check_added_keys,
@@ -93,7 +94,7 @@ def check_seed(cfg: DictConfig | dict) -> int:
 @dataclass(frozen=True)
 class ModelSettings:
     """The classifier to fine-tune (``model`` group): ``pretrained`` is a hub id, a local directory or
-    ``package:<module>``; ``optimizer`` holds the :class:`~itermask.training.models.SequenceClassifier`
+    ``package:<module>``; ``optimizer`` holds the :class:`~itermask.training.classifier.SequenceClassifier`
     keyword arguments (learning rate, weight decay, warm-up ratio).
 
     A model with a ``pretrain`` node (continued MLM pretraining, :mod:`itermask.training.pretraining`):

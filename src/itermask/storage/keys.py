@@ -70,7 +70,7 @@ NOT_IN_KEY = (
     "masking.chunk_size",
     "attack.candidates.chunk_size",
     "verbose",
-    # the data sources' repair switches (itermask.training.sources.REPAIR_SWITCHES): off, a job fails on the
+    # the data sources' repair switches (itermask.data.sources.REPAIR_SWITCHES): off, a job fails on the
     # rows they repair, so the data of a finished job are the same either way
     "dataset.source.drop_missing_labels",
     "dataset.source.convert_texts",
@@ -121,7 +121,7 @@ class Fingerprint:
 
     Attributes:
         data_files: SHA-256 of every local file of the data source, by the source's name for it
-            (:meth:`~itermask.training.sources.DataSource.local_files`: ``path``, or ``train``/``validation``/...).
+            (:meth:`~itermask.data.sources.DataSource.local_files`: ``path``, or ``train``/``validation``/...).
         model_files: SHA-256 of every file of a local ``model.pretrained`` directory, by file name (empty for
             a hub id or a packaged model).
     """
@@ -235,8 +235,8 @@ def training_payload(
     config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
 ) -> dict:
     """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
-    from itermask.training.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
-    from itermask.training.sources import REPAIR_SWITCHES
+    from itermask.data.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
+    from itermask.data.sources import REPAIR_SWITCHES
 
     config = without_local_paths(config, fingerprint)
     train = component_settings(config["train"])
@@ -273,7 +273,7 @@ def training_key(
     dataset source and the contents of its local files, training settings, trainer precision, seed).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, and
     ``train.enabled`` only when false; the data sources' repair switches
-    (:data:`~itermask.training.sources.REPAIR_SWITCHES`) never count: off, the job fails on data they would
+    (:data:`~itermask.data.sources.REPAIR_SWITCHES`) never count: off, the job fails on data they would
     repair, so the data of a finished job are the same either way.
 
     Args:

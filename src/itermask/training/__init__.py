@@ -1,4 +1,4 @@
-"""Fine-tuning and running models: data sources (:mod:`~itermask.training.sources`), tokenized splits
-(:mod:`~itermask.training.datamodule`), model loading and the Lightning fine-tuning module
-(:mod:`~itermask.training.models`), masked fine-tuning (:mod:`~itermask.training.augmentation`) and the
-masking evaluation as a Lightning module (:mod:`~itermask.training.lightning_evaluation`)."""
+"""Training: the Lightning fine-tuning module (:mod:`~itermask.training.classifier`), masked and adversarial
+fine-tuning (:mod:`~itermask.training.augmentation`), continued MLM pretraining and its corpus
+(:mod:`~itermask.training.pretraining`, :mod:`~itermask.training.corpus`), exact resume
+(:mod:`~itermask.training.resume`) and the DDP helpers (:mod:`~itermask.training.distributed`)."""

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +35,20 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, DataCollatorForLanguageModeling
+from transformers import DataCollatorForLanguageModeling
 
+from itermask.models.mlm import _pooler_weights, masked_lm_from_encoder, mlm_head
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.keys import Fingerprint, component_settings, file_digest
+from itermask.training.corpus import augment_corpus, load_word_pairs, shipped_word_pairs
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SHIPPED_WORD_PAIRS",
     "shipped_word_pairs",
     "PRETRAIN_KEYS",
     "load_word_pairs",
-    "swap_gendered",
-    "has_gendered",
     "augment_corpus",
-    "check_word_embeddings",
     "mlm_head",
     "masked_lm_from_encoder",
     "MaskedLmPretraining",
@@ -62,8 +58,6 @@ __all__ = [
     "use_pretrained_mlm",
 ]
 
-#: the shipped gendered word-pair list (``model.pretrain.word_pairs: null``); its header documents its sources
-SHIPPED_WORD_PAIRS = "cda/gendered_pairs.txt"
 
 #: the options of a ``model.pretrain`` node
 PRETRAIN_KEYS = frozenset(
@@ -84,182 +78,11 @@ PRETRAIN_KEYS = frozenset(
     }
 )
 
-_WORD = re.compile(r"[A-Za-z]+")
-
 
 # -- counterfactual data augmentation ---------------------------------------------------------------------
 
 
-def shipped_word_pairs() -> Path:
-    """The path of the shipped list (:data:`SHIPPED_WORD_PAIRS`)."""
-    return Path(str(resources.files("itermask") / "resources" / SHIPPED_WORD_PAIRS))
-
-
-def load_word_pairs(path: str | Path, setting: str = "model.pretrain.word_pairs") -> dict[str, str]:
-    """The swap table of a word-pair file: ``word -> partner`` (lower case) in both directions.
-
-    The file holds one pair per line, two words separated by whitespace; ``#`` starts a comment. A word in
-    several pairs swaps to its partner in the first pair that names it (so ``his her`` then ``hers his`` gives
-    ``her -> his``, ``his -> her``, ``hers -> his``).
-
-    Raises:
-        FileNotFoundError: if there is no file at ``path`` (naming ``setting``).
-        ValueError: a line that is not two words of letters, or a file without any pair.
-    """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"{setting}={path}: no word-pair file there; give a file of gendered word pairs (one pair per line, "
-            f"e.g. 'he she'), or null for the shipped list itermask/resources/{SHIPPED_WORD_PAIRS}"
-        )
-    table: dict[str, str] = {}
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        words = line.split("#", 1)[0].split()
-        if not words:
-            continue
-        if len(words) != 2 or not all(_WORD.fullmatch(w) for w in words) or words[0].lower() == words[1].lower():
-            raise ValueError(
-                f"{setting}={path}, line {number}: {line.strip()!r} is not a pair of two different words of letters"
-            )
-        first, second = (w.lower() for w in words)
-        table.setdefault(first, second)
-        table.setdefault(second, first)
-    if not table:
-        raise ValueError(f"{setting}={path} holds no word pair (one pair per line, e.g. 'he she')")
-    return table
-
-
-def _cased(word: str, like: str) -> str:
-    """``word`` in the case of ``like``: upper (``HE`` -> ``SHE``; a single capital counts as capitalised),
-    capitalised (``He`` -> ``She``) or as it is."""
-    if len(like) > 1 and like.isupper():
-        return word.upper()
-    if like[0].isupper():
-        return word[0].upper() + word[1:]
-    return word
-
-
-def swap_gendered(text: str, pairs: dict[str, str]) -> str:
-    """``text`` with every word (a maximal run of ASCII letters) in ``pairs`` replaced by its partner, in the
-    word's case (:func:`_cased`); everything else, punctuation and spacing included, unchanged.
-
-    >>> swap_gendered("He thanked his Mother's actor.", {"he": "she", "she": "he", "his": "her",
-    ...     "her": "his", "mother": "father", "father": "mother", "actor": "actress", "actress": "actor"})
-    "She thanked her Father's actress."
-    """
-    return _WORD.sub(lambda m: _cased(pairs[w], m.group()) if (w := m.group().lower()) in pairs else m.group(), text)
-
-
-def has_gendered(text: str, pairs: dict[str, str]) -> bool:
-    """Whether ``text`` holds a word of ``pairs``."""
-    return any(m.group().lower() in pairs for m in _WORD.finditer(text))
-
-
-def augment_corpus(texts: list[str], pairs: dict[str, str], where: str = "the corpus") -> list[str]:
-    """Two-sided counterfactual augmentation (Webster et al. 2020, section 5): every text as written, then
-    the swapped version (:func:`swap_gendered`) of every text with a gendered word, in corpus order. The
-    result has ``len(texts) + (number of texts with a gendered word)`` texts.
-
-    Raises:
-        ValueError: if no text holds a word of ``pairs`` (the augmentation would change nothing).
-    """
-    swapped = [swap_gendered(t, pairs) for t in texts if has_gendered(t, pairs)]
-    if not swapped:
-        raise ValueError(
-            f"{where}: none of its {len(texts)} texts holds a word of the gendered word list, so counterfactual "
-            "augmentation would change nothing; use a corpus with gendered words, a word list that matches it "
-            "(model.pretrain.word_pairs), or model.pretrain.cda=false"
-        )
-    return list(texts) + swapped
-
-
 # -- the model -------------------------------------------------------------------------------------------
-
-
-def check_word_embeddings(model: Any, pretrained: str) -> None:
-    """A masked-language model built from ``pretrained``'s config (on any device) must have an input word
-    embedding matrix and an output projection of the same shape, to tie the head's decoder to.
-
-    Raises:
-        ValueError: naming ``model.pretrained`` and what is missing."""
-    inputs = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    outputs = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    weight = getattr(inputs, "weight", None)
-    if not isinstance(inputs, torch.nn.Embedding) or weight is None:
-        raise ValueError(
-            f"model.pretrained={pretrained!r} has no word-embedding matrix (get_input_embeddings() gives "
-            f"{type(inputs).__name__}), so continued MLM pretraining has nothing to tie the head's decoder to; "
-            "choose a Transformer encoder with word embeddings (BERT, RoBERTa, MiniLM), or drop model.pretrain"
-        )
-    if outputs is None or getattr(outputs, "weight", torch.empty(0)).shape != weight.shape:
-        raise ValueError(
-            f"model.pretrained={pretrained!r}: its masked-language-model head has no decoder of the word "
-            "embeddings' shape to tie; choose a BERT-like encoder, or drop model.pretrain"
-        )
-
-
-def mlm_architecture(pretrained_path: str, pretrained: str) -> torch.nn.Module:
-    """The masked-language model of ``pretrained``'s config on the ``meta`` device (no weights), checked
-    (:func:`check_word_embeddings`) before any work.
-
-    Raises:
-        ValueError: no MLM class for the architecture, or no word embeddings to tie to."""
-    config = AutoConfig.from_pretrained(pretrained_path)
-    try:
-        with torch.device("meta"):
-            model = AutoModelForMaskedLM.from_config(config)
-    except ValueError as error:
-        raise ValueError(
-            f"model.pretrained={pretrained!r}: transformers has no masked-language model for its architecture "
-            f"({error}); drop model.pretrain"
-        ) from error
-    check_word_embeddings(model, pretrained)
-    return model
-
-
-def mlm_head(model: Any) -> torch.nn.Module:
-    """The head of a ``...ForMaskedLM`` model: its one child besides the base model (``cls`` for BERT,
-    ``lm_head`` for RoBERTa), mapping hidden states ``[..., H]`` to token logits ``[..., V]``.
-
-    Raises:
-        ValueError: if the model has not exactly one such child."""
-    prefix = getattr(model, "base_model_prefix", "")
-    children = [child for name, child in model.named_children() if name != prefix]
-    if len(children) != 1:
-        raise ValueError(f"{type(model).__name__} has no single MLM head beside its base model")
-    return children[0]
-
-
-def masked_lm_from_encoder(path: str) -> Any:
-    """``AutoModelForMaskedLM`` with the encoder weights of ``path`` and a fresh head whose decoder weight is
-    the word-embedding matrix itself (``tie_word_embeddings`` forced on)."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the fresh head's "newly initialized" report is expected
-    try:
-        model = AutoModelForMaskedLM.from_pretrained(path, tie_word_embeddings=True)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    model.tie_weights()
-    return model
-
-
-def _pooler_weights(path: str, model: Any) -> dict[str, Tensor]:
-    """The base encoder's weights that the masked-language model lacks (BERT's pooler), under the masked-language
-    model's names, so that a classifier fine-tuned from the output starts from the same pooler as one
-    fine-tuned from the base encoder."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        encoder = AutoModel.from_pretrained(path)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    prefix = model.base_model_prefix
-    have = set(model.base_model.state_dict())
-    return {f"{prefix}.{k}": v.detach().clone() for k, v in encoder.state_dict().items() if k not in have}
 
 
 class MaskedLmPretraining(pl.LightningModule):
@@ -595,7 +418,8 @@ def get_or_pretrain(settings: PretrainSettings, tokenizer, make_trainer, make_lo
 
 
 def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, logger) -> dict:
-    from itermask.training.resume import ExactResume, ResumableDataLoader, resume_checkpoint
+    from itermask.data.loaders import ResumableDataLoader
+    from itermask.training.resume import ExactResume, resume_checkpoint
 
     start = time.time()
     o = settings.options

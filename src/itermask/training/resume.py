@@ -26,8 +26,8 @@ from typing import Any, cast
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
 
+from itermask.data.loaders import ResumableDataLoader
 from itermask.storage.files import move_aside
 
 log = logging.getLogger(__name__)
@@ -41,47 +41,6 @@ __all__ = [
     "checkpoint_problem",
     "resume_checkpoint",
 ]
-
-
-class ResumableDataLoader(DataLoader):
-    """A ``DataLoader`` whose position in the current pass can be read (:meth:`position`) and restored
-    (:meth:`resume`). It yields exactly what ``DataLoader`` yields with the same arguments.
-
-    A restored pass draws its shuffling order again from the generator state recorded at the start of the
-    interrupted pass and skips the batches already delivered (they are read and collated, not trained on: a
-    few milliseconds each); a position at the end of a pass continues with the generator state recorded there.
-    """
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._start: torch.Tensor | None = None
-        self._delivered = 0
-        self._pending: dict | None = None
-
-    def _generator_state(self) -> torch.Tensor | None:
-        return self.generator.get_state() if self.generator is not None else None
-
-    def position(self) -> dict:
-        """``{"start": generator state at the start of the current pass, "now": generator state now,
-        "delivered": batches delivered in the current pass, "length": batches per pass}``."""
-        return {"start": self._start, "now": self._generator_state(), "delivered": self._delivered, "length": len(self)}
-
-    def resume(self, position: dict) -> None:
-        """Make the next pass continue from ``position`` (from :meth:`position` of an earlier run)."""
-        self._pending = position
-
-    def __iter__(self):
-        pending, self._pending = self._pending, None
-        skip = 0
-        if pending is not None and self.generator is not None:
-            mid_pass = 0 < pending["delivered"] < pending["length"]
-            self.generator.set_state(pending["start"] if mid_pass else pending["now"])
-            skip = pending["delivered"] if mid_pass else 0
-        self._start, self._delivered = self._generator_state(), 0
-        for batch in super().__iter__():
-            self._delivered += 1
-            if self._delivered > skip:
-                yield batch
 
 
 #: the training module's augmentations with their own generator (masked and adversarial fine-tuning): their

@@ -1,5 +1,5 @@
 """The masking stage: the iterative-masking evaluation itself, run by Lightning's test loop
-(:class:`~itermask.training.lightning_evaluation.MaskingEvaluationModule`) over the fixed evaluation
+(:class:`~itermask.engine.lightning.MaskingEvaluationModule`) over the fixed evaluation
 subset, summarised by :func:`itermask.core.metrics.summarize` and read against the random explanation. Its
 curves (:class:`~itermask.analyses.base.EvaluatedCurves`) are what every analysis receives."""
 
@@ -113,7 +113,7 @@ def evaluate_curves(
         ValueError: if no example could be evaluated (none has a maskable token).
     """
     from itermask.core.evaluation import MaskingCurves
-    from itermask.training.lightning_evaluation import MaskingEvaluationModule
+    from itermask.engine.lightning import MaskingEvaluationModule
 
     e = inputs.evaluation
     evaluators = dict(inputs.evaluators)

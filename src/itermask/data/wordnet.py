@@ -9,10 +9,9 @@ names (:data:`itermask.core.candidates.CANDIDATE_SOURCES`); :mod:`itermask.analy
 
 from __future__ import annotations
 
-from itermask.core.candidates import Lexicon, MlmCandidates, SynonymCandidates
-from itermask.training.models import load_masked_lm
+from itermask.core.candidates import Lexicon, SynonymCandidates
 
-__all__ = ["WordNetCandidates", "PretrainedMlmCandidates", "wordnet_lexicon"]
+__all__ = ["WordNetCandidates", "wordnet_lexicon"]
 
 #: what to run to get the corpus
 WORDNET_INSTALL = "pip install nltk && python -m nltk.downloader wordnet"
@@ -75,43 +74,4 @@ class WordNetCandidates(SynonymCandidates):
     def _bind(self, tokenizer) -> None:
         if self.lexicon is None:
             self.lexicon = wordnet_lexicon()
-        super()._bind(tokenizer)
-
-
-_MLM_CANDIDATE_ALTERNATIVES = (
-    "set attack.candidates.mlm_pretrained to a checkpoint with a masked-language-model head and the "
-    "classifier's vocabulary (e.g. the hub model the classifier was fine-tuned from: bert-base-uncased, "
-    "roberta-base), or choose attack=embedding_neighbors or attack=mask"
-)
-
-
-class PretrainedMlmCandidates(MlmCandidates):
-    """``attack.candidates.name=mlm``: the top-``k`` predictions of the masked-language model at
-    ``mlm_pretrained`` (:class:`~itermask.core.candidates.MlmCandidates`, BAE-R), loaded and checked (MLM head,
-    the classifier's vocabulary: :func:`itermask.training.models.load_masked_lm`) at :meth:`bind`.
-
-    Raises:
-        ValueError: ``k < 1``, ``chunk_size < 1``; at :meth:`bind`, an unloadable checkpoint, one without an
-            MLM head (the packaged MiniLM) or with another vocabulary.
-    """
-
-    name = "mlm"
-
-    def __init__(self, mlm_pretrained: str, k: int = 20, chunk_size: int = 16) -> None:
-        super().__init__(None, k, chunk_size, source=str(mlm_pretrained))
-
-    def _bind(self, tokenizer) -> None:
-        if self.mlm is None:
-            assert self.mlm_pretrained is not None  # set from the constructor's mlm_pretrained
-            self.mlm = (
-                load_masked_lm(
-                    self.mlm_pretrained,
-                    tokenizer,
-                    user="attack candidates 'mlm'",
-                    setting="attack.candidates.mlm_pretrained",
-                    alternatives=_MLM_CANDIDATE_ALTERNATIVES,
-                )
-                .eval()
-                .requires_grad_(False)
-            )
         super()._bind(tokenizer)

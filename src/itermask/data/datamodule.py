@@ -1,5 +1,5 @@
 """Tokenized splits for Lightning: the collator that pads examples into :class:`~itermask.core.tokens.TokenBatch`
-and the data module that tokenizes a :class:`~itermask.training.sources.DataSource` once."""
+and the data module that tokenizes a :class:`~itermask.data.sources.DataSource` once."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from itermask.core.tokens import TokenBatch
-from itermask.training.resume import ResumableDataLoader
-from itermask.training.sources import DataSource, LabelledSplits
+from itermask.data.loaders import ResumableDataLoader
+from itermask.data.sources import DataSource
+from itermask.data.splits import LabelledSplits
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
         """A loader over ``data``; a shuffling one (training) can resume part-way through a pass
-        (:class:`~itermask.training.resume.ResumableDataLoader`)."""
+        (:class:`~itermask.data.loaders.ResumableDataLoader`)."""
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
         return (ResumableDataLoader if shuffle else DataLoader)(
             data,

@@ -5,7 +5,7 @@ gradients with ``torch.no_grad`` only, and the evaluator re-enables them for sal
 ``progress_bar=True`` the module shows its own progress bar (tqdm, on global rank 0), which advances per
 explanation, schedule and batch, and after each batch's masked forwards (the evaluator's ``progress``
 callback), with an ETA; Lightning's per-batch test bar would sit still for the whole of a batch's masking
-steps, so the caller switches it off for this loop (:class:`itermask.analyses.masking.MaskingCurvesAnalysis`).
+steps, so the caller switches it off for this loop (:class:`itermask.engine.masking.MaskingCurvesAnalysis`).
 """
 
 from __future__ import annotations

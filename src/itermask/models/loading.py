@@ -15,21 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import pytorch_lightning as pl
 import torch
-from torch import Tensor
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PretrainedConfig,
     PreTrainedModel,
-    get_linear_schedule_with_warmup,
 )
 
-from itermask.core.masking import MlmInfill
 from itermask.core.representations import classifier_head
-from itermask.core.tokens import TokenBatch, class_logits
 
 __all__ = [
     "resolve_pretrained",
@@ -39,9 +34,6 @@ __all__ = [
     "load_model_config",
     "load_classifier",
     "classifier_architecture",
-    "load_mlm_infill",
-    "PretrainedMlmInfill",
-    "SequenceClassifier",
     "ClassMapping",
     "class_mapping",
     "reorder_classes",
@@ -351,201 +343,3 @@ def classifier_architecture(pretrained: str) -> torch.nn.Module:
     config = load_model_config(pretrained)
     with torch.device("meta"):
         return AutoModelForSequenceClassification.from_config(config)
-
-
-_MLM_ALTERNATIVES = (
-    "set masking.mlm_pretrained to a checkpoint with a masked-language-model head and the classifier's "
-    "vocabulary, or choose another masking strategy (masking=mask_token, unk, pad, attention_off, "
-    "random_token or delete)"
-)
-
-
-def load_masked_lm(
-    pretrained: str,
-    tokenizer,
-    user: str = "mlm_infill",
-    setting: str = "masking.mlm_pretrained",
-    alternatives: str = _MLM_ALTERNATIVES,
-) -> torch.nn.Module:
-    """The masked-language model at ``pretrained`` (see :func:`resolve_pretrained`), checked to have an MLM
-    head and ``tokenizer``'s vocabulary (its tokenizer must load from the same place). ``user`` (what needs
-    the model), ``setting`` (the config setting) and ``alternatives`` (what to do instead) word the errors.
-
-    Raises:
-        ValueError: if the checkpoint cannot be loaded, has no MLM head (e.g. the packaged MiniLM, a plain
-            ``BertModel``), or its vocabulary differs from ``tokenizer``'s; each message names the setting and
-            the alternatives.
-    """
-    from transformers import AutoModelForMaskedLM
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
-    try:
-        path = _model_path(pretrained, setting=setting, tokenizer=True)
-        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-    except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
-        raise ValueError(
-            f"{user} cannot load a masked-language model from {pretrained!r}: {error}; {alternatives}"
-        ) from error
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    prefix = f"{model.base_model_prefix}."
-    head = {name for name, _ in model.named_parameters() if not name.startswith(prefix)}
-    missing_head = sorted(head & set(info["missing_keys"]))
-    if missing_head:
-        raise ValueError(
-            f"{user} needs a masked-language-model head, but {pretrained!r} has none "
-            f"(it is an encoder without MLM weights: {missing_head[:3]} would be random); {alternatives}"
-        )
-    try:
-        mlm_vocab = AutoTokenizer.from_pretrained(path).get_vocab()
-    except (OSError, ValueError) as error:
-        raise ValueError(
-            f"{user} cannot load the tokenizer of {pretrained!r} to check its vocabulary: {error}"
-        ) from error
-    if mlm_vocab != tokenizer.get_vocab():
-        raise ValueError(
-            f"{user}: the vocabulary of {pretrained!r} ({len(mlm_vocab)} tokens) differs from the "
-            f"classifier tokenizer's ({len(tokenizer.get_vocab())}), so its predicted ids would mean other "
-            f"tokens; {alternatives}"
-        )
-    return model
-
-
-class PretrainedMlmInfill(MlmInfill):
-    """:class:`~itermask.core.masking.MlmInfill` whose model is loaded from ``mlm_pretrained`` when it is
-    bound to the tokenizer (``conf/masking/mlm_infill.yaml``); see :func:`load_masked_lm` for the checks.
-
-    Raises:
-        ValueError: at :meth:`bind`, see :func:`load_masked_lm`.
-    """
-
-    def __init__(self, mlm_pretrained: str, chunk_size: int = 64, tokenizer=None) -> None:
-        super().__init__(None, None, chunk_size, source=str(mlm_pretrained))
-        if tokenizer is not None:
-            self.bind(tokenizer)
-
-    def _bind(self, tokenizer) -> None:
-        if self.mlm is None:
-            assert self.mlm_pretrained is not None  # set from the constructor's mlm_pretrained
-            self.mlm = load_masked_lm(self.mlm_pretrained, tokenizer).eval().requires_grad_(False)
-        super()._bind(tokenizer)
-
-
-def load_mlm_infill(tokenizer, mlm_pretrained: str, chunk_size: int = 64) -> MlmInfill:
-    """An :class:`~itermask.core.masking.MlmInfill` bound to ``tokenizer`` with the masked-language model
-    loaded from ``mlm_pretrained`` (:func:`load_masked_lm`)."""
-    return PretrainedMlmInfill(mlm_pretrained, chunk_size, tokenizer=tokenizer)
-
-
-class SequenceClassifier(pl.LightningModule):
-    """Fine-tunes a Hugging Face sequence classifier with AdamW and linear warm-up/decay.
-
-    Batches are the dicts of :class:`itermask.training.datamodule.TokenCollator`. Logs ``train_loss``, ``val_acc`` and
-    ``test_acc`` (accuracy, a fraction in [0, 1]).
-
-    Args:
-        pretrained: see :func:`resolve_pretrained`.
-        num_labels: number of classes.
-        label_names: class names, stored in the model config.
-        learning_rate: peak AdamW learning rate.
-        weight_decay: AdamW weight decay (not applied to biases and LayerNorm weights).
-        warmup_ratio: share of the optimisation steps spent warming up linearly from 0.
-        masking_augmentation: masks training batches at random (masked fine-tuning,
-            :class:`itermask.training.augmentation.RandomMaskingAugmentation`); ``None``: standard fine-tuning.
-            Not a hyperparameter of the checkpoint (the exported weights carry no trace of it).
-        adversarial_augmentation: replaces the examples of a share of the training batches by adversarial
-            versions against the current model (adversarial fine-tuning,
-            :class:`itermask.training.augmentation.AdversarialAugmentation`), before any masking; logs
-            ``adv_accepted``, ``adv_flipped`` (shares of the attacked batch) and ``adv_substituted`` (tokens per
-            example). ``None``: off. Not a hyperparameter of the checkpoint either.
-        class_order: a given classifier evaluated without fine-tuning: its classes in the data's order
-            (see :func:`load_classifier`); ``None`` for fine-tuning and for the cache's fine-tuned models.
-    """
-
-    def __init__(
-        self,
-        pretrained: str,
-        num_labels: int,
-        label_names: Sequence[str] | None = None,
-        learning_rate: float = 5e-5,
-        weight_decay: float = 0.01,
-        warmup_ratio: float = 0.1,
-        masking_augmentation=None,
-        adversarial_augmentation=None,
-        class_order: Sequence[int] | None = None,
-    ) -> None:
-        super().__init__()
-        # logger=False: the run config already holds these settings (itermask.tracking.log_config)
-        self.save_hyperparameters(ignore=["masking_augmentation", "adversarial_augmentation"], logger=False)
-        self.masking_augmentation = masking_augmentation
-        self.adversarial_augmentation = adversarial_augmentation
-        self.model = load_classifier(pretrained, num_labels, label_names, class_order=class_order)
-        self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules as it finds them
-
-    def forward(self, tokens: TokenBatch) -> Tensor:
-        """Logits ``[B, C]``."""
-        return class_logits(self.model, tokens)
-
-    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        tokens, size = batch["tokens"], len(batch["labels"])
-        if self.adversarial_augmentation is not None:
-            tokens, stats = self.adversarial_augmentation(self.model, tokens, batch["labels"])
-            for name, value in stats.items():
-                self.log(name, value, batch_size=size)
-        if self.masking_augmentation is not None:
-            tokens = self.masking_augmentation(tokens)
-        loss = torch.nn.functional.cross_entropy(self(tokens), batch["labels"])
-        self.log("train_loss", loss, prog_bar=True, batch_size=size)
-        return loss
-
-    def _record(self, batch: dict) -> None:
-        correct = self(batch["tokens"]).argmax(dim=-1) == batch["labels"]
-        self._parts.append((batch["example_ids"].cpu(), correct.cpu()))
-
-    def _log_accuracy(self, name: str, **kwargs) -> None:
-        """Log ``name``: the share of correct predictions over the epoch's examples, each counted once: the
-        processes' predictions are gathered and the examples a distributed sampler repeated dropped
-        (:func:`~itermask.training.distributed.first_of_each`), so DDP gives one process's accuracy."""
-        from itermask.training.distributed import first_of_each, gather_to_all
-
-        parts = [part for rank in gather_to_all(self.trainer, self._parts) for part in rank]
-        self._parts = []
-        if not parts:
-            return
-        ids = torch.cat([ids for ids, _ in parts])
-        correct = torch.cat([c for _, c in parts])[first_of_each(ids)]
-        self.log(name, correct.float().mean(), rank_zero_only=False, sync_dist=False, **kwargs)
-
-    def on_validation_epoch_start(self) -> None:
-        self._parts: list[tuple[Tensor, Tensor]] = []
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._record(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_accuracy("val_acc", prog_bar=True)
-
-    def on_test_epoch_start(self) -> None:
-        self._parts = []
-
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._record(batch)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_accuracy("test_acc")
-
-    def configure_optimizers(self):
-        no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
-        groups = [
-            {
-                "params": [p for n, p in self.model.named_parameters() if not n.endswith(no_decay)],
-                "weight_decay": self.hparams["weight_decay"],
-            },
-            {"params": [p for n, p in self.model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-        ]
-        optimizer = torch.optim.AdamW(groups, lr=self.hparams["learning_rate"])
-        total = int(self.trainer.estimated_stepping_batches)
-        scheduler = get_linear_schedule_with_warmup(optimizer, int(self.hparams["warmup_ratio"] * total), total)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
