@@ -40,6 +40,38 @@ def settings_problems(*overrides: str) -> list[str]:
     return error.value.problems
 
 
+def plan_of(cfg):
+    """The plan of a composed config: an evaluation's (``evaluate.yaml``) or a fine-tuning job's."""
+    from itermask.settings import evaluation_plan, training_plan
+
+    return evaluation_plan(cfg) if "saliency" in cfg else training_plan(cfg)
+
+
+def keys_of(cfg):
+    """The cache keys of a composed config (:func:`itermask.engine.keys.job_keys`): nothing is loaded."""
+    from itermask.engine.keys import job_keys
+
+    return job_keys(plan_of(cfg))
+
+
+def training_key_of(cfg) -> tuple[str, dict]:
+    """The checkpoint key of a composed config and what it hashes."""
+    keys = keys_of(cfg)
+    return keys.training, keys.training_payload
+
+
+def bound(cfg):
+    """``(plan, resources)`` of a composed config after the steps of :func:`itermask.engine.prepare` that come
+    before the data: tokenizer and keys, continued pretraining (cached), components bound and evaluators built."""
+    from itermask.engine.prepare import bind, components, pretrain
+
+    plan = plan_of(cfg)
+    resources = bind(plan)
+    pretrain(plan, resources)
+    components(plan, resources)
+    return plan, resources
+
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")

@@ -27,13 +27,15 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from typing import cast
 
 import yaml
 from omegaconf import Container, OmegaConf
 
-__all__ = ["configure", "summary_lines", "number", "as_yaml", "LIGHTNING_INFO_LOGGERS"]
+__all__ = ["configure", "summary_lines", "number", "as_yaml", "LIGHTNING_INFO_LOGGERS", "quiet_lightning"]
 
 
 def as_yaml(value) -> str:
@@ -176,7 +178,7 @@ def summary_lines(result: dict) -> list[str]:
 
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
-    from itermask.engine.accuracy import model_check_line
+    from itermask.analyses.model_check import model_check_line
 
     lines = [_accuracy_line(result), _aopc_line(result, method)]
     if (warning := model_check_line(result)) is not None:
@@ -213,3 +215,20 @@ def check_overrides(arguments: list[str]) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2) from None
+
+
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Lightning's hardware lines, tips and library warnings hidden inside (a notebook shows only what itermask
+    says), the loggers' levels restored after; the loggers are those :func:`configure` quiets in a job."""
+    loggers = [logging.getLogger(name) for name in LIGHTNING_INFO_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"(?!itermask)")
+            for logger in loggers:
+                logger.setLevel(logging.WARNING)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)

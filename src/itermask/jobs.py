@@ -25,11 +25,15 @@ import math
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from hydra.errors import CompactHydraException
 
+from itermask.progress import clear as clear_progress
+from itermask.progress import finished as finished_steps
+from itermask.progress import resumable
 from itermask.storage.files import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -110,17 +114,41 @@ class JobFailed:
         return f"JobFailed({self.error!r}, {self.output_dir!r})"
 
 
-def _hydra_job() -> tuple[bool, list[str] | None, str | None]:
-    """(is this a multirun job, the job's overrides, its number) from Hydra's runtime config, if any."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-    from omegaconf import DictConfig
+@dataclass(frozen=True)
+class JobContext:
+    """What the running Hydra job is, read once from Hydra's global state at the entry (:func:`run_job`) and
+    passed down: nothing below the entry points reads ``HydraConfig``.
 
-    if not HydraConfig.initialized():
-        return False, None, None
-    hydra_cfg = HydraConfig.get()
-    num = cast(DictConfig, hydra_cfg.job).get("num")  # a DictConfig at runtime (typed as the JobConf dataclass)
-    return hydra_cfg.mode == RunMode.MULTIRUN, list(hydra_cfg.overrides.task), None if num is None else str(num)
+    Attributes:
+        multirun: whether the job is one of a multirun (``-m``).
+        overrides: the job's command-line overrides (``hydra.overrides.task``).
+        number: the job's number in the multirun (``None`` in a single run).
+        sweep_dir: the multirun's sweep folder (``None`` in a single run).
+    """
+
+    multirun: bool = False
+    overrides: tuple[str, ...] = ()
+    number: str | None = None
+    sweep_dir: str | None = None
+
+    @classmethod
+    def from_hydra(cls) -> JobContext:
+        """The running Hydra job's context (an empty one outside Hydra)."""
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+        from omegaconf import DictConfig
+
+        if not HydraConfig.initialized():
+            return cls()
+        hydra_cfg = HydraConfig.get()
+        multirun = hydra_cfg.mode == RunMode.MULTIRUN
+        num = cast(DictConfig, hydra_cfg.job).get("num")  # a DictConfig at runtime (typed as the JobConf dataclass)
+        return cls(
+            multirun=multirun,
+            overrides=tuple(hydra_cfg.overrides.task),
+            number=None if num is None else str(num),
+            sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
+        )
 
 
 def write_failure(
@@ -201,7 +229,7 @@ def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
         pass
 
 
-def _task(task: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
+def _task(task: Callable[[Any, JobContext], Any] | str) -> Callable[[Any, JobContext], Any]:
     """``task``, or the function a ``"module:function"`` string names (imported now)."""
     if callable(task):
         return task
@@ -209,10 +237,16 @@ def _task(task: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
     return getattr(importlib.import_module(module), name)
 
 
-def run_job(task: Callable[[Any], Any] | str, cfg, check: Callable[[Any], None] | None = None) -> Any:
-    """Run ``task(cfg)`` as one Hydra job (see the module docstring).
+def run_job(
+    task: Callable[[Any, JobContext], Any] | str,
+    cfg,
+    check: Callable[[Any, JobContext], None] | None = None,
+    context: JobContext | None = None,
+) -> Any:
+    """Run ``task(cfg, context)`` as one Hydra job (see the module docstring); ``context`` is the running job's
+    (:meth:`JobContext.from_hydra`, read here once when not given).
 
-    ``check(cfg)`` runs first, when given: the entry points pass
+    ``check(cfg, context)`` runs first, when given: the entry points pass
     :func:`itermask.validation.check_composed`, which checks the config without torch, and name their task as
     ``"module:function"`` (``"itermask.pipeline:run_evaluate"``), imported only after the check passed: a bad
     setting answers before torch, transformers and Lightning are imported. Then the console is set up
@@ -228,72 +262,64 @@ def run_job(task: Callable[[Any], Any] | str, cfg, check: Callable[[Any], None] 
         ConfigError: a bad setting, in a single run.
         Exception: the task's error, in a single run (after it is logged and recorded).
     """
+    context = context if context is not None else JobContext.from_hydra()
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
     pool = None
-    _progress.clear()
-    _resumable.clear()
+    clear_progress()
     interrupted, stop_watching = _watch_interrupts()
     try:
         if check is not None:
-            check(cfg)
-        from itermask import console
+            check(cfg, context)
+        from itermask.console import configure
 
-        console.configure(verbose=bool(cfg.get("verbose", False)))
+        configure(verbose=bool(cfg.get("verbose", False)))
         pool = _job_resources(cfg)
-        value = _task(task)(cfg)
+        value = _task(task)(cfg, context)
         if _is_nan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
     except (KeyboardInterrupt, SystemExit) as error:
         if isinstance(error, SystemExit) and not interrupted():
             raise
-        _report_interrupt(output_dir)
+        _report_interrupt(output_dir, context)
         raise SystemExit(INTERRUPTED_EXIT) from None
     except Exception as error:
-        multirun, overrides, job = _hydra_job()
-        config_error = is_config_error(error)
-        given = " ".join(overrides or []) or "none"
-        if not config_error:
-            log.exception("job failed (overrides: %s): %s: %s", given, type(error).__name__, error)
-        elif multirun:  # a single run's config error is printed once, by Hydra (below)
-            log.error("job failed (overrides: %s): bad setting: %s", given, error)
-        try:
-            marker = write_failure(output_dir, error, overrides, job)
-            if not config_error:
-                log.error("failure recorded in %s", marker)
-        except OSError as write_error:  # the job's error matters more than the marker's
-            log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
-        _tell_rank_zero(output_dir, error)
-        if not multirun:
-            if config_error and not isinstance(error, ConfigError):
-                raise ConfigError(f"bad setting: {error}") from error
-            raise
-        return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
+        return _failed(error, output_dir, context)
     finally:
         stop_watching()
         if pool is not None:
             pool.release()
 
 
+def _failed(error: Exception, output_dir: Path, context: JobContext) -> JobFailed:
+    """Log and record a failed job (:func:`write_failure`); in a multirun return its :class:`JobFailed`.
+
+    Raises:
+        ConfigError: a bad setting, in a single run.
+        Exception: ``error`` itself, in a single run."""
+    config_error = is_config_error(error)
+    given = " ".join(context.overrides) or "none"
+    if not config_error:
+        log.exception("job failed (overrides: %s): %s: %s", given, type(error).__name__, error)
+    elif context.multirun:  # a single run's config error is printed once, by Hydra (below)
+        log.error("job failed (overrides: %s): bad setting: %s", given, error)
+    try:
+        marker = write_failure(output_dir, error, list(context.overrides), context.number)
+        if not config_error:
+            log.error("failure recorded in %s", marker)
+    except OSError as write_error:  # the job's error matters more than the marker's
+        log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
+    _tell_rank_zero(output_dir, error)
+    if not context.multirun:
+        if config_error and not isinstance(error, ConfigError):
+            raise ConfigError(f"bad setting: {error}") from error
+        raise error
+    return JobFailed(f"{type(error).__name__}: {error}", str(output_dir))
+
+
 #: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
 INTERRUPTED_EXIT = 130
-
-#: What the running job has finished, in order (:func:`note_progress`); reported when it is interrupted.
-_progress: list[str] = []
-
-
-#: The Lightning ``last.ckpt`` of a fine-tuning under way, from which a re-run resumes.
-_resumable: list[Path] = []
-
-
-def note_progress(line: str | None = None, resumable: Path | None = None) -> None:
-    """Record a finished step of the running job (e.g. ``"the fine-tuned checkpoint <entry>"``), or the
-    ``last.ckpt`` that a fine-tuning under way writes (``resumable``); a Ctrl-C reports both (:func:`run_job`)."""
-    if line is not None:
-        _progress.append(line)
-    if resumable is not None:
-        _resumable.append(Path(resumable))
 
 
 def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
@@ -323,15 +349,15 @@ def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
     return (lambda: seen["interrupt"]), restore
 
 
-def _report_interrupt(output_dir: Path) -> None:
+def _report_interrupt(output_dir: Path, context: JobContext) -> None:
     """Log what the interrupted job finished and how to resume it."""
     import sys
 
-    multirun, _, job = _hydra_job()
-    finished = list(_progress)
+    multirun, job = context.multirun, context.number
+    finished = finished_steps()
     finished += [
         f"fine-tuning up to its last checkpoint {last} (a re-run resumes there)"
-        for last in _resumable
+        for last in resumable()
         if last.is_file()
     ]
     if (output_dir / "results.json").is_file():

@@ -18,7 +18,7 @@ Three layers:
   position embeddings, read from its config.
 * **components** check their own parameters in their constructors, raising a ``ValueError`` that names the
   option; the settings stage builds every component inside
-  :meth:`itermask.settings.problems.Problems.collect`, so every problem of a config is reported in one
+  :meth:`itermask.problems.Problems.collect`, so every problem of a config is reported in one
   :class:`SettingsError` before any data is loaded.
 """
 
@@ -32,10 +32,10 @@ from typing import Any, TypeGuard, cast
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from itermask.core.evaluation_settings import QUANTITIES
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 
 __all__ = [
-    "QUANTITIES",
     "SEED_RANGE",
     "EvaluationSchema",
     "SettingsError",
@@ -47,6 +47,7 @@ __all__ = [
     "check_added_keys",
     "OWN_SECTIONS",
     "position_limit",
+    "longest_input",
     "OPTIONAL_PACKAGES",
     "missing_package",
     "ood_package_problems",
@@ -54,7 +55,6 @@ __all__ = [
     "check_composed",
 ]
 
-QUANTITIES = ("probability", "logit")
 #: Seeds NumPy (and so Lightning's ``seed_everything``) accepts: unsigned 32-bit integers.
 SEED_RANGE = (0, 2**32 - 1)
 
@@ -162,7 +162,7 @@ SEED = Range(integer=True, low=SEED_RANGE[0], high=SEED_RANGE[1])
 #: Numeric options that the settings stage reads itself (model, trainer, data, train, evaluation), and their
 #: ranges, by dotted key; options absent from a config (``train.py`` without ``evaluation``) are skipped.
 #: Components built from config check their own parameters in their constructors
-#: (:class:`itermask.settings.problems.Problems` collects those errors); ``saliency.internal_batch_size`` is
+#: (:class:`itermask.problems.Problems` collects those errors); ``saliency.internal_batch_size`` is
 #: listed because its constructor does not check it.
 #: Seeds (``seed`` and ``*_seed`` keys anywhere) are checked by :func:`_seed_problems`.
 RULES: dict[str, Range] = {
@@ -332,6 +332,15 @@ def position_limit(config) -> int | None:
     return positions
 
 
+def longest_input(tokenizer, model_config) -> int:
+    """The longest input a classifier takes when no ``max_length`` is given: what the tokenizer and the model's
+    position embeddings (:func:`position_limit`) allow, at most 512 tokens."""
+    limits = [int(getattr(tokenizer, "model_max_length", 512) or 512), 512]
+    if model_config is not None and (limit := position_limit(model_config)) is not None:
+        limits.append(limit)
+    return min(limits)
+
+
 def check_max_length(max_length: int, tokenizer, model_config, pretrained: str, pairs: bool = False) -> None:
     """``model.max_length`` must leave room for text beside the special tokens (one token, or one per text of a
     sentence pair) and fit the model's position embeddings (:func:`position_limit`).
@@ -491,21 +500,21 @@ def composed_problems(config: dict, overrides: list[str] | None = None) -> list[
     return problems
 
 
-def check_composed(cfg) -> None:
+def check_composed(cfg, context) -> None:
     """The entry points' first check of a composed Hydra config (``evaluate.py``, ``train.py``), before torch,
     transformers or Lightning are imported: ``python evaluate.py evaluation.n_examples=0`` answers in about
-    a second. The settings stage (:mod:`itermask.settings`) checks everything again, with the components.
+    a second. The settings stage (:mod:`itermask.settings`) runs the same checks again when it builds the
+    plan, with the components.
 
     Args:
         cfg: the job's ``DictConfig`` (its interpolations resolved here).
+        context: the running job (:class:`itermask.jobs.JobContext`: its command-line overrides).
 
     Raises:
         SettingsError: listing every problem of :func:`composed_problems`.
     """
-    from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    if problems := composed_problems(cast(dict, config), overrides):
+    if problems := composed_problems(cast(dict, config), list(context.overrides)):
         raise SettingsError(problems)

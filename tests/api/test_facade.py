@@ -171,7 +171,7 @@ def test_a_callers_own_hydra_session_is_kept(tiny_bert, tokenizer, tmp_path):
     ],
 )
 def test_a_csv_the_facade_cannot_read_is_named_before_any_work(tmp_path, content, message):
-    from itermask.api import _read_examples
+    from itermask.data.given import read_examples as _read_examples
 
     file = tmp_path / "data.csv"
     file.write_bytes(content)
@@ -181,7 +181,7 @@ def test_a_csv_the_facade_cannot_read_is_named_before_any_work(tmp_path, content
 
 
 def test_a_named_label_column_the_data_lacks_is_refused_and_a_tab_file_gets_the_delimiter_advice(tmp_path):
-    from itermask.api import _read_examples
+    from itermask.data.given import read_examples as _read_examples
 
     frame = pd.DataFrame({"review": ["good", "bad"]})
     with pytest.raises(ValueError, match=r"label_column='sentiment' is not a column of the data: it has \['review'\]"):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import AdditiveModel, TableCandidates, ToyTokenizer
+from conftest import AdditiveModel, TableCandidates, ToyTokenizer, bound
+from conftest import training_key_of as training_key
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
@@ -15,8 +16,7 @@ from itermask.core.adversarial import FirstOrderAttack, embedding_gradient
 from itermask.core.attack import budget_counts
 from itermask.core.candidates import EmbeddingNeighbours, MaskCandidates, word_initial_positions, word_start_vocabulary
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
-from itermask.settings import plain, train_settings
-from itermask.settings import training_key_of as training_key
+from itermask.settings import plain
 from itermask.storage.store import results_key
 from itermask.training.augmentation import AdversarialAugmentation
 
@@ -252,15 +252,15 @@ def test_with_adversarial_training_off_every_checkpoint_key_is_the_one_from_befo
 
 
 def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
-    settings = train_settings(
+    _, resources = bound(
         _compose(
             "train.adversarial_augmentation.enabled=true", "train.adversarial_augmentation.budget=0.3", name="train"
         )
     )
-    augmentation = settings.train.adversarial
+    augmentation = resources.adversarial_fine_tuning
     assert augmentation.batch_share == 0.5 and augmentation.attack.budget == 0.3
     assert augmentation.attack.word_start is not None and augmentation.attack.candidates.k == 20
-    assert train_settings(_compose(name="train")).train.adversarial is None
+    assert bound(_compose(name="train"))[1].adversarial_fine_tuning is None
     for overrides, message in [
         (
             ["train.adversarial_augmentation.batch_share=2"],
@@ -290,7 +290,7 @@ def test_adversarial_settings_build_and_bad_ones_fail_before_any_work():
         ),
     ]:
         with pytest.raises(ValueError, match=message):
-            train_settings(_compose("train.adversarial_augmentation.enabled=true", *overrides, name="train"))
+            bound(_compose("train.adversarial_augmentation.enabled=true", *overrides, name="train"))
 
 
 def test_the_experiment_sweeps_adversarial_training_with_an_evaluation_attack():

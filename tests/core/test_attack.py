@@ -400,8 +400,8 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
 
     from itermask.analyses import AnalysisInputs, EvaluatedCurves, EvaluationContext
     from itermask.core.evaluation import MaskingCurves
+    from itermask.core.evaluation_settings import EvaluationSettings
     from itermask.data.datamodule import TokenCollator
-    from itermask.settings import EvaluationSettings
 
     texts = ["a good movie", "the story is lame and the acting worse .", "fun , fun , fun", "[SEP]"]
     features = [{**tokenizer(t), "label": i % 2, "example_id": 10 + i} for i, t in enumerate(texts)]
@@ -446,8 +446,8 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     analysis = AttackAnalysis({"name": "embedding_neighbors", "k": 3, "min_similarity": -1.0}, budget=1.0)
     analysis.source.bind(tokenizer)
     analysis.word_start = word_start_vocabulary(tokenizer)
-    data = SimpleNamespace(evaluation_dataloader=lambda n, seed, split: loader)
-    context = EvaluationContext(data, None, SimpleNamespace(model=tiny_bert), None)
+    data = SimpleNamespace(eval_loader=lambda subset: loader)
+    context = EvaluationContext(data, None, tiny_bert, None)  # pyright: ignore[reportArgumentType]
     output = analysis.run(inputs, context, EvaluatedCurves.of(curves))
     section = output.result["attack"]
     assert set(section["methods"]) == {"gradient", "random"}
@@ -552,29 +552,31 @@ def _compose(*overrides):
 )
 def test_bad_attack_settings_are_refused_before_any_work(overrides, message, monkeypatch, tmp_path):
     from itermask import pipeline
+    from itermask.engine import prepare
 
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
+    monkeypatch.setattr(prepare, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
     with pytest.raises(ValueError, match=message):
         pipeline.run_evaluate(_compose(*overrides))
 
 
 def test_a_model_without_input_embeddings_is_refused_before_fine_tuning(monkeypatch, tmp_path):
     from itermask import pipeline
-    from itermask.models import loading as models
-    from itermask.settings import evaluate_settings
+    from itermask.engine import prepare
+    from itermask.models import loading
+    from itermask.settings import evaluation_plan
 
     class NoEmbeddings(torch.nn.Module):
         def forward(self, input_ids, attention_mask):
             return torch.zeros(len(input_ids), 2)
 
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "classifier_architecture", lambda pretrained: NoEmbeddings())
-    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
+    monkeypatch.setattr(loading, "classifier_architecture", lambda pretrained: NoEmbeddings())
+    monkeypatch.setattr(prepare, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
     with pytest.raises(ValueError, match="NoEmbeddings has no input-embedding matrix .* choose attack=mask"):
         pipeline.run_evaluate(_compose("attack=embedding_neighbors"))
-    settings = evaluate_settings(_compose("attack=mask"))  # the mask source needs no embeddings
-    assert [a.name for a in settings.analyses] == ["ood", "attack"]  # ood.level=final is on by default
+    plan = evaluation_plan(_compose("attack=mask"))  # the mask source needs no embeddings
+    assert [a.name for a in plan.analyses] == ["per_example", "ood", "attack"]  # ood.level=final is on by default
 
 
 def test_attack_none_leaves_the_results_key_of_runs_without_it():

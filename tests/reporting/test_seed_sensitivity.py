@@ -103,10 +103,10 @@ class _Data:
 def _context(tmp_path, toy_tokenizer):
     from itermask.analyses.base import AnalysisInputs, EvaluatedCurves, EvaluationContext
     from itermask.core.evaluation import IterativeMaskingEvaluator
+    from itermask.core.evaluation_settings import EvaluationSettings
     from itermask.core.masking import MaskToken
     from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
     from itermask.core.tokens import TokenBatch
-    from itermask.settings import EvaluationSettings
 
     model = AdditiveModel({5: 2.0, 6: 1.0, 7: -1.0})
     batch = TokenBatch(torch.tensor([[1, 5, 6, 7, 2], [1, 7, 7, 6, 2]]), torch.ones(2, 5, dtype=torch.long))

@@ -12,11 +12,11 @@ import torch
 from conftest import compose_config, settings_problems
 
 from itermask.analyses.base import EvaluatedCurves
+from itermask.analyses.model_check import model_check, model_check_line
 from itermask.console import summary_lines
 from itermask.core.evaluation import MaskingCurves
 from itermask.core.saliency import GradientSaliency, KernelShapSaliency, LimeSaliency, SaliencyError
 from itermask.core.tokens import TokenBatch
-from itermask.engine.accuracy import model_check, model_check_line
 from itermask.settings import plain
 from itermask.storage.cache import CheckpointCache
 from itermask.storage.keys import Fingerprint, results_key, training_key
@@ -171,7 +171,9 @@ def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_conso
 
 
 def test_a_csv_given_by_a_relative_or_an_absolute_path_has_one_checkpoint_and_one_result(tmp_path, monkeypatch):
-    from itermask.settings import build, training_key_of
+    from conftest import training_key_of
+
+    from itermask.settings import build
 
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "d.csv").write_text("text,label\na,0\nb,1\n")
@@ -197,11 +199,16 @@ def test_a_jobs_wandb_run_id_follows_its_key_so_a_re_run_resumes_it(monkeypatch)
 
     monkeypatch.setattr(runs, "start", lambda make, mode: make())
     monkeypatch.setattr(hydra.utils, "instantiate", lambda spec, **kwargs: spec)
-    config = plain(compose_config("logger=wandb"))
-    spec = runs.job_logger(config, "run", "0123abcd")()
+
+    def started(*overrides: str, key: str | None = "evaluate-0123abcd") -> dict:
+        options = runs.logger_options(plain(compose_config("logger=wandb", *overrides)), "run")
+        assert options is not None
+        return runs.start_logger(options.pop("_target_"), options, key)  # pyright: ignore[reportReturnType]
+
+    spec = started()
     assert spec is not None and spec["id"] == "evaluate-0123abcd" and spec["resume"] == "allow"
-    assert runs.job_logger(plain(compose_config("logger=wandb", "logger.id=mine")), "run", "0123abcd")()["id"] == "mine"
-    assert runs.job_logger(config, "run")()["id"] is None  # no key: W&B's own id
+    assert started("logger.id=mine")["id"] == "mine"
+    assert started(key=None)["id"] is None  # no key: W&B's own id
 
 
 def test_a_non_ascii_value_without_quotes_is_explained(capsys):
@@ -261,7 +268,7 @@ def test_a_usable_limit_of_test_batches_passes(limit):
 
 
 def test_a_limit_of_zero_test_batches_is_refused_before_any_work():
-    from itermask.settings import evaluate_settings
+    from conftest import plan_of
 
     with pytest.raises(ValueError, match=r"trainer.limit_test_batches=0 must be a whole number of batches >= 1"):
-        evaluate_settings(compose_config("+trainer.limit_test_batches=0"))
+        plan_of(compose_config("+trainer.limit_test_batches=0"))

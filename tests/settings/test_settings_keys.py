@@ -3,11 +3,12 @@
 from pathlib import Path
 
 import pytest
+from conftest import keys_of, plan_of
 from hydra import compose, initialize_config_dir
 
 from itermask import pipeline
-from itermask.settings import build, evaluate_settings, plain
-from itermask.settings import job as settings_job
+from itermask.engine import prepare as settings_job
+from itermask.settings import build, plain
 from itermask.storage.keys import Fingerprint, results_key, training_key
 from itermask.validation import SettingsError
 
@@ -60,7 +61,7 @@ def test_editing_a_data_file_changes_the_results_key(tmp_path):
 def test_every_bad_setting_of_a_config_is_reported_in_one_error_before_any_data(monkeypatch, tmp_path):
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(settings_job, "load_tokenizer", lambda *a: pytest.fail("the tokenizer was loaded"))
-    monkeypatch.setattr(pipeline, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
+    monkeypatch.setattr(settings_job, "load_data", lambda *a, **k: pytest.fail("data were loaded"))
     cfg = _compose(
         "saliency=integrated_gradients",
         "saliency.n_steps=0",
@@ -80,7 +81,7 @@ def test_every_bad_setting_of_a_config_is_reported_in_one_error_before_any_data(
 
 def test_a_nested_components_name_must_be_its_classes():
     with pytest.raises(ValueError, match=r"attack.candidates.name=mask is another attack candidate source"):
-        evaluate_settings(_compose("attack=embedding_neighbors", "attack.candidates.name=mask"))
+        plan_of(_compose("attack=embedding_neighbors", "attack.candidates.name=mask"))
 
 
 def test_results_keys_are_the_ones_from_before_the_settings_were_split(monkeypatch):
@@ -89,13 +90,13 @@ def test_results_keys_are_the_ones_from_before_the_settings_were_split(monkeypat
     import itermask.storage.keys as keys
 
     assert keys.SCHEMA_VERSION == 4
-    default_now = evaluate_settings(_compose()).results_key
+    default_now = keys_of(_compose()).results
     monkeypatch.setattr(keys, "SCHEMA_VERSION", 3)
-    assert evaluate_settings(_compose()).results_key != default_now
+    assert keys_of(_compose()).results != default_now
     for overrides, key in [
         ((), "0791b731ff1e0616"),
         (("attack=embedding_neighbors",), "41b5a8b197a98102"),
         (("train.adversarial_augmentation.enabled=true",), "732e15af780d1f1a"),
         (("train.enabled=false",), "824d6b5b0122f6fe"),
     ]:
-        assert evaluate_settings(_compose(*overrides)).results_key == key, overrides
+        assert keys_of(_compose(*overrides)).results == key, overrides

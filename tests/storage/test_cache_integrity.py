@@ -4,19 +4,20 @@ never a crash."""
 
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 
-from itermask import pipeline
 from itermask.storage.cache import CheckpointCache
 from itermask.storage.files import file_manifest, manifest_problems
 from itermask.storage.store import ResultStore, result_checksum
+from itermask.training import finetune
 
 WEIGHTS = bytes(range(256)) * 64  # 16 KiB standing for model.safetensors
 
 
 def _entry(cache: CheckpointCache, key: str = "k") -> None:
-    """A finished cache entry as pipeline._export writes it (weights, config, tokenizer, then meta.json)."""
+    """A finished cache entry as training.finetune._export writes it (weights, config, tokenizer, then meta.json)."""
     model = cache.entry(key) / "model"
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(WEIGHTS)
@@ -84,29 +85,18 @@ def test_get_or_train_fine_tunes_again_when_the_entry_is_damaged(tmp_path, monke
     _zero(cache.entry("k") / "model" / "model.safetensors")
     fine_tuned = []
 
-    def fine_tune(settings, data, cache, logger):
-        fine_tuned.append(settings.training_key)
+    def fine_tune(stage, data, cache, logger):
+        fine_tuned.append(stage.key)
         _entry(cache)
 
-    monkeypatch.setattr(pipeline, "_fine_tune", fine_tune)
-    settings = type(
-        "S",
-        (),
-        {
-            "training_key": "k",
-            "cache_dir": tmp_path,
-            "lock_timeout": 5.0,
-            "seed": 0,
-            "model": type("M", (), {"name": "m"}),
-            "data": type("D", (), {"name": "d"}),
-        },
-    )
+    monkeypatch.setattr(finetune, "_fine_tune", fine_tune)
+    stage = SimpleNamespace(key="k", cache_dir=tmp_path, lock_timeout=5.0, seed=0, name="m", dataset="d")
     with caplog.at_level(logging.WARNING):
-        trained = pipeline.get_or_train(settings, data=None)
+        trained = finetune.get_or_train(stage, data=None)  # pyright: ignore[reportArgumentType]
     assert fine_tuned == ["k"] and trained.meta["val_acc"] == 0.75
     assert "does not match the checksum recorded when it was written" in caplog.text
     fine_tuned.clear()
-    assert pipeline.get_or_train(settings, data=None).meta["files"] and fine_tuned == []  # intact: reused
+    assert finetune.get_or_train(stage, data=None).meta["files"] and fine_tuned == []  # pyright: ignore[reportArgumentType]
 
 
 RESULT = {

@@ -71,18 +71,23 @@ def test_a_file_holding_another_fingerprint_is_not_used(tmp_path, caplog):
 def test_the_context_keys_values_by_checkpoint_and_weight_files(tmp_path):
     store = DerivedStore(tmp_path)
     trained = SimpleNamespace(key="k1", meta={"files": {"model.safetensors": {"sha256": "aa", "size": 3}}})
-    context = EvaluationContext(None, trained, None, None, store)
+    context = EvaluationContext(None, trained, None, None, derived=store)
     assert context.reuse("test_accuracy", {"inputs": "x"}, lambda: 0.8) == 0.8
     assert context.reuse("test_accuracy", {"inputs": "x"}, lambda: pytest.fail("recomputed")) == 0.8
     retrained = SimpleNamespace(key="k1", meta={"files": {"model.safetensors": {"sha256": "bb", "size": 3}}})
     assert (
-        EvaluationContext(None, retrained, None, None, store).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.6)
+        EvaluationContext(None, retrained, None, None, derived=store).reuse(
+            "test_accuracy", {"inputs": "x"}, lambda: 0.6
+        )
         == 0.6
     )
     # the attention methods' eager attention rounds otherwise than sdpa: not the same value
-    eager = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager")))
+    eager = SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager"))
     assert (
-        EvaluationContext(None, trained, eager, None, store).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.7) == 0.7
+        EvaluationContext(None, trained, eager, None, derived=store).reuse(
+            "test_accuracy", {"inputs": "x"}, lambda: 0.7
+        )
+        == 0.7
     )
     # without a store every call computes
     assert EvaluationContext(None, trained, None, None).reuse("test_accuracy", {"inputs": "x"}, lambda: 0.1) == 0.1

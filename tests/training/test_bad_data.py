@@ -289,11 +289,11 @@ def test_the_new_source_settings_keep_the_keys_of_csv_jobs_at_their_defaults():
     keys of a CSV job as they were before the settings existed."""
     from pathlib import Path
 
+    from conftest import training_key_of as training_key
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
     from itermask.data.files import shipped_source
-    from itermask.settings import training_key_of as training_key
     from itermask.storage.store import results_key
 
     root = Path(__file__).resolve().parents[2] / "conf"

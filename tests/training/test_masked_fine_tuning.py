@@ -50,10 +50,9 @@ def test_masking_augmentation_masks_a_uniform_fraction(tokenizer):
 
 
 def test_checkpoint_key_includes_masking_augmentation_only_when_enabled():
+    from conftest import training_key_of as training_key
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
-
-    from itermask.settings import training_key_of as training_key
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         standard = compose("evaluate", overrides=["output_dir=/tmp/unused"])

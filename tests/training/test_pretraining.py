@@ -12,13 +12,12 @@ import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import tiny_bert_config
+from conftest import bound, tiny_bert_config, training_key_of
 from hydra import compose, initialize_config_dir
 from transformers import AutoModelForMaskedLM, BertModel
 
 from itermask.models.mlm import check_word_embeddings, masked_lm_from_encoder
-from itermask.settings import plain, train_settings
-from itermask.settings.job import training_key_of
+from itermask.settings import plain
 from itermask.training import corpus, pretraining
 from itermask.training.corpus import augment_corpus, load_word_pairs, swap_gendered
 from itermask.training.pretraining import MaskedLmPretraining
@@ -227,7 +226,7 @@ def test_a_missing_word_list_is_an_error_before_any_work(tmp_path, encoder_dir, 
     monkeypatch.setattr(pretraining, "_pretrain", lambda *a, **k: pytest.fail("pretraining started"))
     cfg = _compose(tmp_path, encoder_dir, small_csv, f"model.pretrain.word_pairs={tmp_path / 'none.txt'}")
     with pytest.raises(FileNotFoundError, match=r"model.pretrain.word_pairs=.*none.txt: no word-pair file"):
-        train_settings(cfg)
+        bound(cfg)
 
 
 def test_a_corpus_without_gendered_words_is_an_error_before_any_model(tmp_path, encoder_dir, monkeypatch):
@@ -237,7 +236,7 @@ def test_a_corpus_without_gendered_words_is_an_error_before_any_model(tmp_path, 
     )
     monkeypatch.setattr(pretraining, "masked_lm_from_encoder", lambda *a: pytest.fail("a model was loaded"))
     with pytest.raises(ValueError, match="training text of dataset csv: none of its 24 texts holds a word"):
-        train_settings(_compose(tmp_path, encoder_dir, csv))
+        bound(_compose(tmp_path, encoder_dir, csv))
 
 
 def test_bad_pretrain_options_are_reported_together(tmp_path, encoder_dir, small_csv):
@@ -252,23 +251,24 @@ def test_bad_pretrain_options_are_reported_together(tmp_path, encoder_dir, small
         "+model.pretrain.epochs=2",
     )
     with pytest.raises(SettingsError) as error:
-        train_settings(cfg)
+        bound(cfg)
     text = str(error.value)
     assert "model.pretrain.mlm_probability must be a number in (0, 1)" in text
     assert "model.pretrain.batch_size must be" in text and "model.pretrain.epochs is not an option" in text
 
 
 def test_the_stage_caches_its_encoder_and_recomputes_a_damaged_one(tmp_path, encoder_dir, small_csv, caplog):
-    settings = train_settings(_compose(tmp_path, encoder_dir, small_csv))
-    out = Path(settings.model.pretrained)
-    assert out.parent.parent.name == "pretrain" and settings.model.pretrained_from == str(encoder_dir)
+    plan, resources = bound(_compose(tmp_path, encoder_dir, small_csv))
+    out = Path(resources.encoder)
+    assert out.parent.parent.name == "pretrain" and plan.model.pretrained == str(encoder_dir)
     meta = json.loads((out.parent / "meta.json").read_text())
-    train = list(settings.data.source.load().splits["train"]["text"])
+    train = list(plan.data.source.load().splits["train"]["text"])
     pairs = load_word_pairs(corpus.shipped_word_pairs())
     gendered = sum(corpus.has_gendered(t, pairs) for t in train)
     assert len(train) == 48 and gendered > 0 and meta["corpus_texts"] == 48 + gendered
     assert 0 <= meta["mlm_acc_head_only"] <= 1 and 0 <= meta["mlm_acc_joint"] <= 1
-    assert settings.training_payload["pretrained_encoder"] == settings.model.pretrain_key
+    assert resources.keys is not None and resources.keys.pretrain is not None
+    assert resources.keys.training_payload["pretrained_encoder"] == resources.keys.pretrain.key
     # the output is a masked-language model with a tied head and the base encoder's pooler
     mlm = AutoModelForMaskedLM.from_pretrained(out)
     assert mlm.get_output_embeddings().weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()
@@ -276,20 +276,18 @@ def test_the_stage_caches_its_encoder_and_recomputes_a_damaged_one(tmp_path, enc
     assert torch.equal(BertModel.from_pretrained(out).pooler.dense.weight, pooler)
     weights = (out / "model.safetensors").read_bytes()
     # reused as it is
-    again = train_settings(_compose(tmp_path, encoder_dir, small_csv))
-    assert again.model.pretrained == str(out) and (out / "model.safetensors").read_bytes() == weights
+    again = bound(_compose(tmp_path, encoder_dir, small_csv))[1]
+    assert again.encoder == str(out) and (out / "model.safetensors").read_bytes() == weights
     # damaged: moved aside and pretrained again, to the same weights (same seed)
     (out / "model.safetensors").write_bytes(weights[: len(weights) // 2])
     with caplog.at_level("WARNING"):
-        train_settings(_compose(tmp_path, encoder_dir, small_csv))
+        bound(_compose(tmp_path, encoder_dir, small_csv))
     assert "is damaged" in caplog.text
     assert any((tmp_path / "pretrain" / "damaged").iterdir())
     assert (out / "model.safetensors").read_bytes() == weights
 
 
 def test_mlm_infill_on_a_pretrain_model_uses_the_pretrained_encoder(tmp_path, encoder_dir, small_csv):
-    from itermask.settings import evaluate_settings
-
     cfg = _compose(
         tmp_path,
         encoder_dir,
@@ -299,12 +297,13 @@ def test_mlm_infill_on_a_pretrain_model_uses_the_pretrained_encoder(tmp_path, en
         "evaluation.n_examples=4",
         name="evaluate",
     )
-    settings = evaluate_settings(cfg)
-    assert settings.masking.mlm_pretrained == settings.model.pretrained
-    assert settings.masking.mlm is not None
-    attack = next(a for a in settings.analyses if a.name == "attack")
-    assert attack.source.mlm_pretrained == settings.model.pretrained and attack.source.mlm is not None
-    assert settings.model.pretrained_from == str(encoder_dir)
+    plan, resources = bound(cfg)
+    masking = resources.masking
+    assert masking is not None and getattr(masking, "mlm_pretrained", None) == resources.encoder
+    assert getattr(masking, "mlm", None) is not None
+    attack = next(a for a in resources.analyses if a.name == "attack")
+    assert attack.source.mlm_pretrained == resources.encoder and attack.source.mlm is not None
+    assert plan.model.pretrained == str(encoder_dir) != resources.encoder
 
 
 @pytest.mark.slow
@@ -338,7 +337,7 @@ def test_pretrain_py_on_the_packaged_encoder(tmp_path):
 def test_pretrain_py_refuses_a_model_without_pretrain_settings_before_any_work(monkeypatch):
     from itermask import pipeline
 
-    monkeypatch.setattr(pipeline, "train_settings", lambda cfg: pytest.fail("settings were built"))
+    monkeypatch.setattr(pipeline, "training_plan", lambda cfg, context=None: pytest.fail("the plan was built"))
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("pretrain", overrides=["output_dir=/tmp/unused", "model=minilm"])
     with pytest.raises(ValueError, match="model=minilm has no pretrain settings: choose model=minilm_mlm"):

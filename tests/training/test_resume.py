@@ -1,19 +1,19 @@
 """Exact resume: a tiny fine-tuning interrupted after a step checkpoint and resumed ends with the same weights
 as an uninterrupted one, and its meta.json says that it resumed (fast: a 2-layer BERT, ~80 examples)."""
 
-import dataclasses
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
+from conftest import bound
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
-from itermask import pipeline
-from itermask.settings import train_settings
+from itermask.engine import prepare
 from itermask.training import resume
+from itermask.training.finetune import get_or_train
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +94,7 @@ def _settings(cache, model_dir, csv, *overrides):
                 *overrides,
             ],
         )
-    return train_settings(cfg)
+    return bound(cfg)
 
 
 class FinalWeights(pl.Callback):
@@ -113,14 +113,18 @@ def _train(settings, kill_at=None):
     happened)."""
     final = FinalWeights()
     extra = [final] + ([KillAt(kill_at)] if kill_at is not None else [])
-    make_trainer = settings.make_trainer
-    settings = dataclasses.replace(
-        settings, make_trainer=lambda **kw: make_trainer(**{**kw, "callbacks": [*kw.get("callbacks", []), *extra]})
-    )
-    data = pipeline.load_data(settings)
-    trained = pipeline.get_or_train(settings, data)
-    trained.final_weights = final.weights
+    plan, resources = settings
+    make_trainer = resources.make_trainer
+    resources.make_trainer = lambda **kw: make_trainer(**{**kw, "callbacks": [*kw.get("callbacks", []), *extra]})
+    prepare.load_data(plan, resources)
+    trained = get_or_train(prepare.fine_tuning(plan, resources), resources.loaded_data)
+    trained.final_weights = final.weights  # pyright: ignore[reportAttributeAccessIssue]
     return trained
+
+
+def _key(settings) -> str:
+    """The checkpoint key of ``(plan, resources)``."""
+    return settings[1].keys.training
 
 
 def _weights(trained):
@@ -143,7 +147,7 @@ def test_a_fine_tuning_killed_after_a_step_checkpoint_resumes_to_the_same_weight
     settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)
     with pytest.raises(Killed):
         _train(settings, kill_at=kill_at)
-    entry = tmp_path / "cache" / settings.training_key
+    entry = tmp_path / "cache" / _key(settings)
     assert (entry / "checkpoints" / "last.ckpt").is_file() and not (entry / "meta.json").exists()
 
     resumed = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv))
@@ -198,7 +202,7 @@ def test_a_checkpoint_without_an_enabled_augmentations_generator_is_refused(tmp_
     settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv, *ADVERSARIAL)
     with pytest.raises(Killed):
         _train(settings, kill_at=5)
-    last = tmp_path / "cache" / settings.training_key / "checkpoints" / "last.ckpt"
+    last = tmp_path / "cache" / _key(settings) / "checkpoints" / "last.ckpt"
     assert resume.checkpoint_problem(last, ("adversarial_augmentation",)) is None
     checkpoint = torch.load(last, weights_only=False)
     del checkpoint["callbacks"][resume.ExactResume.STATE_KEY]["rng"]["adversarial_augmentation"]
@@ -216,15 +220,15 @@ def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(
     settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv)
     with pytest.raises(Killed):
         _train(settings, kill_at=5)
-    last = tmp_path / "cache" / settings.training_key / "checkpoints" / "last.ckpt"
+    last = tmp_path / "cache" / _key(settings) / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # cut in half
     with caplog.at_level("WARNING"):
         trained = _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv))
     assert f"cannot resume from {last}: it cannot be read" in caplog.text
     assert trained.meta["resumed"] is None
-    assert [
-        p.name.startswith(f"{settings.training_key}-checkpoints-") for p in (tmp_path / "cache/damaged").iterdir()
-    ] == [True]
+    assert [p.name.startswith(f"{_key(settings)}-checkpoints-") for p in (tmp_path / "cache/damaged").iterdir()] == [
+        True
+    ]
     assert _same(_weights(uninterrupted), _weights(trained))  # started over: the same model
 
 

@@ -1,5 +1,5 @@
-"""The evaluate stage's analyses (see :mod:`itermask.analyses.base`): the accuracy and masking stages, the
-built-in ``per_example`` analysis, and the configurable ``ood`` and ``attack`` analyses. Importing them
+"""The analyses of an evaluation (see :mod:`itermask.analyses.base`): the built-in ``per_example`` tables and
+model check, and the configurable ``ood`` and ``attack`` analyses. Importing them
 imports no torch (their run paths do)."""
 
 from itermask.analyses.attack import AttackAnalysis
@@ -13,10 +13,9 @@ from itermask.analyses.base import (
     EvaluationContext,
     analysis_classes,
 )
+from itermask.analyses.model_check import model_check, model_check_line
 from itermask.analyses.ood import OODAnalysis
 from itermask.analyses.per_example import PerExampleAnalysis
-from itermask.engine.accuracy import evaluate_accuracy
-from itermask.engine.masking import evaluate_curves
 
 __all__ = [
     "ANALYSES",
@@ -27,8 +26,8 @@ __all__ = [
     "EvaluatedCurves",
     "EvaluationContext",
     "analysis_classes",
-    "evaluate_accuracy",
-    "evaluate_curves",
+    "model_check",
+    "model_check_line",
     "OODAnalysis",
     "PerExampleAnalysis",
     "AttackAnalysis",

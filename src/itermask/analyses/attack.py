@@ -255,13 +255,13 @@ class AttackAnalysis(Analysis):
         }
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
-        e, model = inputs.evaluation, context.model
+        model = context.model
         start, attacks = time.time(), self._attacks(inputs)
         device = next(model.parameters()).device
         records: dict[str, dict[str, list]] = {name: {c: [] for c in EXAMPLE_COLUMNS} for name in attacks}
         seconds = {name: 0.0 for name in attacks}
         with eval_mode(model):
-            for batch in context.data.evaluation_dataloader(e.n_examples, e.subset_seed, e.split):
+            for batch in context.data.eval_loader(context.subset):
                 tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
                 keep = next(iter(attacks.values())).attackable(tokens)[0].any(dim=1)  # as the masking evaluation
                 tokens, labels, ids = (

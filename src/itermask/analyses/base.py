@@ -33,11 +33,18 @@ from typing import TYPE_CHECKING, Any
 from itermask.core.registry import Registered, Registry
 
 if TYPE_CHECKING:  # imported for annotations only
+    import datasets
     import pandas as pd
+    import pytorch_lightning as pl
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
     from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves
+    from itermask.core.evaluation_settings import EvaluationSettings
     from itermask.core.masking import MaskingStrategy
-    from itermask.settings import EvaluationSettings
+    from itermask.data.datamodule import TextClassificationDataModule
+    from itermask.models.trained import TrainedModel
+    from itermask.storage.derived import DerivedStore
 
 __all__ = [
     "Analysis",
@@ -107,64 +114,54 @@ class AnalysisOutput:
 
 @dataclass(frozen=True)
 class AnalysisInputs:
-    """What the analyses read of the job's settings (built once by :meth:`from_settings`).
+    """What the analyses read of the job's plan and its bound components (built once by
+    :func:`itermask.engine.prepare`).
 
     Attributes:
         evaluation: the masking evaluation's settings (split, subset, grid, schedules, target, quantity).
         tokenizer: the job's Hugging Face tokenizer.
-        masking: the built masking strategy.
+        masking: the bound masking strategy.
         evaluators: ``{explanation: evaluator}``, the method under study first, then ``random`` when compared.
         method: the name of the saliency method under study.
-        pretrained: ``model.pretrained`` (hub id or local directory) of the classifier's architecture.
-        output_dir: the job folder, where analyses write their files.
+        pretrained: the classifier's encoder (``model.pretrained``, or the folder continued pretraining wrote).
+        output_dir: the job folder, where analyses write their files (``None``: nothing is written).
         baseline_key: the results key of the job's settings without its saliency method: equal for jobs whose
             random baseline curves are equal (``None``: the curves are never shared between jobs).
     """
 
     evaluation: EvaluationSettings
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     masking: MaskingStrategy
     evaluators: Mapping[str, IterativeMaskingEvaluator]
     method: str
     pretrained: str
-    output_dir: Path
+    output_dir: Path | None
     baseline_key: str | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> AnalysisInputs:
-        """The inputs of an evaluation job's settings (an :class:`~itermask.settings.EvaluateSettings`: its
-        ``evaluation``, ``tokenizer``, ``masking``, ``evaluators``, ``method``, ``model.pretrained`` and
-        ``output_dir``, and its ``baseline_key``)."""
-        return cls(
-            evaluation=settings.evaluation,
-            tokenizer=settings.tokenizer,
-            masking=settings.masking,
-            evaluators=dict(settings.evaluators),
-            method=settings.method,
-            pretrained=settings.model.pretrained,
-            output_dir=Path(settings.output_dir),
-            baseline_key=getattr(settings, "baseline_key", None),
-        )
 
 
 @dataclass(frozen=True)
 class EvaluationContext:
-    """The fine-tuned model the analyses of one evaluation run on.
+    """The classifier the analyses of one evaluation run on.
 
     Attributes:
         data: the set-up data module (:class:`~itermask.data.datamodule.TextClassificationDataModule`).
-        trained: the fine-tuned checkpoint (:class:`~itermask.pipeline.TrainedModel`).
-        classifier: the Lightning module wrapping the classifier (``classifier.model``), in eval mode.
+        trained: the classifier's checkpoint (:class:`~itermask.models.trained.TrainedModel`).
+        model: the classifier itself (a Hugging Face sequence classifier, or a module handed over).
         trainer: the Lightning trainer that runs evaluation loops (``inference_mode=False``).
+        subset: the evaluation subset of the data (drawn once, sorted by length).
         derived: the :class:`~itermask.storage.derived.DerivedStore` where values that depend only on the
             classifier and fixed inputs are kept for the other jobs on it (``None``: computed every time).
+        classifier: the Lightning module wrapping ``model`` (the test accuracy's loop), ``None`` for a module
+            handed over in Python.
     """
 
-    data: Any
-    trained: Any
-    classifier: Any
-    trainer: Any
-    derived: Any = None
+    data: TextClassificationDataModule
+    trained: TrainedModel | None
+    model: torch.nn.Module
+    trainer: pl.Trainer
+    subset: datasets.Dataset | None = None
+    derived: DerivedStore | None = None
+    classifier: pl.LightningModule | None = None
 
     def reuse(self, kind: str, fingerprint: dict, compute):
         """``compute()``, or the value an earlier job on this classifier stored for the same ``kind`` and
@@ -173,7 +170,7 @@ class EvaluationContext:
         manifest, its attention implementation (``eager``, which the attention methods switch to, rounds
         otherwise than ``sdpa``) and its device type, so a reused value is bit for bit the one this job would
         compute. Without a store (or a classifier with a key) the value is computed every time."""
-        if not self.can_reuse:
+        if self.derived is None or self.trained is None:
             return compute()
         return self.derived.get_or_compute(self.trained.key, kind, self._fingerprint(fingerprint), compute)
 
@@ -185,31 +182,27 @@ class EvaluationContext:
     def stored(self, kind: str, fingerprint: dict):
         """The value of :meth:`reuse` an earlier job stored, or ``None`` (also when nothing can be reused), for
         a value that is not computed by one call: see :meth:`keep`."""
-        if not self.can_reuse:
+        if self.derived is None or self.trained is None:
             return None
         return self.derived.get(self.trained.key, kind, self._fingerprint(fingerprint))
 
     def keep(self, kind: str, fingerprint: dict, value) -> None:
         """Store ``value`` for the other jobs on this classifier (see :meth:`reuse`); nothing without a store."""
-        if self.can_reuse:
+        if self.derived is not None and self.trained is not None:
             self.derived.put(self.trained.key, kind, self._fingerprint(fingerprint), value)
 
     def _fingerprint(self, fingerprint: dict) -> dict:
         from itermask.storage.cache import config_hash
 
-        model: Any = getattr(self.classifier, "model", None)  # a torch module, or None in tests without one
+        model: Any = self.model  # a torch module, or None in tests without one
         parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+        meta = self.trained.meta if self.trained is not None else {}
         return {
             **fingerprint,
-            "weights": config_hash(self.trained.meta.get("files")),
+            "weights": config_hash(meta.get("files")),
             "attention": getattr(getattr(model, "config", None), "_attn_implementation", None),
             "device": None if parameter is None else parameter.device.type,  # a GPU rounds otherwise than a CPU
         }
-
-    @property
-    def model(self):
-        """The classifier itself (a Hugging Face sequence classifier)."""
-        return self.classifier.model
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
     @property
     def has_text_pairs(self) -> bool:
         """Whether the examples are sentence pairs (a second text column, segment 1)."""
-        return "text_pair" in self._loaded().splits["train"].column_names
+        return any("text_pair" in split.column_names for split in self._loaded().splits.values())
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenized is not None:

@@ -146,6 +146,13 @@ class DataSource:
         are hashed into the checkpoint and result keys."""
         return {}
 
+    def for_classifier(self, class_names: Sequence[str] | None, num_classes: int) -> DataSource:
+        """This source for a classifier evaluated as it is (``train.enabled=false``), whose class names by id are
+        ``class_names``: unchanged (the data's classes are matched to the classifier's afterwards,
+        :func:`itermask.models.loading.class_mapping`); :class:`~itermask.data.given.GivenTexts` reads its labels
+        as the classifier's classes."""
+        return self
+
     def load(self) -> LabelledSplits:
         """Load, carve missing splits, normalise columns and validate.
 

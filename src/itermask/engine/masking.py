@@ -10,13 +10,16 @@ from typing import TYPE_CHECKING
 
 from itermask.analyses.base import AnalysisInputs, AnalysisOutput, EvaluatedCurves, EvaluationContext
 from itermask.core import metrics
+from itermask.core.evaluation_settings import EvaluationSettings
+from itermask.engine.evaluators import RANDOM
+from itermask.engine.lightning import MaskingEvaluationModule
 
 if TYPE_CHECKING:
     from itermask.core.evaluation import MaskingCurves
 
 log = logging.getLogger(__name__)
 
-__all__ = ["evaluate_curves", "saliency_diagnostics", "relative_to_random"]
+__all__ = ["evaluate_curves", "masking_output", "saliency_diagnostics", "relative_to_random"]
 
 
 def saliency_diagnostics(method: str, curves: MaskingCurves) -> dict:
@@ -65,8 +68,7 @@ def relative_to_random(scores: dict, method: str) -> dict:
     }
 
 
-#: the random baseline's name among the evaluators, and the kind of its stored curves (storage.derived)
-RANDOM = "random"
+#: the kind of the random baseline's stored curves (storage.derived)
 BASELINE_CURVES = "random_baseline_curves"
 
 
@@ -97,37 +99,14 @@ def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext, su
     }
 
 
-def evaluate_curves(
-    inputs: AnalysisInputs, context: EvaluationContext
-) -> tuple[EvaluatedCurves | None, AnalysisOutput]:
-    """Run every evaluator of ``inputs`` (the method under study and ``random``) on the evaluation subset
-    and summarise each schedule's curves.
-
-    Returns:
-        The curves (``None`` on processes other than rank 0 of a distributed run, with an empty output) and
-        the result's top-level entries ``n_evaluated``, ``n_skipped_no_maskable``, ``example_ids``,
-        ``scores`` (``{explanation: {schedule: summary}}``), ``saliency_diagnostics`` and
-        ``relative_to_random``.
-
-    Raises:
-        ValueError: if no example could be evaluated (none has a maskable token).
-    """
-    from itermask.core.evaluation import MaskingCurves
-    from itermask.engine.lightning import MaskingEvaluationModule
-
-    e = inputs.evaluation
-    evaluators = dict(inputs.evaluators)
-    subset = context.data.evaluation_subset(e.n_examples, e.subset_seed, e.split)
-    baseline = _baseline_fingerprint(inputs, context, subset)
-    stored = None if baseline is None else context.stored(BASELINE_CURVES, baseline)
-    if stored is not None:  # an earlier job on this checkpoint evaluated the same random baseline
-        evaluators.pop(RANDOM)
-        log.info("reusing the random baseline's curves of this classifier computed by an earlier job")
-    # the module's own bar (per explanation, schedule and batch) stands in for Lightning's per-batch bar
+def _test_loop(context: EvaluationContext, evaluators: dict) -> MaskingEvaluationModule:
+    """Run ``evaluators`` on the evaluation subset in Lightning's test loop; the module's own progress bar (per
+    explanation, schedule and batch) stands in for Lightning's per-batch bar, which sits still during a batch's
+    masking steps."""
     lightning_bar = context.trainer.progress_bar_callback
     show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
     module = MaskingEvaluationModule(context.model, evaluators, progress_bar=show)
-    loader = context.data.eval_loader(subset)
+    loader = context.data.eval_loader(context.subset)
     if show and lightning_bar is not None:
         lightning_bar.disable()
     try:
@@ -135,19 +114,13 @@ def evaluate_curves(
     finally:
         if show and lightning_bar is not None:
             lightning_bar.enable()
-    if not context.trainer.is_global_zero:
-        return None, AnalysisOutput({})
-    if not module.curves:
-        raise ValueError(
-            f"no example could be evaluated: all {module.n_skipped} have no maskable token "
-            f"(check evaluation.segments={e.segments} and the data)"
-        )
-    evaluated = dict(module.curves)
-    if stored is not None:
-        evaluated[RANDOM] = {schedule: MaskingCurves(**fields) for schedule, fields in stored.items()}
-    elif baseline is not None and RANDOM in evaluated:
-        context.keep(BASELINE_CURVES, baseline, {schedule: vars(c) for schedule, c in evaluated[RANDOM].items()})
-    curves = EvaluatedCurves.of(evaluated, inputs.method)
+    return module
+
+
+def masking_output(curves: EvaluatedCurves, e: EvaluationSettings, n_skipped: int) -> AnalysisOutput:
+    """The masking stage's part of the result: ``n_evaluated``, ``n_skipped_no_maskable``, ``example_ids``,
+    ``scores`` (``{explanation: {schedule: summary}}``, :func:`itermask.core.metrics.summarize`),
+    ``saliency_diagnostics`` and ``relative_to_random`` (the method under study against ``random``)."""
     scores = {
         name: {
             schedule: metrics.summarize(c, quantity=e.quantity, bins=e.aopc_bins) for schedule, c in by_schedule.items()
@@ -155,10 +128,10 @@ def evaluate_curves(
         for name, by_schedule in curves.items()
     }
     first = next(iter(curves[curves.method].values()))
-    output = AnalysisOutput(
+    return AnalysisOutput(
         {
             "n_evaluated": len(first),
-            "n_skipped_no_maskable": module.n_skipped,
+            "n_skipped_no_maskable": n_skipped,
             "example_ids": first.example_ids.tolist(),
             "scores": scores,
             "saliency_diagnostics": {
@@ -169,4 +142,42 @@ def evaluate_curves(
             "relative_to_random": relative_to_random(scores, curves.method),
         }
     )
-    return curves, output
+
+
+def evaluate_curves(
+    inputs: AnalysisInputs, context: EvaluationContext
+) -> tuple[EvaluatedCurves | None, AnalysisOutput]:
+    """Run every evaluator of ``inputs`` (the methods under study and ``random``) on the evaluation subset and
+    summarise each schedule's curves (:func:`masking_output`). The random baseline's curves are read back when an
+    earlier job on the same classifier and settings stored them (:func:`_baseline_fingerprint`).
+
+    Returns:
+        The curves (``None`` on processes other than rank 0 of a distributed run, with an empty output) and
+        the result's top-level entries of :func:`masking_output`.
+
+    Raises:
+        ValueError: if no example could be evaluated (none has a maskable token).
+    """
+    from itermask.core.evaluation import MaskingCurves
+
+    evaluators = dict(inputs.evaluators)
+    baseline = _baseline_fingerprint(inputs, context, context.subset)
+    stored = None if baseline is None else context.stored(BASELINE_CURVES, baseline)
+    if stored is not None:  # an earlier job on this checkpoint evaluated the same random baseline
+        evaluators.pop(RANDOM)
+        log.info("reusing the random baseline's curves of this classifier computed by an earlier job")
+    module = _test_loop(context, evaluators)
+    if not context.trainer.is_global_zero:
+        return None, AnalysisOutput({})
+    if not module.curves:
+        raise ValueError(
+            f"no example could be evaluated: all {module.n_skipped} have no maskable token "
+            f"(check evaluation.segments={inputs.evaluation.segments} and the data)"
+        )
+    evaluated = dict(module.curves)
+    if stored is not None:
+        evaluated[RANDOM] = {schedule: MaskingCurves(**fields) for schedule, fields in stored.items()}
+    elif baseline is not None and RANDOM in evaluated:
+        context.keep(BASELINE_CURVES, baseline, {schedule: vars(c) for schedule, c in evaluated[RANDOM].items()})
+    curves = EvaluatedCurves.of(evaluated, inputs.method)
+    return curves, masking_output(curves, inputs.evaluation, module.n_skipped)

@@ -34,6 +34,8 @@ __all__ = [
     "load_model_config",
     "load_classifier",
     "classifier_architecture",
+    "num_classes",
+    "model_path",
     "ClassMapping",
     "class_mapping",
     "reorder_classes",
@@ -123,7 +125,7 @@ def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer
         )
 
 
-def _model_path(pretrained: str, setting: str = "model.pretrained", tokenizer: bool = False) -> str:
+def model_path(pretrained: str, setting: str = "model.pretrained", tokenizer: bool = False) -> str:
     """:func:`resolve_pretrained`, and a local folder checked by :func:`check_model_folder`."""
     path = resolve_pretrained(pretrained, setting=setting)
     if Path(path).is_dir():
@@ -138,7 +140,7 @@ def load_tokenizer(pretrained: str):
         FileNotFoundError: a local folder without a model's config or without a tokenizer's files
             (:func:`check_model_folder`), or a local path that does not exist.
     """
-    return AutoTokenizer.from_pretrained(_model_path(pretrained, tokenizer=True))
+    return AutoTokenizer.from_pretrained(model_path(pretrained, tokenizer=True))
 
 
 def load_model_config(pretrained: str) -> PretrainedConfig:
@@ -148,7 +150,7 @@ def load_model_config(pretrained: str) -> PretrainedConfig:
         ValueError: if no config can be read (naming ``model.pretrained``; also a local folder without
             ``config.json``, :func:`check_model_folder`)."""
     try:
-        return AutoConfig.from_pretrained(_model_path(pretrained))
+        return AutoConfig.from_pretrained(model_path(pretrained))
     except (OSError, ValueError) as error:
         raise ValueError(f"model.pretrained={pretrained!r}: cannot read its model config: {error}") from error
 
@@ -193,7 +195,7 @@ def load_classifier(
         kwargs["attn_implementation"] = attn_implementation
     try:
         model, info = AutoModelForSequenceClassification.from_pretrained(
-            _model_path(pretrained), output_loading_info=True, **kwargs
+            model_path(pretrained), output_loading_info=True, **kwargs
         )
     except Exception as error:  # safetensors' SafetensorError, torch's unpickling errors: a damaged weights file
         if not _damaged_weights(error):
@@ -264,9 +266,10 @@ class ClassMapping:
         }
 
 
-def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
+def class_mapping(pretrained: str, data_labels: Sequence[str], config: PretrainedConfig | None = None) -> ClassMapping:
     """Match the classes of the sequence classifier ``pretrained`` (read from its config only, no weights)
-    to the data's ``data_labels``, for evaluating it without fine-tuning.
+    to the data's ``data_labels``, for evaluating it without fine-tuning (``config``: its config, when already
+    loaded).
 
     When both sides have real names they must be the same set up to case, and the classifier's order is
     mapped onto the data's (e.g. a model with ``{0: "POSITIVE", 1: "NEGATIVE"}`` on data with
@@ -279,7 +282,7 @@ def class_mapping(pretrained: str, data_labels: Sequence[str]) -> ClassMapping:
             not match; each message names both sides; or if its config cannot be loaded (no such directory; a
             hub id without network access).
     """
-    config = load_model_config(pretrained)
+    config = config if config is not None else load_model_config(pretrained)
     architectures = list(getattr(config, "architectures", None) or [])
     if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise ValueError(
@@ -332,6 +335,23 @@ def reorder_classes(model: PreTrainedModel, order: Sequence[int]) -> PreTrainedM
     model.config.id2label = dict(enumerate(names))
     model.config.label2id = {name: i for i, name in enumerate(names)}
     return model
+
+
+def num_classes(config: PretrainedConfig | None, model=None, tokenizer=None) -> int:
+    """A classifier's number of classes: its config's ``num_labels``, or (a module without a config) the width of
+    its output on one short text."""
+    labels = getattr(config, "num_labels", None) if config is not None else None
+    if labels:
+        return int(labels)
+    import torch
+
+    from itermask.core.tokens import TokenBatch, class_logits
+
+    enc = tokenizer(["a"], return_tensors="pt")
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        batch = TokenBatch(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")).to(device)
+        return int(class_logits(model, batch).shape[-1])
 
 
 def classifier_architecture(pretrained: str) -> torch.nn.Module:

@@ -17,7 +17,7 @@ from transformers import (
 
 from itermask.core.candidates import MlmCandidates
 from itermask.core.masking import MlmInfill
-from itermask.models.loading import _model_path
+from itermask.models.loading import model_path
 
 __all__ = [
     "load_masked_lm",
@@ -59,7 +59,7 @@ def load_masked_lm(
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
     try:
-        path = _model_path(pretrained, setting=setting, tokenizer=True)
+        path = model_path(pretrained, setting=setting, tokenizer=True)
         model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
         raise ValueError(

@@ -11,8 +11,8 @@ from typing import Any, cast
 import pandas as pd
 
 from itermask.analyses.base import analysis_classes
+from itermask.analyses.model_check import model_check_line
 from itermask.core.metrics import metric_info
-from itermask.engine.accuracy import model_check_line
 from itermask.reporting import report_page
 from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.attack_link import caveat

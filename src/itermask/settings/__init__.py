@@ -1,42 +1,18 @@
-"""The settings stage: a composed Hydra config becomes frozen, typed settings, every component built once
-and every option checked once, before any data is loaded or any model trained.
-
-This package (with the entry points) is the only code that reads the Hydra config, and it converts the
-config tree once (:func:`plain`): the later stages of :mod:`itermask.pipeline` receive a
-:class:`TrainJobSettings` or :class:`EvaluateSettings`, never a ``DictConfig``. By concern:
+"""The Hydra door: a composed config becomes an :class:`~itermask.plan.EvaluationPlan` (every setting checked,
+every component built, unbound, before anything is loaded). This package and the entry points are the only code
+that reads the Hydra config; it converts the config tree once (:func:`plain`). By concern:
 
 * :mod:`itermask.settings.components`: building components from their ``_target_`` (the one plug-in scheme);
-* :mod:`itermask.settings.job`: a fine-tuning job's settings, read in two passes that collect their errors;
-* :mod:`itermask.settings.evaluate`: an evaluation's settings, evaluators and analyses.
+* :mod:`itermask.settings.job`: what every job shares (job, model, data, fine-tuning, trainer, tracker run);
+* :mod:`itermask.settings.evaluate`: the evaluation's plan (:func:`evaluation_plan`) and a fine-tuning job's
+  (:func:`training_plan`);
+* :mod:`itermask.settings.presets`: the saliency and masking presets of ``conf/`` for :func:`itermask.evaluate`.
 
-Keys (:mod:`itermask.storage.keys`), the tracker run (:mod:`itermask.tracking.runs`) and the fine-tuning
-augmentations (:mod:`itermask.training.augmentation`) live with their concerns; the option checks that are
-not a component's own live in :mod:`itermask.validation`.
+Keys (:mod:`itermask.engine.keys`, :mod:`itermask.storage.keys`), the tracker run (:mod:`itermask.tracking.runs`)
+and the option checks that are not a component's own (:mod:`itermask.validation`) live with their concerns.
 """
 
 from itermask.settings.components import build, plain
-from itermask.settings.evaluate import EvaluateSettings, EvaluationSettings, evaluate_settings
-from itermask.settings.job import (
-    DataSettings,
-    ModelSettings,
-    TrainJobSettings,
-    TrainSettings,
-    check_seed,
-    train_settings,
-    training_key_of,
-)
+from itermask.settings.evaluate import evaluation_plan, training_plan
 
-__all__ = [
-    "check_seed",
-    "plain",
-    "build",
-    "ModelSettings",
-    "DataSettings",
-    "TrainSettings",
-    "EvaluationSettings",
-    "TrainJobSettings",
-    "EvaluateSettings",
-    "train_settings",
-    "evaluate_settings",
-    "training_key_of",
-]
+__all__ = ["plain", "build", "evaluation_plan", "training_plan"]

@@ -19,7 +19,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from itermask.core.registry import Registry
-from itermask.settings.problems import name_option
+from itermask.problems import name_option
 
 __all__ = ["plain", "build", "check_registered_name", "Built"]
 

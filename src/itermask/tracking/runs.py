@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import hydra
@@ -11,7 +11,7 @@ from pytorch_lightning.loggers import Logger
 
 from itermask.tracking import group_name, start
 
-__all__ = ["run_name", "run_tags", "job_logger"]
+__all__ = ["run_name", "run_tags", "logger_options", "start_logger"]
 
 
 def _names(config: dict) -> list[str]:
@@ -34,45 +34,39 @@ def run_tags(config: dict) -> list[str]:
     return [f"{kind}:{name}" for kind, name in zip(kinds, _names(config))] + [f"seed:{config['seed']}"]
 
 
-def _sweep_dir() -> str | None:
-    """The multirun's sweep folder (``None`` outside a Hydra multirun)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
-    multirun = hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN
-    return hydra_cfg.sweep.dir if multirun and hydra_cfg is not None else None
-
-
-def job_logger(config: dict, name: str, key: str | None = None) -> Callable[[], Logger | None]:
-    """A function starting the job's Lightning logger from ``config["logger"]`` (``None`` without one), with
-    the run ``name``, the W&B group (one per multirun sweep), job type (the task) and tags
-    (:func:`run_tags`) filled in where the config leaves them ``null``, and ``init_timeout`` passed as W&B's
-    setting of that name. The run falls back to offline logging when an online start fails
-    (:func:`itermask.tracking.start`).
-
-    A W&B run of a job with a ``key`` gets the id ``<task>-<key>`` when ``logger.id`` is ``null``, with
-    ``logger.resume: allow``: a re-run of a crashed or interrupted job (same key: same checkpoint or results)
-    resumes its run instead of leaving a second, half-logged one beside it.
+def logger_options(config: dict, name: str, sweep_dir: str | None = None) -> dict | None:
+    """The job's Lightning logger node ``config["logger"]`` (``None`` without one) with the run ``name``, the W&B
+    group (one per multirun sweep, from ``sweep_dir``), job type (the task) and tags (:func:`run_tags`) filled
+    in where the config leaves them ``null``, and ``init_timeout`` passed as W&B's setting of that name. The
+    run itself starts with :func:`start_logger`.
 
     Args:
         config: the resolved config (a plain dict).
         name: the run name (:func:`run_name`).
-        key: the job's key (the results key of an evaluation, the checkpoint key of a fine-tuning), or ``None``.
+        sweep_dir: the multirun's sweep folder (``None`` in a single run).
     """
     if config.get("logger") is None:
-        return lambda: None
+        return None
     spec: dict[str, Any] = dict(config["logger"])
     if "group" in spec and spec["group"] is None:
-        spec["group"] = group_name(config["task_name"], _sweep_dir())
+        spec["group"] = group_name(config["task_name"], sweep_dir)
     filled = {"name": name, "job_type": str(config["task_name"]), "tags": run_tags(config)}
     spec.update({key: value for key, value in filled.items() if key in spec and spec[key] is None})
-    if key is not None and "id" in spec and spec["id"] is None:
-        spec["id"] = f"{config['task_name']}-{key}"
     timeout = spec.pop("init_timeout", None)
     if timeout is not None:
         spec["settings"] = {**(spec.get("settings") or {}), "init_timeout": float(timeout)}
+    return spec
+
+
+def start_logger(target: str, options: Mapping[str, Any], run_id: str | None = None) -> Logger | None:
+    """Start the Lightning logger class ``target`` with ``options`` (:func:`logger_options` without its
+    ``_target_``).
+    A W&B run with a ``run_id`` (``<task>-<key>``: the results key of an evaluation, the checkpoint key of a
+    fine-tuning) gets that id when ``id`` is ``null``, with ``resume: allow``: a re-run of a crashed or
+    interrupted job resumes its run instead of leaving a second, half-logged one beside it. The run falls back
+    to offline logging when an online start fails (:func:`itermask.tracking.start`)."""
+    spec = {"_target_": target, **options}
+    if run_id is not None and "id" in spec and spec["id"] is None:
+        spec["id"] = run_id
     # _convert_="all": W&B takes plain dicts and lists (settings, tags), not OmegaConf containers
-    return lambda: start(
-        lambda **overrides: hydra.utils.instantiate(spec, _convert_="all", **overrides), spec.get("mode")
-    )
+    return start(lambda **overrides: hydra.utils.instantiate(spec, _convert_="all", **overrides), spec.get("mode"))

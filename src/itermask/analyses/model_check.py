@@ -1,0 +1,67 @@
+"""Whether a classifier's faithfulness scores can mean anything (:func:`model_check`): one that predicts one class
+for every evaluated example, or whose test accuracy is not above the majority class's, has learnt nothing to
+explain. The warning it gives (:func:`model_check_line`) is read from a stored result by the console and the
+report."""
+
+from __future__ import annotations
+
+import logging
+
+from itermask.analyses.base import AnalysisOutput, EvaluatedCurves
+
+log = logging.getLogger(__name__)
+
+__all__ = ["model_check", "model_check_line"]
+
+
+def model_check(result: dict, curves: EvaluatedCurves) -> AnalysisOutput:
+    """Whether the classifier's faithfulness scores can mean anything, under ``model_check``: a classifier
+    that predicts one class for every evaluated example, or whose test accuracy is not above the majority
+    class's, has learnt nothing to explain, and masking its inputs measures noise (e.g. after
+    ``model.finetune.optimizer.learning_rate=1000`` or ``train.max_train_examples=1``).
+
+    Args:
+        result: the result so far, with the accuracy stage's ``accuracy`` and ``label_names``.
+        curves: the masking stage's curves (their clean logits give the predictions on the evaluated examples).
+
+    Returns:
+        ``{"model_check": {"meaningful": bool, "problems": [...], "predicted_classes": {class name: count}}}``;
+        each problem is a sentence, and a warning is logged when there is one.
+    """
+    first = next(iter(curves[curves.method].values()))
+    names = list(result.get("label_names") or [])
+    predicted = first.clean_logits.argmax(dim=-1).tolist()
+    counts: dict[str, int] = {}
+    for index in predicted:
+        name = names[index] if index < len(names) else str(index)
+        counts[name] = counts.get(name, 0) + 1
+    problems = []
+    if len(counts) == 1 and len(predicted) > 1:
+        problems.append(
+            f"the classifier predicts class {next(iter(counts))!r} for all {len(predicted)} evaluated examples"
+        )
+    accuracy = result.get("accuracy") or {}
+    test, majority = accuracy.get("test"), accuracy.get("majority_class_test")
+    if test is not None and majority is not None and test <= majority + 1e-9:
+        problems.append(
+            f"its test accuracy {test:.3f} is not above the majority class's {majority:.3f} (always predicting the "
+            "training split's most frequent class)"
+        )
+    if problems:
+        log.warning(
+            "the faithfulness scores of this run MEAN NOTHING: %s. The classifier has learnt nothing to explain; "
+            "check the fine-tuning (learning rate, epochs, train.max_train_examples) before reading its scores",
+            "; ".join(problems),
+        )
+    return AnalysisOutput(
+        {"model_check": {"meaningful": not problems, "problems": problems, "predicted_classes": counts}}
+    )
+
+
+def model_check_line(result: dict) -> str | None:
+    """The console's and the report's warning for a result whose ``model_check`` failed (``None`` when it
+    passed or the result has none)."""
+    check = result.get("model_check") or {}
+    if check.get("meaningful", True):
+        return None
+    return "WARNING: these faithfulness scores mean nothing: " + "; ".join(check.get("problems") or [])

@@ -1,0 +1,203 @@
+"""Data handed over in Python (:func:`itermask.evaluate`): a list of texts, a ``datasets.Dataset``, a
+``pandas.DataFrame`` or a CSV/TSV path, evaluated whole, as a data source of one ``test`` split
+(:class:`GivenTexts`).
+
+Its labels are the *classifier's* classes (ids or class names), not classes read from the data: they become ids
+once the classifier's classes are known (:meth:`GivenTexts.for_classifier`), when the engine has loaded its
+config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from itermask.data.sources import DataSource
+from itermask.data.splits import LabelledSplits, delimiter_hint
+
+__all__ = ["GivenTexts", "read_examples", "label_ids"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Examples:
+    """The texts, second texts of sentence pairs and raw labels, in the order given."""
+
+    texts: list[str]
+    pairs: list[str] | None
+    labels: list[Any] | None
+
+
+def _first_undecodable(path: Path) -> str:
+    """Where ``path``'s first byte that is not UTF-8 lies (pandas reports offsets within its read blocks)."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        return f"byte {error.start}, line {line}, cannot be decoded"
+    return "a byte cannot be decoded"
+
+
+def _read_table(data: str | Path):
+    """A CSV/TSV file as a DataFrame (every cell as written: ``keep_default_na=False``).
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+        ValueError: a file that is empty, not UTF-8 or not parseable."""
+    import pandas as pd
+
+    path = Path(data)
+    if not path.is_file():
+        raise FileNotFoundError(f"data={str(data)!r}: no such file (give a CSV/TSV path or a list of texts)")
+    try:
+        return pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",", keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"data={str(data)!r} is empty: it has no header and no rows") from None
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"data={str(data)!r} is not UTF-8 text ({_first_undecodable(path)}): save it as UTF-8, or "
+            "read it yourself (pandas.read_csv(..., encoding=...)) and pass the DataFrame"
+        ) from None
+    except pd.errors.ParserError as error:
+        raise ValueError(f"data={str(data)!r} cannot be read as {path.suffix or 'CSV'}: {error}") from None
+
+
+def _columns(data, labels, text_column: str, text_pair_column: str | None, label_column: str | None) -> _Examples:
+    """The named columns of a DataFrame or a ``datasets.Dataset``.
+
+    Raises:
+        ValueError: a named column the data lacks (``label_column``'s default ``"label"`` is optional)."""
+    import pandas as pd
+
+    columns = list(data.columns) if isinstance(data, pd.DataFrame) else list(data.column_names)
+    named = [("text_column", text_column), ("text_pair_column", text_pair_column)]
+    named += [("label_column", label_column)] if label_column not in (None, "label") and labels is None else []
+    for option, column in named:
+        if column is not None and column not in columns:
+            hint = delimiter_hint([str(c) for c in columns])
+            raise ValueError(
+                f"{option}={column!r} is not a column of the data: it has {columns}" + (f". {hint}" if hint else "")
+            )
+    pairs = None if text_pair_column is None else [str(t) for t in data[text_pair_column]]
+    if labels is None and label_column is not None and label_column in columns:
+        labels = list(data[label_column])
+    return _Examples(list(data[text_column]), pairs, labels)
+
+
+def read_examples(
+    data, labels=None, text_column: str = "text", text_pair_column: str | None = None, label_column: str | None = None
+) -> _Examples:
+    """Texts, text pairs and labels from a list of texts, a ``datasets.Dataset``, a DataFrame or a CSV/TSV path.
+
+    Raises:
+        ValueError: no texts, a missing column, labels of another length, a text that is not a string; a file
+            that is empty, not UTF-8 or not parseable; a single string.
+        FileNotFoundError: a path that does not exist.
+    """
+    import pandas as pd
+
+    if isinstance(data, str | Path) and not (isinstance(data, str) and not Path(data).suffix):
+        data = _read_table(data)
+    elif isinstance(data, str):
+        raise ValueError("data is a single string: give a list of texts (data=[text, ...]) or a CSV/TSV path")
+    if isinstance(data, pd.DataFrame) or hasattr(data, "column_names"):
+        examples = _columns(data, labels, text_column, text_pair_column, label_column)
+    else:
+        examples = _Examples(list(data), None, labels)
+    if not examples.texts:
+        raise ValueError("no texts to evaluate")
+    bad = [i for i, t in enumerate(examples.texts) if not isinstance(t, str) or not t.strip()]
+    if bad:
+        raise ValueError(f"texts {bad[:10]} are empty or not strings (each example needs a non-empty text)")
+    if examples.labels is not None:
+        given = list(examples.labels)
+        if len(given) != len(examples.texts):
+            raise ValueError(f"{len(given)} labels for {len(examples.texts)} texts: give one label per text, or none")
+        examples = dataclasses.replace(examples, labels=given)
+    return examples
+
+
+def _label_id(label, by_name: dict[str, int], num_classes: int) -> int | None:
+    """The class id of one label (``-1``: unknown), or ``None`` when it is no class."""
+    if label is None or (isinstance(label, float) and math.isnan(label)):
+        return -1
+    if isinstance(label, str) and label.lower() in by_name:
+        return by_name[label.lower()]
+    if isinstance(label, int | float) and float(label).is_integer() and 0 <= int(label) < num_classes:
+        return int(label)
+    if isinstance(label, str) and label.strip().lstrip("-").isdigit() and 0 <= int(label) < num_classes:
+        return int(label)
+    return None
+
+
+def label_ids(labels: Sequence[Any] | None, class_names: Sequence[str] | None, num_classes: int) -> list[int]:
+    """Class ids of the labels (ids, or names matched to the classifier's case-insensitively; ``-1``: unknown;
+    ``[]`` without labels).
+
+    Raises:
+        ValueError: a label that is no class of the classifier.
+    """
+    if labels is None:
+        return []
+    by_name = {name.lower(): i for i, name in enumerate(class_names or [])}
+    ids = [_label_id(label, by_name, num_classes) for label in labels]
+    bad = [label for label, i in zip(labels, ids) if i is None]
+    if bad:
+        raise ValueError(
+            f"labels {sorted(set(map(str, bad)))[:10]} are not classes of the classifier: give class ids "
+            f"0..{num_classes - 1} or its class names {class_names}"
+        )
+    return [i for i in ids if i is not None]
+
+
+class GivenTexts(DataSource):
+    """The data given to :func:`itermask.evaluate`, evaluated whole as the ``test`` split.
+
+    Args:
+        texts, pairs, labels: see :func:`read_examples` (``labels`` as given: the classifier's class ids or names).
+        class_names: the classifier's class names by id (``None`` until :meth:`for_classifier`).
+        num_classes: the classifier's number of classes (``None`` until :meth:`for_classifier`).
+    """
+
+    def __init__(
+        self,
+        texts: Sequence[str],
+        pairs: Sequence[str] | None = None,
+        labels: Sequence[Any] | None = None,
+        class_names: Sequence[str] | None = None,
+        num_classes: int | None = None,
+    ) -> None:
+        super().__init__(text_pair_column="text_pair" if pairs is not None else None)
+        self.texts, self.pairs = list(texts), None if pairs is None else list(pairs)
+        self.labels = None if labels is None else list(labels)
+        self.class_names = None if class_names is None else list(class_names)
+        self.num_classes = num_classes
+
+    def describe(self) -> str:
+        return f"the {len(self.texts)} given texts"
+
+    def for_classifier(self, class_names: Sequence[str] | None, num_classes: int) -> GivenTexts:
+        """These texts with their labels read as the classes of a classifier (``class_names`` by id, or
+        ``None`` when it has none)."""
+        return GivenTexts(self.texts, self.pairs, self.labels, class_names, num_classes)
+
+    def load(self) -> LabelledSplits:
+        """The ``test`` split: ``text`` (and ``text_pair``), ``label`` (``-1``: unknown) and ``example_id`` (the
+        position in the given data).
+
+        Raises:
+            ValueError: a label that is no class of the classifier; labels before :meth:`for_classifier`."""
+        if self.num_classes is None:
+            raise ValueError("the given texts' classes are not known yet: call for_classifier() first")
+        ids = label_ids(self.labels, self.class_names, self.num_classes) or [-1] * len(self.texts)
+        columns: dict[str, list] = {"text": self.texts}
+        if self.pairs is not None:
+            columns["text_pair"] = self.pairs
+        columns.update(label=ids, example_id=list(range(len(self.texts))))
+        names = self.class_names or [str(i) for i in range(self.num_classes)]
+        return LabelledSplits(datasets.DatasetDict({"test": datasets.Dataset.from_dict(columns)}), names)

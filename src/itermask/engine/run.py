@@ -1,0 +1,56 @@
+"""``run(plan, resources)``: the evaluation of a prepared plan, the same for both doors.
+
+The test accuracy (when the plan measures it), the masking stage (:func:`~itermask.engine.masking.evaluate_curves`,
+whose curves every analysis receives), the model check, then the plan's analyses in order, each returning its
+part of the result and its artifacts. Nothing is written or logged here: :func:`itermask.engine.record` does
+that."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from itermask.analyses.base import Artifacts, EvaluatedCurves, eval_mode
+from itermask.analyses.model_check import model_check
+from itermask.engine.accuracy import evaluate_accuracy
+from itermask.engine.masking import evaluate_curves
+from itermask.engine.resources import Resources
+from itermask.plan import EvaluationPlan
+
+__all__ = ["Evaluation", "run"]
+
+
+@dataclass
+class Evaluation:
+    """What :func:`run` produced: the parts of the result (JSON-ready), the analyses' artifacts, and the masking
+    curves (``None`` on processes other than rank 0 of a distributed run)."""
+
+    result: dict = field(default_factory=dict)
+    artifacts: Artifacts = field(default_factory=Artifacts)
+    curves: EvaluatedCurves | None = None
+
+
+def run(plan: EvaluationPlan, resources: Resources) -> Evaluation | None:
+    """Evaluate the prepared classifier (see the module docstring). Returns ``None`` on processes other than
+    rank 0 of a distributed run (every rank takes part in the loops; rank 0 gets the gathered curves).
+
+    Raises:
+        ValueError: if no example could be evaluated (none has a maskable token)."""
+    assert plan.evaluation is not None, "run() evaluates a plan with an evaluation"
+    inputs, context = resources.inputs(plan), resources.context()
+    evaluation = Evaluation()
+    with eval_mode(context.model):
+        if plan.measure_accuracy:
+            evaluation.result.update(evaluate_accuracy(context).result)
+        curves, masking = evaluate_curves(inputs, context)
+        if curves is None or not context.trainer.is_global_zero:
+            return None
+        evaluation.curves = curves
+        evaluation.result.update(masking.result)
+        evaluation.result.update(model_check(evaluation.result, curves).result)  # a classifier that learnt nothing
+        for analysis in resources.analyses:
+            output = analysis.run(inputs, context, curves)
+            if not context.trainer.is_global_zero:
+                return None
+            evaluation.result.update(output.result)
+            evaluation.artifacts.update(output.artifacts)
+    return evaluation
