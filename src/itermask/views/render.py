@@ -1,0 +1,267 @@
+"""The per-example view's HTML: the stylesheet, escaping, score colours, the token heatmap, the masking
+trajectory table and its probability curve (inline SVG); :func:`render_example` (one example) and
+:func:`render_page` (a complete document).
+
+The HTML uses inline CSS and inline SVG only: no JavaScript, no external assets, so it can be mailed, put in
+a W&B ``wandb.Html`` or shown in a notebook (:class:`~itermask.views.model.ExampleViews` has
+``_repr_html_``). Every text from the data (tokens, class names, method names, reasons) is escaped
+(:func:`html.escape` with ``quote=True``); tokens sit in ``<bdi>`` inside ``dir="auto"`` blocks, so
+right-to-left text displays in its own direction without reordering its neighbours. Texts longer than
+``max_tokens`` (default :data:`MAX_TOKENS`) are cut, with a visible marker saying how many tokens are not
+shown. Plain Python (no torch).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # only for annotations: model.py imports this module (its views render themselves)
+    from itermask.views.model import ExampleView, MethodView, Trajectory
+
+__all__ = ["MAX_TOKENS", "render_example", "render_page"]
+
+#: tokens shown per example (heatmap and trajectory rows); longer texts are cut with a visible marker
+MAX_TOKENS = 256
+
+
+#: the stylesheet of every view; class names start with ``imx-`` so that a host page is not affected
+CSS = """
+.imx{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans",sans-serif;font-size:14px;color:#222;
+border:1px solid #ddd;border-radius:6px;padding:10px 12px;margin:12px 0;background:#fff;max-width:1100px}
+.imx h3{font-size:15px;margin:0 0 6px 0}
+.imx .imx-meta{color:#555;font-size:13px;margin-bottom:8px}
+.imx .imx-reason{background:#fff4d6;border-radius:3px;padding:1px 5px}
+.imx .imx-method{margin:8px 0 2px 0;font-weight:600}
+.imx .imx-text{line-height:1.9}
+.imx .imx-tok{padding:1px 2px;border-radius:3px;white-space:pre-wrap}
+.imx .imx-sp{color:#999;font-size:11px}
+.imx .imx-seg{display:inline-block;margin:0 6px;color:#888}
+.imx .imx-cut{display:inline-block;margin-left:6px;padding:0 5px;border-radius:3px;background:#eee;color:#a00;
+font-size:12px;font-weight:600}
+.imx .imx-traj{display:flex;flex-wrap:nowrap;gap:12px;align-items:flex-start;margin:4px 0 10px 0}
+.imx .imx-traj>div:first-child{flex:0 0 auto}
+.imx .imx-traj>div:last-child{flex:1 1 auto;min-width:0}
+.imx table{border-collapse:collapse;font-size:12px}
+.imx td,.imx th{padding:1px 6px;vertical-align:top;text-align:left;border-bottom:1px solid #f0f0f0}
+.imx .imx-steps{line-height:1.7}
+.imx .imx-m{background:#333;color:#fff}
+.imx .imx-new{outline:2px solid #e08a00}
+.imx .imx-flip td{background:#ffe9e9}
+.imx svg text{font-size:10px;fill:#444}
+"""
+
+
+def _esc(text: Any) -> str:
+    """``text`` escaped for HTML content and (double- or single-quoted) attribute values."""
+    return html.escape(str(text), quote=True)
+
+
+def _num(value: float, digits: int = 3) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _display(token: str) -> tuple[str, bool]:
+    """``(text, joins)``: the token as shown, and whether it continues the previous word (no space)."""
+    if token.startswith("##") and len(token) > 2:
+        return token[2:], True
+    if token[:1] in ("Ġ", "▁") and len(token) > 1:
+        return token[1:], False
+    return token, False
+
+
+def _colour(score: float, scale: float) -> str:
+    """A CSS background for ``score``: red for positive, blue for negative, alpha ``|score| / scale``."""
+    if score is None or not math.isfinite(score) or scale <= 0:
+        return "transparent"
+    alpha = min(1.0, abs(score) / scale)
+    rgb = "220,40,40" if score > 0 else "40,90,220"
+    return f"rgba({rgb},{alpha * 0.85:.3f})"
+
+
+def _scale(scores: Sequence[float]) -> float:
+    finite = [abs(s) for s in scores if s is not None and math.isfinite(s)]
+    return max(finite) if finite else 0.0
+
+
+def _tokens_html(view: ExampleView, shown: int, cell) -> str:
+    """The first ``shown`` tokens as ``<bdi>`` spans, ``cell(i) -> (classes, style, title)`` per token,
+    with a marker between segments of a sentence pair."""
+    parts, previous_segment = [], None
+    special = view.special or [False] * len(view.tokens)
+    for i in range(shown):
+        text, joins = _display(view.tokens[i])
+        segment = view.segments[i]
+        if segment >= 0 and previous_segment is not None and previous_segment >= 0 and segment != previous_segment:
+            parts.append('<span class="imx-seg" title="next segment">‖</span>')
+        if segment >= 0:
+            previous_segment = segment
+        classes, style, title = cell(i)
+        if special[i]:
+            classes = f"{classes} imx-sp"
+        if parts and not joins:
+            parts.append(" ")
+        style_attr = f' style="{style}"' if style else ""
+        parts.append(
+            f'<bdi class="imx-tok {classes}"{style_attr} title="{_esc(title)}" data-pos="{i}">{_esc(text)}</bdi>'
+        )
+    return "".join(parts)
+
+
+def _cut_marker(view: ExampleView, shown: int) -> str:
+    hidden = len(view.tokens) - shown
+    if hidden <= 0:
+        return ""
+    return f'<span class="imx-cut" title="text cut at {shown} tokens">… {hidden} more tokens not shown</span>'
+
+
+def _heatmap(view: ExampleView, method: MethodView, shown: int) -> str:
+    scale = _scale(method.scores[:shown])
+
+    def cell(i: int):
+        score, rank = method.scores[i], method.ranks[i]
+        title = f"score {_num(score, 4)}" + (f", rank {rank}" if rank is not None else ", not maskable")
+        return "imx-heat", f"background:{_colour(score, scale)}", title
+
+    return f'<div class="imx-text" dir="auto">{_tokens_html(view, shown, cell)}{_cut_marker(view, shown)}</div>'
+
+
+def _curve_svg(trajectory: Trajectory, width: int = 280, height: int = 150) -> str:
+    """The target probability against the grid, the first flip marked by a red ring and dashed line."""
+    left, right, top, bottom = 34, 10, 10, 28
+    xs, ps = trajectory.x, trajectory.probability
+    x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    span = (x_hi - x_lo) or 1.0
+
+    def px(x: float) -> float:
+        return left + (x - x_lo) / span * (width - left - right)
+
+    def py(p: float) -> float:
+        p = 0.0 if not math.isfinite(p) else p
+        return top + (1 - p) * (height - top - bottom)
+
+    points = " ".join(f"{px(x):.1f},{py(p):.1f}" for x, p in zip(xs, ps) if math.isfinite(p))
+    label = "masked fraction" if trajectory.steps == "fraction" else "tokens masked"
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="target probability per masking step ({_esc(trajectory.schedule)})">',
+        f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+        'fill="#fafafa" stroke="#ccc"/>',
+    ]
+    for p in (0.0, 0.5, 1.0):
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{py(p):.1f}" y2="{py(p):.1f}" stroke="#e4e4e4"/>'
+            f'<text x="{left - 4}" y="{py(p) + 3:.1f}" text-anchor="end">{p:g}</text>'
+        )
+    out.append(f'<text x="{left}" y="{height - 4}">{_num(x_lo, 2)}</text>')
+    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">{_num(x_hi, 2)}</text>')
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 4}" text-anchor="middle">{label}</text>')
+    out.append(f'<text x="4" y="{top + 2}" transform="rotate(90 4 {top + 2})">p(target)</text>')
+    if points:
+        out.append(f'<polyline points="{points}" fill="none" stroke="#1f5fbf" stroke-width="1.8"/>')
+        for x, p in zip(xs, ps):
+            if math.isfinite(p):
+                out.append(f'<circle cx="{px(x):.1f}" cy="{py(p):.1f}" r="2.2" fill="#1f5fbf"/>')
+    f = trajectory.flip_step
+    if f is not None and 0 <= f < len(xs):
+        cx, cy = px(xs[f]), py(ps[f])
+        out.append(
+            f'<line class="imx-flipline" x1="{cx:.1f}" x2="{cx:.1f}" y1="{top}" y2="{height - bottom}" '
+            'stroke="#d22" stroke-dasharray="3,2"/>'
+            f'<circle class="imx-flip-point" cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="none" stroke="#d22" '
+            'stroke-width="2"/>'
+            f'<text x="{min(cx + 4, width - right - 22):.1f}" y="{top + 10}" fill="#d22">flip</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, shown: int) -> str:
+    """The steps table (x, probability, masked tokens) next to the curve."""
+    rows = []
+    unit = "fraction" if trajectory.steps == "fraction" else "tokens"
+    before: set[int] = set()
+    for s, (x, p) in enumerate(zip(trajectory.x, trajectory.probability)):
+        flip = trajectory.flip_step is not None and s == trajectory.flip_step
+        if trajectory.masked is None:
+            tokens = "<i>positions not recorded</i>"
+        else:
+            now = set(trajectory.masked[s])
+
+            def cell(i: int, now=now, before=before):
+                if i in now:
+                    return ("imx-m imx-new" if i not in before else "imx-m"), "", "masked"
+                return "", "", ""
+
+            tokens = f'<div class="imx-steps" dir="auto">{_tokens_html(view, shown, cell)}</div>'
+            before = now
+        mark, row_class = (" (flip)", ' class="imx-flip"') if flip else ("", "")
+        rows.append(f"<tr{row_class}><td>{_num(x, 2)}</td><td>{_num(p)}{mark}</td><td>{tokens}</td></tr>")
+    table = (
+        f"<table><thead><tr><th>{unit}</th><th>p(target)</th><th>masked (dark; new at the step: outlined)</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    title = f"{_esc(method.method)} · {_esc(trajectory.schedule)}"
+    flip = (
+        f"decision flips at step {trajectory.flip_step} ({unit} {_num(trajectory.x[trajectory.flip_step], 2)})"
+        if trajectory.flip_step is not None
+        else "the decision never flips"
+    )
+    return (
+        f'<div class="imx-method">{title} <span class="imx-meta">— {flip}</span></div>'
+        f'<div class="imx-traj"><div>{_curve_svg(trajectory)}</div><div>{table}</div></div>'
+    )
+
+
+def render_example(view: ExampleView, max_tokens: int = MAX_TOKENS) -> str:
+    """One example as a self-contained HTML fragment (a ``<section class="imx">`` with its ``<style>``).
+
+    Args:
+        view: the example.
+        max_tokens: tokens shown (heatmaps and trajectory rows); a longer text is cut after them with a
+            visible "… N more tokens not shown" marker. At least 1.
+
+    Returns:
+        HTML text: inline CSS and SVG, no JavaScript, every data string escaped.
+
+    Raises:
+        ValueError: if ``max_tokens < 1``.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    shown = min(len(view.tokens), int(max_tokens))
+    label = view.class_name(view.label) if view.label is not None else "unknown"
+    meta = (
+        f"label <b>{_esc(label)}</b> · prediction <b>{_esc(view.class_name(view.prediction))}</b> · "
+        f"target <b>{_esc(view.class_name(view.target))}</b>, p = {_num(view.clean_probability)} on the clean input"
+        f" · {len(view.tokens)} tokens"
+    )
+    reason = f' <span class="imx-reason">{_esc(view.reason)}</span>' if view.reason else ""
+    parts = [
+        f'<section class="imx" data-example="{_esc(view.example_id)}"><style>{CSS}</style>',
+        f"<h3>example {_esc(view.example_id)}{reason}</h3>",
+        f'<div class="imx-meta">{meta}</div>',
+    ]
+    for method in view.methods.values():
+        parts.append(f'<div class="imx-method">{_esc(method.method)}: saliency</div>')
+        parts.append(_heatmap(view, method, shown))
+    for method in view.methods.values():
+        for trajectory in method.trajectories.values():
+            parts.append(_trajectory(view, method, trajectory, shown))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def render_page(views: Iterable[ExampleView], title: str = "itermask examples", max_tokens: int = MAX_TOKENS) -> str:
+    """A complete UTF-8 HTML document of ``views`` (:func:`render_example` each)."""
+    body = "\n".join(render_example(v, max_tokens) for v in views)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_esc(title)}</title></head>\n<body>\n"
+        f'<h1 style="font-family:system-ui,sans-serif">{_esc(title)}</h1>\n'
+        f"{body}\n</body></html>\n"
+    )
