@@ -11,7 +11,7 @@ from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
 from itermask import pipeline
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 from itermask.core.metrics import summarize
 from itermask.settings import EvaluationSettings, evaluate_settings, plain
 from itermask.settings import job as settings_module

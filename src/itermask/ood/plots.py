@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 
 __all__ = ["STATISTICS", "statistics_figure", "layer_figure", "umap_figure", "save"]
 

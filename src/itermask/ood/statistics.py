@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 from itermask.core.representations import Representations
 from itermask.ood.bounds import STATISTIC_BOUNDS, statistic_bounds  # noqa: F401  (re-exported)
 from itermask.ood.detectors import OODDetectors, _numpy, representation_views
@@ -184,7 +184,7 @@ class OODCurves:
     ``auroc_masf``, ``auroc_max_softmax``, ``auroc_entropy``).
 
     Attributes:
-        steps: ``"fraction"`` or ``"count"``, what ``x`` holds (see :class:`~itermask.evaluation.MaskingCurves`).
+        steps: ``"fraction"`` or ``"count"``, what ``x`` holds (see :class:`~itermask.core.curves.MaskingCurves`).
         x: ``S`` steps of the grid (masking fractions or token counts).
         fraction: ``S`` mean share of the maskable tokens masked at each step (the grid itself for
             fraction steps).
