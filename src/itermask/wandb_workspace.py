@@ -98,7 +98,7 @@ def workspace_spec(
         ValueError: for an unknown quantity or no schedule.
     """
     try:
-        import wandb_workspaces.reports.v2 as wr
+        import wandb_workspaces.reports.v2  # noqa: F401  (the panels' module, imported by the panel builders)
         import wandb_workspaces.workspaces as ws
         from wandb_workspaces import expr
     except ImportError as error:
@@ -108,58 +108,7 @@ def workspace_spec(
     if not schedules:
         raise ValueError("no schedule to chart: give one or more of " + ", ".join(SCHEDULES))
     q = "prob" if quantity == "probability" else "logit"
-
-    def pair(role: str, **parts: str) -> list[Any]:
-        return [key(role, explanation=e, **parts) for e in (EXPLAINED, RANDOM)]
-
-    curves: list[Any] = []
-    for schedule in schedules:
-        for series in _series(schedule, q):
-            curves.append(
-                wr.LinePlot(
-                    title=f"{series} ({schedule}): method vs random",
-                    x=STEP,
-                    y=pair("curve", schedule=schedule, series=series),
-                    title_x="masked fraction",
-                    title_y=series,
-                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
-                    groupby_rangefunc="stderr",
-                )
-            )
-    headline: list[Any] = []
-    for schedule in schedules:
-        for score in (s.format(q=q) for s in SCORES):
-            if score.startswith("aopc_sufficiency") and schedule != "one_shot":
-                continue
-            headline.append(
-                wr.BarPlot(
-                    title=f"{score} ({schedule}) by model and method",
-                    metrics=pair("score", schedule=schedule, score=score),
-                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
-                    groupby_rangefunc="stderr",
-                )
-            )
-            headline.append(
-                wr.BarPlot(
-                    title=f"{score} ({schedule}): method minus random",
-                    metrics=[cast(Any, key("versus_random", schedule=schedule, score=score))],
-                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
-                    groupby_rangefunc="stderr",
-                )
-            )
-    ood: list[Any] = [
-        wr.LinePlot(
-            title=f"OOD AUROC of masked vs clean inputs ({schedule}, Mahalanobis, final layer)",
-            x=STEP,
-            y=pair("ood_curve", schedule=schedule),
-            range_y=(0.0, 1.0),
-            title_x="masked fraction",
-            title_y="AUROC",
-            groupby_aggfunc="mean",
-            groupby_rangefunc="stderr",
-        )
-        for schedule in schedules
-    ]
+    curves, headline, ood = _curve_panels(schedules, q), _headline_panels(schedules, q), _ood_panels(schedules)
     return ws.Workspace(
         entity=entity,
         project=project,
@@ -176,6 +125,84 @@ def workspace_spec(
             pinned_columns=[f"config:{MODEL}", f"config:{METHOD}", "config:seed"],
         ),
     )
+
+
+def _pair(role: str, **parts: str) -> list[Any]:
+    """The W&B keys of ``role`` (:func:`key`) for the explained method and for the random explanation."""
+    return [key(role, explanation=e, **parts) for e in (EXPLAINED, RANDOM)]
+
+
+def _curve_panels(schedules: Sequence[str], q: str) -> list[Any]:
+    """The masking-curves section: per schedule and per-step series (:data:`SERIES`, target quantity ``q``:
+    ``"prob"`` or ``"logit"``), a line plot of the method and of random against :data:`STEP`, the seeds of a
+    group as mean ± standard error."""
+    import wandb_workspaces.reports.v2 as wr
+
+    curves: list[Any] = []
+    for schedule in schedules:
+        for series in _series(schedule, q):
+            curves.append(
+                wr.LinePlot(
+                    title=f"{series} ({schedule}): method vs random",
+                    x=STEP,
+                    y=_pair("curve", schedule=schedule, series=series),
+                    title_x="masked fraction",
+                    title_y=series,
+                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
+                    groupby_rangefunc="stderr",
+                )
+            )
+    return curves
+
+
+def _headline_panels(schedules: Sequence[str], q: str) -> list[Any]:
+    """The headline-scores section: per schedule and AOPC score (:data:`SCORES`, target quantity ``q``;
+    sufficiency for the one-shot schedule only), a bar chart of the method and random and one of the method
+    minus random, the seeds of a group as mean ± standard error."""
+    import wandb_workspaces.reports.v2 as wr
+
+    headline: list[Any] = []
+    for schedule in schedules:
+        for score in (s.format(q=q) for s in SCORES):
+            if score.startswith("aopc_sufficiency") and schedule != "one_shot":
+                continue
+            headline.append(
+                wr.BarPlot(
+                    title=f"{score} ({schedule}) by model and method",
+                    metrics=_pair("score", schedule=schedule, score=score),
+                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
+                    groupby_rangefunc="stderr",
+                )
+            )
+            headline.append(
+                wr.BarPlot(
+                    title=f"{score} ({schedule}): method minus random",
+                    metrics=[cast(Any, key("versus_random", schedule=schedule, score=score))],
+                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
+                    groupby_rangefunc="stderr",
+                )
+            )
+    return headline
+
+
+def _ood_panels(schedules: Sequence[str]) -> list[Any]:
+    """The OOD section: per schedule, the Mahalanobis OOD AUROC (in [0, 1]) of masked vs clean inputs of the
+    method and of random against :data:`STEP`, the seeds of a group as mean ± standard error."""
+    import wandb_workspaces.reports.v2 as wr
+
+    return [
+        wr.LinePlot(
+            title=f"OOD AUROC of masked vs clean inputs ({schedule}, Mahalanobis, final layer)",
+            x=STEP,
+            y=_pair("ood_curve", schedule=schedule),
+            range_y=(0.0, 1.0),
+            title_x="masked fraction",
+            title_y="AUROC",
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stderr",
+        )
+        for schedule in schedules
+    ]
 
 
 def spec_json(workspace) -> dict[str, Any]:

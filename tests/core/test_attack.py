@@ -313,7 +313,7 @@ def test_examples_whose_budget_allows_no_token_are_not_counted_as_failed_attacks
 
 
 def test_summary_and_link_on_constructed_examples():
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
 
     examples = _examples(
         [True, True, False, True, False], [1, 2, 2, 3, 2], [2, 2, 2, 3, 2], attacked=[True, True, True, True, False]
@@ -399,7 +399,7 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
     from types import SimpleNamespace
 
     from itermask.analyses import AnalysisInputs, EvaluatedCurves, EvaluationContext
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
     from itermask.core.evaluation_settings import EvaluationSettings
     from itermask.data.datamodule import TokenCollator
 

@@ -11,7 +11,8 @@ import torch
 from conftest import AdditiveModel
 
 from itermask.core import metrics
-from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves, resolve_target
+from itermask.core.curves import MaskingCurves
+from itermask.core.evaluation import IterativeMaskingEvaluator, resolve_target
 from itermask.core.masking import Delete, MaskToken
 from itermask.core.saliency import InputXGradientSaliency
 from itermask.core.tokens import TokenBatch

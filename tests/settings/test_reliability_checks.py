@@ -14,7 +14,7 @@ from conftest import compose_config, settings_problems
 from itermask.analyses.base import EvaluatedCurves
 from itermask.analyses.model_check import model_check, model_check_line
 from itermask.console import summary_lines
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 from itermask.core.saliency import GradientSaliency, KernelShapSaliency, LimeSaliency, SaliencyError
 from itermask.core.tokens import TokenBatch
 from itermask.settings import plain

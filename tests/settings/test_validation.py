@@ -12,7 +12,7 @@ from hydra.errors import ConfigCompositionException
 from transformers import BertConfig, DebertaV2Config, RobertaConfig
 
 from itermask import pipeline
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.metrics import summarize
 from itermask.engine import prepare as settings_module

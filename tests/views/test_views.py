@@ -281,7 +281,8 @@ def test_views_from_stored_tables_match_the_views_from_curves(tiny_bert, tokeniz
 def test_recorded_ranks_and_padding_of_joined_batches():
     """The evaluator's ranks follow the views' (and top_k_mask's) order; curves of batches with different
     padded lengths join with their per-token fields padded (ids -1, scores NaN, ranks and steps -1)."""
-    from itermask.core.evaluation import MaskingCurves, first_masked_step
+    from itermask.core.curves import MaskingCurves
+    from itermask.core.evaluation import first_masked_step
     from itermask.core.schedules import masking_ranks as recorded_ranks
 
     scores = torch.tensor([[0.0, 0.5, 0.9, 0.5, float("nan")]])

@@ -6,7 +6,8 @@ OmegaConf, W&B or Lightning, no file I/O) that a researcher calls from a noteboo
 - :mod:`~itermask.core.saliency`: saliency methods by family;
 - :mod:`~itermask.core.masking`: masking strategies; :mod:`~itermask.core.schedules`: masking schedules and
   step counts;
-- :mod:`~itermask.core.evaluation`: the iterative-masking evaluation of a batch (:class:`MaskingCurves`);
+- :mod:`~itermask.core.evaluation`: the iterative-masking evaluation of a batch;
+  :mod:`~itermask.core.curves`: its result, :class:`~itermask.core.curves.MaskingCurves`;
 - :mod:`~itermask.core.forwards`: forwards of many rows, each distinct row once, length-bucketed by a
   token budget (:func:`~itermask.core.forwards.row_outputs`; the evaluation, OOD capture and attacks);
 - :mod:`~itermask.core.metrics`: faithfulness scores and their registry;

@@ -276,9 +276,19 @@ class TextClassificationDataModule(pl.LightningDataModule):
             ValueError: if no example of the subset has a maskable token, naming the split, the count and the
                 tokens of an example; or for an unknown split or a bad size (:meth:`evaluation_subset`).
         """
+        data = self.evaluation_subset(n_examples, subset_seed, split)
+        counts = self._maskable_counts(data, segments)
+        none = [i for i, count in enumerate(counts) if count == 0]
+        if none and 2 * len(none) > len(data):
+            self._report_unmaskable(data, none, split, segments)
+        return len(data) - len(none)
+
+    def _maskable_counts(self, data: datasets.Dataset, segments: int | Sequence[int] | None) -> list[int]:
+        """The number of maskable tokens of each example of ``data`` (a tokenized split or subset, in its order),
+        collated in batches of ``eval_batch_size``: real tokens, not the tokenizer's special tokens nor ``[UNK]``,
+        within ``segments`` (``None``: every segment); see :meth:`check_maskable`."""
         from itermask.core.tokens import maskable_positions
 
-        data = self.evaluation_subset(n_examples, subset_seed, split)
         special = set(self.tokenizer.all_special_ids)
         if self.tokenizer.unk_token_id is not None:
             special.add(int(self.tokenizer.unk_token_id))
@@ -287,10 +297,18 @@ class TextClassificationDataModule(pl.LightningDataModule):
             rows = data.select(range(start, min(start + self.eval_batch_size, len(data))))
             tokens = self.collator([rows[i] for i in range(len(rows))])["tokens"]
             counts.extend(maskable_positions(tokens, special, segments).sum(dim=1).tolist())
-        none = [i for i, count in enumerate(counts) if count == 0]
-        if not none or 2 * len(none) <= len(data):
-            return len(data) - len(none)
-        first = data[none[0]]
+        return counts
+
+    def _report_unmaskable(
+        self, data: datasets.Dataset, unmaskable: list[int], split: str, segments: int | Sequence[int] | None
+    ) -> None:
+        """Report the examples of the evaluation subset ``data`` (of ``split``) without a maskable token, the rows
+        ``unmaskable`` (non-empty), showing the text and tokens of the first (see :meth:`check_maskable`).
+
+        Raises:
+            ValueError: if no example of ``data`` has a maskable token; otherwise a warning is logged.
+        """
+        first = data[unmaskable[0]]
         shown = self.tokenizer.convert_ids_to_tokens(first["input_ids"])
         within = "" if segments is None else f" within evaluation.segments={list(np.atleast_1d(segments))}"
         example = (
@@ -298,7 +316,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             + (f" / {first['text_pair'][:80]!r}" if first.get("text_pair") is not None else "")
             + f", tokenizes to {shown[:12]}"
         )
-        if len(none) == len(data):
+        if len(unmaskable) == len(data):
             raise ValueError(
                 f"no example of the evaluation subset of split {split!r} has a maskable token{within}: all "
                 f"{len(data)} tokenize to special tokens or [UNK] only, which are never masked ({example}). A text "
@@ -308,14 +326,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
         log.warning(
             "%d of %d examples of the evaluation subset of split %r have no maskable token%s (only special tokens "
             "or [UNK]); the evaluation skips them and scores the other %d (%s)",
-            len(none),
+            len(unmaskable),
             len(data),
             split,
             within,
-            len(data) - len(none),
+            len(data) - len(unmaskable),
             example,
         )
-        return len(data) - len(none)
 
     def evaluation_dataloader(
         self, n_examples: int | None, subset_seed: int = 0, split: str = "test", option: str = "evaluation.n_examples"

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 
 __all__ = ["STATISTICS", "statistics_figure", "layer_figure", "umap_figure", "save"]
 
@@ -112,6 +112,14 @@ def _steps(fractions: torch.Tensor, wanted: Sequence[float]) -> list[tuple[float
     return steps
 
 
+#: (set, label) -> colour of the UMAP's points: light/medium/dark per label hue
+_UMAP_COLOURS = {
+    "train": ["#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc"],
+    "clean": ["#3182bd", "#e6550d", "#31a354", "#756bb1"],
+    "masked": ["#08306b", "#7f2704", "#00441b", "#3f007d"],
+}
+
+
 def umap_figure(
     train_features: torch.Tensor,
     train_labels: torch.Tensor,
@@ -126,6 +134,45 @@ def umap_figure(
 
     Raises:
         ValueError: if a fraction is not on the curves' grid or the curves carry no representations.
+    """
+    steps, part = _umap_points(train_features, curves, fractions, n_neighbors, seed)
+    schedules = list(curves)
+    names = list(label_names) if label_names is not None else [str(i) for i in range(int(train_labels.max()) + 1)]
+    fig = Figure(figsize=(4.0 * len(steps), 3.6 * len(schedules)), layout="constrained")
+    axes = fig.subplots(len(schedules), len(steps), squeeze=False)
+    test_labels = curves[schedules[0]].labels.numpy()
+    for r, schedule in enumerate(schedules):
+        for c, (fraction, _) in enumerate(steps):
+            ax = axes[r][c]
+            _scatter(ax, part[0], train_labels.numpy(), names, "train", "o", 6)
+            _scatter(ax, part[1], test_labels, names, "clean", "o", 12)
+            _scatter(ax, part[2 + r * len(steps) + c], test_labels, names, "masked", "X", 16)
+            ax.set_title(f"{schedule}, {fraction:.0%} masked", fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    axes[0][0].legend(fontsize=6, markerscale=1.5)
+    return fig
+
+
+def _umap_points(
+    train_features: torch.Tensor,
+    curves: dict[str, MaskingCurves],
+    fractions: Sequence[float],
+    n_neighbors: int,
+    seed: int,
+) -> tuple[list[tuple[float, int]], list[np.ndarray]]:
+    """Fit one UMAP (``n_neighbors``, ``random_state=seed``) jointly to the training ``[N, D]`` embeddings, the
+    clean test ``[B, D]`` ones and, for each schedule of ``curves`` and each of ``fractions``, the masked test
+    ones at that step (``features``: the final linear layer's input).
+
+    Returns:
+        ``(steps, points)``: the ``(fraction, step index)`` of each fraction on the curves' grid (:func:`_steps`),
+        and the ``[n, 2]`` UMAP coordinates of each block: training, clean, then the masked inputs schedule by
+        schedule, fraction by fraction.
+
+    Raises:
+        ValueError: if a fraction is not on the curves' grid (or the curves have count steps) or the curves carry
+            no representations.
     """
     import umap  # imported here: numba compilation is only paid when a UMAP is drawn
 
@@ -146,42 +193,25 @@ def umap_figure(
         np.ndarray, umap.UMAP(n_neighbors=n_neighbors, random_state=seed).fit_transform(np.concatenate(blocks))
     )
     bounds = np.cumsum([0] + [len(b) for b in blocks])
-    part = [points[bounds[i] : bounds[i + 1]] for i in range(len(blocks))]
-    names = list(label_names) if label_names is not None else [str(i) for i in range(int(train_labels.max()) + 1)]
-    colours = {  # (set, label) -> colour: light/medium/dark per label hue
-        "train": ["#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc"],
-        "clean": ["#3182bd", "#e6550d", "#31a354", "#756bb1"],
-        "masked": ["#08306b", "#7f2704", "#00441b", "#3f007d"],
-    }
+    return steps, [points[bounds[i] : bounds[i + 1]] for i in range(len(blocks))]
 
-    def scatter(ax, xy, labels, kind, marker, size):
-        for c in np.unique(labels):
-            rows = labels == c
-            ax.scatter(
-                xy[rows, 0],
-                xy[rows, 1],
-                s=size,
-                marker=marker,
-                c=colours[kind][int(c) % 4],
-                label=f"{kind} {names[int(c)] if int(c) < len(names) else c}",
-                alpha=0.6,
-                linewidths=0,
-            )
 
-    fig = Figure(figsize=(4.0 * len(steps), 3.6 * len(schedules)), layout="constrained")
-    axes = fig.subplots(len(schedules), len(steps), squeeze=False)
-    test_labels = first.labels.numpy()
-    for r, schedule in enumerate(schedules):
-        for c, (fraction, _) in enumerate(steps):
-            ax = axes[r][c]
-            scatter(ax, part[0], train_labels.numpy(), "train", "o", 6)
-            scatter(ax, part[1], test_labels, "clean", "o", 12)
-            scatter(ax, part[2 + r * len(steps) + c], test_labels, "masked", "X", 16)
-            ax.set_title(f"{schedule}, {fraction:.0%} masked", fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-    axes[0][0].legend(fontsize=6, markerscale=1.5)
-    return fig
+def _scatter(ax, xy: np.ndarray, labels: np.ndarray, names: list[str], kind: str, marker: str, size: float) -> None:
+    """Scatter the ``[n, 2]`` UMAP points ``xy`` of set ``kind`` (``"train"``, ``"clean"`` or ``"masked"``) on
+    ``ax``, one series per gold label of ``labels`` ``[n]``, named ``"<kind> <label name>"`` (``names``, else the
+    label id) and coloured by :data:`_UMAP_COLOURS`; ``size``: the marker area in points squared."""
+    for c in np.unique(labels):
+        rows = labels == c
+        ax.scatter(
+            xy[rows, 0],
+            xy[rows, 1],
+            s=size,
+            marker=marker,
+            c=_UMAP_COLOURS[kind][int(c) % 4],
+            label=f"{kind} {names[int(c)] if int(c) < len(names) else c}",
+            alpha=0.6,
+            linewidths=0,
+        )
 
 
 def save(fig: Figure, path: str | Path, dpi: int = 110) -> Path:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from itermask.core.evaluation import MaskingCurves
+from itermask.core.curves import MaskingCurves
 from itermask.core.representations import Representations
 from itermask.ood.bounds import STATISTIC_BOUNDS, statistic_bounds  # noqa: F401  (re-exported)
 from itermask.ood.detectors import OODDetectors, _numpy, representation_views
@@ -184,7 +184,7 @@ class OODCurves:
     ``auroc_masf``, ``auroc_max_softmax``, ``auroc_entropy``).
 
     Attributes:
-        steps: ``"fraction"`` or ``"count"``, what ``x`` holds (see :class:`~itermask.evaluation.MaskingCurves`).
+        steps: ``"fraction"`` or ``"count"``, what ``x`` holds (see :class:`~itermask.core.curves.MaskingCurves`).
         x: ``S`` steps of the grid (masking fractions or token counts).
         fraction: ``S`` mean share of the maskable tokens masked at each step (the grid itself for
             fraction steps).
@@ -330,6 +330,25 @@ def masking_ood_statistics(
     size, steps = logits.shape[:2]
     fraction = curves.grid if curves.steps == "fraction" else curves.masked_fraction.mean(dim=0)
     out = OODCurves(steps=curves.steps, x=curves.grid.tolist(), fraction=fraction.tolist(), n_examples=size)
+    _representation_statistics(clean_reps, masked_reps, detectors, out, size, steps)
+    _masf_statistics(clean_reps, masked_reps, detectors, alpha, out, size, steps)
+    _output_statistics(curves.clean_logits, logits, curves.labels, n_bins, out)
+    _drop_non_finite(out)
+    return out
+
+
+def _representation_statistics(
+    clean_reps: Representations,
+    masked_reps: Representations,
+    detectors: OODDetectors,
+    out: OODCurves,
+    size: int,
+    steps: int,
+) -> None:
+    """Record in ``out`` the per-view statistics of the ``[B, D]`` clean and ``[B, S, D]`` masked
+    representations (``size`` ``B``, ``steps`` ``S``) of every view (:func:`representation_views`): L2 norm,
+    cosine similarity and L2 distance to the clean input, and the Mahalanobis and kNN-distance scores with their
+    AUROCs (missing, with the reason, where the detector was not fitted or is degenerate)."""
     clean_views, masked_views = representation_views(clean_reps), representation_views(masked_reps)
     for view, clean in clean_views.items():
         masked = masked_views[view]  # [B, S, D]
@@ -349,40 +368,69 @@ def masking_ood_statistics(
                 _per_step(*scores, out, key)
                 out.example_clean[key], out.example_scores[key] = scores
 
+
+def _masf_statistics(
+    clean_reps: Representations,
+    masked_reps: Representations,
+    detectors: OODDetectors,
+    alpha: float,
+    out: OODCurves,
+    size: int,
+    steps: int,
+) -> None:
+    """Record in ``out`` the MaSF statistics of the clean ``[B, L+1, H]`` and masked ``[B, S, L+1, H]`` pooled
+    per-layer representations (``layer_max``; ``size`` ``B``, ``steps`` ``S``): the share of inputs flagged
+    (p-value below ``alpha``), the median p-value and the AUROC (missing, with the reason, where MaSF was not
+    fitted or is degenerate).
+
+    Raises:
+        ValueError: if MaSF was fitted but the representations lack ``layer_max``.
+    """
     if detectors.masf is None:
         reason = detectors.missing.get("masf", "MaSF was not fitted")
         for key in ("masf_flagged", "masf_p_median", "auroc_masf"):
             out.missing[key] = reason
-    else:
-        if clean_reps.layer_max is None or masked_reps.layer_max is None:
-            raise ValueError("MaSF needs the curves' pooled per-layer representations (layer_max)")
-        clean_p = detectors.masf.p_values(clean_reps.layer_max)
-        masked_max = masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
-        flat_p = detectors.masf.p_values(masked_max)
-        masked_p = flat_p.reshape(size, steps)
-        if not _degenerate(clean_p, masked_p, out, ("masf_flagged", "masf_p_median", "auroc_masf"), "MaSF"):
-            out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()
-            out.clean["masf_flagged"] = float((clean_p < alpha).mean())
-            out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
-            out.clean["masf_p_median"] = float(np.median(clean_p))
-            # the AUROC ranks by 1 - p with its ties at the p-value floor broken (MaSF.scores)
-            clean_score = detectors.masf.scores(clean_reps.layer_max, clean_p)
-            masked_score = detectors.masf.scores(masked_max, flat_p).reshape(size, steps)
-            _auroc_series(clean_score, masked_score, out, "auroc_masf")
+        return
+    if clean_reps.layer_max is None or masked_reps.layer_max is None:
+        raise ValueError("MaSF needs the curves' pooled per-layer representations (layer_max)")
+    clean_p = detectors.masf.p_values(clean_reps.layer_max)
+    masked_max = masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
+    flat_p = detectors.masf.p_values(masked_max)
+    masked_p = flat_p.reshape(size, steps)
+    if _degenerate(clean_p, masked_p, out, ("masf_flagged", "masf_p_median", "auroc_masf"), "MaSF"):
+        return
+    out.values["masf_flagged"] = (masked_p < alpha).mean(axis=0).tolist()
+    out.clean["masf_flagged"] = float((clean_p < alpha).mean())
+    out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
+    out.clean["masf_p_median"] = float(np.median(clean_p))
+    # the AUROC ranks by 1 - p with its ties at the p-value floor broken (MaSF.scores)
+    clean_score = detectors.masf.scores(clean_reps.layer_max, clean_p)
+    masked_score = detectors.masf.scores(masked_max, flat_p).reshape(size, steps)
+    _auroc_series(clean_score, masked_score, out, "auroc_masf")
 
-    msp_clean, msp = _numpy(max_softmax_probability(curves.clean_logits)), _numpy(max_softmax_probability(logits))
+
+def _output_statistics(clean_logits: Tensor, logits: Tensor, labels: Tensor, n_bins: int, out: OODCurves) -> None:
+    """Record in ``out`` the statistics of the ``[B, C]`` clean and ``[B, S, C]`` masked logits: max softmax
+    probability, predictive entropy (nats), the AUROCs of ``1 - max softmax`` and of the entropy, and the ECE
+    in ``n_bins`` bins against the ``[B]`` gold ``labels`` (missing where a label is unknown, ``-1``)."""
+    msp_clean, msp = _numpy(max_softmax_probability(clean_logits)), _numpy(max_softmax_probability(logits))
     _per_step(msp_clean, msp, out, "max_softmax", auroc=False)
     _auroc_series(1 - msp_clean, 1 - msp, out, "auroc_max_softmax")
-    _per_step(_numpy(predictive_entropy(curves.clean_logits)), _numpy(predictive_entropy(logits)), out, "entropy")
-    if (curves.labels < 0).any():
+    _per_step(_numpy(predictive_entropy(clean_logits)), _numpy(predictive_entropy(logits)), out, "entropy")
+    if (labels < 0).any():
         out.missing["ece"] = "ECE needs gold labels; some evaluated examples have none"
     else:
-        labels = curves.labels.cpu()
+        labels = labels.cpu()
+        steps = logits.shape[1]
         out.values["ece"] = [expected_calibration_error(logits[:, s].cpu(), labels, n_bins) for s in range(steps)]
-        out.clean["ece"] = expected_calibration_error(curves.clean_logits.cpu(), labels, n_bins)
+        out.clean["ece"] = expected_calibration_error(clean_logits.cpu(), labels, n_bins)
+
+
+def _drop_non_finite(out: OODCurves) -> None:
+    """Move every series of ``out.values`` with a non-finite value to ``out.missing`` (naming the values), and
+    drop that key's clean value and per-example scores."""
     for key in [k for k, series in out.values.items() if not all(math.isfinite(v) for v in series)]:
         out.missing[key] = f"non-finite values {out.values.pop(key)}"
         out.clean.pop(key, None)
         out.example_scores.pop(key, None)
         out.example_clean.pop(key, None)
-    return out

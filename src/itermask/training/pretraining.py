@@ -418,9 +418,10 @@ def get_or_pretrain(settings: PretrainSettings, tokenizer, make_trainer, make_lo
 
 
 def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, logger) -> dict:
-    from itermask.data.loaders import ResumableDataLoader
-    from itermask.training.resume import ExactResume, resume_checkpoint
-
+    """Pretrain the encoder of ``settings`` now, under the cache entry's lock (held by :func:`get_or_pretrain`):
+    seeded MLM training on the corpus ``texts`` (resumed exactly from the entry's ``last.ckpt`` after an
+    interruption), the held-out accuracy scored on ``heldout_texts``; write the entry's ``model`` folder and
+    finish the entry. Returns its ``meta.json`` content (accuracies as fractions, time in seconds)."""
     start = time.time()
     o = settings.options
     seed = int(o.get("seed", 0))
@@ -432,24 +433,64 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     heldout = _heldout(
         tokenizer, heldout_texts[:n_heldout] if n_heldout else heldout_texts, max_length, probability, seed
     )
-    module = MaskedLmPretraining(
+    module = _pretraining_module(model, o, heldout)
+    loader = _corpus_loader(tokenizer, texts, max_length, probability, seed, int(o.get("batch_size", 32)))
+    last = _fit(module, loader, settings, cache, make_trainer, logger)
+    _save_model(model, tokenizer, settings, cache.entry(settings.key))
+    meta = {
+        "key": settings.key,
+        "config": settings.payload,
+        "corpus_texts": len(texts),
+        "heldout_texts": len(heldout[0]),
+        "heldout_masked_tokens": int((heldout[2] != -100).sum()),
+        "mlm_acc_head_only": module.accuracies.get("head_only", math.nan),
+        "mlm_acc_joint": module.accuracies.get("joint", math.nan),
+        "pretrain_seconds": time.time() - start,
+        "resumed": None if last is None else str(last),
+    }
+    cache.finish(settings.key, meta)
+    return meta
+
+
+def _pretraining_module(model, options: dict[str, Any], heldout: tuple[Tensor, Tensor, Tensor]) -> MaskedLmPretraining:
+    """The :class:`MaskedLmPretraining` of ``model`` with the step counts, learning rates, weight decay and
+    warm-up share of the ``pretrain`` ``options`` (their defaults where unset), scoring the ``heldout`` batch
+    (:func:`_heldout`)."""
+    return MaskedLmPretraining(
         model,
-        head_steps=int(o.get("head_steps", 0)),
-        joint_steps=int(o.get("joint_steps", 0)),
-        head_learning_rate=float(o.get("head_learning_rate", 1e-3)),
-        learning_rate=float(o.get("learning_rate", 5e-5)),
-        weight_decay=float(o.get("weight_decay", 0.01)),
-        warmup_ratio=float(o.get("warmup_ratio", 0.1)),
+        head_steps=int(options.get("head_steps", 0)),
+        joint_steps=int(options.get("joint_steps", 0)),
+        head_learning_rate=float(options.get("head_learning_rate", 1e-3)),
+        learning_rate=float(options.get("learning_rate", 5e-5)),
+        weight_decay=float(options.get("weight_decay", 0.01)),
+        warmup_ratio=float(options.get("warmup_ratio", 0.1)),
         heldout=heldout,
     )
+
+
+def _corpus_loader(tokenizer, texts: list[str], max_length: int, probability: float, seed: int, batch_size: int):
+    """The resumable training loader of the corpus ``texts``: tokenized (truncated to ``max_length`` tokens),
+    shuffled by a generator seeded with ``seed``, each batch of ``batch_size`` masked afresh by the Hugging Face
+    MLM collator (a ``probability`` share of the tokens)."""
+    from itermask.data.loaders import ResumableDataLoader
+
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt")
-    loader = ResumableDataLoader(
+    return ResumableDataLoader(
         _tokenized(tokenizer, texts, max_length),
-        batch_size=int(o.get("batch_size", 32)),
+        batch_size=batch_size,
         shuffle=True,
         generator=torch.Generator().manual_seed(seed),
         collate_fn=collator,
     )
+
+
+def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, logger) -> Path | None:
+    """Train ``module`` on ``loader`` for its ``head_steps + joint_steps`` optimizer steps with a trainer of
+    ``make_trainer``, checkpointing into the cache entry's ``checkpoints`` folder (``last.ckpt`` about four
+    times a run, at least 10 steps apart) and resuming exactly from the one an interrupted run left. Returns
+    the checkpoint resumed from, or ``None``."""
+    from itermask.training.resume import ExactResume, resume_checkpoint
+
     entry = cache.entry(settings.key)
     every = max(10, (module.head_steps + module.joint_steps) // 4)  # a checkpoint with AdamW state: ~270 MB for MiniLM
     checkpoint = ModelCheckpoint(
@@ -470,6 +511,13 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     )
     last = resume_checkpoint(cache, settings.key, what="continued pretraining")
     trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last) if last is not None else None)
+    return last
+
+
+def _save_model(model, tokenizer, settings, entry: Path) -> None:
+    """Write the trained ``model`` (decoder re-tied to the word embeddings, the base model's pooler weights
+    added) and ``tokenizer`` as the cache ``entry``'s ``model`` folder (written beside it, then renamed into
+    place), then delete the entry's training checkpoints."""
     model.tie_weights()
     tmp = entry / "model.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -479,19 +527,6 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     shutil.rmtree(entry / "model", ignore_errors=True)
     tmp.rename(entry / "model")
     shutil.rmtree(entry / "checkpoints", ignore_errors=True)
-    meta = {
-        "key": settings.key,
-        "config": settings.payload,
-        "corpus_texts": len(texts),
-        "heldout_texts": len(heldout[0]),
-        "heldout_masked_tokens": int((heldout[2] != -100).sum()),
-        "mlm_acc_head_only": module.accuracies.get("head_only", math.nan),
-        "mlm_acc_joint": module.accuracies.get("joint", math.nan),
-        "pretrain_seconds": time.time() - start,
-        "resumed": None if last is None else str(last),
-    }
-    cache.finish(settings.key, meta)
-    return meta
 
 
 def use_pretrained_mlm(component: Any, base: str, folder: str) -> None:

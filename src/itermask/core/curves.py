@@ -1,0 +1,176 @@
+"""The result of the iterative-masking evaluation: :class:`MaskingCurves`, the model outputs along one
+schedule's masking curve for a batch of examples (``[B, S]`` per-step values, the clean input's per-token
+fields, optionally the representations). :class:`itermask.core.evaluation.IterativeMaskingEvaluator` builds
+them; :mod:`itermask.core.metrics` scores them; :meth:`MaskingCurves.concat` joins the curves of many batches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from itermask.core.representations import Representations
+
+__all__ = ["MaskingCurves"]
+
+
+@dataclass
+class MaskingCurves:
+    """Model outputs along a masking curve for ``B`` examples and ``S`` steps.
+
+    Attributes:
+        schedule: ``"one_shot"`` or ``"recursive"``.
+        steps: what the x-axis ``grid`` holds: ``"fraction"`` (masking fractions, shares of the maskable
+            tokens) or ``"count"`` (numbers of tokens, capped per example at its ``n_maskable``).
+        grid: ``[S]`` float64, the masking fractions or token counts of the steps.
+        example_ids: ``[B]`` long stable example ids.
+        n_maskable: ``[B]`` long number of maskable tokens.
+        k: ``[B, S]`` long number of tokens masked at each step.
+        target: ``[B]`` long class whose probability the curve follows.
+        labels: ``[B]`` long gold labels (``-1`` where unknown).
+        clean_logits: ``[B, C]`` logits on the clean input.
+        logits: ``[B, S, C]`` logits with the top-k tokens masked (comprehensiveness direction).
+        keep_logits: ``[B, S, C]`` logits with only the top-k tokens kept, every other maskable token
+            masked (sufficiency direction); ``None`` for schedules where it is undefined (``recursive``;
+            see :attr:`itermask.core.schedules.MaskingSchedule.sufficiency`).
+        clean_features, features: ``[B, D]`` / ``[B, S, D]`` input of the final linear layer for the clean
+            and the masked (comprehensiveness direction) inputs; ``None`` unless representations were
+            collected (see :mod:`itermask.core.representations`).
+        clean_layer_mean, layer_mean: ``[B, L+1, H]`` / ``[B, S, L+1, H]`` hidden states mean-pooled over
+            attended tokens; ``None`` unless collected.
+        clean_layer_max, layer_max: the same max-pooled; ``None`` unless collected.
+        saliency_zero: ``[B]`` bool, the saliency of the clean input is identically zero (the example is
+            ranked by position only; see :meth:`itermask.core.saliency.SaliencyMethod.explain`).
+        completeness_gap: ``[B]`` float64, for ``integrated_gradients`` and ``deeplift``: the sum of the
+            clean input's attributions minus ``f(x) - f(baseline)`` of the explained output; else ``None``.
+        output_difference: ``[B]`` float64 ``f(x) - f(baseline)`` beside it; else ``None``.
+        token_ids: ``[B, L]`` long token ids of the clean input, ``-1`` at padding (``L``: the longest row
+            of the batch; rows of concatenated batches are padded to the longest row of all).
+        token_segments: ``[B, L]`` long segment of each token (``0``/``1``: first/second text of a sentence
+            pair, ``-1``: special tokens and padding; all ``0`` when the batch records no segments).
+        scores: ``[B, L]`` float32 saliency of the clean input (the explained method's units), ``NaN`` at
+            padding.
+        rank: ``[B, L]`` int16 masking rank of each maskable position on the clean input (1 = masked
+            first; the one-shot order, :func:`~itermask.core.schedules.masking_ranks`), ``-1`` elsewhere.
+        masked_step: ``[B, L]`` int16 index of the step at which the schedule first masked each position,
+            ``-1`` for positions never masked (and padding): with ``k`` it gives the positions masked at
+            each step, for the recursive schedule the only record of its re-ranked order.
+    """
+
+    schedule: str
+    steps: str
+    grid: Tensor
+    example_ids: Tensor
+    n_maskable: Tensor
+    k: Tensor
+    target: Tensor
+    labels: Tensor
+    clean_logits: Tensor
+    logits: Tensor
+    keep_logits: Tensor | None = None
+    clean_features: Tensor | None = None
+    features: Tensor | None = None
+    clean_layer_mean: Tensor | None = None
+    layer_mean: Tensor | None = None
+    clean_layer_max: Tensor | None = None
+    layer_max: Tensor | None = None
+    saliency_zero: Tensor | None = None
+    completeness_gap: Tensor | None = None
+    output_difference: Tensor | None = None
+    token_ids: Tensor | None = None
+    token_segments: Tensor | None = None
+    scores: Tensor | None = None
+    rank: Tensor | None = None
+    masked_step: Tensor | None = None
+
+    def representations(self) -> tuple[Representations, Representations] | None:
+        """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with
+        ``[B, S, ...]`` leading dimensions; ``None`` if they were not collected."""
+        if self.features is None:
+            return None
+        assert self.clean_features is not None  # collected together with features
+        clean = Representations(self.clean_features, self.clean_layer_mean, self.clean_layer_max)
+        return clean, Representations(self.features, self.layer_mean, self.layer_max)
+
+    #: fields shared by every example (not indexed by example)
+    SHARED = ("schedule", "steps", "grid")
+    #: ``[B, L]`` per-token fields and the value that pads them to a longer ``L`` (see :meth:`concat`)
+    TOKEN_FIELDS = {"token_ids": -1, "token_segments": -1, "scores": math.nan, "rank": -1, "masked_step": -1}
+
+    def __len__(self) -> int:
+        return self.example_ids.shape[0]
+
+    @property
+    def fractions(self) -> Tensor:
+        """``[S]`` the masking fractions of a fraction-step curve.
+
+        Raises:
+            ValueError: for a count-step curve (use ``grid``, or ``k / n_maskable`` per example).
+        """
+        if self.steps != "fraction":
+            raise ValueError(f"these curves have {self.steps} steps, not masking fractions; read curves.grid")
+        return self.grid
+
+    @property
+    def masked_fraction(self) -> Tensor:
+        """``[B, S]`` float64: the share of each example's maskable tokens masked at each step, ``k / n``."""
+        return self.k.double() / self.n_maskable.double()[:, None]
+
+    def select(self, rows: Tensor) -> MaskingCurves:
+        """The examples ``rows`` (index tensor or boolean mask of shape ``[B]``)."""
+        selected: dict[str, Any] = {
+            f.name: (v if f.name in self.SHARED or v is None else v[rows])
+            for f in fields(MaskingCurves)
+            for v in [getattr(self, f.name)]
+        }
+        return MaskingCurves(**selected)
+
+    @staticmethod
+    def concat(parts: Iterable[MaskingCurves]) -> MaskingCurves:
+        """Join curves of the same schedule and steps along the example dimension.
+
+        Raises:
+            ValueError: if there are no parts, or they differ in schedule or steps.
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("no masking curves to concatenate (no example was evaluated)")
+        first = parts[0]
+        for part in parts[1:]:
+            if (part.schedule, part.steps) != (first.schedule, first.steps) or not torch.equal(part.grid, first.grid):
+                raise ValueError("cannot concatenate masking curves of different schedules or steps")
+        joined: dict[str, Any] = {}
+        for field in fields(MaskingCurves):
+            values = [getattr(p, field.name) for p in parts]
+            if field.name in MaskingCurves.SHARED:
+                joined[field.name] = values[0]
+            elif any(v is None for v in values):
+                joined[field.name] = None
+            elif field.name in MaskingCurves.TOKEN_FIELDS:  # batches differ in padded length
+                width = max(v.shape[1] for v in values)
+                pad = MaskingCurves.TOKEN_FIELDS[field.name]
+                joined[field.name] = torch.cat([_pad_columns(v, width, pad) for v in values])
+            else:
+                joined[field.name] = torch.cat(values)
+        return MaskingCurves(**joined)
+
+    def to(self, device) -> MaskingCurves:
+        moved: dict[str, Any] = {
+            f.name: (v.to(device) if isinstance(v := getattr(self, f.name), Tensor) else v)
+            for f in fields(MaskingCurves)
+        }
+        return MaskingCurves(**moved)
+
+
+def _pad_columns(values: Tensor, width: int, pad: float) -> Tensor:
+    """``values`` ``[B, L]`` padded on the right with ``pad`` to ``[B, width]``."""
+    if values.shape[1] == width:
+        return values
+    out = torch.full((values.shape[0], width), pad, dtype=values.dtype, device=values.device)
+    out[:, : values.shape[1]] = values
+    return out
