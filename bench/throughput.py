@@ -313,7 +313,7 @@ def main() -> None:
 
     import torch
 
-    from itermask.core.forwards import DEFAULT_TOKEN_BUDGET
+    from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET
 
     torch.set_num_threads(args.threads)
     args.token_budget = args.token_budget or DEFAULT_TOKEN_BUDGET

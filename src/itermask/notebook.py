@@ -16,7 +16,7 @@ from itermask.core.evaluation_settings import EvaluationSettings
 if TYPE_CHECKING:
     import pandas as pd
 
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
     from itermask.core.saliency import SaliencyMethod
     from itermask.core.tokens import TokenBatch
     from itermask.views import ExampleViews

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import torch
 
     from itermask.core.attack import AttackResult, GreedyAttack
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
 
 log = logging.getLogger(__name__)
 

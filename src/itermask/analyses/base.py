@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # imported for annotations only
     import torch
     from transformers import PreTrainedTokenizerBase
 
-    from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves
+    from itermask.core.curves import MaskingCurves
+    from itermask.core.evaluation import IterativeMaskingEvaluator
     from itermask.core.evaluation_settings import EvaluationSettings
     from itermask.core.masking import MaskingStrategy
     from itermask.data.datamodule import TextClassificationDataModule

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
     from itermask.core.representations import Representations
     from itermask.ood.detectors import Covariance, OODDetectors
     from itermask.ood.statistics import OODCurves
@@ -66,7 +66,8 @@ def collect(
     """
     import torch
 
-    from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
+    from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET
+    from itermask.core.forwards import row_outputs
     from itermask.core.representations import Representations
 
     token_budget = DEFAULT_TOKEN_BUDGET if token_budget is None else token_budget
@@ -232,7 +233,7 @@ class OODAnalysis(Analysis):
         return "all" if self.level == "full" else "final"
 
     def check(self, inputs: AnalysisInputs) -> None:
-        from itermask.core.evaluation import off_grid
+        from itermask.core.evaluation_settings import off_grid
 
         e = inputs.evaluation
         if self.plots["enabled"] and e.steps == "fraction":

@@ -22,7 +22,7 @@ from itermask.core import metrics
 from itermask.storage.per_example import FOLDER, PerExample, load_per_example, write_per_example
 
 if TYPE_CHECKING:
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
     from itermask.core.metrics import Quantity
 
 __all__ = ["PerExampleAnalysis", "step_frame", "score_frame", "token_frame", "examples_table", "EXAMPLES_TABLE"]

@@ -45,11 +45,12 @@ from torch import Tensor
 
 from itermask.core.candidates import MASKED, NO_CANDIDATE, CandidateSource, attackable_positions
 from itermask.core.evaluation import resolve_target, saliency_scores
-from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, row_outputs
+from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, segment_list
+from itermask.core.forwards import row_outputs
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import masked_counts, top_k_mask
-from itermask.core.tokens import TokenBatch, segment_list
+from itermask.core.tokens import TokenBatch
 
 __all__ = ["RANKINGS", "AttackResult", "GreedyAttack", "attack_logits", "budget_counts", "check_budget"]
 

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
+from itermask.core.evaluation_settings import check_target_policy, segment_list
 from itermask.core.forwards import (
     DEFAULT_TOKEN_BUDGET,
     ForwardStats,
@@ -44,22 +45,17 @@ from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts
-from itermask.core.tokens import TokenBatch, maskable_positions, segment_list
+from itermask.core.tokens import TokenBatch, maskable_positions
 
 __all__ = [
-    "MaskingCurves",
     "IterativeMaskingEvaluator",
     "resolve_target",
-    "check_target_policy",
-    "off_grid",
     "saliency_scores",
     "saliency_attribution",
     "saliency_by_length",
     "first_masked_step",
-    "TARGET_POLICIES",
 ]
 
-TARGET_POLICIES = ("predicted", "gold")
 #: a saliency call (forward, backward, attribution set-up) costs about this many plain forwards, when
 #: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
 SALIENCY_OVERHEAD = 4
@@ -88,30 +84,6 @@ def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | Non
         return labels.long()
     # a class id: check_target_policy rejected any other string
     return torch.full((clean_logits.shape[0],), cast(int, policy), dtype=torch.long, device=clean_logits.device)
-
-
-def off_grid(values: Sequence[float], grid: Sequence[float], tol: float = 1e-9) -> list[float]:
-    """The ``values`` (masking fractions) that are not on ``grid`` (within ``tol``), in order."""
-    return [v for v in values if not any(abs(v - g) < tol for g in grid)]
-
-
-def check_target_policy(policy: str | int, num_classes: int | None = None) -> None:
-    """Check a target policy (see :func:`resolve_target`) before any work is done.
-
-    Args:
-        policy: ``"predicted"``, ``"gold"`` or a class id.
-        num_classes: number of classes of the classifier; ``None`` checks only the kind of policy.
-
-    Raises:
-        ValueError: for an unknown policy or a class id outside ``[0, num_classes)``.
-    """
-    if policy in TARGET_POLICIES:
-        return
-    if not isinstance(policy, int) or isinstance(policy, bool):
-        raise ValueError(f"unknown target policy {policy!r}: choose one of {TARGET_POLICIES} or a class id")
-    if policy < 0 or (num_classes is not None and policy >= num_classes):
-        known = f" (this data has {num_classes} classes: 0..{num_classes - 1})" if num_classes is not None else ""
-        raise ValueError(f"target class {policy} out of range{known}")
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET
 from itermask.core.representations import Representations, capture_representations
 from itermask.core.tokens import TokenBatch, class_logits
 
@@ -45,9 +46,6 @@ __all__ = [
     "forward_overhead_tokens",
 ]
 
-#: padded tokens (rows x padded length) per forward: 8192 = 256 rows of 32 tokens. On a CPU, larger chunks
-#: gain nothing; on a GPU, raise it as memory allows (the time per token falls until the device is full).
-DEFAULT_TOKEN_BUDGET = 8192
 
 #: what one more forward costs, in tokens, by device type, when :func:`length_chunks` chooses where to cut:
 #: on a CPU a few milliseconds of dispatch (measured on MiniLM, one thread: a 10-token forward costs about

@@ -47,7 +47,7 @@ from itermask.core.registry import Registered, Registry
 if TYPE_CHECKING:  # torch is imported where a score is computed: the metric registry is readable without it
     from torch import Tensor
 
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
 
 __all__ = [
     "AOPC_BINS",

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["TokenBatch", "TokenizerBound", "segment_list", "maskable_positions", "class_logits", "chunked_logits"]
+from itermask.core.evaluation_settings import segment_list
+
+__all__ = ["TokenBatch", "TokenizerBound", "maskable_positions", "class_logits", "chunked_logits"]
 
 
 class TokenizerBound:
@@ -140,21 +142,6 @@ class TokenBatch:
             return None if any(v is None for v in values) else torch.cat(values)
 
         return TokenBatch(*(joined(f.name) for f in fields(TokenBatch)))
-
-
-def segment_list(segments: int | Iterable[int] | None) -> list[int] | None:
-    """Segment ids as a list: ``None`` (every segment), one id, or several (``0`` = first text of a
-    sentence pair, ``1`` = second).
-
-    Raises:
-        ValueError: for an id other than 0 or 1.
-    """
-    if segments is None:
-        return None
-    values = [int(segments)] if isinstance(segments, int) else [int(s) for s in segments]
-    if any(s not in (0, 1) for s in values):
-        raise ValueError(f"evaluation.segments must hold 0 (first text) and/or 1 (second text), got {values}")
-    return values
 
 
 def maskable_positions(

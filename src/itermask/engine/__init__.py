@@ -4,4 +4,3 @@
 :mod:`~itermask.engine.accuracy`, :mod:`~itermask.engine.masking`, the latter through the Lightning module of
 :mod:`~itermask.engine.lightning` and the evaluators of :mod:`~itermask.engine.evaluators`; then the analyses), and
 :func:`~itermask.engine.record.record` writes and logs the result."""
-

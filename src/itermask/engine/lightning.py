@@ -17,7 +17,8 @@ import pytorch_lightning as pl
 import torch
 from tqdm.auto import tqdm
 
-from itermask.core.evaluation import IterativeMaskingEvaluator, MaskingCurves
+from itermask.core.curves import MaskingCurves
+from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.training.distributed import first_of_each, gather_to_all
 
 __all__ = ["MaskingEvaluationModule"]

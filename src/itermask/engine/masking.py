@@ -15,7 +15,7 @@ from itermask.engine.evaluators import RANDOM
 from itermask.engine.lightning import MaskingEvaluationModule
 
 if TYPE_CHECKING:
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext, su
         return None
     from dataclasses import fields
 
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
 
     return {
         "curves_fields": [f.name for f in fields(MaskingCurves)],  # what a stored value holds
@@ -158,7 +158,7 @@ def evaluate_curves(
     Raises:
         ValueError: if no example could be evaluated (none has a maskable token).
     """
-    from itermask.core.evaluation import MaskingCurves
+    from itermask.core.curves import MaskingCurves
 
     evaluators = dict(inputs.evaluators)
     baseline = _baseline_fingerprint(inputs, context, context.subset)

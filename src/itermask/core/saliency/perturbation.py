@@ -14,7 +14,8 @@ from captum.attr import FeatureAblation, KernelShap, Lime
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from itermask.core.forwards import DEFAULT_TOKEN_BUDGET, ForwardStats, RowForwards
+from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET
+from itermask.core.forwards import ForwardStats, RowForwards
 from itermask.core.saliency.base import example_seed
 from itermask.core.saliency.reference import _BaselineSaliency
 from itermask.core.tokens import TokenBatch
