@@ -25,11 +25,17 @@ class ReportCallback(Callback):
         confidence: coverage of the intervals (0.95).
         interval: ``"t"`` or ``"bootstrap"``.
         test: ``"welch"`` or ``"permutation"`` for model comparisons.
-        claims: the "Claims" section's settings (:class:`itermask.reporting.claims.ClaimSettings`, e.g.
-            ``experiment=paper``); ``None``: no Claims section.
+        sections: report sections by name (:mod:`itermask.reporting.sections`): each a config node whose
+            ``_target_`` names the section's class, its other keys the section's settings, e.g. ``claims``
+            (``experiment=paper``: :class:`itermask.studies.robust_infidelity.RobustInfidelity`); ``None``:
+            none of that name. The nodes stay plain settings (``_recursive_: false`` in ``conf/evaluate.yaml``)
+            and are built when the report is written, first in it.
 
     A folder that cannot be reported (no finished run, mixed configs) is logged as a warning: the
     multirun's own results stay as they are.
+
+    Raises:
+        ValueError: a section node without a ``_target_`` (or a misspelt setting).
     """
 
     def __init__(
@@ -38,12 +44,23 @@ class ReportCallback(Callback):
         confidence: float = 0.95,
         interval: str = "t",
         test: str = "welch",
-        claims: Any = None,
+        **sections: Any,
     ) -> None:
         self.wandb = wandb
-        if isinstance(claims, DictConfig):
-            claims = OmegaConf.to_container(claims)
-        self.claims = None if claims is None else dict(claims)
+        self.sections = {}
+        for name, node in sections.items():
+            if isinstance(node, DictConfig):
+                node = OmegaConf.to_container(node)
+            if node is None:
+                continue
+            built = hasattr(node, "figures") and hasattr(node, "markdown")  # a section already built
+            if not built and not (isinstance(node, dict) and "_target_" in node):
+                raise ValueError(
+                    f"hydra.callbacks.report.{name} is not a report section node: it needs a _target_ naming "
+                    "its class (itermask.reporting.sections); the report's own settings are wandb, confidence, "
+                    "interval and test"
+                )
+            self.sections[name] = node
         self.confidence = confidence
         self.interval = interval
         self.test = test
@@ -55,8 +72,7 @@ class ReportCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             built = reporting.build_report(sweep_dir, self.confidence, self.interval, self.test)
-            if self.claims is not None:
-                built.settings["claims"] = self.claims
+            built.settings.update(self.sections)
         except reporting.ReportError as error:
             log.warning("no report for %s: %s", sweep_dir, error)
             _failures_only_report(sweep_dir)

@@ -35,6 +35,8 @@ from typing import cast
 import yaml
 from omegaconf import Container, OmegaConf
 
+from itermask.formatting import number as format_number
+
 __all__ = ["configure", "summary_lines", "number", "as_yaml", "LIGHTNING_INFO_LOGGERS", "quiet_lightning"]
 
 
@@ -127,10 +129,9 @@ def _library_warnings(quiet: bool, possible_user_warning: type[Warning]) -> None
 
 
 def number(value, signed: bool = False) -> str:
-    """``value`` with 3 decimals (``signed``: with its sign), ``"n/a"`` for ``None`` or NaN."""
-    if value is None or (isinstance(value, float) and value != value):
-        return "n/a"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
+    """``value`` with 3 decimals (``signed``: with its sign; an integer too, ``1.000``), ``"n/a"`` for
+    ``None`` or NaN (:func:`itermask.formatting.number`)."""
+    return format_number(None if value is None else float(value), 3, signed=signed)
 
 
 def _accuracy_line(result: dict) -> str:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from itermask.reporting.claim_stats import kendall_w, nested_components, nested_components_ci, tost_welch
+from itermask.studies.robust_infidelity.statistics import kendall_w, nested_components, nested_components_ci, tost_welch
 
 
 def _design(a, b, c):
@@ -151,7 +151,7 @@ def test_tost_matches_statsmodels():
 def test_holm_matches_statsmodels_and_keeps_nan():
     from statsmodels.stats.multitest import multipletests
 
-    from itermask.reporting.claim_stats import holm
+    from itermask.studies.robust_infidelity.statistics import holm
 
     p = np.array([0.01, 0.04, 0.03, 0.005, 0.2, 0.04])
     assert np.allclose(holm(p), multipletests(p, method="holm")[1])

@@ -10,7 +10,7 @@ import yaml
 from results_helpers import make_result, write_sweep
 
 from itermask.reporting import build_report, write_report
-from itermask.reporting.claims import ClaimSettings, compute_claims, variant
+from itermask.studies.robust_infidelity import ClaimSettings, compute_claims, variant
 
 MODELS = ["minilm", "minilm_mlm", "minilm_cda"]
 METHODS = ["gradient", "occlusion"]
@@ -93,7 +93,8 @@ def make_paper_sweep(
     for i, frame in enumerate(scores):
         (root / str(i) / "per_example").mkdir()
         frame.to_parquet(root / str(i) / "per_example" / "scores.parquet")
-    multirun = {"hydra": {"callbacks": {"report": {"claims": CLAIMS}}, "sweeper": {"_target_": "some.OtherSweeper"}}}
+    claims = {"_target_": "itermask.studies.robust_infidelity.RobustInfidelity", **CLAIMS}
+    multirun = {"hydra": {"callbacks": {"report": {"claims": claims}}, "sweeper": {"_target_": "some.OtherSweeper"}}}
     (root / "multirun.yaml").write_text(yaml.safe_dump(multirun))
     return root
 
@@ -214,7 +215,7 @@ def test_unknown_claim_setting_is_named():
 def test_figure_names_of_long_variant_labels_stay_short_and_distinct():
     # experiment=paper compares e.g. roberta[<two swept settings>] with roberta[<two other values>]: the
     # comparison figure's name must fit a file system's 255 bytes
-    from itermask.reporting.plots import MAX_SLUG, slug
+    from itermask.reporting.render.plots import MAX_SLUG, slug
 
     label = "roberta[train.adversarial_augmentation.enabled=False, train.masking_augmentation.enabled={}]"
     a, b = (
@@ -227,7 +228,8 @@ def test_figure_names_of_long_variant_labels_stay_short_and_distinct():
 def test_claim1_supported_in_part_when_no_difference_survives_holm(tmp_path):
     """One raw-score interval excluding 0 among many comparisons, with a p-value Holm's correction cannot
     keep: "supports in part", and the differences are named as raw-score (masking sensitivity) ones."""
-    from itermask.reporting.claims import _verdict1, _with_holm
+    from itermask.studies.robust_infidelity.comparisons import with_holm as _with_holm
+    from itermask.studies.robust_infidelity.verdicts import verdict1 as _verdict1
 
     _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
     diffs = claims.model_differences.drop(columns="p_holm")
@@ -248,7 +250,7 @@ def test_claim1_supported_in_part_when_no_difference_survives_holm(tmp_path):
 
 
 def test_claim3_adversarial_change_with_an_accuracy_change_is_not_separated(tmp_path):
-    from itermask.reporting.claims import _verdict3
+    from itermask.studies.robust_infidelity.verdicts import verdict3 as _verdict3
 
     _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
     adv = claims.adversarial.copy()

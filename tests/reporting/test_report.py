@@ -816,7 +816,7 @@ def test_reading_results_and_writing_the_report_imports_no_torch(tmp_path):
 
 
 def test_forest_labels_shorten_override_keys_and_wrap():
-    from itermask.reporting.first_screen import _forest_label
+    from itermask.reporting.render.first_screen import _forest_label
 
     long = "gradient · minilm[train.adversarial_augmentation.enabled=False, train.masking_augmentation.enabled=True]"
     assert _forest_label(long + " · one_shot") == (

@@ -72,7 +72,7 @@ def test_most_out_of_distribution_example_is_picked_from_the_stored_ood_scores(t
 
 
 def test_empty_aopc_bin_is_noted_next_to_the_score(tiny_report):
-    from itermask.reporting.first_screen import empty_bins
+    from itermask.reporting.empty_bins import empty_bins
 
     root, report = tiny_report
     found = [e for e in empty_bins(report) if e.score == "aopc_comprehensiveness_prob"]
@@ -90,7 +90,7 @@ def test_empty_aopc_bin_is_noted_next_to_the_score(tiny_report):
 
 
 def test_bad_input_is_escaped_isolated_and_cut_in_the_report(tmp_path, tokenizer, monkeypatch):
-    from itermask.reporting import examples
+    from itermask.reporting.render import examples
 
     root = write_tiny_sweep(tmp_path / "sweep", tokenizer, bad_tokens=True)
     monkeypatch.setattr(examples, "MAX_TOKENS", 4)  # every example is longer: each is cut with a marker

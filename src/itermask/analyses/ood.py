@@ -25,6 +25,7 @@ from itermask.analyses.base import (
     eval_mode,
 )
 from itermask.console import number
+from itermask.formatting import md_table, mean_pm
 from itermask.ood.bounds import statistic_bounds
 
 if TYPE_CHECKING:
@@ -462,8 +463,6 @@ class OODAnalysis(Analysis):
     def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
         """A table of the Mahalanobis OOD AUROC of the final layer's input (mean ± std over seeds) per
         explanation and schedule at the reported masking fractions (none without those rows)."""
-        from itermask.reporting.markdown import md_table, mean_pm
-
         ood = summary[summary.score.str.startswith("ood final/auroc_mahalanobis @")]
         if not len(ood):
             return []

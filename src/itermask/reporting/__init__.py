@@ -27,14 +27,33 @@ What it computes, for every (model, dataset, saliency, masking) group of runs th
   s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided permutation test of the mean difference
   (:func:`scipy.stats.permutation_test`, interval by bootstrap).
 
+The package is split into what builds the numbers and what renders them:
+
+- numbers: :mod:`~itermask.reporting.sweep` (loading and grouping a multirun's runs),
+  :mod:`~itermask.reporting.model` (the :class:`Report` and what a result gives it),
+  :mod:`~itermask.reporting.aggregate` (the aggregation), :mod:`~itermask.reporting.statistics`,
+  :mod:`~itermask.reporting.intervals` and :mod:`~itermask.reporting.bounds` (intervals and tests),
+  :mod:`~itermask.reporting.seeds` and :mod:`~itermask.reporting.headline` (seed sensitivity, headline),
+  :mod:`~itermask.reporting.attack_link`, :mod:`~itermask.reporting.examples` (the examples picked),
+  :mod:`~itermask.reporting.empty_bins` (AOPC bins that mask nothing);
+- rendering, :mod:`itermask.reporting.render`: ``report.md`` (:mod:`~itermask.reporting.render.markdown_report`),
+  ``report.html`` (:mod:`~itermask.reporting.render.html_page`, :mod:`~itermask.reporting.render.first_screen`,
+  :mod:`~itermask.reporting.render.examples`), the figures (:mod:`~itermask.reporting.render.plots`), writing
+  every file (:mod:`~itermask.reporting.render.write`) and the W&B summary run
+  (:mod:`~itermask.reporting.render.wandb_summary`);
+- report sections (:mod:`~itermask.reporting.sections`): parts a study adds to the report through a config
+  node with a ``_target_`` (e.g. the Claims of ``experiment=paper``, in the package of studies); this package
+  imports no study.
+
 Nothing here trains or evaluates: it reads result files. Every file is written atomically.
 """
 
 from itermask.reporting.aggregate import Report, build_report
 from itermask.reporting.cli import main
-from itermask.reporting.render import write_report
+from itermask.reporting.render.wandb_summary import log_report_to_wandb
+from itermask.reporting.render.write import write_report
+from itermask.reporting.sections import ReportSection
 from itermask.reporting.statistics import compare_samples, seed_interval
-from itermask.reporting.summary_run import log_report_to_wandb
 from itermask.reporting.sweep import ReportError, Run, Sweep, load_sweep
 
 __all__ = [
@@ -42,6 +61,7 @@ __all__ = [
     "Run",
     "Sweep",
     "Report",
+    "ReportSection",
     "seed_interval",
     "compare_samples",
     "load_sweep",

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from itermask.reporting.aggregate import build_report
-from itermask.reporting.render import write_report
-from itermask.reporting.summary_run import log_report_to_wandb
+from itermask.reporting.render.wandb_summary import log_report_to_wandb
+from itermask.reporting.render.write import write_report
 from itermask.reporting.sweep import ReportError
 
 log = logging.getLogger(__name__)

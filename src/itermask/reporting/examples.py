@@ -1,5 +1,5 @@
-"""The report's examples section: a few examples chosen from the jobs' per-example files, each with the
-reason it was picked, shown with the per-example view (:mod:`itermask.views`).
+"""The report's examples: a few examples chosen from the jobs' per-example files, each with the reason it
+was picked (shown with the per-example view by :mod:`itermask.reporting.render.examples`).
 
 Per group (model, dataset, saliency, masking), on the headline score (AOPC comprehensiveness over the
 ERASER bins where computed, one-shot schedule; :func:`~itermask.reporting.headline.headline_scores`):
@@ -24,7 +24,6 @@ Results stored without ``ood.parquet`` (written before itermask kept per-example
 
 from __future__ import annotations
 
-import html
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -39,15 +38,13 @@ from itermask.reporting.headline import headline_scores
 from itermask.reporting.model import Report
 from itermask.reporting.sweep import Run
 
-__all__ = ["Pick", "pick_examples", "examples_html", "examples_markdown", "OOD_NOTE"]
+__all__ = ["Pick", "pick_examples", "OOD_NOTE"]
 
 OOD_NOTE = (
     "most out-of-distribution masked inputs: not shown, because these results have no per-example OOD "
     "scores (per_example/ood.parquet): they were run with ood=none or stored before itermask kept those "
     "scores; re-run with the OOD analysis (ood=final, the default) and reuse_results=false to show them."
 )
-#: tokens shown per example in the report (longer texts are cut, with a visible marker)
-MAX_TOKENS = 256
 
 
 @dataclass
@@ -172,77 +169,103 @@ def _fmt(value) -> str:
     return "n/a" if value is None or not math.isfinite(float(value)) else f"{float(value):.3f}"
 
 
+#: a candidate pick: (index into the group's examples, reason, kind)
+_Candidate = tuple[int, str, str]
+
+
+def _random_picks(data: _Scores, sign: float) -> list[_Candidate]:
+    """The examples where the method beats the seeded random explanation most and least (``sign``: -1 for a
+    score where lower is more faithful)."""
+    if data.random is None:
+        return []
+    gain = sign * (data.method - data.random)  # [seeds, examples], > 0: more faithful than random
+    mean = np.nanmean(gain, axis=0)
+    if not np.isfinite(mean).any():
+        return []
+    seeds = len(data.runs)
+    best, worst = int(np.nanargmax(mean)), int(np.nanargmin(mean))
+    return [
+        (
+            best,
+            f"method beats random most: {data.score} ({data.schedule}) {_fmt(np.nanmean(data.method[:, best]))} vs "
+            f"random {_fmt(np.nanmean(data.random[:, best]))} (mean over {seeds} seed(s))",
+            "beats_random_most",
+        ),
+        (
+            worst,
+            f"method beats random least: {data.score} ({data.schedule}) "
+            f"{_fmt(np.nanmean(data.method[:, worst]))} vs "
+            f"random {_fmt(np.nanmean(data.random[:, worst]))} (mean over {seeds} seed(s))",
+            "beats_random_least",
+        ),
+    ]
+
+
+def _seed_picks(data: _Scores) -> list[_Candidate]:
+    """The example whose score disagrees most between seeds (2+ seeds)."""
+    if len(data.runs) < 2:
+        return []
+    spread = np.nanstd(data.method, axis=0, ddof=1)
+    if not np.isfinite(spread).any():
+        return []
+    i = int(np.nanargmax(spread))
+    values = ", ".join(_fmt(v) for v in data.method[:, i])
+    reason = (
+        f"largest disagreement between seeds: {data.score} ({data.schedule}) per seed {values} "
+        f"(sd {_fmt(float(spread[i]))})"
+    )
+    return [(i, reason, "seed_disagreement")]
+
+
+def _flip_picks(data: _Scores) -> list[_Candidate]:
+    """The example whose decision flips earliest (mean over the seeds where it flips)."""
+    if data.flips is None or not np.isfinite(data.flips).any():
+        return []
+    with np.errstate(all="ignore"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            first = np.nanmean(data.flips, axis=0)
+    if not np.isfinite(first).any():
+        return []
+    i = int(np.nanargmin(first))
+    n = int(np.isfinite(data.flips[:, i]).sum())
+    reason = (
+        f"earliest decision flip: the prediction flips after masking a {_fmt(first[i])} share of the "
+        f"tokens ({data.schedule}; flips in {n} of {len(data.runs)} seed(s))"
+    )
+    return [(i, reason, "decision_flip")]
+
+
+def _ood_picks(data: _Scores) -> list[_Candidate]:
+    """The example whose masked inputs are most out of distribution (module docstring)."""
+    if data.ood is None:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an example without scores in every seed
+        mean = np.nanmean(data.ood.method, axis=0)
+    if not np.isfinite(mean).any():
+        return []
+    i = int(np.nanargmax(mean))
+    versus = "" if data.ood.random is None else f", random {_fmt(np.nanmean(data.ood.random[:, i]))}"
+    reason = (
+        f"most out-of-distribution masked inputs: final-layer Mahalanobis score {_fmt(mean[i])} averaged "
+        f"over the {data.ood.n_steps} masking steps ({data.schedule}{versus}; clean input "
+        f"{_fmt(np.nanmean(data.ood.clean[:, i]))}; mean over {len(data.runs)} seed(s))"
+    )
+    return [(i, reason, "most_ood")]
+
+
 def _group_picks(label: tuple, data: _Scores) -> list[Pick]:
+    """One group's picks (module docstring), each example and kind once, shown from the group's first job."""
     info = metric_info(data.score)
     sign = -1.0 if info is not None and info.higher_is_more_faithful is False else 1.0
-    run = data.runs[0]
+    candidates = [*_random_picks(data, sign), *_seed_picks(data), *_flip_picks(data), *_ood_picks(data)]
     picks, seen = [], set()
-    seeds = len(data.runs)
-
-    def add(index: int, reason: str, kind: str) -> None:
+    for index, reason, kind in candidates:
         example = data.examples[index]
-        if (example, kind) in seen:
-            return
-        seen.add((example, kind))
-        picks.append(Pick(label, run, example, reason, kind))
-
-    if data.random is not None:
-        gain = sign * (data.method - data.random)  # [seeds, examples], > 0: more faithful than random
-        mean = np.nanmean(gain, axis=0)
-        if np.isfinite(mean).any():
-            best, worst = int(np.nanargmax(mean)), int(np.nanargmin(mean))
-            add(
-                best,
-                f"method beats random most: {data.score} ({data.schedule}) {_fmt(np.nanmean(data.method[:, best]))} vs "
-                f"random {_fmt(np.nanmean(data.random[:, best]))} (mean over {seeds} seed(s))",
-                "beats_random_most",
-            )
-            add(
-                worst,
-                f"method beats random least: {data.score} ({data.schedule}) "
-                f"{_fmt(np.nanmean(data.method[:, worst]))} vs "
-                f"random {_fmt(np.nanmean(data.random[:, worst]))} (mean over {seeds} seed(s))",
-                "beats_random_least",
-            )
-    if seeds >= 2:
-        spread = np.nanstd(data.method, axis=0, ddof=1)
-        if np.isfinite(spread).any():
-            i = int(np.nanargmax(spread))
-            values = ", ".join(_fmt(v) for v in data.method[:, i])
-            add(
-                i,
-                f"largest disagreement between seeds: {data.score} ({data.schedule}) per seed {values} "
-                f"(sd {_fmt(float(spread[i]))})",
-                "seed_disagreement",
-            )
-    if data.flips is not None and np.isfinite(data.flips).any():
-        with np.errstate(all="ignore"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                first = np.nanmean(data.flips, axis=0)
-        if np.isfinite(first).any():
-            i = int(np.nanargmin(first))
-            n = int(np.isfinite(data.flips[:, i]).sum())
-            add(
-                i,
-                f"earliest decision flip: the prediction flips after masking a {_fmt(first[i])} share of the "
-                f"tokens ({data.schedule}; flips in {n} of {seeds} seed(s))",
-                "decision_flip",
-            )
-    if data.ood is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # an example without scores in every seed
-            mean = np.nanmean(data.ood.method, axis=0)
-        if np.isfinite(mean).any():
-            i = int(np.nanargmax(mean))
-            versus = "" if data.ood.random is None else f", random {_fmt(np.nanmean(data.ood.random[:, i]))}"
-            add(
-                i,
-                f"most out-of-distribution masked inputs: final-layer Mahalanobis score {_fmt(mean[i])} averaged "
-                f"over the {data.ood.n_steps} masking steps ({data.schedule}{versus}; clean input "
-                f"{_fmt(np.nanmean(data.ood.clean[:, i]))}; mean over {seeds} seed(s))",
-                "most_ood",
-            )
+        if (example, kind) not in seen:
+            seen.add((example, kind))
+            picks.append(Pick(label, data.runs[0], example, reason, kind))
     return picks
 
 
@@ -296,45 +319,3 @@ def pick_examples(report: Report) -> tuple[list[Pick], list[str]]:
             notes.append(f"{' / '.join(label)}: one seed, so no disagreement between seeds to show")
     picks += _model_picks(report, scores)
     return picks, notes
-
-
-def _views_html(picks: list[Pick]) -> str:
-    from itermask.views import load
-
-    parts = []
-    for pick in picks:
-        views = load(
-            pick.run.path.parent, [pick.example_id], [pick.label[2]], {pick.example_id: pick.reason}, MAX_TOKENS
-        )
-        parts.append(views.html())
-    return "\n".join(parts)
-
-
-def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
-    """The examples section as HTML: per group, its picks' per-example views (the reason in each view's
-    header), then the notes."""
-    out = [
-        '<h2 id="examples">Examples</h2>',
-        "<p>Chosen from the jobs' per-example files, each with the reason it was picked (highlighted in its "
-        "header). The heatmap colours each token by the method's saliency (red: positive, blue: negative; hover "
-        "for the score and masking rank); the rows below show which tokens each masking step removed and the "
-        "target probability curve, the first decision flip marked.</p>",
-    ]
-    for label in report.groups:
-        mine = [p for p in picks if p.label == label]
-        if not mine:
-            continue
-        out.append(f"<h3>{html.escape(' / '.join(label))}</h3>")
-        out.append(_views_html(mine))
-    out += [f"<p><i>{html.escape(note)}</i></p>" for note in notes]
-    return "\n".join(out)
-
-
-def examples_markdown(report: Report, picks: list[Pick], notes: list[str]) -> list[str]:
-    """The examples section as Markdown lines: the picks with their reasons (the views are in
-    ``report.html``), then the notes."""
-    out = ["## Examples", "", "Per-example views of these examples are in `report.html`.", ""]
-    for pick in picks:
-        out.append(f"- **{' / '.join(pick.label)}**, example {pick.example_id} (job {pick.run.job}): {pick.reason}")
-    out += ["", *[f"*{note}*" for note in notes], ""]
-    return out

@@ -25,6 +25,7 @@ __all__ = [
     "GROUP",
     "MEASURE",
     "ACCURACY",
+    "TABLES",
     "Report",
     "result_measures",
     "analysis_measures",
@@ -40,6 +41,8 @@ GROUP = ("model", "dataset", "saliency", "masking")
 #: a measure's key within a group
 MEASURE = ("explanation", "schedule", "score")
 ACCURACY = ("test", "validation")
+#: the report's tables (:class:`Report` fields), written as CSV under ``report_files/`` and logged to W&B
+TABLES = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
 
 
 def result_measures(result: dict) -> dict[tuple[str, str, str], float]:
@@ -138,3 +141,8 @@ class Report:
     rank_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
     attack_links: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def percent(self) -> int:
+        """The intervals' confidence level in percent, rounded (95)."""
+        return int(round(self.settings["confidence"] * 100))

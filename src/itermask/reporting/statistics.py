@@ -91,9 +91,47 @@ def _mean_difference(x, y, axis=-1):
     return np.mean(x, axis=axis) - np.mean(y, axis=axis)
 
 
+def _welch(x: np.ndarray, y: np.ndarray, confidence: float, bounds: Bounds | None) -> dict[str, float]:
+    """Welch's t-test of two samples (2+ values each, some spread) and its interval (:func:`compare_samples`)."""
+    with warnings.catch_warnings():  # scipy warns of precision loss when a sample is (nearly) constant
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = stats.ttest_ind(x, y, equal_var=False)
+    low, high = welch_bounded_interval(x, y, confidence, bounds)
+    statistic, p_value = float(res.statistic), float(res.pvalue)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
+    return {"statistic": statistic, "p_value": p_value, "ci_low": float(low), "ci_high": float(high)}
+
+
+def _permutation(x: np.ndarray, y: np.ndarray, confidence: float, n_resamples: int, seed: int) -> dict[str, float]:
+    """A permutation test of the mean difference with a percentile bootstrap interval (:func:`compare_samples`)."""
+    res = stats.permutation_test(
+        (x, y),
+        _mean_difference,
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
+    boot = stats.bootstrap(
+        (x, y),
+        _mean_difference,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    return {
+        "statistic": float(res.statistic),
+        "p_value": float(res.pvalue),
+        "ci_low": float(boot.confidence_interval.low),
+        "ci_high": float(boot.confidence_interval.high),
+    }
+
+
 def compare_samples(
-    a: Sequence[float],
-    b: Sequence[float],
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
     confidence: float = 0.95,
     test: str = "welch",
     n_resamples: int = 9999,
@@ -146,37 +184,9 @@ def compare_samples(
         out.update(ci_low=out["difference"], ci_high=out["difference"], p_value=1.0 if out["difference"] == 0 else 0.0)
         return out
     if test == "welch":
-        with warnings.catch_warnings():  # scipy warns of precision loss when a sample is (nearly) constant
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = stats.ttest_ind(x, y, equal_var=False)
-        low, high = welch_bounded_interval(x, y, confidence, bounds)
-        statistic, p_value = float(res.statistic), float(res.pvalue)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
-        out.update(statistic=statistic, p_value=p_value, ci_low=float(low), ci_high=float(high))
+        out.update(_welch(x, y, confidence, bounds))
     else:
-        res = stats.permutation_test(
-            (x, y),
-            _mean_difference,
-            permutation_type="independent",
-            vectorized=True,
-            n_resamples=n_resamples,
-            alternative="two-sided",
-            rng=np.random.default_rng(seed),
-        )
-        boot = stats.bootstrap(
-            (x, y),
-            _mean_difference,
-            confidence_level=confidence,
-            n_resamples=n_resamples,
-            method="percentile",
-            vectorized=True,
-            rng=np.random.default_rng(seed),
-        )
-        out.update(
-            statistic=float(res.statistic),
-            p_value=float(res.pvalue),
-            ci_low=float(boot.confidence_interval.low),
-            ci_high=float(boot.confidence_interval.high),
-        )
+        out.update(_permutation(x, y, confidence, n_resamples, seed))
     return out
 
 

@@ -1,11 +1,13 @@
-"""Writing a :class:`~itermask.reporting.aggregate.Report`: Markdown and HTML that lead with the headline
-(score minus random, seed share of variance, OOD AUROC), masking-curve figures
-(:mod:`itermask.reporting.plots`), and the CSV tables, all atomically."""
+"""The report as Markdown (``report.md``, and the body of ``report.html``): the report's sections first
+(:mod:`itermask.reporting.sections`, e.g. the Claims of ``experiment=paper``), the first screen, then the
+headline (score minus random, seed share of variance, OOD AUROC), failed and missing jobs, seed
+sensitivity, the scores over seeds per group with their masking-curve figures, faithfulness vs attack
+efficiency, the model comparisons, and the examples last."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, cast
 
 import pandas as pd
@@ -13,17 +15,12 @@ import pandas as pd
 from itermask.analyses.base import analysis_classes
 from itermask.analyses.model_check import model_check_line
 from itermask.core.metrics import metric_info
-from itermask.reporting import report_page
-from itermask.reporting.aggregate import model_pairs
-from itermask.reporting.attack_link import caveat
-from itermask.reporting.claims import claims_markdown, write_claim_figures
-from itermask.reporting.markdown import md_table, mean_pm, number
-from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, result_curves, series_rows
-from itermask.reporting.plots import curve_figure, slug
-from itermask.reporting.sweep import FILES
-from itermask.storage.files import write_bytes_atomic, write_text_atomic
+from itermask.formatting import md_table, mean_pm, number
+from itermask.reporting.attack_link import COLUMNS, caveat
+from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, series_rows
+from itermask.reporting.sections import ReportSection
 
-__all__ = ["write_report", "render_markdown", "render_html", "main_table"]
+__all__ = ["render_markdown", "main_table"]
 
 
 def _ci(row) -> str:
@@ -55,7 +52,7 @@ def main_table(report: Report, label: tuple) -> str:
     """The Markdown table of one group: each measure's n, mean, std and CI over seeds (rows identical to
     another row shown once)."""
     rows = of_group(report.summary, label)
-    pct = int(round(report.settings["confidence"] * 100))
+    pct = report.percent
     header = ["explanation", "schedule", "score", "unit", "n", "mean", "std", f"{pct} % CI"]
     merged = _merged_schedules(rows, of_group(report.per_seed, label))
     return md_table(
@@ -95,7 +92,7 @@ def _seed_table(report: Report, label: tuple) -> str:
 
 
 def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
-    pct = int(round(report.settings["confidence"] * 100))
+    pct = report.percent
     name = "Welch t" if report.settings["test"] == "welch" else "mean diff."
     return md_table(
         [
@@ -140,7 +137,7 @@ def _direction(row) -> str:
 
 
 def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
-    first, pct = members[0].result, int(round(report.settings["confidence"] * 100))
+    first, pct = members[0].result, report.percent
     summary = of_group(report.summary, label)
     acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
     skipped = first.get("n_skipped_no_maskable") or 0
@@ -218,11 +215,64 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _seed_sensitivity_table(report: Report, rows: pd.DataFrame) -> str:
+    """One group's seed-sensitivity table, a row identical to another row's (but for the schedule) shown
+    once, its schedules joined as ``one_shot = recursive``."""
+    merged: dict[tuple, list] = {}
+    for r in series_rows(rows):
+        key = (
+            r["explanation"],
+            r["score"],
+            round(r["share"], 12) if pd.notna(r["share"]) else None,
+            r["n_examples"],
+            round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None,
+        )
+        merged.setdefault(key, []).append(r)
+    header = ["explanation", "schedule", "score", "n used / dropped", f"seed share ({report.percent} % CI)"]
+    return md_table(
+        [*header, "Friedman p", "Spearman", "note"],
+        [
+            [
+                g[0]["explanation"],
+                " = ".join(r["schedule"] for r in g),
+                g[0]["score"],
+                f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
+                f"{number(g[0]['share'], 3)} [{number(g[0]['ci_low'], 3)}, {number(g[0]['ci_high'], 3)}]",
+                number(g[0]["friedman_p"], 4),
+                number(g[0]["mean_spearman"], 3),
+                _text(g[0]["why"]),
+            ]
+            for g in merged.values()
+        ],
+    )
+
+
+def _rank_stability_lines(report: Report) -> list[str]:
+    """Kendall's W of the saliency methods' ranking by each seed (none without it)."""
+    if report.rank_stability.empty:
+        return []
+    columns = ["model", "dataset", "masking", "schedule", "score", "methods"]
+    return [
+        "### Rank stability of the saliency methods",
+        "",
+        "Kendall's W of the methods' ranking by each "
+        "seed (1: every seed ranks them alike). Few methods give a weak test.",
+        "",
+        md_table(
+            [*columns, "W", "p"],
+            [
+                [*(getattr(r, c) for c in columns), number(r.w, 3), number(r.p_value, 4)]
+                for r in records(report.rank_stability)
+            ],
+        ),
+        "",
+    ]
+
+
 def _seed_sensitivity_section(report: Report) -> list[str]:
     frame = report.seed_sensitivity
     if frame.empty:
         return []
-    pct = int(round(report.settings["confidence"] * 100))
     out = [
         "## Seed sensitivity",
         "",
@@ -234,74 +284,9 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
     ]
     for label in report.groups:
         rows = of_group(frame, label)
-        if rows.empty:
-            continue
-        merged: dict[tuple, list] = {}
-        for r in series_rows(rows):
-            key = (
-                r["explanation"],
-                r["score"],
-                round(r["share"], 12) if pd.notna(r["share"]) else None,
-                r["n_examples"],
-                round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None,
-            )
-            merged.setdefault(key, []).append(r)
-        out += [
-            f"### {' / '.join(label)}",
-            "",
-            md_table(
-                [
-                    "explanation",
-                    "schedule",
-                    "score",
-                    "n used / dropped",
-                    f"seed share ({pct} % CI)",
-                    "Friedman p",
-                    "Spearman",
-                    "note",
-                ],
-                [
-                    [
-                        g[0]["explanation"],
-                        " = ".join(r["schedule"] for r in g),
-                        g[0]["score"],
-                        f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
-                        f"{number(g[0]['share'], 3)} [{number(g[0]['ci_low'], 3)}, {number(g[0]['ci_high'], 3)}]",
-                        number(g[0]["friedman_p"], 4),
-                        number(g[0]["mean_spearman"], 3),
-                        _text(g[0]["why"]),
-                    ]
-                    for g in merged.values()
-                ],
-            ),
-            "",
-        ]
-    if not report.rank_stability.empty:
-        out += [
-            "### Rank stability of the saliency methods",
-            "",
-            "Kendall's W of the methods' ranking by each "
-            "seed (1: every seed ranks them alike). Few methods give a weak test.",
-            "",
-            md_table(
-                ["model", "dataset", "masking", "schedule", "score", "methods", "W", "p"],
-                [
-                    [
-                        r.model,
-                        r.dataset,
-                        r.masking,
-                        r.schedule,
-                        r.score,
-                        r.methods,
-                        number(r.w, 3),
-                        number(r.p_value, 4),
-                    ]
-                    for r in records(report.rank_stability)
-                ],
-            ),
-            "",
-        ]
-    return out
+        if not rows.empty:
+            out += [f"### {' / '.join(label)}", "", _seed_sensitivity_table(report, rows), ""]
+    return out + _rank_stability_lines(report)
 
 
 def _group_sections(report: Report, images: dict[str, str]) -> list[str]:
@@ -333,7 +318,7 @@ def _group_sections(report: Report, images: dict[str, str]) -> list[str]:
 def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
     if report.comparisons.empty:
         return []
-    s, pct = report.settings, int(round(report.settings["confidence"] * 100))
+    s, pct = report.settings, report.percent
     test = (
         "Welch's t-test (unequal variances)"
         if s["test"] == "welch"
@@ -359,13 +344,18 @@ def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
 
 
 def render_markdown(
-    report: Report, images: dict[str, str], first_screen: list[str] | None = None, appendix: list[str] | None = None
+    report: Report,
+    images: dict[str, str],
+    first_screen: list[str] | None = None,
+    appendix: list[str] | None = None,
+    sections: Sequence[ReportSection] = (),
 ) -> str:
-    """The report as Markdown: ``first_screen`` lines (:func:`itermask.reporting.report_page.build`)
-    then the headline, ``appendix`` lines (the examples section) last; ``images`` maps image keys to paths
-    relative to the report (or to data URIs)."""
+    """The report as Markdown: the ``sections``' lines (:mod:`itermask.reporting.sections`, their figures
+    already written), ``first_screen`` lines (:func:`itermask.reporting.render.html_page.build`), then the
+    headline, ``appendix`` lines (the examples section) last; ``images`` maps image keys to paths relative
+    to the report (or to data URIs)."""
     s, sweep = report.settings, report.sweep
-    pct = int(round(s["confidence"] * 100))
+    pct = report.percent
     interval = (
         "Student's t-interval over seeds (on the logit scale of a bounded measure's range, e.g. a probability, "
         "AUROC or rate, so that it stays inside it)"
@@ -379,7 +369,8 @@ def render_markdown(
         f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).",
         "",
     ]
-    out += claims_markdown(report, images)  # experiment=paper: the claims first (itermask.reporting.claims)
+    for section in sections:  # e.g. experiment=paper: the claims first
+        out += section.markdown(report, images)
     out += first_screen or []
     out += _headline(report)
     if sweep.failed:
@@ -445,107 +436,5 @@ def _attack_section(report: Report) -> list[str]:
         ]
         for r in records(links)
     ]
-    header = [
-        "model",
-        "dataset",
-        "masking",
-        "schedule",
-        "faithfulness",
-        "efficiency",
-        "methods (faithfulness, efficiency)",
-        "rho",
-        "p",
-    ]
+    header = [*COLUMNS[:6], "methods (faithfulness, efficiency)", "rho", "p"]  # model ... efficiency
     return [*out, md_table(header, rows), ""]
-
-
-HTML = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; }}
-table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }}
-th {{ background: #f3f3f3; }} td:nth-child(-n+3) {{ text-align: left; }}
-img {{ max-width: 100%; }} code {{ background: #f3f3f3; }}
-{first_screen_css}
-</style></head><body>
-{body}
-</body></html>
-"""
-
-
-def render_html(markdown: str, title: str, first_screen: str = "", appendix: str = "") -> str:
-    """HTML from the report's Markdown (markdown-it-py, CommonMark with tables; raw HTML kept), with the
-    ``first_screen`` and ``appendix`` HTML fragments before and after it."""
-    from html import escape
-
-    from markdown_it import MarkdownIt
-
-    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
-    # the first screen goes where the Markdown marks it (under the title), else first
-    body = body.replace(report_page.MARKER, first_screen, 1) if report_page.MARKER in body else first_screen + body
-    return HTML.format(title=escape(title), body=f"{body}\n{appendix}", first_screen_css=report_page.CSS)
-
-
-def _curve_images(report: Report, files: Path, written: dict, images: dict) -> None:
-    """One figure per group and schedule (every explanation), one per compared pair of groups."""
-    for label, members in report.groups.items():
-        title = " / ".join(label)
-        for schedule in sorted({k[1] for r in members for k in result_curves(r.result)}):
-            methods = sorted(
-                {k[0] for r in members for k in result_curves(r.result) if k[1] == schedule},
-                key=lambda m: (m != label[2], m),
-            )
-            lines = [(m, members, (m, schedule), {"color": f"C{i}"}) for i, m in enumerate(methods)]
-            notes = [] if schedule == "one_shot" else ["sufficiency is not defined for this schedule (no panel)"]
-            name = f"curves_{slug(*label, schedule)}.png"
-            written[name] = write_bytes_atomic(
-                files / name, curve_figure(lines, f"{title} ({schedule})", report.settings, notes)
-            )
-            images[f"curves::{title}::{schedule}"] = f"{FILES}/{name}"
-    for label_a, label_b in model_pairs(report.groups):
-        schedules = sorted({k[1] for r in report.groups[label_a] for k in result_curves(r.result)})
-        lines = [
-            (
-                f"{lab[0]} {s}",
-                report.groups[lab],
-                (label_a[2], s),
-                {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]},
-            )
-            for j, s in enumerate(schedules)
-            for i, lab in enumerate((label_a, label_b))
-        ]
-        name = f"compare_{slug(label_a[0], 'vs', label_b[0], *label_a[1:])}.png"
-        figure = curve_figure(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report.settings)
-        written[name] = write_bytes_atomic(files / name, figure)
-        images[f"compare::{label_a[0]}::{label_b[0]}::{'::'.join(label_a[1:])}"] = f"{FILES}/{name}"
-
-
-#: the report's tables written as CSV under ``report_files/``
-TABLES = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", "rank_stability", "attack_links")
-
-
-def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str, Path]:
-    """Write ``report.md``, ``report.html`` and, under ``report_files/``, the PNG plots and the CSV tables
-    (:data:`TABLES`), all atomically, into ``out_dir`` (default: the multirun folder). Returns the written
-    paths by name."""
-    out = Path(out_dir) if out_dir is not None else report.sweep.root
-    files = out / FILES
-    written: dict[str, Path] = {}
-    images: dict[str, str] = {}
-    _curve_images(report, files, written, images)
-    write_claim_figures(report, files, written, images)  # the Claims section's figures, if the sweep has claims
-    for name in TABLES:
-        if name == "attack_links" and report.attack_links.empty:
-            continue
-        written[f"{name}.csv"] = write_text_atomic(files / f"{name}.csv", getattr(report, name).to_csv(index=False))
-    page = report_page.build(report, files, written, images)
-    markdown = render_markdown(report, images, page.first_screen_markdown, page.examples_markdown)
-    written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")
-    # report.html is self-contained: the figures as data URIs, the first screen and the views inline
-    embedded = render_markdown(report, report_page.embedded(images, out), [report_page.MARKER, ""])
-    written["report.html"] = write_text_atomic(
-        out / "report.html",
-        render_html(embedded, f"itermask report {report.sweep.root}", page.first_screen_html, page.examples_html),
-    )
-    return written

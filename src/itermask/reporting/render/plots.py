@@ -1,5 +1,6 @@
-"""The report's masking-curve figures: one panel per per-step series that has data, one thin line per seed,
-the mean over seeds with its confidence band, and units on both axes (from the metric registry)."""
+"""The report's masking-curve figures (:func:`curve_figure`): one panel per per-step series that has data,
+one thin line per seed, the mean over seeds with its confidence band, and units on both axes (from the
+metric registry); the figures' shared pieces (:func:`pyplot`, :func:`png`) and file names (:func:`slug`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from itermask.reporting.model import result_curves
 from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import Run
 
-__all__ = ["curve_figure", "slug", "Line"]
+__all__ = ["curve_figure", "slug", "Line", "pyplot", "png"]
 
 #: (legend, runs, (explanation, schedule), matplotlib style)
 Line = tuple[str, list[Run], tuple[str, str], dict]
@@ -37,6 +38,25 @@ UNITS = {
     "fraction": "share",
     "count": "tokens",
 }
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (figures are only written to files)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def png(fig) -> bytes:
+    """``fig`` as PNG bytes (tight layout, 110 dpi); the figure is closed."""
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=110)
+    pyplot().close(fig)
+    return buffer.getvalue()
 
 
 def _series(runs: list[Run], key: tuple[str, str], series: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -105,11 +125,7 @@ def curve_figure(lines: list[Line], title: str, settings: dict, notes: Sequence[
     """A PNG of the masking curves of ``lines``: one panel per series with data (a series defined for none
     of the lines, e.g. sufficiency for the recursive schedule, gets no panel; ``notes`` are printed under
     the title to say so), thin lines per seed, the mean and its band over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = _panels(lines)
     ncols = max(1, min(3, len(panels)))
     nrows = max(1, math.ceil(len(panels) / ncols))
@@ -130,11 +146,7 @@ def curve_figure(lines: list[Line], title: str, settings: dict, notes: Sequence[
     )
     subtitle = f"(thin lines: seeds; thick: mean over seeds; band: {band})"
     fig.suptitle("\n".join([title, subtitle, *notes]), fontsize=10)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png(fig)
 
 
 #: longest file-name stem :func:`slug` returns (file systems allow 255 bytes, with room for the atomic

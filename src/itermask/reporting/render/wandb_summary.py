@@ -1,4 +1,5 @@
-"""The report as a W&B summary run in the sweep's group."""
+"""The report logged as a W&B summary run in the sweep's group: its tables, plots, summary numbers and the
+runs' shared config (:func:`log_report_to_wandb`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from itermask.reporting.model import GROUP, Report, records
+from itermask.reporting.model import GROUP, TABLES, Report, records
 from itermask.reporting.sweep import flatten
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,53 @@ def _cells(frame):
     return frame.map(lambda v: ", ".join(str(x) for x in v) if isinstance(v, list) else v)
 
 
+def _init_run(report: Report, project: str, group: str | None, mode: str, save_dir, name, init_timeout):
+    """The summary run, started (with the offline fallback of :func:`itermask.tracking.with_offline_fallback`)."""
+    import wandb
+
+    from itermask.tracking import with_offline_fallback
+
+    shared, swept = shared_config([run.result["config"] for run in report.sweep.runs])
+    labels = {
+        f"{g}:{run.label[i] if g != 'model' else run.result['model']}"
+        for run in report.sweep.runs
+        for i, g in enumerate(GROUP)
+    }
+    settings = {"init_timeout": float(init_timeout)} if init_timeout is not None else None
+    return with_offline_fallback(
+        lambda run_mode: wandb.init(
+            project=project,
+            group=group,
+            name=name or f"{group or 'itermask'}-report",
+            job_type="report",
+            mode=run_mode,  # pyright: ignore[reportArgumentType] (a W&B mode name; wandb types it as a Literal)
+            dir=str(save_dir or report.sweep.root),
+            tags=sorted(labels) + ["report"],
+            config={**shared, "swept": swept, "report": report.settings},
+            settings=settings,
+        ),
+        mode,
+    )
+
+
+def _payload(report: Report, written: dict[str, Path]) -> dict[str, Any]:
+    """What the summary run logs: the report's tables, the failed jobs and the plots."""
+    import wandb
+
+    payload: dict[str, Any] = {
+        f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
+        for n in TABLES
+        if not getattr(report, n).empty or n != "attack_links"
+    }
+    if report.sweep.failed:
+        payload["report/failed_jobs"] = wandb.Table(
+            columns=["job", "overrides", "error"],
+            data=[[job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed],
+        )
+    payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
+    return payload
+
+
 def log_report_to_wandb(
     report: Report,
     written: dict[str, Path],
@@ -99,52 +147,8 @@ def log_report_to_wandb(
     Returns the run's local folder, or ``None`` if W&B failed (a warning is logged; the local report files
     stay as written)."""
     try:
-        import wandb
-
-        from itermask.tracking import with_offline_fallback
-
-        shared, swept = shared_config([run.result["config"] for run in report.sweep.runs])
-        labels = {
-            f"{g}:{run.label[i] if g != 'model' else run.result['model']}"
-            for run in report.sweep.runs
-            for i, g in enumerate(GROUP)
-        }
-        settings = {"init_timeout": float(init_timeout)} if init_timeout is not None else None
-        run = with_offline_fallback(
-            lambda run_mode: wandb.init(
-                project=project,
-                group=group,
-                name=name or f"{group or 'itermask'}-report",
-                job_type="report",
-                mode=run_mode,  # pyright: ignore[reportArgumentType] (a W&B mode name; wandb types it as a Literal)
-                dir=str(save_dir or report.sweep.root),
-                tags=sorted(labels) + ["report"],
-                config={**shared, "swept": swept, "report": report.settings},
-                settings=settings,
-            ),
-            mode,
-        )
-        tables = (
-            "summary",
-            "per_seed",
-            "comparisons",
-            "headline",
-            "seed_sensitivity",
-            "rank_stability",
-            "attack_links",
-        )
-        payload: dict[str, Any] = {
-            f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
-            for n in tables
-            if not getattr(report, n).empty or n != "attack_links"
-        }
-        if report.sweep.failed:
-            payload["report/failed_jobs"] = wandb.Table(
-                columns=["job", "overrides", "error"],
-                data=[[job, " ".join(o or []), marker["error"]] for job, o, marker in report.sweep.failed],
-            )
-        payload.update({f"plots/{k[:-4]}": wandb.Image(str(p)) for k, p in written.items() if k.endswith(".png")})
-        run.log(payload)
+        run = _init_run(report, project, group, mode, save_dir, name, init_timeout)
+        run.log(_payload(report, written))
         run.summary.update(_summary(report))
         folder = run.dir
         run.finish()

@@ -7,39 +7,35 @@
   schedule and model (one panel per headline score, since their faithful directions differ);
 - :func:`method_table_html`: a method-by-method table in readable names (:func:`readable_name`, e.g.
   "AOPC comprehensiveness (probability)"), the metric key in each name's tooltip and a footnote;
-- :func:`empty_bin_notes`: for each AOPC bin that masks no token for most examples (short texts: 1 % of
-  26 tokens rounds to 0), a note placed next to the AOPC score, with the AOPC over the other bins (from the
-  jobs' per-example steps tables).
+- :func:`empty_bin_notes`: for each AOPC bin that masks no token for most examples
+  (:func:`itermask.reporting.empty_bins.empty_bins`), a note placed next to the AOPC score, with the AOPC
+  over the other bins.
 
-Everything here reads the aggregated :class:`~itermask.reporting.model.Report` and the jobs' per-example
-files; nothing is recomputed from the model.
+Everything here renders the aggregated :class:`~itermask.reporting.model.Report`; nothing is recomputed
+from the model.
 """
 
 from __future__ import annotations
 
 import html
-import io
 import math
 import re
 import textwrap
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import cast
 
-import numpy as np
 import pandas as pd
 
 from itermask.core.metrics import metric_info
-from itermask.reporting.markdown import number
+from itermask.formatting import number
+from itermask.reporting.empty_bins import empty_bins
 from itermask.reporting.model import GROUP, Report, series_rows
+from itermask.reporting.render.plots import png, pyplot
 
 __all__ = [
     "readable_name",
     "findings",
     "forest_figure",
     "method_table_html",
-    "EmptyBin",
-    "empty_bins",
     "empty_bin_notes",
 ]
 
@@ -109,7 +105,7 @@ def findings(report: Report) -> list[str]:
     frame = report.headline
     if frame.empty:
         return []
-    pct = int(round(report.settings["confidence"] * 100))
+    pct = report.percent
     out = []
     for row in series_rows(frame):
         difference = row["difference"]
@@ -148,11 +144,7 @@ def forest_figure(report: Report) -> bytes | None:
     frame = report.headline
     if frame.empty:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     scores = list(dict.fromkeys(frame["score"]))
     rows = max(len(frame[frame.score == s]) for s in scores)
     labels = {
@@ -166,7 +158,7 @@ def forest_figure(report: Report) -> bytes | None:
     margin = min(0.3 + 0.062 * lines, 4.5)  # inches for the tick labels, left of each panel (fontsize 8)
     height = 0.9 + 0.42 * rows * max((label.count("\n") + 1 for ls in labels.values() for label in ls), default=1)
     fig, axes = plt.subplots(1, len(scores), figsize=((4.2 + margin) * len(scores), height), squeeze=False)
-    pct = int(round(report.settings["confidence"] * 100))
+    pct = report.percent
     for ax, score in zip(axes[0], scores):
         sub = cast(pd.DataFrame, frame[frame["score"] == score]).reset_index(drop=True)
         y = list(range(len(sub)))[::-1]
@@ -196,95 +188,7 @@ def forest_figure(report: Report) -> bytes | None:
         ax.set_xlabel(f"difference, {info.unit if info else ''} (dot: mean over seeds; bar: {pct} % CI)", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
         ax.set_ylim(-0.7, len(sub) - 0.3)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-@dataclass
-class EmptyBin:
-    """An AOPC bin that masks no token for most examples of a group.
-
-    Attributes:
-        label: the group's label (:data:`~itermask.reporting.model.GROUP`).
-        bin: the bin (masking fraction).
-        n_empty: examples whose bin masks 0 tokens (of the first run of the group; the texts are the same
-            for every seed).
-        n_examples: examples evaluated.
-        score: the AOPC key (``aopc_comprehensiveness_prob``), with ``with_bin``/``without_bin``: the
-            method's mean AOPC over seeds over the bins, and over the bins other than the empty ones.
-    """
-
-    label: tuple
-    bin: float
-    n_empty: int
-    n_examples: int
-    score: str
-    with_bin: float
-    without_bin: float
-
-
-def _bins(run) -> list[float]:
-    bins = ((run.result.get("config") or {}).get("evaluation") or {}).get("aopc_bins")
-    return [float(b) for b in bins] if bins else []
-
-
-def empty_bins(report: Report) -> list[EmptyBin]:
-    """The AOPC bins that mask no token for more than half of a group's examples (read from the jobs'
-    ``per_example/steps.parquet``, the method under study, one-shot schedule), with the method's AOPC of
-    every per-step score with an AOPC over the bins and without the empty bins (mean over seeds). Groups
-    without per-example files or AOPC bins give none."""
-    from itermask.storage.per_example import FOLDER
-
-    out = []
-    for label, members in report.groups.items():
-        method = label[2]
-        bins = _bins(members[0])
-        frames = []
-        for run in members:
-            path = run.path.parent / FOLDER / "steps.parquet"
-            if path.is_file() and bins:
-                steps = pd.read_parquet(path)
-                frames.append(steps[(steps.saliency == method)])
-        if not frames:
-            continue
-        first = frames[0]
-        one_shot = first[first.schedule == first.schedule.iloc[0]]
-        n_examples = one_shot.example_id.nunique()
-        empty = []
-        for b in bins:
-            at = one_shot[(one_shot.x - b).abs() < 1e-9]
-            n_empty = int((at.k == 0).sum())
-            if len(at) and n_empty * 2 > n_examples:
-                empty.append((b, n_empty))
-        if not empty:
-            continue
-        kept = [b for b in bins if all(abs(b - e) > 1e-9 for e, _ in empty)]
-        for key in [c for c in first.columns if f"aopc_{c}" in _aopc_keys(members[0], method)]:
-            with_bin, without = _aopc_means(frames, key, bins), _aopc_means(frames, key, kept)
-            for b, n_empty in empty:
-                out.append(EmptyBin(label, b, n_empty, n_examples, f"aopc_{key}", with_bin, without))
-    return out
-
-
-def _aopc_keys(run, method: str) -> set[str]:
-    scores = (run.result.get("scores") or {}).get(method) or {}
-    return {k for summary in scores.values() for k in summary if k.startswith("aopc_") and "full" not in k}
-
-
-def _aopc_means(frames: Sequence[pd.DataFrame], key: str, bins: Sequence[float]) -> float:
-    """The one-shot AOPC of ``key`` over ``bins`` (mean over bins, then examples, then seeds)."""
-    if not bins:
-        return math.nan
-    values = []
-    for steps in frames:
-        one_shot = steps[steps["schedule"] == "one_shot"] if bool((steps["schedule"] == "one_shot").any()) else steps
-        on = cast(pd.DataFrame, one_shot[[any(abs(x - b) < 1e-9 for b in bins) for x in one_shot["x"]]])
-        per_example = cast(pd.Series, on.groupby("example_id")[key].mean())
-        values.append(float(np.nanmean(per_example.to_numpy(dtype=float))))
-    return float(sum(values) / len(values))
+    return png(fig)
 
 
 def empty_bin_notes(report: Report) -> dict[tuple, list[str]]:
@@ -313,7 +217,7 @@ def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = Non
     if frame.empty:
         return ""
     notes = notes or {}
-    pct = int(round(report.settings["confidence"] * 100))
+    pct = report.percent
     scores = list(dict.fromkeys(frame["score"]))
     head = "".join(
         f'<th><abbr title="metric key: {html.escape(s)}">{html.escape(readable_name(s))}</abbr><sup>{i + 1}</sup>'

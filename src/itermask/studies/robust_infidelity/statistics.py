@@ -1,6 +1,7 @@
-"""The statistics of the report's "Claims" section (:mod:`itermask.reporting.claims`): nested variance
-components (model / seed within model / example), Kendall's W with tie correction across models, and an
-equivalence test (TOST) of accuracies. Plain numpy/scipy: no torch, no project imports.
+"""The statistics of the Claims section (:mod:`itermask.studies.robust_infidelity`): nested variance
+components (model / seed within model / example), Kendall's W with tie correction across models, an
+equivalence test (TOST) of accuracies and Holm's step-down correction (:func:`holm`). Plain numpy/scipy: no
+torch, no project imports.
 
 **Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
 model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation

@@ -1,8 +1,9 @@
-"""What ``report.html`` adds to the Markdown report: a figure-first first screen
-(:mod:`itermask.reporting.first_screen`: findings in words, the forest plot of method − random, the
-method-by-method table in readable names, notes on empty AOPC bins) and the examples section with the
-per-example views (:mod:`itermask.reporting.examples`). ``report.html`` is self-contained: every figure is
-embedded as a base64 ``data:`` URI (:func:`embedded`), the views are inline HTML and CSS, nothing is fetched.
+"""``report.html``: the page (:func:`render_html`, HTML from the report's Markdown) and what it adds to the
+Markdown report (:func:`build`): a figure-first first screen (:mod:`itermask.reporting.render.first_screen`:
+findings in words, the forest plot of method − random, the method-by-method table in readable names, notes
+on empty AOPC bins) and the examples section with the per-example views
+(:mod:`itermask.reporting.render.examples`). ``report.html`` is self-contained: every figure is embedded as
+a base64 ``data:`` URI (:func:`embedded`), the views are inline HTML and CSS, nothing is fetched.
 ``report.md`` gets the same first screen and the list of chosen examples, its figures as files."""
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from itermask.reporting.examples import examples_html, examples_markdown, pick_examples
-from itermask.reporting.first_screen import empty_bin_notes, findings, forest_figure, method_table_html
+from itermask.reporting.examples import pick_examples
 from itermask.reporting.model import Report
+from itermask.reporting.render.examples import examples_html, examples_markdown
+from itermask.reporting.render.first_screen import empty_bin_notes, findings, forest_figure, method_table_html
 from itermask.reporting.sweep import FILES
 from itermask.storage.files import write_bytes_atomic
 
-__all__ = ["Page", "build", "embedded", "MARKER", "CSS", "FOREST"]
+__all__ = ["Page", "build", "embedded", "render_html", "MARKER", "CSS", "FOREST"]
 
 #: where the first screen goes in the report's HTML (an HTML comment the Markdown carries through)
 MARKER = "<!-- itermask:first-screen -->"
@@ -85,3 +87,31 @@ def build(report: Report, files: Path, written: dict, images: dict[str, str]) ->
         examples_markdown=examples_markdown(report, picks, pick_notes),
         examples_html=examples_html(report, picks, pick_notes),
     )
+
+
+HTML = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; }}
+table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }}
+th {{ background: #f3f3f3; }} td:nth-child(-n+3) {{ text-align: left; }}
+img {{ max-width: 100%; }} code {{ background: #f3f3f3; }}
+{first_screen_css}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def render_html(markdown: str, title: str, first_screen: str = "", appendix: str = "") -> str:
+    """HTML from the report's Markdown (markdown-it-py, CommonMark with tables; raw HTML kept), with the
+    ``first_screen`` and ``appendix`` HTML fragments before and after it."""
+    from html import escape
+
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    # the first screen goes where the Markdown marks it (under the title), else first
+    body = body.replace(MARKER, first_screen, 1) if MARKER in body else first_screen + body
+    return HTML.format(title=escape(title), body=f"{body}\n{appendix}", first_screen_css=CSS)

@@ -1,0 +1,102 @@
+"""AOPC bins that mask no token for most examples of a group (short texts: 1 % of 26 tokens rounds to 0),
+with the method's AOPC over the bins and over the bins other than the empty ones (from the jobs' per-example
+steps tables). The first screen places a note on each next to its AOPC score
+(:func:`itermask.reporting.render.first_screen.empty_bin_notes`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from itermask.reporting.model import Report
+
+__all__ = ["EmptyBin", "empty_bins"]
+
+
+@dataclass
+class EmptyBin:
+    """An AOPC bin that masks no token for most examples of a group.
+
+    Attributes:
+        label: the group's label (:data:`~itermask.reporting.model.GROUP`).
+        bin: the bin (masking fraction).
+        n_empty: examples whose bin masks 0 tokens (of the first run of the group; the texts are the same
+            for every seed).
+        n_examples: examples evaluated.
+        score: the AOPC key (``aopc_comprehensiveness_prob``), with ``with_bin``/``without_bin``: the
+            method's mean AOPC over seeds over the bins, and over the bins other than the empty ones.
+    """
+
+    label: tuple
+    bin: float
+    n_empty: int
+    n_examples: int
+    score: str
+    with_bin: float
+    without_bin: float
+
+
+def _bins(run) -> list[float]:
+    bins = ((run.result.get("config") or {}).get("evaluation") or {}).get("aopc_bins")
+    return [float(b) for b in bins] if bins else []
+
+
+def empty_bins(report: Report) -> list[EmptyBin]:
+    """The AOPC bins that mask no token for more than half of a group's examples (read from the jobs'
+    ``per_example/steps.parquet``, the method under study, one-shot schedule), with the method's AOPC of
+    every per-step score with an AOPC over the bins and without the empty bins (mean over seeds). Groups
+    without per-example files or AOPC bins give none."""
+    from itermask.storage.per_example import FOLDER
+
+    out = []
+    for label, members in report.groups.items():
+        method = label[2]
+        bins = _bins(members[0])
+        frames = []
+        for run in members:
+            path = run.path.parent / FOLDER / "steps.parquet"
+            if path.is_file() and bins:
+                steps = pd.read_parquet(path)
+                frames.append(steps[(steps.saliency == method)])
+        if not frames:
+            continue
+        first = frames[0]
+        one_shot = first[first.schedule == first.schedule.iloc[0]]
+        n_examples = one_shot.example_id.nunique()
+        empty = []
+        for b in bins:
+            at = one_shot[(one_shot.x - b).abs() < 1e-9]
+            n_empty = int((at.k == 0).sum())
+            if len(at) and n_empty * 2 > n_examples:
+                empty.append((b, n_empty))
+        if not empty:
+            continue
+        kept = [b for b in bins if all(abs(b - e) > 1e-9 for e, _ in empty)]
+        for key in [c for c in first.columns if f"aopc_{c}" in _aopc_keys(members[0], method)]:
+            with_bin, without = _aopc_means(frames, key, bins), _aopc_means(frames, key, kept)
+            for b, n_empty in empty:
+                out.append(EmptyBin(label, b, n_empty, n_examples, f"aopc_{key}", with_bin, without))
+    return out
+
+
+def _aopc_keys(run, method: str) -> set[str]:
+    scores = (run.result.get("scores") or {}).get(method) or {}
+    return {k for summary in scores.values() for k in summary if k.startswith("aopc_") and "full" not in k}
+
+
+def _aopc_means(frames: Sequence[pd.DataFrame], key: str, bins: Sequence[float]) -> float:
+    """The one-shot AOPC of ``key`` over ``bins`` (mean over bins, then examples, then seeds)."""
+    if not bins:
+        return math.nan
+    values = []
+    for steps in frames:
+        one_shot = steps[steps["schedule"] == "one_shot"] if bool((steps["schedule"] == "one_shot").any()) else steps
+        on = cast(pd.DataFrame, one_shot[[any(abs(x - b) < 1e-9 for b in bins) for x in one_shot["x"]]])
+        per_example = cast(pd.Series, on.groupby("example_id")[key].mean())
+        values.append(float(np.nanmean(per_example.to_numpy(dtype=float))))
+    return float(sum(values) / len(values))

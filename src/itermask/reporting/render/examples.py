@@ -1,0 +1,57 @@
+"""The report's examples section rendered: the picks of :func:`itermask.reporting.examples.pick_examples`
+with their reasons, as Markdown lines (``report.md``) and as HTML with each pick's per-example view
+(:mod:`itermask.views`, ``report.html``)."""
+
+from __future__ import annotations
+
+import html
+
+from itermask.reporting.examples import Pick
+from itermask.reporting.model import Report
+
+__all__ = ["examples_html", "examples_markdown", "MAX_TOKENS"]
+
+#: tokens shown per example in the report (longer texts are cut, with a visible marker)
+MAX_TOKENS = 256
+
+
+def _views_html(picks: list[Pick]) -> str:
+    from itermask.views import load
+
+    parts = []
+    for pick in picks:
+        views = load(
+            pick.run.path.parent, [pick.example_id], [pick.label[2]], {pick.example_id: pick.reason}, MAX_TOKENS
+        )
+        parts.append(views.html())
+    return "\n".join(parts)
+
+
+def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
+    """The examples section as HTML: per group, its picks' per-example views (the reason in each view's
+    header), then the notes."""
+    out = [
+        '<h2 id="examples">Examples</h2>',
+        "<p>Chosen from the jobs' per-example files, each with the reason it was picked (highlighted in its "
+        "header). The heatmap colours each token by the method's saliency (red: positive, blue: negative; hover "
+        "for the score and masking rank); the rows below show which tokens each masking step removed and the "
+        "target probability curve, the first decision flip marked.</p>",
+    ]
+    for label in report.groups:
+        mine = [p for p in picks if p.label == label]
+        if not mine:
+            continue
+        out.append(f"<h3>{html.escape(' / '.join(label))}</h3>")
+        out.append(_views_html(mine))
+    out += [f"<p><i>{html.escape(note)}</i></p>" for note in notes]
+    return "\n".join(out)
+
+
+def examples_markdown(report: Report, picks: list[Pick], notes: list[str]) -> list[str]:
+    """The examples section as Markdown lines: the picks with their reasons (the views are in
+    ``report.html``), then the notes."""
+    out = ["## Examples", "", "Per-example views of these examples are in `report.html`.", ""]
+    for pick in picks:
+        out.append(f"- **{' / '.join(pick.label)}**, example {pick.example_id} (job {pick.run.job}): {pick.reason}")
+    out += ["", *[f"*{note}*" for note in notes], ""]
+    return out

@@ -1,0 +1,95 @@
+"""Claim 3's statistics: *does faithfulness track attack efficiency, and does adversarial fine-tuning change
+faithfulness?* Per model of claim 1, Spearman's rho across the methods between the mean score and the mean
+attack success rate (exact permutation p-value, bootstrap interval over seeds); and the base model with
+standard vs adversarial fine-tuning: the Welch differences of the score and the attack success rate and
+the test-accuracy equivalence."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+import pandas as pd
+
+from itermask.reporting.attack_link import spearman_exact
+from itermask.reporting.sweep import Run
+from itermask.studies.robust_infidelity.comparisons import accuracy_rows, differences
+from itermask.studies.robust_infidelity.runs import method_of, select, variant
+from itermask.studies.robust_infidelity.settings import ADVERSARIAL, STANDARD
+from itermask.studies.robust_infidelity.verdicts import verdict3
+
+if TYPE_CHECKING:
+    from itermask.studies.robust_infidelity.claims import Claims
+
+__all__ = ["claim3"]
+
+
+def _spearman_ci(sub: pd.DataFrame, methods: list[str], n_resamples: int, confidence: float, seed: int = 0):
+    """A percentile bootstrap interval of Spearman's rho of the methods' seed means (score vs success
+    rate), resampling seeds (every method's values of a seed together: they share its fine-tuned model)."""
+    from scipy import stats
+
+    score = sub.pivot_table(index="seed", columns="method", values="score").reindex(columns=methods)
+    rate = sub.pivot_table(index="seed", columns="method", values="success_rate").reindex(columns=methods)
+    keep = score.notna().all(axis=1) & rate.notna().all(axis=1)
+    x, y = score[keep].to_numpy(), rate[keep].to_numpy()
+    if len(x) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    rhos = []
+    for idx in rng.integers(0, len(x), size=(n_resamples, len(x))):
+        a, b = x[idx].mean(axis=0), y[idx].mean(axis=0)
+        if np.ptp(a) > 0 and np.ptp(b) > 0:
+            rhos.append(float(stats.spearmanr(a, b).statistic))  # pyright: ignore[reportAttributeAccessIssue]
+    if not rhos:
+        return math.nan, math.nan
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(rhos, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def _attack_link(claims: Claims, table: pd.DataFrame) -> pd.DataFrame:
+    """Per model of claim 1 with attacked standard runs: Spearman's rho across the methods of the mean
+    score and the mean attack success rate (NaN with fewer than 3 methods or no spread)."""
+    out = []
+    standard = select(table, (table.variant == STANDARD) & table.success_rate.notna())
+    for model in [m for m in claims.conditions.get("models", []) if m in set(standard.model)]:
+        sub = select(standard, standard.model == model)
+        means = cast(pd.DataFrame, sub.groupby("method")[["score", "success_rate"]].mean()).dropna()
+        methods = list(means.index)
+        x, y = means.score.tolist(), means.success_rate.tolist()
+        rho = p = low = high = math.nan
+        if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
+            rho, p = spearman_exact(x, y)
+            low, high = _spearman_ci(sub, methods, claims.settings.n_resamples, claims.confidence)
+        out.append(
+            {
+                "model": model,
+                "methods": methods,
+                "score_means": x,
+                "success_means": y,
+                "rho": rho,
+                "ci_low": low,
+                "ci_high": high,
+                "p_value": p,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def claim3(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str | None) -> None:
+    """Fill in claim 3's tables and verdict (module docstring)."""
+    s, conf = claims.settings, claims.confidence
+    claims.attack_link = _attack_link(claims, table)
+    adv = select(table, (table.model == str(base)) & table.variant.isin([STANDARD, ADVERSARIAL]))
+    method = next(
+        (method_of(r.result) for r in runs if str(r.result["model"]) == base and variant(r.result) == ADVERSARIAL),
+        None,
+    )
+    if method is not None:
+        diffs = differences(adv, [(ADVERSARIAL, STANDARD)], "variant", [method], ["score", "success_rate"], conf)
+        acc = accuracy_rows(adv, [(ADVERSARIAL, STANDARD)], "variant", s.accuracy_margin)
+        claims.adversarial = pd.concat([diffs.assign(kind="difference"), acc.assign(kind="accuracy")])
+    claims.verdicts[3] = verdict3(claims, base, method)

@@ -1,0 +1,172 @@
+"""The Claims section's Markdown: a heading, then each claim as a question with its verdict, the tables of
+the statistics that answer it and its figure."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from itermask.formatting import md_table, number
+from itermask.reporting.model import records
+from itermask.studies.robust_infidelity.claims import Claims
+from itermask.studies.robust_infidelity.runs import select
+
+__all__ = ["claims_markdown", "QUESTIONS"]
+
+QUESTIONS = {
+    1: "Do faithfulness scores differ between comparable models (same architecture and accuracy, different "
+    "pretraining), beyond the fine-tuning seed?",
+    2: "Are masked inputs out of distribution for the fine-tuned model, and does masked fine-tuning change that?",
+    3: "Does faithfulness track how efficiently the explanation's ranking attacks the model, and does "
+    "adversarial fine-tuning change faithfulness?",
+}
+
+
+def _ci_cell(row, digits: int = 4) -> str:
+    return f"{number(row['ci_low'], digits)}, {number(row['ci_high'], digits)}"
+
+
+def _figure(images: dict, n: int) -> list[str]:
+    """Claim ``n``'s figure, if written."""
+    return [f"![claim {n}]({images[f'claim::{n}']})", ""] if f"claim::{n}" in images else []
+
+
+def _differences_lines(claims: Claims, pct: int) -> list[str]:
+    if claims.model_differences.empty:
+        return []
+    return [
+        f"Between-model differences a - b of the mean over seeds ({pct} % Welch interval; *minus_random*: "
+        "the method's score minus the seeded random explanation's in the same run; *p (Holm)*: adjusted for "
+        "every comparison between models of equivalent accuracy, blank for the other pairs):",
+        "",
+        md_table(
+            ["a", "b", "method", "measure", "n a/b", "a - b", f"{pct} % CI", "p", "p (Holm)"],
+            [
+                [r.a, r.b, r.method, r.measure, f"{r.n_a}/{r.n_b}", number(r.difference), _ci_cell(r._asdict())]
+                + [number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
+                for r in records(claims.model_differences)
+            ],
+        ),
+        "",
+    ]
+
+
+def _components_lines(claims: Claims, pct: int) -> list[str]:
+    comp = claims.components
+    if comp.empty:
+        return []
+    ok = select(comp, comp.component.notna())
+    out = [
+        "Variance components of the per-example score (nested random-effects ANOVA: model, seed within "
+        f"model, example, model x example, residual; {pct} % percentile bootstrap resampling seeds within "
+        "each model and examples; the models are not resampled):",
+        "",
+        md_table(
+            ["method", "component", "variance", f"{pct} % CI", "share", f"share {pct} % CI"],
+            [
+                [r.method, r.component, number(r.estimate, 5), _ci_cell(r._asdict(), 5), number(r.share, 3)]
+                + [f"{number(r.share_ci_low, 3)}, {number(r.share_ci_high, 3)}"]
+                for r in records(ok)
+            ],
+        )
+        if len(ok)
+        else "",
+        "",
+    ]
+    return out + [
+        f"- {r.method}: variance components not computed: {r.why}" for r in records(select(comp, comp.component.isna()))
+    ]
+
+
+def _concordance_lines(claims: Claims) -> list[str]:
+    c = claims.concordance
+    if not c:
+        return []
+    return [
+        f"Kendall's W of the ranking of {', '.join(c.get('methods', []))} by their mean {claims.settings.score} "
+        f"across the models {', '.join(c.get('models', []))}: W = {number(c.get('w'), 3)} (tie-corrected; "
+        f"chi-square p = {number(c.get('p_chi2'), 3)}, permutation p = {number(c.get('p_permutation'), 3)})"
+        + (f"; {c['why']}" if c.get("why") else "")
+        + ". 1: every model ranks the methods alike.",
+        "",
+    ]
+
+
+def _accuracy_lines(claims: Claims) -> list[str]:
+    if claims.accuracy.empty:
+        return []
+    return [
+        "Test accuracy equivalence (TOST, two one-sided Welch tests at 5 %, margin "
+        f"±{claims.settings.accuracy_margin:g}; 90 % interval of the difference):",
+        "",
+        md_table(
+            ["a", "b", "mean a", "mean b", "a - b", "90 % CI", "TOST p", "equivalent"],
+            [
+                [r.a, r.b, number(r.mean_a), number(r.mean_b), number(r.difference), _ci_cell(r._asdict())]
+                + [number(r.p_value, 3), "yes" if r.equivalent else "no"]
+                for r in records(claims.accuracy)
+            ],
+        ),
+        "",
+    ]
+
+
+def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
+    out = _differences_lines(claims, pct) + _components_lines(claims, pct)
+    return out + _concordance_lines(claims) + _accuracy_lines(claims) + _figure(images, 1)
+
+
+def _claim2_lines(claims: Claims, images: dict, pct: int) -> list[str]:
+    if claims.ood_steps.empty:
+        return []
+    frame = claims.ood_steps.assign(
+        cell=[f"{number(r.mean, 3)} [{number(r.ci_low, 3)}, {number(r.ci_high, 3)}]" for r in records(claims.ood_steps)]
+    )
+    steps = frame.pivot(index="fraction", columns="variant", values="cell")
+    out = [
+        f"Mahalanobis OOD AUROC (final layer) of masked vs clean inputs per masking step, mean over seeds "
+        f"[{pct} % interval] ({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):",
+        "",
+        md_table(
+            ["fraction", *[f"{v} fine-tuning" for v in steps.columns]],
+            [[number(f, 3), *row] for f, row in zip(steps.index, steps.to_numpy().tolist())],
+        ),
+        "",
+    ]
+    return out + _figure(images, 2)
+
+
+def _claim3_lines(claims: Claims, images: dict, pct: int) -> list[str]:
+    out = []
+    if not claims.attack_link.empty:
+        out += [
+            f"Spearman's rho across methods between the mean {claims.settings.score} and the mean attack "
+            f"success rate ({pct} % bootstrap interval over seeds; exact permutation p):",
+            "",
+            md_table(
+                ["model", "methods", "rho", f"{pct} % CI", "p"],
+                [
+                    [r.model, ", ".join(r.methods), number(r.rho, 3), _ci_cell(r._asdict(), 3), number(r.p_value, 3)]
+                    for r in records(claims.attack_link)
+                ],
+            ),
+            "",
+        ]
+    return out + _figure(images, 3)
+
+
+def claims_markdown(claims: Claims, images: dict) -> list[str]:
+    """The Claims section's Markdown lines; ``images`` maps ``claim::<n>`` to claim ``n``'s figure."""
+    pct = int(round(claims.confidence * 100))
+    out = [
+        "## Claims",
+        "",
+        "Each claim of Crothers, Viktor & Japkowicz (arXiv 2308.06795) as a question, the statistic that "
+        "answers it with its interval, a figure, and what this run supports (the verdict is generated from "
+        "the numbers below, not taken from the paper).",
+        "",
+    ]
+    bodies = {1: _claim1_lines, 2: _claim2_lines, 3: _claim3_lines}
+    for n in (1, 2, 3):
+        out += [f"### Claim {n}: {QUESTIONS[n]}", "", f"**Verdict:** {claims.verdicts.get(n, 'not computed')}", ""]
+        out += bodies[n](claims, images, pct)
+    return out
