@@ -316,7 +316,7 @@ def message(text: str, rc) -> str:
     for i, line in enumerate(lines):
         if line.startswith("Error merging override") or "Could not find" in line:
             return " ".join(lines[i : i + 2])
-    # a bad setting of a single run: one message, "bad setting: ..." (itermask.jobs.ConfigError)
+    # a bad setting of a single run: one message, "bad setting: ..." (itermask.problems.ConfigError)
     errors = [i for i, line in enumerate(lines) if line.startswith("bad setting: ")]
     errors = errors or [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]
     if not errors:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from itermask.version import __version__
 
 __all__ = ["__version__", "evaluate", "EvaluationResult"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from itermask import __version__
+from itermask.version import __version__
 
 __all__ = ["main"]
 

@@ -66,18 +66,18 @@ class ReportCallback(Callback):
         self.test = test
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from itermask import reporting
+        from itermask.reporting import ReportError, build_report, log_report_to_wandb, write_report
         from itermask.tracking import group_name
 
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            built = reporting.build_report(sweep_dir, self.confidence, self.interval, self.test)
+            built = build_report(sweep_dir, self.confidence, self.interval, self.test)
             built.settings.update(self.sections)
-        except reporting.ReportError as error:
+        except ReportError as error:
             log.warning("no report for %s: %s", sweep_dir, error)
             _failures_only_report(sweep_dir)
             return
-        written = reporting.write_report(built)
+        written = write_report(built)
         for line in built.sweep.missing_lines():
             log.warning("missing: %s", line)
         log.info("report: %s (%d runs)", written["report.md"], len(built.sweep.runs))
@@ -87,7 +87,7 @@ class ReportCallback(Callback):
             use_wandb = logger is not None and "Wandb" in str(OmegaConf.select(logger, "_target_", default=""))
         if use_wandb:
             group = OmegaConf.select(logger, "group", default=None) if logger is not None else None
-            folder = reporting.log_report_to_wandb(
+            folder = log_report_to_wandb(
                 built,
                 written,
                 project=(OmegaConf.select(logger, "project", default=None) if logger is not None else None)
@@ -104,7 +104,7 @@ class ReportCallback(Callback):
 def _failures_only_report(sweep_dir: Path) -> Path | None:
     """When no job of the multirun finished but some failed, ``report.md`` lists the failed jobs (their
     overrides and errors; tracebacks in their ``failed.json``) instead of leaving no report; returns it."""
-    from itermask.jobs import failed_jobs
+    from itermask.storage.failures import failed_jobs
     from itermask.storage.files import write_text_atomic
 
     failures = failed_jobs(sweep_dir)
@@ -145,7 +145,7 @@ class FailedJobsCallback(Callback):
         self.exit_nonzero = exit_nonzero
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from itermask.jobs import failed_jobs
+        from itermask.storage.failures import failed_jobs
 
         sweep_dir = Path(config.hydra.sweep.dir)
         failures = failed_jobs(sweep_dir)

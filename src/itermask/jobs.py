@@ -18,42 +18,23 @@ run (no ``-m``) re-raises after recording, so Hydra reports the error and exits 
 
 from __future__ import annotations
 
-import datetime
 import importlib
 import logging
 import math
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from hydra.errors import CompactHydraException
-
+from itermask.context import JobContext
+from itermask.problems import ConfigError, is_config_error
 from itermask.progress import clear as clear_progress
 from itermask.progress import finished as finished_steps
 from itermask.progress import resumable
-from itermask.storage.files import read_json, write_json_atomic
+from itermask.storage.failures import FAILURE_FILE, write_failure
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "FAILURE_FILE",
-    "JobFailed",
-    "JobFailedError",
-    "AllTrialsFailedError",
-    "ConfigError",
-    "config_errors",
-    "is_config_error",
-    "run_job",
-    "write_failure",
-    "read_failure",
-    "failed_jobs",
-]
-
-#: the failure marker a failed job leaves in its folder
-FAILURE_FILE = "failed.json"
+__all__ = ["JobFailed", "JobFailedError", "AllTrialsFailedError", "run_job", "INTERRUPTED_EXIT"]
 
 
 class JobFailedError(RuntimeError):
@@ -64,34 +45,6 @@ class JobFailedError(RuntimeError):
 class AllTrialsFailedError(RuntimeError):
     """Every trial of a search failed, so it has no best value (raised by itermask's Optuna sweeper,
     ``hydra_plugins.itermask_sweepers``)."""
-
-
-class ConfigError(CompactHydraException, ValueError):
-    """A bad setting of a single run, re-raised by :func:`run_job` so that Hydra prints only its message (a
-    ``CompactHydraException``: no traceback; the traceback is in the job's :data:`FAILURE_FILE`)."""
-
-
-#: attribute :func:`config_errors` sets on an error raised by the settings stage
-_CONFIG_ERROR = "itermask_config_error"
-
-
-@contextmanager
-def config_errors() -> Iterator[None]:
-    """Mark a ``ValueError`` or ``OSError`` raised inside (the settings stage: a bad setting, a missing file)
-    as a config error, re-raised unchanged: :func:`run_job` then prints one message instead of tracebacks."""
-    try:
-        yield
-    except (ValueError, OSError) as error:
-        setattr(error, _CONFIG_ERROR, True)
-        raise
-
-
-def is_config_error(error: BaseException) -> bool:
-    """Whether ``error`` is a bad setting (a :class:`~itermask.validation.SettingsError`, or raised inside
-    :func:`config_errors`) rather than a failure of the work itself."""
-    from itermask.validation import SettingsError
-
-    return isinstance(error, SettingsError | ConfigError) or getattr(error, _CONFIG_ERROR, False) is True
 
 
 class JobFailed:
@@ -112,93 +65,6 @@ class JobFailed:
 
     def __repr__(self) -> str:
         return f"JobFailed({self.error!r}, {self.output_dir!r})"
-
-
-@dataclass(frozen=True)
-class JobContext:
-    """What the running Hydra job is, read once from Hydra's global state at the entry (:func:`run_job`) and
-    passed down: nothing below the entry points reads ``HydraConfig``.
-
-    Attributes:
-        multirun: whether the job is one of a multirun (``-m``).
-        overrides: the job's command-line overrides (``hydra.overrides.task``).
-        number: the job's number in the multirun (``None`` in a single run).
-        sweep_dir: the multirun's sweep folder (``None`` in a single run).
-    """
-
-    multirun: bool = False
-    overrides: tuple[str, ...] = ()
-    number: str | None = None
-    sweep_dir: str | None = None
-
-    @classmethod
-    def from_hydra(cls) -> JobContext:
-        """The running Hydra job's context (an empty one outside Hydra)."""
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-        from omegaconf import DictConfig
-
-        if not HydraConfig.initialized():
-            return cls()
-        hydra_cfg = HydraConfig.get()
-        multirun = hydra_cfg.mode == RunMode.MULTIRUN
-        num = cast(DictConfig, hydra_cfg.job).get("num")  # a DictConfig at runtime (typed as the JobConf dataclass)
-        return cls(
-            multirun=multirun,
-            overrides=tuple(hydra_cfg.overrides.task),
-            number=None if num is None else str(num),
-            sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
-        )
-
-
-def write_failure(
-    output_dir: str | Path, error: BaseException, overrides: list[str] | None = None, job: str | None = None
-) -> Path:
-    """Write :data:`FAILURE_FILE` into ``output_dir`` (atomically): the error (``type``, ``message`` and
-    ``error`` = ``"<type>: <message>"``), the formatted traceback, the job's overrides and number, the time."""
-    return write_json_atomic(
-        Path(output_dir) / FAILURE_FILE,
-        {
-            "error": f"{type(error).__name__}: {error}",
-            "type": type(error).__name__,
-            "message": str(error),
-            "traceback": "".join(traceback.format_exception(error)),
-            "overrides": overrides,
-            "job": job,
-            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        },
-    )
-
-
-def read_failure(job_dir: str | Path) -> dict | None:
-    """The failure marker of ``job_dir`` (see :func:`write_failure`; ``error`` on one line), or ``None`` if
-    the job did not fail. An unreadable marker still counts as a failure (its ``error`` says why)."""
-    path = Path(job_dir) / FAILURE_FILE
-    if not path.is_file():
-        return None
-    try:
-        marker = read_json(path)
-    except (OSError, ValueError) as error:
-        return {"error": f"unreadable {FAILURE_FILE} ({error})"}
-    if not isinstance(marker, dict):
-        return {"error": f"unexpected {FAILURE_FILE} content"}
-    return {**marker, "error": " ".join(str(marker.get("error") or "unknown error").split())}
-
-
-def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
-    """``(job folder relative to root, marker)`` of every failed job under a sweep folder ``root``, in
-    folder order (W&B run folders skipped)."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for path in sorted(root.rglob(FAILURE_FILE)):
-        if "wandb" in path.relative_to(root).parts[:-1]:
-            continue
-        found.append(
-            (str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {"error": "unknown error"})
-        )
-    return found
 
 
 def _is_nan(value: Any) -> bool:

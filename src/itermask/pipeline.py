@@ -15,10 +15,11 @@ import logging
 
 from omegaconf import DictConfig
 
+from itermask.context import JobContext
 from itermask.engine.prepare import bind, prepare, pretrain
 from itermask.engine.record import record, record_stored
 from itermask.engine.run import run
-from itermask.jobs import JobContext, config_errors
+from itermask.problems import config_errors
 from itermask.settings import evaluation_plan, plain, training_plan
 from itermask.storage.cache import CheckpointCache
 from itermask.tracking import log_summary

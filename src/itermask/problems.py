@@ -1,14 +1,17 @@
-"""The settings stage's errors, collected in one pass and raised together, each naming its option by its
-dotted config path."""
+"""Bad settings: collected in one pass and raised together, each naming its option by its dotted config path
+(:class:`Problems`), and marked as config errors (:func:`config_errors`), which a job reports as one message
+without a traceback (:func:`itermask.jobs.run_job`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from hydra.errors import CompactHydraException
+
 from itermask.validation import SettingsError
 
-__all__ = ["name_option", "Problems"]
+__all__ = ["name_option", "Problems", "ConfigError", "config_errors", "is_config_error"]
 
 
 def name_option(path: str, keys, message: str) -> str:
@@ -59,3 +62,29 @@ class Problems:
         if self.errors:
             messages = [m for e in self.errors for m in (e.problems if isinstance(e, SettingsError) else [str(e)])]
             raise SettingsError(messages)
+
+
+class ConfigError(CompactHydraException, ValueError):
+    """A bad setting of a single run, re-raised by :func:`run_job` so that Hydra prints only its message (a
+    ``CompactHydraException``: no traceback; the traceback is in the job's :data:`FAILURE_FILE`)."""
+
+
+#: attribute :func:`config_errors` sets on an error raised by the settings stage
+_CONFIG_ERROR = "itermask_config_error"
+
+
+@contextmanager
+def config_errors() -> Iterator[None]:
+    """Mark a ``ValueError`` or ``OSError`` raised inside (the settings stage: a bad setting, a missing file)
+    as a config error, re-raised unchanged: :func:`run_job` then prints one message instead of tracebacks."""
+    try:
+        yield
+    except (ValueError, OSError) as error:
+        setattr(error, _CONFIG_ERROR, True)
+        raise
+
+
+def is_config_error(error: BaseException) -> bool:
+    """Whether ``error`` is a bad setting (a :class:`~itermask.validation.SettingsError`, or raised inside
+    :func:`config_errors`) rather than a failure of the work itself."""
+    return isinstance(error, SettingsError | ConfigError) or getattr(error, _CONFIG_ERROR, False) is True

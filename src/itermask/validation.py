@@ -508,7 +508,7 @@ def check_composed(cfg, context) -> None:
 
     Args:
         cfg: the job's ``DictConfig`` (its interpolations resolved here).
-        context: the running job (:class:`itermask.jobs.JobContext`: its command-line overrides).
+        context: the running job (:class:`itermask.context.JobContext`: its command-line overrides).
 
     Raises:
         SettingsError: listing every problem of :func:`composed_problems`.

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from itermask.jobs import FAILURE_FILE, ConfigError, config_errors, is_config_error, run_job
+from itermask.jobs import run_job
+from itermask.problems import ConfigError, config_errors, is_config_error
+from itermask.storage.failures import FAILURE_FILE
 from itermask.validation import SettingsError, composed_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +43,7 @@ def test_composing_and_checking_a_config_imports_no_torch(tmp_path):
         f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
         "    good = compose(config_name='evaluate', overrides=['output_dir=/tmp/unused'])\n"
         "    bad = compose(config_name='evaluate', overrides=['output_dir=/tmp/unused', 'evaluation.n_examples=0'])\n"
-        "from itermask.jobs import JobContext\n"
+        "from itermask.context import JobContext\n"
         "check_composed(good, JobContext())\n"
         "try:\n"
         "    check_composed(bad, JobContext())\n"

@@ -23,7 +23,8 @@ from hydra import compose, initialize_config_dir
 from results_helpers import ROOT, make_result
 
 from itermask import pipeline
-from itermask.jobs import FAILURE_FILE, AllTrialsFailedError, JobFailed, JobFailedError, failed_jobs, run_job
+from itermask.jobs import AllTrialsFailedError, JobFailed, JobFailedError, run_job
+from itermask.storage.failures import FAILURE_FILE, failed_jobs
 from itermask.storage.files import write_json_atomic
 
 

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
-from hydra_plugins.itermask_sweepers import grid_jobs
+from itermask.grids import grid_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 OFF = ["train.masking_augmentation.enabled=False", "train.adversarial_augmentation.enabled=False"]

@@ -196,7 +196,7 @@ def test_label_variants_of_label_names_are_an_error_or_take_their_class(tmp_path
 def test_merging_label_variants_changes_nothing_without_variants(tmp_path):
     """The switch only repairs data that fail without it (a REPAIR_SWITCH, out of the keys): labels with no
     variant load the same either way, kept as written (``Neutral`` stays capitalised)."""
-    from itermask.data.sources import REPAIR_SWITCHES
+    from itermask.storage.keys import REPAIR_SWITCHES
 
     path = _csv(tmp_path / "d.csv", [["neg", "Neutral", "pos "][i % 3] for i in range(60)])
     off, on = FileSource(path=path).load(), FileSource(path=path, merge_label_variants=True).load()

@@ -30,15 +30,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hydra_plugins.itermask_sweepers.grid_union import GridUnionSweeper, GridUnionSweeperConf, grid_jobs
-from itermask.jobs import FAILURE_FILE, AllTrialsFailedError, failed_jobs
+from hydra_plugins.itermask_sweepers.grid_union import GridUnionSweeper, GridUnionSweeperConf
+from itermask.jobs import AllTrialsFailedError
+from itermask.storage.failures import FAILURE_FILE, failed_jobs
 
 try:
     from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper as _OptunaSweeper
 except ImportError:  # the optional hydra-optuna-sweeper is not installed
     _OptunaSweeper = None
 
-__all__ = ["GridUnionSweeper", "GridUnionSweeperConf", "grid_jobs"]
+__all__ = ["GridUnionSweeper", "GridUnionSweeperConf"]
 if _OptunaSweeper is not None:
     __all__ += ["OptunaSweeper"]
 

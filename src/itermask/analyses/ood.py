@@ -24,8 +24,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     eval_mode,
 )
-from itermask.console import number
-from itermask.formatting import md_table, mean_pm
+from itermask.formatting import md_table, mean_pm, number
 from itermask.ood.bounds import statistic_bounds
 
 if TYPE_CHECKING:
@@ -500,7 +499,7 @@ class OODAnalysis(Analysis):
                 continue
             step = min(range(len(fractions)), key=lambda i: abs(fractions[i] - at))
             where = fractions[step]
-            parts.append(f"{schedule} {number(values[step])}")
+            parts.append(f"{schedule} {number(values[step], 3)}")
         if not parts or where is None:
             return [f"OOD: no {statistic}"]
         return [

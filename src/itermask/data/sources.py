@@ -35,19 +35,9 @@ from itermask.data.splits import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "REPAIR_SWITCHES",
-    "NOT_IN_KEY_AT_DEFAULT",
     "DataSource",
     "HubSource",
 ]
-
-#: Source settings that turn bad rows into a logged repair instead of an error. They are left out of the
-#: checkpoint and result keys: off, the job fails on the rows they would repair, so a finished job's data
-#: are the same either way.
-REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts", "merge_label_variants")
-#: Source settings added after keys were stored, left out of the checkpoint and result keys while they hold
-#: this default (so the jobs that keep it keep their keys): ``{setting: default}``.
-NOT_IN_KEY_AT_DEFAULT = {"encoding": "utf-8"}
 
 
 class DataSource:

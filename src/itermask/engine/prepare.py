@@ -30,7 +30,6 @@ from itermask.data.datamodule import TextClassificationDataModule
 from itermask.engine.evaluators import build_evaluators
 from itermask.engine.keys import job_keys
 from itermask.engine.resources import Resources
-from itermask.jobs import config_errors
 from itermask.models.loading import (
     class_mapping,
     classifier_architecture,
@@ -41,7 +40,7 @@ from itermask.models.loading import (
 from itermask.models.mlm import mlm_architecture
 from itermask.models.trained import TrainedModel
 from itermask.plan import EvaluationPlan, Spec
-from itermask.problems import Problems
+from itermask.problems import Problems, config_errors
 from itermask.storage.cache import config_hash
 from itermask.storage.derived import DerivedStore
 from itermask.storage.store import ResultStore

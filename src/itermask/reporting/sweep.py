@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from itermask.jobs import read_failure
 from itermask.storage.cache import config_hash
+from itermask.storage.failures import read_failure
 from itermask.storage.files import read_json
 from itermask.storage.store import results_config
 
@@ -142,7 +142,7 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
     task = [str(x) for x in OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or []]
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     if sweeper.endswith("GridUnionSweeper"):  # a union of grids (experiment=paper)
-        from hydra_plugins.itermask_sweepers.grid_union import grid_jobs
+        from itermask.grids import grid_jobs
 
         grids = OmegaConf.select(cfg, "hydra.sweeper.grids", default=None)
         plain = [OmegaConf.to_container(node) if node is not None else None for node in (params, grids)]

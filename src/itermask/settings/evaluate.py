@@ -17,9 +17,9 @@ from omegaconf import DictConfig
 
 from itermask.analyses.base import Analysis
 from itermask.analyses.per_example import PerExampleAnalysis
+from itermask.context import JobContext
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.saliency.base import SaliencyMethod
-from itermask.jobs import JobContext
 from itermask.plan import EvaluationPlan
 from itermask.problems import Problems
 from itermask.settings.components import build, plain
@@ -60,7 +60,7 @@ def evaluation_plan(cfg: DictConfig, context: JobContext | None = None) -> Evalu
 
     Args:
         cfg: the composed config.
-        context: the running job (:meth:`~itermask.jobs.JobContext.from_hydra`; none outside a Hydra job).
+        context: the running job (:meth:`~itermask.context.JobContext.from_hydra`; none outside a Hydra job).
 
     Raises:
         ValueError: naming each bad setting (one :class:`~itermask.validation.SettingsError` listing them when

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from itermask.context import JobContext
 from itermask.core.candidates import CandidateSource, EmbeddingNeighbours
 from itermask.core.masking import MaskingStrategy
 from itermask.data import wordnet  # noqa: F401  (registers the wordnet candidate source)
 from itermask.data.sources import DataSource
-from itermask.jobs import JobContext
 from itermask.models import mlm  # noqa: F401  (registers the mlm candidate source)
 from itermask.plan import DataPlan, FineTuningPlan, JobPlan, ModelPlan, Spec
 from itermask.problems import Problems

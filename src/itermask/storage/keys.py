@@ -25,6 +25,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "NOT_IN_KEY",
     "NOT_IN_KEY_AT_DEFAULT",
+    "REPAIR_SWITCHES",
+    "SOURCE_NOT_IN_KEY_AT_DEFAULT",
     "DISABLED_NOT_IN_KEY",
     "IMPLEMENTATION_KEYS",
     "Fingerprint",
@@ -46,6 +48,14 @@ __all__ = [
 #: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``). 4: MaSF's AUROC
 #: breaks the ties of its p-values at their floor ``1/(n_cal+1)`` by the distance to the fit samples.
 SCHEMA_VERSION = 4
+
+#: The data sources' settings that turn bad rows into a logged repair instead of an error
+#: (:class:`~itermask.data.sources.DataSource`). They are left out of the checkpoint and result keys: off, the
+#: job fails on the rows they would repair, so a finished job's data are the same either way.
+REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts", "merge_label_variants")
+#: Data source settings added after keys were stored, left out of the checkpoint and result keys while they hold
+#: this default (so the jobs that keep it keep their keys): ``{setting: default}``.
+SOURCE_NOT_IN_KEY_AT_DEFAULT = {"encoding": "utf-8"}
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -70,18 +80,14 @@ NOT_IN_KEY = (
     "masking.chunk_size",
     "attack.candidates.chunk_size",
     "verbose",
-    # the data sources' repair switches (itermask.data.sources.REPAIR_SWITCHES): off, a job fails on the
-    # rows they repair, so the data of a finished job are the same either way
-    "dataset.source.drop_missing_labels",
-    "dataset.source.convert_texts",
-    "dataset.source.merge_label_variants",
+    *(f"dataset.source.{switch}" for switch in REPAIR_SWITCHES),
 )
 
 #: Dotted config keys left out of the key while they hold the value given here, so that runs at the
 #: default share their keys with configs that lack the option.
 NOT_IN_KEY_AT_DEFAULT = {
     "train.enabled": True,
-    "dataset.source.encoding": "utf-8",
+    **{f"dataset.source.{name}": default for name, default in SOURCE_NOT_IN_KEY_AT_DEFAULT.items()},
     "trainer.strategy": "auto",
     "threads": None,
 }
@@ -235,9 +241,6 @@ def training_payload(
     config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
 ) -> dict:
     """What the checkpoint key hashes (see :func:`training_key`), from a resolved config (a plain dict)."""
-    from itermask.data.sources import NOT_IN_KEY_AT_DEFAULT as SOURCE_DEFAULTS
-    from itermask.data.sources import REPAIR_SWITCHES
-
     config = without_local_paths(config, fingerprint)
     train = component_settings(config["train"])
     for augmentation in ("masking_augmentation", "adversarial_augmentation"):
@@ -248,7 +251,7 @@ def training_payload(
     source = component_settings(config["dataset"]["source"])
     for switch in REPAIR_SWITCHES:
         source.pop(switch, None)
-    for name, default in SOURCE_DEFAULTS.items():  # settings left out of the key at their default
+    for name, default in SOURCE_NOT_IN_KEY_AT_DEFAULT.items():  # settings left out of the key at their default
         if source.get(name, default) == default:
             source.pop(name, None)
     payload = {
@@ -273,7 +276,7 @@ def training_key(
     dataset source and the contents of its local files, training settings, trainer precision, seed).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, and
     ``train.enabled`` only when false; the data sources' repair switches
-    (:data:`~itermask.data.sources.REPAIR_SWITCHES`) never count: off, the job fails on data they would
+    (:data:`REPAIR_SWITCHES`) never count: off, the job fails on data they would
     repair, so the data of a finished job are the same either way.
 
     Args:

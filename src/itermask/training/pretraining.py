@@ -404,16 +404,16 @@ def get_or_pretrain(settings: PretrainSettings, tokenizer, make_trainer, make_lo
             settings.entry,
         )
         logger = make_logger() if make_logger is not None else None
-        from itermask import tracking
+        from itermask.tracking import finish, log_config, log_summary
 
         try:
-            tracking.log_config(logger, {"model": settings.model_name, **settings.payload, "key": settings.key})
+            log_config(logger, {"model": settings.model_name, **settings.payload, "key": settings.key})
             meta = _pretrain(settings, cache, tokenizer, texts, heldout, make_trainer, logger)
-            tracking.log_summary(logger, {k: v for k, v in meta.items() if isinstance(v, float)})
+            log_summary(logger, {k: v for k, v in meta.items() if isinstance(v, float)})
         except BaseException as error:
-            tracking.finish(logger, failed=True, error=f"{type(error).__name__}: {error}")
+            finish(logger, failed=True, error=f"{type(error).__name__}: {error}")
             raise
-        tracking.finish(logger)
+        finish(logger)
     return settings.output
 
 

@@ -12,13 +12,13 @@ A view shows, for one example,
 The HTML uses inline CSS and inline SVG only: no JavaScript, no external assets, so it can be mailed, put in
 a W&B ``wandb.Html`` or shown in a notebook (:class:`ExampleViews` has ``_repr_html_``); every text from the
 data is escaped, and texts longer than ``max_tokens`` (default :data:`MAX_TOKENS`) are cut with a visible
-marker (see :mod:`itermask.views.render`).
+marker (see :mod:`itermask.views.page`).
 
 Modules:
 
-- :mod:`itermask.views.model`: the views' dataclasses (:class:`Trajectory`, :class:`MethodView`,
-  :class:`ExampleView`, :class:`ExampleViews`, :class:`Html`);
-- :mod:`itermask.views.render`: the HTML (:func:`render_example`, :func:`render_page`, :data:`MAX_TOKENS`);
+- :mod:`itermask.views.page`: the views' dataclasses (:class:`Trajectory`, :class:`MethodView`,
+  :class:`ExampleView`, :class:`ExampleViews`, :class:`Html`) and their HTML (:func:`render_example`,
+  :func:`render_page`, :data:`MAX_TOKENS`);
 - :mod:`itermask.views.curves`: views from an evaluation in memory (:func:`views_from_curves`, torch, from
   the evaluator's :class:`~itermask.core.evaluation.MaskingCurves`, the clean batch, the saliency scores
   and the masks; :func:`masking_ranks`);
@@ -31,8 +31,16 @@ Rendering is plain Python; importing this package imports no torch.
 from __future__ import annotations
 
 from itermask.views.curves import masking_ranks, views_from_curves
-from itermask.views.model import ExampleView, ExampleViews, Html, MethodView, Trajectory
-from itermask.views.render import MAX_TOKENS, render_example, render_page
+from itermask.views.page import (
+    MAX_TOKENS,
+    ExampleView,
+    ExampleViews,
+    Html,
+    MethodView,
+    Trajectory,
+    render_example,
+    render_page,
+)
 from itermask.views.tables import load, views_from_tables
 
 __all__ = [

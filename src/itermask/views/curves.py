@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from itermask.views.model import ExampleView, ExampleViews, MethodView, Trajectory
-from itermask.views.render import MAX_TOKENS
+from itermask.views.page import MAX_TOKENS, ExampleView, ExampleViews, MethodView, Trajectory
 
 __all__ = ["masking_ranks", "views_from_curves"]
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from itermask.views.model import ExampleView, ExampleViews, MethodView, Trajectory
-from itermask.views.render import MAX_TOKENS
+from itermask.views.page import MAX_TOKENS, ExampleView, ExampleViews, MethodView, Trajectory
 
 __all__ = ["views_from_tables", "load"]
 

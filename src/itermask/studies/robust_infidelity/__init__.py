@@ -43,7 +43,8 @@ Modules: :mod:`~itermask.studies.robust_infidelity.settings` (the settings),
 :mod:`~itermask.studies.robust_infidelity.section` (the report section).
 """
 
-from itermask.studies.robust_infidelity.claims import Claims, compute_claims
+from itermask.studies.robust_infidelity.claims import Claims
+from itermask.studies.robust_infidelity.compute import compute_claims
 from itermask.studies.robust_infidelity.runs import variant
 from itermask.studies.robust_infidelity.section import RobustInfidelity
 from itermask.studies.robust_infidelity.settings import ClaimSettings

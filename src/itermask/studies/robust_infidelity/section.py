@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from itermask.reporting.model import Report
-from itermask.studies.robust_infidelity.claims import Claims, compute_claims
+from itermask.studies.robust_infidelity.claims import Claims
+from itermask.studies.robust_infidelity.compute import compute_claims
 from itermask.studies.robust_infidelity.figures import write_claim_files
 from itermask.studies.robust_infidelity.markdown import claims_markdown
 from itermask.studies.robust_infidelity.settings import ClaimSettings
