@@ -35,7 +35,7 @@ FERRET_GRID = [round(0.1 * i, 1) for i in range(1, 11)]
 def stage_ours(args) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from itermask.core import metrics
+    from itermask.core import measures
     from itermask.core.evaluation import IterativeMaskingEvaluator
     from itermask.core.masking import Delete, MaskToken
     from itermask.core.saliency import GradientSaliency
@@ -68,8 +68,8 @@ def stage_ours(args) -> None:
         curves = evaluator.evaluate(model, tokens, batch["labels"], batch["example_ids"])["one_shot"]
         target = curves.target
         out["ours"][name] = {
-            "aopc_compr": metrics.aopc(metrics.comprehensiveness(curves), curves.fractions, bins).tolist(),
-            "aopc_suff": metrics.aopc(metrics.sufficiency(curves), curves.fractions, bins).tolist(),
+            "aopc_compr": measures.aopc(measures.comprehensiveness(curves), curves.fractions, bins).tolist(),
+            "aopc_suff": measures.aopc(measures.sufficiency(curves), curves.fractions, bins).tolist(),
         }
     scores = saliency.attribute(model, tokens, target)
     for i in range(len(tokens)):

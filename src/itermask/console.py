@@ -148,25 +148,24 @@ def _accuracy_line(result: dict) -> str:
 
 
 def _aopc_line(result: dict, method: str | None) -> str:
-    q = "prob" if result.get("quantity", "probability") == "probability" else "logit"
-    prefix = "aopc_" if result.get("steps", "fraction") == "fraction" else "aopc_full_"
+    from itermask.core.metrics import ScoreKey
+
+    quantity = result.get("quantity", "probability")
+    aggregate = "aopc" if result.get("steps", "fraction") == "fraction" else "aopc_full"
     scores = (result.get("scores") or {}).get(method) or {}
     relative = result.get("relative_to_random") or {}
     parts = []
     for schedule, summary in scores.items():
         values = []
         for score in ("comprehensiveness", "sufficiency"):
-            key = f"{prefix}{score}_{q}"
+            key = str(ScoreKey.of(score, quantity, aggregate))
             if key in summary:
                 versus = (relative.get(schedule) or {}).get(key)
                 difference = f" ({number(versus, signed=True)})" if versus is not None else ""
                 values.append(f"{score} {number(summary[key])}{difference}")
         parts.append(f"{schedule} " + ", ".join(values))
     versus = " (minus random in brackets)" if relative else ""
-    return (
-        f"{method} {prefix.rstrip('_').upper().replace('_', ' ')} ({result.get('quantity', 'probability')}){versus}: "
-        + "; ".join(parts)
-    )
+    return f"{method} {aggregate.upper().replace('_', ' ')} ({quantity}){versus}: " + "; ".join(parts)
 
 
 def summary_lines(result: dict) -> list[str]:

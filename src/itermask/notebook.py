@@ -171,9 +171,13 @@ class EvaluationResult:
         """The notebook view: the aggregate scores, then the views of the first examples."""
         columns = ["saliency", "schedule", "n_examples"]
         frame = self.to_pandas("aggregate")
-        q = "prob" if self.evaluation.quantity == "probability" else "logit"
-        prefix = "aopc_" if self.evaluation.steps == "fraction" and self.evaluation.aopc_bins else "aopc_full_"
-        wanted = [f"{prefix}comprehensiveness_{q}", f"{prefix}sufficiency_{q}", f"auc_{q}", "never_flip_rate"]
+        from itermask.core.metrics import ScoreKey
+
+        e = self.evaluation
+        aggregate = "aopc" if e.steps == "fraction" and e.aopc_bins else "aopc_full"
+        keys = [ScoreKey.of(m, e.quantity, aggregate) for m in ("comprehensiveness", "sufficiency")]
+        keys += [ScoreKey.of("auc", e.quantity), ScoreKey.of("never_flip_rate", e.quantity)]
+        wanted = [str(key) for key in keys]
         wanted += [f"{k}_minus_random" for k in wanted[:2]]
         table = frame[[c for c in columns + wanted if c in frame.columns]].to_html(index=False, float_format="%.3f")
         return f"<div><h4>itermask: masking scores</h4>{table}</div>{self.views().html()}"

@@ -54,9 +54,9 @@ METHOD, MODEL = "saliency.name", "model.name"
 
 SCHEDULES = ("one_shot", "recursive")
 #: per-step series charted for each schedule (sufficiency only where the schedule defines it: one-shot)
-SERIES = ("comprehensiveness_{q}", "sufficiency_{q}", "target_{q}", "flip_rate")
+SERIES = ("comprehensiveness", "sufficiency", "target", "flip_rate")
 #: headline scores (AOPC over ERASER's bins)
-SCORES = ("aopc_comprehensiveness_{q}", "aopc_sufficiency_{q}")
+SCORES = ("comprehensiveness", "sufficiency")
 
 
 def key(role: str, **parts: str) -> str:
@@ -68,8 +68,12 @@ def key(role: str, **parts: str) -> str:
     return KEYS[role].format(**parts)
 
 
-def _series(schedule: str, q: str) -> list[str]:
-    return [s.format(q=q) for s in SERIES if not (s.startswith("sufficiency") and schedule != "one_shot")]
+def _keys(metrics: Sequence[str], schedule: str, quantity: str, aggregate: str | None = None) -> list[str]:
+    """The keys of ``metrics`` on ``quantity`` (sufficiency only for the one-shot schedule, which defines it)."""
+    from itermask.core.metrics import ScoreKey
+
+    wanted = [m for m in metrics if m != "sufficiency" or schedule == "one_shot"]
+    return [str(ScoreKey.of(m, quantity, aggregate)) for m in wanted]  # pyright: ignore[reportArgumentType]
 
 
 def workspace_spec(
@@ -107,8 +111,8 @@ def workspace_spec(
         raise ValueError(f"quantity must be 'probability' or 'logit', got {quantity!r}")
     if not schedules:
         raise ValueError("no schedule to chart: give one or more of " + ", ".join(SCHEDULES))
-    q = "prob" if quantity == "probability" else "logit"
-    curves, headline, ood = _curve_panels(schedules, q), _headline_panels(schedules, q), _ood_panels(schedules)
+    curves, headline = _curve_panels(schedules, quantity), _headline_panels(schedules, quantity)
+    ood = _ood_panels(schedules)
     return ws.Workspace(
         entity=entity,
         project=project,
@@ -132,15 +136,15 @@ def _pair(role: str, **parts: str) -> list[Any]:
     return [key(role, explanation=e, **parts) for e in (EXPLAINED, RANDOM)]
 
 
-def _curve_panels(schedules: Sequence[str], q: str) -> list[Any]:
-    """The masking-curves section: per schedule and per-step series (:data:`SERIES`, target quantity ``q``:
-    ``"prob"`` or ``"logit"``), a line plot of the method and of random against :data:`STEP`, the seeds of a
+def _curve_panels(schedules: Sequence[str], quantity: str) -> list[Any]:
+    """The masking-curves section: per schedule and per-step series (:data:`SERIES` on the target ``quantity``:
+    ``"probability"`` or ``"logit"``), a line plot of the method and of random against :data:`STEP`, the seeds of a
     group as mean ± standard error."""
     import wandb_workspaces.reports.v2 as wr
 
     curves: list[Any] = []
     for schedule in schedules:
-        for series in _series(schedule, q):
+        for series in _keys(SERIES, schedule, quantity):
             curves.append(
                 wr.LinePlot(
                     title=f"{series} ({schedule}): method vs random",
@@ -155,17 +159,15 @@ def _curve_panels(schedules: Sequence[str], q: str) -> list[Any]:
     return curves
 
 
-def _headline_panels(schedules: Sequence[str], q: str) -> list[Any]:
-    """The headline-scores section: per schedule and AOPC score (:data:`SCORES`, target quantity ``q``;
+def _headline_panels(schedules: Sequence[str], quantity: str) -> list[Any]:
+    """The headline-scores section: per schedule and AOPC score (:data:`SCORES` on the target ``quantity``;
     sufficiency for the one-shot schedule only), a bar chart of the method and random and one of the method
     minus random, the seeds of a group as mean ± standard error."""
     import wandb_workspaces.reports.v2 as wr
 
     headline: list[Any] = []
     for schedule in schedules:
-        for score in (s.format(q=q) for s in SCORES):
-            if score.startswith("aopc_sufficiency") and schedule != "one_shot":
-                continue
+        for score in _keys(SCORES, schedule, quantity, "aopc"):
             headline.append(
                 wr.BarPlot(
                     title=f"{score} ({schedule}) by model and method",

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # the whole analysis: one module ...
 MODULE = '''
 from itermask.analyses import Analysis, AnalysisOutput
-from itermask.core.metrics import decision_flips
+from itermask.core.measures import decision_flips
 
 
 class FirstStepFlips(Analysis):

@@ -21,7 +21,7 @@ from itermask.core.candidates import (
 )
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import Delete, MaskToken
-from itermask.core.metrics import first_flip_count
+from itermask.core.measures import first_flip_count
 from itermask.core.saliency import GradientSaliency, RandomSaliency, SaliencyMethod
 from itermask.core.tokens import TokenBatch
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import AdditiveModel
 
-from itermask.core import metrics
+from itermask.core import measures, metrics
 from itermask.core.curves import MaskingCurves
 from itermask.core.evaluation import IterativeMaskingEvaluator, resolve_target
 from itermask.core.masking import Delete, MaskToken
@@ -63,25 +63,25 @@ def test_targets_and_counts(curves):
 
 
 def test_comprehensiveness_by_hand(curves):
-    comp = metrics.comprehensiveness(curves["one_shot"])
+    comp = measures.comprehensiveness(curves["one_shot"])
     for i in range(2):
         expected = [CLEAN[i] - p for p in per_step(MASKED[i], CLEAN[i])]
         assert comp[i].tolist() == pytest.approx(expected, abs=1e-6)
 
 
 def test_sufficiency_by_hand(curves):
-    suff = metrics.sufficiency(curves["one_shot"])
+    suff = measures.sufficiency(curves["one_shot"])
     for i in range(2):
         expected = [CLEAN[i] - p for p in [KEPT[i][0]] * 4 + KEPT[i][1:]]
         assert suff[i].tolist() == pytest.approx(expected, abs=1e-6)
     with pytest.raises(ValueError, match="not defined"):
-        metrics.sufficiency(curves["recursive"])
+        measures.sufficiency(curves["recursive"])
 
 
 def test_aopc_is_the_mean_over_the_eraser_bins(curves):
     one_shot = curves["one_shot"]
-    comp = metrics.comprehensiveness(one_shot)
-    aopc = metrics.aopc(comp, one_shot.fractions)
+    comp = measures.comprehensiveness(one_shot)
+    aopc = measures.aopc(comp, one_shot.fractions)
     # bins 1, 5, 10 % mask nothing (k = 0), 20 % masks 1 token, 50 % masks 2
     expected = [(CLEAN[i] - MASKED[i][0] + CLEAN[i] - MASKED[i][1]) / 5 for i in range(2)]
     assert aopc.tolist() == pytest.approx(expected, abs=1e-6)
@@ -90,12 +90,12 @@ def test_aopc_is_the_mean_over_the_eraser_bins(curves):
     suff = [(3 * (CLEAN[i] - KEPT[i][0]) + CLEAN[i] - KEPT[i][1] + CLEAN[i] - KEPT[i][2]) / 5 for i in range(2)]
     assert summary["aopc_sufficiency_prob"] == pytest.approx(sum(suff) / 2, abs=1e-6)
     with pytest.raises(ValueError, match="not on the masking grid"):
-        metrics.aopc(comp, one_shot.fractions, bins=[0.3])
+        measures.aopc(comp, one_shot.fractions, bins=[0.3])
 
 
 def test_area_under_curve_trapezoid(curves):
     one_shot = curves["one_shot"]
-    auc = metrics.area_under_curve(metrics.target_output(one_shot.logits, one_shot.target), one_shot.fractions)
+    auc = measures.area_under_curve(measures.target_output(one_shot.logits, one_shot.target), one_shot.fractions)
     for i in range(2):
         y = per_step(MASKED[i], CLEAN[i])
         expected = sum((FRACTIONS[j + 1] - FRACTIONS[j]) * (y[j] + y[j + 1]) / 2 for j in range(6))
@@ -106,14 +106,14 @@ def test_decision_flips_and_accuracy(curves):
     one_shot = curves["one_shot"]
     # example 0: sums 2, 0 (tie -> class 0: flip), -1 (flip), 0 (flip)
     # example 1: sums -1, 0 (tie -> class 0: no flip), 1 (flip), 0 (no flip)
-    assert metrics.decision_flips(one_shot).int().tolist() == [
+    assert measures.decision_flips(one_shot).int().tolist() == [
         [0, 0, 0, 0, 1, 1, 1],
         [0, 0, 0, 0, 0, 1, 0],
     ]
     # first flips at k = 1 (fraction step 0.2) and k = 2 (step 0.5) of n = 3: the shares masked are k / n
-    assert metrics.first_flip_step(one_shot).tolist() == [4, 5]
-    assert metrics.first_flip_fraction(one_shot).tolist() == pytest.approx([1 / 3, 2 / 3])
-    assert metrics.first_flip_count(one_shot).tolist() == [1.0, 2.0]
+    assert measures.first_flip_step(one_shot).tolist() == [4, 5]
+    assert measures.first_flip_fraction(one_shot).tolist() == pytest.approx([1 / 3, 2 / 3])
+    assert measures.first_flip_count(one_shot).tolist() == [1.0, 2.0]
     summary = metrics.summarize(one_shot)
     assert summary["flip_rate"] == pytest.approx([0, 0, 0, 0, 0.5, 1.0, 0.5])
     # gold labels are 1, 1: predictions (1, 0) -> (0, 0) -> (0, 1) -> (0, 0)
@@ -125,14 +125,14 @@ def test_decision_flips_and_accuracy(curves):
 
 
 def test_logit_quantity(curves):
-    comp = metrics.comprehensiveness(curves["one_shot"], quantity="logit")
+    comp = measures.comprehensiveness(curves["one_shot"], quantity="logit")
     # example 0: logit of class 1 is the sum: 2 -> 0, -1, 0 at k = 1, 2, 3
     assert comp[0, 4:].tolist() == pytest.approx([2.0, 3.0, 2.0])
     # example 1: logit of class 0 is constant 0
     assert comp[1].abs().max().item() == 0.0
     assert "aopc_comprehensiveness_logit" in metrics.summarize(curves["one_shot"], quantity="logit")
     with pytest.raises(ValueError, match="quantity"):
-        metrics.target_output(curves["one_shot"].logits, curves["one_shot"].target, "odds")
+        measures.target_output(curves["one_shot"].logits, curves["one_shot"].target, "odds")
 
 
 def test_recursive_equals_one_shot_for_an_additive_model(curves):
@@ -182,11 +182,11 @@ def test_log_odds_drop_by_hand(curves):
     one_shot = curves["one_shot"]
     # two classes: log-odds of the target = logit difference. Example 0 (target 1): sums 2 -> 0, -1, 0.
     # Example 1 (target 0, log-odds = -sum): 1 -> 0, -1, 0
-    drop = metrics.log_odds_drop(one_shot)
+    drop = measures.log_odds_drop(one_shot)
     assert drop[0].tolist() == pytest.approx([0, 0, 0, 0, 2, 3, 2])
     assert drop[1].tolist() == pytest.approx([0, 0, 0, 0, 1, 2, 1])
     logits = torch.tensor([[1.0, 2.0, 3.0]])
-    assert metrics.log_odds(logits, torch.tensor([2])).item() == pytest.approx(3 - math.log(math.e + math.e**2))
+    assert measures.log_odds(logits, torch.tensor([2])).item() == pytest.approx(3 - math.log(math.e + math.e**2))
     summary = metrics.summarize(one_shot)
     assert summary["log_odds_drop"] == pytest.approx([0, 0, 0, 0, 1.5, 2.5, 1.5])
     assert summary["aopc_log_odds_drop"] == pytest.approx((1.5 + 2.5) / 5)  # bins: k = 0, 0, 0, 1, 2
@@ -197,7 +197,7 @@ def test_aopc_over_the_full_curve_by_hand(curves):
     one_shot = curves["one_shot"]
     summary = metrics.summarize(one_shot)
     comp = [sum(CLEAN[i] - p for p in MASKED[i]) / 7 for i in range(2)]  # k = 0 four times adds 0
-    assert metrics.aopc_full(metrics.comprehensiveness(one_shot)).tolist() == pytest.approx(comp, abs=1e-6)
+    assert measures.aopc_full(measures.comprehensiveness(one_shot)).tolist() == pytest.approx(comp, abs=1e-6)
     assert summary["aopc_full_comprehensiveness_prob"] == pytest.approx(sum(comp) / 2, abs=1e-6)
     suff = [(4 * (CLEAN[i] - KEPT[i][0]) + sum(CLEAN[i] - p for p in KEPT[i][1:])) / 7 for i in range(2)]
     assert summary["aopc_full_sufficiency_prob"] == pytest.approx(sum(suff) / 2, abs=1e-6)
@@ -215,16 +215,16 @@ def test_racu_without_retraining_by_hand():
     random = torch.tensor([0.9, 0.6, 0.2])
     explained = torch.tensor([0.9, 0.3, 0.2])
     # between: 0.5 * (0 + 0.3) / 2 + 0.5 * (0.3 + 0) / 2 = 0.15; normaliser: 0.5 * 1.1 / 2 + 0.5 * 0.4 / 2 = 0.375
-    assert metrics.racu_without_retraining(explained, random, x).item() == pytest.approx(0.4)
-    assert metrics.racu_without_retraining(random, random, x).item() == 0.0
+    assert measures.racu_without_retraining(explained, random, x).item() == pytest.approx(0.4)
+    assert measures.racu_without_retraining(random, random, x).item() == 0.0
     ideal = torch.tensor([0.9, 0.2, 0.2])  # 1 would need the drop at x = 0 itself
-    assert metrics.racu_without_retraining(ideal, random, x).item() == pytest.approx((0.5 * 0.4 / 2 * 2) / 0.375)
+    assert measures.racu_without_retraining(ideal, random, x).item() == pytest.approx((0.5 * 0.4 / 2 * 2) / 0.375)
     worse = torch.tensor([0.9, 0.9, 0.2])
-    assert metrics.racu_without_retraining(worse, random, x).item() == pytest.approx(-0.15 / 0.375)
+    assert measures.racu_without_retraining(worse, random, x).item() == pytest.approx(-0.15 / 0.375)
     flat = torch.tensor([0.5, 0.5, 0.5])
-    assert math.isnan(metrics.racu_without_retraining(explained, flat, x).item())
+    assert math.isnan(measures.racu_without_retraining(explained, flat, x).item())
     with pytest.raises(ValueError, match="differ in shape"):
-        metrics.racu_without_retraining(explained, random[:2], x)
+        measures.racu_without_retraining(explained, random[:2], x)
 
 
 class NegatedWeights(InputXGradientSaliency):
@@ -295,7 +295,7 @@ def test_count_step_summary(toy_tokenizer):
     assert summary["auc_logit"] == pytest.approx(trapezoid([0, 1, 2, 3], [2, 0, -1, 0]) / 2)
     # example 0 flips at k = 1 (1/3 of its tokens); example 1 (clean sum 0, class 0) too: masking c gives
     # sum 1, class 1 (1/2 of its tokens)
-    assert metrics.first_flip_count(one_shot).tolist() == [1.0, 1.0]
+    assert measures.first_flip_count(one_shot).tolist() == [1.0, 1.0]
     assert summary["first_flip_fraction"] == pytest.approx((1 / 3 + 1 / 2) / 2)
     assert summary["flip_rate"] == pytest.approx([0, 1, 0.5, 0.5])  # sums: ex. 0: 0, -1, 0; ex. 1: 1, 0, 0
 
@@ -344,8 +344,8 @@ def test_a_new_metric_is_one_class(curves):
         name, unit, higher_is_more_faithful, aopc = "kept_share", "fraction", False, True
 
         def values(self, curves, quantity):
-            clean = metrics.target_output(curves.clean_logits, curves.target, "probability")
-            return metrics.target_output(curves.logits, curves.target, "probability") / clean[:, None]
+            clean = measures.target_output(curves.clean_logits, curves.target, "probability")
+            return measures.target_output(curves.logits, curves.target, "probability") / clean[:, None]
 
     try:
         summary = metrics.summarize(curves["one_shot"])

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from itermask.core import metrics
+from itermask.core import measures
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import Delete, MaskToken
 from itermask.core.saliency import GradientSaliency
@@ -38,8 +38,8 @@ def test_eraser_definitions_match_naive_reference(tiny_bert, tokenizer, strategy
     )
     curves = evaluator.evaluate(tiny_bert, batch)["one_shot"]
     scores = saliency.attribute(tiny_bert, batch, curves.target)
-    ours_comp = metrics.aopc(metrics.comprehensiveness(curves), curves.fractions, BINS)
-    ours_suff = metrics.aopc(metrics.sufficiency(curves), curves.fractions, BINS)
+    ours_comp = measures.aopc(measures.comprehensiveness(curves), curves.fractions, BINS)
+    ours_suff = measures.aopc(measures.sufficiency(curves), curves.fractions, BINS)
 
     special = set(tokenizer.all_special_ids)
     for i in range(len(TEXTS)):

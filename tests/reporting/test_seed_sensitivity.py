@@ -139,7 +139,7 @@ def _context(tmp_path, toy_tokenizer):
 
 def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     from itermask.analyses.per_example import PerExampleAnalysis
-    from itermask.core import metrics
+    from itermask.core import measures, metrics
     from itermask.storage.per_example import load_per_example
 
     context, curves = _context(tmp_path, toy_tokenizer)
@@ -174,7 +174,7 @@ def test_per_example_tables_rows_columns_and_values(tmp_path, toy_tokenizer):
     row = steps[(steps.saliency == "input_x_gradient") & (steps.schedule == "one_shot") & (steps.example_id == 10)]
     one_shot = curves["input_x_gradient"]["one_shot"]
     assert row.k.tolist() == [0, 2, 3] and row.target.tolist() == [1, 1, 1]
-    assert row.comprehensiveness_prob.tolist() == pytest.approx(metrics.comprehensiveness(one_shot)[0].tolist())
+    assert row.comprehensiveness_prob.tolist() == pytest.approx(measures.comprehensiveness(one_shot)[0].tolist())
     # p(y|x) with a, b (weights 2, 1) masked: sigmoid(-1); and the logit is the sum of the kept weights
     assert row.target_prob.tolist()[1] == pytest.approx(1 / (1 + math.exp(1))) and row.target_logit.tolist()[
         1

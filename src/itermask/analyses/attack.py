@@ -30,7 +30,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     eval_mode,
 )
-from itermask.core.metrics import first_flip_count, first_flip_fraction
+from itermask.core.measures import first_flip_count, first_flip_fraction
 from itermask.storage.per_example import write_per_example
 
 if TYPE_CHECKING:

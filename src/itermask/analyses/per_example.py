@@ -18,12 +18,13 @@ from itermask.analyses.base import (
     EvaluatedCurves,
     EvaluationContext,
 )
-from itermask.core import metrics
+from itermask.core import measures, metrics
+from itermask.core.evaluation_settings import QUANTITIES
 from itermask.storage.per_example import FOLDER, PerExample, load_per_example, write_per_example
 
 if TYPE_CHECKING:
     from itermask.core.curves import MaskingCurves
-    from itermask.core.metrics import Quantity
+    from itermask.core.evaluation_settings import Quantity
 
 __all__ = ["PerExampleAnalysis", "step_frame", "score_frame", "token_frame", "examples_table", "EXAMPLES_TABLE"]
 
@@ -34,7 +35,7 @@ EXAMPLES_TABLE = "examples"
 def _per_example_values(curves: MaskingCurves, quantity: Quantity, bins) -> tuple[dict, dict]:
     """``(per-step values [B, S], scalar values [B])`` by key: every registered metric's per-example value,
     without the grid descriptors and the target curve (given as ``target_prob``/``target_logit``)."""
-    skip = {metrics.METRICS["target"].key(quantity)}
+    skip = {str(metrics.ScoreKey.of("target", quantity))}
     per_step, scalar = {}, {}
     for key, values in metrics.per_example(curves, quantity, bins).items():
         info = metrics.metric_info(key, quantity)
@@ -61,8 +62,13 @@ def step_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) -> 
             "step": np.tile(np.arange(steps), size),
             "x": np.tile(curves.grid.numpy(), size),
             "k": curves.k.reshape(-1).cpu().numpy(),
-            "target_prob": metrics.target_output(curves.logits, curves.target, "probability").reshape(-1).cpu().numpy(),
-            "target_logit": metrics.target_output(curves.logits, curves.target, "logit").reshape(-1).cpu().numpy(),
+            **{
+                str(metrics.ScoreKey.of("target", q)): measures.target_output(curves.logits, curves.target, q)
+                .reshape(-1)
+                .cpu()
+                .numpy()
+                for q in QUANTITIES
+            },
         }
     )
     for key, values in per_step.items():
@@ -79,7 +85,7 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
             "schedule": curves.schedule,
             "example_id": curves.example_ids.cpu().numpy(),
             "prediction": curves.clean_logits.argmax(dim=-1).cpu().numpy(),
-            "clean_prob": metrics.target_output(curves.clean_logits, curves.target, "probability").cpu().numpy(),
+            "clean_prob": measures.target_output(curves.clean_logits, curves.target, "probability").cpu().numpy(),
         }
     )
     for key, values in scalar.items():

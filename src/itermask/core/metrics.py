@@ -1,37 +1,15 @@
-"""Faithfulness scores computed from masking curves, and the registry of metrics.
+"""The registry of faithfulness metrics and their typed score keys.
 
-Every function takes a :class:`itermask.core.evaluation.MaskingCurves` (or plain tensors) and returns per
-example values ``[B]`` or ``[B, S]``; :func:`summarize` averages them over examples, and
-:func:`relative_to_random` compares a summary with the random explanation's summary of the same run.
+A :class:`Metric` computes per-example values from masking curves (with the functions of
+:mod:`itermask.core.measures`); defining a subclass with a ``name`` registers it in :data:`METRICS`.
+:func:`summarize` averages every applicable metric over the examples of a run, :func:`per_example` keeps the
+values per example, and :func:`relative_to_random` reads a summary against the random explanation's.
 
-``quantity`` selects what is compared: ``"probability"`` (softmax probability of the target class, the
-ERASER convention, default) or ``"logit"`` (its logit). The name of every score records which
-(``..._prob`` / ``..._logit``); scores without the suffix do not depend on it.
-
-Curves have fraction steps (x = masking fraction, share of the maskable tokens) or count steps (x = number
-of tokens masked), recorded as ``curves.steps``; areas are taken over that x-axis.
-
-Sources:
-    * Comprehensiveness and sufficiency: DeYoung et al. 2020, "ERASER", arXiv 1911.03429, Sec. 4,
-      Eqs. for comprehensiveness ``m(x)_j - m(x \\ r)_j`` and sufficiency ``m(x)_j - m(r)_j``.
-    * AOPC over the bins 1, 5, 10, 20, 50 %: DeYoung et al. 2020, Sec. 4 ("we ... define bins ... and
-      compute the average"), as ERASER's code ``rationale_benchmark/metrics.py`` does: the plain mean over
-      the bins of the per-bin score (no ``1/(K+1)`` term for the empty bin). Fraction steps only.
-    * AOPC over the full curve: Samek et al. 2017, arXiv 1509.06321, the AOPC of the most-relevant-first
-      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean
-      over every step of the grid (a grid that starts at 0 reproduces Samek's ``k = 0`` term).
-    * Log-odds drop: Shrikumar et al. 2017 (DeepLIFT), arXiv 1704.02685, Sec. 4.1, "change in log-odds"
-      of the target class, ``log p/(1-p)`` on the clean input minus on the masked input.
-    * Area under the masking curve: trapezoid rule over the x-axis (Crothers et al. 2023,
-      arXiv 2308.06795, curves of the predicted-class probability against the fraction masked).
-    * Decision flip: the prediction differs from the clean prediction (Chrysostomou & Aletras 2021,
-      arXiv 2108.13759: the "fraction of tokens" removed at the first decision flip, DFFOT), and the
-      share of examples flipped at each step.
-    * RACU without retraining: the relative area between curves (RACU) of Madsen et al. 2022,
-      arXiv 2110.08412 (its summarising metric and the figure of its "faithfulness" and "normaliser"
-      areas), applied to our curves, which are measured *without*
-      retraining (Madsen defines RACU on Recursive-ROAR curves, where the model is retrained on the
-      masked data at every step); see :func:`racu_without_retraining`.
+Every value of a summary has a :class:`ScoreKey`: the metric, its aggregate over the steps (AOPC over the
+ERASER bins, ``aopc``, or over every step, ``aopc_full``) and, for a metric computed on the target quantity,
+that quantity. Results store a key as its text (``str(key)``: ``aopc_comprehensiveness_prob``); code that
+reads stored results turns the text back into a key with :meth:`ScoreKey.parse`, the one place that reads it.
+The registry is readable without torch (the report reads stored results without it).
 """
 
 from __future__ import annotations
@@ -39,9 +17,24 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
 
+from itermask.core.evaluation_settings import QUANTITIES, Quantity
+from itermask.core.measures import (
+    AOPC_BINS,
+    aopc,
+    aopc_full,
+    area_under_curve,
+    comprehensiveness,
+    decision_flips,
+    first_flip_count,
+    first_flip_fraction,
+    log_odds_drop,
+    racu_without_retraining,
+    sufficiency,
+    target_output,
+)
 from itermask.core.registry import Registered, Registry
 
 if TYPE_CHECKING:  # torch is imported where a score is computed: the metric registry is readable without it
@@ -50,250 +43,30 @@ if TYPE_CHECKING:  # torch is imported where a score is computed: the metric reg
     from itermask.core.curves import MaskingCurves
 
 __all__ = [
-    "AOPC_BINS",
-    "target_output",
-    "log_odds",
-    "comprehensiveness",
-    "sufficiency",
-    "log_odds_drop",
-    "aopc",
-    "aopc_full",
-    "area_under_curve",
-    "decision_flips",
-    "first_flip_step",
-    "first_flip_fraction",
-    "first_flip_count",
-    "racu_without_retraining",
+    "AGGREGATES",
+    "QUANTITY_SUFFIXES",
+    "RACU",
+    "ScoreKey",
+    "MetricInfo",
+    "Metric",
+    "METRICS",
+    "metric_info",
     "summarize",
     "per_example",
     "relative_to_random",
-    "Metric",
-    "MetricInfo",
-    "METRICS",
-    "metric_info",
 ]
 
-AOPC_BINS = (0.01, 0.05, 0.1, 0.2, 0.5)
-Quantity = Literal["probability", "logit"]
-
-
-def target_output(logits: Tensor, target: Tensor, quantity: Quantity = "probability") -> Tensor:
-    """Probability or logit of class ``target``.
-
-    Args:
-        logits: ``[B, C]`` or ``[B, S, C]``.
-        target: ``[B]`` long.
-        quantity: ``"probability"`` (softmax, in [0, 1]) or ``"logit"``.
-
-    Returns:
-        ``[B]`` or ``[B, S]``.
-
-    Raises:
-        ValueError: for an unknown quantity.
-    """
-    if quantity == "probability":
-        values = logits.float().softmax(dim=-1)
-    elif quantity == "logit":
-        values = logits.float()
-    else:
-        raise ValueError(f"quantity must be 'probability' or 'logit', got {quantity!r}")
-    index = target.long().view(-1, *([1] * (logits.dim() - 1)))
-    index = index.expand(*logits.shape[:-1], 1)
-    return values.gather(-1, index).squeeze(-1)
-
-
-def log_odds(logits: Tensor, target: Tensor) -> Tensor:
-    """Log-odds of class ``target``, ``log p / (1 - p)`` in nats, computed stably from the logits as
-    ``z_target - logsumexp_{c != target} z_c``.
-
-    Args:
-        logits: ``[B, C]`` or ``[B, S, C]``.
-        target: ``[B]`` long.
-
-    Returns:
-        ``[B]`` or ``[B, S]`` (for two classes, the logit difference ``z_target - z_other``).
-    """
-    import torch
-
-    z = logits.double()
-    index = target.long().view(-1, *([1] * (z.dim() - 1))).expand(*z.shape[:-1], 1)
-    own = z.gather(-1, index).squeeze(-1)
-    others = torch.logsumexp(z.scatter(-1, index, float("-inf")), dim=-1)
-    return (own - others).float()
-
-
-def comprehensiveness(curves: MaskingCurves, quantity: Quantity = "probability") -> Tensor:
-    """``p(y|x) - p(y|x without its top-k tokens)`` at each step, ``[B, S]`` (ERASER, DeYoung et al. 2020)."""
-    clean = target_output(curves.clean_logits, curves.target, quantity)
-    return clean[:, None] - target_output(curves.logits, curves.target, quantity)
-
-
-def sufficiency(curves: MaskingCurves, quantity: Quantity = "probability") -> Tensor:
-    """``p(y|x) - p(y|only the top-k tokens kept)`` at each step, ``[B, S]`` (ERASER, DeYoung et al. 2020).
-
-    Raises:
-        ValueError: for curves without keep-only inputs (the recursive schedule, where it is undefined).
-    """
-    if curves.keep_logits is None:
-        raise ValueError(f"sufficiency is not defined for the {curves.schedule!r} schedule")
-    clean = target_output(curves.clean_logits, curves.target, quantity)
-    return clean[:, None] - target_output(curves.keep_logits, curves.target, quantity)
-
-
-def log_odds_drop(curves: MaskingCurves) -> Tensor:
-    """``[B, S]`` drop in the target class's log-odds when the top-k tokens are masked:
-    ``log-odds(y|x) - log-odds(y|x without its top-k tokens)`` (Shrikumar et al. 2017, Sec. 4.1).
-    Positive when masking lowers the target's odds; independent of ``quantity``."""
-    clean = log_odds(curves.clean_logits, curves.target)
-    return clean[:, None] - log_odds(curves.logits, curves.target)
-
-
-def _bin_columns(fractions: Tensor, bins: Sequence[float]) -> list[int]:
-    import torch
-
-    columns = []
-    for b in bins:
-        hits = torch.nonzero(torch.isclose(fractions.double(), torch.tensor(float(b), dtype=torch.float64))).flatten()
-        if not len(hits):
-            raise ValueError(f"AOPC bin {b} is not on the masking grid {fractions.tolist()}; add it to the fractions")
-        columns.append(int(hits[0]))
-    return columns
-
-
-def aopc(scores: Tensor, fractions: Tensor, bins: Sequence[float] = AOPC_BINS) -> Tensor:
-    """Area over the perturbation curve as ERASER computes it: the mean of ``scores`` over ``bins``.
-
-    Args:
-        scores: ``[B, S]`` per-step comprehensiveness or sufficiency.
-        fractions: ``[S]`` the masking fractions of the steps.
-        bins: fractions to average over (default 1, 5, 10, 20, 50 %; DeYoung et al. 2020, Sec. 4).
-
-    Returns:
-        ``[B]``.
-
-    Raises:
-        ValueError: if a bin is not one of the fractions, or there is no bin (the mean of nothing).
-    """
-    if len(bins) == 0:
-        raise ValueError("AOPC needs at least one bin (summarize(..., bins=None) leaves AOPC out)")
-    return scores[:, _bin_columns(fractions, bins)].mean(dim=1)
-
-
-def aopc_full(scores: Tensor) -> Tensor:
-    """AOPC over the full curve: the mean of ``scores`` (``[B, S]``) over every step, ``[B]``
-    (Samek et al. 2017, arXiv 1509.06321; the grid's steps are the perturbation steps, fraction or count)."""
-    return scores.mean(dim=1)
-
-
-def area_under_curve(values: Tensor, grid: Tensor) -> Tensor:
-    """Trapezoid area under ``values`` (``[..., S]``) over the x-axis ``grid`` (``[S]``: masking fractions,
-    or token counts for count steps); returns ``[...]``.
-
-    For a probability curve over the fraction grid 0..1 the area lies in [0, 1]; a faithful explanation
-    makes the predicted-class probability fall fast, so a smaller area is better. Over count steps the
-    unit is tokens times the quantity.
-
-    Raises:
-        ValueError: with fewer than two steps.
-    """
-    import torch
-
-    if values.shape[-1] < 2:
-        raise ValueError("the area under a masking curve needs at least two steps")
-    return torch.trapezoid(values.double(), grid.double().to(values.device), dim=-1).float()
-
-
-def decision_flips(curves: MaskingCurves) -> Tensor:
-    """``[B, S]`` bool: the prediction at the step differs from the clean prediction."""
-    return curves.logits.argmax(dim=-1) != curves.clean_logits.argmax(dim=-1)[:, None]
-
-
-def first_flip_step(curves: MaskingCurves) -> Tensor:
-    """``[B]`` long: the index of the first step whose prediction differs from the clean one, ``-1`` if none."""
-    import torch
-
-    flips = decision_flips(curves)
-    steps = torch.arange(flips.shape[1], device=flips.device).expand_as(flips)
-    first = torch.where(flips, steps, flips.shape[1]).min(dim=1).values
-    return torch.where(first == flips.shape[1], -1, first)
-
-
-def _at_first_flip(curves: MaskingCurves, values: Tensor) -> Tensor:
-    import torch
-
-    step = first_flip_step(curves)
-    picked = values.double().gather(1, step.clamp(min=0)[:, None]).squeeze(1)
-    return torch.where(step >= 0, picked, torch.full_like(picked, float("nan")))
-
-
-def first_flip_fraction(curves: MaskingCurves) -> Tensor:
-    """``[B]`` the fraction of the maskable tokens masked (``k / n``) at the first step whose prediction
-    differs from the clean one, NaN if none (decision flip - fraction of tokens, Chrysostomou & Aletras
-    2021).
-
-    This is the share actually masked, for fraction and count steps alike; on a fraction grid it can
-    differ from the nominal fraction by the rounding of ``k = floor(f * n + 0.5)``. With a coarse grid it
-    is an upper bound of the fraction at which the decision flips token by token.
-    """
-    return _at_first_flip(curves, curves.masked_fraction)
-
-
-def first_flip_count(curves: MaskingCurves) -> Tensor:
-    """``[B]`` the number of tokens masked at the first step whose prediction differs from the clean
-    one, NaN if none (a count; see :func:`first_flip_fraction`)."""
-    return _at_first_flip(curves, curves.k)
-
-
-def racu_without_retraining(values: Tensor, random_values: Tensor, grid: Tensor) -> Tensor:
-    """Relative area between the masking curve of an explanation and of the random explanation,
-    normalised as RACU is in Madsen et al. 2022 (arXiv 2110.08412, summarising metric), but on curves
-    measured *without retraining*.
-
-    ``RACU = integral (r(x) - e(x)) dx / integral (r(x) - r(x_end)) dx`` over the x-axis ``grid`` (trapezoid
-    rule), where ``e`` is the explanation's curve, ``r`` the random explanation's curve and ``r(x_end)``
-    the random curve's last value (at 100 % masked the two curves meet). The numerator is the area by
-    which the explanation's curve runs below the random one (Madsen's "faithfulness" area), the
-    denominator the area of the random curve above its end point (his "normaliser"). 1 is the most
-    faithful possible (the curve drops to the end value at once), 0 is no better than random, and a
-    negative value is worse than random. The bound 1 holds only when the explanation's curve never drops
-    below the end value and the random curve is not flat: without retraining, curves are not monotone
-    (an intermediate step can score below the fully masked input), a grid that stops before 100 % can
-    leave the explanation's curve below the random one's end, and a nearly flat random curve makes the
-    denominator small, so values above 1 (and large ratios) occur.
-
-    Madsen's curves are Recursive-ROAR test performance: the model is retrained on the masked data at
-    every step. Ours use the same fine-tuned model throughout, so the masked inputs are out of
-    distribution for it; hence the name. Pass the curves of the mean target probability/logit (or of
-    accuracy) over the same examples for both explanations.
-
-    Args:
-        values: ``[..., S]`` the explanation's curve.
-        random_values: ``[..., S]`` the random explanation's curve.
-        grid: ``[S]`` the x-axis (fractions or counts).
-
-    Returns:
-        ``[...]``; NaN where the normaliser is not positive (a random curve that never falls).
-
-    Raises:
-        ValueError: with fewer than two steps, or curves of different shapes.
-    """
-    import torch
-
-    if values.shape != random_values.shape:
-        raise ValueError(f"curves differ in shape: {tuple(values.shape)} vs {tuple(random_values.shape)}")
-    between = area_under_curve(random_values.double() - values.double(), grid).double()
-    normaliser = area_under_curve(random_values.double() - random_values[..., -1:].double(), grid).double()
-    ratio = between / normaliser.clamp(min=torch.finfo(torch.float64).tiny)
-    return torch.where(normaliser > 0, ratio, torch.full_like(ratio, float("nan"))).float()
-
-
-# ------------------------------------------------------------------------------------------------
-# the metric registry: summarize, the tracker and the report read it
+#: how a per-step metric is summarised over the steps: AOPC over the ERASER bins, or over every step
+AGGREGATES = ("aopc", "aopc_full")
+#: how a key names the quantity it was computed on
+QUANTITY_SUFFIXES: dict[str, str] = {"probability": "prob", "logit": "logit"}
+#: the relative measure of :func:`relative_to_random` (``racu_without_retraining_<prob|logit|accuracy>``)
+RACU = "racu_without_retraining"
 
 
 @dataclass(frozen=True)
 class MetricInfo:
-    """What a score key means (see :func:`metric_info`).
+    """What a score key means (:meth:`ScoreKey.info`).
 
     Attributes:
         name: the registered metric's name (``comprehensiveness``; keys may add ``aopc_``/``aopc_full_``
@@ -314,6 +87,70 @@ class MetricInfo:
     higher_is_more_faithful: bool | None
     per_step: bool
     bounds: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    """The key of one value of a summary (:func:`summarize`).
+
+    Attributes:
+        metric: the registered metric's name (``comprehensiveness``).
+        aggregate: ``None`` (the metric itself), ``"aopc"`` (its mean over the ERASER bins) or ``"aopc_full"``
+            (its mean over every step).
+        quantity: the target quantity of a metric computed on it (``"probability"`` or ``"logit"``); ``None``
+            for a metric that does not depend on it.
+    """
+
+    metric: str
+    aggregate: str | None = None
+    quantity: Quantity | None = None
+
+    def __str__(self) -> str:
+        prefix = f"{self.aggregate}_" if self.aggregate else ""
+        suffix = f"_{QUANTITY_SUFFIXES[self.quantity]}" if self.quantity else ""
+        return f"{prefix}{self.metric}{suffix}"
+
+    @classmethod
+    def of(cls, metric: str, quantity: Quantity, aggregate: str | None = None) -> ScoreKey:
+        """The key of the registered ``metric`` computed on ``quantity`` (kept only when the metric depends on
+        it), aggregated by ``aggregate``.
+
+        Raises:
+            ValueError: an unknown metric (naming the known ones) or aggregate."""
+        if aggregate not in (None, *AGGREGATES):
+            raise ValueError(f"unknown aggregate {aggregate!r}: choose from {AGGREGATES}")
+        entry = METRICS.get_entry(metric)
+        return cls(metric, aggregate, quantity if entry.per_quantity else None)
+
+    @classmethod
+    def parse(cls, text: str) -> ScoreKey | None:
+        """The key a stored text names (``aopc_full_sufficiency_logit``), or ``None`` when no registered metric
+        produces it."""
+        for aggregate in ("aopc_full", "aopc", None):
+            base = text.removeprefix(f"{aggregate}_") if aggregate else text
+            if aggregate and base == text:
+                continue
+            for metric in METRICS.values():
+                if aggregate and not metric.aopc:
+                    continue
+                for quantity in QUANTITIES if metric.per_quantity else (None,):
+                    key = cls(metric.name, aggregate, quantity)  # pyright: ignore[reportArgumentType]
+                    if str(key) == text:
+                        return key
+        return None
+
+    @property
+    def base(self) -> ScoreKey:
+        """The per-step key this aggregate summarises (the key itself when it is no aggregate)."""
+        return replace(self, aggregate=None)
+
+    def info(self, quantity: Quantity | None = None) -> MetricInfo:
+        """What the key means: its metric's unit, direction and bounds (``quantity`` gives the unit of a key
+        without one); an aggregate is one value, not a curve."""
+        metric = METRICS[self.metric]
+        info = metric.info(self.quantity or quantity)
+        per_step = info.per_step and not self.aggregate
+        return MetricInfo(str(self), info.unit, info.higher_is_more_faithful, per_step, info.bounds)
 
 
 #: every metric by name, in the order summaries list them (subclasses of :class:`Metric` add themselves)
@@ -354,9 +191,9 @@ class Metric(Registered, ABC):
     def _registry_entry(cls) -> Metric:
         return cls()
 
-    def key(self, quantity: Quantity) -> str:
-        """The summary key: ``name``, or ``name_prob`` / ``name_logit``."""
-        return f"{self.name}_{_suffix(quantity)}" if self.per_quantity else self.name
+    def key(self, quantity: Quantity, aggregate: str | None = None) -> ScoreKey:
+        """The summary key of this metric on ``quantity`` (aggregated by ``aggregate``)."""
+        return ScoreKey(self.name, aggregate, quantity if self.per_quantity else None)
 
     def applies(self, curves: MaskingCurves) -> bool:
         """Whether the metric is defined for ``curves`` (e.g. sufficiency needs keep-only inputs)."""
@@ -374,10 +211,6 @@ class Metric(Registered, ABC):
         unit = self.unit if self.unit != "quantity" or quantity is None else quantity
         bounds = None if self.unit == "quantity" and quantity not in (None, "probability") else self.bounds
         return MetricInfo(self.name, unit, self.higher_is_more_faithful, self.per_step, bounds)
-
-
-def _suffix(quantity: Quantity) -> str:
-    return "prob" if quantity == "probability" else "logit"
 
 
 class MaskedFraction(Metric):
@@ -510,19 +343,11 @@ class NeverFlipRate(Metric):
         return first_flip_fraction(curves).isnan().float()
 
 
-def metric_info(key: str, quantity: Quantity | None = None) -> MetricInfo | None:
-    """What the summary key ``key`` means, with ``aopc_``/``aopc_full_`` prefixes and ``_prob``/``_logit``
-    suffixes resolved (``quantity`` gives the unit of keys without a suffix), or ``None`` for a key no
-    registered metric produces."""
-    prefix = next(p for p in ("aopc_full_", "aopc_", "") if key.startswith(p))
-    base = key[len(prefix) :]
-    for metric in METRICS.values():
-        for q in ("probability", "logit") if metric.per_quantity else (quantity,):
-            if metric.key(q or "probability") == base and (not prefix or metric.aopc):
-                info = metric.info(q)
-                per_step = info.per_step and not prefix
-                return MetricInfo(key, info.unit, info.higher_is_more_faithful, per_step, info.bounds)
-    return None
+def metric_info(text: str, quantity: Quantity | None = None) -> MetricInfo | None:
+    """What the stored key ``text`` means (:meth:`ScoreKey.parse`, then :meth:`ScoreKey.info`; ``quantity`` gives
+    the unit of a key without one), or ``None`` for a key no registered metric produces."""
+    key = ScoreKey.parse(text)
+    return None if key is None else key.info(quantity)
 
 
 def _mean(values: Tensor) -> float:
@@ -553,21 +378,23 @@ def summarize(
     Raises:
         ValueError: for an unknown quantity, or a bin not on a fraction grid.
     """
-    if quantity not in ("probability", "logit"):
+    if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be 'probability' or 'logit', got {quantity!r}")
     out = {"n_examples": len(curves), "quantity": quantity, "steps": curves.steps, "x": curves.grid.tolist()}
     applicable = [metric for metric in METRICS.values() if metric.applies(curves)]
     areas = {}
     for metric in (m for m in applicable if m.per_step):
         values = metric.values(curves, quantity)
-        out[metric.key(quantity)] = metric.reduce(values, curves)
+        out[str(metric.key(quantity))] = metric.reduce(values, curves)
         if metric.aopc:
             areas[metric.key(quantity)] = values
     if curves.steps == "fraction" and bins is not None:
-        out.update({f"aopc_{key}": aopc(values, curves.grid, bins).mean().item() for key, values in areas.items()})
-    out.update({f"aopc_full_{key}": aopc_full(values).mean().item() for key, values in areas.items()})
+        for key, values in areas.items():
+            out[str(replace(key, aggregate="aopc"))] = aopc(values, curves.grid, bins).mean().item()
+    for key, values in areas.items():
+        out[str(replace(key, aggregate="aopc_full"))] = aopc_full(values).mean().item()
     for metric in (m for m in applicable if not m.per_step):
-        out[metric.key(quantity)] = metric.reduce(metric.values(curves, quantity), curves)
+        out[str(metric.key(quantity))] = metric.reduce(metric.values(curves, quantity), curves)
     return out
 
 
@@ -580,11 +407,11 @@ def per_example(
     out = {}
     for metric in (m for m in METRICS.values() if m.applies(curves)):
         values = metric.values(curves, quantity)
-        out[metric.key(quantity)] = values
+        out[str(metric.key(quantity))] = values
         if metric.aopc:
             if curves.steps == "fraction" and bins is not None:
-                out[f"aopc_{metric.key(quantity)}"] = aopc(values, curves.grid, bins)
-            out[f"aopc_full_{metric.key(quantity)}"] = aopc_full(values)
+                out[str(metric.key(quantity, "aopc"))] = aopc(values, curves.grid, bins)
+            out[str(metric.key(quantity, "aopc_full"))] = aopc_full(values)
     return out
 
 
@@ -608,19 +435,24 @@ def relative_to_random(summary: dict, random_summary: dict) -> dict:
     for key in ("steps", "x", "quantity"):
         if summary[key] != random_summary[key]:
             raise ValueError(f"cannot compare summaries with different {key}: {summary[key]} vs {random_summary[key]}")
-    compared = {m.key(summary["quantity"]) for m in METRICS.values() if m.vs_random}
+    compared = {str(m.key(summary["quantity"])) for m in METRICS.values() if m.vs_random}
+
+    def is_compared(key: str) -> bool:
+        parsed = ScoreKey.parse(key)
+        return key in compared or parsed is not None and parsed.aggregate is not None
+
     out = {
         key: value - random_summary[key]
         for key, value in summary.items()
-        if (key.startswith("aopc_") or key in compared) and isinstance(value, float) and key in random_summary
+        if is_compared(key) and isinstance(value, float) and key in random_summary
     }
     grid = torch.tensor(summary["x"], dtype=torch.float64)
-    q = "prob" if summary["quantity"] == "probability" else "logit"
-    for name in (f"target_{q}", "accuracy"):
+    target = str(ScoreKey.of("target", summary["quantity"]))
+    for name, series in ((QUANTITY_SUFFIXES[summary["quantity"]], target), ("accuracy", "accuracy")):
         score = racu_without_retraining(
-            torch.tensor(summary[name], dtype=torch.float64),
-            torch.tensor(random_summary[name], dtype=torch.float64),
+            torch.tensor(summary[series], dtype=torch.float64),
+            torch.tensor(random_summary[series], dtype=torch.float64),
             grid,
         )
-        out[f"racu_without_retraining_{name.removeprefix('target_')}"] = score.item()
+        out[f"{RACU}_{name}"] = score.item()
     return out

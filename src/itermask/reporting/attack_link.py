@@ -20,6 +20,8 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
+from itermask.core.metrics import ScoreKey
+
 __all__ = ["faithfulness_vs_attack", "spearman_exact", "EFFICIENCY", "COLUMNS", "caveat"]
 
 #: attack efficiency measures (report score names) and whether higher means more efficient
@@ -78,6 +80,12 @@ def spearman_exact(x: list[float], y: list[float]) -> tuple[float, float]:
     return rho, float(result.pvalue)
 
 
+def _aopc_comprehensiveness(score: str) -> bool:
+    """Whether ``score`` is an AOPC comprehensiveness (over the ERASER bins, on either quantity)."""
+    key = ScoreKey.parse(score)
+    return key is not None and key.metric == "comprehensiveness" and key.aggregate == "aopc"
+
+
 def faithfulness_vs_attack(summary: pd.DataFrame) -> pd.DataFrame:
     """Spearman's rho across saliency methods between seed-mean AOPC comprehensiveness and each attack
     efficiency of :data:`EFFICIENCY` (rows in :data:`COLUMNS` order), per (model, dataset, masking) and
@@ -92,7 +100,7 @@ def faithfulness_vs_attack(summary: pd.DataFrame) -> pd.DataFrame:
         schedules = sorted({schedule for (_, schedule, score) in means if score in EFFICIENCY})
         for schedule in schedules:
             faithfulness = sorted(
-                {score for (_, s, score) in means if s == schedule and score.startswith("aopc_comprehensiveness_")}
+                {score for (_, s, score) in means if s == schedule and _aopc_comprehensiveness(score)}
             )
             for faith in faithfulness[:1]:
                 for efficiency in EFFICIENCY:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 from itermask.reporting.intervals import UNIT_INTERVAL, Bounds, difference_bounds
 
 if TYPE_CHECKING:
-    from itermask.core.metrics import Quantity
+    from itermask.core.evaluation_settings import Quantity
 
 __all__ = ["measure_bounds", "score_bounds"]
 

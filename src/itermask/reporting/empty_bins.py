@@ -13,6 +13,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from itermask.core.metrics import ScoreKey
 from itermask.reporting.model import Report
 
 __all__ = ["EmptyBin", "empty_bins"]
@@ -77,16 +78,21 @@ def empty_bins(report: Report) -> list[EmptyBin]:
         if not empty:
             continue
         kept = [b for b in bins if all(abs(b - e) > 1e-9 for e, _ in empty)]
-        for key in [c for c in first.columns if f"aopc_{c}" in _aopc_keys(members[0], method)]:
-            with_bin, without = _aopc_means(frames, key, bins), _aopc_means(frames, key, kept)
+        for key in _aopc_keys(members[0], method):
+            column = str(key.base)
+            if column not in first.columns:
+                continue
+            with_bin, without = _aopc_means(frames, column, bins), _aopc_means(frames, column, kept)
             for b, n_empty in empty:
-                out.append(EmptyBin(label, b, n_empty, n_examples, f"aopc_{key}", with_bin, without))
+                out.append(EmptyBin(label, b, n_empty, n_examples, str(key), with_bin, without))
     return out
 
 
-def _aopc_keys(run, method: str) -> set[str]:
+def _aopc_keys(run, method: str) -> list[ScoreKey]:
+    """The method's AOPC-over-bins keys in a run's result, in the result's order."""
     scores = (run.result.get("scores") or {}).get(method) or {}
-    return {k for summary in scores.values() for k in summary if k.startswith("aopc_") and "full" not in k}
+    keys = [ScoreKey.parse(k) for summary in scores.values() for k in summary]
+    return list(dict.fromkeys(k for k in keys if k is not None and k.aggregate == "aopc"))
 
 
 def _aopc_means(frames: Sequence[pd.DataFrame], key: str, bins: Sequence[float]) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from itermask.core.metrics import metric_info
+from itermask.core.metrics import AGGREGATES, ScoreKey, metric_info
 from itermask.reporting.bounds import measure_bounds
 from itermask.reporting.model import GROUP, of_group
 from itermask.reporting.seeds import MIN_SEEDS, kendalls_w, seed_share
@@ -34,8 +34,8 @@ from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import Run
 
 __all__ = ["add_seed_statistics", "headline_scores", "HEADLINE_SCORES"]
-#: the scores the headline leads with, most important first (``<q>``: prob or logit)
-HEADLINE_SCORES = ("comprehensiveness_{q}", "sufficiency_{q}")
+#: the metrics the headline leads with, most important first (their AOPC on the run's quantity)
+HEADLINE_SCORES = ("comprehensiveness", "sufficiency")
 
 
 def _per_example_scores(members: list[Run]) -> tuple[list[pd.DataFrame] | None, list[str]]:
@@ -75,11 +75,10 @@ def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], set
 def headline_scores(quantity: str, available) -> list[str]:
     """The headline's score keys among ``available``: the AOPC over ERASER's bins where computed (fraction
     steps), else the AOPC over every step."""
-    q = "prob" if quantity == "probability" else "logit"
     keys = []
-    for template in HEADLINE_SCORES:
-        name = template.format(q=q)
-        key = next((k for k in (f"aopc_{name}", f"aopc_full_{name}") if k in available), None)
+    for metric in HEADLINE_SCORES:
+        candidates = (str(ScoreKey.of(metric, quantity, aggregate)) for aggregate in AGGREGATES)  # type: ignore[arg-type]
+        key = next((k for k in candidates if k in available), None)
         if key is not None:
             keys.append(key)
     return keys

@@ -95,7 +95,7 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
     """
     import torch
 
-    from itermask.core.metrics import decision_flips, target_output
+    from itermask.core.measures import decision_flips, target_output
     from itermask.core.schedules import SCHEDULES
 
     size = scores.shape[0]
@@ -250,7 +250,7 @@ def _batch_curves(
     Raises:
         ValueError: if shapes disagree with ``batch``.
     """
-    from itermask.core.metrics import target_output
+    from itermask.core.measures import target_output
     from itermask.core.tokens import maskable_positions
 
     special_ids = set(int(i) for i in tokenizer.all_special_ids)

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from itermask.core.metrics import ScoreKey
 from itermask.views.page import MAX_TOKENS, ExampleView, ExampleViews, MethodView, Trajectory
 
 __all__ = ["views_from_tables", "load"]
+
+#: the per-step column of the target class's probability after masking
+TARGET_PROBABILITY = str(ScoreKey.of("target", "probability"))
 
 
 def _trajectory_from_tables(schedule: str, kind: str, steps, first_step: list[int] | None, ranks) -> Trajectory:
@@ -37,7 +41,7 @@ def _trajectory_from_tables(schedule: str, kind: str, steps, first_step: list[in
         steps=kind,
         x=[float(v) for v in steps["x"].tolist()],
         masked=masked,
-        probability=[float(v) for v in steps["target_prob"].tolist()],
+        probability=[float(v) for v in steps[TARGET_PROBABILITY].tolist()],
         flip_step=flips[0] if flips else None,
     )
 

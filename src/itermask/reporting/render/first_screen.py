@@ -25,7 +25,7 @@ from typing import cast
 
 import pandas as pd
 
-from itermask.core.metrics import metric_info
+from itermask.core.metrics import QUANTITY_SUFFIXES, RACU, ScoreKey, metric_info
 from itermask.formatting import number
 from itermask.reporting.empty_bins import empty_bins
 from itermask.reporting.model import GROUP, Report, series_rows
@@ -51,9 +51,10 @@ NAMES = {
     "first_flip_count": "tokens masked at the first decision flip",
     "never_flip_rate": "share of examples never flipped",
     "auc": "area under the target curve",
-    "racu_without_retraining": "RACU without retraining",
+    RACU: "RACU without retraining",
 }
-QUANTITIES = {"prob": "probability", "logit": "logit"}
+#: the words of a score's aggregate over the steps
+AGGREGATE_WORDS = {"aopc": "AOPC ", "aopc_full": "AOPC over every step, "}
 
 
 def readable_name(key: str) -> str:
@@ -63,19 +64,12 @@ def readable_name(key: str) -> str:
     as it is."""
     if key.startswith("accuracy_"):
         return f"{key.removeprefix('accuracy_').replace('_', ' ')} accuracy"
-    prefix, rest = "", key
-    for start, words in (("aopc_full_", "AOPC over every step, "), ("aopc_", "AOPC ")):
-        if rest.startswith(start):
-            prefix, rest = words, rest[len(start) :]
-            break
-    quantity = ""
-    for suffix, words in QUANTITIES.items():
-        if rest.endswith(f"_{suffix}"):
-            rest, quantity = rest[: -len(suffix) - 1], f" ({words})"
-            break
-    if rest not in NAMES:
-        return key
-    return f"{prefix}{NAMES[rest]}{quantity}"
+    parsed = ScoreKey.parse(key)
+    if parsed is not None and parsed.metric in NAMES:
+        quantity = f" ({parsed.quantity})" if parsed.quantity else ""
+        return f"{AGGREGATE_WORDS.get(parsed.aggregate or '', '')}{NAMES[parsed.metric]}{quantity}"
+    racu = next((q for q, suffix in QUANTITY_SUFFIXES.items() if key == f"{RACU}_{suffix}"), None)
+    return f"{NAMES[RACU]} ({racu})" if racu is not None else key
 
 
 def _label(row) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from itermask.core.metrics import metric_info
+from itermask.core.evaluation_settings import QUANTITIES
+from itermask.core.metrics import ScoreKey, metric_info
 from itermask.reporting.bounds import score_bounds
 from itermask.reporting.model import result_curves
 from itermask.reporting.statistics import seed_interval
@@ -21,16 +22,12 @@ __all__ = ["curve_figure", "slug", "Line", "pyplot", "png"]
 
 #: (legend, runs, (explanation, schedule), matplotlib style)
 Line = tuple[str, list[Run], tuple[str, str], dict]
-ORDER = (
-    "target_prob",
-    "target_logit",
-    "comprehensiveness_prob",
-    "comprehensiveness_logit",
-    "sufficiency_prob",
-    "sufficiency_logit",
-    "flip_rate",
-    "accuracy",
-)
+#: the per-step series in the order the curve figure draws them, on each quantity
+ORDER = tuple(
+    str(ScoreKey.of(metric, quantity))  # pyright: ignore[reportArgumentType]
+    for metric in ("target", "comprehensiveness", "sufficiency")
+    for quantity in QUANTITIES
+) + ("flip_rate", "accuracy")
 UNITS = {
     "probability": "probability",
     "logit": "logit",
