@@ -19,7 +19,7 @@ This module is imported on first use of ``itermask.evaluate`` (``import itermask
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,18 +32,21 @@ if TYPE_CHECKING:
 
 __all__ = ["evaluate", "EvaluationResult"]
 
-#: evaluate.py's evaluation settings that choose a subset of a split; the facade evaluates the data it is given
-WHOLE_DATA_OPTIONS = ("split", "n_examples", "subset_seed")
 
-
-def _check_arguments(model, saliency, data, batch_size, max_length, device) -> list:
+def _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation) -> list:
     """The facade's own arguments, before any model or data work; returns the saliency methods as a list (a
     new-user review met torch's and CUDA's raw errors for these).
 
     Raises:
         ValueError: ``model`` of no accepted kind, no or unknown kinds of methods, ``data=None``, ``batch_size``
-            not a positive integer, ``max_length`` under 3, ``device`` not a usable torch device."""
+            not a positive integer, ``max_length`` under 3, ``device`` not a usable torch device, an option that
+            would choose a subset of the data."""
     import torch
+
+    from itermask.settings.presets import WHOLE_DATA_OPTIONS
+
+    if given_whole := [option for option in WHOLE_DATA_OPTIONS if option in evaluation]:
+        raise ValueError(f"{given_whole[0]} is not an option of itermask.evaluate (the given data is evaluated whole)")
 
     pair = isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], torch.nn.Module)
     if not (isinstance(model, str | Path | torch.nn.Module) or pair):
@@ -99,48 +102,6 @@ def _given(model, tokenizer, device) -> tuple[tuple[Any, Any] | None, str, str]:
     return (model, tokenizer), "", "cpu" if on.type == "cpu" else "auto"
 
 
-def _evaluation(options: Mapping[str, Any], seed: int, conf_dir: Path):
-    """The evaluation settings: ``conf/evaluate.yaml``'s defaults with ``options`` over them, the whole data.
-
-    Raises:
-        SettingsError: unknown or out-of-range settings, naming them."""
-    from itermask.core.evaluation_settings import EvaluationSettings
-    from itermask.settings.presets import evaluation_defaults
-    from itermask.validation import SettingsError, config_problems
-
-    defaults = evaluation_defaults(conf_dir)
-    if unknown := sorted(set(options) - set(defaults)):
-        choices = sorted(set(defaults) - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
-        raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {choices}"])
-    node = {**defaults, **options, "split": "test", "n_examples": None}
-    if problems := config_problems({"evaluation": node, "seed": seed}):
-        raise SettingsError(problems)
-    return EvaluationSettings.of(node)
-
-
-def _components(saliency: list, masking, values: dict, conf_dir: Path) -> tuple[tuple, Any]:
-    """The saliency methods and the masking strategy: instances as given, names built from their presets; every
-    error raised together."""
-    from itermask.core.masking import MaskingStrategy
-    from itermask.core.saliency import SaliencyMethod
-    from itermask.problems import Problems
-    from itermask.settings import build
-    from itermask.settings.presets import preset
-
-    problems, methods, strategy = Problems(), [], masking
-    for method in saliency:
-        with problems.collect():
-            given = not isinstance(method, str)
-            node = None if given else preset("saliency", method, conf_dir, values)
-            methods.append(method if node is None else build(node, "saliency", SaliencyMethod))
-    if isinstance(masking, str):
-        with problems.collect():
-            strategy = build(preset("masking", masking, conf_dir, values), "masking", MaskingStrategy)
-    problems.raise_if_any()
-    assert all(isinstance(m, SaliencyMethod) for m in methods) and isinstance(strategy, MaskingStrategy)
-    return tuple(methods), strategy
-
-
 def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, options: dict) -> EvaluationPlan:
     """The plan of a notebook evaluation: the given texts, no fine-tuning, no files, cache or tracker."""
     from itermask.data.given import GivenTexts
@@ -189,6 +150,20 @@ def _result(plan: EvaluationPlan, evaluation, resources, result: dict, texts: li
     )
 
 
+def _run(plan: EvaluationPlan, given: tuple[Any, Any] | None, texts: list[str]) -> EvaluationResult:
+    """Prepare, run and record ``plan`` (the engine of ``evaluate.py``), Lightning's console lines hidden."""
+    from itermask.console import quiet_lightning
+    from itermask.engine.prepare import prepare
+    from itermask.engine.record import record
+    from itermask.engine.run import run
+
+    with quiet_lightning(), prepare(plan, given) as resources:
+        done = run(plan, resources)
+        assert done is not None  # one process
+        result = record(plan, resources, done)
+    return _result(plan, done, resources, result, texts)
+
+
 def evaluate(
     model,
     data,
@@ -215,23 +190,15 @@ def evaluate(
     Args:
         model: a ``torch.nn.Module`` classifier (with ``tokenizer=``), a ``(model, tokenizer)`` pair, a local
             directory of a Hugging Face sequence classifier or a hub id.
-        data: a list of texts, a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path.
-        tokenizer: the Hugging Face tokenizer of a module (default: the directory's or hub id's own).
+        data: a list of texts, a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole.
         labels: gold labels (class ids or the classifier's class names), one per text; default the
             ``label_column`` of tabular data, if any (needed for ``target="gold"``).
-        saliency: preset names (``conf/saliency/``: ``gradient``, ``integrated_gradients``, ``occlusion``, ...)
-            or :class:`~itermask.core.saliency.SaliencyMethod` instances.
-        masking: a preset name (``conf/masking/``: ``mask_token``, ``delete``, ``unk``, ...) or a
-            :class:`~itermask.core.masking.MaskingStrategy`.
-        compare_random: also evaluate the seeded random explanation (``random``).
-        seed: the random explanation's seed (and the presets' ``${seed}``).
-        text_column, text_pair_column, label_column: columns of tabular data.
-        batch_size: examples per batch (sorted by length); the forwards inside a batch are chunked by
-            ``token_budget`` (an evaluation setting).
-        max_length: tokens per example after truncation (default: what the tokenizer and the model's position
-            embeddings allow, at most 512).
-        device: ``"cpu"``, ``"cuda"``...; default the model's own device.
-        conf_dir: the Hydra config folder with the presets (default ``conf/`` of the source checkout).
+        saliency, masking: preset names (``conf/saliency/``, ``conf/masking/``) or
+            :class:`~itermask.core.saliency.SaliencyMethod` and :class:`~itermask.core.masking.MaskingStrategy`
+            instances; ``compare_random``: also the seeded random explanation, ``seed`` its seed.
+        batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
+            the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
+            model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
         evaluation: settings of ``conf/evaluate.yaml``'s ``evaluation`` node (``fractions``, ``steps``,
             ``counts``, ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``).
 
@@ -239,30 +206,17 @@ def evaluate(
         An :class:`~itermask.notebook.EvaluationResult` (``.to_pandas()``, ``.views()``, shown as HTML).
 
     Raises:
-        ValueError: naming a bad setting, a missing column, labels that are no class, a module without its
-            tokenizer, or data in which no example has a maskable token.
-        FileNotFoundError: a data path, model folder or preset that does not exist.
+        ValueError: a bad setting, a missing column, labels that are no class, a module without its tokenizer,
+            data without a maskable token; FileNotFoundError: a data path, model folder or preset that is absent.
     """
-    from itermask.console import quiet_lightning
     from itermask.data.given import read_examples
-    from itermask.engine.prepare import prepare
-    from itermask.engine.record import record
-    from itermask.engine.run import run
-    from itermask.settings.presets import CONF_DIR
+    from itermask.settings.presets import CONF_DIR, components, evaluation_settings
 
-    if given_whole := [option for option in WHOLE_DATA_OPTIONS if option in evaluation]:
-        raise ValueError(f"{given_whole[0]} is not an option of itermask.evaluate (the given data is evaluated whole)")
-    methods = _check_arguments(model, saliency, data, batch_size, max_length, device)
+    methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation)
     examples = read_examples(data, labels, text_column, text_pair_column, label_column)
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
-    settings = _evaluation({**evaluation, "compare_random": bool(compare_random)}, seed, conf)
-    values = {"seed": seed, "model": {"pretrained": pretrained or None}}
-    saliency_methods, strategy = _components(methods, masking, values, conf)
+    settings = evaluation_settings({**evaluation, "compare_random": bool(compare_random)}, seed, conf)
+    built = components(methods, masking, {"seed": seed, "model": {"pretrained": pretrained or None}}, conf)
     options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size}
-    plan = _plan(examples, saliency_methods, strategy, settings, seed, pretrained, options)
-    with quiet_lightning(), prepare(plan, given) as resources:
-        done = run(plan, resources)
-        assert done is not None  # one process
-        result = record(plan, resources, done)
-    return _result(plan, done, resources, result, examples.texts)
+    return _run(_plan(examples, *built, settings, seed, pretrained, options), given, examples.texts)

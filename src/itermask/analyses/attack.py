@@ -255,8 +255,25 @@ class AttackAnalysis(Analysis):
         }
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
-        model = context.model
-        start, attacks = time.time(), self._attacks(inputs)
+        start = time.time()
+        records, seconds = self._attack_subset(inputs, context)
+        methods = {}
+        for name, examples in records.items():
+            methods[name] = self._method_entry(name, _sorted_by_id(examples), curves[name][self.ranking], seconds[name])
+        section = {
+            "settings": self.describe(),
+            "masking": inputs.masking.name,
+            "methods": methods,
+            "seconds": time.time() - start,
+        }
+        artifacts = self._artifacts(section)
+        artifacts.files = write_per_example(inputs.output_dir, {"attack": attack_frame(section)})
+        return AnalysisOutput({"attack": section}, artifacts)
+
+    def _attack_subset(self, inputs: AnalysisInputs, context: EvaluationContext) -> tuple[dict, dict]:
+        """Attack every explanation's ranking on the evaluation subset (the examples the masking evaluation
+        evaluated: those with an attackable token); returns its per-example records and seconds by explanation."""
+        model, attacks = context.model, self._attacks(inputs)
         device = next(model.parameters()).device
         records: dict[str, dict[str, list]] = {name: {c: [] for c in EXAMPLE_COLUMNS} for name in attacks}
         seconds = {name: 0.0 for name in attacks}
@@ -275,50 +292,30 @@ class AttackAnalysis(Analysis):
                     seconds[name] += time.time() - begin
                     for column, values in _example_records(result, inputs.tokenizer, inputs.masking.name).items():
                         records[name][column] += values
-        methods = {}
-        for name, examples in records.items():
-            examples = _sorted_by_id(examples)
-            link = masking_link(examples, curves[name][self.ranking])
-            by_id = dict(
-                zip(
-                    curves[name][self.ranking].example_ids.tolist(),
-                    first_flip_count(curves[name][self.ranking]).tolist(),
-                )
-            )
-            examples["masking_first_flip_count"] = [by_id.get(i, math.nan) for i in examples["example_id"]]
-            methods[name] = {
-                "summary": {**attack_summary(examples), "seconds": seconds[name]},
-                "link": link,
-                "examples": examples,
-            }
-            summary = methods[name]["summary"]
-            if summary["n_skipped_no_budget"]:
-                log.warning(
-                    "attack %s: %d of %d examples not attacked: attack.budget=%s allows no token of texts "
-                    "this short (k_max = floor(budget * n + 0.5) = 0)%s",
-                    name,
-                    summary["n_skipped_no_budget"],
-                    len(examples["attacked"]),
-                    self.budget,
-                    "; no example was attacked, so the success rate is undefined (NaN)"
-                    if not summary["n_attacked"]
-                    else "",
-                )
-            log.info(
-                "attack %s (%s): %s",
+        return records, seconds
+
+    def _method_entry(self, name: str, examples: dict, ranking: MaskingCurves, seconds: float) -> dict:
+        """One explanation's part of the section: its summary, its link to the masking curves of the ranking
+        schedule and its per-example records (with the masking's first flip count beside the attack's)."""
+        link = masking_link(examples, ranking)
+        by_id = dict(zip(ranking.example_ids.tolist(), first_flip_count(ranking).tolist()))
+        examples["masking_first_flip_count"] = [by_id.get(i, math.nan) for i in examples["example_id"]]
+        summary = {**attack_summary(examples), "seconds": seconds}
+        if summary["n_skipped_no_budget"]:
+            log.warning(
+                "attack %s: %d of %d examples not attacked: attack.budget=%s allows no token of texts "
+                "this short (k_max = floor(budget * n + 0.5) = 0)%s",
                 name,
-                self.source.name,
-                {k: round(v, 3) for k, v in methods[name]["summary"].items() if isinstance(v, float)},
+                summary["n_skipped_no_budget"],
+                len(examples["attacked"]),
+                self.budget,
+                "; no example was attacked, so the success rate is undefined (NaN)"
+                if not summary["n_attacked"]
+                else "",
             )
-        section = {
-            "settings": self.describe(),
-            "masking": inputs.masking.name,
-            "methods": methods,
-            "seconds": time.time() - start,
-        }
-        artifacts = self._artifacts(section)
-        artifacts.files = write_per_example(inputs.output_dir, {"attack": attack_frame(section)})
-        return AnalysisOutput({"attack": section}, artifacts)
+        rounded = {k: round(v, 3) for k, v in summary.items() if isinstance(v, float)}
+        log.info("attack %s (%s): %s", name, self.source.name, rounded)
+        return {"summary": summary, "link": link, "examples": examples}
 
     @staticmethod
     def _artifacts(section: dict) -> Artifacts:

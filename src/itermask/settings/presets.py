@@ -11,9 +11,17 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from itermask.settings.components import plain
+from itermask.core.evaluation_settings import EvaluationSettings
+from itermask.core.masking import MaskingStrategy
+from itermask.core.saliency import SaliencyMethod
+from itermask.problems import Problems
+from itermask.settings.components import build, plain
+from itermask.validation import SettingsError, config_problems
 
-__all__ = ["CONF_DIR", "preset", "evaluation_defaults"]
+__all__ = ["CONF_DIR", "preset", "evaluation_defaults", "evaluation_settings", "components"]
+
+#: evaluate.py's evaluation settings that choose a subset of a split; the facade evaluates the data it is given
+WHOLE_DATA_OPTIONS = ("split", "n_examples", "subset_seed")
 
 #: the Hydra config folder of a source checkout (``conf/``, beside ``src/``), where the presets live
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
@@ -53,3 +61,39 @@ def evaluation_defaults(conf_dir: Path) -> dict:
     Raises:
         FileNotFoundError: no config folder."""
     return plain(OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")["evaluation"])
+
+
+def evaluation_settings(options: Mapping[str, Any], seed: int, conf_dir: Path):
+    """The evaluation settings of :func:`itermask.evaluate`: ``conf/evaluate.yaml``'s defaults with ``options``
+    over them, the whole data (``split``, ``n_examples`` and ``subset_seed`` are not options).
+
+    Raises:
+        SettingsError: unknown or out-of-range settings, naming them."""
+    defaults = evaluation_defaults(conf_dir)
+    if unknown := sorted(set(options) - set(defaults)):
+        choices = sorted(set(defaults) - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
+        raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {choices}"])
+    node = {**defaults, **options, "split": "test", "n_examples": None}
+    if problems := config_problems({"evaluation": node, "seed": seed}):
+        raise SettingsError(problems)
+    return EvaluationSettings.of(node)
+
+
+def components(saliency: list, masking, values: dict, conf_dir: Path) -> tuple[tuple, Any]:
+    """The saliency methods and the masking strategy of :func:`itermask.evaluate`: instances as given, names built
+    from their presets (``values`` resolve their interpolations); every error raised together.
+
+    Raises:
+        ValueError, OSError: every problem together (an unknown preset names the known ones)."""
+    problems, methods, strategy = Problems(), [], masking
+    for method in saliency:
+        with problems.collect():
+            given = not isinstance(method, str)
+            node = None if given else preset("saliency", method, conf_dir, values)
+            methods.append(method if node is None else build(node, "saliency", SaliencyMethod))
+    if isinstance(masking, str):
+        with problems.collect():
+            strategy = build(preset("masking", masking, conf_dir, values), "masking", MaskingStrategy)
+    problems.raise_if_any()
+    assert all(isinstance(m, SaliencyMethod) for m in methods) and isinstance(strategy, MaskingStrategy)
+    return tuple(methods), strategy
