@@ -24,15 +24,17 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from itermask.pipeline import load_data, seed
-from itermask.settings import train_settings
+from itermask.engine.prepare import bind, components, load_data
+from itermask.settings import training_plan
 from itermask.training.classifier import SequenceClassifier
+from itermask.training.finetune import seed_everything
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def settings_for(share: float | None):
-    """The fine-tuning settings of the embedded default, adversarial fine-tuning at ``share`` (or off)."""
+    """``(plan, resources)`` of the embedded default's fine-tuning, adversarial fine-tuning at ``share`` (or
+    off), prepared up to the data (components bound, no fine-tuning)."""
     overrides = ["output_dir=/tmp/unused", "logger=csv"]
     if share is not None:
         overrides += [
@@ -40,21 +42,25 @@ def settings_for(share: float | None):
             f"train.adversarial_augmentation.batch_share={share}",
         ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return train_settings(compose("train", overrides=overrides))
+        plan = training_plan(compose("train", overrides=overrides))
+    resources = bind(plan)
+    components(plan, resources)
+    return plan, resources
 
 
 def time_steps(settings, batches: list[dict]) -> tuple[float, dict]:
     """Seconds for one pass of training steps over ``batches``, and the attack's mean logged statistics."""
-    seed(settings.seed)
+    plan, resources = settings
+    seed_everything(plan.job.seed)
     module = SequenceClassifier(
-        settings.model.pretrained,
+        plan.model.pretrained,
         num_labels=2,
-        adversarial_augmentation=settings.train.adversarial,
-        **settings.model.optimizer,
+        adversarial_augmentation=resources.adversarial_fine_tuning,
+        **plan.model.optimizer,
     )
     logged: dict[str, list[float]] = {}
     module.log = lambda name, value, **kwargs: logged.setdefault(name, []).append(float(value))  # no trainer here
-    optimizer = torch.optim.AdamW(module.parameters(), lr=settings.model.optimizer["learning_rate"])
+    optimizer = torch.optim.AdamW(module.parameters(), lr=plan.model.optimizer["learning_rate"])
     start = time.perf_counter()
     for i, batch in enumerate(batches):
         loss = module.training_step(batch, i)
@@ -77,7 +83,9 @@ def main() -> None:
         "standard": settings_for(None),
         **{f"adversarial, batch_share {s}": settings_for(s) for s in args.shares},
     }
-    data = load_data(configs["standard"])
+    plan, resources = configs["standard"]
+    load_data(plan, resources)
+    data = resources.loaded_data
     batches = list(itertools.islice(iter(data.train_dataloader()), args.steps))
     steps_per_epoch = len(data.train_dataloader())
     times: dict[str, list[float]] = {name: [] for name in configs}
@@ -99,7 +107,7 @@ def main() -> None:
         attack = ", ".join(f"{s[k]:.2f}" for k in ("adv_accepted", "adv_flipped", "adv_substituted") if k in s) or "-"
         print(f"| {name} | {per_step:.3f} | {per_step / base:.2f} | {per_step * steps_per_epoch:.0f} | {attack} |")
     print(
-        f"\n{len(batches)} steps of batch size {configs['standard'].model.batch_size}, {steps_per_epoch} steps per "
+        f"\n{len(batches)} steps of batch size {plan.model.batch_size}, {steps_per_epoch} steps per "
         f"epoch, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}"
     )
 

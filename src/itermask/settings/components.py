@@ -126,7 +126,7 @@ def _unknown_setting(target: str, path: str, key: str) -> str:
 
 class Built:
     """Components built once per distinct config node: the evaluation's masking strategy and masked
-    fine-tuning's are one object (so an MLM loads once), bound to the tokenizer once (:meth:`bind_all`)."""
+    fine-tuning's are one object (so an MLM loads once)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, Any] = {}
@@ -143,11 +143,3 @@ class Built:
     def components(self) -> list[Any]:
         """The components built here, in the order first requested."""
         return list(self._by_node.values())
-
-    def bind_all(self, tokenizer) -> None:
-        """Bind every component built here to ``tokenizer``.
-
-        Raises:
-            ValueError, OSError: a component's own error when bound."""
-        for component in self._by_node.values():
-            component.bind(tokenizer)

@@ -1,0 +1,88 @@
+"""The package's structure holds what docs/architecture.md says of it: packages by concern on layers, every import
+going down (no circle), and the size limits (no function over 60 lines, no module over 600, the notebook door
+under 250, src/ under 22,000 lines). Read from the code's own imports (AST), nothing is run."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "src" / "itermask"
+
+
+def _room(module: str) -> str:
+    """A package's room: its top-level module or subpackage (``itermask.core.metrics`` -> ``core``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> set[str]:
+    """The itermask modules ``path`` imports, at any depth of the file (``TYPE_CHECKING`` blocks too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] if node.module != "itermask" else [f"itermask.{a.name}" for a in node.names]
+            found.update(n for n in names if n.startswith("itermask."))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("itermask."))
+    return found
+
+
+@cache
+def rooms() -> dict[str, set[str]]:
+    """``{room: the rooms it imports}`` of src/itermask."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        room = _room(module)
+        graph.setdefault(room, set()).update(_room(m) for m in _imports(path) if _room(m) != room)
+    return graph
+
+
+def layers() -> dict[str, int]:
+    """Each room's layer: 1 for a room that imports no other, else one above the highest room it imports.
+
+    Raises:
+        AssertionError: on an import circle between rooms (no layering exists)."""
+    graph, layer = rooms(), {}
+
+    def of(room: str, path: tuple[str, ...]) -> int:
+        assert room not in path, f"import circle: {' -> '.join((*path, room))}"
+        if room not in layer:
+            layer[room] = 1 + max((of(other, (*path, room)) for other in graph.get(room, ())), default=0)
+        return layer[room]
+
+    for room in graph:
+        of(room, ())
+    return layer
+
+
+def test_rooms_import_only_rooms_on_lower_layers_and_docs_say_which():
+    computed = layers()
+    documented = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
+        if match := re.match(r"\|\s*(\d+)\s*\|(.*)\|", line):
+            for name in re.findall(r"`([\w_]+)(?:/|\.py)`", match.group(2)):
+                documented[name] = int(match.group(1))
+    assert documented == computed, "docs/architecture.md's layer table differs from the imports"
+    assert max(computed.values()) <= 8
+
+
+def test_functions_and_modules_stay_short():
+    long = []
+    for path in (ROOT / "src").rglob("*.py"):
+        text = path.read_text()
+        if len(text.splitlines()) > 600:
+            long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
+    assert long == []
+
+
+def test_the_notebook_door_is_thin_and_src_does_not_grow():
+    assert len((PACKAGE / "api.py").read_text().splitlines()) <= 250
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 22_000
