@@ -21,11 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from itermask.notebook import EvaluationResult
 
 if TYPE_CHECKING:
+    import torch
+
+    from itermask.core.evaluation_settings import EvaluationSettings
     from itermask.core.masking import MaskingStrategy
     from itermask.core.saliency import SaliencyMethod
     from itermask.plan import EvaluationPlan
@@ -96,10 +99,10 @@ def _given(model, tokenizer, device) -> tuple[tuple[Any, Any] | None, str, str]:
         return None, str(model), "cpu" if device is None or str(device).startswith("cpu") else "auto"
     if tokenizer is None:
         raise ValueError("a model given as a torch module needs its tokenizer: evaluate(model, data, tokenizer=...)")
-    if device is not None:
-        model = model.to(device)
-    on = next(model.parameters()).device
-    return (model, tokenizer), "", "cpu" if on.type == "cpu" else "auto"
+    module = cast("torch.nn.Module", model)
+    module = module if device is None else module.to(device)
+    on = next(module.parameters()).device
+    return (module, tokenizer), "", "cpu" if on.type == "cpu" else "auto"
 
 
 def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, options: dict) -> EvaluationPlan:
@@ -138,7 +141,7 @@ def _result(plan: EvaluationPlan, evaluation, resources, result: dict, texts: li
         curves=dict(curves.items()),
         scores=scores,
         relative_to_random={k: v for k, v in versus.items() if v},
-        evaluation=plan.evaluation,
+        evaluation=cast("EvaluationSettings", plan.evaluation),
         n_skipped=result["n_skipped_no_maskable"],
         texts=texts,
         class_names=[str(id2label[i]) for i in sorted(id2label)] if id2label else None,

@@ -60,7 +60,7 @@ def evaluation_defaults(conf_dir: Path) -> dict:
 
     Raises:
         FileNotFoundError: no config folder."""
-    return plain(OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")["evaluation"])
+    return plain(OmegaConf.create({"node": OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")}).node.evaluation)
 
 
 def evaluation_settings(options: Mapping[str, Any], seed: int, conf_dir: Path):
