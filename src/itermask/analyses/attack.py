@@ -2,12 +2,8 @@
 iterative masking (the paper's third claim: masking along a saliency ranking is, in substance, an attack).
 
 Wiring only (the search is :class:`itermask.core.attack.GreedyAttack`, the candidates
-:mod:`itermask.core.candidates`): for every evaluated saliency method (the method under study and
-``random``) attack the examples of the masking evaluation subset, and put beside the attack's success rate
-and perturbed fraction masking's flip rate and first-flip fraction *at the same budget* (from the masking
-curves of the schedule that matches the attack's ranking), with the Spearman correlation across examples
-of the tokens each needs to flip. Configured by the ``attack`` node (``conf/attack/<name>.yaml``; ``none``
-by default).
+:mod:`itermask.core.candidates`; the link :func:`masking_link`). Configured by the ``attack`` node
+(``conf/attack/<name>.yaml``; ``none`` by default).
 """
 
 from __future__ import annotations
@@ -61,23 +57,15 @@ EXAMPLE_COLUMNS = (
     "original_text",
     "adversarial_text",
 )
-#: the report's rows: (section, key) of each method's entry
-REPORTED = (
-    ("summary", "success_rate"),
-    ("summary", "perturbed_fraction"),
-    ("summary", "median_queries"),
-    ("link", "masking_flip_rate_at_budget"),
-    ("link", "masking_first_flip_fraction_at_budget"),
-    ("link", "spearman_tokens_to_flip"),
-)
-#: the range of each reported key (rates and shares in [0, 1], a rank correlation in [-1, 1])
-REPORTED_BOUNDS = {
-    "success_rate": (0.0, 1.0),
-    "perturbed_fraction": (0.0, 1.0),
-    "median_queries": (0.0, math.inf),
-    "masking_flip_rate_at_budget": (0.0, 1.0),
-    "masking_first_flip_fraction_at_budget": (0.0, 1.0),
-    "spearman_tokens_to_flip": (-1.0, 1.0),
+#: the report's rows, ``{(section, key) of each method's entry: its range}`` (rates and shares in [0, 1], a rank
+#: correlation in [-1, 1])
+REPORTED = {
+    ("summary", "success_rate"): (0.0, 1.0),
+    ("summary", "perturbed_fraction"): (0.0, 1.0),
+    ("summary", "median_queries"): (0.0, math.inf),
+    ("link", "masking_flip_rate_at_budget"): (0.0, 1.0),
+    ("link", "masking_first_flip_fraction_at_budget"): (0.0, 1.0),
+    ("link", "spearman_tokens_to_flip"): (-1.0, 1.0),
 }
 
 
@@ -281,11 +269,8 @@ class AttackAnalysis(Analysis):
             for batch in context.data.eval_loader(context.subset):
                 tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
                 keep = next(iter(attacks.values())).attackable(tokens)[0].any(dim=1)  # as the masking evaluation
-                tokens, labels, ids = (
-                    tokens.index(keep).trim().to(device),
-                    labels[keep].to(device),
-                    ids[keep].to(device),
-                )
+                tokens = tokens.index(keep).trim().to(device)
+                labels, ids = labels[keep].to(device), ids[keep].to(device)
                 for name, attack in attacks.items():
                     begin = time.time()
                     result = attack.attack(model, tokens, labels, ids)
@@ -302,6 +287,7 @@ class AttackAnalysis(Analysis):
         examples["masking_first_flip_count"] = [by_id.get(i, math.nan) for i in examples["example_id"]]
         summary = {**attack_summary(examples), "seconds": seconds}
         if summary["n_skipped_no_budget"]:
+            undefined = "; no example was attacked, so the success rate is undefined (NaN)"
             log.warning(
                 "attack %s: %d of %d examples not attacked: attack.budget=%s allows no token of texts "
                 "this short (k_max = floor(budget * n + 0.5) = 0)%s",
@@ -309,9 +295,7 @@ class AttackAnalysis(Analysis):
                 summary["n_skipped_no_budget"],
                 len(examples["attacked"]),
                 self.budget,
-                "; no example was attacked, so the success rate is undefined (NaN)"
-                if not summary["n_attacked"]
-                else "",
+                "" if summary["n_attacked"] else undefined,
             )
         rounded = {k: round(v, 3) for k, v in summary.items() if isinstance(v, float)}
         log.info("attack %s (%s): %s", name, self.source.name, rounded)
@@ -350,8 +334,8 @@ class AttackAnalysis(Analysis):
 
     @classmethod
     def report_bounds(cls, score: str) -> tuple[float, float] | None:
-        """The range of an ``attack <key>`` row (:data:`REPORTED_BOUNDS`)."""
-        return REPORTED_BOUNDS.get(score.removeprefix("attack ")) if score.startswith("attack ") else None
+        """The range of an ``attack <key>`` row (:data:`REPORTED`)."""
+        return next((bounds for (_, key), bounds in REPORTED.items() if score == f"attack {key}"), None)
 
 
 def attack_frame(section: dict) -> pd.DataFrame:
@@ -394,18 +378,7 @@ def _example_records(result: AttackResult, tokenizer, strategy: str) -> dict[str
         out["perturbed_positions"].append(positions)
         out["original_text"].append(_display(tokenizer, clean.input_ids[row], clean.attention_mask[row]))
         out["adversarial_text"].append(_display(tokenizer, adversarial.input_ids[row], adversarial.attention_mask[row]))
-    for column in (
-        "example_id",
-        "attacked",
-        "success",
-        "n_perturbed",
-        "n_maskable",
-        "k_max",
-        "queries",
-        "clean_prob",
-        "final_prob",
-        "perturbed_fraction",
-    ):
+    for column in EXAMPLE_COLUMNS[:10]:  # those of the result's per-example tensors
         value = getattr(result, "example_ids" if column == "example_id" else column)
         out[column] = value.cpu().tolist()
     return out

@@ -1,23 +1,15 @@
 """The interface of the evaluate stage's analyses.
 
-The evaluate stage (:func:`itermask.pipeline.evaluate`) measures the test accuracy, then runs the masking
-stage (:func:`itermask.engine.masking.evaluate_curves`), whose typed output, :class:`EvaluatedCurves`, every
-:class:`Analysis` receives: the built-in ``per_example`` analysis, then those the config names under
-``analyses`` (each a top-level config node with a ``_target_`` subclass of :class:`Analysis`, e.g. ``ood``).
-An analysis gets the narrow :class:`AnalysisInputs` (built once from the job's settings), the fine-tuned
-model (:class:`EvaluationContext`) and the curves, and returns an :class:`AnalysisOutput`: a JSON-ready part
-of the result file plus its :class:`Artifacts` (files it wrote, tables, figures and summary values for the
-tracker).
+The evaluate stage (:func:`itermask.pipeline.evaluate`) runs the masking stage
+(:func:`itermask.engine.masking.evaluate_curves`), then every :class:`Analysis` on its :class:`EvaluatedCurves`,
+the narrow :class:`AnalysisInputs` and the fine-tuned model (:class:`EvaluationContext`): the built-in
+``per_example`` analysis, then those the config names under ``analyses`` (each a top-level config node with a
+``_target_`` subclass of :class:`Analysis`, e.g. ``ood``). Each returns an :class:`AnalysisOutput`.
 
-A new analysis is one module (a subclass with a ``name``, registering itself in :data:`ANALYSES`; the name
-is also its section of the result) plus one config node. It declares what the result file shows of it: its
-report rows (:meth:`Analysis.report_measures`), its lines in the report's headline
-(:meth:`Analysis.headline_lines`) and in the job's console summary (:meth:`Analysis.summary_lines`). These
-hooks read a stored result, so the report and the console work from results files without running
-anything; :func:`analysis_classes` finds the classes a result names by the ``_target_`` in its config.
-
-This module imports no torch, and neither may the module of an analysis at import (its run path imports
-what it computes with): reading results files needs no torch.
+A new analysis is one module (a subclass with a ``name``, registering itself in :data:`ANALYSES`; the name is
+also its section of the result) plus one config node. Its report and console hooks read a stored result, so they
+work from results files without running anything (:func:`analysis_classes` finds the classes a result names).
+This module imports no torch, and neither may the module of an analysis at import.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,11 +88,8 @@ class Artifacts:
 
     def update(self, other: Artifacts) -> Artifacts:
         """Add ``other``'s entries to this one (in place); returns ``self``."""
-        self.images.update(other.images)
-        self.tables.update(other.tables)
-        self.summary.update(other.summary)
-        self.files.update(other.files)
-        self.curves.update(other.curves)
+        for part in fields(self):
+            getattr(self, part.name).update(getattr(other, part.name))
         return self
 
 
@@ -120,10 +109,7 @@ class AnalysisInputs:
 
     Attributes:
         evaluation: the masking evaluation's settings (split, subset, grid, schedules, target, quantity).
-        tokenizer: the job's Hugging Face tokenizer.
-        masking: the bound masking strategy.
         evaluators: ``{explanation: evaluator}``, the method under study first, then ``random`` when compared.
-        method: the name of the saliency method under study.
         pretrained: the classifier's encoder (``model.pretrained``, or the folder continued pretraining wrote).
         output_dir: the job folder, where analyses write their files (``None``: nothing is written).
         baseline_key: the results key of the job's settings without its saliency method: equal for jobs whose
@@ -214,7 +200,6 @@ class EvaluatedCurves:
         curves: ``{explanation: {schedule: MaskingCurves}}``, the method under study first; each
             :class:`~itermask.core.evaluation.MaskingCurves` holds ``[B, S]`` per-step values of the ``B``
             evaluated examples (the same for every explanation and schedule) at the ``S`` steps of the grid.
-        method: the name of the saliency method under study.
         random: the random baseline's name, or ``None`` when it is not compared (``compare_random=false``).
         steps: ``"fraction"`` (the grid is masking fractions) or ``"count"`` (token counts).
         grid: the ``S`` steps of the grid.

@@ -1,11 +1,10 @@
-"""Whether a classifier's faithfulness scores can mean anything (:func:`model_check`): one that predicts one class
-for every evaluated example, or whose test accuracy is not above the majority class's, has learnt nothing to
-explain. The warning it gives (:func:`model_check_line`) is read from a stored result by the console and the
-report."""
+"""Whether a classifier's faithfulness scores can mean anything (:func:`model_check`), and the warning the console
+and the report read from a stored result (:func:`model_check_line`)."""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from itermask.analyses.base import AnalysisOutput, EvaluatedCurves
 
@@ -18,11 +17,8 @@ def model_check(result: dict, curves: EvaluatedCurves) -> AnalysisOutput:
     """Whether the classifier's faithfulness scores can mean anything, under ``model_check``: a classifier
     that predicts one class for every evaluated example, or whose test accuracy is not above the majority
     class's, has learnt nothing to explain, and masking its inputs measures noise (e.g. after
-    ``model.finetune.optimizer.learning_rate=1000`` or ``train.max_train_examples=1``).
-
-    Args:
-        result: the result so far, with the accuracy stage's ``accuracy`` and ``label_names``.
-        curves: the masking stage's curves (their clean logits give the predictions on the evaluated examples).
+    ``model.finetune.optimizer.learning_rate=1000`` or ``train.max_train_examples=1``). Reads the accuracy
+    stage's ``accuracy`` and ``label_names`` in ``result`` and the predictions (clean logits) of ``curves``.
 
     Returns:
         ``{"model_check": {"meaningful": bool, "problems": [...], "predicted_classes": {class name: count}}}``;
@@ -31,10 +27,7 @@ def model_check(result: dict, curves: EvaluatedCurves) -> AnalysisOutput:
     first = next(iter(curves[curves.method].values()))
     names = list(result.get("label_names") or [])
     predicted = first.clean_logits.argmax(dim=-1).tolist()
-    counts: dict[str, int] = {}
-    for index in predicted:
-        name = names[index] if index < len(names) else str(index)
-        counts[name] = counts.get(name, 0) + 1
+    counts = dict(Counter(names[index] if index < len(names) else str(index) for index in predicted))
     problems = []
     if len(counts) == 1 and len(predicted) > 1:
         problems.append(

@@ -1,10 +1,8 @@
 """The ``ood`` analysis: are masked inputs out of the distribution the classifier was fine-tuned on?
 
 Wiring only (the statistics live in :mod:`itermask.ood.detectors` and :mod:`itermask.ood.statistics`, the
-pictures in :mod:`itermask.ood.plots`): embed a seeded subset of the training split (Mahalanobis, kNN, UMAP
-background) and the held-out calibration split (MaSF) with the fine-tuned model, fit the detectors, score
-every masking curve (they carry representations: the analysis asks for them), and draw the figures into
-the job folder. Configured by the ``ood`` config group (``conf/ood/<level>.yaml``, ``final`` by default).
+pictures in :mod:`itermask.ood.plots`). Configured by the ``ood`` config group (``conf/ood/<level>.yaml``,
+``final`` by default).
 """
 
 from __future__ import annotations
@@ -55,11 +53,10 @@ REPORTED = (
 def collect(
     model: torch.nn.Module, loader, token_budget: int | None = None, hidden_states: bool = True
 ) -> tuple[Representations, torch.Tensor]:
-    """Representations ``[N, ...]`` (on the CPU) and gold labels ``[N]`` of every example of ``loader``
-    (batches of :class:`itermask.data.datamodule.TokenCollator`), in loader order (only the final
-    layer's input without ``hidden_states``), each batch run by :func:`itermask.core.forwards.row_outputs`
-    (length chunks of at most ``token_budget`` padded tokens, ``None``: its default). ``model`` must be in
-    eval mode.
+    """Representations ``[N, ...]`` (on the CPU; only the final layer's input without ``hidden_states``) and gold
+    labels ``[N]`` of every example of ``loader``, in loader order, each batch run by
+    :func:`itermask.core.forwards.row_outputs` (chunks of at most ``token_budget`` padded tokens, ``None``: its
+    default). ``model`` must be in eval mode.
 
     Raises:
         ValueError: if the loader is empty.
@@ -72,11 +69,10 @@ def collect(
 
     token_budget = DEFAULT_TOKEN_BUDGET if token_budget is None else token_budget
     device = next(model.parameters()).device
+    kind = "all" if hidden_states else "final"
     labels, parts = [], []
     for batch in loader:
-        out = row_outputs(
-            model, batch["tokens"].to(device), token_budget, representations="all" if hidden_states else "final"
-        )
+        out = row_outputs(model, batch["tokens"].to(device), token_budget, representations=kind)
         assert out.representations is not None  # requested from row_outputs
         parts.append(out.representations.map(lambda t: t.cpu()))
         labels.append(batch["labels"])
@@ -106,9 +102,8 @@ def example_score_frame(method: str, curves: MaskingCurves, statistics: OODCurve
     """One row per (example, step) of one method's and schedule's curves with the final layer's Mahalanobis
     score of the masked input (``mahalanobis``) and of the clean input (``clean_mahalanobis``), float32, as
     :func:`~itermask.ood.statistics.masking_ood_statistics` computed them (``k = 0`` rows: the clean
-    input's score); ``None`` where that score is missing (``statistics.missing`` says why). Columns:
-    ``saliency``, ``schedule``, ``example_id``, ``step`` (index), ``x`` (grid value), ``k`` (tokens
-    masked), ``mahalanobis``, ``clean_mahalanobis`` (see :mod:`itermask.storage.per_example`)."""
+    input's score); ``None`` where that score is missing (``statistics.missing`` says why). Columns: see
+    :mod:`itermask.storage.per_example`."""
     import numpy as np
     import pandas as pd
 
@@ -137,36 +132,37 @@ def statistics_figures(statistics: dict, method: str, out: Path) -> dict[str, Pa
     (The UMAP needs the embeddings and is drawn by :meth:`OODAnalysis.run` only.)"""
     from itermask.ood import plots
 
+    statistics_png = plots.save(plots.statistics_figure(statistics), out / "ood_statistics.png")
+    layers = plots.layer_figure(statistics[method], "auroc_mahalanobis")
     return {
-        "ood/statistics": plots.save(plots.statistics_figure(statistics), out / "ood_statistics.png"),
-        "ood/mahalanobis_auroc_by_layer": plots.save(
-            plots.layer_figure(statistics[method], "auroc_mahalanobis"), out / "ood_mahalanobis_auroc_by_layer.png"
-        ),
+        "ood/statistics": statistics_png,
+        "ood/mahalanobis_auroc_by_layer": plots.save(layers, out / "ood_mahalanobis_auroc_by_layer.png"),
     }
 
 
 LEVELS = ("none", "final", "full")
+#: the masking fractions of the UMAP panels and the report's rows, by default
+UMAP_FRACTIONS = (0.1, 0.5, 0.9)
+#: the default ``plots`` settings
+PLOTS = {"enabled": True, "umap_fractions": UMAP_FRACTIONS, "umap_train_points": 500, "umap_neighbors": 15}
 
 
 class OODAnalysis(Analysis):
     """Out-of-distribution statistics of the masked inputs' representations at every masking step
     (:func:`itermask.ood.statistics.masking_ood_statistics`) for every saliency method and schedule.
 
-    At ``level="final"`` (the default run's) only the final linear layer's input is recorded (no extra
-    forward cost) and scored by the Mahalanobis detector (with its OOD AUROC per step) and the descriptive
-    statistics of that view and of the softmax; no hidden layers, kNN, MaSF or figures. At ``"full"``:
-    every hidden layer, kNN, MaSF (on ``calibration_split``) and the figures.
-
     Args:
-        level: ``"final"`` or ``"full"`` (``"none"`` is handled by the settings stage: no analysis).
+        level: ``"final"`` (the default run's: only the final linear layer's input, recorded at no extra forward
+            cost, scored by the Mahalanobis detector with its OOD AUROC per step, and the descriptive statistics
+            of that view and of the softmax) or ``"full"`` (also every hidden layer, kNN, MaSF on
+            ``calibration_split`` and the figures); ``"none"`` is handled by the settings stage: no analysis.
         n_fit_examples: training examples (a seeded subset) whose embeddings fit the Mahalanobis class means
             and covariance and the kNN index (``None``: all).
         calibration_split: held-out split for MaSF, cut in a fit half and a calibration half (``None``: no MaSF).
         n_calibration_examples: examples of it (``None``: all).
-        knn_k, knn_normalize: see :class:`itermask.ood.detectors.KNNScorer`.
-        covariance: see :class:`itermask.ood.detectors.MahalanobisScorer`.
-        masf_alpha: MaSF significance level.
-        ece_bins: expected-calibration-error bins.
+        knn_k, knn_normalize, covariance: see :class:`itermask.ood.detectors.KNNScorer` and
+            :class:`itermask.ood.detectors.MahalanobisScorer`.
+        masf_alpha, ece_bins: MaSF's significance level and the expected calibration error's bins.
         seed: seed of the analysis's random choices (training and calibration subsets, MaSF's split,
             the UMAP and its training points).
         plots: ``{"enabled", "umap_fractions", "umap_train_points", "umap_neighbors"}``.
@@ -214,13 +210,7 @@ class OODAnalysis(Analysis):
         self.knn_k, self.knn_normalize = int(knn_k), bool(knn_normalize)
         self.covariance: Covariance = cast("Covariance", covariance)  # checked against COVARIANCES above
         self.masf_alpha, self.ece_bins, self.seed = float(masf_alpha), int(ece_bins), int(seed)
-        self.plots = {
-            "enabled": True,
-            "umap_fractions": [0.1, 0.5, 0.9],
-            "umap_train_points": 500,
-            "umap_neighbors": 15,
-            **(plots or {}),
-        }
+        self.plots: dict[str, Any] = {**PLOTS, **(plots or {})}
         if level != "full":
             self.plots["enabled"] = False
         from itermask.validation import ood_package_problems
@@ -237,8 +227,7 @@ class OODAnalysis(Analysis):
 
         e = inputs.evaluation
         if self.plots["enabled"] and e.steps == "fraction":
-            off = off_grid(self.plots["umap_fractions"], e.fractions)
-            if off:
+            if off := off_grid(self.plots["umap_fractions"], e.fractions):
                 raise ValueError(
                     f"ood.plots.umap_fractions {off} are not among evaluation.fractions "
                     f"{list(e.fractions)}: add them to the fractions, change ood.plots.umap_fractions, "
@@ -377,10 +366,9 @@ class OODAnalysis(Analysis):
         images = statistics_figures(section["statistics"], method, out)
         curves = evaluated[method]
         if evaluated.steps != "fraction":
-            section["missing_plots"] = {
-                "ood/umap": "the UMAP panels are masking fractions; these curves have count steps"
-            }
-            log.warning("no UMAP: %s", section["missing_plots"]["ood/umap"])
+            reason = "the UMAP panels are masking fractions; these curves have count steps"
+            section["missing_plots"] = {"ood/umap": reason}
+            log.warning("no UMAP: %s", reason)
             return images
         keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
         keep = keep[: self.plots["umap_train_points"]]
@@ -440,7 +428,7 @@ class OODAnalysis(Analysis):
         ``ood.plots.umap_fractions`` (default 10/50/90 %) that are on its masking grid; missing values are NaN."""
         ood = result.get("ood") or {}
         config = (result.get("config") or {}).get("ood") or {}
-        fractions: Sequence[float] = ((config.get("plots") or {}).get("umap_fractions")) or [0.1, 0.5, 0.9]
+        fractions: Sequence[float] = ((config.get("plots") or {}).get("umap_fractions")) or UMAP_FRACTIONS
         out = {}
         for method, by_schedule in (ood.get("statistics") or {}).items():
             for schedule, stats in by_schedule.items():
@@ -452,10 +440,8 @@ class OODAnalysis(Analysis):
                     for fraction in fractions:
                         step = next((i for i, f in enumerate(grid) if abs(f - fraction) < 1e-9), None)
                         if step is not None:
-                            value = values[step]
-                            out[(method, schedule, f"ood {name} @{fraction * 100:g}%")] = (
-                                float("nan") if value is None else float(value)
-                            )
+                            value = float("nan") if values[step] is None else float(values[step])
+                            out[(method, schedule, f"ood {name} @{fraction * 100:g}%")] = value
         return out
 
     @classmethod

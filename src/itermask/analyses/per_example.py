@@ -62,15 +62,11 @@ def step_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) -> 
             "step": np.tile(np.arange(steps), size),
             "x": np.tile(curves.grid.numpy(), size),
             "k": curves.k.reshape(-1).cpu().numpy(),
-            **{
-                str(metrics.ScoreKey.of("target", q)): measures.target_output(curves.logits, curves.target, q)
-                .reshape(-1)
-                .cpu()
-                .numpy()
-                for q in QUANTITIES
-            },
         }
     )
+    for q in QUANTITIES:  # the target curve in both quantities
+        target = measures.target_output(curves.logits, curves.target, q)
+        frame[str(metrics.ScoreKey.of("target", q))] = target.reshape(-1).cpu().numpy()
     for key, values in per_step.items():
         frame[key] = values.reshape(-1)
     return frame
@@ -99,19 +95,14 @@ def score_frame(method: str, curves: MaskingCurves, quantity: Quantity, bins) ->
 
 def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, tokenizer) -> pd.DataFrame | None:
     """One row per (example, token of the clean input) with every explanation's scores, ranks and masked
-    steps as columns: what a per-example view needs besides the per-step probabilities
-    (:mod:`itermask.storage.per_example` for the columns). Tokens are stored once (not per explanation),
-    and the one-shot schedule's masked steps not at all (they follow from ``rank`` and the step's ``k``),
-    to keep the file small.
+    steps as columns (:mod:`itermask.storage.per_example`), or ``None`` when the curves do not record their
+    tokens. Tokens are stored once, and the one-shot schedule's masked steps not at all (they follow from
+    ``rank`` and the step's ``k``), to keep the file small.
 
     Args:
         curves: ``{explanation: {schedule: MaskingCurves}}`` over the same examples in the same order.
         method: the method under study: its columns are ``explained_*``, the baseline's ``random_*``
             (:func:`itermask.tracking.role`).
-        tokenizer: the job's tokenizer (``convert_ids_to_tokens``).
-
-    Returns:
-        The frame, or ``None`` when the curves do not record their tokens.
 
     Raises:
         ValueError: if the explanations' curves are over different examples.
@@ -138,7 +129,7 @@ def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, 
     for name, by_schedule in curves.items():
         prefix = role(name, method)
         one = next(iter(by_schedule.values()))
-        if one.scores is None or one.rank is None or not torch_equal(one.example_ids, first.example_ids):
+        if one.scores is None or one.rank is None or not one.example_ids.cpu().equal(first.example_ids.cpu()):
             raise ValueError(f"the curves of {name!r} are not over the examples of {method!r}, or record no tokens")
         frame[f"{prefix}_score"] = one.scores.cpu()[real].numpy().astype(np.float32)
         frame[f"{prefix}_rank"] = one.rank.cpu()[real].numpy().astype(np.int16)
@@ -147,11 +138,6 @@ def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, 
                 dtype = np.int8 if c.k.shape[1] < 127 else np.int16
                 frame[f"{prefix}_masked_step_{schedule}"] = c.masked_step.cpu()[real].numpy().astype(dtype)
     return frame
-
-
-def torch_equal(a, b) -> bool:
-    """Whether two tensors hold the same values (shape included)."""
-    return tuple(a.shape) == tuple(b.shape) and bool((a.cpu() == b.cpu()).all())
 
 
 def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
@@ -166,16 +152,8 @@ def examples_table(tables: PerExample, method: str | None, steps: str = "fractio
     every per-example score of every (explanation, schedule) as ``<role>/<schedule>/<score>`` (``<role>``:
     ``explained`` for ``method``, ``random`` for the baseline; :func:`itermask.tracking.role`), so the
     tracker's filters and sorting work on them, and ``view``: the example's per-example view
-    (:func:`itermask.views.render_example`, an :class:`itermask.views.Html` cell: W&B shows it as HTML).
-
-    Args:
-        tables: the job's per-example tables (``tokens`` needed for the view; without it the column is left
-            out).
-        method: the saliency method under study.
-        steps: ``"fraction"`` or ``"count"`` steps.
-
-    Returns:
-        ``(columns, rows)``, NaN as ``None``.
+    (:func:`itermask.views.render_example`, an :class:`itermask.views.Html` cell: W&B shows it as HTML; left out
+    when ``tables`` have no ``tokens``). Returns ``(columns, rows)``, NaN as ``None``.
     """
     from itermask.tracking import role
     from itermask.views import Html, views_from_tables
@@ -212,6 +190,11 @@ def examples_table(tables: PerExample, method: str | None, steps: str = "fractio
     return columns, rows
 
 
+def _tracker_tables(tables: PerExample, method: str | None, steps: str) -> dict[str, tuple[list[str], list[list]]]:
+    """The tracker's scores table and examples table (:func:`examples_table`)."""
+    return {"per_example_scores": _table(tables.scores), EXAMPLES_TABLE: examples_table(tables, method, steps)}
+
+
 class PerExampleAnalysis(Analysis):
     """Writes ``per_example/steps.parquet``, ``scores.parquet``, ``examples.parquet`` (texts once per
     example) and ``tokens.parquet`` (tokens, saliency, ranks and masked steps) into the job folder, logs the
@@ -237,13 +220,7 @@ class PerExampleAnalysis(Analysis):
             "bytes": sum(path.stat().st_size for path in written.values()),
         }
         stored = PerExample(**tables)  # pyright: ignore[reportArgumentType] (the tables by name)
-        artifacts = Artifacts(
-            tables={
-                "per_example_scores": _table(scores),
-                EXAMPLES_TABLE: examples_table(stored, inputs.method, e.steps),
-            },
-            files=written,
-        )
+        artifacts = Artifacts(tables=_tracker_tables(stored, inputs.method, e.steps), files=written)
         return AnalysisOutput({"per_example": section}, artifacts)
 
     def artifacts_from(self, result: dict, output_dir) -> Artifacts:
@@ -255,12 +232,7 @@ class PerExampleAnalysis(Analysis):
         from itermask.tracking import explained_method
 
         steps = ((result.get("config") or {}).get("evaluation") or {}).get("steps", "fraction")
-        return Artifacts(
-            tables={
-                "per_example_scores": _table(stored.scores),
-                EXAMPLES_TABLE: examples_table(stored, explained_method(result), steps),
-            }
-        )
+        return Artifacts(tables=_tracker_tables(stored, explained_method(result), steps))
 
     @staticmethod
     def _examples(context: EvaluationContext, split: str, example_ids: list[int]) -> pd.DataFrame:

@@ -3,22 +3,11 @@ and small dataclasses out; no Hydra, no logging backend, no files).
 
 Representations ("views") scored: ``final`` (input of the final linear layer) and ``layer_<i>`` (hidden
 state ``i`` mean-pooled over attended tokens; ``layer_0`` is the embedding output). Higher scores are more
-out-of-distribution.
-
-* Mahalanobis score (:class:`MahalanobisScorer`): Lee et al. 2018, arXiv 1807.03888, Eq. 2 — the
-  squared Mahalanobis distance to the closest class mean under class-conditional Gaussians with one
-  shared (tied) covariance, fitted on training embeddings and their gold labels. Without the paper's
-  input preprocessing (Eq. 4) and without its feature ensemble over layers: each view is scored alone.
-* k-nearest-neighbour distance (:class:`KNNScorer`): distance to the k-th nearest training embedding,
-  after L2 normalisation by default (Sun et al. 2022, arXiv 2204.06507, Sec. 3).
-* MaSF (:class:`MaSF`): Madsen et al. 2023 (arXiv 2310.07819, their in-distribution test, after Haroush
-  et al. 2022, ICLR "A statistical framework for efficient out of distribution detection"): max-pooled
-  hidden states, per-dimension two-sided empirical p-values, Simes across dimensions, Fisher across
-  layers, each combined statistic re-calibrated by an empirical CDF.
-
-Libraries: scikit-learn for covariance (``EmpiricalCovariance``, ``LedoitWolf``) and nearest neighbours;
-scipy for Simes (``false_discovery_control``: the smallest Benjamini-Hochberg adjusted p-value is Simes'
-combined p-value) and Fisher (``combine_pvalues``).
+out-of-distribution. Detectors: the Mahalanobis score (:class:`MahalanobisScorer`; Lee et al. 2018, arXiv
+1807.03888, Eq. 2, without the input preprocessing of Eq. 4 and the feature ensemble: each view is scored
+alone), the k-nearest-neighbour distance (:class:`KNNScorer`; Sun et al. 2022, arXiv 2204.06507) and MaSF
+(:class:`MaSF`; Madsen et al. 2023, arXiv 2310.07819, after Haroush et al. 2022, ICLR "A statistical framework
+for efficient out of distribution detection"), on scikit-learn and scipy.
 """
 
 from __future__ import annotations
@@ -58,10 +47,8 @@ def representation_views(reps: Representations) -> dict[str, Tensor]:
     """The views scored: ``{"final": features [..., D], "layer_0": layer_mean[..., 0, :], ...}`` (only
     ``final`` when the hidden states were not captured)."""
     views = {"final": reps.features}
-    layer_mean = reps.layer_mean
-    for i in range(0 if layer_mean is None else layer_mean.shape[-2]):
-        assert layer_mean is not None  # the range is empty otherwise
-        views[f"layer_{i}"] = layer_mean[..., i, :]
+    if (layer_mean := reps.layer_mean) is not None:
+        views |= {f"layer_{i}": layer_mean[..., i, :] for i in range(layer_mean.shape[-2])}
     return views
 
 
@@ -75,7 +62,7 @@ class MahalanobisScorer:
     Fitted on training embeddings ``f(x_i)`` with gold labels ``y_i``: class means ``mu_c`` and the tied
     covariance ``Sigma = 1/N sum_c sum_{i: y_i = c} (f(x_i) - mu_c)(f(x_i) - mu_c)^T``. The score of
     ``x`` is ``min_c (f(x) - mu_c)^T Sigma^-1 (f(x) - mu_c)`` (the negative of Lee et al.'s confidence
-    ``M(x)``), so higher is more out-of-distribution. No input preprocessing, no layer ensemble.
+    ``M(x)``), so higher is more out-of-distribution.
 
     Args:
         covariance: ``"empirical"`` (maximum likelihood), ``"ledoit_wolf"`` (shrinkage; Ledoit & Wolf
@@ -98,12 +85,8 @@ class MahalanobisScorer:
         self.shrinkage: float | None = None
 
     def fit(self, features: Tensor, labels: Tensor, name: str = "embeddings") -> MahalanobisScorer:
-        """Fit class means and the tied covariance.
-
-        Args:
-            features: ``[N, D]`` training embeddings.
-            labels: ``[N]`` long gold labels (``>= 0``).
-            name: what the embeddings are, for the log message.
+        """Fit class means and the tied covariance on ``[N, D]`` training ``features`` and their ``[N]`` long gold
+        ``labels`` (``name``: what the embeddings are, for the log message).
 
         Raises:
             ValueError: with fewer than 2 examples, mismatched shapes, or a negative (unknown) label.
@@ -163,8 +146,7 @@ class KNNScorer:
     def __init__(self, k: int = 10, normalize: bool = True) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        self.k = int(k)
-        self.normalize = normalize
+        self.k, self.normalize = int(k), normalize
 
     def _prepare(self, features: Tensor) -> np.ndarray:
         x = _numpy(features)
@@ -202,15 +184,8 @@ def empirical_p_values(
     ``{1/(n+1), ..., 1}`` when ``v`` is exchangeable with the reference); ``two-sided =
     min(1, 2 min(left, right))``. With ``in_sample`` the values *are* the reference samples and each is
     compared with the others only (leave one out), which gives ``#{ref <= v} / n`` and ``#{ref >= v} / n``.
-
-    Args:
-        reference: ``[n, *C]`` samples per column.
-        values: ``[M, *C]``.
-        tail: which tail counts as extreme.
-        in_sample: see above (``values`` must equal ``reference``).
-
-    Returns:
-        ``[M, *C]`` float64 p-values in (0, 1].
+    ``reference``: ``[n, *C]`` samples per column; ``values``: ``[M, *C]``; ``tail``: which tail counts as
+    extreme. Returns ``[M, *C]`` float64 p-values in (0, 1].
 
     Raises:
         ValueError: for an empty reference, mismatched columns or an unknown tail.
@@ -265,13 +240,8 @@ class MaSF:
     one half and levels 2 and 3 are calibrated on the other (the calibration samples' own level-2
     p-values leave each sample out), so the final p-value is close to uniform on in-distribution data.
     Empirical p-values are conformal (:func:`empirical_p_values`), so none is 0 and Fisher needs no
-    ``eps``.
-
-    The final p-value cannot go below ``1 / (n_cal + 1)`` (``n_cal``: the calibration samples): every input
-    beyond all of them gets that p-value, so a far out-of-distribution input ties with the in-distribution
-    inputs that happen to land there too, and an AUROC on p-values alone stays below 1 (about
-    ``1 - 0.5 / (n_cal + 1)``) however far apart the distributions are. :meth:`scores` breaks those ties
-    by how far the input lies from the fit samples; the AUROC is computed on it.
+    ``eps``. The final p-value cannot go below ``1 / (n_cal + 1)``, so an AUROC on p-values alone stays below 1
+    however far apart the distributions are: it is computed on :meth:`scores`, which breaks those ties.
     """
 
     def fit(self, fit_part: Tensor, calibration_part: Tensor) -> MaSF:
@@ -290,8 +260,7 @@ class MaSF:
         self.center = fit.mean(axis=0)  # [L+1, H], for the tie-break of scores()
         self.scale = np.maximum(fit.std(axis=0), 1e-12)
         self.level2 = simes(empirical_p_values(fit, calibration, "two-sided"))  # [N2, L+1]
-        layer_p = empirical_p_values(self.level2, self.level2, "two-sided", in_sample=True)
-        self.level3 = fisher(layer_p)  # [N2]
+        self.level3 = fisher(empirical_p_values(self.level2, self.level2, "two-sided", in_sample=True))  # [N2]
         return self
 
     def p_values(self, layer_max: Tensor) -> np.ndarray:
@@ -305,15 +274,13 @@ class MaSF:
         """``[M]`` float64 out-of-distribution scores (higher = more out of distribution): ``1 - p``
         (:meth:`p_values`) with its ties broken by the distance to the fit samples.
 
-        The p-values are multiples of ``1 / (n_cal + 1)``; within one such step inputs are ordered by the mean
-        absolute z-score of their max-pooled hidden states against the fit samples (``u``, over every layer and
+        The p-values are multiples of ``1 / (n_cal + 1)`` (``n_cal``: the calibration samples), and every input
+        beyond all of those gets the floor ``1 / (n_cal + 1)``, tying a far out-of-distribution input with the
+        in-distribution inputs that land there too. Within one step inputs are ordered by the mean absolute
+        z-score of their max-pooled hidden states against the fit samples (``u``, over every layer and
         dimension), added as ``0.9 * u / (1 + u) / (n_cal + 1)``, less than one step: every input with a
-        smaller p-value still scores higher, and the inputs at the floor ``1 / (n_cal + 1)`` are ranked by how
-        far they lie outside.
-
-        Args:
-            layer_max: ``[M, L+1, H]``.
-            p_values: :meth:`p_values` of ``layer_max`` when already computed.
+        smaller p-value still scores higher. ``layer_max``: ``[M, L+1, H]``; ``p_values``: its :meth:`p_values`
+        when already computed.
         """
         x = _numpy(layer_max)
         p = self.p_values(layer_max) if p_values is None else np.asarray(p_values, dtype=np.float64)
@@ -326,8 +293,7 @@ class OODDetectors:
     """Detectors fitted on in-distribution data, and why any could not be fitted.
 
     Attributes:
-        mahalanobis: ``{view: scorer}`` (see :func:`representation_views`).
-        knn: ``{view: scorer}``.
+        mahalanobis, knn: ``{view: scorer}`` (see :func:`representation_views`).
         masf: the fitted MaSF test, or ``None``.
         missing: ``{"<view>/mahalanobis" | "<view>/knn_distance" | "masf": reason}``.
         info: what was fitted on (counts, covariance estimators), plain values.
@@ -351,18 +317,11 @@ class OODDetectors:
         split_seed: int = 0,
         knn: bool = True,
     ) -> OODDetectors:
-        """Fit Mahalanobis and kNN on training representations, MaSF on held-out ones.
-
-        Args:
-            train: training-split representations of the fine-tuned model, ``[N, ...]``.
-            train_labels: ``[N]`` their gold labels.
-            calibration: held-out (validation) representations for MaSF, split at random (``split_seed``)
-                into a fit half and a calibration half; ``None``: MaSF is missing.
-            k, normalize_knn: see :class:`KNNScorer`.
-            covariance: see :class:`MahalanobisScorer`.
-            knn: also fit the kNN detectors (else they are missing with the reason).
-
-        A detector that cannot be fitted is recorded in ``missing`` with the reason (its ``ValueError``).
+        """Fit Mahalanobis and kNN (unless ``knn`` is false) on training-split representations ``[N, ...]`` and
+        their ``[N]`` gold labels, MaSF on held-out ``calibration`` representations, split at random
+        (``split_seed``) into a fit half and a calibration half (``None``: MaSF is missing). ``k``,
+        ``normalize_knn``: see :class:`KNNScorer`; ``covariance``: see :class:`MahalanobisScorer`. A detector that
+        cannot be fitted is recorded in ``missing`` with the reason (its ``ValueError``).
         """
         detectors = cls(info={"n_train": len(train), "n_calibration": 0 if calibration is None else len(calibration)})
         for view, features in representation_views(train).items():

@@ -1,13 +1,7 @@
-"""Pictures of the out-of-distribution analysis (reporting layer; matplotlib and umap-learn).
-
-* :func:`statistics_figure`: each statistic of :mod:`itermask.ood.statistics` against the masking
-  step (fraction or count), one line per saliency method and schedule, the clean inputs' value dashed.
-* :func:`layer_figure`: one statistic for every view (final layer input and each hidden layer).
-* :func:`umap_figure`: a UMAP (McInnes et al. 2018, arXiv 1802.03426) of training, clean test and
-  masked test embeddings (input of the final linear layer), one panel per schedule and masking fraction,
-  coloured by set and gold label.
-
-Figures are built with :class:`matplotlib.figure.Figure` (no pyplot state) and written by :func:`save`.
+"""Pictures of the out-of-distribution analysis (reporting layer; matplotlib and umap-learn): the statistics
+against the masking step (:func:`statistics_figure`), one statistic for every view (:func:`layer_figure`) and a
+UMAP of the embeddings (:func:`umap_figure`). Figures are built with :class:`matplotlib.figure.Figure` (no
+pyplot state) and written by :func:`save`.
 """
 
 from __future__ import annotations
@@ -53,7 +47,8 @@ def _grid(n: int, columns: int = 4, size: float = 3.2) -> tuple[Figure, list]:
 
 def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Figure:
     """``statistics[saliency][schedule]`` (:meth:`itermask.ood.statistics.OODCurves.to_dict`) as one
-    panel per key; a missing statistic's panel says why."""
+    panel per key against the masking step, one line per saliency method and schedule, the clean inputs' value
+    dashed; a missing statistic's panel says why."""
     fig, axes = _grid(len(keys))
     for ax, key in zip(axes, keys):
         clean, xlabel = None, "masking step"
@@ -64,16 +59,8 @@ def statistics_figure(statistics: dict, keys: Sequence[str] = STATISTICS) -> Fig
                     xlabel = f"masking {curves['steps']}"
                     clean = curves["clean"].get(key, clean)
                 elif key in curves["missing"] and not ax.lines:
-                    ax.text(
-                        0.5,
-                        0.5,
-                        "missing:\n" + curves["missing"][key][:80],
-                        ha="center",
-                        va="center",
-                        wrap=True,
-                        fontsize=7,
-                        transform=ax.transAxes,
-                    )
+                    note = "missing:\n" + curves["missing"][key][:80]
+                    ax.text(0.5, 0.5, note, ha="center", va="center", wrap=True, fontsize=7, transform=ax.transAxes)
         if clean is not None:
             ax.axhline(clean, color="black", linestyle="--", linewidth=0.8, label="clean")
         if key.rsplit("/", 1)[-1].startswith("auroc"):
@@ -129,8 +116,9 @@ def umap_figure(
     n_neighbors: int = 15,
     seed: int = 0,
 ) -> Figure:
-    """One UMAP of the training ``[N, D]``, clean test and masked test embeddings (``curves[schedule]``
-    with representations), fitted jointly; panels: schedules x ``fractions``.
+    """One UMAP (McInnes et al. 2018, arXiv 1802.03426) of the training ``[N, D]``, clean test and masked test
+    embeddings (input of the final linear layer; ``curves[schedule]`` with representations), fitted jointly;
+    panels: schedules x ``fractions``, coloured by set and gold label.
 
     Raises:
         ValueError: if a fraction is not on the curves' grid or the curves carry no representations.
@@ -163,17 +151,9 @@ def _umap_points(
 ) -> tuple[list[tuple[float, int]], list[np.ndarray]]:
     """Fit one UMAP (``n_neighbors``, ``random_state=seed``) jointly to the training ``[N, D]`` embeddings, the
     clean test ``[B, D]`` ones and, for each schedule of ``curves`` and each of ``fractions``, the masked test
-    ones at that step (``features``: the final linear layer's input).
-
-    Returns:
-        ``(steps, points)``: the ``(fraction, step index)`` of each fraction on the curves' grid (:func:`_steps`),
-        and the ``[n, 2]`` UMAP coordinates of each block: training, clean, then the masked inputs schedule by
-        schedule, fraction by fraction.
-
-    Raises:
-        ValueError: if a fraction is not on the curves' grid (or the curves have count steps) or the curves carry
-            no representations.
-    """
+    ones at that step; ``(steps, points)``: the ``(fraction, step index)`` of each fraction (:func:`_steps`) and
+    the ``[n, 2]`` UMAP coordinates of each block (training, clean, then schedule by schedule, fraction by
+    fraction). Raises as :func:`umap_figure` (also for count steps)."""
     import umap  # imported here: numba compilation is only paid when a UMAP is drawn
 
     schedules = list(curves)
@@ -192,8 +172,7 @@ def _umap_points(
     points = cast(
         np.ndarray, umap.UMAP(n_neighbors=n_neighbors, random_state=seed).fit_transform(np.concatenate(blocks))
     )
-    bounds = np.cumsum([0] + [len(b) for b in blocks])
-    return steps, [points[bounds[i] : bounds[i + 1]] for i in range(len(blocks))]
+    return steps, np.split(points, np.cumsum([len(b) for b in blocks])[:-1])
 
 
 def _scatter(ax, xy: np.ndarray, labels: np.ndarray, names: list[str], kind: str, marker: str, size: float) -> None:
@@ -201,17 +180,9 @@ def _scatter(ax, xy: np.ndarray, labels: np.ndarray, names: list[str], kind: str
     ``ax``, one series per gold label of ``labels`` ``[n]``, named ``"<kind> <label name>"`` (``names``, else the
     label id) and coloured by :data:`_UMAP_COLOURS`; ``size``: the marker area in points squared."""
     for c in np.unique(labels):
-        rows = labels == c
-        ax.scatter(
-            xy[rows, 0],
-            xy[rows, 1],
-            s=size,
-            marker=marker,
-            c=_UMAP_COLOURS[kind][int(c) % 4],
-            label=f"{kind} {names[int(c)] if int(c) < len(names) else c}",
-            alpha=0.6,
-            linewidths=0,
-        )
+        rows, colour = labels == c, _UMAP_COLOURS[kind][int(c) % 4]
+        label = f"{kind} {names[int(c)] if int(c) < len(names) else c}"
+        ax.scatter(xy[rows, 0], xy[rows, 1], s=size, marker=marker, c=colour, label=label, alpha=0.6, linewidths=0)
 
 
 def save(fig: Figure, path: str | Path, dpi: int = 110) -> Path:

@@ -1,20 +1,18 @@
 """Out-of-distribution statistics of masked inputs' embeddings, per masking step.
 
 Crothers et al. 2023 (arXiv 2308.06795) argue that iteratively masked inputs lie outside the distribution
-the classifier was fine-tuned on. This module measures that on the representations recorded by
-:class:`itermask.core.evaluation.IterativeMaskingEvaluator` (``collect_representations=True``; see
-:mod:`itermask.core.representations`), with the detectors of :mod:`itermask.ood.detectors`. Every
-function takes tensors and returns tensors or small dataclasses: no Hydra, no logging backend, no files.
+the classifier was fine-tuned on. This module measures that on the representations the evaluator records
+(:mod:`itermask.core.representations`) with the detectors of :mod:`itermask.ood.detectors`: tensors in,
+tensors or small dataclasses out; no Hydra, no files.
 
 Statistics (higher = more out-of-distribution for every *score*):
 
 * L2 norm; cosine similarity and L2 distance to the same example unmasked.
 * Mahalanobis score and k-nearest-neighbour distance per view; MaSF, reported as the fraction of inputs
   flagged at ``alpha`` (:mod:`itermask.ood.detectors`).
-* OOD AUROC of masked vs clean test inputs for every score (:func:`ood_auroc`, on the raw scores; ties
-  only within float noise).
-* Max softmax probability, predictive entropy (nats) and expected calibration error (15 equal-width
-  bins; Guo et al. 2017, arXiv 1706.04599, Eq. 3; :func:`expected_calibration_error`).
+* OOD AUROC of masked vs clean test inputs for every score (:func:`ood_auroc`).
+* Max softmax probability, predictive entropy (nats) and expected calibration error (Guo et al. 2017,
+  arXiv 1706.04599, Eq. 3; :func:`expected_calibration_error`).
 
 A statistic that cannot be computed is never a silent zero or 0.5: it is left out of the values and its
 reason recorded under ``missing`` (a degenerate detector, whose scores all tie, also logs a warning).
@@ -33,7 +31,6 @@ from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
 from itermask.core.representations import Representations
-from itermask.ood.bounds import STATISTIC_BOUNDS, statistic_bounds  # noqa: F401  (re-exported)
 from itermask.ood.detectors import OODDetectors, _numpy, representation_views
 
 log = logging.getLogger(__name__)
@@ -50,7 +47,6 @@ __all__ = [
     "CONSTANT_RTOL",
     "OODCurves",
     "masking_ood_statistics",
-    "statistic_bounds",
 ]
 
 
@@ -67,17 +63,10 @@ def predictive_entropy(logits: Tensor) -> Tensor:
 
 
 def calibration_bins(confidence: np.ndarray, n_bins: int) -> np.ndarray:
-    """Index of the equal-width bin of each confidence: ``B_1 = [0, 1/M]`` and ``B_m = ((m-1)/M, m/M]``
-    for ``m = 2..M`` (Guo et al. 2017, Sec. 2): 0.0 falls in the first bin, 1.0 in the last, a confidence
-    equal to an edge ``m/M`` in the bin it closes.
-
-    Args:
-        confidence: ``[N]`` probabilities in [0, 1].
-        n_bins: ``M``.
-
-    Returns:
-        ``[N]`` int bin indices in ``0..M-1``.
-    """
+    """``[N]`` int indices in ``0..M-1`` (``M``: ``n_bins``) of the equal-width bin of each of the ``[N]``
+    probabilities ``confidence``: ``B_1 = [0, 1/M]`` and ``B_m = ((m-1)/M, m/M]`` for ``m = 2..M`` (Guo et al.
+    2017, Sec. 2): 0.0 falls in the first bin, 1.0 in the last, a confidence equal to an edge ``m/M`` in the bin
+    it closes."""
     edges = np.arange(1, int(n_bins)) / int(n_bins)  # the inner edges m/M, m = 1..M-1
     return np.searchsorted(edges, np.asarray(confidence, dtype=np.float64), side="left")
 
@@ -95,28 +84,18 @@ def calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bins: int) 
 
 
 def expected_calibration_error(logits: Tensor, labels: Tensor, n_bins: int = 15) -> float:
-    """Expected calibration error of the top label (Guo et al. 2017, arXiv 1706.04599, Sec. 2, Eq. 3).
+    """Expected calibration error of the top label (Guo et al. 2017, arXiv 1706.04599, Sec. 2, Eq. 3) of
+    ``[N, C]`` ``logits`` against ``[N]`` gold ``labels``: a probability difference in [0, 1].
 
     Top-label convention: each example's confidence is its largest softmax probability (computed in
-    float64) and it counts as correct when that class (the first, on a tie) is its gold label. The
-    confidences fall into ``n_bins`` equal-width bins, 0.0 in the first and 1.0 in the last
-    (:func:`calibration_bins`); ``ECE = sum_m |B_m|/N |acc(B_m) - conf(B_m)|``.
-
-    Args:
-        logits: ``[N, C]``.
-        labels: ``[N]`` gold labels, all ``>= 0``.
-        n_bins: ``M``, at least 1.
-
-    Returns:
-        ECE, a probability difference in [0, 1].
+    float64) and it counts as correct when that class (the first, on a tie) is its gold label
+    (:func:`calibration_error` in ``n_bins`` bins).
 
     Raises:
         ValueError: without examples, with unknown (negative) labels or with ``n_bins < 1``.
     """
-    # Not torchmetrics' multiclass_calibration_error: in torchmetrics 1.9.0 (the newest release) a
-    # confidence of exactly 1.0, which saturated float32 softmax outputs reach, lands in an extra bin
-    # beyond the last (torchmetrics issue 3510), so e.g. confidences 0.95 (right) and 1.0 (wrong) in 10
-    # bins give 0.525 instead of 0.475.
+    # Not torchmetrics' multiclass_calibration_error: in torchmetrics 1.9.0 a confidence of exactly 1.0 (saturated
+    # float32 softmax) lands in an extra bin beyond the last (torchmetrics issue 3510).
     if len(labels) == 0 or (labels < 0).any():
         raise ValueError("ECE needs at least one example and a gold label for each")
     if int(n_bins) < 1:
@@ -147,9 +126,8 @@ def ood_auroc(clean_scores: np.ndarray, masked_scores: np.ndarray, rtol: float =
 
     Two scores tie when they are equal or differ by at most ``rtol`` times the interquartile range of all
     the scores (their spread, which one extreme score does not move), so values that differ only by the
-    float noise of differently padded batches tie and masking 0 % gives exactly 0.5. The scores
-    themselves are never rounded: for each masked score the clean scores below it and those within the
-    tolerance are counted by binary search (``np.searchsorted``).
+    float noise of differently padded batches tie and masking 0 % gives exactly 0.5; the scores themselves
+    are never rounded.
 
     Raises:
         DegenerateScores: (a ``ValueError``) if all scores are equal.
@@ -210,15 +188,8 @@ class OODCurves:
     example_clean: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {
-            "steps": self.steps,
-            "x": self.x,
-            "fraction": self.fraction,
-            "n_examples": self.n_examples,
-            "values": self.values,
-            "clean": self.clean,
-            "missing": self.missing,
-        }
+        names = ("steps", "x", "fraction", "n_examples", "values", "clean", "missing")
+        return {name: getattr(self, name) for name in names}
 
 
 def _per_step(clean: np.ndarray, masked: np.ndarray, out: OODCurves, key: str, auroc: bool = True) -> None:
@@ -303,14 +274,9 @@ def _with_unmasked_as_clean(curves: MaskingCurves) -> tuple[Representations, Rep
 def masking_ood_statistics(
     curves: MaskingCurves, detectors: OODDetectors, alpha: float = 0.05, n_bins: int = 15
 ) -> OODCurves:
-    """Every statistic of the module docstring at every step of ``curves``.
-
-    Args:
-        curves: masking curves with representations (``collect_representations=True``), ``B`` examples,
-            ``S`` steps.
-        detectors: fitted on in-distribution data (:meth:`OODDetectors.fit`).
-        alpha: MaSF significance level; ``masf_flagged`` is the share of inputs with p-value below it.
-        n_bins: ECE bins.
+    """Every statistic of the module docstring at every step of ``curves`` (``B`` examples, ``S`` steps, with
+    representations: ``collect_representations=True``), by ``detectors`` fitted on in-distribution data
+    (:meth:`OODDetectors.fit`); ``alpha``: MaSF's significance level, ``n_bins``: the ECE's bins.
 
     A masked input with no token masked (``k = 0``: every 0 % step, and small fractions of short
     examples) *is* the clean input; its representations and logits are taken from the clean forward, since
@@ -327,31 +293,27 @@ def masking_ood_statistics(
         ValueError: if the curves carry no representations.
     """
     clean_reps, masked_reps, logits = _with_unmasked_as_clean(curves)
-    size, steps = logits.shape[:2]
+    size = logits.shape[0]
     fraction = curves.grid if curves.steps == "fraction" else curves.masked_fraction.mean(dim=0)
     out = OODCurves(steps=curves.steps, x=curves.grid.tolist(), fraction=fraction.tolist(), n_examples=size)
-    _representation_statistics(clean_reps, masked_reps, detectors, out, size, steps)
-    _masf_statistics(clean_reps, masked_reps, detectors, alpha, out, size, steps)
+    _representation_statistics(clean_reps, masked_reps, detectors, out)
+    _masf_statistics(clean_reps, masked_reps, detectors, alpha, out)
     _output_statistics(curves.clean_logits, logits, curves.labels, n_bins, out)
     _drop_non_finite(out)
     return out
 
 
 def _representation_statistics(
-    clean_reps: Representations,
-    masked_reps: Representations,
-    detectors: OODDetectors,
-    out: OODCurves,
-    size: int,
-    steps: int,
+    clean_reps: Representations, masked_reps: Representations, detectors: OODDetectors, out: OODCurves
 ) -> None:
     """Record in ``out`` the per-view statistics of the ``[B, D]`` clean and ``[B, S, D]`` masked
-    representations (``size`` ``B``, ``steps`` ``S``) of every view (:func:`representation_views`): L2 norm,
+    representations of every view (:func:`representation_views`): L2 norm,
     cosine similarity and L2 distance to the clean input, and the Mahalanobis and kNN-distance scores with their
     AUROCs (missing, with the reason, where the detector was not fitted or is degenerate)."""
     clean_views, masked_views = representation_views(clean_reps), representation_views(masked_reps)
     for view, clean in clean_views.items():
         masked = masked_views[view]  # [B, S, D]
+        size, steps = masked.shape[:2]
         flat = masked.reshape(size * steps, -1)
         _per_step(_numpy(clean.norm(dim=-1)), _numpy(masked.norm(dim=-1)), out, f"{view}/l2_norm")
         cosine = torch.nn.functional.cosine_similarity(masked, clean[:, None, :].expand_as(masked), dim=-1)
@@ -370,16 +332,10 @@ def _representation_statistics(
 
 
 def _masf_statistics(
-    clean_reps: Representations,
-    masked_reps: Representations,
-    detectors: OODDetectors,
-    alpha: float,
-    out: OODCurves,
-    size: int,
-    steps: int,
+    clean_reps: Representations, masked_reps: Representations, detectors: OODDetectors, alpha: float, out: OODCurves
 ) -> None:
     """Record in ``out`` the MaSF statistics of the clean ``[B, L+1, H]`` and masked ``[B, S, L+1, H]`` pooled
-    per-layer representations (``layer_max``; ``size`` ``B``, ``steps`` ``S``): the share of inputs flagged
+    per-layer representations (``layer_max``): the share of inputs flagged
     (p-value below ``alpha``), the median p-value and the AUROC (missing, with the reason, where MaSF was not
     fitted or is degenerate).
 
@@ -394,6 +350,7 @@ def _masf_statistics(
     if clean_reps.layer_max is None or masked_reps.layer_max is None:
         raise ValueError("MaSF needs the curves' pooled per-layer representations (layer_max)")
     clean_p = detectors.masf.p_values(clean_reps.layer_max)
+    size, steps = masked_reps.layer_max.shape[:2]
     masked_max = masked_reps.layer_max.reshape(size * steps, *masked_reps.layer_max.shape[2:])
     flat_p = detectors.masf.p_values(masked_max)
     masked_p = flat_p.reshape(size, steps)
@@ -403,7 +360,6 @@ def _masf_statistics(
     out.clean["masf_flagged"] = float((clean_p < alpha).mean())
     out.values["masf_p_median"] = np.median(masked_p, axis=0).tolist()
     out.clean["masf_p_median"] = float(np.median(clean_p))
-    # the AUROC ranks by 1 - p with its ties at the p-value floor broken (MaSF.scores)
     clean_score = detectors.masf.scores(clean_reps.layer_max, clean_p)
     masked_score = detectors.masf.scores(masked_max, flat_p).reshape(size, steps)
     _auroc_series(clean_score, masked_score, out, "auroc_masf")
@@ -421,8 +377,7 @@ def _output_statistics(clean_logits: Tensor, logits: Tensor, labels: Tensor, n_b
         out.missing["ece"] = "ECE needs gold labels; some evaluated examples have none"
     else:
         labels = labels.cpu()
-        steps = logits.shape[1]
-        out.values["ece"] = [expected_calibration_error(logits[:, s].cpu(), labels, n_bins) for s in range(steps)]
+        out.values["ece"] = [expected_calibration_error(step.cpu(), labels, n_bins) for step in logits.unbind(dim=1)]
         out.clean["ece"] = expected_calibration_error(clean_logits.cpu(), labels, n_bins)
 
 

@@ -1,8 +1,5 @@
-"""Views built from an evaluation in memory: :func:`views_from_curves` reads the evaluator's
-:class:`~itermask.core.evaluation.MaskingCurves`, the clean batch, the saliency scores and the masks;
-:func:`masking_ranks` gives the clean-input masking order the views show.
-
-Needs torch (imported inside the functions, so that importing this module does not).
+"""Views built from an evaluation in memory (:func:`views_from_curves`) and the clean-input masking order they
+show (:func:`masking_ranks`). Needs torch, imported inside the functions.
 """
 
 from __future__ import annotations
@@ -18,40 +15,19 @@ __all__ = ["masking_ranks", "views_from_curves"]
 
 
 def masking_ranks(scores, maskable) -> list[list[int | None]]:
-    """Masking ranks on the clean input, the order :func:`itermask.core.schedules.top_k_mask` masks in:
-    descending score, NaN lowest, ties by position (earlier first); 1 = masked first.
+    """Masking ranks on the clean input of ``[B, L]`` saliency ``scores`` over the ``[B, L]`` bool ``maskable``
+    positions (:func:`itermask.core.schedules.masking_ranks`: descending score, NaN lowest, ties by position;
+    1 = masked first), as ``B`` lists of ``L`` ranks, ``None`` at positions that are not maskable."""
+    from itermask.core.schedules import masking_ranks as rank_tensor
 
-    Args:
-        scores: ``[B, L]`` saliency.
-        maskable: ``[B, L]`` bool.
-
-    Returns:
-        ``B`` lists of ``L`` ranks, ``None`` at positions that are not maskable.
-    """
-    import torch
-
-    ranked = torch.nan_to_num(scores.double(), nan=-torch.inf).masked_fill(~maskable, -torch.inf)
-    order = torch.sort(ranked, dim=1, descending=True, stable=True).indices
-    out = []
-    for positions, ok in zip(order.tolist(), maskable.tolist()):
-        # counted over the maskable positions only, so that a NaN score ranks after every scored one
-        ranks: list[int | None] = [None] * len(ok)
-        for rank, position in enumerate((p for p in positions if ok[p]), start=1):
-            ranks[position] = rank
-        out.append(ranks)
-    return out
+    return [[rank if rank > 0 else None for rank in row] for row in rank_tensor(scores, maskable).tolist()]
 
 
 @dataclass
 class _ScheduleCurves:
-    """One schedule's curves of one method, on the CPU, for all rows of the batch.
-
-    Attributes:
-        curves: the schedule's :class:`~itermask.core.evaluation.MaskingCurves`.
-        masks: ``[S, B, L]`` bool masked positions at each step, ``None`` where not recorded.
-        probability: ``[B, S]`` probabilities of the target class after each step.
-        flips: ``[B, S]`` bool, whether each step's prediction differs from the clean prediction.
-    """
+    """One schedule's curves of one method, on the CPU: its ``MaskingCurves``, the ``[S, B, L]`` bool masked
+    positions at each step (``None``: not recorded), the target class's ``[B, S]`` probabilities and the ``[B, S]``
+    bool decision flips (prediction differs from the clean one)."""
 
     curves: Any
     masks: Any
@@ -61,13 +37,8 @@ class _ScheduleCurves:
 
 @dataclass
 class _MethodCurves:
-    """One method's scores, clean-input ranks and per-schedule curves, for all rows of the batch.
-
-    Attributes:
-        scores: ``[B, L]`` saliency on the CPU.
-        ranks: ``B`` lists of ``L`` masking ranks (see :func:`masking_ranks`).
-        schedules: ``{schedule: _ScheduleCurves}``.
-    """
+    """One method's ``[B, L]`` saliency on the CPU, its ``B`` lists of ``L`` clean-input masking ranks
+    (:func:`masking_ranks`) and ``{schedule: _ScheduleCurves}``."""
 
     scores: Any
     ranks: list[list[int | None]]
@@ -75,20 +46,10 @@ class _MethodCurves:
 
 
 def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks) -> _ScheduleCurves:
-    """One schedule's probabilities, flips and masks of one method.
-
-    Args:
-        method: the method's name (for error messages).
-        schedule: the schedule's name.
-        curves: the schedule's ``MaskingCurves`` over the ``B`` rows of the batch.
-        scores: ``[B, L]`` saliency of the method on the CPU.
-        maskable: ``[B, L]`` bool maskable positions on the CPU.
-        masks: ``[S, B, L]`` bool recorded masks, or ``None``: read from the curves' ``masked_step`` where
-            recorded, else recomputed from ``scores`` for ``"one_shot"``, left ``None`` for any other
-            schedule.
-
-    Returns:
-        The schedule's :class:`_ScheduleCurves`.
+    """One schedule's probabilities, flips and masks of one method, from its ``curves`` over the ``B`` rows of the
+    batch, the method's ``[B, L]`` ``scores`` and the ``[B, L]`` bool ``maskable`` positions (on the CPU).
+    ``masks`` (``[S, B, L]`` bool) missing are read from the curves' ``masked_step`` where recorded, else
+    recomputed from ``scores`` for ``"one_shot"``, left ``None`` for any other schedule.
 
     Raises:
         ValueError: if ``curves`` do not have one example per row of the batch.
@@ -102,11 +63,9 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
     if len(curves) != size:
         raise ValueError(f"curves {method}/{schedule} have {len(curves)} examples, the batch {size}")
     if masks is None and curves.masked_step is not None and curves.masked_step.shape == scores.shape:
-        # the evaluator records the step that first masks each position (MaskingCurves.masked_step)
         first = curves.masked_step.cpu().long()
         masks = torch.stack([(first >= 0) & (first <= s) for s in range(curves.k.shape[1])])
     if masks is None and schedule == "one_shot":
-        # the one-shot masks are the top k of the clean ranking at each step
         masks = SCHEDULES["one_shot"]().masks(scores, maskable, curves.k.T.cpu(), None)
     return _ScheduleCurves(
         curves=curves,
@@ -117,23 +76,10 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
 
 
 def _method_curves(
-    method: str,
-    by_schedule: Mapping[str, Any],
-    scores,
-    maskable,
-    masks: Mapping[str, Any],
+    method: str, by_schedule: Mapping[str, Any], scores, maskable, masks: Mapping[str, Any]
 ) -> _MethodCurves:
-    """Reads one method's scores and ranks, and its curves per schedule.
-
-    Args:
-        method: the method's name.
-        by_schedule: ``{schedule: MaskingCurves}`` of the method.
-        scores: ``[B, L]`` saliency of the method (any device).
-        maskable: ``[B, L]`` bool maskable positions on the CPU.
-        masks: ``{schedule: [S, B, L] bool}`` the recorded masks of the method.
-
-    Returns:
-        The method's :class:`_MethodCurves`.
+    """One method's ``[B, L]`` ``scores`` (any device) and ranks, and its curves per schedule (``by_schedule``,
+    with the recorded ``{schedule: [S, B, L] bool}`` ``masks``); ``maskable``: ``[B, L]`` bool on the CPU.
 
     Raises:
         ValueError: if ``scores`` or a schedule's curves disagree with the batch's shape.
@@ -152,17 +98,8 @@ def _method_curves(
 
 
 def _row_trajectory(schedule: str, data: _ScheduleCurves, row: int, where: Mapping[int, int]) -> Trajectory:
-    """One schedule's :class:`Trajectory` of one row.
-
-    Args:
-        schedule: the schedule's name.
-        data: the schedule's curves.
-        row: the row of the batch.
-        where: ``{source position: index among the row's real tokens}``.
-
-    Returns:
-        The row's trajectory, masked positions as indices into the row's real tokens.
-    """
+    """One schedule's :class:`Trajectory` of one ``row`` of the batch, masked positions as indices into the row's
+    real tokens (``where``: ``{source position: index among them}``)."""
     flipped = data.flips[row].nonzero().flatten().tolist()
     masked = None
     if data.masks is not None:
@@ -178,23 +115,12 @@ def _row_trajectory(schedule: str, data: _ScheduleCurves, row: int, where: Mappi
 
 
 def _row_method_view(method: str, data: _MethodCurves, row: int, keep: list[int], maskable) -> MethodView:
-    """One method's :class:`MethodView` of one row.
-
-    Args:
-        method: the method's name.
-        data: the method's curves.
-        row: the row of the batch.
-        keep: source positions of the row's real tokens (padding dropped).
-        maskable: ``[B, L]`` bool maskable positions on the CPU.
-
-    Returns:
-        The row's view of the method; scores are ``NaN`` at positions that are not maskable.
-    """
+    """One method's :class:`MethodView` of one ``row`` of the batch over its real tokens (source positions
+    ``keep``, padding dropped); scores are ``NaN`` where ``maskable`` (``[B, L]`` bool) is false."""
     where = {pos: i for i, pos in enumerate(keep)}
-    s = data.scores[row]
     return MethodView(
         method=method,
-        scores=[float(s[p]) if maskable[row, p] else math.nan for p in keep],
+        scores=[float(data.scores[row, p]) if maskable[row, p] else math.nan for p in keep],
         ranks=[data.ranks[row][p] for p in keep],
         trajectories={
             schedule: _row_trajectory(schedule, schedule_data, row, where)
@@ -205,17 +131,9 @@ def _row_method_view(method: str, data: _MethodCurves, row: int, keep: list[int]
 
 @dataclass
 class _BatchCurves:
-    """One evaluation's batch and curves, on the CPU, that the views of its rows are read from.
-
-    Attributes:
-        batch: the clean ``TokenBatch`` ``[B, L]``.
-        tokenizer: a Hugging Face tokenizer (``convert_ids_to_tokens``).
-        special_ids: the tokenizer's special token ids.
-        maskable: ``[B, L]`` bool maskable positions.
-        methods: ``{method: _MethodCurves}``.
-        first: the ``MaskingCurves`` that give each example's id, label, target and clean prediction.
-        clean_probability: ``[B]`` the target class's probability on the clean input.
-    """
+    """One evaluation's clean ``[B, L]`` batch and curves, on the CPU, that the views of its rows are read from:
+    ``maskable`` is ``[B, L]`` bool, ``first`` the ``MaskingCurves`` that give each example's id, label, target and
+    clean prediction, ``clean_probability`` the target class's ``[B]`` probability on the clean input."""
 
     batch: Any
     tokenizer: Any
@@ -226,26 +144,8 @@ class _BatchCurves:
     clean_probability: Any
 
 
-def _batch_curves(
-    curves: Mapping[str, Mapping[str, Any]],
-    batch,
-    tokenizer,
-    scores: Mapping[str, Any],
-    masks: Mapping[str, Mapping[str, Any]],
-    segments: int | Sequence[int] | None,
-) -> _BatchCurves:
-    """Reads every method's scores, ranks and curves of one evaluation (see :func:`views_from_curves`).
-
-    Args:
-        curves: ``{method: {schedule: MaskingCurves}}``, non-empty.
-        batch: the clean ``TokenBatch`` ``[B, L]``.
-        tokenizer: a Hugging Face tokenizer (``all_special_ids``).
-        scores: ``{method: [B, L] tensor}`` saliency on the clean input, one per method of ``curves``.
-        masks: ``{method: {schedule: [S, B, L] bool}}`` the recorded masks.
-        segments: the maskable segments of the evaluation.
-
-    Returns:
-        The evaluation's :class:`_BatchCurves`.
+def _batch_curves(curves: Mapping, batch, tokenizer, scores: Mapping, masks: Mapping, segments) -> _BatchCurves:
+    """Every method's scores, ranks and curves of one evaluation (the arguments of :func:`views_from_curves`).
 
     Raises:
         ValueError: if shapes disagree with ``batch``.
@@ -259,24 +159,13 @@ def _batch_curves(
         method: _method_curves(method, by_schedule, scores[method], maskable, masks.get(method) or {})
         for method, by_schedule in curves.items()
     }
-    # the first method's first schedule gives each example's id, label, target and clean prediction
     first = next(iter(next(iter(curves.values())).values()))
     clean_probability = target_output(first.clean_logits, first.target, "probability").cpu()
     return _BatchCurves(batch, tokenizer, special_ids, maskable, methods, first, clean_probability)
 
 
 def _example_view(data: _BatchCurves, row: int, class_names: Sequence[str] | None, reason: str) -> ExampleView:
-    """The :class:`ExampleView` of one row of the batch.
-
-    Args:
-        data: the evaluation's batch and curves.
-        row: the row of the batch.
-        class_names: names of the classes by id.
-        reason: why the example is shown.
-
-    Returns:
-        The row's view, padding dropped.
-    """
+    """The :class:`ExampleView` of one ``row`` of the batch, padding dropped."""
     batch, first = data.batch, data.first
     keep = batch.attention_mask[row].cpu().bool().nonzero().flatten().tolist()  # real tokens, padding dropped
     ids = batch.input_ids[row, keep].tolist()
@@ -314,7 +203,7 @@ def views_from_curves(
     reasons: Mapping[int, str] | None = None,
     max_tokens: int = MAX_TOKENS,
 ) -> ExampleViews:
-    """Views of the examples of one evaluation.
+    """Views (:class:`ExampleViews`) of the examples of one evaluation, one per row, padding dropped.
 
     Args:
         curves: ``{method: {schedule: MaskingCurves}}`` (:meth:`IterativeMaskingEvaluator.evaluate` per
@@ -323,19 +212,14 @@ def views_from_curves(
         tokenizer: a Hugging Face tokenizer (``convert_ids_to_tokens``, ``all_special_ids``).
         scores: ``{method: [B, L] tensor}`` saliency on the clean input (source positions).
         masks: ``{method: {schedule: [S, B, L] bool}}`` the masked positions at each step. Missing, they are
-            read from the curves' ``masked_step`` (recorded by the evaluator); curves without it: for a
-            one-shot schedule they are recomputed from ``scores`` (the one-shot masks are the top ``k`` of
-            the clean ranking), for another schedule (recursive, which re-ranks on the masked input) the
-            trajectory shows the curve without positions.
+            read from the curves' ``masked_step``, else recomputed from ``scores`` for a one-shot schedule;
+            for another schedule the trajectory shows the curve without positions.
         segments: the maskable segments of the evaluation (see
             :func:`itermask.core.tokens.maskable_positions`), for the ranks and recomputed masks.
         class_names: names of the classes by id.
         rows: which rows of ``batch`` to view (default all).
         reasons: ``{row: why it is shown}``.
         max_tokens: tokens shown per example (:data:`MAX_TOKENS`).
-
-    Returns:
-        :class:`ExampleViews`, one view per row, padding dropped.
 
     Raises:
         ValueError: if ``curves`` or ``scores`` miss a method, or shapes disagree with ``batch``.

@@ -1,15 +1,12 @@
-"""The per-example views and their HTML: the view's data (:class:`ExampleView`: one example, its tokens, each
-saliency method's :class:`MethodView` with one :class:`Trajectory` per schedule; :class:`ExampleViews`: several,
-shown in a notebook or written as a page; :class:`Html`: an HTML cell a tracker shows as HTML) and how they are
-drawn: the stylesheet, escaping, score colours, the token heatmap, the masking trajectory table and its
-probability curve (inline SVG), :func:`render_example` (one example) and :func:`render_page` (a document).
+"""The per-example views' data (:class:`ExampleView`, :class:`MethodView`, :class:`Trajectory`,
+:class:`ExampleViews`, :class:`Html`) and their HTML (:func:`render_example`, :func:`render_page`).
 
 The HTML uses inline CSS and inline SVG only: no JavaScript, no external assets, so it can be mailed, put in
-a W&B ``wandb.Html`` or shown in a notebook (:class:`ExampleViews` has ``_repr_html_``). Every text from the
-data (tokens, class names, method names, reasons) is escaped (:func:`html.escape` with ``quote=True``); tokens
-sit in ``<bdi>`` inside ``dir="auto"`` blocks, so right-to-left text displays in its own direction without
-reordering its neighbours. Texts longer than ``max_tokens`` (default :data:`MAX_TOKENS`) are cut, with a
-visible marker saying how many tokens are not shown. Plain Python (no torch).
+a W&B ``wandb.Html`` or shown in a notebook. Every text from the data (tokens, class names, method names,
+reasons) is escaped (:func:`html.escape` with ``quote=True``); tokens sit in ``<bdi>`` inside ``dir="auto"``
+blocks, so right-to-left text displays in its own direction without reordering its neighbours. Texts longer
+than ``max_tokens`` (default :data:`MAX_TOKENS`) are cut, with a visible marker saying how many tokens are not
+shown. Plain Python (no torch).
 """
 
 from __future__ import annotations
@@ -91,8 +88,7 @@ def _colour(score: float, scale: float) -> str:
 
 
 def _scale(scores: Sequence[float]) -> float:
-    finite = [abs(s) for s in scores if s is not None and math.isfinite(s)]
-    return max(finite) if finite else 0.0
+    return max((abs(s) for s in scores if s is not None and math.isfinite(s)), default=0.0)
 
 
 def _tokens_html(view: ExampleView, shown: int, cell) -> str:
@@ -225,15 +221,9 @@ def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, s
 
 
 def render_example(view: ExampleView, max_tokens: int = MAX_TOKENS) -> str:
-    """One example as a self-contained HTML fragment (a ``<section class="imx">`` with its ``<style>``).
-
-    Args:
-        view: the example.
-        max_tokens: tokens shown (heatmaps and trajectory rows); a longer text is cut after them with a
-            visible "… N more tokens not shown" marker. At least 1.
-
-    Returns:
-        HTML text: inline CSS and SVG, no JavaScript, every data string escaped.
+    """One example as a self-contained HTML fragment (a ``<section class="imx">`` with its ``<style>``), showing
+    ``max_tokens`` tokens (at least 1) in the heatmaps and trajectory rows; a longer text is cut after them with a
+    visible "… N more tokens not shown" marker.
 
     Raises:
         ValueError: if ``max_tokens < 1``.
@@ -309,7 +299,6 @@ class MethodView:
     """One saliency method on one example.
 
     Attributes:
-        method: the method's name.
         scores: ``L`` saliency scores per token (``NaN`` where a token is not scored, e.g. special tokens).
         ranks: ``L`` masking ranks on the clean input (1 = masked first), ``None`` for tokens that are not
             maskable (the one-shot schedule masks in this order; the recursive one re-ranks).
@@ -330,10 +319,8 @@ class ExampleView:
         example_id: the example's stable id.
         tokens: ``L`` token strings as the tokenizer writes them (``##`` continuation pieces, ``Ġ``/``▁``
             word starts are displayed joined).
-        token_ids: ``L`` token ids.
         segments: ``L`` segment per token: ``0``/``1`` for the first/second text of a sentence pair, ``-1``
             for special tokens (all ``0`` for single texts).
-        methods: ``{method: MethodView}``.
         target: the class the curves follow.
         prediction: the predicted class on the clean input.
         label: the gold label, ``None`` if unknown.
@@ -378,12 +365,8 @@ class ExampleView:
 
 
 class ExampleViews(Sequence):
-    """Several :class:`ExampleView` s; shows them in a notebook (``_repr_html_``) and writes a page.
-
-    Args:
-        views: the views, in display order.
-        max_tokens: tokens shown per example (see :data:`MAX_TOKENS`).
-    """
+    """Several :class:`ExampleView` s in display order, ``max_tokens`` tokens shown of each (:data:`MAX_TOKENS`);
+    shows them in a notebook (``_repr_html_``) and writes a page."""
 
     def __init__(self, views: Iterable[ExampleView], max_tokens: int = MAX_TOKENS) -> None:
         self.views = list(views)
@@ -404,8 +387,7 @@ class ExampleViews(Sequence):
         """The views as one HTML fragment (one ``<section>`` per example)."""
         return "\n".join(render_example(v, self.max_tokens) for v in self.views)
 
-    def _repr_html_(self) -> str:
-        return self.html()
+    _repr_html_ = html
 
     def page(self, title: str = "itermask examples") -> str:
         """A complete HTML document (see :func:`render_page`)."""

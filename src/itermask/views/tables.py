@@ -1,6 +1,5 @@
-"""Views built from a job's stored per-example tables (``tokens``, ``steps``, ``scores`` and ``examples``
-Parquet files, :mod:`itermask.storage.per_example`): :func:`views_from_tables` and :func:`load` (from a job
-folder). No model, no torch.
+"""Views built from a job's stored per-example tables (:mod:`itermask.storage.per_example`): :func:`views_from_tables`
+and :func:`load` (from a job folder). No model, no torch.
 """
 
 from __future__ import annotations
@@ -21,16 +20,10 @@ TARGET_PROBABILITY = str(ScoreKey.of("target", "probability"))
 
 
 def _trajectory_from_tables(schedule: str, kind: str, steps, first_step: list[int] | None, ranks) -> Trajectory:
-    """One schedule's :class:`Trajectory` of one example and explanation.
-
-    Args:
-        schedule: the schedule's name.
-        kind: ``"fraction"`` or ``"count"`` steps.
-        steps: the example's ``steps.parquet`` rows of the explanation and schedule, sorted by step.
-        first_step: per token, the step that first masks it (``-1``: never), ``None`` for the one-shot
-            schedule (its tokens of rank ``1..k`` are masked at a step masking ``k``).
-        ranks: per token, its masking rank (``None``: not maskable).
-    """
+    """One schedule's :class:`Trajectory` of one example and explanation from its ``steps.parquet`` rows
+    (``steps``, sorted by step; ``kind``: ``"fraction"`` or ``"count"``). ``first_step``: per token, the step that
+    first masks it (``-1``: never), ``None`` for the one-shot schedule (its tokens of rank ``1..k`` of ``ranks``
+    are masked at a step masking ``k``)."""
     flips = [i for i, v in enumerate(steps["flip_rate"].tolist()) if v == 1.0] if "flip_rate" in steps else []
     if first_step is None:
         masked = [[i for i, r in enumerate(ranks) if r is not None and r <= k] for k in steps["k"].tolist()]
@@ -50,35 +43,12 @@ def _explained_name(tables) -> str:
     """The method under study of per-example tables: the explanation in ``scores.parquet`` other than
     ``random`` (``random`` itself when it is the only one)."""
     names = list(dict.fromkeys(tables.scores["saliency"].tolist()))
-    others = [n for n in names if n != "random"]
-    return others[0] if others else names[0]
-
-
-def _tokens_table(tables):
-    """The ``tokens`` table of ``tables``.
-
-    Raises:
-        ValueError: if there is none (results written before it existed: re-run the job with
-            ``reuse_results=false``).
-    """
-    if tables.tokens is None:
-        raise ValueError(
-            "these per-example results have no tokens.parquet (written before itermask stored tokens): "
-            "re-run the job with reuse_results=false to view its examples"
-        )
-    return tables.tokens
+    return next((n for n in names if n != "random"), names[0])
 
 
 def _roles(tokens, method: str, methods: Sequence[str] | None) -> tuple[dict[str, str], list[str]]:
-    """Which explanations are shown, and under which column prefix ``tokens.parquet`` holds each.
-
-    Args:
-        tokens: the ``tokens`` table.
-        method: the method under study (its columns are ``explained_*``; ``random``'s are ``random_*``).
-        methods: the requested explanations by name, ``None``: every one with scores in ``tokens``.
-
-    Returns:
-        ``({name: "explained" or "random"}, the explanations to show in order)``.
+    """``({name: column prefix in tokens.parquet}, the explanations to show in order)``: the prefix is
+    ``explained`` for ``method``, ``random`` for ``random``; ``methods`` ``None``: every one with scores in ``tokens``.
 
     Raises:
         ValueError: if ``tokens`` has no scores of a requested explanation.
@@ -86,23 +56,9 @@ def _roles(tokens, method: str, methods: Sequence[str] | None) -> tuple[dict[str
     role = {method: "explained", **({"random": "random"} if method != "random" else {})}
     known = [name for name, r in role.items() if f"{r}_score" in tokens]
     shown = list(methods) if methods is not None else known
-    missing = [m for m in shown if m not in known]
-    if missing:
+    if missing := [m for m in shown if m not in known]:
         raise ValueError(f"no tokens of explanation(s) {missing} in these results (explanations: {known})")
     return role, shown
-
-
-def _example_ids(tokens, example_ids: Sequence[int] | None) -> list[int]:
-    """The examples to show: ``example_ids`` in their order, default every example of ``tokens`` by id.
-
-    Raises:
-        ValueError: if ``tokens`` lacks a requested example.
-    """
-    ids = sorted(set(tokens["example_id"].tolist())) if example_ids is None else [int(i) for i in example_ids]
-    absent = sorted(set(ids) - set(tokens["example_id"].tolist()))
-    if absent:
-        raise ValueError(f"no example(s) {absent[:10]} in these results")
-    return ids
 
 
 def _class_names(examples) -> list[str] | None:
@@ -118,15 +74,9 @@ def _class_names(examples) -> list[str] | None:
 
 @dataclass
 class _GroupedTables:
-    """A job's per-example tables, grouped the way the views read them.
-
-    Attributes:
-        tokens: ``{example_id: tokens rows}`` (one row per token, in position order).
-        steps: ``{(saliency, example_id, schedule): steps rows}`` sorted by step.
-        scores: ``{(saliency, example_id): scores rows}``.
-        labels: ``{example_id: gold label}`` (negative: unknown).
-        class_names: names of the classes by id (see :func:`_class_names`).
-    """
+    """A job's per-example tables grouped the way the views read them: ``tokens`` by example id (rows in position
+    order), ``steps`` by ``(saliency, example_id, schedule)`` (sorted by step), ``scores`` by ``(saliency,
+    example_id)``, gold ``labels`` by example id (negative: unknown) and :func:`_class_names`."""
 
     tokens: dict[Any, Any]
     steps: dict[Any, Any]
@@ -147,20 +97,10 @@ def _grouped(tables, tokens) -> _GroupedTables:
 
 
 def _method_view_from_tables(name: str, role: str, example_id: int, rows, by_step, kind: str) -> MethodView:
-    """One explanation's :class:`MethodView` of one example.
-
-    Args:
-        name: the explanation's name.
-        role: its column prefix in ``tokens.parquet`` (``"explained"`` or ``"random"``).
-        example_id: the example.
-        rows: the example's ``tokens`` rows.
-        by_step: ``{(saliency, example_id, schedule): steps rows}`` sorted by step.
-        kind: ``"fraction"`` or ``"count"`` steps.
-
-    Returns:
-        The view; scores ``NaN`` at tokens that are not maskable, one trajectory per stored schedule (its
-        masked positions ``None`` where a schedule other than one-shot has no ``{role}_masked_step_*`` column).
-    """
+    """One explanation's :class:`MethodView` of one example from its ``tokens`` ``rows`` (``role``: the column
+    prefix) and ``by_step`` (:attr:`_GroupedTables.steps`): scores ``NaN`` at tokens that are not maskable, one
+    trajectory per stored schedule (masked positions ``None`` where a schedule other than one-shot has no
+    ``{role}_masked_step_*`` column)."""
     ranks = [int(v) if v >= 0 else None for v in rows[f"{role}_rank"].tolist()]
     scores = [float(v) if k is not None else math.nan for v, k in zip(rows[f"{role}_score"].tolist(), ranks)]
     trajectories = {}
@@ -177,17 +117,8 @@ def _method_view_from_tables(name: str, role: str, example_id: int, rows, by_ste
 def _example_view_from_tables(
     example_id: int, methods: list[str], role: dict[str, str], data: _GroupedTables, kind: str, reason: str
 ) -> ExampleView:
-    """The :class:`ExampleView` of one example.
-
-    Args:
-        example_id: the example.
-        methods: the explanations to show; the first gives the target, prediction, clean probability and
-            special tokens.
-        role: ``{name: column prefix in tokens.parquet}``.
-        data: the grouped tables.
-        kind: ``"fraction"`` or ``"count"`` steps.
-        reason: why the example is shown.
-    """
+    """The :class:`ExampleView` of one example; the first of ``methods`` gives the target, prediction, clean
+    probability and special tokens."""
     rows = data.tokens[example_id]
     method_views = {
         name: _method_view_from_tables(name, role[name], example_id, rows, data.steps, kind) for name in methods
@@ -195,12 +126,11 @@ def _example_view_from_tables(
     first_steps = next(f for (m, e, _), f in data.steps.items() if m == methods[0] and e == example_id)
     score_row = data.scores[(methods[0], example_id)].iloc[0]
     label = data.labels.get(example_id)
-    n = len(rows)
     return ExampleView(
         example_id=int(example_id),
         tokens=[str(t) for t in rows["token"].tolist()],
         token_ids=[int(t) for t in rows["token_id"].tolist()],
-        segments=[int(t) for t in rows["segment"].tolist()] if "segment" in rows else [0] * n,
+        segments=[int(t) for t in rows["segment"].tolist()] if "segment" in rows else [0] * len(rows),
         methods=method_views,
         target=int(first_steps["target"].iloc[0]),
         prediction=int(score_row["prediction"]) if "prediction" in score_row else int(first_steps["target"].iloc[0]),
@@ -221,7 +151,7 @@ def views_from_tables(
     max_tokens: int = MAX_TOKENS,
     method: str | None = None,
 ) -> ExampleViews:
-    """Views of the examples of one job from its per-example tables (no model, no torch).
+    """Views (:class:`ExampleViews`) of the examples of one job from its per-example tables (no model, no torch).
 
     Args:
         tables: a :class:`~itermask.storage.per_example.PerExample` (``tokens`` needed).
@@ -233,16 +163,20 @@ def views_from_tables(
         method: the method under study (its ``tokens.parquet`` columns are ``explained_*``); default: the
             explanation of ``scores.parquet`` other than ``random``.
 
-    Returns:
-        :class:`ExampleViews`.
-
     Raises:
         ValueError: if the tables have no ``tokens`` table (results written before it existed: re-run the
             job with ``reuse_results=false``) or lack a requested example or explanation.
     """
-    tokens = _tokens_table(tables)
+    tokens = tables.tokens
+    if tokens is None:
+        raise ValueError(
+            "these per-example results have no tokens.parquet (written before itermask stored tokens): "
+            "re-run the job with reuse_results=false to view its examples"
+        )
     role, shown = _roles(tokens, method or _explained_name(tables), methods)
-    ids = _example_ids(tokens, example_ids)
+    ids = sorted(set(tokens["example_id"].tolist())) if example_ids is None else [int(i) for i in example_ids]
+    if absent := sorted(set(ids) - set(tokens["example_id"].tolist())):
+        raise ValueError(f"no example(s) {absent[:10]} in these results")
     data = _grouped(tables, tokens)
     views = [
         _example_view_from_tables(example_id, shown, role, data, steps, (reasons or {}).get(example_id, ""))
@@ -273,13 +207,11 @@ def load(
 
     from itermask.storage.per_example import load_per_example
 
-    job_dir = Path(job_dir)
     steps, method = "fraction", None
-    result_file = job_dir / "results.json"
+    result_file = Path(job_dir) / "results.json"
     if result_file.is_file():
         result = json.loads(result_file.read_text(encoding="utf-8"))
         steps = ((result.get("config") or {}).get("evaluation") or {}).get("steps", "fraction")
         saliency = result.get("saliency")
         method = saliency.get("name") if isinstance(saliency, dict) else None
-    tables = load_per_example(job_dir)
-    return views_from_tables(tables, example_ids, methods, reasons, steps, max_tokens, method)
+    return views_from_tables(load_per_example(job_dir), example_ids, methods, reasons, steps, max_tokens, method)
