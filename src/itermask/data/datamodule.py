@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from itermask.core.tokens import TokenBatch
+from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.loaders import ResumableDataLoader
 from itermask.data.sources import DataSource
 from itermask.data.splits import LabelledSplits
@@ -25,14 +25,9 @@ __all__ = ["TextClassificationDataModule", "TokenCollator", "segment_ids"]
 
 
 def segment_ids(encoding, rows: int) -> list[list[int]] | None:
-    """Segment membership of each token of a batch encoding: ``0`` / ``1`` for the first / second text,
-    ``-1`` for special tokens, from the fast tokenizer's ``sequence_ids()``; ``None`` when the tokenizer
-    is not a fast one (then masking within a segment falls back to token type ids).
-
-    Args:
-        encoding: what a tokenizer returned for ``rows`` texts (or text pairs), unpadded.
-        rows: the number of texts.
-    """
+    """Segment of each token of ``encoding`` (a tokenizer's unpadded output for ``rows`` texts or text pairs):
+    ``0`` / ``1`` for the first / second text, ``-1`` for special tokens, from the fast tokenizer's
+    ``sequence_ids()``; ``None`` for a slow tokenizer (masking within a segment then uses token type ids)."""
     if not getattr(encoding, "is_fast", False):
         return None
     return [[-1 if s is None else int(s) for s in encoding.sequence_ids(i)] for i in range(rows)]
@@ -40,11 +35,9 @@ def segment_ids(encoding, rows: int) -> list[list[int]] | None:
 
 @dataclass
 class TokenCollator:
-    """Pads tokenized examples with the tokenizer (dynamic padding) and returns a dict with a
-    :class:`~itermask.tokens.TokenBatch` under ``"tokens"``, ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``.
-
-    A ``segment_ids`` feature (see :func:`segment_ids`) is padded with ``-1`` on the tokenizer's padding
-    side and carried as ``TokenBatch.segment_ids``, which the model never sees."""
+    """Pads tokenized examples (dynamic padding) into a dict of a :class:`~itermask.core.tokens.TokenBatch`
+    (``"tokens"``; a ``segment_ids`` feature padded with ``-1`` becomes its ``segment_ids``, which the model never
+    sees), ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``."""
 
     tokenizer: Any
     model_input_names: Sequence[str] = field(default=("input_ids", "attention_mask", "token_type_ids"))
@@ -70,21 +63,16 @@ class TokenCollator:
 
 
 class TextClassificationDataModule(pl.LightningDataModule):
-    """Tokenized splits and their data loaders.
+    """The tokenized splits of ``source`` (a :class:`DataSource`) and their data loaders.
 
     Args:
-        source: a :class:`DataSource`.
-        tokenizer: a Hugging Face tokenizer.
         max_length: truncation length in tokens.
-        batch_size: training batch size.
-        eval_batch_size: batch size for validation, test and masking evaluation.
+        batch_size, eval_batch_size: training batch size; batch size for validation, test and masking evaluation.
         max_train_examples: train on a seeded random subset of this many examples (``None``: all).
         seed: seed of that subset and of shuffling.
-        num_workers: data loader workers.
 
     Raises:
-        ValueError: for a non-positive ``max_train_examples``.
-    """
+        ValueError: for a non-positive ``max_train_examples``."""
 
     def __init__(
         self,
@@ -130,27 +118,21 @@ class TextClassificationDataModule(pl.LightningDataModule):
             splits["train"] = splits["train"].shuffle(seed=self.seed).select(range(self.max_train_examples))
 
         def tokenize(rows):
-            pair = rows.get("text_pair")
-            encoding = self.tokenizer(rows["text"], pair, truncation=True, max_length=self.max_length)
+            encoding = self.tokenizer(rows["text"], rows.get("text_pair"), truncation=True, max_length=self.max_length)
             segments = segment_ids(encoding, len(rows["text"]))
             if segments is not None:
                 encoding["segment_ids"] = segments
+            encoding["length"] = [len(ids) for ids in encoding["input_ids"]]
             return encoding
 
         self.tokenized = datasets.DatasetDict(
-            {
-                name: data.map(tokenize, batched=True, desc=f"tokenizing {name}").map(
-                    lambda rows: {"length": [len(ids) for ids in rows["input_ids"]]}, batched=True
-                )
-                for name, data in splits.items()
-            }
+            {name: data.map(tokenize, batched=True, desc=f"tokenizing {name}") for name, data in splits.items()}
         )
         self._warn_truncated()
 
     def _warn_truncated(self) -> None:
-        """Warn when examples reach ``max_length`` tokens, so the tokenizer may have cut them: the rest of such a
-        text is never seen, masked or explained. Every such example of an evaluated split counts; of the
-        training split, only 1 % or more (a few long training texts are expected)."""
+        """Warn when examples reach ``max_length`` tokens, so the tokenizer may have cut them: in an evaluated
+        split, any; in the training split, 1 % or more (a few long training texts are expected)."""
         assert self.tokenized is not None
         for name, data in self.tokenized.items():
             full = int(np.sum(np.asarray(data["length"]) >= self.max_length)) if len(data) else 0
@@ -166,28 +148,19 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 )
 
     def _require_setup(self) -> datasets.DatasetDict:
-        """The tokenized splits.
-
-        Raises:
-            RuntimeError: before :meth:`setup`.
-        """
+        """The tokenized splits; ``RuntimeError`` before :meth:`setup`."""
         if self.tokenized is None:
             raise RuntimeError("call setup() first")
         return self.tokenized
 
     def _loaded(self) -> LabelledSplits:
-        """The splits as loaded (before tokenizing).
-
-        Raises:
-            RuntimeError: before :meth:`setup`.
-        """
+        """The splits as loaded (before tokenizing); ``RuntimeError`` before :meth:`setup`."""
         self._require_setup()
         assert self.data is not None  # setup() loads them before tokenizing
         return self.data
 
     def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
-        """A loader over ``data``; a shuffling one (training) can resume part-way through a pass
-        (:class:`~itermask.data.loaders.ResumableDataLoader`)."""
+        """A loader over ``data``; a shuffling one (training) is a :class:`ResumableDataLoader`."""
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
         return (ResumableDataLoader if shuffle else DataLoader)(
             data,
@@ -199,16 +172,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        tokenized = self._require_setup()
-        return self._loader(tokenized["train"], self.batch_size, shuffle=True)
+        return self._loader(self._require_setup()["train"], self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        tokenized = self._require_setup()
-        return self._loader(self._by_length(tokenized["validation"]), self.eval_batch_size)
+        return self.eval_loader(self._by_length(self._require_setup()["validation"]))
 
     def test_dataloader(self) -> DataLoader:
-        tokenized = self._require_setup()
-        return self._loader(self._by_length(tokenized["test"]), self.eval_batch_size)
+        return self.eval_loader(self._by_length(self._require_setup()["test"]))
 
     @staticmethod
     def _by_length(data: datasets.Dataset) -> datasets.Dataset:
@@ -219,14 +189,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def evaluation_subset(
         self, n_examples: int | None, subset_seed: int = 0, split: str = "test", option: str = "evaluation.n_examples"
     ) -> datasets.Dataset:
-        """A fixed random subset of ``split``: the same examples for every experiment seed and method.
-
-        The subset depends only on ``subset_seed`` and the split, and comes sorted by length. ``option`` names
-        the setting that chose ``n_examples`` in messages (``ood.n_fit_examples`` for the OOD analysis's fit).
+        """A fixed random subset of ``split``, sorted by length: the same examples for every experiment seed and
+        method (it depends only on ``subset_seed`` and the split). ``option`` names the setting that chose
+        ``n_examples`` in messages.
 
         Raises:
-            ValueError: for an unknown split or a non-positive size.
-        """
+            ValueError: for an unknown split or a non-positive size."""
         tokenized = self._require_setup()
         if split not in tokenized:
             raise ValueError(f"unknown split {split!r}; choose from {list(tokenized)}")
@@ -255,27 +223,16 @@ class TextClassificationDataModule(pl.LightningDataModule):
         subset_seed: int = 0,
         segments: int | Sequence[int] | None = None,
     ) -> int:
-        """Check, before fine-tuning, that the evaluation subset (:meth:`evaluation_subset`) has examples to mask;
-        return how many have a maskable token.
+        """Check, before fine-tuning, that the evaluation subset (:meth:`evaluation_subset` of ``split``,
+        ``n_examples``, ``subset_seed``) has examples to mask; return how many have a maskable token.
 
-        A maskable token is what the masking evaluation may mask
-        (:func:`~itermask.core.tokens.maskable_positions`): a real token that is not a special token of the
-        tokenizer (``tokenizer.all_special_ids``), within ``segments`` when given. ``[UNK]`` is not maskable
-        either (it is one of the special tokens, and counted as one here even for a tokenizer that does not
-        list it): a text that tokenizes to ``[UNK]`` only, such as one of emoji the vocabulary lacks, carries no
-        information to explain. An example without a maskable token is skipped by the evaluation; when more
-        than half of the subset's examples have none, a warning gives their count and an example.
-
-        Args:
-            split: the evaluation split (``evaluation.split``).
-            n_examples: the subset's size (``evaluation.n_examples``; ``None``: the whole split).
-            subset_seed: its seed (``evaluation.subset_seed``).
-            segments: ``evaluation.segments`` (``None``: every segment).
+        A maskable token (:func:`~itermask.core.tokens.maskable_positions`) is a real token, within ``segments``
+        (``None``: every segment), that is neither a special token of the tokenizer nor ``[UNK]``. The evaluation
+        skips an example without one; when more than half of the subset has none, a warning says so.
 
         Raises:
             ValueError: if no example of the subset has a maskable token, naming the split, the count and the
-                tokens of an example; or for an unknown split or a bad size (:meth:`evaluation_subset`).
-        """
+                tokens of an example; or for an unknown split or a bad size (:meth:`evaluation_subset`)."""
         data = self.evaluation_subset(n_examples, subset_seed, split)
         counts = self._maskable_counts(data, segments)
         none = [i for i, count in enumerate(counts) if count == 0]
@@ -284,11 +241,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         return len(data) - len(none)
 
     def _maskable_counts(self, data: datasets.Dataset, segments: int | Sequence[int] | None) -> list[int]:
-        """The number of maskable tokens of each example of ``data`` (a tokenized split or subset, in its order),
-        collated in batches of ``eval_batch_size``: real tokens, not the tokenizer's special tokens nor ``[UNK]``,
-        within ``segments`` (``None``: every segment); see :meth:`check_maskable`."""
-        from itermask.core.tokens import maskable_positions
-
+        """The number of maskable tokens (:meth:`check_maskable`) of each example of ``data`` (a tokenized split
+        or subset, in its order)."""
         special = set(self.tokenizer.all_special_ids)
         if self.tokenizer.unk_token_id is not None:
             special.add(int(self.tokenizer.unk_token_id))
@@ -302,12 +256,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def _report_unmaskable(
         self, data: datasets.Dataset, unmaskable: list[int], split: str, segments: int | Sequence[int] | None
     ) -> None:
-        """Report the examples of the evaluation subset ``data`` (of ``split``) without a maskable token, the rows
-        ``unmaskable`` (non-empty), showing the text and tokens of the first (see :meth:`check_maskable`).
-
-        Raises:
-            ValueError: if no example of ``data`` has a maskable token; otherwise a warning is logged.
-        """
+        """Report the rows ``unmaskable`` (non-empty) of the evaluation subset ``data`` of ``split``, which have no
+        maskable token, showing the text and tokens of the first: a warning, or ``ValueError`` if no example of
+        ``data`` has one."""
         first = data[unmaskable[0]]
         shown = self.tokenizer.convert_ids_to_tokens(first["input_ids"])
         within = "" if segments is None else f" within evaluation.segments={list(np.atleast_1d(segments))}"
@@ -346,9 +297,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     def input_digest(self, data: datasets.Dataset) -> str:
         """Hex SHA-256 of what an evaluation reads of ``data`` (a tokenized split or a subset of one): every
-        example's model inputs (``input_ids``, and ``token_type_ids`` and ``segment_ids`` for pairs), label and
-        example id, in order (:func:`~itermask.storage.derived.token_digest`). Equal digests mean identical
-        examples."""
+        example's model inputs, label and example id, in order (:func:`~itermask.storage.derived.token_digest`).
+        Equal digests mean identical examples."""
         from itermask.storage.derived import token_digest
 
         columns = ("input_ids", "token_type_ids", "segment_ids", "label", "example_id")

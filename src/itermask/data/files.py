@@ -7,6 +7,7 @@ import codecs
 import csv
 import json
 import os
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,35 +17,32 @@ import datasets
 from itermask.data.sources import DataSource
 from itermask.data.splits import INTEGER, SPLITS, delimiter_hint, kind_examples, value_kind
 
-__all__ = [
-    "DATA_SUFFIXES",
-    "FileSource",
-    "shipped_source",
-]
+__all__ = ["DATA_SUFFIXES", "FileSource", "shipped_source"]
 
 #: the file types a :class:`FileSource` reads
 DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+#: the end of the messages about a file that cannot be decoded
+_LATIN1_HINT = (
+    "If the file is Latin-1 (ISO-8859-1), set dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as "
+    "UTF-8"
+)
 
 
 class FileSource(DataSource):
-    """Local CSV, TSV or JSON-lines files.
-
-    Give either one ``path`` (split by ``validation_ratio``/``test_ratio``) or per-split files
-    ``train`` (required), ``validation`` and ``test`` (carved from train when absent). String labels are
-    mapped to ids (sorted, or in the order of ``label_names``) and the mapping recorded.
+    """Local CSV, TSV or JSON-lines files. String labels are mapped to ids (sorted, or in the order of
+    ``label_names``) and the mapping recorded.
 
     Args:
-        path: one file holding every row.
-        train, validation, test: per-split files instead.
+        path: one file holding every row (split by ``validation_ratio``/``test_ratio``).
+        train, validation, test: per-split files instead (``train`` required; the others carved from it when
+            absent).
         encoding: the files' text encoding (Python codec name: ``"utf-8"``, ``"latin-1"``, ``"cp1252"``, ...).
         **kwargs: see :class:`DataSource`.
 
     Raises:
-        FileNotFoundError: a named file does not exist.
-        IsADirectoryError: a named file is a directory.
+        FileNotFoundError, IsADirectoryError: a named file does not exist, or is a directory.
         ValueError: no file named, or an unknown encoding; when loading (:meth:`load`): an unknown extension,
-            a header naming a column twice, or a file that cannot be decoded with ``encoding``.
-    """
+            a header naming a column twice, or a file that cannot be decoded with ``encoding``."""
 
     def __init__(
         self,
@@ -103,10 +101,11 @@ class FileSource(DataSource):
         else:
             raise ValueError(f"unsupported file type(s) {sorted(suffixes)}: use .csv, .tsv or .jsonl")
         options["encoding"] = self.encoding
+        sep = str(options.get("sep", ","))
         loaded = {}
         for split, file in self.files.items():
             self._check_decodable(file)
-            if duplicated := _duplicated_columns(file, str(options.get("sep", ",")), self.encoding):
+            if duplicated := _duplicated_columns(file, sep, self.encoding):
                 raise ValueError(
                     f"{file}: the header names column(s) {duplicated} more than once, so which of them is meant is "
                     "ambiguous (the first would be read, the others renamed); give every column a distinct name"
@@ -118,7 +117,7 @@ class FileSource(DataSource):
                     raise ValueError(f"{self.describe()}: split {split!r} is empty ({file})") from error
                 # Arrow types a column from the first block of rows: a column whose kind of value changes later
                 # fails with a cast error that names neither the column nor the rows; find them here
-                if mixed := _mixed_columns(file, str(options.get("sep", ",")), self.encoding):
+                if mixed := _mixed_columns(file, sep, self.encoding):
                     raise ValueError(
                         f"{file}: {'; '.join(mixed)}. Give each column one kind of value (labels all class ids or "
                         "all class names)"
@@ -126,7 +125,7 @@ class FileSource(DataSource):
                 cause = f"{error}: {error.__cause__}" if error.__cause__ is not None else str(error)
                 # a tab-separated file named .csv whose texts hold commas fails to parse (rather than reading as
                 # one column, which the source's column check explains): say so from its header
-                hint = delimiter_hint(_header_names(file, str(options.get("sep", ",")), self.encoding))
+                hint = delimiter_hint(_header_names(file, sep, self.encoding))
                 raise ValueError(
                     f"{self.describe()}: cannot read {split} file {file}: {cause}" + (f" {hint}" if hint else "")
                 ) from error
@@ -137,8 +136,7 @@ class FileSource(DataSource):
 
         Raises:
             ValueError: naming the file, the byte offset and line of the first undecodable byte, and the
-                setting that reads a Latin-1 file.
-        """
+                setting that reads a Latin-1 file."""
         decoder = codecs.getincrementaldecoder(self.encoding)()
         offset, lines = 0, 0
         with open(file, "rb") as handle:
@@ -153,8 +151,7 @@ class FileSource(DataSource):
                     bad = error.object[error.start : error.end]
                     raise ValueError(
                         f"{file} cannot be read as {self.encoding}: byte(s) {bad.hex(' ')} at byte offset {at} (line "
-                        f"{line}) are not valid {self.encoding} ({error.reason}). If the file is Latin-1 (ISO-8859-1), "
-                        "set dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as UTF-8"
+                        f"{line}) are not valid {self.encoding} ({error.reason}). {_LATIN1_HINT}"
                     ) from None
                 offset += len(block)
                 lines += block.count(b"\n")
@@ -163,8 +160,7 @@ class FileSource(DataSource):
             except UnicodeDecodeError as error:
                 raise ValueError(
                     f"{file} cannot be read as {self.encoding}: it ends inside a character ({error.reason}) at byte "
-                    f"offset {offset - (len(error.object) - error.start)}. If the file is Latin-1 (ISO-8859-1), set "
-                    "dataset.source.encoding=latin-1 (Windows-1252: cp1252), or save it as UTF-8"
+                    f"offset {offset - (len(error.object) - error.start)}. {_LATIN1_HINT}"
                 ) from None
 
 
@@ -177,9 +173,8 @@ def _directory_message(setting: str, folder: str, single_file: bool) -> str:
     )
     if splits and any(Path(name).stem == "train" for name in splits):
         given = " ".join(f"dataset.source.{Path(name).stem}={Path(folder) / name}" for name in splits)
-        return f"{message}; it holds {splits}: give them as {given}" + (
-            " dataset.source.path=null" if single_file else ""
-        )
+        given += " dataset.source.path=null" if single_file else ""
+        return f"{message}; it holds {splits}: give them as {given}"
     if data:
         return f"{message}; it holds {data}: name one of them, e.g. {setting}={Path(folder) / data[0]}"
     return f"{message}; it holds no such file"
@@ -198,9 +193,8 @@ def _header_names(file: str, sep: str, encoding: str) -> list[str]:
 
 
 def _duplicated_columns(file: str, sep: str, encoding: str) -> list[str]:
-    """Column names given more than once in a CSV/TSV header, or in one row of a JSON-lines file (blank CSV
-    names, which pandas numbers ``Unnamed: <i>``, are not counted); empty when there are none or the file
-    cannot be read line by line."""
+    """Column names given more than once in a CSV/TSV header (blank names not counted), or in one row of a
+    JSON-lines file; empty when there are none or the file cannot be read line by line."""
     if Path(file).suffix.lower() not in (".jsonl", ".json"):
         return sorted(_repeated(name for name in _header_names(file, sep, encoding) if name.strip()))
     found: set[str] = set()
@@ -215,11 +209,7 @@ def _duplicated_columns(file: str, sep: str, encoding: str) -> list[str]:
 
 
 def _repeated(names) -> set[str]:
-    seen: set[str] = set()
-    repeated: set[str] = set()
-    for name in names:
-        (repeated if name in seen else seen).add(name)
-    return repeated
+    return {name for name, count in Counter(names).items() if count > 1}
 
 
 def _cell_kind(value) -> str:
@@ -235,9 +225,8 @@ def _cell_kind(value) -> str:
 
 
 def _mixed_columns(file: str, sep: str = ",", encoding: str = "utf-8") -> list[str]:
-    """Columns of a CSV/TSV or JSON-lines file whose cells hold more than one kind of value (numbers and
-    words), each named with its first example of each kind; empty when there is none (or the file cannot be
-    read line by line)."""
+    """Columns of a CSV/TSV or JSON-lines file whose cells hold more than one kind of value, each named with its
+    first example of each kind; empty when there is none or the file cannot be read line by line."""
     kinds: dict[str, dict[str, tuple[int, Any]]] = {}
     try:
         with open(file, newline="", encoding=encoding) as handle:
@@ -259,14 +248,12 @@ def _mixed_columns(file: str, sep: str = ",", encoding: str = "utf-8") -> list[s
 
 
 def shipped_source(name: str = "rt_snippets") -> FileSource:
-    """The dataset shipped with itermask (``itermask/resources/<name>``), with its fixed splits.
-
-    ``rt_snippets``: Rotten Tomatoes review snippets (Pang & Lee), labels ``negative``/``positive``;
-    see ``itermask/resources/rt_snippets/README.md`` for provenance and licence.
+    """The dataset shipped with itermask (``itermask/resources/<name>``), with its fixed splits: ``rt_snippets``,
+    Rotten Tomatoes review snippets (Pang & Lee), labels ``negative``/``positive`` (provenance and licence in
+    ``itermask/resources/rt_snippets/README.md``).
 
     Raises:
-        ValueError: for an unknown name.
-    """
+        ValueError: for an unknown name."""
     root = resources.files("itermask") / "resources" / name
     if not root.is_dir():
         raise ValueError(f"no shipped dataset named {name!r}")

@@ -1,10 +1,6 @@
 """Data handed over in Python (:func:`itermask.evaluate`): a list of texts, a ``datasets.Dataset``, a
 ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole, as a data source of one ``test`` split
-(:class:`GivenTexts`).
-
-Its labels are the *classifier's* classes (ids or class names), not classes read from the data: they become ids
-once the classifier's classes are known (:meth:`GivenTexts.for_classifier`), when the engine has loaded its
-config.
+(:class:`GivenTexts`) whose labels are the *classifier's* classes (ids or class names).
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pandas as pd
 
 from itermask.data.sources import DataSource
 from itermask.data.splits import LabelledSplits, delimiter_hint
@@ -47,10 +44,7 @@ def _read_table(data: str | Path):
     """A CSV/TSV file as a DataFrame (every cell as written: ``keep_default_na=False``).
 
     Raises:
-        FileNotFoundError: a path that does not exist.
-        ValueError: a file that is empty, not UTF-8 or not parseable."""
-    import pandas as pd
-
+        FileNotFoundError, ValueError: see :func:`read_examples`."""
     path = Path(data)
     if not path.is_file():
         raise FileNotFoundError(f"data={str(data)!r}: no such file (give a CSV/TSV path or a list of texts)")
@@ -72,8 +66,6 @@ def _columns(data, labels, text_column: str, text_pair_column: str | None, label
 
     Raises:
         ValueError: a named column the data lacks (``label_column``'s default ``"label"`` is optional)."""
-    import pandas as pd
-
     columns = list(data.columns) if isinstance(data, pd.DataFrame) else list(data.column_names)
     named = [("text_column", text_column), ("text_pair_column", text_pair_column)]
     named += [("label_column", label_column)] if label_column not in (None, "label") and labels is None else []
@@ -97,10 +89,7 @@ def read_examples(
     Raises:
         ValueError: no texts, a missing column, labels of another length, a text that is not a string; a file
             that is empty, not UTF-8 or not parseable; a single string.
-        FileNotFoundError: a path that does not exist.
-    """
-    import pandas as pd
-
+        FileNotFoundError: a path that does not exist."""
     if isinstance(data, str | Path) and not (isinstance(data, str) and not Path(data).suffix):
         data = _read_table(data)
     elif isinstance(data, str):
@@ -140,8 +129,7 @@ def label_ids(labels: Sequence[Any] | None, class_names: Sequence[str] | None, n
     ``[]`` without labels).
 
     Raises:
-        ValueError: a label that is no class of the classifier.
-    """
+        ValueError: a label that is no class of the classifier."""
     if labels is None:
         return []
     by_name = {name.lower(): i for i, name in enumerate(class_names or [])}
@@ -160,9 +148,8 @@ class GivenTexts(DataSource):
 
     Args:
         texts, pairs, labels: see :func:`read_examples` (``labels`` as given: the classifier's class ids or names).
-        class_names: the classifier's class names by id (``None`` until :meth:`for_classifier`).
-        num_classes: the classifier's number of classes (``None`` until :meth:`for_classifier`).
-    """
+        class_names, num_classes: the classifier's class names by id and number of classes (``None`` until
+            :meth:`for_classifier`, once the engine has loaded the classifier's config)."""
 
     def __init__(
         self,
@@ -182,8 +169,7 @@ class GivenTexts(DataSource):
         return f"the {len(self.texts)} given texts"
 
     def for_classifier(self, class_names: Sequence[str] | None, num_classes: int) -> GivenTexts:
-        """These texts with their labels read as the classes of a classifier (``class_names`` by id, or
-        ``None`` when it has none)."""
+        """These texts with their labels read as the classes of a classifier (``class_names``: ``None`` if none)."""
         return GivenTexts(self.texts, self.pairs, self.labels, class_names, num_classes)
 
     def load(self) -> LabelledSplits:

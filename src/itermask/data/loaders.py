@@ -10,13 +10,10 @@ __all__ = ["ResumableDataLoader"]
 
 
 class ResumableDataLoader(DataLoader):
-    """A ``DataLoader`` whose position in the current pass can be read (:meth:`position`) and restored
-    (:meth:`resume`). It yields exactly what ``DataLoader`` yields with the same arguments.
-
-    A restored pass draws its shuffling order again from the generator state recorded at the start of the
-    interrupted pass and skips the batches already delivered (they are read and collated, not trained on: a
-    few milliseconds each); a position at the end of a pass continues with the generator state recorded there.
-    """
+    """A ``DataLoader`` (yielding exactly what ``DataLoader`` yields) whose position in the current pass can be
+    read (:meth:`position`) and restored (:meth:`resume`): a restored pass draws its shuffling order again from
+    the generator state recorded at the start of the interrupted pass and skips the batches already delivered;
+    a position at the end of a pass continues with the generator state recorded there."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

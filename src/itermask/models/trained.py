@@ -11,16 +11,13 @@ __all__ = ["TrainedModel"]
 
 @dataclass
 class TrainedModel:
-    """The classifier the evaluation loads: a fine-tuned one in the cache (its checkpoint key,
-    ``save_pretrained`` directory and ``meta.json``), or a given classifier evaluated as it is (the key of its
-    identity, its ``model.pretrained`` or ``None`` for a module handed over in Python, and the metadata of
-    :func:`itermask.engine.prepare`: ``fine_tuned: false``, the class mapping).
+    """The classifier the evaluation loads.
 
     Attributes:
         key: the checkpoint key, or the key of a given classifier's identity (``""``: none, no value is stored).
         model_dir: the folder (or hub id) to load the classifier from; ``None`` for a module handed over.
-        meta: ``meta.json`` of the cache entry, or the given classifier's metadata.
-    """
+        meta: ``meta.json`` of the cache entry, or the given classifier's metadata (``fine_tuned: false``, the
+            class mapping)."""
 
     key: str
     model_dir: Path | str | None

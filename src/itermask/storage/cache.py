@@ -1,12 +1,8 @@
-"""The checkpoint cache: fine-tuned models live outside Hydra's run folders, keyed by a hash of
-everything that determines them, and guarded by a file lock so parallel jobs never train one twice.
-
-Layout of an entry ``<root>/<key>/``: ``model/`` (``save_pretrained`` classifier and tokenizer),
-``checkpoints/`` (Lightning checkpoints while training, for resuming), ``meta.json`` (written last,
-atomically: an entry without it is unfinished). ``meta.json`` records the size and SHA-256 of every file
-under ``model/`` (``files``); an entry is reused only when they all match (:meth:`CheckpointCache.reusable`).
-A damaged entry is moved into ``<root>/damaged/`` with a warning and fine-tuned again.
-"""
+"""The checkpoint cache: fine-tuned models outside Hydra's run folders, keyed by a hash of everything that
+determines them and guarded by a file lock, so parallel jobs never train one twice. An entry ``<root>/<key>/``
+holds ``model/`` (``save_pretrained`` classifier and tokenizer), ``checkpoints/`` (Lightning checkpoints while
+training, for resuming) and ``meta.json`` (written last, atomically, with the size and SHA-256 of every file
+under ``model/``: an entry without it is unfinished)."""
 
 from __future__ import annotations
 
@@ -14,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,13 +32,8 @@ def config_hash(payload: Any, length: int = 16) -> str:
 
 
 class CheckpointCache:
-    """Fine-tuned checkpoints under ``root``, one folder per key.
-
-    Args:
-        root: cache directory (created on demand).
-        lock_timeout: seconds to wait for another job's lock (``-1``: forever; the config's
-            ``cache_lock_timeout``).
-    """
+    """Fine-tuned checkpoints under ``root`` (created on demand), one folder per key; ``lock_timeout`` is the
+    seconds to wait for another job's lock (``-1``: forever; the config's ``cache_lock_timeout``)."""
 
     def __init__(self, root: str | Path, lock_timeout: float = -1) -> None:
         self.root = Path(root).expanduser()
@@ -55,8 +47,7 @@ class CheckpointCache:
 
         Raises:
             NotADirectoryError: if the cache path (or a folder above it) is a file.
-            PermissionError: if the folder cannot be made (any OS error, named) or written (a read-only cache).
-        """
+            PermissionError: if the folder cannot be made (any OS error, named) or written (a read-only cache)."""
         hint = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
         blocking = next((p for p in (self.root, *self.root.parents) if p.exists() and not p.is_dir()), None)
         if blocking is not None:
@@ -84,10 +75,8 @@ class CheckpointCache:
         """An exclusive inter-process lock for ``key``, held for the ``with`` block.
 
         Raises:
-            TimeoutError: if another process holds it for longer than ``lock_timeout`` seconds; the message
-                names the lock file and what to do.
-            NotADirectoryError, PermissionError: see :meth:`writable`.
-        """
+            TimeoutError: if another process holds it for longer than ``lock_timeout`` seconds.
+            NotADirectoryError, PermissionError: see :meth:`writable`."""
         self.writable()
         path = self.root / f"{key}.lock"
         lock = FileLock(str(path), timeout=self.lock_timeout)
@@ -117,11 +106,9 @@ class CheckpointCache:
         return read_json(path) if path.is_file() else None
 
     def reusable(self, key: str) -> dict | None:
-        """The entry's ``meta.json`` when the entry is finished and intact: every file it records (``files``)
-        present with its size and checksum. ``None`` for a missing or unfinished entry (no ``meta.json``; its
-        Lightning checkpoints stay for resuming), and for a damaged one: ``meta.json`` unreadable or without
-        checksums, a file missing, cut or changed. A damaged entry is moved into ``<root>/damaged/`` with a
-        warning naming it and what is wrong, so the caller fine-tunes it again; it is never used."""
+        """The entry's ``meta.json`` when the entry is finished and intact (every file it records present with
+        its size and checksum). ``None`` for a missing or unfinished entry, and for a damaged one, which is moved
+        into ``<root>/damaged/`` with a warning naming it and what is wrong; it is never used."""
         entry = self.entry(key)
         if not (entry / "meta.json").is_file():
             return None
@@ -143,6 +130,17 @@ class CheckpointCache:
             moved,
         )
         return None
+
+    def write_model(self, key: str, model, tokenizer, **options) -> None:
+        """Save ``model`` (``save_pretrained(..., **options)``) and ``tokenizer`` as the entry's ``model/``, written
+        beside it and then renamed into place."""
+        entry = self.entry(key)
+        tmp = entry / "model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp, **options)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(entry / "model", ignore_errors=True)
+        tmp.rename(entry / "model")
 
     def finish(self, key: str, meta: dict) -> None:
         """Mark the entry complete by writing ``meta.json`` atomically, with the size and SHA-256 of every file

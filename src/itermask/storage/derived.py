@@ -1,25 +1,13 @@
-"""The derived-values store: what every evaluation job on one classifier recomputes identically, computed once.
+"""The derived-values store: what every evaluation job on one classifier recomputes identically (its test
+accuracy, the representations the OOD detectors are fitted on, the random baseline's masking curves), computed
+once: the first job stores them and the others read back the same numbers, bit for bit.
 
-A sweep over saliency methods, masking strategies or settings runs many jobs on the same fine-tuned
-checkpoint. Some of each job's work does not depend on what the job varies: the classifier's accuracy on the
-whole test split, the representations of the training subset that the OOD detectors are fitted on, and the
-random baseline's masking curves (which depend on every setting but the saliency method). They are
-deterministic functions of the classifier's weights and of the exact inputs and settings that enter them,
-so the first job stores them here and the others read them back: the same numbers, bit for bit, without
-the forwards (about 5 s, 3 s and half a cheap job's masked forwards for the packaged MiniLM on 2 CPU cores).
-
-Layout: ``<cache_dir>/derived/<model key>/<kind>-<fingerprint hash>.pt``, one file per value, written
-atomically (:func:`~itermask.storage.files.write_bytes_atomic`) with ``torch.save`` and read back with
-``torch.load(weights_only=True)`` (plain tensors, numbers, strings, lists and dicts: nothing is unpickled
-that could run code). Each file holds :data:`DERIVED_VERSION`, its kind, its full fingerprint (compared on
-reading) and its value's serialized bytes with their SHA-256 (checked on reading). A file that cannot be
-read, holds another value or was edited is moved into ``derived/damaged/`` with a warning and the value
-recomputed; it is never used. Storing only saves later jobs work: a store that cannot be written warns.
-
-The model key is the checkpoint key of a fine-tuned classifier (or the identity key of a given one); the
-fingerprint also holds the digest of its weight files' manifest, its attention implementation and device
-(:meth:`itermask.analyses.base.EvaluationContext.reuse`), so a checkpoint replaced under the same key, or
-run otherwise, is not mistaken for the old one.
+Layout: ``<cache_dir>/derived/<model key>/<kind>-<fingerprint hash>.pt``, written atomically with ``torch.save``
+and read back with ``torch.load(weights_only=True)``. Each file holds :data:`DERIVED_VERSION`, its kind, its full
+fingerprint and its value's serialized bytes with their SHA-256, all checked on reading. The fingerprint also
+holds the digest of the classifier's weight files, its attention implementation and device
+(:meth:`itermask.analyses.base.EvaluationContext.reuse`), so a checkpoint replaced under the same key, or run
+otherwise, is not mistaken for the old one.
 """
 
 from __future__ import annotations
@@ -30,6 +18,8 @@ import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from itermask.storage.cache import config_hash
 from itermask.storage.files import move_aside, write_bytes_atomic
@@ -44,15 +34,9 @@ DERIVED_VERSION = 2
 
 
 def token_digest(columns: Iterable[Iterable[Any]]) -> str:
-    """Hex SHA-256 of row-wise data (e.g. a split's ``input_ids``, ``labels``): every row's values as 64-bit
-    integers, each row prefixed with its length, each column with its number of rows, so two inputs have the
-    same digest only if every id of every row is the same.
-
-    Args:
-        columns: columns of rows; a row is a sequence of integers (token ids) or one integer (a label).
-    """
-    import numpy as np
-
+    """Hex SHA-256 of ``columns`` of rows (e.g. a split's ``input_ids``, ``labels``; a row is a sequence of
+    integers or one integer): every row's values as 64-bit integers, each row prefixed with its length, each
+    column with its number of rows, so two inputs have the same digest only if every id of every row is the same."""
     digest = hashlib.sha256()
     for column in columns:
         rows = list(column)
@@ -65,11 +49,8 @@ def token_digest(columns: Iterable[Iterable[Any]]) -> str:
 
 
 class DerivedStore:
-    """Values derived from one classifier, under ``<root>/derived/`` (module docstring).
-
-    Args:
-        root: the cache directory (``cfg.cache_dir``); folders are created on demand.
-    """
+    """Values derived from one classifier, under ``<root>/derived/`` (``root``: the cache directory, created
+    on demand)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser() / "derived"
@@ -81,9 +62,8 @@ class DerivedStore:
 
     def get(self, model_key: str, kind: str, fingerprint: dict) -> Any | None:
         """The stored value, or ``None`` when there is none. A file that cannot be read, holds another value
-        (kind, fingerprint, version) or whose value does not match the SHA-256 recorded when it was written
-        (edited in place) is moved into ``derived/damaged/`` with a warning naming it, and ``None`` returned;
-        it is never used."""
+        (kind, fingerprint, version) or whose value does not match its SHA-256 is moved into ``derived/damaged/``
+        with a warning naming it, and ``None`` returned; it is never used."""
         import torch
 
         path = self.path(model_key, kind, fingerprint)
@@ -126,13 +106,9 @@ class DerivedStore:
         inner = io.BytesIO()
         torch.save(value, inner)
         data = inner.getvalue()
-        payload = {
-            "version": DERIVED_VERSION,
-            "kind": kind,
-            "fingerprint": fingerprint,
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "value": torch.frombuffer(bytearray(data), dtype=torch.uint8),
-        }
+        header = {"version": DERIVED_VERSION, "kind": kind, "fingerprint": fingerprint}
+        payload = {**header, "sha256": hashlib.sha256(data).hexdigest()}
+        payload["value"] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         outer = io.BytesIO()
         torch.save(payload, outer)
         path = self.path(model_key, kind, fingerprint)
@@ -150,10 +126,8 @@ class DerivedStore:
             return None
 
     def get_or_compute(self, model_key: str, kind: str, fingerprint: dict, compute: Callable[[], Any]) -> Any:
-        """The stored value of ``kind`` for ``model_key`` and ``fingerprint``, or ``compute()``'s, stored then.
-
-        Two jobs that miss at once both compute the value (the same one) and the second write replaces the
-        first atomically; no lock is needed."""
+        """The stored value of ``kind`` for ``model_key`` and ``fingerprint``, or ``compute()``'s, stored then (two
+        jobs that miss at once both store the same value, atomically: no lock is needed)."""
         value = self.get(model_key, kind, fingerprint)
         if value is not None:
             log.info(

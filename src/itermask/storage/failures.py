@@ -11,7 +11,6 @@ from itermask.storage.files import read_json, write_json_atomic
 
 __all__ = ["FAILURE_FILE", "write_failure", "read_failure", "failed_jobs"]
 
-
 #: the failure marker a failed job leaves in its folder
 FAILURE_FILE = "failed.json"
 
@@ -56,11 +55,7 @@ def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
     root = Path(root)
     if not root.is_dir():
         return []
-    found = []
-    for path in sorted(root.rglob(FAILURE_FILE)):
-        if "wandb" in path.relative_to(root).parts[:-1]:
-            continue
-        found.append(
-            (str(path.parent.relative_to(root)) or ".", read_failure(path.parent) or {"error": "unknown error"})
-        )
-    return found
+    markers = [p for p in sorted(root.rglob(FAILURE_FILE)) if "wandb" not in p.relative_to(root).parts[:-1]]
+    return [
+        (str(p.parent.relative_to(root)) or ".", read_failure(p.parent) or {"error": "unknown error"}) for p in markers
+    ]

@@ -26,7 +26,7 @@ __all__ = [
     "read_json",
     "environment",
     "to_jsonable",
-    "sha256_file",
+    "file_digest",
     "file_manifest",
     "manifest_problems",
     "move_aside",
@@ -115,9 +115,8 @@ def _running(pid: int) -> bool:
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder (:func:`temporary_path`),
-    flushed and fsynced, then renamed over ``path``. An interrupted write leaves no partial file at ``path``;
-    a killed writer's temporary file is removed by the next write of ``path``
-    (:func:`remove_stale_temporaries`)."""
+    flushed and fsynced, then renamed over ``path``; a killed writer's temporary file is removed by the next
+    write of ``path`` (:func:`remove_stale_temporaries`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
@@ -154,8 +153,11 @@ def read_json(path: str | Path) -> Any:
         return json.load(handle)
 
 
-def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+def file_digest(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks.
+
+    Raises:
+        OSError: if the file cannot be read."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -168,7 +170,7 @@ def file_manifest(folder: str | Path, root: str | Path) -> dict[str, dict]:
     what a cache entry records when it is written, to check it when it is reused (:func:`manifest_problems`)."""
     root = Path(root)
     return {
-        path.relative_to(root).as_posix(): {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+        path.relative_to(root).as_posix(): {"bytes": path.stat().st_size, "sha256": file_digest(path)}
         for path in sorted(Path(folder).rglob("*"))
         if path.is_file()
     }
@@ -184,7 +186,7 @@ def manifest_problems(root: str | Path, manifest: dict[str, dict]) -> list[str]:
             size = path.stat().st_size
             if size != recorded["bytes"]:
                 problems.append(f"{name} has {size} bytes, {recorded['bytes']} were written")
-            elif sha256_file(path) != recorded["sha256"]:
+            elif file_digest(path) != recorded["sha256"]:
                 problems.append(f"{name} does not match the checksum recorded when it was written")
         except FileNotFoundError:
             problems.append(f"{name} is missing")
@@ -207,6 +209,12 @@ def move_aside(path: str | Path, folder: str | Path, name: str | None = None) ->
     return target
 
 
+def _git(*args: str) -> str:
+    """The output of ``git <args>`` run in this package's folder, stripped."""
+    folder = Path(__file__).resolve().parent
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10).stdout.strip()
+
+
 def environment() -> dict:
     """Package versions, the git commit of the working tree (``None`` outside a git checkout) and torch's
     intra-op thread count (``None`` when torch is not imported)."""
@@ -217,29 +225,8 @@ def environment() -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     try:
-        commit = (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"],
-                cwd=Path(__file__).resolve().parent,
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            or None
-        )
-        dirty = (
-            bool(
-                subprocess.run(
-                    ["git", "status", "--porcelain", "--untracked-files=no"],
-                    cwd=Path(__file__).resolve().parent,
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                ).stdout.strip()
-            )
-            if commit
-            else None
-        )
+        commit = _git("rev-parse", "HEAD") or None
+        dirty = bool(_git("status", "--porcelain", "--untracked-files=no")) if commit else None
     except (OSError, subprocess.SubprocessError):
         commit, dirty = None, None
     torch = sys.modules.get("torch")  # the job's thread count (itermask.training.distributed.apply_threads)

@@ -1,25 +1,18 @@
-"""Key policy: what the checkpoint cache and the results store hash, and the fingerprint of local files.
-
-* the **checkpoint key** (:func:`training_key`) hashes what determines the fine-tuned weights: the model,
-  the dataset source and its files' contents, the training settings, the trainer precision and the seed;
-* the **results key** (:func:`results_key`) hashes :data:`SCHEMA_VERSION` and every setting that changes an
-  evaluation's numbers (:func:`results_config`), plus the same file contents.
-
-Both hash each component's config ``name`` and settings, never its ``_target_`` (:data:`IMPLEMENTATION_KEYS`:
-module paths), so moving a class keeps the caches valid. Local files enter both keys through a
-:class:`Fingerprint`: the configs name only their paths.
-"""
+"""Key policy: what the checkpoint cache (:func:`training_key`) and the results store (:func:`results_key`)
+hash, and the :class:`Fingerprint` of the local files that the configs name only by path. Both keys hash each
+component's config ``name`` and settings, never its ``_target_`` (:data:`IMPLEMENTATION_KEYS`), so moving a
+class keeps the caches valid."""
 
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from itermask.storage.cache import config_hash
+from itermask.storage.files import file_digest
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -40,13 +33,11 @@ __all__ = [
     "LOCAL_MODEL",
 ]
 
-#: Version of the results: of their layout and of the statistics that compute them. It is part of every
-#: results key and written into ``results.json`` (``schema_version``). Bump it with every change that alters
-#: stored numbers or their layout, so that a re-run recomputes instead of returning the old code's numbers.
-#: 1 (implicit, no field): up to issue 9. 2: exact ECE binning, OOD AUROC on raw scores, degenerate
-#: detectors under ``missing``, saliency diagnostics (issue 10). 3: attacked examples whose budget allows no
-#: token (``k_max = 0``) are skipped, not counted as failed attacks (``n_skipped_no_budget``). 4: MaSF's AUROC
-#: breaks the ties of its p-values at their floor ``1/(n_cal+1)`` by the distance to the fit samples.
+#: Version of the results' layout and statistics, part of every results key and written into ``results.json``
+#: (``schema_version``): bump it with every change that alters stored numbers or their layout, so that a re-run
+#: recomputes. 2: exact ECE binning, OOD AUROC on raw scores, degenerate detectors under ``missing``, saliency
+#: diagnostics. 3: attacked examples whose budget allows no token are skipped (``n_skipped_no_budget``). 4:
+#: MaSF's AUROC breaks the ties of its p-values at their floor ``1/(n_cal+1)`` by the distance to the fit samples.
 SCHEMA_VERSION = 4
 
 #: The data sources' settings that turn bad rows into a logged repair instead of an error
@@ -96,9 +87,7 @@ NOT_IN_KEY_AT_DEFAULT = {
 #: share their keys with configs that lack the section.
 DISABLED_NOT_IN_KEY = ("train.adversarial_augmentation",)
 
-#: Config keys that say how a component is built (its class path), not what it computes: left out of every
-#: key, so that moving a class to another module keeps the caches valid. A component is identified by its
-#: config ``name`` and its settings.
+#: Config keys that say how a component is built (its class path), not what it computes: left out of every key.
 IMPLEMENTATION_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
 
 #: The prefix of a local model file's entry in the hashed ``data_files`` mapping (:meth:`Fingerprint.hashed`).
@@ -109,28 +98,14 @@ class _LocalFiles(Protocol):
     def local_files(self) -> Mapping[str, str]: ...
 
 
-def file_digest(path: str | Path) -> str:
-    """Hex SHA-256 of the contents of ``path``.
-
-    Raises:
-        OSError: if the file cannot be read."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class Fingerprint:
     """The contents of the local files a job reads, which its config names only by path.
 
     Attributes:
         data_files: SHA-256 of every local file of the data source, by the source's name for it
-            (:meth:`~itermask.data.sources.DataSource.local_files`: ``path``, or ``train``/``validation``/...).
-        model_files: SHA-256 of every file of a local ``model.pretrained`` directory, by file name (empty for
-            a hub id or a packaged model).
-    """
+            (:meth:`~itermask.data.sources.DataSource.local_files`).
+        model_files: SHA-256 of every file of a local ``model.pretrained`` directory, by file name."""
 
     data_files: Mapping[str, str] = field(default_factory=dict)
     model_files: Mapping[str, str] = field(default_factory=dict)
@@ -212,9 +187,8 @@ LOCAL_MODEL = "<local folder: see the model: entries of data_files>"
 
 def without_local_paths(config: dict, fingerprint: Fingerprint) -> dict:
     """A copy of ``config`` whose data source no longer names the local files the fingerprint hashed
-    (``dataset.source.path``, ``.train``... left out) and whose ``model.pretrained`` is :data:`LOCAL_MODEL`
-    when it is a local folder: both keys hash the files' contents, never how their paths are spelled, so a CSV
-    given first by a relative and then by an absolute path (or moved, or copied) reuses its checkpoint."""
+    (``dataset.source.path``, ``.train``...) and whose ``model.pretrained`` is :data:`LOCAL_MODEL` when it is a
+    local folder: both keys hash the files' contents, never how their paths are spelled."""
     out = dict(config)
     source = (config.get("dataset") or {}).get("source")
     if isinstance(source, dict) and fingerprint.data_files:
@@ -228,10 +202,9 @@ def without_local_paths(config: dict, fingerprint: Fingerprint) -> dict:
 
 
 def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
-    """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files:
-    :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION` and :func:`results_config`. Equal
-    for two runs exactly when the code's result schema, every setting that changes the result and the files
-    read are equal (without ``fingerprint``: the settings only)."""
+    """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files (without
+    ``fingerprint``: the settings only): :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION`
+    and :func:`results_config`."""
     if fingerprint is not None:
         config = {**without_local_paths(config, fingerprint), "data_files": fingerprint.hashed()}
     return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
@@ -274,20 +247,8 @@ def training_key(
 ) -> tuple[str, dict]:
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed).
-    ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled, and
-    ``train.enabled`` only when false; the data sources' repair switches
-    (:data:`REPAIR_SWITCHES`) never count: off, the job fails on data they would
-    repair, so the data of a finished job are the same either way.
-
-    Args:
-        config: the resolved config (a plain dict).
-        fingerprint: its local files' contents (:meth:`Fingerprint.of`).
-        seed: the experiment seed, checked.
-        processes: the fine-tuning's processes (DDP, :func:`~itermask.training.distributed.trainer_processes`);
-            part of the payload only when more than one (the effective batch is ``processes`` batches).
-        pretrain_key: the cache key of the continued-pretraining stage that made the encoder
-            (:mod:`itermask.training.pretraining`; it hashes the corpus, the word list and the pretraining
-            settings), or ``None`` without that stage.
-    """
+    ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled,
+    ``train.enabled`` only when false, :data:`REPAIR_SWITCHES` never; the DDP ``processes`` only when more than
+    one, and ``pretrain_key`` (the key of the continued-pretraining stage that made the encoder) when given."""
     payload = training_payload(config, fingerprint, seed, processes, pretrain_key)
     return config_hash(payload), payload

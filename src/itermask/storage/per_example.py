@@ -1,7 +1,5 @@
-"""Per-example results: Parquet tables (pyarrow) in a job folder, written atomically, and their loader.
-
-A job's ``per_example/`` folder holds these tables, joined by ``example_id`` (and ``saliency``,
-``schedule``):
+"""Per-example results: Parquet tables (pyarrow) in a job's ``per_example/`` folder, written atomically, joined
+by ``example_id`` (and ``saliency``, ``schedule``), and loaded with :func:`load_per_example` (``pandas``):
 
 - ``steps.parquet``: one row per (saliency method, schedule, example, masking step) with ``example_id``,
   ``label``, ``target``, ``n_maskable``, ``step`` (index), ``x`` (the grid value: masking fraction or token
@@ -17,18 +15,14 @@ A job's ``per_example/`` folder holds these tables, joined by ``example_id`` (an
   ``completeness_gap`` (sum of attributions minus ``output_difference`` = ``f(x) - f(baseline)``);
 - ``examples.parquet``: one row per evaluated example: ``example_id``, ``split``, ``text`` (and
   ``text_pair``), ``label``, ``label_name``;
-- ``tokens.parquet``: one row per (example, token of the clean input, padding dropped), in token order
-  (a row's position in the tokenized input is its index among its example's rows), with ``example_id``,
-  ``token_id``, ``token`` (the tokenizer's string: ``##``/``Ġ``/``▁`` pieces as written), for sentence
+- ``tokens.parquet``: one row per (example, token of the clean input, padding dropped), in token order,
+  with ``example_id``, ``token_id``, ``token`` (the tokenizer's string, pieces as written), for sentence
   pairs ``segment`` (``0``/``1``: first/second text, ``-1``: special tokens), and per explanation, under
-  its role (``explained`` for the method under study, ``random`` for the baseline; the method's name is
-  in ``steps.parquet``/``scores.parquet`` and ``results.json``): ``<role>_score`` (float32 saliency of the
-  clean input), ``<role>_rank`` (masking rank on the clean input, 1 = masked first, the one-shot order;
-  ``-1``: not maskable) and, for schedules other than one-shot, ``<role>_masked_step_<schedule>`` (index
-  of the step that first masks the token, ``-1``: never; the recursive schedule's re-ranked order). The
-  one-shot schedule masks the tokens of rank ``1..k`` at a step with ``k`` tokens masked (``steps.parquet``).
-  With the probabilities per step of ``steps.parquet`` it is what a per-example view
-  (:mod:`itermask.views`) needs. Absent from results written before it existed;
+  its role (``explained`` for the method under study, ``random`` for the baseline): ``<role>_score``
+  (float32 saliency of the clean input), ``<role>_rank`` (masking rank on the clean input, 1 = masked
+  first: the one-shot schedule masks ranks ``1..k`` at a step with ``k`` tokens masked; ``-1``: not
+  maskable) and, for other schedules, ``<role>_masked_step_<schedule>`` (index of the step that first
+  masks the token, ``-1``: never). With ``steps.parquet`` it is what a per-example view needs;
 - ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the
   attack's outcome (``success``, ``n_perturbed``, ``perturbed_fraction``, ``queries``, the substitutions
   and positions, original and adversarial text; see :mod:`itermask.analyses.attack`);
@@ -37,9 +31,8 @@ A job's ``per_example/`` folder holds these tables, joined by ``example_id`` (an
   distance of the masked input's final-layer representation to the closest class mean, the score behind
   the reported ``final/auroc_mahalanobis``; rows with ``k = 0`` hold the clean input's score) and
   ``clean_mahalanobis`` (the clean input's; see :func:`itermask.analyses.ood.example_score_frame`).
-  Absent from results written before it existed.
 
-Load them with :func:`load_per_example` (``pandas`` DataFrames).
+``tokens`` and ``ood`` are absent from results written before they existed.
 """
 
 from __future__ import annotations
@@ -78,14 +71,11 @@ class PerExample:
 
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
-    """Write ``tables`` (``{name: DataFrame}`` for names in :data:`TABLES` or :data:`OPTIONAL_TABLES`) as
-    ``<job_dir>/per_example/<name>.parquet``, each atomically; returns ``{relative path: path}``. The
-    temporary files that a killed writer left behind for any of these tables, written now or not, are removed
-    first (:func:`~itermask.storage.files.remove_stale_temporaries`).
+    """Write ``tables`` (``{name: DataFrame}``, names of :data:`TABLES` or :data:`OPTIONAL_TABLES`) atomically as
+    ``<job_dir>/per_example/<name>.parquet``; returns ``{relative path: path}``.
 
     Raises:
-        ValueError: for an unknown table name.
-    """
+        ValueError: for an unknown table name."""
     unknown = sorted(set(tables) - set(TABLES) - set(OPTIONAL_TABLES))
     if unknown:
         raise ValueError(f"unknown per-example table(s) {unknown}: expected {list(TABLES + OPTIONAL_TABLES)}")
@@ -117,16 +107,13 @@ def load_per_example(job_dir: str | Path) -> PerExample:
 
     Raises:
         FileNotFoundError: naming the missing file (results written before per-example files existed, or a
-            job that did not finish).
-    """
+            job that did not finish)."""
     folder = Path(job_dir) / FOLDER
     frames = {}
-    for name in TABLES:
+    for name in TABLES + OPTIONAL_TABLES:
         path = folder / f"{name}.parquet"
-        if not path.is_file():
+        if path.is_file():
+            frames[name] = pq.read_table(path).to_pandas()
+        elif name in TABLES:
             raise FileNotFoundError(f"no per-example table {path} (the job has no per-example results)")
-        frames[name] = pq.read_table(path).to_pandas()
-    for name in OPTIONAL_TABLES:
-        if (folder / f"{name}.parquet").is_file():
-            frames[name] = pq.read_table(folder / f"{name}.parquet").to_pandas()
     return PerExample(**frames)

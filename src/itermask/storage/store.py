@@ -1,15 +1,7 @@
-"""The results store: finished evaluation results kept outside Hydra's run folders, keyed by a hash of the
-settings that determine them, so a re-run multirun (a new timestamped sweep folder) skips the jobs that
-already finished.
-
-Layout: ``<cache_dir>/results/<key>.json``, each written atomically after the job's own
-``results.json``, holding the result and the SHA-256 of its canonical JSON (:func:`result_checksum`). A file
-that cannot be read or whose checksum does not match is moved into ``results/damaged/`` with a warning and
-the job recomputed. What does not change a result (output and cache
-folders, the logger, worker counts, chunk sizes, checkpointing frequency) is left out of the key
-(:data:`~itermask.storage.keys.NOT_IN_KEY`), so ``logger=csv`` or another sweep folder still finds the result.
-The key also holds :data:`~itermask.storage.keys.SCHEMA_VERSION`, so results stored by code whose numbers have
-since been fixed are recomputed. The key policy lives in :mod:`itermask.storage.keys` (re-exported here).
+"""The results store: finished evaluation results kept outside Hydra's run folders under
+``<cache_dir>/results/<key>.json``, keyed by a hash of the settings that determine them
+(:func:`~itermask.storage.keys.results_key`, re-exported here with :data:`~itermask.storage.keys.SCHEMA_VERSION`),
+so a re-run multirun (a new timestamped sweep folder) skips the jobs that already finished.
 """
 
 from __future__ import annotations
@@ -20,31 +12,11 @@ import logging
 from pathlib import Path
 
 from itermask.storage.files import move_aside, read_json, to_jsonable, write_bytes_atomic, write_json_atomic
-from itermask.storage.keys import (
-    DISABLED_NOT_IN_KEY,
-    IMPLEMENTATION_KEYS,
-    NOT_IN_KEY,
-    NOT_IN_KEY_AT_DEFAULT,
-    SCHEMA_VERSION,
-    component_settings,
-    results_config,
-    results_key,
-)
+from itermask.storage.keys import SCHEMA_VERSION, results_config, results_key
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "NOT_IN_KEY",
-    "NOT_IN_KEY_AT_DEFAULT",
-    "DISABLED_NOT_IN_KEY",
-    "IMPLEMENTATION_KEYS",
-    "component_settings",
-    "results_config",
-    "results_key",
-    "result_checksum",
-    "ResultStore",
-]
+__all__ = ["SCHEMA_VERSION", "results_config", "results_key", "result_checksum", "ResultStore"]
 
 
 def result_checksum(result: dict) -> str:
@@ -56,12 +28,9 @@ def result_checksum(result: dict) -> str:
 
 class ResultStore:
     """Finished results under ``<root>/results/<key>.json`` (``{"sha256": ..., "result": {...}, "files":
-    {path: sha256}}``), with the files that belong to a result (e.g. the per-example tables) under
-    ``<root>/results/<key>.files/`` by their path in the job folder.
-
-    Args:
-        root: the cache directory (``cfg.cache_dir``); created on demand.
-    """
+    {path: sha256}}``, written atomically; ``sha256``: :func:`result_checksum`), with the files that belong to a
+    result (e.g. the per-example tables) under ``<root>/results/<key>.files/`` by their path in the job folder;
+    ``root`` is the cache directory (``cfg.cache_dir``), created on demand."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser() / "results"
@@ -74,9 +43,8 @@ class ResultStore:
 
     def get(self, key: str) -> dict | None:
         """The stored result for ``key``, or ``None`` if there is none. An entry that cannot be read, is not a
-        stored result, or whose result or files do not match the checksums recorded when it was written is
-        moved into ``results/damaged/`` with a warning naming it, and ``None`` returned (the job is
-        recomputed); it is never used."""
+        stored result, or whose result or files do not match their checksums is moved into ``results/damaged/``
+        with a warning naming it, and ``None`` returned (the job is recomputed); it is never used."""
         path = self.path(key)
         if not path.is_file():
             return None

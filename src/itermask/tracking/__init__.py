@@ -1,30 +1,11 @@
 """Experiment tracking: building the Lightning logger from config and logging evaluation results.
 
-W&B (default) runs offline unless ``WANDB_MODE`` or ``logger.mode`` says otherwise. Each Hydra job is
-its own W&B run, with a job type (the task), tags (``model:<name>``, ``dataset:<name>``,
-``saliency:<name>``, ``masking:<name>``, ``seed:<n>``) and the resolved config without Hydra's internals
-(``_target_``, ...) or machine paths (:func:`clean_config`); the runs of one multirun share a group (the
-sweep folder's name, unless ``logger.group`` is set). What a job logs to W&B:
-
-- every per-step series of every (explanation, schedule) as history metrics against the masking step
-  (``wandb.define_metric``: step metric ``masked_fraction`` for fraction steps, ``masked_tokens`` for
-  count steps), keys ``curves/<role>/<schedule>/<series>``, so W&B's own line plots chart the curves
-  and a group or sweep shows their mean and spread over seeds. ``<role>`` is ``explained`` for the
-  saliency method under study (whatever it is: its name is in the config, ``saliency.name``, and the
-  tags, ``saliency:<name>``) and ``random`` for the random baseline (:func:`role`), so one panel compares
-  every run of a sweep over methods;
-- the same numbers as one ``masking_curves`` Table (a row per saliency, schedule and step, with the
-  methods' own names);
-- the scalar scores in the run summary, keys without spaces (:func:`metric_key`), the method's again under
-  its role (``explained/one_shot/aopc_comprehensiveness_prob``);
-- the analyses' tables, figures and summary values (:func:`log_artifacts`), the method's keys under its
-  role too.
-
-Online, a W&B server that does not answer within ``logger.init_timeout`` seconds (W&B's ``init_timeout``
-setting; W&B's own account lookup can add up to about 10 s) makes the run log offline instead, and so
-every later run of the same process (:func:`with_offline_fallback`). Every W&B call is guarded: a tracker
-failure is logged as a warning and never fails or loses a job whose result file is written.
-``logger=csv`` writes the same numbers with Lightning's ``CSVLogger``.
+W&B (default; offline unless ``WANDB_MODE`` or ``logger.mode`` says otherwise, or when the server does not
+answer: :func:`with_offline_fallback`) or ``logger=csv`` (Lightning's ``CSVLogger``). Each Hydra job is its own
+run, logging the per-step curves as history metrics (:func:`curve_history`) and as one ``masking_curves`` Table
+(:func:`curve_table`), the scalar scores in the run summary (:func:`metric_key`) and the analyses' artifacts
+(:func:`log_artifacts`), the saliency method under study under the role ``explained`` (:func:`role`). Every W&B
+call is guarded: a tracker failure is a warning and never fails a job whose result file is written.
 """
 
 from __future__ import annotations
@@ -38,6 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from pytorch_lightning.loggers import CSVLogger, Logger, WandbLogger
+
+from itermask.storage.keys import component_settings
 
 __all__ = [
     "curve_table",
@@ -65,8 +48,6 @@ T = TypeVar("T")
 
 #: the W&B step metric of the curves, by the evaluation's kind of steps
 STEP_METRICS = {"fraction": "masked_fraction", "count": "masked_tokens"}
-#: Hydra's instantiation keys, dropped from the config a run records
-HYDRA_KEYS = frozenset({"_target_", "_partial_", "_convert_", "_recursive_", "_args_"})
 #: top-level settings that name folders on this machine or the tracker itself, not the experiment
 MACHINE_KEYS = ("output_dir", "cache_dir", "logger")
 OFFLINE_MODES = ("offline", "dryrun", "disabled")
@@ -110,16 +91,9 @@ def role_key(key: str, method: str | None) -> str:
 
 
 def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
-    """The masking curves as one table: a row per (saliency, schedule, step).
-
-    Columns are ``curve``, ``saliency``, ``schedule`` and every per-step series of the summaries
-    ``scores[saliency][schedule]`` (:func:`itermask.core.metrics.summarize`): ``fraction``, ``mean_k``,
-    ``target_<q>``, ``accuracy``, ``flip_rate``, ``comprehensiveness_<q>``, ``sufficiency_<q>`` (``None`` for
-    the recursive schedule), ... with ``<q>`` the quantity the scores were computed on.
-
-    Returns:
-        ``(columns, rows)``.
-    """
+    """The masking curves as one table ``(columns, rows)``, a row per (saliency, schedule, step): columns
+    ``curve``, ``saliency``, ``schedule`` and every per-step series of the summaries ``scores[saliency][schedule]``
+    (:func:`itermask.core.metrics.summarize`; ``None`` where a summary lacks one)."""
     series = []
     for by_schedule in scores.values():
         for summary in by_schedule.values():
@@ -132,9 +106,8 @@ def curve_table(scores: dict) -> tuple[list[str], list[list[Any]]]:
     for saliency, by_schedule in scores.items():
         for schedule, summary in by_schedule.items():
             for i in range(len(summary["fraction"])):
-                row = [f"{saliency}/{schedule}", saliency, schedule]
-                row += [summary[key][i] if key in summary else None for key in series]
-                rows.append(row)
+                values = [summary[key][i] if key in summary else None for key in series]
+                rows.append([f"{saliency}/{schedule}", saliency, schedule, *values])
     return columns, rows
 
 
@@ -152,13 +125,11 @@ def _number(value: Any) -> bool:
 
 
 def curve_history(scores: dict, prefix: str = "curves", method: str | None = None) -> list[dict[str, float]]:
-    """The masking curves as history rows: one row per masking step, holding the step (under its step
-    metric, :data:`STEP_METRICS`) and every per-step series of every (saliency, schedule) of ``scores``
-    (``scores[saliency][schedule]`` are :func:`~itermask.core.metrics.summarize` summaries, or any dict
-    with ``steps``, the grid ``x`` and one list per series) as ``<prefix>/<role>/<schedule>/<series>``
-    (``<role>``: :func:`role` of the saliency, ``explained`` for ``method``, the method under study).
-    The grid itself (``x``, and ``fraction`` for fraction steps) is the step, not a series; missing and
-    non-finite values are left out. Rows are sorted by step."""
+    """The masking curves as history rows sorted by step: one row per masking step, holding the step (under its
+    step metric, :data:`STEP_METRICS`) and every per-step series of every (saliency, schedule) of ``scores``
+    (:func:`~itermask.core.metrics.summarize` summaries, or any dict with ``steps``, the grid ``x`` and one list
+    per series) as ``<prefix>/<role>/<schedule>/<series>`` (``<role>``: :func:`role`). The grid (``x``, and
+    ``fraction`` for fraction steps) is the step, not a series; missing and non-finite values are left out."""
     rows: dict[tuple[str, float], dict[str, float]] = {}
     for saliency, by_schedule in scores.items():
         for schedule, summary in by_schedule.items():
@@ -166,9 +137,8 @@ def curve_history(scores: dict, prefix: str = "curves", method: str | None = Non
             step_metric = STEP_METRICS[steps]
             grid = summary.get("x", summary.get("fraction"))
             for name, values in summary.items():
-                if name == "x" or (name == "fraction" and steps == "fraction"):
-                    continue
-                if not isinstance(values, list) or len(values) != len(grid):
+                is_grid = name == "x" or (name == "fraction" and steps == "fraction")
+                if is_grid or not isinstance(values, list) or len(values) != len(grid):
                     continue
                 for x, value in zip(grid, values):
                     if _number(value):
@@ -188,30 +158,19 @@ def _scalars(result: dict) -> dict[str, float]:
     for schedule, deltas in result.get("relative_to_random", {}).items():
         for key, value in deltas.items():
             out[metric_key("relative_to_random", schedule, key)] = value
-    out["n_evaluated"] = result["n_evaluated"]
-    out["n_skipped_no_maskable"] = result["n_skipped_no_maskable"]
+    out.update({key: result[key] for key in ("n_evaluated", "n_skipped_no_maskable")})
     return out
 
 
 def clean_config(config: dict) -> dict:
-    """The config a run records: ``config`` without Hydra's instantiation keys (:data:`HYDRA_KEYS`, at any
-    depth) and without the top-level folders of this machine and the tracker's own settings
-    (:data:`MACHINE_KEYS`). ``config`` is not modified."""
-
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in HYDRA_KEYS}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    return strip({k: v for k, v in config.items() if k not in MACHINE_KEYS})
+    """The config a run records: a copy of ``config`` without Hydra's instantiation keys (at any depth,
+    :func:`~itermask.storage.keys.component_settings`) and without :data:`MACHINE_KEYS`."""
+    return component_settings({k: v for k, v in config.items() if k not in MACHINE_KEYS})
 
 
 def group_name(task_name: str, sweep_dir: str | Path | None) -> str:
-    """The W&B group of a job: ``<task>-<parent folder>-<sweep folder>`` in a multirun (with the default
-    sweep dir ``multirun/<task>/<date>/<time>`` that is ``<task>-<date>-<time>``, unique per sweep), and
-    ``<task>-single`` otherwise."""
+    """The W&B group of a job: ``<task>-<parent folder>-<sweep folder>`` in a multirun (``<task>-<date>-<time>``
+    with the default sweep dir), ``<task>-single`` otherwise."""
     if sweep_dir is None:
         return f"{task_name}-single"
     path = Path(sweep_dir)
@@ -219,14 +178,11 @@ def group_name(task_name: str, sweep_dir: str | Path | None) -> str:
 
 
 def with_offline_fallback(open_run: Callable[[str], T], mode: str | None) -> T:
-    """``open_run(mode)``, and ``open_run("offline")`` if that fails in an online mode (no server, no
-    credentials, W&B's ``init_timeout`` passed): the run then logs offline (``wandb sync`` uploads it
-    later). Once an online start failed, later calls of the process start offline at once (a multirun's
-    jobs and its summary run wait for an unreachable server only once). ``mode=None``: ``WANDB_MODE``.
+    """``open_run(mode)`` (``None``: ``WANDB_MODE``), and ``open_run("offline")`` if that fails in an online mode
+    (no server, no credentials, ``logger.init_timeout`` passed), as do all later calls of the process.
 
     Raises:
-        Exception: whatever the offline start raises (or the online start, for an offline ``mode``).
-    """
+        Exception: whatever the offline start raises (or the online start, for an offline ``mode``)."""
     mode = mode or default_wandb_mode()
     if mode in OFFLINE_MODES:
         return open_run(mode)
@@ -246,10 +202,9 @@ def with_offline_fallback(open_run: Callable[[str], T], mode: str | None) -> T:
 
 
 def start(make_logger: Callable[..., Logger | None], mode: str | None = None) -> Logger | None:
-    """Build the job's logger with ``make_logger(**overrides)`` and start its run now (``wandb.init`` for
-    W&B; ``mode`` is the W&B mode it was configured with), falling back to offline logging
-    (:func:`with_offline_fallback`). If W&B cannot start at all, the job goes on without a logger: a
-    warning is logged and ``None`` returned; results are written locally."""
+    """Build the job's logger with ``make_logger(**overrides)`` and start its run now (W&B: in the configured
+    ``mode``, falling back to offline logging, :func:`with_offline_fallback`). If W&B cannot start at all, a
+    warning is logged and ``None`` returned: the job goes on without a logger."""
     logger = make_logger()
     if not isinstance(logger, WandbLogger):
         return logger
@@ -270,10 +225,8 @@ def start(make_logger: Callable[..., Logger | None], mode: str | None = None) ->
 
 
 def _drop_unset_anonymous(logger: WandbLogger) -> None:
-    """Lightning's ``WandbLogger`` always passes ``anonymous`` to ``wandb.init`` (``None`` when not asked
-    for), and W&B (0.19+) warns "The anonymous setting has no effect" on every run when it is passed at all;
-    leave it out while it is unset (W&B's own default). A workaround in the logger's init arguments
-    (``_wandb_init``, Lightning's private attribute; nothing is done where it is absent)."""
+    """Leave ``anonymous`` out of Lightning's ``wandb.init`` arguments (its private ``_wandb_init``) while it is
+    ``None``: W&B 0.19+ warns "The anonymous setting has no effect" on every run when it is passed at all."""
     init = getattr(logger, "_wandb_init", None)
     if isinstance(init, dict) and "anonymous" in init and init["anonymous"] is None:
         del init["anonymous"]
@@ -352,11 +305,10 @@ def _log_wandb(logger: WandbLogger, result: dict, scalars: dict) -> None:
 
 
 def log_artifacts(logger: Logger | None, artifacts, method: str | None = None) -> None:
-    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: the curves as history metrics over the
-    masking step (:func:`curve_history` with each curves prefix), tables as ``wandb.Table``, figures as
-    ``wandb.Image`` and the summary values in the run summary, ``method``'s (the method under study) keys
-    under its role (:func:`role_key`); CSV: the summary values as metrics. A tracker failure is logged as a
-    warning (the result file is already written)."""
+    """Log an analysis's :class:`~itermask.analyses.Artifacts`: W&B: the curves as history metrics
+    (:func:`curve_history` with each curves prefix), tables as ``wandb.Table``, figures as ``wandb.Image`` and
+    the summary values in the run summary, ``method``'s keys under its role (:func:`role_key`); CSV: the
+    summary values as metrics. A tracker failure is a warning."""
     if logger is None or not (artifacts.tables or artifacts.images or artifacts.summary or artifacts.curves):
         return
     try:
@@ -397,8 +349,7 @@ def _html_cells(rows: list[list[Any]]) -> list[list[Any]]:
 
 def _log_media_tables(run, payload: dict) -> None:
     """Add every table of ``payload`` that holds ``wandb.Html`` cells to a run artifact (type ``examples``)
-    before it is logged: W&B serializes the media of a table only through an artifact (a table with media
-    logged straight to a run keeps the cell's class name, "Html"); the run's table then refers to it."""
+    before it is logged: W&B serializes the media of a table only through an artifact."""
     import wandb
 
     for name, table in payload.items():
@@ -409,10 +360,8 @@ def _log_media_tables(run, payload: dict) -> None:
 
 
 def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:
-    """End the run (``wandb.finish()`` for W&B), so every multirun job is its own run.
-
-    ``failed=True`` (the job raised) marks the run as failed: W&B exit code 1 and the ``error`` in the run
-    summary, CSV status ``"failed"``."""
+    """End the run (``wandb.finish()`` for W&B), so every multirun job is its own run. ``failed=True`` (the job
+    raised) marks it failed: W&B exit code 1 and the ``error`` in the run summary, CSV status ``"failed"``."""
     if isinstance(logger, WandbLogger):
         import wandb
 

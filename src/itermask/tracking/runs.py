@@ -35,16 +35,10 @@ def run_tags(config: dict) -> list[str]:
 
 
 def logger_options(config: dict, name: str, sweep_dir: str | None = None) -> dict | None:
-    """The job's Lightning logger node ``config["logger"]`` (``None`` without one) with the run ``name``, the W&B
-    group (one per multirun sweep, from ``sweep_dir``), job type (the task) and tags (:func:`run_tags`) filled
-    in where the config leaves them ``null``, and ``init_timeout`` passed as W&B's setting of that name. The
-    run itself starts with :func:`start_logger`.
-
-    Args:
-        config: the resolved config (a plain dict).
-        name: the run name (:func:`run_name`).
-        sweep_dir: the multirun's sweep folder (``None`` in a single run).
-    """
+    """The job's Lightning logger node ``config["logger"]`` of a resolved config (``None`` without one) with the
+    run ``name`` (:func:`run_name`), the W&B group (one per multirun sweep, from ``sweep_dir``; ``None`` in a
+    single run), job type (the task) and tags (:func:`run_tags`) filled in where the config leaves them
+    ``null``, and ``init_timeout`` passed as W&B's setting of that name."""
     if config.get("logger") is None:
         return None
     spec: dict[str, Any] = dict(config["logger"])
@@ -59,12 +53,9 @@ def logger_options(config: dict, name: str, sweep_dir: str | None = None) -> dic
 
 
 def start_logger(target: str, options: Mapping[str, Any], run_id: str | None = None) -> Logger | None:
-    """Start the Lightning logger class ``target`` with ``options`` (:func:`logger_options` without its
-    ``_target_``).
-    A W&B run with a ``run_id`` (``<task>-<key>``: the results key of an evaluation, the checkpoint key of a
-    fine-tuning) gets that id when ``id`` is ``null``, with ``resume: allow``: a re-run of a crashed or
-    interrupted job resumes its run instead of leaving a second, half-logged one beside it. The run falls back
-    to offline logging when an online start fails (:func:`itermask.tracking.start`)."""
+    """Start the Lightning logger class ``target`` with ``options`` (:func:`logger_options`), falling back to
+    offline logging (:func:`itermask.tracking.start`). A W&B run with a ``run_id`` (``<task>-<key>``) gets that
+    id when ``id`` is ``null`` (with ``resume: allow``), so a re-run of an interrupted job resumes its run."""
     spec = {"_target_": target, **options}
     if run_id is not None and "id" in spec and spec["id"] is None:
         spec["id"] = run_id

@@ -1,19 +1,14 @@
-"""Training-batch augmentations: masked fine-tuning (random masking, the control of the out-of-distribution
-study) and adversarial fine-tuning (adversarial versions of the examples, the robustness study).
+"""Training-batch augmentations: masked fine-tuning (the control of the out-of-distribution study) and
+adversarial fine-tuning (the robustness study), each applied to a ``batch_share`` of the training batches.
 
-Madsen et al. 2023 ("Faithfulness Measurable Masked Language Models", arXiv 2310.07819) fine-tune with
-a random share of the tokens masked in half of the training batches, so that masked inputs are in
-distribution for the classifier. :class:`RandomMaskingAugmentation` does this with itermask's own
-masking conventions: in a ``batch_share`` of the batches, each example draws a masking fraction
-``f ~ U[0, 1]``, and ``k = floor(f * n + 0.5)`` of its ``n`` maskable tokens
-(:func:`itermask.tokens.maskable_positions`; :func:`itermask.core.schedules.masked_counts`), chosen uniformly
-at random, are masked with the configured :class:`itermask.masking.MaskingStrategy`.
+Masked fine-tuning (:class:`RandomMaskingAugmentation`) follows Madsen et al. 2023 ("Faithfulness Measurable
+Masked Language Models", arXiv 2310.07819) so that masked inputs are in distribution for the classifier: each
+example draws a masking fraction ``f ~ U[0, 1]``, and ``k = floor(f * n + 0.5)`` of its ``n`` maskable tokens
+(:func:`itermask.core.schedules.masked_counts`), chosen uniformly at random, are masked.
 
-Adversarial fine-tuning (:class:`AdversarialAugmentation`, ``train.adversarial_augmentation``): in a
-``batch_share`` of the batches every example is replaced by its adversarial version against the current
-model where that version lowers the gold-label probability (:class:`itermask.core.adversarial.FirstOrderAttack`:
-gradient ranking, first-order choice among the candidates, one verification forward), as A2T does for its
-adversarial training (Yoo & Qi 2021, Findings of EMNLP, Sec. 3.1 and 4).
+Adversarial fine-tuning (:class:`AdversarialAugmentation`) replaces every example by its adversarial version
+against the current model where that version lowers the gold-label probability
+(:class:`itermask.core.adversarial.FirstOrderAttack`), as A2T does (Yoo & Qi 2021, Findings of EMNLP, Sec. 3.1, 4).
 """
 
 from __future__ import annotations
@@ -49,27 +44,18 @@ def check_batch_share(batch_share: float, setting: str) -> float:
 
     Raises:
         ValueError: if it lies outside [0, 1] (naming ``setting``)."""
-    if (
-        isinstance(batch_share, bool)
-        or not isinstance(batch_share, (int, float))
-        or not 0.0 <= float(batch_share) <= 1.0
-    ):
+    if isinstance(batch_share, bool) or not isinstance(batch_share, (int, float)) or not 0.0 <= batch_share <= 1.0:
         raise ValueError(f"{setting}.batch_share must be a number in [0, 1], got {batch_share}")
     return float(batch_share)
 
 
 class RandomMaskingAugmentation:
-    """Masks a uniformly random fraction of the maskable tokens in a share of the training batches.
-
-    Args:
-        strategy: what a masked token becomes (e.g. :class:`itermask.masking.MaskToken`).
-        special_ids: ids never masked (``tokenizer.all_special_ids``).
-        batch_share: probability in [0, 1] that a batch is masked (Madsen et al. 2023 use 0.5).
-        seed: seed of the augmentation's own random generator (batch choice, fractions, positions).
+    """Masks a uniformly random fraction of the maskable tokens (not ``special_ids``) in a ``batch_share`` (a
+    probability; Madsen et al. 2023 use 0.5) of the training batches with ``strategy``, drawing batches,
+    fractions and positions from its own generator seeded with ``seed``.
 
     Raises:
-        ValueError: if ``batch_share`` lies outside [0, 1].
-    """
+        ValueError: if ``batch_share`` lies outside [0, 1]."""
 
     def __init__(
         self, strategy: MaskingStrategy, special_ids: Iterable[int], batch_share: float = 0.5, seed: int = 0
@@ -80,12 +66,8 @@ class RandomMaskingAugmentation:
         self.generator = torch.Generator().manual_seed(int(seed))
 
     def sample(self, batch: TokenBatch) -> tuple[Tensor, Tensor]:
-        """Draw masks for one batch that is to be masked.
-
-        Returns:
-            ``(mask, fractions)``: ``[B, L]`` bool positions to mask (clean positions) and ``[B]`` float64
-            drawn masking fractions.
-        """
+        """Draw masks for one batch that is to be masked: ``(mask, fractions)``, the ``[B, L]`` bool positions to
+        mask and the ``[B]`` float64 drawn masking fractions."""
         maskable = maskable_positions(batch, self.special_ids)
         fractions = torch.rand(len(batch), generator=self.generator, dtype=torch.float64)
         # per-example fractions: the diagonal of masked_counts' [B, B] grid keeps its rounding rule
@@ -106,17 +88,12 @@ class RandomMaskingAugmentation:
 
 
 class AdversarialAugmentation:
-    """Replaces the examples of a share of the training batches by adversarial versions against the current
-    model (see the module docstring).
-
-    Args:
-        attack: the first-order attack (its candidate source bound).
-        batch_share: probability in [0, 1] that a batch is attacked.
-        seed: seed of the choice of batches.
+    """Replaces the examples of a ``batch_share`` (a probability) of the training batches, chosen with a
+    generator seeded with ``seed``, by their adversarial versions against the current model (``attack``, its
+    candidate source bound).
 
     Raises:
-        ValueError: if ``batch_share`` lies outside [0, 1].
-    """
+        ValueError: if ``batch_share`` lies outside [0, 1]."""
 
     def __init__(self, attack: FirstOrderAttack, batch_share: float = 0.5, seed: int = 0) -> None:
         self.batch_share = check_batch_share(batch_share, "train.adversarial_augmentation")
@@ -126,9 +103,8 @@ class AdversarialAugmentation:
     def __call__(
         self, model: torch.nn.Module, batch: TokenBatch, labels: Tensor
     ) -> tuple[TokenBatch, dict[str, float]]:
-        """The batch to train on and what the attack did (empty when the batch is left clean): shares of the
-        batch ``adv_accepted`` (adversarial version used) and ``adv_flipped`` (its prediction flipped), and
-        ``adv_substituted``, the mean tokens substituted per example."""
+        """The batch to train on and what the attack did (empty when the batch is left clean): the shares
+        ``adv_accepted`` and ``adv_flipped`` of the batch, ``adv_substituted`` the mean tokens substituted."""
         if torch.rand((), generator=self.generator).item() >= self.batch_share:
             return batch, {}
         adversarial = self.attack.generate(model, batch, labels)
@@ -171,8 +147,8 @@ def adversarial_fine_tuning(
     spec: Mapping, source: CandidateSource, tokenizer, model: torch.nn.Module, seed: int
 ) -> AdversarialAugmentation:
     """Adversarial fine-tuning of ``train.adversarial_augmentation`` (``spec``, a plain dict, enabled) with the
-    candidate ``source`` (built, unbound): the source bound, the classifier architecture ``model`` checked for
-    an input-embedding matrix. Its batch choice has its own seed, drawn apart from masked fine-tuning's.
+    candidate ``source`` (built, unbound) bound, the classifier architecture ``model`` checked for an
+    input-embedding matrix, its batch choice seeded apart from masked fine-tuning's.
 
     Raises:
         ValueError: an unknown key, a bad batch share or budget, a source without token ids (``mask``), a

@@ -8,40 +8,32 @@ from collections.abc import Sequence
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
-from transformers import (
-    get_linear_schedule_with_warmup,
-)
+from transformers import get_linear_schedule_with_warmup
 
 from itermask.core.tokens import TokenBatch, class_logits
 from itermask.models.loading import load_classifier
+from itermask.training.distributed import first_of_each, gather_to_all
 
-__all__ = ["SequenceClassifier"]
+__all__ = ["SequenceClassifier", "NO_DECAY"]
+
+#: the parameters (by name ending) AdamW's weight decay is not applied to: biases and LayerNorm weights
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
 
 
 class SequenceClassifier(pl.LightningModule):
-    """Fine-tunes a Hugging Face sequence classifier with AdamW and linear warm-up/decay.
-
-    Batches are the dicts of :class:`itermask.data.datamodule.TokenCollator`. Logs ``train_loss``, ``val_acc`` and
-    ``test_acc`` (accuracy, a fraction in [0, 1]).
+    """Fine-tunes a Hugging Face sequence classifier with AdamW and linear warm-up/decay on the batches of
+    :class:`itermask.data.datamodule.TokenCollator`. Logs ``train_loss``, ``val_acc`` and ``test_acc`` (accuracy,
+    a fraction in [0, 1]).
 
     Args:
-        pretrained: see :func:`resolve_pretrained`.
-        num_labels: number of classes.
-        label_names: class names, stored in the model config.
-        learning_rate: peak AdamW learning rate.
-        weight_decay: AdamW weight decay (not applied to biases and LayerNorm weights).
+        pretrained, num_labels, label_names: the classifier (:func:`load_classifier`), names stored in its config.
+        learning_rate, weight_decay: AdamW's peak learning rate and weight decay (none on :data:`NO_DECAY`).
         warmup_ratio: share of the optimisation steps spent warming up linearly from 0.
-        masking_augmentation: masks training batches at random (masked fine-tuning,
-            :class:`itermask.training.augmentation.RandomMaskingAugmentation`); ``None``: standard fine-tuning.
-            Not a hyperparameter of the checkpoint (the exported weights carry no trace of it).
-        adversarial_augmentation: replaces the examples of a share of the training batches by adversarial
-            versions against the current model (adversarial fine-tuning,
-            :class:`itermask.training.augmentation.AdversarialAugmentation`), before any masking; logs
-            ``adv_accepted``, ``adv_flipped`` (shares of the attacked batch) and ``adv_substituted`` (tokens per
-            example). ``None``: off. Not a hyperparameter of the checkpoint either.
+        masking_augmentation, adversarial_augmentation: masked and adversarial fine-tuning (``None``: off; not
+            hyperparameters of the checkpoint); the latter runs first and logs its statistics
+            (:class:`~itermask.training.augmentation.AdversarialAugmentation`).
         class_order: a given classifier evaluated without fine-tuning: its classes in the data's order
-            (see :func:`load_classifier`); ``None`` for fine-tuning and for the cache's fine-tuned models.
-    """
+            (:func:`load_classifier`); ``None`` otherwise."""
 
     def __init__(
         self,
@@ -84,11 +76,8 @@ class SequenceClassifier(pl.LightningModule):
         self._parts.append((batch["example_ids"].cpu(), correct.cpu()))
 
     def _log_accuracy(self, name: str, **kwargs) -> None:
-        """Log ``name``: the share of correct predictions over the epoch's examples, each counted once: the
-        processes' predictions are gathered and the examples a distributed sampler repeated dropped
-        (:func:`~itermask.training.distributed.first_of_each`), so DDP gives one process's accuracy."""
-        from itermask.training.distributed import first_of_each, gather_to_all
-
+        """Log ``name``: the share of correct predictions over the epoch's examples, gathered from every process,
+        each example counted once (:func:`~itermask.training.distributed.first_of_each`)."""
         parts = [part for rank in gather_to_all(self.trainer, self._parts) for part in rank]
         self._parts = []
         if not parts:
@@ -116,13 +105,10 @@ class SequenceClassifier(pl.LightningModule):
         self._log_accuracy("test_acc")
 
     def configure_optimizers(self):
-        no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
+        named = list(self.model.named_parameters())
         groups = [
-            {
-                "params": [p for n, p in self.model.named_parameters() if not n.endswith(no_decay)],
-                "weight_decay": self.hparams["weight_decay"],
-            },
-            {"params": [p for n, p in self.model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+            {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": self.hparams["weight_decay"]},
+            {"params": [p for n, p in named if n.endswith(NO_DECAY)], "weight_decay": 0.0},
         ]
         optimizer = torch.optim.AdamW(groups, lr=self.hparams["learning_rate"])
         total = int(self.trainer.estimated_stepping_batches)

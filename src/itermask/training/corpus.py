@@ -19,7 +19,6 @@ __all__ = [
 #: the shipped gendered word-pair list (``model.pretrain.word_pairs: null``); its header documents its sources
 SHIPPED_WORD_PAIRS = "cda/gendered_pairs.txt"
 
-
 _WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -29,16 +28,13 @@ def shipped_word_pairs() -> Path:
 
 
 def load_word_pairs(path: str | Path, setting: str = "model.pretrain.word_pairs") -> dict[str, str]:
-    """The swap table of a word-pair file: ``word -> partner`` (lower case) in both directions.
-
-    The file holds one pair per line, two words separated by whitespace; ``#`` starts a comment. A word in
-    several pairs swaps to its partner in the first pair that names it (so ``his her`` then ``hers his`` gives
-    ``her -> his``, ``his -> her``, ``hers -> his``).
+    """The swap table of a word-pair file (one pair of whitespace-separated words per line, ``#`` starts a
+    comment): ``word -> partner`` (lower case) in both directions. A word in several pairs swaps to its partner
+    in the first pair naming it (``his her`` then ``hers his``: ``her -> his``, ``his -> her``, ``hers -> his``).
 
     Raises:
         FileNotFoundError: if there is no file at ``path`` (naming ``setting``).
-        ValueError: a line that is not two words of letters, or a file without any pair.
-    """
+        ValueError: a line that is not two words of letters, or a file without any pair."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(
@@ -90,12 +86,10 @@ def has_gendered(text: str, pairs: dict[str, str]) -> bool:
 
 def augment_corpus(texts: list[str], pairs: dict[str, str], where: str = "the corpus") -> list[str]:
     """Two-sided counterfactual augmentation (Webster et al. 2020, section 5): every text as written, then
-    the swapped version (:func:`swap_gendered`) of every text with a gendered word, in corpus order. The
-    result has ``len(texts) + (number of texts with a gendered word)`` texts.
+    the swapped version (:func:`swap_gendered`) of every text with a gendered word, in corpus order.
 
     Raises:
-        ValueError: if no text holds a word of ``pairs`` (the augmentation would change nothing).
-    """
+        ValueError: if no text holds a word of ``pairs`` (the augmentation would change nothing)."""
     swapped = [swap_gendered(t, pairs) for t in texts if has_gendered(t, pairs)]
     if not swapped:
         raise ValueError(

@@ -1,21 +1,23 @@
 """Several processes (Lightning DDP): which process this is, how many the trainer config starts, and the
-gathering of per-example results without the examples a distributed sampler repeats.
+gathering of per-example results without the examples a distributed sampler repeats; and, for multiruns, one
+job per device (:class:`DevicePool`) with a fixed thread count (:func:`apply_threads`).
 
-How a DDP job runs (``trainer=ddp``, or ``trainer.devices=N`` with ``trainer.strategy=ddp``): Lightning's
-subprocess launcher starts the processes of ranks ``1..N-1`` at the job's first ``fit``/``test`` call, each
-running the same command line again from the start (its Hydra job named ``train_ddp_process_<rank>``, its log
-``<job folder>/train_ddp_process_<rank>.log``). Every process therefore goes through the settings, the data
-and the model stage itself; only rank 0 owns the checkpoint cache (its lock, the fine-tuning's export, the
-result files); the other ranks read the cache after a barrier. Each rank runs the test accuracy and the masking
-evaluation on its share of the examples; rank 0 gathers the shares (:func:`gather_to_all`), keeps each example
-once (:func:`first_of_each`: Lightning's ``DistributedSampler`` repeats examples to give every rank as many),
-and runs the analyses and the record stage alone.
+Under DDP (``trainer=ddp``) Lightning's subprocess launcher starts ranks ``1..N-1`` at the job's first
+``fit``/``test``, each running the same command line again (log ``<job folder>/train_ddp_process_<rank>.log``).
+Only rank 0 owns the checkpoint cache and the result files, gathers the ranks' shares of the evaluated examples
+(:func:`gather_to_all`, :func:`first_of_each`) and runs the analyses and the record stage.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import sys
+import time
+from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 __all__ = [
     "UNSUPPORTED_STRATEGIES",
@@ -36,11 +38,8 @@ UNSUPPORTED_STRATEGIES = ("ddp_spawn", "ddp_fork", "ddp_notebook", "spawn", "for
 
 
 def process_rank() -> int:
-    """The global rank of this process: 0 in a single-process job and in the process the user started;
-    ``r`` in the processes Lightning launched (read from ``RANK``/``LOCAL_RANK``, as Lightning's own
-    ``rank_zero_only`` does, so it is known before any trainer exists)."""
-    import sys
-
+    """The global rank of this process: 0 in a single-process job and in the process the user started; ``r`` in
+    the processes Lightning launched (read as Lightning's ``rank_zero_only`` does, before any trainer exists)."""
     module = sys.modules.get("lightning_fabric.utilities.rank_zero")
     if module is not None:  # Lightning's own record, updated when its strategy sets the process group up
         return int(getattr(module.rank_zero_only, "rank", 0) or 0)
@@ -76,8 +75,7 @@ def trainer_processes(trainer: dict) -> int:
     per node times ``num_nodes``, or 1 for a single-device strategy.
 
     Raises:
-        ValueError: for a ``devices`` value that is not a count, a list or ``"auto"``.
-    """
+        ValueError: for a ``devices`` value that is not a count, a list or ``"auto"``."""
     accelerator = str(trainer.get("accelerator", "auto"))
     gpu = accelerator in ("gpu", "cuda")
     if accelerator == "auto":
@@ -97,10 +95,9 @@ def trainer_processes(trainer: dict) -> int:
 
 
 def distributed_problem(trainer: dict, multirun: bool) -> str | None:
-    """Why the trainer config cannot run here, or ``None``: a strategy that does not run the command line in
-    each process (:data:`UNSUPPORTED_STRATEGIES`), or several processes per job in a Hydra multirun (Lightning
-    would start each process's copy of the whole sweep), a GPU accelerator where torch sees no GPU, or a
-    ``limit_test_batches`` that is neither a count of batches >= 1 nor a fraction in (0, 1]."""
+    """Why the trainer config cannot run here, or ``None``: a strategy of :data:`UNSUPPORTED_STRATEGIES`, several
+    processes per job in a Hydra multirun, a GPU accelerator where torch sees no GPU, or a ``limit_test_batches``
+    that is neither a count of batches >= 1 nor a fraction in (0, 1]."""
     limit = trainer.get("limit_test_batches")
     if limit is not None:
         number = isinstance(limit, (int, float)) and not isinstance(limit, bool)
@@ -149,9 +146,8 @@ def gather_to_all(trainer, value: Any) -> list[Any]:
 
 
 def first_of_each(example_ids):
-    """Indices of the first occurrence of each example id in ``example_ids`` (a 1-d integer tensor), in
-    ascending id order: what is left of results gathered from the ranks once the examples a
-    ``DistributedSampler`` repeated (to give every rank as many) are dropped."""
+    """Indices of the first occurrence of each example id in ``example_ids`` (``[N]`` integers), in ascending id
+    order: the examples a ``DistributedSampler`` repeated (to give every rank as many) dropped."""
     import torch
 
     order = torch.argsort(example_ids, stable=True)
@@ -159,9 +155,6 @@ def first_of_each(example_ids):
     first = torch.ones_like(ids, dtype=torch.bool)
     first[1:] = ids[1:] != ids[:-1]
     return order[first]
-
-
-# -- one job per device and a fixed thread count, whatever the launcher ----------------------------------
 
 
 def available_cpus() -> int:
@@ -173,18 +166,9 @@ def available_cpus() -> int:
 
 
 def apply_threads(threads: int | None) -> int:
-    """Give torch ``threads`` intra-op threads (``None``: :func:`available_cpus`) and return the number.
-
-    Launchers differ in the threads their workers get: joblib's loky workers start with ``OMP_NUM_THREADS=1``
-    (torch then uses 1 thread) while a sequential multirun uses every CPU, and matrix products summed in another
-    order give other float rounding, so the same job gave other weights and scores (AOPC by about 1e-8) under
-    ``hydra/launcher=joblib``. Setting the count per job makes every launcher compute alike. Before torch is
-    imported the count goes into ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS``, which torch reads at import.
-    NumPy's BLAS gets the same count (``threadpoolctl``): its Mahalanobis distances differed at 1e-13 between
-    a joblib and a sequential multirun.
-    """
-    import sys
-
+    """Give torch and NumPy's BLAS ``threads`` intra-op threads (``None``: :func:`available_cpus`) and return the
+    number, so every launcher computes the same numbers (joblib's loky workers start with one thread). Before
+    torch is imported the count goes into ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS``."""
     count = int(threads) if threads is not None else available_cpus()
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -202,22 +186,12 @@ def apply_threads(threads: int | None) -> int:
 
 
 class DevicePool:
-    """The GPUs that the jobs of a multirun take turns on, one job per device at a time (``job_devices``).
-
-    A job claims the first free device of ``devices`` (an exclusive file lock
-    ``<folder>/<host>-device<id>.lock``, held until :meth:`release`; the operating system releases it when the
-    job's process dies), waiting while all are busy. Every launcher works alike: joblib's reused workers,
-    submitit's processes, or jobs started by hand in several shells with the same list.
-
-    Args:
-        devices: device ids (``CUDA`` indices as ``trainer.devices`` takes them).
-        folder: where the lock files live (the checkpoint cache's ``devices/`` folder).
-        poll: seconds between two rounds over busy devices.
-    """
+    """The GPUs that the jobs of a multirun take turns on, one job per device at a time (``job_devices``), under
+    any launcher: a job claims the first free device of ``devices`` (CUDA indices) by an exclusive file lock
+    ``<folder>/<host>-device<id>.lock`` (held until :meth:`release` or the process's death), trying the busy
+    devices again every ``poll`` seconds."""
 
     def __init__(self, devices, folder, poll: float = 2.0) -> None:
-        from pathlib import Path
-
         self.devices = [int(d) for d in devices]
         if not self.devices:
             raise ValueError("job_devices must list at least one device id, or be null")
@@ -226,8 +200,6 @@ class DevicePool:
         self._held = None
 
     def _path(self, device: int):
-        import socket
-
         host = socket.gethostname().replace(".", "_") or "host"
         return self.folder / f"{host}-device{device}.lock"
 
@@ -235,12 +207,7 @@ class DevicePool:
         """Claim a free device and return its id (waiting up to ``timeout`` seconds; ``None``: forever).
 
         Raises:
-            TimeoutError: if every device stayed busy for ``timeout`` seconds.
-        """
-        import time
-
-        from filelock import FileLock, Timeout
-
+            TimeoutError: if every device stayed busy for ``timeout`` seconds."""
         self.folder.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         while True:
@@ -266,18 +233,13 @@ class DevicePool:
 def assign_device(trainer, device: int) -> bool:
     """Point the trainer config (a ``DictConfig`` node, changed in place) at ``device`` for a job of
     ``job_devices``: ``devices: [device]``; returns whether it did. A CPU trainer (``accelerator: cpu``, or
-    ``auto`` without CUDA) is left as it is (the claim still spaces the jobs out), so the mapping can be tried
-    on a machine without GPUs."""
+    ``auto`` without CUDA) is left as it is (the claim still spaces the jobs out)."""
+    import torch
     from omegaconf import open_dict
 
     accelerator = str(trainer.get("accelerator", "auto"))
-    if accelerator == "cpu":
+    if accelerator == "cpu" or accelerator == "auto" and not torch.cuda.is_available():
         return False
-    if accelerator == "auto":
-        import torch
-
-        if not torch.cuda.is_available():
-            return False
     with open_dict(trainer):
         trainer.devices = [device]
     return True

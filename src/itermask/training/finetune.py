@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
@@ -22,10 +22,7 @@ from itermask.storage.cache import CheckpointCache
 from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
 from itermask.training.classifier import SequenceClassifier
 from itermask.training.distributed import process_rank
-from itermask.training.resume import AUGMENTATIONS, ExactResume, resume_checkpoint
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+from itermask.training.resume import AUGMENTATIONS, ExactResume, last_checkpoint_every, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +41,14 @@ class FineTuning:
     Attributes:
         key: the checkpoint key and ``payload`` what it hashes (``meta.json`` records it).
         encoder: the encoder to fine-tune (``model.pretrained``, or the output of continued pretraining).
-        name: the model's name and ``dataset`` the dataset's (for the log).
-        seed: the experiment seed.
+        name, dataset, seed: the model's and the dataset's names (for the log) and the experiment seed.
         optimizer: :class:`~itermask.training.classifier.SequenceClassifier`'s optimiser settings.
         cache_dir: the checkpoint cache; ``lock_timeout`` the seconds to wait for its entry's lock (-1: forever).
         keep_lightning_checkpoints: keep Lightning's checkpoints after the export.
         checkpoint_every_n_steps: also write ``last.ckpt`` every N steps (``None``: per epoch).
         masking_augmentation, adversarial_augmentation: masked and adversarial fine-tuning (``None``: off).
         make_trainer: builds the Lightning trainer from keyword overrides.
-        tokenizer: saved beside the exported classifier.
-    """
+        tokenizer: saved beside the exported classifier."""
 
     key: str
     payload: dict
@@ -73,14 +68,12 @@ class FineTuning:
 
 
 def get_or_train(stage: FineTuning, data: TextClassificationDataModule, logger=None) -> TrainedModel:
-    """The cached fine-tuned model of ``stage.key``, fine-tuned (under the entry's file lock) if missing or
-    damaged (:meth:`~itermask.storage.cache.CheckpointCache.reusable` moves a damaged entry aside with a
-    warning). An interrupted fine-tuning resumes exactly from the entry's last checkpoint. The lock waits at
-    most ``stage.lock_timeout`` seconds.
+    """The cached fine-tuned model of ``stage.key``, fine-tuned under the entry's file lock if missing or damaged
+    (:meth:`~itermask.storage.cache.CheckpointCache.reusable`), resumed exactly if interrupted.
 
-    Under DDP (:mod:`itermask.training.distributed`) only rank 0 takes the lock, reuses, fine-tunes and exports;
-    the other ranks, launched inside rank 0's ``fit``, join that fine-tuning and wait on the barrier after the
-    export (or read the entry rank 0 reused), never on the lock."""
+    Under DDP only rank 0 takes the lock, reuses, fine-tunes and exports; the other ranks, launched inside rank
+    0's ``fit``, join that fine-tuning and wait on the barrier after the export (or read the entry rank 0
+    reused), never on the lock."""
     cache = CheckpointCache(stage.cache_dir, lock_timeout=stage.lock_timeout)
     entry = cache.entry(stage.key)
     if process_rank() != 0:  # DDP: rank 0 owns the cache; the others join its fine-tuning or read its entry
@@ -120,15 +113,7 @@ def _callbacks(stage: FineTuning, entry: Path) -> tuple[ModelCheckpoint, ExactRe
     resume = ExactResume()  # records the sampler position and random generators in every checkpoint
     callbacks: list = [best, resume]
     if stage.checkpoint_every_n_steps:  # last.ckpt also every N steps: an interrupted epoch resumes part-way
-        callbacks.append(
-            ModelCheckpoint(
-                dirpath=entry / "checkpoints",
-                every_n_train_steps=stage.checkpoint_every_n_steps,
-                save_top_k=0,
-                save_last=True,
-                enable_version_counter=False,
-            )
-        )
+        callbacks.append(last_checkpoint_every(entry, stage.checkpoint_every_n_steps))
     return best, resume, callbacks
 
 
@@ -172,12 +157,7 @@ def _export(
     with ``resumed``: ``None``, or where an interrupted fine-tuning resumed)."""
     entry = cache.entry(stage.key)
     model = SequenceClassifier.load_from_checkpoint(best.best_model_path, map_location="cpu")
-    tmp = entry / "model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    cast("PreTrainedModel", model.model).save_pretrained(tmp)
-    stage.tokenizer.save_pretrained(tmp)
-    shutil.rmtree(entry / "model", ignore_errors=True)
-    tmp.rename(entry / "model")
+    cache.write_model(stage.key, model.model, stage.tokenizer)
     assert best.best_model_score is not None  # set with best_model_path
     assert data.tokenized is not None  # set up before fine-tuning
     meta = {

@@ -3,22 +3,11 @@ augmented text: the small-scale counterpart of BERT-CDA (Webster et al. 2020, "M
 Correlations in Pre-trained Models", arXiv 2010.06032, section 5: BERT further pretrained with MLM on text in
 which every sentence with a gendered word appears both as written and with the gendered words swapped).
 
-A model config with a ``pretrain`` node (``conf/model/minilm_mlm.yaml``, ``conf/model/minilm_cda.yaml``) runs
-this stage before fine-tuning. Its output, an ``AutoModelForMaskedLM`` folder (encoder, MLM head whose decoder
-is tied to the word embeddings, the base model's pooler, tokenizer) in the checkpoint cache under
-``<cache_dir>/pretrain/<key>/model``, is the encoder that fine-tuning starts from and the masked-language model
-of ``masking=mlm_infill`` and ``attack=mlm``.
-
-* corpus: the dataset's training text (``cda: true``: two-sided CDA with a gendered word-pair list,
-  :func:`augment_corpus`);
-* head: the base encoder (all-MiniLM-L6-v2 ships none) gets a fresh MLM head, tied to the word embeddings,
-  trained ``head_steps`` steps with the encoder frozen, then ``joint_steps`` steps jointly with the encoder
-  (:class:`MaskedLmPretraining`);
-* key: a hash of the base model, the corpus files' contents, the word list's contents (with CDA), every
-  ``pretrain`` setting and its own ``seed``, fixed apart from the experiment ``seed``: one pretrained encoder
-  serves every fine-tuning seed (as the paper's released encoders do);
-* cache: the same :class:`~itermask.storage.cache.CheckpointCache` as fine-tuning (lock, checksummed
-  ``meta.json``, a damaged entry moved aside and recomputed, exact resumption from ``last.ckpt``).
+A model config with a ``pretrain`` node (``conf/model/minilm_cda.yaml``) runs this stage before fine-tuning, on
+the dataset's training text. Its output, an ``AutoModelForMaskedLM`` folder under
+``<cache_dir>/pretrain/<key>/model``, is the encoder that fine-tuning starts from and the masked-language model of
+``masking=mlm_infill`` and ``attack=mlm``. Its key has its own ``seed``: one pretrained encoder serves every
+fine-tuning seed (as the paper's released encoders do).
 """
 
 from __future__ import annotations
@@ -33,23 +22,21 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor
 from transformers import DataCollatorForLanguageModeling
 
+from itermask.data.loaders import ResumableDataLoader
 from itermask.models.mlm import _pooler_weights, masked_lm_from_encoder, mlm_head
 from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.keys import Fingerprint, component_settings, file_digest
+from itermask.training.classifier import NO_DECAY
 from itermask.training.corpus import augment_corpus, load_word_pairs, shipped_word_pairs
+from itermask.training.resume import ExactResume, last_checkpoint_every, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "shipped_word_pairs",
     "PRETRAIN_KEYS",
-    "load_word_pairs",
-    "augment_corpus",
-    "mlm_head",
     "masked_lm_from_encoder",
     "MaskedLmPretraining",
     "PretrainSettings",
@@ -58,51 +45,24 @@ __all__ = [
     "use_pretrained_mlm",
 ]
 
-
-#: the options of a ``model.pretrain`` node
+#: the options of a ``model.pretrain`` node: the corpus and its masking, then the schedule and the optimiser
 PRETRAIN_KEYS = frozenset(
-    {
-        "cda",
-        "word_pairs",
-        "seed",
-        "mlm_probability",
-        "max_length",
-        "batch_size",
-        "head_steps",
-        "joint_steps",
-        "head_learning_rate",
-        "learning_rate",
-        "weight_decay",
-        "warmup_ratio",
-        "heldout_examples",
-    }
+    {"cda", "word_pairs", "seed", "mlm_probability", "max_length", "batch_size", "heldout_examples"}
+    | {"head_steps", "joint_steps", "head_learning_rate", "learning_rate", "weight_decay", "warmup_ratio"}
 )
-
-
-# -- counterfactual data augmentation ---------------------------------------------------------------------
-
-
-# -- the model -------------------------------------------------------------------------------------------
 
 
 class MaskedLmPretraining(pl.LightningModule):
     """Continued MLM pretraining with a freeze-then-joint schedule: ``head_steps`` optimizer steps train the
-    head alone (the encoder, and so the tied decoder weight, frozen: ``requires_grad`` off, which AdamW skips),
-    then ``joint_steps`` steps train everything.
-
-    Learning rates: the head's is ``head_learning_rate`` while the encoder is frozen; in the joint phase every
-    parameter follows ``learning_rate`` with linear warm-up over ``warmup_ratio`` of the joint steps and linear
-    decay to 0. The loss is the cross-entropy of the head's logits at the masked positions only (the head runs
-    on those ``[N, H]`` hidden states, not on all ``[B, L, H]``).
+    head alone at ``head_learning_rate`` (the encoder, and so the tied decoder weight, frozen: ``requires_grad``
+    off, which AdamW skips), then ``joint_steps`` steps train everything at ``learning_rate``, warmed up linearly
+    over ``warmup_ratio`` of the joint steps and decayed linearly to 0. The loss is the cross-entropy of the
+    head's logits at the masked positions only (the head runs on those ``[N, H]`` hidden states).
 
     ``heldout`` (input ids ``[B, L]``, attention mask ``[B, L]``, labels ``[B, L]`` with -100 off the masked
-    positions) is scored after the frozen phase and at the end (:meth:`heldout_accuracy`): the share of masked
-    positions whose top prediction is the original token (a fraction in [0, 1]); logged as ``mlm_acc_head_only``
-    and ``mlm_acc_joint``.
-
-    Args:
-        model: a ``...ForMaskedLM`` model, its decoder tied to the word embeddings.
-    """
+    positions) is scored after the frozen phase and at the end (:meth:`heldout_accuracy`, a fraction in
+    [0, 1]), logged as ``mlm_acc_head_only`` and ``mlm_acc_joint``. ``model`` is a ``...ForMaskedLM`` model, its
+    decoder tied to the word embeddings."""
 
     def __init__(
         self,
@@ -125,8 +85,6 @@ class MaskedLmPretraining(pl.LightningModule):
         self.heldout = heldout
         self.accuracies: dict[str, float] = {}
         self._set_frozen(self.head_steps > 0)
-
-    # -- schedule
 
     def _set_frozen(self, frozen: bool) -> None:
         for parameter in self.model.base_model.parameters():
@@ -188,21 +146,14 @@ class MaskedLmPretraining(pl.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "layernorm.weight")
         head = {id(p) for p in self.head.parameters()} - {id(p) for p in self.model.base_model.parameters()}
         named = list(self.model.named_parameters())  # tied parameters once
+        decay = [p for n, p in named if id(p) not in head and not n.endswith(NO_DECAY)]
+        no_decay = [p for n, p in named if id(p) not in head and n.endswith(NO_DECAY)]
         groups = [
             {"params": [p for _, p in named if id(p) in head], "weight_decay": 0.0, "lr": self.head_learning_rate},
-            {
-                "params": [p for n, p in named if id(p) not in head and not n.endswith(no_decay)],
-                "weight_decay": self.weight_decay,
-                "lr": self.learning_rate,
-            },
-            {
-                "params": [p for n, p in named if id(p) not in head and n.endswith(no_decay)],
-                "weight_decay": 0.0,
-                "lr": self.learning_rate,
-            },
+            {"params": decay, "weight_decay": self.weight_decay, "lr": self.learning_rate},
+            {"params": no_decay, "weight_decay": 0.0, "lr": self.learning_rate},
         ]
         optimizer = torch.optim.AdamW(groups)
         frozen, joint = self.head_steps, self.joint_steps
@@ -231,20 +182,16 @@ class MaskedLmPretraining(pl.LightningModule):
         self._set_frozen(int(checkpoint.get("global_step", 0)) < self.head_steps)
 
 
-# -- settings, key and the cached stage ----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PretrainSettings:
-    """The continued-pretraining stage of a model with a ``pretrain`` node (see the module docstring).
+    """The continued-pretraining stage of a model with a ``pretrain`` node.
 
     Attributes:
         base: ``model.pretrained`` (the encoder pretraining starts from) and ``base_path`` its resolved folder.
-        texts: the corpus (the dataset's training text) and ``heldout_texts`` the validation text, loaded.
-        pairs: the CDA swap table (``None`` without CDA).
         options: the ``pretrain`` node (:data:`PRETRAIN_KEYS`).
-        key: the cache key; ``payload`` what it hashes.
-    """
+        pairs: the CDA swap table (``None`` without CDA).
+        key: the cache key; ``payload`` what it hashes (the base model, the files' contents, the settings).
+        load_texts: returns the corpus (the dataset's training text) and the held-out validation text."""
 
     model_name: str
     base: str
@@ -288,20 +235,14 @@ def check_pretrain_node(node: Any) -> list[str]:
 
 
 def pretrain_settings(config: dict, fingerprint: Fingerprint, source, base_path: str) -> PretrainSettings:
-    """The stage's settings of a resolved config whose ``model`` has a ``pretrain`` node: the word list read
-    (with CDA), the key computed. Nothing is loaded but the word list.
-
-    Args:
-        config: the resolved config (a plain dict).
-        fingerprint: the contents of the data source's local files (the corpus is its training split) and of
-            a local ``model.pretrained`` folder (:class:`~itermask.storage.keys.Fingerprint`).
-        source: the built data source (its training text is the corpus, its validation text held out).
-        base_path: ``model.pretrained`` resolved to a folder or hub id.
+    """The stage's settings of a resolved config (a plain dict) whose ``model`` has a ``pretrain`` node: the
+    word list read (with CDA), the key computed from the ``fingerprint`` of the local files. Nothing is loaded
+    but the word list; ``source``'s training text is the corpus, its validation text held out; ``base_path`` is
+    ``model.pretrained`` resolved to a folder or hub id.
 
     Raises:
         FileNotFoundError: CDA with a word list that does not exist.
-        ValueError: a malformed word list (:func:`load_word_pairs`).
-    """
+        ValueError: a malformed word list (:func:`load_word_pairs`)."""
     model = config["model"]
     options = dict(model["pretrain"])
     pairs, digest = None, None
@@ -349,8 +290,8 @@ def _tokenized(tokenizer, texts: list[str], max_length: int) -> list[dict]:
 
 
 def _heldout(tokenizer, texts: list[str], max_length: int, probability: float, seed: int):
-    """The held-out batch: ``texts`` padded, a seeded ``probability`` share of their non-special tokens set
-    to the mask token (at least one per text), labels -100 elsewhere. Returns ``(ids, attention, labels)``."""
+    """The held-out batch ``(ids, attention, labels)``: ``texts`` padded, a seeded ``probability`` share of their
+    non-special tokens set to the mask token (at least one per text), labels -100 elsewhere."""
     padded = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     ids, attention = padded["input_ids"], padded["attention_mask"]
     special = torch.tensor(
@@ -379,17 +320,12 @@ def corpus_of(settings: PretrainSettings) -> tuple[list[str], list[str]]:
 
 
 def get_or_pretrain(settings: PretrainSettings, tokenizer, make_trainer, make_logger=None) -> Path:
-    """The pretrained encoder's folder: the cached one, or pretrained now under the entry's lock (a damaged entry
-    moved aside with a warning and recomputed; an interrupted run resumed exactly from its ``last.ckpt``).
-
-    Args:
-        tokenizer: the base model's tokenizer (saved with the output).
-        make_trainer: builds the Lightning trainer (``cfg.trainer``) from keyword overrides.
-        make_logger: starts the stage's tracker run (or returns ``None``); called only when pretraining runs.
+    """The pretrained encoder's folder: the cached one, or pretrained now under the entry's lock (resumed exactly
+    if interrupted) with the trainer of ``make_trainer(**overrides)`` and, only then, the tracker run of
+    ``make_logger()`` (or ``None``).
 
     Raises:
-        ValueError: CDA on a corpus without a gendered word, before any model is loaded.
-    """
+        ValueError: CDA on a corpus without a gendered word, before any model is loaded."""
     cache = CheckpointCache(settings.cache_dir / "pretrain")
     with cache.lock(settings.key):
         if cache.reusable(settings.key) is not None:
@@ -418,10 +354,10 @@ def get_or_pretrain(settings: PretrainSettings, tokenizer, make_trainer, make_lo
 
 
 def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, logger) -> dict:
-    """Pretrain the encoder of ``settings`` now, under the cache entry's lock (held by :func:`get_or_pretrain`):
-    seeded MLM training on the corpus ``texts`` (resumed exactly from the entry's ``last.ckpt`` after an
-    interruption), the held-out accuracy scored on ``heldout_texts``; write the entry's ``model`` folder and
-    finish the entry. Returns its ``meta.json`` content (accuracies as fractions, time in seconds)."""
+    """Pretrain the encoder of ``settings`` now, under the entry's lock: seeded MLM training on ``texts``, scored
+    on ``heldout_texts``; write the entry's ``model`` folder (the decoder re-tied, the base model's pooler weights
+    added), delete its checkpoints and finish the entry. Returns its ``meta.json`` content (accuracies as
+    fractions, time in seconds)."""
     start = time.time()
     o = settings.options
     seed = int(o.get("seed", 0))
@@ -433,10 +369,22 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     heldout = _heldout(
         tokenizer, heldout_texts[:n_heldout] if n_heldout else heldout_texts, max_length, probability, seed
     )
-    module = _pretraining_module(model, o, heldout)
+    module = MaskedLmPretraining(
+        model,
+        head_steps=int(o.get("head_steps", 0)),
+        joint_steps=int(o.get("joint_steps", 0)),
+        head_learning_rate=float(o.get("head_learning_rate", 1e-3)),
+        learning_rate=float(o.get("learning_rate", 5e-5)),
+        weight_decay=float(o.get("weight_decay", 0.01)),
+        warmup_ratio=float(o.get("warmup_ratio", 0.1)),
+        heldout=heldout,
+    )
     loader = _corpus_loader(tokenizer, texts, max_length, probability, seed, int(o.get("batch_size", 32)))
     last = _fit(module, loader, settings, cache, make_trainer, logger)
-    _save_model(model, tokenizer, settings, cache.entry(settings.key))
+    model.tie_weights()
+    state = {**model.state_dict(), **_pooler_weights(settings.base_path, model)}
+    cache.write_model(settings.key, model, tokenizer, state_dict=state)
+    shutil.rmtree(cache.entry(settings.key) / "checkpoints", ignore_errors=True)
     meta = {
         "key": settings.key,
         "config": settings.payload,
@@ -452,28 +400,9 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     return meta
 
 
-def _pretraining_module(model, options: dict[str, Any], heldout: tuple[Tensor, Tensor, Tensor]) -> MaskedLmPretraining:
-    """The :class:`MaskedLmPretraining` of ``model`` with the step counts, learning rates, weight decay and
-    warm-up share of the ``pretrain`` ``options`` (their defaults where unset), scoring the ``heldout`` batch
-    (:func:`_heldout`)."""
-    return MaskedLmPretraining(
-        model,
-        head_steps=int(options.get("head_steps", 0)),
-        joint_steps=int(options.get("joint_steps", 0)),
-        head_learning_rate=float(options.get("head_learning_rate", 1e-3)),
-        learning_rate=float(options.get("learning_rate", 5e-5)),
-        weight_decay=float(options.get("weight_decay", 0.01)),
-        warmup_ratio=float(options.get("warmup_ratio", 0.1)),
-        heldout=heldout,
-    )
-
-
 def _corpus_loader(tokenizer, texts: list[str], max_length: int, probability: float, seed: int, batch_size: int):
-    """The resumable training loader of the corpus ``texts``: tokenized (truncated to ``max_length`` tokens),
-    shuffled by a generator seeded with ``seed``, each batch of ``batch_size`` masked afresh by the Hugging Face
-    MLM collator (a ``probability`` share of the tokens)."""
-    from itermask.data.loaders import ResumableDataLoader
-
+    """The resumable, seeded, shuffling loader of the corpus ``texts`` (truncated to ``max_length`` tokens), each
+    batch masked afresh by the Hugging Face MLM collator (a ``probability`` share of the tokens)."""
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt")
     return ResumableDataLoader(
         _tokenized(tokenizer, texts, max_length),
@@ -485,24 +414,12 @@ def _corpus_loader(tokenizer, texts: list[str], max_length: int, probability: fl
 
 
 def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, logger) -> Path | None:
-    """Train ``module`` on ``loader`` for its ``head_steps + joint_steps`` optimizer steps with a trainer of
-    ``make_trainer``, checkpointing into the cache entry's ``checkpoints`` folder (``last.ckpt`` about four
-    times a run, at least 10 steps apart) and resuming exactly from the one an interrupted run left. Returns
-    the checkpoint resumed from, or ``None``."""
-    from itermask.training.resume import ExactResume, resume_checkpoint
-
-    entry = cache.entry(settings.key)
+    """Train ``module`` on ``loader`` for ``head_steps + joint_steps`` optimizer steps, writing ``last.ckpt``
+    about four times a run (at least 10 steps apart) and resuming exactly from the one an interrupted run left.
+    Returns the checkpoint resumed from, or ``None``."""
     every = max(10, (module.head_steps + module.joint_steps) // 4)  # a checkpoint with AdamW state: ~270 MB for MiniLM
-    checkpoint = ModelCheckpoint(
-        dirpath=entry / "checkpoints",
-        every_n_train_steps=every,
-        save_top_k=0,
-        save_last=True,
-        enable_version_counter=False,
-    )
-    resume = ExactResume()
     trainer = make_trainer(
-        callbacks=[checkpoint, resume],
+        callbacks=[last_checkpoint_every(cache.entry(settings.key), every), ExactResume()],
         logger=logger if logger is not None else False,
         max_steps=module.head_steps + module.joint_steps,
         max_epochs=-1,
@@ -514,26 +431,10 @@ def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, log
     return last
 
 
-def _save_model(model, tokenizer, settings, entry: Path) -> None:
-    """Write the trained ``model`` (decoder re-tied to the word embeddings, the base model's pooler weights
-    added) and ``tokenizer`` as the cache ``entry``'s ``model`` folder (written beside it, then renamed into
-    place), then delete the entry's training checkpoints."""
-    model.tie_weights()
-    tmp = entry / "model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    state = {**model.state_dict(), **_pooler_weights(settings.base_path, model)}
-    model.save_pretrained(tmp, state_dict=state)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(entry / "model", ignore_errors=True)
-    tmp.rename(entry / "model")
-    shutil.rmtree(entry / "checkpoints", ignore_errors=True)
-
-
 def use_pretrained_mlm(component: Any, base: str, folder: str) -> None:
-    """Point a masked-language-model component (``masking=mlm_infill``, attack or adversarial candidates
-    ``mlm``; or an object holding one as ``source``) whose ``mlm_pretrained`` is the base ``model.pretrained``
-    (the configs' default ``${model.pretrained}``: the classifier's own encoder) at the pretrained encoder
-    ``folder``, before it is bound. Anything else is left as it is."""
+    """Point a masked-language-model component (or an object holding one as ``source``) whose ``mlm_pretrained``
+    is the base ``model.pretrained`` (the configs' default) at the pretrained encoder ``folder``, before it is
+    bound."""
     for target in (component, getattr(component, "source", None)):
         if target is not None and getattr(target, "mlm_pretrained", None) == base and getattr(target, "mlm", 1) is None:
             target.mlm_pretrained = folder

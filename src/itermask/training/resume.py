@@ -1,18 +1,11 @@
-"""Exact resumption of an interrupted fine-tuning: a run resumed from a Lightning checkpoint (written at an
-epoch end or every ``train.checkpoint_every_n_steps`` steps) trains on the same batches, with the same random
-numbers, as an uninterrupted run, and so ends with the same weights (masked and adversarial fine-tuning
-included).
+"""Exact resumption of an interrupted fine-tuning: a run resumed from a Lightning checkpoint trains on the same
+batches, with the same random numbers, as an uninterrupted run, and so ends with the same weights. Lightning
+restores neither the shuffling sampler's position within an epoch nor the random number generators:
+:class:`ExactResume` records both in every checkpoint and restores them before the first training batch.
 
-Lightning restores the weights, optimizer, learning-rate schedule, loop counters and callbacks, but neither
-the position of the shuffling sampler within an epoch nor the random number generators (dropout, masked
-and adversarial fine-tuning). :class:`ExactResume` records both in every checkpoint and restores them before the first
-training batch after a resume; :class:`ResumableDataLoader` is the training loader that can skip to a
-position.
-
-Why not ``torchdata.stateful_dataloader.StatefulDataLoader``, the loader Lightning's stateful-loader support
-is made for: for the same generator it shuffles in another order than ``torch.utils.data.DataLoader``
-(torchdata 0.11), so switching would change every fine-tuned model while its checkpoint key stays the same,
-and it warns on every pass (``set_vital`` is deprecated).
+Not ``torchdata``'s ``StatefulDataLoader``: for the same generator it shuffles in another order than
+``torch.utils.data.DataLoader`` (torchdata 0.11), so switching would change every fine-tuned model under the
+same checkpoint key.
 """
 
 from __future__ import annotations
@@ -26,6 +19,7 @@ from typing import Any, cast
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from itermask.data.loaders import ResumableDataLoader
 from itermask.storage.files import move_aside
@@ -34,18 +28,16 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "AUGMENTATIONS",
-    "ResumableDataLoader",
     "ExactResume",
     "rng_states",
     "set_rng_states",
+    "last_checkpoint_every",
     "checkpoint_problem",
     "resume_checkpoint",
 ]
 
-
-#: the training module's augmentations with their own generator (masked and adversarial fine-tuning): their
-#: states are recorded too. Adversarial fine-tuning draws nothing else: its attack runs in eval mode (no
-#: dropout) and is a function of the current weights, which Lightning restores.
+#: the training module's augmentations with their own generator, whose states are recorded too (adversarial
+#: fine-tuning draws nothing else: its attack runs in eval mode on the restored weights)
 AUGMENTATIONS = ("masking_augmentation", "adversarial_augmentation")
 
 
@@ -89,12 +81,9 @@ def _tuples(value):
 
 class ExactResume(pl.Callback):
     """Records, in every checkpoint, the training loader's position (:class:`ResumableDataLoader`) and the
-    random generators' states, and restores them when training resumes from such a checkpoint, so that the
-    resumed run continues exactly where the interrupted one stopped.
-
-    ``resumed`` is ``None``, or after a resume ``{"epoch", "global_step", "batches_into_epoch"}`` of the
-    checkpoint (``batches_into_epoch`` 0: an epoch boundary).
-    """
+    random generators' states, and restores them when training resumes from such a checkpoint. ``resumed`` is
+    ``None``, or after a resume ``{"epoch", "global_step", "batches_into_epoch"}`` of the checkpoint
+    (``batches_into_epoch`` 0: an epoch boundary)."""
 
     #: key of this callback's state in a Lightning checkpoint's ``callbacks``
     STATE_KEY = "ExactResume"
@@ -137,11 +126,21 @@ class ExactResume(pl.Callback):
         self.resumed = {"epoch": state["epoch"], "global_step": state["global_step"], "batches_into_epoch": into}
 
 
+def last_checkpoint_every(entry: Path, steps: int) -> ModelCheckpoint:
+    """A callback that writes only ``<entry>/checkpoints/last.ckpt``, every ``steps`` training steps."""
+    return ModelCheckpoint(
+        dirpath=entry / "checkpoints",
+        every_n_train_steps=steps,
+        save_top_k=0,
+        save_last=True,
+        enable_version_counter=False,
+    )
+
+
 def checkpoint_problem(path: str | Path, augmentations: Sequence[str] = ()) -> str | None:
     """Why the Lightning checkpoint at ``path`` cannot resume a fine-tuning exactly, or ``None`` if it can: it
-    cannot be read (cut, emptied, overwritten), it holds no :class:`ExactResume` state (written by an older
-    itermask, so the resumed run would not repeat the interrupted one), or it lacks the generator state of one
-    of the enabled ``augmentations`` (names in :data:`AUGMENTATIONS`)."""
+    cannot be read, it holds no :class:`ExactResume` state, or it lacks the generator state of one of the
+    enabled ``augmentations`` (names in :data:`AUGMENTATIONS`)."""
     try:  # memory-mapped: the weights are not read, only the checkpoint's structure
         checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except Exception as error:  # noqa: BLE001  torch raises RuntimeError, EOFError, pickle or zip errors
@@ -161,10 +160,9 @@ def checkpoint_problem(path: str | Path, augmentations: Sequence[str] = ()) -> s
 
 
 def resume_checkpoint(cache, key: str, augmentations: Sequence[str] = (), what: str = "fine-tuning") -> Path | None:
-    """The ``last.ckpt`` of the cache entry ``key`` (a :class:`~itermask.storage.cache.CheckpointCache`) to resume
-    from, or ``None``: none exists, or it cannot resume exactly (:func:`checkpoint_problem`; ``augmentations``:
-    the enabled ones, whose generator states it must hold), in which case the entry's Lightning checkpoints are
-    moved into ``<cache>/damaged/`` with a warning and the training (``what``) starts over."""
+    """The ``last.ckpt`` of the entry ``key`` of ``cache`` to resume from, or ``None``: none exists, or it cannot
+    resume exactly (:func:`checkpoint_problem`), in which case the entry's checkpoints are moved into
+    ``<cache>/damaged/`` with a warning and the training (``what``) starts over."""
     last = cache.entry(key) / "checkpoints" / "last.ckpt"
     if not last.is_file():
         return None
