@@ -135,7 +135,7 @@ def _result(plan: EvaluationPlan, evaluation, resources, result: dict, texts: li
     versus = {name: relative_to_random(scores, name) for name in curves if name != "random"}
     config = resources.model_config
     id2label = getattr(config, "id2label", None) if config is not None else None
-    tested = data.tokenized["test"]
+    tested = data.splits["test"]
     methods = {name: e.saliency for name, e in resources.evaluators.items()}
     return EvaluationResult(
         curves=dict(curves.items()),

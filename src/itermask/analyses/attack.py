@@ -255,7 +255,7 @@ class AttackAnalysis(Analysis):
             "seconds": time.time() - start,
         }
         artifacts = self._artifacts(section)
-        artifacts.files = write_per_example(inputs.output_dir, {"attack": attack_frame(section)})
+        artifacts.files = write_per_example(inputs.folder, {"attack": attack_frame(section)})
         return AnalysisOutput({"attack": section}, artifacts)
 
     def _attack_subset(self, inputs: AnalysisInputs, context: EvaluationContext) -> tuple[dict, dict]:
@@ -266,7 +266,7 @@ class AttackAnalysis(Analysis):
         records: dict[str, dict[str, list]] = {name: {c: [] for c in EXAMPLE_COLUMNS} for name in attacks}
         seconds = {name: 0.0 for name in attacks}
         with eval_mode(model):
-            for batch in context.data.eval_loader(context.subset):
+            for batch in context.data.eval_loader(context.examples):
                 tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
                 keep = next(iter(attacks.values())).attackable(tokens)[0].any(dim=1)  # as the masking evaluation
                 tokens = tokens.index(keep).trim().to(device)

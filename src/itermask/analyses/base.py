@@ -125,6 +125,16 @@ class AnalysisInputs:
     output_dir: Path | None
     baseline_key: str | None = None
 
+    @property
+    def folder(self) -> Path:
+        """The job folder, for an analysis that writes files.
+
+        Raises:
+            ValueError: the job writes no files (:func:`itermask.evaluate`)."""
+        if self.output_dir is None:
+            raise ValueError("this analysis writes files, but the job has no output folder")
+        return self.output_dir
+
 
 @dataclass(frozen=True)
 class EvaluationContext:
@@ -149,6 +159,12 @@ class EvaluationContext:
     subset: datasets.Dataset | None = None
     derived: DerivedStore | None = None
     classifier: pl.LightningModule | None = None
+
+    @property
+    def examples(self) -> datasets.Dataset:
+        """The evaluation subset (drawn once by :func:`itermask.engine.prepare.prepare`)."""
+        assert self.subset is not None, "the evaluation subset is drawn by prepare()"
+        return self.subset
 
     def reuse(self, kind: str, fingerprint: dict, compute):
         """``compute()``, or the value an earlier job on this classifier stored for the same ``kind`` and

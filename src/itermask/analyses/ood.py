@@ -307,7 +307,7 @@ class OODAnalysis(Analysis):
         }
         statistics = {name: {s: c.to_dict() for s, c in by_s.items()} for name, by_s in computed.items()}
         seconds["fit_and_score"], start = time.time() - start, time.time()
-        written = self._write_example_scores(inputs.output_dir, curves, computed)
+        written = self._write_example_scores(inputs.folder, curves, computed)
         section = {
             "level": self.level,
             "representation": "final = input of the classifier's final linear layer; layer_i = hidden state i "
@@ -362,7 +362,7 @@ class OODAnalysis(Analysis):
 
         from itermask.ood import plots
 
-        method, out = evaluated.method, inputs.output_dir
+        method, out = evaluated.method, inputs.folder
         images = statistics_figures(section["statistics"], method, out)
         curves = evaluated[method]
         if evaluated.steps != "fraction":

@@ -213,7 +213,7 @@ class PerExampleAnalysis(Analysis):
         tokens = token_frame(curves.curves, curves.method, inputs.tokenizer)
         if tokens is not None:
             tables["tokens"] = tokens
-        written = write_per_example(inputs.output_dir, tables)
+        written = write_per_example(inputs.folder, tables)
         section = {
             "folder": FOLDER,
             "rows": {name: len(frame) for name, frame in tables.items()},
@@ -237,7 +237,7 @@ class PerExampleAnalysis(Analysis):
     @staticmethod
     def _examples(context: EvaluationContext, split: str, example_ids: list[int]) -> pd.DataFrame:
         """The evaluated examples' texts and gold labels (of ``split``), one row each."""
-        data = context.data.tokenized[split]
+        data = context.data.splits[split]
         position = {example_id: row for row, example_id in enumerate(data["example_id"])}
         rows = data.select([position[example_id] for example_id in example_ids])
         frame = pd.DataFrame({"example_id": rows["example_id"], "split": split, "text": rows["text"]})

@@ -25,7 +25,7 @@ __all__ = [
 
 #: What the scores compare: the probability or the logit of the target class.
 Quantity = Literal["probability", "logit"]
-QUANTITIES: tuple[str, ...] = get_args(Quantity)
+QUANTITIES: tuple[Quantity, ...] = get_args(Quantity)
 #: The class to explain, besides a fixed class id: the prediction on the clean input, or the gold label.
 TARGET_POLICIES = ("predicted", "gold")
 #: Padded tokens (rows x padded length) per forward of the masked inputs (:mod:`itermask.core.forwards`).

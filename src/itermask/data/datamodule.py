@@ -147,7 +147,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
                     name,
                 )
 
-    def _require_setup(self) -> datasets.DatasetDict:
+    @property
+    def splits(self) -> datasets.DatasetDict:
         """The tokenized splits; ``RuntimeError`` before :meth:`setup`."""
         if self.tokenized is None:
             raise RuntimeError("call setup() first")
@@ -155,7 +156,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     def _loaded(self) -> LabelledSplits:
         """The splits as loaded (before tokenizing); ``RuntimeError`` before :meth:`setup`."""
-        self._require_setup()
+        self.splits  # noqa: B018  (raises before setup())
         assert self.data is not None  # setup() loads them before tokenizing
         return self.data
 
@@ -172,13 +173,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self._require_setup()["train"], self.batch_size, shuffle=True)
+        return self._loader(self.splits["train"], self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self.eval_loader(self._by_length(self._require_setup()["validation"]))
+        return self.eval_loader(self._by_length(self.splits["validation"]))
 
     def test_dataloader(self) -> DataLoader:
-        return self.eval_loader(self._by_length(self._require_setup()["test"]))
+        return self.eval_loader(self._by_length(self.splits["test"]))
 
     @staticmethod
     def _by_length(data: datasets.Dataset) -> datasets.Dataset:
@@ -195,7 +196,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
         Raises:
             ValueError: for an unknown split or a non-positive size."""
-        tokenized = self._require_setup()
+        tokenized = self.splits
         if split not in tokenized:
             raise ValueError(f"unknown split {split!r}; choose from {list(tokenized)}")
         data = tokenized[split]

@@ -33,7 +33,7 @@ class ResumableDataLoader(DataLoader):
         """Make the next pass continue from ``position`` (from :meth:`position` of an earlier run)."""
         self._pending = position
 
-    def __iter__(self):
+    def __iter__(self):  # pyright: ignore[reportIncompatibleMethodOverride]  (a generator of the batches)
         pending, self._pending = self._pending, None
         skip = 0
         if pending is not None and self.generator is not None:

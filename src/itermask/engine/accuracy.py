@@ -21,34 +21,36 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
     other jobs on it (:meth:`EvaluationContext.reuse`), except under DDP."""
     import torch
 
-    data = context.data
+    data, trained = context.data, context.trained
+    assert trained is not None and context.classifier is not None  # a job that measures accuracy has both
 
     def test_accuracy() -> dict:
         loader = data.test_dataloader()
         accuracy = float(context.trainer.test(context.classifier, dataloaders=loader, verbose=False)[0]["test_acc"])
         batches = context.trainer.num_test_batches[0]  # fewer than the loader's under trainer.limit_test_batches
-        return {"test": accuracy, "n_scored": int(min(len(loader.dataset), batches * data.eval_batch_size))}
+        n_test = len(data.splits["test"])
+        return {"test": accuracy, "n_scored": int(min(n_test, batches * data.eval_batch_size))}
 
     if context.trainer.world_size > 1:  # every rank runs the test loop's collectives: no rank may skip it
         test = test_accuracy()
     else:  # the same for every job on this checkpoint: computed once (storage.derived)
         fingerprint = {
-            "inputs": data.input_digest(data.tokenized["test"]),
-            "class_order": getattr(context.trained, "class_order", None),
+            "inputs": data.input_digest(data.splits["test"]),
+            "class_order": trained.class_order,
             "eval_batch_size": data.eval_batch_size,
             "precision": str(context.trainer.precision),
             "limit_test_batches": context.trainer.limit_test_batches,
         }
         test = context.reuse("test_accuracy", fingerprint, test_accuracy)
-    test_labels = torch.tensor(data.tokenized["test"]["label"])
-    train_labels = torch.tensor(data.tokenized["train"]["label"])
+    test_labels = torch.tensor(data.splits["test"]["label"])
+    train_labels = torch.tensor(data.splits["train"]["label"])
     majority = int(torch.bincount(train_labels).argmax())
     return AnalysisOutput(
         {
             "accuracy": {
                 "test": float(test["test"]),
                 "n_scored": test["n_scored"],  # test examples scored (all but under trainer.limit_test_batches)
-                "validation": context.trained.meta["val_acc"],
+                "validation": trained.meta["val_acc"],
                 "majority_class_test": float((test_labels == majority).float().mean()),
             },
             "label_names": list(data.label_names),  # class id -> name (string labels: the mapping)

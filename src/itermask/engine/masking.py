@@ -106,7 +106,7 @@ def _test_loop(context: EvaluationContext, evaluators: dict) -> MaskingEvaluatio
     lightning_bar = context.trainer.progress_bar_callback
     show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
     module = MaskingEvaluationModule(context.model, evaluators, progress_bar=show)
-    loader = context.data.eval_loader(context.subset)
+    loader = context.data.eval_loader(context.examples)
     if show and lightning_bar is not None:
         lightning_bar.disable()
     try:
@@ -161,7 +161,7 @@ def evaluate_curves(
     from itermask.core.curves import MaskingCurves
 
     evaluators = dict(inputs.evaluators)
-    baseline = _baseline_fingerprint(inputs, context, context.subset)
+    baseline = _baseline_fingerprint(inputs, context, context.examples)
     stored = None if baseline is None else context.stored(BASELINE_CURVES, baseline)
     if stored is not None:  # an earlier job on this checkpoint evaluated the same random baseline
         evaluators.pop(RANDOM)

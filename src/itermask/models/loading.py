@@ -310,7 +310,7 @@ def reorder_classes(model: PreTrainedModel, order: Sequence[int]) -> PreTrainedM
     return model
 
 
-def num_classes(config: PretrainedConfig | None, model=None, tokenizer=None) -> int:
+def num_classes(config: PretrainedConfig | None, model: Any = None, tokenizer: Any = None) -> int:
     """A classifier's number of classes: its config's ``num_labels``, or (a module without a config) the width of
     its output on one short text."""
     labels = getattr(config, "num_labels", None) if config is not None else None

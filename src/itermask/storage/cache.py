@@ -112,6 +112,7 @@ class CheckpointCache:
         entry = self.entry(key)
         if not (entry / "meta.json").is_file():
             return None
+        meta = None
         try:
             meta = read_json(entry / "meta.json")
             files = meta.get("files") if isinstance(meta, dict) else None

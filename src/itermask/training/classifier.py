@@ -104,7 +104,7 @@ class SequenceClassifier(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_accuracy("test_acc")
 
-    def configure_optimizers(self):
+    def configure_optimizers(self):  # pyright: ignore[reportIncompatibleMethodOverride]  (Lightning's dict form)
         named = list(self.model.named_parameters())
         groups = [
             {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": self.hparams["weight_decay"]},

@@ -165,7 +165,7 @@ def _export(
         "config": stage.payload,
         "val_acc": float(best.best_model_score),
         "label_names": data.label_names,
-        "train_examples": len(data.tokenized["train"]),
+        "train_examples": len(data.splits["train"]),
         "train_seconds": time.time() - start,
         "resumed": resumed,
     }

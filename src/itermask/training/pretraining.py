@@ -145,7 +145,7 @@ class MaskedLmPretraining(pl.LightningModule):
         self.log("encoder_frozen", float(self.frozen), batch_size=len(batch["input_ids"]))
         return loss
 
-    def configure_optimizers(self):
+    def configure_optimizers(self):  # pyright: ignore[reportIncompatibleMethodOverride]  (Lightning's dict form)
         head = {id(p) for p in self.head.parameters()} - {id(p) for p in self.model.base_model.parameters()}
         named = list(self.model.named_parameters())  # tied parameters once
         decay = [p for n, p in named if id(p) not in head and not n.endswith(NO_DECAY)]
