@@ -1,18 +1,8 @@
 """The scientific core: a plain PyTorch library (tensors and small dataclasses in and out; no Hydra,
-OmegaConf, W&B or Lightning, no file I/O) that a researcher calls from a notebook.
-
-- :mod:`~itermask.core.tokens`: token batches, maskable positions, the forward pass; the tokenizer-binding
-  protocol of every component;
-- :mod:`~itermask.core.saliency`: saliency methods by family;
-- :mod:`~itermask.core.masking`: masking strategies; :mod:`~itermask.core.schedules`: masking schedules and
-  step counts;
-- :mod:`~itermask.core.evaluation`: the iterative-masking evaluation of a batch;
-  :mod:`~itermask.core.curves`: its result, :class:`~itermask.core.curves.MaskingCurves`;
-- :mod:`~itermask.core.forwards`: forwards of many rows, each distinct row once, length-bucketed by a
-  token budget (:func:`~itermask.core.forwards.row_outputs`; the evaluation, OOD capture and attacks);
-- :mod:`~itermask.core.metrics`: faithfulness scores and their registry;
-- :mod:`~itermask.core.representations`: capturing representations during the forwards already run;
-- :mod:`~itermask.core.registry`: registries by name.
-
-The OOD statistics (:mod:`itermask.ood`) build on the core; nothing here imports anything above it.
-"""
+OmegaConf, W&B or Lightning, no file I/O) that a researcher calls from a notebook: token batches
+(:mod:`~itermask.core.tokens`), saliency methods (:mod:`~itermask.core.saliency`), masking strategies and
+schedules (:mod:`~itermask.core.masking`, :mod:`~itermask.core.schedules`), the iterative-masking evaluation
+(:mod:`~itermask.core.evaluation`) and its result (:mod:`~itermask.core.curves`), length-bucketed forwards
+(:mod:`~itermask.core.forwards`), faithfulness metrics (:mod:`~itermask.core.metrics`), representations
+(:mod:`~itermask.core.representations`), attacks and registries by name. The OOD statistics
+(:mod:`itermask.ood`) build on the core; nothing here imports anything above it."""

@@ -1,27 +1,24 @@
 """Cheap adversarial examples for adversarial fine-tuning: gradient ranking, candidates chosen by a
 first-order estimate of the loss, one verification forward.
 
-:class:`FirstOrderAttack` perturbs every example of a training batch against the current model, with no
-search and a fixed cost (one forward and backward to the input embeddings, one forward to verify):
+:class:`FirstOrderAttack` perturbs every example of a training batch for its gold label against the current
+model in eval mode, with no search and a fixed cost (one forward and backward, one forward to verify):
 
 1. **Gradient.** ``g_i = d L / d e_i``, the gradient of the cross-entropy loss of the gold label with respect
-   to the word embedding ``e_i`` of every position ``i`` (the output of ``model.get_input_embeddings()``,
-   before position and segment embeddings), the model in eval mode (no dropout).
-2. **Ranking.** The attackable positions (maskable and, by default, word-initial:
-   :func:`itermask.core.candidates.attackable_positions`) ranked by ``||g_i||_2`` (the ``gradient``
-   saliency of the loss; A2T's gradient word importance, Yoo & Qi 2021, "Towards Improving Adversarial
-   Training of NLP Models", Findings of EMNLP, Sec. 3.1); the top ``k_max = floor(budget * n + 0.5)`` of the
-   ``n`` maskable tokens are perturbed (:func:`itermask.core.attack.budget_counts`).
-3. **First-order choice.** At each of them, among the candidate source's token ids ``c`` (e.g. the
-   embedding neighbours of the original token), the one with the largest first-order estimate of the loss
-   increase ``g_i . (e(c) - e(x_i))`` is substituted, if that estimate is positive (HotFlip, Ebrahimi et al.
-   2018, ACL, Eq. 2, there over the whole vocabulary; A2T restricts it to meaning-keeping candidates).
-   All chosen substitutions are made at once, without new gradients.
+   to the word embedding ``e_i`` of every position ``i`` (the output of ``model.get_input_embeddings()``).
+2. **Ranking.** The attackable positions (:func:`itermask.core.candidates.attackable_positions`) ranked by
+   ``||g_i||_2`` (A2T's gradient word importance, Yoo & Qi 2021, "Towards Improving Adversarial Training of
+   NLP Models", Findings of EMNLP, Sec. 3.1); the top ``k_max = floor(budget * n + 0.5)`` of the ``n``
+   maskable tokens are perturbed (:func:`itermask.core.attack.budget_counts`).
+3. **First-order choice.** At each of them, among the candidate source's token ids ``c``, the one with the
+   largest first-order estimate of the loss increase ``g_i . (e(c) - e(x_i))`` is substituted, if that
+   estimate is positive (HotFlip, Ebrahimi et al. 2018, ACL, Eq. 2, there over the whole vocabulary; A2T
+   restricts it to meaning-keeping candidates). All substitutions are made at once, without new gradients.
 4. **Verification.** One forward of the perturbed batch: an example's adversarial version is *accepted*
    when it lowers the gold-label probability, ``p(y | x_adv) < p(y | x)``; the others keep the clean input.
 
-Every example is attacked for its gold label (also those the model already gets wrong: their loss is
-raised further, as in loss-maximising adversarial training). The model's train/eval mode is restored.
+Examples the model already gets wrong are attacked too: their loss is raised further, as in loss-maximising
+adversarial training.
 """
 
 from __future__ import annotations
@@ -35,6 +32,7 @@ from torch import Tensor
 
 from itermask.core.attack import budget_counts, check_budget
 from itermask.core.candidates import NO_CANDIDATE, CandidateSource, attackable_positions, input_embedding_matrix
+from itermask.core.measures import target_output
 from itermask.core.schedules import top_k_mask
 from itermask.core.tokens import TokenBatch, class_logits
 
@@ -52,11 +50,10 @@ class AdversarialBatch:
         batch: ``[B, L]`` the inputs to train on: the adversarial version where accepted, else the clean one.
         accepted: ``[B]`` bool the adversarial version lowered the gold-label probability.
         flipped: ``[B]`` bool accepted, and the prediction went from the gold label to another class.
-        n_substituted: ``[B]`` long tokens substituted in the batch (0 where not accepted).
-        n_proposed: ``[B]`` long tokens substituted in the proposal (before verification).
-        clean_prob, adversarial_prob: ``[B]`` float gold-label probability of the clean input and of the
-            proposal.
-        estimate: ``[B]`` float the first-order estimate of the loss increase of the proposal (nats; the sum
+        n_substituted, n_proposed: ``[B]`` long tokens substituted in the batch (0 where not accepted) and in
+            the proposal (before verification).
+        clean_prob, adversarial_prob: ``[B]`` float gold-label probability of the clean input and the proposal.
+        estimate: ``[B]`` float the first-order estimate of the loss increase of the proposal (nats, summed
             over its substitutions).
     """
 
@@ -120,9 +117,7 @@ class FirstOrderAttack:
     Args:
         candidates: a bound candidate source whose candidates are token ids
             (:attr:`~itermask.core.candidates.CandidateSource.gives_token_ids`), e.g. embedding neighbours.
-        special_ids: ids never perturbed (``tokenizer.all_special_ids``).
-        word_start: ``[V]`` bool word-initial ids (:func:`itermask.core.candidates.word_start_vocabulary`), or
-            ``None`` to perturb every maskable position.
+        special_ids, word_start: the attackable positions (:func:`~itermask.core.candidates.attackable_positions`).
         budget: the most tokens perturbed, as a share of the maskable ones, in (0, 1].
 
     Raises:
@@ -181,10 +176,8 @@ class FirstOrderAttack:
         finally:
             model.train(training)
         labels = labels.to(batch.device)
-        clean = clean_logits.float().softmax(dim=-1).gather(1, labels[:, None].to(clean_logits.device)).squeeze(1)
-        adversarial = (
-            adversarial_logits.softmax(dim=-1).gather(1, labels[:, None].to(adversarial_logits.device)).squeeze(1)
-        )
+        clean = target_output(clean_logits, labels.to(clean_logits.device))
+        adversarial = target_output(adversarial_logits, labels.to(adversarial_logits.device))
         n_proposed = (ids != batch.input_ids).sum(dim=1)
         accepted = (adversarial.to(batch.device) < clean.to(batch.device)) & (n_proposed > 0)
         flipped = (

@@ -2,37 +2,29 @@
 
 :class:`GreedyAttack` follows the word-importance-then-greedy-substitution scheme of TextFooler (Jin et al.
 2020, "Is BERT Really Robust?", AAAI, Algorithm 1) and PWWS (Ren et al. 2019, ACL, Sec. 3), with the
-ranking taken from a saliency method (``occlusion`` is their leave-one-out word importance; TextFooler
-ranks by deletion, PWWS by unknown-token replacement) and every step done on token ids, never on decoded
-and re-tokenized text. For each example:
+ranking taken from a saliency method (``occlusion`` is their leave-one-out word importance; TextFooler ranks
+by deletion, PWWS by unknown-token replacement) and every step done on token ids, never on decoded and
+re-tokenized text. For each example:
 
 1. skip it (``attacked = False``) when its clean prediction differs from the target class;
-2. rank its *attackable* positions (maskable, and with ``word_start`` only word-initial ones; see
-   :mod:`itermask.core.candidates`) by saliency for the target class: on the clean input once
-   (``ranking="one_shot"``), or recomputed on the perturbed input after each substitution
-   (``ranking="recursive"``), as the masking schedules of :mod:`itermask.core.schedules` do;
+2. rank its *attackable* positions (:mod:`itermask.core.candidates`) by saliency for the target class: on
+   the clean input once (``ranking="one_shot"``), or again after each substitution (``"recursive"``);
 3. visit the highest-ranked unvisited position (ties: earlier position first, as masking): every candidate
-   of the candidate source for that position, of every example still under attack, is scored in one batched
-   forward; keep the candidate with the lowest target probability if it is lower than the current one
-   (TextFooler's and PWWS's choice when no candidate flips the decision), else leave the position unchanged;
+   for it, of every example still under attack, is scored in one batched forward; keep the candidate with
+   the lowest target probability if it is lower than the current one (TextFooler's and PWWS's choice when no
+   candidate flips the decision), else leave the position unchanged;
 4. stop at the first decision flip (success), when the positions run out, when ``k_max = floor(budget * n +
-   0.5)`` tokens are perturbed (``n`` maskable tokens; the masking rounding of
+   0.5)`` tokens are perturbed (``n`` maskable tokens, the rounding of
    :func:`itermask.core.schedules.masked_counts`), or when the next position's candidates would exceed
-   ``max_queries`` scored inputs.
-
-Queries count the candidate inputs scored (the saliency method's own forwards are not counted).
+   ``max_queries`` scored inputs (the saliency method's own forwards are not counted).
 
 **Masking as an attack.** With the ``mask`` source the only candidate is the masking strategy's
-replacement, so the attack visits masking's ranking and masks a position only if that lowers the target
-probability. Under the one-shot ranking, with every maskable position attackable
-(``word_start=None``), the attack's perturbed count at success equals iterative masking's
-``first_flip_count`` on the count grid 0, 1, ..., n (one-shot schedule, same saliency) exactly when masking
-one more token along the ranking lowers the target probability at every step before the first flip
-(``p(top-(j+1) masked) < p(top-j masked)`` for ``j < first flip``) and the budget reaches that flip
-(``first_flip_count <= k_max``): then every visited position is accepted, the attack's inputs are
-masking's top-j inputs, and both stop at the same j. Where a masking step does not lower the probability,
-the attack skips that token and the two differ (and the attack then fails where masking needed the token,
-or flips later or earlier on other inputs).
+replacement. Under the one-shot ranking with every maskable position attackable (``word_start=None``), the
+attack's perturbed count at success equals iterative masking's ``first_flip_count`` on the count grid
+0, 1, ..., n (one-shot schedule, same saliency) exactly when masking one more token along the ranking
+lowers the target probability at every step before the first flip and the budget reaches that flip: then
+every visited position is accepted and both stop at the same j. Where a masking step does not lower the
+probability, the attack skips that token and the two differ.
 """
 
 from __future__ import annotations
@@ -48,6 +40,7 @@ from itermask.core.evaluation import resolve_target, saliency_scores
 from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, segment_list
 from itermask.core.forwards import row_outputs
 from itermask.core.masking import MaskingStrategy, to_source_positions
+from itermask.core.measures import target_output
 from itermask.core.saliency import SaliencyMethod
 from itermask.core.schedules import masked_counts, top_k_mask
 from itermask.core.tokens import TokenBatch
@@ -75,16 +68,11 @@ def budget_counts(n_maskable: Tensor, budget: float) -> Tensor:
 
 
 def attack_logits(model: torch.nn.Module, batch: TokenBatch, token_budget: int = DEFAULT_TOKEN_BUDGET) -> Tensor:
-    """Logits ``[N, C]`` (float32) of every row of ``batch``, in its order: the evaluation's forwards
-    (:func:`itermask.core.forwards.row_outputs`: each distinct row once, length-bucketed chunks of at most
-    ``token_budget`` padded tokens, under ``torch.inference_mode``). The attack's only forward pass."""
+    """Logits ``[N, C]`` (float32) of every row of ``batch``, in its order, by the evaluation's forwards
+    (:func:`itermask.core.forwards.row_outputs`). The attack's only forward pass."""
     if not len(batch):
         return torch.empty(0, 0)
     return row_outputs(model, batch, token_budget).logits
-
-
-def _target_prob(logits: Tensor, target: Tensor) -> Tensor:
-    return logits.softmax(dim=-1).gather(1, target[:, None].to(logits.device)).squeeze(1)
 
 
 @dataclass
@@ -95,13 +83,12 @@ class AttackResult:
         example_ids, target: ``[B]`` long.
         attacked: ``[B]`` bool, the clean prediction equals the target (else the example is skipped).
         success: ``[B]`` bool, the decision flipped within the budget.
-        n_perturbed: ``[B]`` long tokens substituted (a count).
-        n_maskable, k_max: ``[B]`` long maskable tokens and the budget in tokens.
+        n_perturbed, n_maskable, k_max: ``[B]`` long tokens substituted, maskable tokens, the budget in tokens.
         queries: ``[B]`` long candidate inputs scored.
         clean_prob, final_prob: ``[B]`` float target probability on the clean and the final input.
         perturbed: ``[B, L]`` bool clean positions substituted.
-        clean: the clean batch ``[B, L]``.
-        adversarial: the final model input (substitutions made, the masking strategy applied), ``[B, L']``.
+        clean, adversarial: the clean batch ``[B, L]`` and the final model input ``[B, L']`` (substitutions made,
+            the masking strategy applied).
         substituted_ids: ``[B, L]`` long the final ids over clean positions (before the masking strategy).
     """
 
@@ -154,14 +141,11 @@ class GreedyAttack:
         strategy: the masking strategy (bound): what :data:`~itermask.core.candidates.MASKED` candidates
             become, applied to the clean ids as iterative masking applies it.
         candidates: the candidate source (bound; :meth:`CandidateSource.prepare` is called on the model).
-        special_ids: ids never attacked (``tokenizer.all_special_ids``).
-        word_start: ``[V]`` bool word-initial ids (:func:`itermask.core.candidates.word_start_vocabulary`), or
-            ``None`` to attack every maskable position.
-        ranking: ``"one_shot"`` or ``"recursive"`` (:data:`RANKINGS`).
-        budget: the most tokens perturbed, as a share of the maskable ones, in (0, 1].
-        max_queries: the most candidate inputs scored per example, or ``None``.
+        special_ids, word_start, segments: the attackable positions
+            (:func:`~itermask.core.candidates.attackable_positions`; ``word_start`` ``None``: every maskable one).
+        ranking, budget, max_queries: see the module docstring (:data:`RANKINGS`; a share of the maskable tokens
+            in (0, 1]; candidate inputs scored per example, or ``None``).
         target: target policy (:func:`itermask.core.evaluation.resolve_target`).
-        segments: segment(s) that may be attacked (sentence pairs), ``None`` for all.
         token_budget: padded tokens per forward (see :func:`attack_logits`).
 
     Raises:
@@ -235,7 +219,7 @@ class GreedyAttack:
         ids[line, position] = torch.where(value >= 0, value, ids[line, position])
         masked[line, position] |= value == MASKED
         logits = attack_logits(model, self._inputs(batch.index(source), ids, masked).batch, self.token_budget)
-        probs[row, column] = _target_prob(logits, target[source]).to(batch.device)
+        probs[row, column] = target_output(logits, target[source].to(logits.device)).to(batch.device)
         predicted[row, column] = logits.argmax(dim=-1).to(batch.device)
         return probs, predicted
 
@@ -253,7 +237,7 @@ class GreedyAttack:
         target = resolve_target(self.target, clean_logits, labels)
         attacked = clean_logits.argmax(dim=-1) == target
         k_max = budget_counts(n_maskable, self.budget)
-        clean_prob = _target_prob(clean_logits, target)
+        clean_prob = target_output(clean_logits, target.to(clean_logits.device))
         state = _State(batch, clean_prob, attacked & (k_max > 0) & attackable.any(dim=1))
         scores = torch.full(batch.input_ids.shape, float("-inf"), device=device)
         rows = torch.nonzero(state.active).flatten()

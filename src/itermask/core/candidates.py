@@ -9,33 +9,12 @@ words, not the pieces inside a word, so it skips sub-word continuations, told ap
   marker when the tokenizer adds no prefix space (RoBERTa), so a piece that directly follows a special
   token (the start of a segment) also counts as word-initial.
 
-*Candidate sources* (:data:`CANDIDATE_SOURCES`, each a :class:`CandidateSource` subclass registered by its
-``name``, built from settings and bound to the tokenizer with ``.bind(tokenizer)`` like every component):
-
-* ``mask`` (:class:`MaskCandidates`): the configured masking strategy's replacement is the only candidate,
-  so the attack *is* iterative masking with a greedy acceptance rule (see :mod:`itermask.core.attack`);
-* ``embedding_neighbors`` (:class:`EmbeddingNeighbours`): the ``k`` word-initial, non-special tokens
-  nearest to the original token by cosine similarity of the classifier's own input (word) embeddings,
-  those with similarity at least ``min_similarity``. TextFooler (Jin et al. 2020, AAAI, Sec. 3, "synonym
-  extraction": ``N`` nearest words with cosine similarity above a threshold) draws its candidates the
-  same way but from counter-fitted word vectors (Mrkšić et al. 2016), which push antonyms apart; the
-  classifier's own embedding space does not, so its neighbours include antonyms (``good`` -> ``bad``) and
-  an "adversarial" example here need not keep the meaning. That space is offline for every model.
-
-* synonyms from a lexicon (:class:`SynonymCandidates`): the single-token synonyms of the original word that
-  a lexicon (a ``word -> synonyms`` table or function) gives, PWWS's and TextAttack's WordNet swap (Ren et
-  al. 2019, Sec. 3.1). The lexicon is given to it: the ``wordnet`` source
-  (:class:`itermask.data.wordnet.WordNetCandidates`) reads NLTK's WordNet corpus when bound;
-* masked-language-model predictions (:class:`MlmCandidates`): the ``k`` top predictions of a masked-language
-  model at the position, replaced by its mask token, BAE-R's candidates (Garg & Ramakrishnan 2020, EMNLP,
-  Sec. 2; without BAE's sentence-encoder similarity filter). The model is given to it: the ``mlm`` source
-  (:class:`itermask.models.mlm.PretrainedMlmCandidates`) loads and checks a checkpoint.
-
-A candidate is a token id, or :data:`MASKED` (apply the masking strategy at the position), and
-:data:`NO_CANDIDATE` pads rows with fewer candidates. Sources whose candidates are token ids
-(:attr:`CandidateSource.gives_token_ids`) also serve adversarial fine-tuning
-(:mod:`itermask.core.adversarial`). Every token-id source proposes only word-initial, non-special,
-non-reserved tokens other than the original (:func:`candidate_vocabulary`).
+*Candidate sources* (:data:`CANDIDATE_SOURCES`: :class:`MaskCandidates`, :class:`EmbeddingNeighbours`, a
+lexicon's :class:`SynonymCandidates`, :class:`MlmCandidates`) propose substitutes per position: a token id, or
+:data:`MASKED` (apply the masking strategy at the position); :data:`NO_CANDIDATE` pads rows with fewer. Sources
+whose candidates are token ids (:attr:`CandidateSource.gives_token_ids`) also serve adversarial fine-tuning
+(:mod:`itermask.core.adversarial`); they propose only word-initial, non-special, non-reserved tokens other
+than the original (:func:`candidate_vocabulary`).
 """
 
 from __future__ import annotations
@@ -81,9 +60,8 @@ _RESERVED = re.compile(r"^(\[unused\d+\]|<unused\d+>|madeupword\d+)$")
 
 
 def _word_pieces(tokenizer) -> tuple[list[str], str | None, str | None]:
-    """The tokenizer's tokens by id, and its family's sign: ``(tokens, continuation prefix, None)`` for
-    WordPiece, ``(tokens, None, word-start marker)`` for BPE and SentencePiece (see
-    :func:`word_start_vocabulary`).
+    """``(tokens by id, continuation prefix, None)`` for WordPiece, ``(tokens, None, word-start marker)`` for BPE
+    and SentencePiece (see :func:`word_start_vocabulary`).
 
     Raises:
         ValueError: if the vocabulary shows neither.
@@ -107,15 +85,14 @@ def _word_pieces(tokenizer) -> tuple[list[str], str | None, str | None]:
 
 
 def word_start_vocabulary(tokenizer) -> Tensor:
-    """``[V]`` bool over the tokenizer's ids (``V = len(tokenizer)``): whether the token starts a word.
-
-    The family is read from the fast tokenizer's model (``WordPiece``: its ``continuing_subword_prefix``,
-    ``##``), else from the vocabulary: a vocabulary with ``##`` pieces is WordPiece, otherwise the marker
-    ``Ġ`` or ``▁`` that starts more entries marks word-initial pieces.
+    """``[V]`` bool over the tokenizer's ids (``V = len(tokenizer)``): whether the token starts a word. The family
+    is read from the fast tokenizer's model (``WordPiece``: its ``continuing_subword_prefix``), else from the
+    vocabulary: one with ``##`` pieces is WordPiece, otherwise the marker ``Ġ`` or ``▁`` that starts more
+    entries marks word-initial pieces.
 
     Raises:
-        ValueError: if the vocabulary shows neither continuation prefixes nor word-start markers (set
-            ``attack.word_initial_only=false`` to attack every maskable position).
+        ValueError: if the vocabulary shows neither (set ``attack.word_initial_only=false`` to attack every
+            maskable position).
     """
     tokens, prefix, marker = _word_pieces(tokenizer)
     if prefix:
@@ -158,7 +135,8 @@ def attackable_positions(
 
 
 def input_embedding_matrix(model: torch.nn.Module, needed_by: str) -> Tensor:
-    """The classifier's ``[V, D]`` input (word) embedding matrix, ``model.get_input_embeddings().weight``.
+    """The classifier's ``[V, D]`` input (word) embedding matrix, ``model.get_input_embeddings().weight``
+    (``needed_by`` names the caller in the error).
 
     Raises:
         ValueError: if the model exposes no such matrix.
@@ -181,13 +159,9 @@ CANDIDATE_SOURCES: Registry[type[CandidateSource]] = Registry("attack candidate 
 class CandidateSource(Registered, TokenizerBound, ABC):
     """Substitution candidates for one position of each of ``R`` inputs. Subclasses set :attr:`name`
     (registering them in :data:`CANDIDATE_SOURCES`), :attr:`size` and implement :meth:`candidates`.
-
-    Class attributes:
-        needs_embeddings: the source reads the classifier's input-embedding matrix (checked by
-            :meth:`check` before any fine-tuning, on the architecture).
-        gives_token_ids: every candidate is a token id (never :data:`MASKED`), as adversarial fine-tuning
-            needs (:mod:`itermask.core.adversarial`).
-    """
+    :attr:`needs_embeddings`: the source reads the classifier's input-embedding matrix (:meth:`check`);
+    :attr:`gives_token_ids`: every candidate is a token id (never :data:`MASKED`), as adversarial fine-tuning
+    needs."""
 
     registry = CANDIDATE_SOURCES
     needs_embeddings: ClassVar[bool] = False
@@ -255,19 +229,15 @@ class _TopK(CandidateSource):
 
 
 class EmbeddingNeighbours(_TopK):
-    """The ``k`` nearest word-initial, non-special tokens to the original token in the classifier's input
-    embedding space (cosine similarity), those at least ``min_similarity`` similar (see the module
-    docstring; TextFooler's synonym extraction in another embedding space).
+    """The ``k`` (>= 1) nearest allowed tokens (:func:`candidate_vocabulary`) to the original token in the
+    classifier's input embedding space, those with cosine similarity at least ``min_similarity``.
 
-    Neighbours are found with one matrix product per batch of new original ids against the unit-normalised
-    embedding matrix (``[U, D] x [D, V]``), and kept per id until the embedding weights change (:meth:`prepare`
-    on a model whose matrix is another, or was updated in place, starts afresh). The original token itself, special ids
-    (``tokenizer.all_special_ids``), sub-word continuations (:func:`word_start_vocabulary`) and reserved
-    slots (``[unusedN]``) are never candidates.
-
-    Args:
-        k: the most candidates per position (>= 1).
-        min_similarity: the least cosine similarity of a candidate, in [-1, 1].
+    TextFooler (Jin et al. 2020, AAAI, Sec. 3, "synonym extraction": ``N`` nearest words with cosine similarity
+    above a threshold) draws its candidates the same way but from counter-fitted word vectors (Mrkšić et al.
+    2016), which push antonyms apart; the classifier's own embedding space does not, so its neighbours include
+    antonyms (``good`` -> ``bad``) and an "adversarial" example here need not keep the meaning. That space is
+    offline for every model. Neighbours come from one matrix product per batch of new original ids
+    (``[U, D] x [D, V]``), kept per id until the embedding weights change (:meth:`prepare` starts afresh).
 
     Raises:
         ValueError: ``k < 1`` or ``min_similarity`` outside [-1, 1]; at :meth:`prepare`, a model without an
@@ -317,8 +287,7 @@ class EmbeddingNeighbours(_TopK):
                 "EmbeddingNeighbours needs the tokenizer and the classifier's embeddings: call "
                 "bind(tokenizer), then prepare(model)"
             )
-        new = sorted({int(i) for i in token_ids} - set(self._neighbours))
-        if new:
+        if new := sorted({int(i) for i in token_ids} - set(self._neighbours)):
             with torch.inference_mode():
                 similarity = self.unit[new] @ self.unit.T  # [U, V] cosine similarities
                 similarity[:, ~self.allowed] = float("-inf")
@@ -360,24 +329,20 @@ class _WholeWordSource(_TopK):
         self.allowed = candidate_vocabulary(tokenizer)
         self.marker = marker or ""
         special = set(int(i) for i in tokenizer.all_special_ids)
-        self.continuation = torch.tensor(
-            [
-                (t.startswith(prefix) if prefix else not t.startswith(self.marker) and t[:1].isalnum())
-                and i not in special
-                for i, t in enumerate(tokens)
-            ]
-        )
+
+        def continues(t: str) -> bool:
+            return t.startswith(prefix) if prefix else not t.startswith(self.marker) and t[:1].isalnum()
+
+        self.continuation = torch.tensor([continues(t) and i not in special for i, t in enumerate(tokens)])
 
     def word_continues(self, batch: TokenBatch, positions: Tensor) -> Tensor:
         """``[R]`` bool: the token after ``positions[r]`` of row ``r`` continues its word (attended and a
         continuation piece)."""
         self.require_bound()
-        rows = torch.arange(len(positions), device=batch.device)
-        after = (positions.to(batch.device) + 1).clamp(max=batch.input_ids.shape[1] - 1)
+        rows, nexts = torch.arange(len(positions), device=batch.device), positions.to(batch.device) + 1
+        after = nexts.clamp(max=batch.input_ids.shape[1] - 1)
         ids = batch.input_ids[rows, after].clamp(0, len(self.continuation) - 1)
-        attended = batch.attention_mask[rows, after].bool() & (
-            positions.to(batch.device) + 1 < batch.input_ids.shape[1]
-        )
+        attended = batch.attention_mask[rows, after].bool() & (nexts < batch.input_ids.shape[1])
         return attended & self.continuation.to(batch.device)[ids]
 
 
@@ -386,8 +351,9 @@ Lexicon = Mapping[str, Iterable[str]] | Callable[[str], Iterable[str]]
 
 
 class SynonymCandidates(_WholeWordSource):
-    """The single-token synonyms of the original word that ``lexicon`` gives, at most ``k``, in the
-    lexicon's order (PWWS's WordNet swap, Ren et al. 2019, Sec. 3.1; TextAttack's ``WordSwapWordNet``).
+    """The single-token synonyms of the original word that ``lexicon`` (a mapping ``word -> synonyms`` or a
+    function of the word, given before :meth:`bind`) gives, at most ``k``, in the lexicon's order (PWWS's WordNet
+    swap, Ren et al. 2019, Sec. 3.1; TextAttack's ``WordSwapWordNet``).
 
     The word is the original token without its word-start marker (``Ġ``/``▁``); the lexicon is asked for it
     as written, then lower-cased if it gives nothing. A synonym is a candidate when it is *one* allowed
@@ -395,14 +361,7 @@ class SynonymCandidates(_WholeWordSource):
     lower-cased and, for a capitalised word, capitalised; never the original. Multi-word entries (WordNet
     writes spaces as ``_``) and words the tokenizer would split into pieces are dropped: nothing is decoded
     and re-tokenized. Positions whose word continues in the next token get none. Looked up once per
-    original id.
-
-    This class takes the lexicon; the ``wordnet`` source
-    (:class:`itermask.data.wordnet.WordNetCandidates`) reads NLTK's WordNet when it is bound.
-
-    Args:
-        k: the most candidates per position (>= 1).
-        lexicon: a mapping ``word -> synonyms`` or a function of the word (given now or before :meth:`bind`).
+    original id. The ``wordnet`` source (:class:`itermask.data.wordnet.WordNetCandidates`) reads NLTK's WordNet.
 
     Raises:
         ValueError: ``k < 1``; at :meth:`bind`, no lexicon.
@@ -461,16 +420,11 @@ class MlmCandidates(_WholeWordSource):
     that position set to the mask token: BAE-R's candidates (Garg & Ramakrishnan 2020, "BAE: BERT-based
     Adversarial Examples", EMNLP, Sec. 2), without BAE's sentence-encoder similarity filter. Only allowed ids
     (:func:`candidate_vocabulary`), never the original; positions whose word continues in the next token get
-    none. One MLM forward per ``chunk_size`` rows under ``torch.inference_mode``.
-
-    This class takes the model; the ``mlm`` source
-    (:class:`itermask.models.mlm.PretrainedMlmCandidates`) loads ``mlm_pretrained`` and checks
-    its head and vocabulary when bound.
+    none. The ``mlm`` source (:class:`itermask.models.mlm.PretrainedMlmCandidates`) loads ``mlm_pretrained``.
 
     Args:
         mlm: a masked-language model with the tokenizer's vocabulary (``mlm(input_ids=..., attention_mask=...)
             .logits`` is ``[R, L, V']``, ``V' >= V``), or ``None`` to set before :meth:`bind`.
-        k: the most candidates per position (>= 1).
         chunk_size: rows per MLM forward (bounds the ``[rows, L, V']`` logits).
         source: where the model came from, for result files.
 
@@ -531,9 +485,7 @@ class MlmCandidates(_WholeWordSource):
         scores[self.word_continues(batch, positions).to(scores.device)] = float("-inf")
         values, ids = scores.topk(min(self.k, scores.shape[1]), dim=1)
         ids = torch.where(values > float("-inf"), ids, NO_CANDIDATE)
-        out = torch.full((len(positions), self.k), NO_CANDIDATE, dtype=torch.long, device=scores.device)
-        out[:, : ids.shape[1]] = ids
-        return out.to(positions.device)
+        return torch.nn.functional.pad(ids, (0, self.k - ids.shape[1]), value=NO_CANDIDATE).to(positions.device)
 
 
 def build_candidate_source(spec: Mapping | CandidateSource | None) -> CandidateSource:

@@ -1,7 +1,5 @@
-"""The result of the iterative-masking evaluation: :class:`MaskingCurves`, the model outputs along one
-schedule's masking curve for a batch of examples (``[B, S]`` per-step values, the clean input's per-token
-fields, optionally the representations). :class:`itermask.core.evaluation.IterativeMaskingEvaluator` builds
-them; :mod:`itermask.core.metrics` scores them; :meth:`MaskingCurves.concat` joins the curves of many batches.
+"""The result of the iterative-masking evaluation, :class:`MaskingCurves`: the model outputs along one schedule's
+masking curve for a batch of examples, which :mod:`itermask.core.metrics` scores.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from itermask.core.representations import Representations
@@ -25,14 +24,12 @@ class MaskingCurves:
 
     Attributes:
         schedule: ``"one_shot"`` or ``"recursive"``.
-        steps: what the x-axis ``grid`` holds: ``"fraction"`` (masking fractions, shares of the maskable
-            tokens) or ``"count"`` (numbers of tokens, capped per example at its ``n_maskable``).
-        grid: ``[S]`` float64, the masking fractions or token counts of the steps.
-        example_ids: ``[B]`` long stable example ids.
-        n_maskable: ``[B]`` long number of maskable tokens.
+        steps: ``"fraction"`` (``grid`` holds masking fractions, shares of the maskable tokens) or ``"count"``
+            (numbers of tokens, capped per example at its ``n_maskable``).
+        grid: ``[S]`` float64, the x-axis: the masking fractions or token counts of the steps.
+        example_ids, n_maskable, target, labels: ``[B]`` long stable example ids, number of maskable tokens,
+            class whose probability the curve follows, gold labels (``-1`` where unknown).
         k: ``[B, S]`` long number of tokens masked at each step.
-        target: ``[B]`` long class whose probability the curve follows.
-        labels: ``[B]`` long gold labels (``-1`` where unknown).
         clean_logits: ``[B, C]`` logits on the clean input.
         logits: ``[B, S, C]`` logits with the top-k tokens masked (comprehensiveness direction).
         keep_logits: ``[B, S, C]`` logits with only the top-k tokens kept, every other maskable token
@@ -41,20 +38,15 @@ class MaskingCurves:
         clean_features, features: ``[B, D]`` / ``[B, S, D]`` input of the final linear layer for the clean
             and the masked (comprehensiveness direction) inputs; ``None`` unless representations were
             collected (see :mod:`itermask.core.representations`).
-        clean_layer_mean, layer_mean: ``[B, L+1, H]`` / ``[B, S, L+1, H]`` hidden states mean-pooled over
-            attended tokens; ``None`` unless collected.
-        clean_layer_max, layer_max: the same max-pooled; ``None`` unless collected.
-        saliency_zero: ``[B]`` bool, the saliency of the clean input is identically zero (the example is
-            ranked by position only; see :meth:`itermask.core.saliency.SaliencyMethod.explain`).
-        completeness_gap: ``[B]`` float64, for ``integrated_gradients`` and ``deeplift``: the sum of the
-            clean input's attributions minus ``f(x) - f(baseline)`` of the explained output; else ``None``.
-        output_difference: ``[B]`` float64 ``f(x) - f(baseline)`` beside it; else ``None``.
+        clean_layer_mean, layer_mean, clean_layer_max, layer_max: ``[B, L+1, H]`` / ``[B, S, L+1, H]`` hidden
+            states mean- / max-pooled over attended tokens; ``None`` unless collected.
+        saliency_zero, completeness_gap, output_difference: ``[B]`` the clean input's saliency diagnostics
+            (:class:`itermask.core.saliency.Attribution`: ``zero`` and the other two).
         token_ids: ``[B, L]`` long token ids of the clean input, ``-1`` at padding (``L``: the longest row
             of the batch; rows of concatenated batches are padded to the longest row of all).
         token_segments: ``[B, L]`` long segment of each token (``0``/``1``: first/second text of a sentence
             pair, ``-1``: special tokens and padding; all ``0`` when the batch records no segments).
-        scores: ``[B, L]`` float32 saliency of the clean input (the explained method's units), ``NaN`` at
-            padding.
+        scores: ``[B, L]`` float32 saliency of the clean input (the method's units), ``NaN`` at padding.
         rank: ``[B, L]`` int16 masking rank of each maskable position on the clean input (1 = masked
             first; the one-shot order, :func:`~itermask.core.schedules.masking_ranks`), ``-1`` elsewhere.
         masked_step: ``[B, L]`` int16 index of the step at which the schedule first masked each position,
@@ -152,9 +144,8 @@ class MaskingCurves:
             elif any(v is None for v in values):
                 joined[field.name] = None
             elif field.name in MaskingCurves.TOKEN_FIELDS:  # batches differ in padded length
-                width = max(v.shape[1] for v in values)
-                pad = MaskingCurves.TOKEN_FIELDS[field.name]
-                joined[field.name] = torch.cat([_pad_columns(v, width, pad) for v in values])
+                width, pad = max(v.shape[1] for v in values), MaskingCurves.TOKEN_FIELDS[field.name]
+                joined[field.name] = torch.cat([F.pad(v, (0, width - v.shape[1]), value=pad) for v in values])
             else:
                 joined[field.name] = torch.cat(values)
         return MaskingCurves(**joined)
@@ -165,12 +156,3 @@ class MaskingCurves:
             for f in fields(MaskingCurves)
         }
         return MaskingCurves(**moved)
-
-
-def _pad_columns(values: Tensor, width: int, pad: float) -> Tensor:
-    """``values`` ``[B, L]`` padded on the right with ``pad`` to ``[B, width]``."""
-    if values.shape[1] == width:
-        return values
-    out = torch.full((values.shape[0], width), pad, dtype=values.dtype, device=values.device)
-    out[:, : values.shape[1]] = values
-    return out

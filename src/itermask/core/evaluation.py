@@ -1,51 +1,39 @@
 """The iterative-masking evaluation of one batch: saliency, masks for every step, masked forwards.
 
-:class:`IterativeMaskingEvaluator` is plain PyTorch (no Lightning, no logging). For a batch it
-
-1. predicts on the clean input and picks the class to explain (:func:`resolve_target`);
-2. computes saliency on the clean input, with its per-example diagnostics (identically zero scores,
-   completeness gap; :meth:`itermask.core.saliency.SaliencyMethod.explain`);
-3. for each schedule builds the masks of every step (:mod:`itermask.core.schedules`; the recursive schedule
-   recomputes saliency on the masked input of the examples whose next tokens depend on it, one call per
-   step for all of them), then runs every masked input of the batch (``S x B`` rows per schedule, and for the
-   one-shot schedule also the complementary inputs where only the top-k tokens are kept: sufficiency)
-   through the model in one :class:`itermask.core.forwards.RowForwards` call under
-   ``torch.inference_mode``: each distinct row once, sorted by length, in chunks of at most
-   ``token_budget`` padded tokens;
-4. optionally (``collect_representations``) records, during those same forward passes, the clean and
-   masked inputs' representations (:mod:`itermask.core.representations`) for the out-of-distribution
-   statistics of :mod:`itermask.ood.statistics`.
-
-The result is a :class:`~itermask.core.curves.MaskingCurves` per schedule (defined in :mod:`itermask.core.curves`
-and re-exported here), from which :mod:`itermask.core.metrics` computes scores.
+:class:`IterativeMaskingEvaluator` (plain PyTorch) predicts on the clean input and picks the class to explain
+(:func:`resolve_target`), computes saliency on the clean input with its per-example diagnostics, builds each
+schedule's masks of every step (:mod:`itermask.core.schedules`), then runs every masked input (``S x B`` rows
+per schedule, and where sufficiency is defined the inputs with only the top-k tokens kept) through the model
+in one :class:`itermask.core.forwards.RowForwards` call, optionally recording the representations
+(:mod:`itermask.core.representations`) that :mod:`itermask.ood.statistics` reads. The result is a
+:class:`~itermask.core.curves.MaskingCurves` per schedule, which :mod:`itermask.core.metrics` scores.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
-from typing import cast
+from dataclasses import fields
+from typing import Any, cast
 
 import torch
 from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
-from itermask.core.evaluation_settings import check_target_policy, segment_list
+from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, check_target_policy, segment_list
 from itermask.core.forwards import (
-    DEFAULT_TOKEN_BUDGET,
+    BACKWARD_OVERHEAD,
     ForwardStats,
     RowForwards,
     RowOutputs,
     forward_overhead_tokens,
     length_chunks,
-    row_lengths,
 )
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts
-from itermask.core.tokens import TokenBatch, maskable_positions
+from itermask.core.tokens import TokenBatch, maskable_positions, row_lengths
 
 __all__ = [
     "IterativeMaskingEvaluator",
@@ -56,21 +44,10 @@ __all__ = [
     "first_masked_step",
 ]
 
-#: a saliency call (forward, backward, attribution set-up) costs about this many plain forwards, when
-#: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
-SALIENCY_OVERHEAD = 4
-
 
 def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | None) -> Tensor:
-    """The class to explain for each example.
-
-    Args:
-        policy: ``"predicted"`` (argmax of the clean logits), ``"gold"`` (the label) or a fixed class id.
-        clean_logits: ``[B, C]``.
-        labels: ``[B]`` gold labels (needed for ``"gold"``).
-
-    Returns:
-        ``[B]`` long.
+    """``[B]`` long: the class to explain for each example under ``policy``: ``"predicted"`` (argmax of the
+    ``[B, C]`` ``clean_logits``), ``"gold"`` (the ``[B]`` ``labels``) or a fixed class id.
 
     Raises:
         ValueError: for an unknown policy, ``"gold"`` without labels, or a class id out of range.
@@ -86,12 +63,6 @@ def resolve_target(policy: str | int, clean_logits: Tensor, labels: Tensor | Non
     return torch.full((clean_logits.shape[0],), cast(int, policy), dtype=torch.long, device=clean_logits.device)
 
 
-@contextmanager
-def _gradients_enabled():
-    with torch.inference_mode(False), torch.enable_grad():
-        yield
-
-
 def saliency_attribution(
     method: SaliencyMethod, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
 ) -> Attribution:
@@ -105,7 +76,7 @@ def saliency_attribution(
     """
     if not method.needs_gradients:
         return method.explain(model, batch, target, example_ids, sanity)
-    with _gradients_enabled():
+    with torch.inference_mode(False), torch.enable_grad():
         batch = batch.map(torch.clone)
         return method.explain(model, batch, target.clone(), example_ids.clone(), sanity)
 
@@ -120,20 +91,18 @@ def saliency_by_length(
     sanity: bool = True,
 ) -> Attribution:
     """:func:`saliency_attribution` of a whole batch as the evaluator computes it. A method that batches its
-    own model calls by length (:attr:`SaliencyMethod.batches_own_calls`: integrated gradients, DeepLift, the
-    perturbation methods) or whose scores of a row depend on the other rows
-    (:attr:`SaliencyMethod.row_independent` false) gets the whole batch. For the others the rows are split
-    into length chunks of at most ``token_budget`` padded tokens (:func:`itermask.core.forwards.length_chunks`,
-    a call weighed as :data:`SALIENCY_OVERHEAD` forwards), each trimmed to its longest row, so the forward and
-    backward passes pad little; padding positions score 0 as in one call. The zero-score check (``sanity``)
-    runs once on the whole batch, not per chunk.
+    own model calls (:attr:`SaliencyMethod.batches_own_calls`: integrated gradients, DeepLift, the perturbation
+    methods) gets the whole batch. For the others the rows are split into length chunks of at most
+    ``token_budget`` padded tokens (:func:`itermask.core.forwards.length_chunks`, a call weighed as
+    :data:`~itermask.core.forwards.BACKWARD_OVERHEAD` forwards), each trimmed to its longest row; padding
+    positions score 0 as in one call. The zero-score check (``sanity``) runs once on the whole batch.
 
     Raises:
         SaliencyError: see :meth:`SaliencyMethod.explain`.
     """
-    if method.batches_own_calls or not method.row_independent:
+    if method.batches_own_calls:
         return saliency_attribution(method, model, batch, target, example_ids, sanity)
-    overhead = SALIENCY_OVERHEAD * forward_overhead_tokens(batch.device)
+    overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(batch.device)
     chunks = length_chunks(row_lengths(batch), token_budget, overhead)
     parts = [
         (rows, saliency_attribution(method, model, batch.index(rows).trim(), target[rows], example_ids[rows], False))
@@ -156,31 +125,23 @@ class IterativeMaskingEvaluator:
     """Masks the most salient tokens step by step and records the model's outputs.
 
     Args:
-        saliency: the explanation to evaluate.
-        strategy: what a masked token becomes.
         fractions: ``S`` masking fractions in ``[0, 1]``, ascending (used when ``steps="fraction"``).
         special_ids: token ids never masked (``tokenizer.all_special_ids``).
         schedules: names from :data:`itermask.core.schedules.SCHEDULES`.
         target: target policy, see :func:`resolve_target`.
-        token_budget: padded tokens (rows x padded length) per forward. Every masked row of the batch (all
-            steps, both directions and every schedule) runs in one
-            :class:`itermask.core.forwards.RowForwards`: each distinct row once, sorted by length, in chunks
-            of at most ``token_budget`` padded tokens.
+        token_budget: padded tokens (rows x padded length) per forward (:class:`~itermask.core.forwards.RowForwards`).
         sufficiency: also run the keep-only-top-k inputs for the schedules where sufficiency is defined.
-        steps: ``"fraction"`` (the grid is ``fractions``) or ``"count"`` (the grid is ``counts``: mask
-            ``min(c, n)`` tokens at count ``c``).
-        counts: ``S`` token counts, non-negative integers, ascending (needed when ``steps="count"``).
-        segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second
-            text of a sentence pair), or ``None`` for all; see :func:`itermask.tokens.maskable_positions`.
-        collect_representations: also record the clean and masked inputs' representations in the
-            curves: ``True`` or ``"all"`` (``features``, ``layer_mean``, ``layer_max``), ``"final"`` (only
-            ``features``, the final linear layer's input, at no extra forward cost); needs a Hugging Face
-            classifier (see :func:`itermask.core.representations.capture_representations`). Off by default:
-            it costs memory.
+        steps: ``"fraction"`` (the grid is ``fractions``) or ``"count"`` (the grid is ``counts``, ``S`` token
+            counts, ascending: mask ``min(c, n)`` tokens at count ``c``).
+        segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second text of a
+            sentence pair), or ``None`` for all (:func:`itermask.core.tokens.maskable_positions`).
+        collect_representations: also record the clean and masked inputs' representations in the curves
+            (:func:`itermask.core.representations.capture_representations`, Hugging Face classifiers): ``True``
+            or ``"all"`` (every field), ``"final"`` (only ``features``, at no extra forward cost).
 
     Raises:
-        ValueError: for unknown schedules, kinds of steps or forward paths, an empty, unsorted or repeating grid, count
-            steps without counts, a non-positive token budget or chunk size.
+        ValueError: for unknown schedules or kinds of steps, an empty, unsorted or repeating grid, count steps
+            without counts, a non-positive token budget or an unknown ``collect_representations``.
     """
 
     def __init__(
@@ -200,8 +161,7 @@ class IterativeMaskingEvaluator:
     ) -> None:
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
-        unknown = [s for s in schedules if s not in SCHEDULES]
-        if unknown:
+        if unknown := [s for s in schedules if s not in SCHEDULES]:
             raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")
         if steps not in STEP_KINDS:
             raise ValueError(f"unknown kind of masking steps {steps!r}: choose one of {STEP_KINDS}")
@@ -255,8 +215,7 @@ class IterativeMaskingEvaluator:
 
     def _masked_outputs(self, model, run, batch: TokenBatch, groups: list[tuple[Tensor, bool]]) -> list[RowOutputs]:
         """Outputs ``[B, S, ...]`` for each group ``(masks, collect)`` of masks ``[S, B, L]`` applied to
-        ``batch``: every group's rows in one :class:`RowForwards` call (one length sort, each distinct row
-        once)."""
+        ``batch``: every group's rows in one call of ``run``."""
         inputs = [self.strategy.apply(batch.tile(m.shape[0]), m.flatten(0, 1)).batch for m, _ in groups]
         joined, start, flat = run(TokenBatch.concat(inputs)), 0, []
         for rows in inputs:
@@ -272,25 +231,20 @@ class IterativeMaskingEvaluator:
         example_ids: Tensor | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> dict[str, MaskingCurves]:
-        """Run every schedule on ``batch``.
+        """``{schedule: MaskingCurves}``: every schedule run on ``batch``.
 
         Args:
             model: a classifier in eval mode (see :mod:`itermask.core.tokens`).
-            batch: ``[B, L]`` clean batch. Every example needs at least one maskable token
-                (filter with :meth:`maskable` first).
+            batch: ``[B, L]`` clean batch; every example needs a maskable token (filter with :meth:`maskable`).
             labels: ``[B]`` gold labels, or ``None``.
             example_ids: ``[B]`` stable ids (default: row index).
             progress: ``progress(stage)`` after each schedule's masks (``stage``: its name) and after the
-                masked forwards (``"forwards"``), e.g. to advance a progress bar; ``None``: not called.
-
-        Returns:
-            ``{schedule: MaskingCurves}``.
+                masked forwards (``"forwards"``), e.g. to advance a progress bar.
 
         Raises:
             ValueError: if an example has no maskable token.
         """
-        size, length = batch.input_ids.shape
-        device = batch.device
+        size, device = len(batch), batch.device
         example_ids = torch.arange(size, device=device) if example_ids is None else example_ids
         labels = torch.full((size,), -1, dtype=torch.long, device=device) if labels is None else labels.long()
         maskable = self.maskable(batch)
@@ -306,18 +260,27 @@ class IterativeMaskingEvaluator:
         outputs = self._schedule_outputs(model, run, batch, maskable, masks)
         if progress is not None:
             progress("forwards")
-        tokens = _token_fields(batch, saliency.scores, maskable)
-        return self._curves(masks, outputs, clean, saliency, k, target, labels, example_ids, n_maskable, tokens)
+        shared = {  # the fields every schedule's curves share
+            "example_ids": example_ids,
+            "n_maskable": n_maskable,
+            "k": k.T.contiguous(),
+            "target": target,
+            "labels": labels,
+            "clean_logits": clean.logits,
+            "saliency_zero": saliency.zero,
+            "completeness_gap": saliency.completeness_gap,
+            "output_difference": saliency.output_difference,
+            **_token_fields(batch, saliency.scores, maskable),
+        }
+        return self._curves(masks, outputs, clean, shared)
 
     def _schedule_outputs(
         self, model, run: RowForwards, batch: TokenBatch, maskable: Tensor, masks: dict[str, Tensor]
     ) -> dict[str, tuple[RowOutputs | None, RowOutputs]]:
         """``{schedule: (keep, masked)}``: the outputs ``[B, S, ...]`` of ``batch`` ``[B, L]`` under each
-        schedule's ``masks`` ``[S, B, L]`` (the top-k tokens masked: comprehensiveness direction) and, where the
-        schedule defines sufficiency and :attr:`sufficiency` is on, under their complements within the
-        ``maskable`` ``[B, L]`` positions (only the top-k tokens kept: ``keep``, else ``None``). Every schedule's
-        rows run in one :meth:`_masked_outputs` call, through ``run`` (:meth:`_runner`); representations are
-        recorded as :attr:`collect_representations` asks."""
+        schedule's ``masks`` ``[S, B, L]`` (comprehensiveness direction) and, where the schedule defines
+        sufficiency and :attr:`sufficiency` is on, under their complements within the ``maskable`` ``[B, L]``
+        positions (``keep``, else ``None``); all in one :meth:`_masked_outputs` call through ``run``."""
         groups, with_keep = [], set()
         for name, schedule_masks in masks.items():
             if SCHEDULES[name].sufficiency and self.sufficiency:
@@ -329,29 +292,11 @@ class IterativeMaskingEvaluator:
         return {name: (next(outputs) if name in with_keep else None, next(outputs)) for name in masks}
 
     def _curves(
-        self,
-        masks: dict[str, Tensor],
-        outputs: dict[str, tuple[RowOutputs | None, RowOutputs]],
-        clean: RowOutputs,
-        saliency: Attribution,
-        k: Tensor,
-        target: Tensor,
-        labels: Tensor,
-        example_ids: Tensor,
-        n_maskable: Tensor,
-        tokens: dict[str, Tensor],
+        self, masks: dict[str, Tensor], outputs: dict[str, tuple[RowOutputs | None, RowOutputs]], clean, shared: dict
     ) -> dict[str, MaskingCurves]:
-        """``{schedule: MaskingCurves}`` of one batch (see :meth:`evaluate`).
-
-        Args:
-            masks: ``{schedule: [S, B, L]}`` bool masked positions at each step (:meth:`_schedule_masks`).
-            outputs: ``{schedule: (keep, masked)}`` outputs ``[B, S, ...]`` (:meth:`_schedule_outputs`).
-            clean: the clean input's outputs, logits ``[B, C]``.
-            saliency: the clean input's :class:`~itermask.core.saliency.Attribution` (scores ``[B, L]``).
-            k: ``[S, B]`` long number of tokens masked at each step (:func:`~itermask.core.schedules.step_counts`).
-            target, labels, example_ids, n_maskable: ``[B]`` long, the fields of :class:`MaskingCurves`.
-            tokens: the clean input's ``[B, L]`` per-token fields (:func:`_token_fields`).
-        """
+        """``{schedule: MaskingCurves}`` of one batch (see :meth:`evaluate`) from its ``masks`` (``[S, B, L]`` per
+        schedule), ``outputs`` (``(keep, masked)`` per schedule, ``[B, S, ...]``), the ``clean`` outputs and the
+        ``shared`` fields of every schedule's curves."""
         collect = self.collect_representations
         results = {}
         for name, (keep, masked) in outputs.items():
@@ -360,19 +305,10 @@ class IterativeMaskingEvaluator:
                 schedule=name,
                 steps=self.steps,
                 grid=self.grid,
-                example_ids=example_ids,
-                n_maskable=n_maskable,
-                k=k.T.contiguous(),
-                target=target,
-                labels=labels,
-                clean_logits=clean.logits,
                 logits=masked.logits,
                 keep_logits=None if keep is None else keep.logits,
-                saliency_zero=saliency.zero,
-                completeness_gap=saliency.completeness_gap,
-                output_difference=saliency.output_difference,
                 masked_step=first_masked_step(masks[name]),
-                **tokens,
+                **shared,
                 **(
                     {}
                     if reps is None or clean.representations is None or not collect
@@ -469,12 +405,6 @@ def _by_example(outputs: RowOutputs, steps: int) -> RowOutputs:
     return RowOutputs(fold(outputs.logits), reps)
 
 
-def _representation_fields(clean: Representations, masked: Representations) -> dict[str, Tensor | None]:
-    return {
-        "clean_features": clean.features,
-        "features": masked.features,
-        "clean_layer_mean": clean.layer_mean,
-        "layer_mean": masked.layer_mean,
-        "clean_layer_max": clean.layer_max,
-        "layer_max": masked.layer_max,
-    }
+def _representation_fields(clean: Representations, masked: Representations) -> dict[str, Any]:
+    names = [f.name for f in fields(Representations)]
+    return {f"clean_{name}": getattr(clean, name) for name in names} | {name: getattr(masked, name) for name in names}

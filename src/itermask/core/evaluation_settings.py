@@ -1,10 +1,7 @@
 """The settings of the iterative-masking evaluation (which examples, which steps, what is compared), checked once
-where they are built, and the two facts every layer reads from them: the target policy and the quantity.
-
-Both doors build them with :meth:`EvaluationSettings.of`: ``evaluate.py`` from the ``evaluation`` config node,
-:func:`itermask.evaluate` from its keyword arguments over the same defaults. This module imports no torch: the
-settings are checked before torch, transformers and Lightning are imported.
-"""
+where they are built (:meth:`EvaluationSettings.of`, from the ``evaluation`` config node or the keyword
+arguments of :func:`itermask.evaluate`), and the two facts every layer reads from them: the target policy and
+the quantity. This module imports no torch: the settings are checked before torch is imported."""
 
 from __future__ import annotations
 
@@ -33,11 +30,8 @@ DEFAULT_TOKEN_BUDGET = 8192
 
 
 def check_target_policy(policy: str | int, num_classes: int | None = None) -> None:
-    """Check a target policy before any work is done.
-
-    Args:
-        policy: ``"predicted"``, ``"gold"`` or a class id.
-        num_classes: number of classes of the classifier; ``None`` checks only the kind of policy.
+    """Check a target policy (``"predicted"``, ``"gold"`` or a class id) before any work is done; ``num_classes``
+    ``None`` checks only the kind of policy.
 
     Raises:
         ValueError: for an unknown policy or a class id outside ``[0, num_classes)``.
@@ -80,8 +74,7 @@ class EvaluationSettings:
             drawn with ``subset_seed`` (``None``: the whole split).
         steps: ``"fraction"`` (the grid is ``fractions``, shares of the maskable tokens) or ``"count"`` (the
             grid is ``counts``, numbers of tokens).
-        aopc_bins: the masking fractions AOPC averages over (ERASER's bins), ``None`` to leave AOPC over bins
-            out.
+        aopc_bins: the masking fractions AOPC averages over (ERASER's bins), ``None`` to leave it out.
         segments: ``None`` (every segment) or the segment ids whose tokens are ranked and masked.
         schedules: masking schedule names (:data:`itermask.core.schedules.SCHEDULES`).
         target: the class to explain: ``"predicted"``, ``"gold"`` or a class id.

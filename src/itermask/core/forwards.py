@@ -1,21 +1,16 @@
 """Forward passes over many rows: each distinct row once, length-bucketed by a token budget.
 
 Every part of the core that runs a classifier on many token rows without gradients (the masked inputs of
-all masking steps, both directions and every schedule; the representations the OOD statistics read;
-adversarial attacks scoring candidate inputs) goes through :func:`row_outputs` or, to reuse rows across
-several calls, a :class:`RowForwards`. Given a :class:`~itermask.core.tokens.TokenBatch` of ``N`` rows it
+the evaluation, the representations the OOD statistics read, attacks scoring candidate inputs) goes through
+:func:`row_outputs` or, to reuse rows across calls, a :class:`RowForwards`. Given ``N`` rows it
 
 1. **de-duplicates**: rows with the same content (ids, attention mask and token type ids up to the row's
-   last attended position; padding after it is ignored) are computed once. In a masking evaluation many
-   rows coincide: steps whose ``k`` is equal on short examples, comprehensiveness at ``k = n`` and
-   sufficiency at ``k = 0`` (every maskable token masked in both), sufficiency at ``k = n`` and every
-   ``k = 0`` row (the clean input), the first step of the recursive and the one-shot schedule. A
-   :class:`RowForwards` also remembers the rows of earlier calls (the clean input, then the masked ones);
-2. **sorts the distinct rows by real length** (last attended position + 1) and cuts them into chunks of at
-   most ``token_budget`` padded tokens (rows x padded length; a row longer than the budget runs alone),
-   where padding costs least (:func:`length_chunks`), so memory stays bounded whatever the row count;
+   last attended position) are computed once (in a masking evaluation many coincide: equal ``k`` on short
+   examples, every ``k = 0`` row, comprehensiveness at ``k = n`` and sufficiency at ``k = 0``, ...);
+2. **sorts the distinct rows by real length** and cuts them into chunks of at most ``token_budget`` padded
+   tokens (rows x padded length) where padding costs least (:func:`length_chunks`), so memory stays bounded;
 3. runs each chunk, trimmed to its longest row, under ``torch.inference_mode``, optionally capturing
-   :class:`~itermask.core.representations.Representations` (:func:`capture_representations`);
+   :class:`~itermask.core.representations.Representations`;
 4. **scatters** the outputs back: row ``i`` of the result belongs to row ``i`` of the input.
 
 A row's outputs do not depend on the other rows of its chunk (the model is in eval mode), so results agree
@@ -24,6 +19,7 @@ with a plain batched forward up to float rounding (different padded shapes reord
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import cast
 
@@ -32,7 +28,7 @@ from torch import Tensor
 
 from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET
 from itermask.core.representations import Representations, capture_representations
-from itermask.core.tokens import TokenBatch, class_logits
+from itermask.core.tokens import TokenBatch, class_logits, row_lengths
 
 __all__ = [
     "DEFAULT_TOKEN_BUDGET",
@@ -44,16 +40,17 @@ __all__ = [
     "length_chunks",
     "FORWARD_OVERHEAD_TOKENS",
     "forward_overhead_tokens",
+    "positive_token_budget",
 ]
 
 
-#: what one more forward costs, in tokens, by device type, when :func:`length_chunks` chooses where to cut:
-#: on a CPU a few milliseconds of dispatch (measured on MiniLM, one thread: a 10-token forward costs about
-#: 30 tokens' time), and more when threads wait on each other on a busy machine; on a GPU the launch of
-#: every kernel (a forward of a few hundred tokens is mostly launches). Rough figures: they only trade
-#: padding for forwards (CPU, the 64 shipped examples at ferret's settings: 18 forwards padding 3.5 %
-#: with 64, 34 forwards padding 0.4 % with 16).
+#: what one more forward costs, in tokens, by device type, when :func:`length_chunks` chooses where to cut: on
+#: a CPU a few milliseconds of dispatch (MiniLM, one thread: a 10-token forward costs about 30 tokens' time),
+#: on a GPU the launch of every kernel. Rough figures: they only trade padding for forwards (CPU, the 64
+#: shipped examples: 18 forwards padding 3.5 % with 64, 34 forwards padding 0.4 % with 16).
 FORWARD_OVERHEAD_TOKENS = {"cpu": 64, "cuda": 2048}
+#: a call with a backward (a saliency call, its attribution set-up) costs about this many plain forwards
+BACKWARD_OVERHEAD = 4
 
 
 @dataclass
@@ -101,15 +98,15 @@ class ForwardStats:
         return self.padded_tokens / self.real_tokens if self.real_tokens else float("nan")
 
 
-def row_lengths(batch: TokenBatch) -> Tensor:
-    """``[N]`` long: each row's last attended position + 1 (its length once trailing padding is dropped;
-    a strategy may zero attention in the middle of a row, which does not shorten it)."""
-    positions = torch.arange(1, batch.input_ids.shape[1] + 1, device=batch.device)
-    return (
-        (batch.attention_mask.bool() * positions).amax(dim=1)
-        if batch.input_ids.shape[1]
-        else torch.zeros(len(batch), dtype=torch.long, device=batch.device)
-    )
+def positive_token_budget(token_budget: int) -> int:
+    """``token_budget`` as an ``int``.
+
+    Raises:
+        ValueError: if it is not positive.
+    """
+    if token_budget <= 0:
+        raise ValueError(f"the token budget must be positive, got {token_budget}")
+    return int(token_budget)
 
 
 def forward_overhead_tokens(device: torch.device) -> int:
@@ -118,22 +115,16 @@ def forward_overhead_tokens(device: torch.device) -> int:
 
 
 def length_chunks(lengths: Tensor, token_budget: int, forward_overhead: int | None = None) -> list[Tensor]:
-    """Cut rows into chunks of similar length that each fit ``rows x (its longest row) <= token_budget``
-    (a row longer than the budget goes alone), choosing the cuts that minimise the padded tokens plus
-    ``forward_overhead`` tokens per chunk.
+    """Cut rows (``[N]`` ``lengths`` in tokens) into chunks of similar length that each fit ``rows x (its longest
+    row) <= token_budget`` (a row longer than the budget goes alone), choosing the cuts that minimise the padded
+    tokens plus ``forward_overhead`` tokens per chunk (``None``: :data:`FORWARD_OVERHEAD_TOKENS` of the device).
 
     Rows are sorted by length (longest first, ties by position) and grouped by equal length. A group with
     more rows than fit the budget first gives full chunks of its own; the rest of the groups are cut into
-    runs of consecutive lengths by dynamic programming (``O(G^2)`` in the number ``G`` of distinct lengths,
-    at most the padded length): a run costs ``rows x (its longest row) + forward_overhead``. With a small
-    overhead (CPU) nearly every length gets its own forward, so nothing is padded; with a large one (GPU,
-    where a forward of few tokens leaves the device idle) runs merge into fewer, fuller chunks.
-
-    Args:
-        lengths: ``[N]`` row lengths in tokens.
-        token_budget: padded tokens per chunk, positive.
-        forward_overhead: the fixed cost of a forward in tokens (``None``:
-            :data:`FORWARD_OVERHEAD_TOKENS` of ``lengths``' device type).
+    runs of consecutive lengths by dynamic programming (``O(G^2)`` in the number ``G`` of distinct lengths):
+    a run costs ``rows x (its longest row) + forward_overhead``. With a small overhead (CPU) nearly every
+    length gets its own forward, so nothing is padded; with a large one (GPU) runs merge into fewer, fuller
+    chunks.
 
     Returns:
         index tensors ``[n_c]`` (on the device of ``lengths``) that together hold every row once, longest
@@ -142,8 +133,7 @@ def length_chunks(lengths: Tensor, token_budget: int, forward_overhead: int | No
     Raises:
         ValueError: if ``token_budget`` is not positive.
     """
-    if token_budget <= 0:
-        raise ValueError(f"the token budget must be positive, got {token_budget}")
+    positive_token_budget(token_budget)
     if forward_overhead is None:
         forward_overhead = forward_overhead_tokens(lengths.device)
     order = torch.sort(lengths, descending=True, stable=True).indices
@@ -175,22 +165,17 @@ def length_chunks(lengths: Tensor, token_budget: int, forward_overhead: int | No
 
 
 class RowForwards:
-    """Runs token rows through ``model`` without gradients: each distinct row once (here and in every
-    earlier call of this object), in length-sorted chunks of at most ``token_budget`` padded tokens, with
-    the outputs scattered back to the rows asked for (see the module docstring).
-
-    One object serves one model and one set of inputs (say one evaluation batch): it keeps every row it
-    computed, so drop it when done. ``stats`` counts what ran.
+    """Runs token rows through ``model`` (a classifier in eval mode) without gradients, as the module docstring
+    says: each distinct row once (here and in every earlier call), with the outputs scattered back. One object
+    serves one model and one set of inputs (say one evaluation batch): it keeps every row it computed, so drop
+    it when done. ``stats`` counts what ran.
 
     Args:
-        model: a classifier in eval mode (see :mod:`itermask.core.tokens`).
         token_budget: padded tokens (rows x padded length) per forward.
-        representations: also capture :class:`Representations` (needs a Hugging Face classifier, see
-            :func:`capture_representations`): ``True``/``"all"`` (every hidden layer too) or ``"final"`` (the
-            final linear layer's input only); ``False``: none.
+        representations: also capture :class:`Representations` (:func:`capture_representations`):
+            ``True``/``"all"`` (every hidden layer too) or ``"final"`` (the final linear layer's input only).
         deduplicate: compute identical rows once (``False``: every row is computed, still length-bucketed).
-        forward_overhead: the cost of one more forward in tokens when choosing chunks (``None``: by device,
-            :data:`FORWARD_OVERHEAD_TOKENS`); see :func:`length_chunks`.
+        forward_overhead: see :func:`length_chunks`.
 
     Raises:
         ValueError: if ``token_budget`` is not positive; on the first call with ``representations``, if the
@@ -205,10 +190,8 @@ class RowForwards:
         deduplicate: bool = True,
         forward_overhead: int | None = None,
     ) -> None:
-        if token_budget <= 0:
-            raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.model = model
-        self.token_budget = int(token_budget)
+        self.token_budget = positive_token_budget(token_budget)
         self.collect = representations
         self.deduplicate = deduplicate
         self.forward_overhead = forward_overhead
@@ -255,11 +238,8 @@ class RowForwards:
         chunks = length_chunks(lengths, self.token_budget, self.forward_overhead)
         logits, records = [], []
         with torch.inference_mode():
-            capture = (
-                capture_representations(self.model, hidden_states=self.collect != "final")
-                if self.collect
-                else _NoCapture()
-            )
+            hidden = self.collect != "final"
+            capture = capture_representations(self.model, hidden_states=hidden) if self.collect else nullcontext()
             with capture as captured:
                 for chunk in chunks:
                     part = rows.index(chunk).trim()
@@ -292,14 +272,6 @@ class RowForwards:
         return self._outputs[0]
 
 
-class _NoCapture:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def row_outputs(
     model: torch.nn.Module,
     batch: TokenBatch,
@@ -309,13 +281,5 @@ def row_outputs(
     forward_overhead: int | None = None,
 ) -> RowOutputs:
     """Logits ``[N, C]`` (and :class:`Representations` ``[N, ...]`` if ``representations``) of every row of
-    ``batch``, each distinct row computed once, in length-sorted chunks of at most ``token_budget`` padded
-    tokens, under ``torch.inference_mode``. One call of a fresh :class:`RowForwards`; see it for the
-    arguments and errors.
-
-    Example (an attack scoring many candidate inputs)::
-
-        out = row_outputs(model, candidates)          # candidates: TokenBatch [N, L]
-        p = out.logits.softmax(-1)                    # [N, C]
-    """
+    ``batch``: one call of a fresh :class:`RowForwards`; see it for the arguments and errors."""
     return RowForwards(model, token_budget, representations, deduplicate, forward_overhead)(batch)

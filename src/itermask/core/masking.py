@@ -1,20 +1,12 @@
-"""Masking strategies: what a masked token becomes.
+"""Masking strategies: what a masked token becomes (``conf/masking/<name>.yaml``).
 
-A *strategy* turns a clean batch and a mask into the model input (``[MASK]``, removed, ...); which tokens
-are masked at each step is the schedule's business (:mod:`itermask.core.schedules`). Strategies work on
-token ids directly: text is never decoded and re-tokenized. The maskable positions are the non-special,
-non-padding tokens (:func:`itermask.core.tokens.maskable_positions`).
-
-Strategies (``conf/masking/<name>.yaml``): :class:`MaskToken`, :class:`UnkToken` and :class:`PadToken`
-(one shared :class:`ReplaceWithToken`), :class:`AttentionOff`, :class:`RandomToken`, :class:`MlmInfill`
-and :class:`Delete`. Every strategy carries token type ids and segment ids along. Like every component
-that needs the tokenizer, a strategy is built from its settings and then bound to the tokenizer
-(:class:`itermask.core.tokens.TokenizerBound`); passing the tokenizer to the constructor binds at once.
-
-Masks are boolean tensors over the positions of the *clean* batch, ``[B, L]`` (or ``[S, B, L]`` for
-``S`` steps). A strategy turns a clean batch and such a mask into the model input, and returns where each
-of its positions came from, so saliency computed on a masked input (whose length may differ, as with
-:class:`Delete`) can be mapped back to clean positions.
+A *strategy* turns a clean batch and a mask (``[B, L]`` bool over the positions of the *clean* batch) into
+the model input (``[MASK]``, removed, ...); which tokens are masked at each step is the schedule's business
+(:mod:`itermask.core.schedules`). Strategies work on token ids directly (text is never decoded and
+re-tokenized), carry token type ids and segment ids along, and return where each position of the input came
+from, so saliency computed on a masked input (whose length may differ, as with :class:`Delete`) can be mapped
+back to clean positions (:func:`to_source_positions`). Like every component that needs the tokenizer, a
+strategy is built from its settings, then bound (:class:`itermask.core.tokens.TokenizerBound`).
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from itermask.core.tokens import TokenBatch, TokenizerBound
+from itermask.core.tokens import TokenBatch, TokenizerBound, row_lengths
 
 __all__ = [
     "MaskedBatch",
@@ -60,14 +52,8 @@ class MaskedBatch:
 
 
 class MaskingStrategy(TokenizerBound):
-    """What a masked token becomes. Subclasses implement :meth:`apply` (and :meth:`_bind` for the ids they
-    read from the tokenizer).
-
-    Args:
-        tokenizer: a Hugging Face tokenizer to bind at once (see :meth:`bind`), or ``None`` to bind later.
-            Strategies read the ids they need from it (``mask_token_id``, ``pad_token_id``) and raise
-            ``ValueError`` if it has none.
-    """
+    """What a masked token becomes. Subclasses implement :meth:`_apply` (and :meth:`_bind` for the ids they read
+    from the tokenizer). ``tokenizer``: a Hugging Face tokenizer to bind at once (see :meth:`bind`), or ``None``."""
 
     name: str = "strategy"
 
@@ -111,10 +97,8 @@ def _identity_positions(batch: TokenBatch) -> Tensor:
 
 
 class ReplaceWithToken(MaskingStrategy):
-    """Replace each masked token by one fixed token id read from the tokenizer; attention is kept.
-
-    The shared implementation of :class:`MaskToken`, :class:`UnkToken` and :class:`PadToken`, which
-    differ only in :attr:`token_attribute`, the tokenizer attribute holding the replacement id.
+    """Replace each masked token by one fixed token id read from the tokenizer (:attr:`token_attribute`);
+    attention is kept. The shared implementation of :class:`MaskToken`, :class:`UnkToken` and :class:`PadToken`.
 
     Raises:
         ValueError: if the tokenizer has no such token.
@@ -156,12 +140,10 @@ class UnkToken(ReplaceWithToken):
 
 
 class PadToken(ReplaceWithToken):
-    """Replace each masked token by the pad id, *kept under attention* (the attention mask is unchanged,
-    so the model attends to a pad token at that position).
-
-    Note that RoBERTa-style models derive position ids from ``input_ids != pad_token_id``: there a pad id
-    in the middle of a sequence also takes the padding position and shifts the positions of the tokens
-    after it by one. That is how such a model reads the input, and part of what this strategy measures.
+    """Replace each masked token by the pad id, *kept under attention* (the model attends to a pad token there).
+    RoBERTa-style models derive position ids from ``input_ids != pad_token_id``: there a pad id in the middle
+    of a sequence also takes the padding position and shifts the positions of the tokens after it by one, which
+    is how such a model reads the input, and part of what this strategy measures.
 
     Raises:
         ValueError: if the tokenizer has no pad token.
@@ -187,15 +169,10 @@ class AttentionOff(MaskingStrategy):
 class RandomToken(MaskingStrategy):
     """Replace each masked token by a token drawn uniformly from the vocabulary, special ids excluded.
 
-    The replacement of a token depends only on ``seed``, the clean example's ids and the position: each
-    clean row (its ids up to its last attended position, padding ignored) seeds its own generator
-    (SHA-256 of ``seed`` and the ids), which draws one candidate per position. So an example gets the same
-    replacements however it is batched or padded, at every masking step and for every saliency method,
-    and a token once replaced keeps its replacement as the recursive schedule proceeds.
-
-    Args:
-        tokenizer: supplies the vocabulary size (``len(tokenizer)``) and ``all_special_ids``.
-        seed: base seed of the draws.
+    Each clean row (its ids up to its last attended position) seeds its own generator (SHA-256 of ``seed`` and
+    the ids), which draws one candidate per position: an example gets the same replacements however it is
+    batched or padded, at every masking step and for every saliency method, and a token once replaced keeps
+    its replacement as the recursive schedule proceeds.
 
     Raises:
         ValueError: if the vocabulary has no non-special token.
@@ -219,13 +196,10 @@ class RandomToken(MaskingStrategy):
 
     def replacements(self, batch: TokenBatch) -> Tensor:
         """``[B, L]`` long: the replacement id of every position of the clean ``batch``."""
-        size, length = batch.input_ids.shape
-        positions = torch.arange(1, length + 1, device=batch.device)
-        lengths = (batch.attention_mask.bool() * positions).amax(dim=1).tolist() if length else [0] * size
         ids = batch.input_ids.cpu()
-        out = torch.empty((size, length), dtype=torch.long)
+        out = torch.empty(ids.shape, dtype=torch.long)
         drawn: dict[bytes, Tensor] = {}  # a tiled batch repeats each row once per step
-        for row, n in enumerate(lengths):
+        for row, n in enumerate(row_lengths(batch).tolist()):
             key = ids[row, :n].numpy().tobytes()
             if key not in drawn:
                 digest = hashlib.sha256(self.seed.to_bytes(8, "little", signed=True) + key).digest()
@@ -245,20 +219,10 @@ class MlmInfill(MaskingStrategy):
     """Replace each masked token by a masked-language model's top prediction (special ids excluded),
     given the input with *all* masked positions set to the mask token.
 
-    One batched MLM forward per call under ``torch.inference_mode`` (over the distinct masked inputs, in
-    chunks of ``chunk_size`` rows to bound the ``[rows, L, vocab]`` logits); predictions are greedy
-    (argmax), so the strategy is deterministic.
-
-    The model comes loaded: :func:`itermask.models.mlm.load_mlm_infill` (and the config's
-    ``masking=mlm_infill``) loads a checkpoint and checks its head and vocabulary.
-
-    Args:
-        tokenizer: the classifier's tokenizer (to bind at once, or ``None``); its mask token builds the
-            MLM input.
-        mlm: a masked-language model (a Hugging Face ``...ForMaskedLM``: ``mlm(input_ids=...,
-            attention_mask=...).logits`` is ``[B, L, V]``) with the same vocabulary as ``tokenizer``.
-        chunk_size: rows per MLM forward.
-        source: where the model came from, for ``repr`` and result files.
+    ``mlm``: a masked-language model (``mlm(input_ids=..., attention_mask=...).logits`` is ``[B, L, V]``) with
+    the tokenizer's vocabulary (:func:`itermask.models.mlm.load_mlm_infill` loads and checks it; ``source``
+    names it), run once per call over the distinct masked inputs, ``chunk_size`` rows per forward, under
+    ``torch.inference_mode``; predictions are greedy (argmax), so the strategy is deterministic.
 
     Raises:
         ValueError: if ``chunk_size`` is not positive; at :meth:`bind`, if the tokenizer has no mask token or
@@ -325,12 +289,8 @@ class MlmInfill(MaskingStrategy):
 
 
 class Delete(MaskingStrategy):
-    """Remove each masked token: the remaining ids move left, the freed tail becomes padding.
-
-    The ids are edited directly (no decode and re-tokenize), so the remaining tokens are exactly the
-    clean ones, in order, and the sequence is ``k`` tokens shorter. Token type ids and segment ids move
-    with their tokens.
-    """
+    """Remove each masked token: the remaining ids (exactly the clean ones, in order, with their token type and
+    segment ids) move left, the freed tail becomes padding; the sequence is ``k`` tokens shorter."""
 
     name = "delete"
 
@@ -357,16 +317,8 @@ class Delete(MaskingStrategy):
 
 
 def to_source_positions(scores: Tensor, masked: MaskedBatch, length: int) -> Tensor:
-    """Map per-position scores of a masked input back to clean positions.
-
-    Args:
-        scores: ``[B, L']`` scores over the positions of ``masked.batch``.
-        masked: the masked batch the scores were computed on.
-        length: ``L``, the clean length.
-
-    Returns:
-        ``[B, L]`` scores; clean positions absent from the masked input get ``-inf``.
-    """
+    """``[B, L]`` ``scores`` of a ``masked`` input (``[B, L']``, over the positions of ``masked.batch``) mapped back
+    to the ``length`` ``L`` clean positions; clean positions absent from the masked input get ``-inf``."""
     out = torch.full((scores.shape[0], length + 1), float("-inf"), dtype=scores.dtype, device=scores.device)
     index = torch.where(masked.source_positions >= 0, masked.source_positions, length)
     out.scatter_(1, index, scores)

@@ -1,34 +1,11 @@
 """The faithfulness measures of masking curves, as functions (the metrics of :mod:`itermask.core.metrics` are
-built from them).
+built from them); each names its source.
 
 Every function takes a :class:`itermask.core.curves.MaskingCurves` (or plain tensors) and returns per example
 values ``[B]`` or ``[B, S]``. ``quantity`` selects what is compared: ``"probability"`` (softmax probability of
-the target class, the ERASER convention, default) or ``"logit"`` (its logit).
-
-Curves have fraction steps (x = masking fraction, share of the maskable tokens) or count steps (x = number
-of tokens masked), recorded as ``curves.steps``; areas are taken over that x-axis.
-
-Sources:
-    * Comprehensiveness and sufficiency: DeYoung et al. 2020, "ERASER", arXiv 1911.03429, Sec. 4,
-      Eqs. for comprehensiveness ``m(x)_j - m(x \\ r)_j`` and sufficiency ``m(x)_j - m(r)_j``.
-    * AOPC over the bins 1, 5, 10, 20, 50 %: DeYoung et al. 2020, Sec. 4 ("we ... define bins ... and
-      compute the average"), as ERASER's code ``rationale_benchmark/metrics.py`` does: the plain mean over
-      the bins of the per-bin score (no ``1/(K+1)`` term for the empty bin). Fraction steps only.
-    * AOPC over the full curve: Samek et al. 2017, arXiv 1509.06321, the AOPC of the most-relevant-first
-      perturbation curve, ``1/(L+1) sum_{k=0}^{L}`` of the score after ``k`` perturbation steps: the mean
-      over every step of the grid (a grid that starts at 0 reproduces Samek's ``k = 0`` term).
-    * Log-odds drop: Shrikumar et al. 2017 (DeepLIFT), arXiv 1704.02685, Sec. 4.1, "change in log-odds"
-      of the target class, ``log p/(1-p)`` on the clean input minus on the masked input.
-    * Area under the masking curve: trapezoid rule over the x-axis (Crothers et al. 2023,
-      arXiv 2308.06795, curves of the predicted-class probability against the fraction masked).
-    * Decision flip: the prediction differs from the clean prediction (Chrysostomou & Aletras 2021,
-      arXiv 2108.13759: the "fraction of tokens" removed at the first decision flip, DFFOT), and the
-      share of examples flipped at each step.
-    * RACU without retraining: the relative area between curves (RACU) of Madsen et al. 2022,
-      arXiv 2110.08412 (its summarising metric and the figure of its "faithfulness" and "normaliser"
-      areas), applied to our curves, which are measured *without*
-      retraining (Madsen defines RACU on Recursive-ROAR curves, where the model is retrained on the
-      masked data at every step); see :func:`racu_without_retraining`.
+the target class, the ERASER convention, default) or ``"logit"`` (its logit). Curves have fraction steps
+(x = masking fraction, share of the maskable tokens) or count steps (x = number of tokens masked), recorded as
+``curves.steps``; areas are taken over that x-axis.
 """
 
 from __future__ import annotations
@@ -65,15 +42,8 @@ AOPC_BINS = (0.01, 0.05, 0.1, 0.2, 0.5)
 
 
 def target_output(logits: Tensor, target: Tensor, quantity: Quantity = "probability") -> Tensor:
-    """Probability or logit of class ``target``.
-
-    Args:
-        logits: ``[B, C]`` or ``[B, S, C]``.
-        target: ``[B]`` long.
-        quantity: ``"probability"`` (softmax, in [0, 1]) or ``"logit"``.
-
-    Returns:
-        ``[B]`` or ``[B, S]``.
+    """``[B]`` or ``[B, S]`` probability (softmax, in [0, 1]) or logit (``quantity``) of class ``target`` (``[B]``
+    long) from ``[B, C]`` or ``[B, S, C]`` ``logits``.
 
     Raises:
         ValueError: for an unknown quantity.
@@ -90,16 +60,9 @@ def target_output(logits: Tensor, target: Tensor, quantity: Quantity = "probabil
 
 
 def log_odds(logits: Tensor, target: Tensor) -> Tensor:
-    """Log-odds of class ``target``, ``log p / (1 - p)`` in nats, computed stably from the logits as
-    ``z_target - logsumexp_{c != target} z_c``.
-
-    Args:
-        logits: ``[B, C]`` or ``[B, S, C]``.
-        target: ``[B]`` long.
-
-    Returns:
-        ``[B]`` or ``[B, S]`` (for two classes, the logit difference ``z_target - z_other``).
-    """
+    """``[B]`` or ``[B, S]`` log-odds of class ``target`` (``[B]`` long), ``log p / (1 - p)`` in nats, computed
+    stably from the ``[B, C]`` or ``[B, S, C]`` ``logits`` as ``z_target - logsumexp_{c != target} z_c`` (for two
+    classes, the logit difference ``z_target - z_other``)."""
     import torch
 
     z = logits.double()
@@ -110,13 +73,15 @@ def log_odds(logits: Tensor, target: Tensor) -> Tensor:
 
 
 def comprehensiveness(curves: MaskingCurves, quantity: Quantity = "probability") -> Tensor:
-    """``p(y|x) - p(y|x without its top-k tokens)`` at each step, ``[B, S]`` (ERASER, DeYoung et al. 2020)."""
+    """``p(y|x) - p(y|x without its top-k tokens)`` at each step, ``[B, S]`` (ERASER: DeYoung et al. 2020,
+    arXiv 1911.03429, Sec. 4, ``m(x)_j - m(x \\ r)_j``)."""
     clean = target_output(curves.clean_logits, curves.target, quantity)
     return clean[:, None] - target_output(curves.logits, curves.target, quantity)
 
 
 def sufficiency(curves: MaskingCurves, quantity: Quantity = "probability") -> Tensor:
-    """``p(y|x) - p(y|only the top-k tokens kept)`` at each step, ``[B, S]`` (ERASER, DeYoung et al. 2020).
+    """``p(y|x) - p(y|only the top-k tokens kept)`` at each step, ``[B, S]`` (ERASER: DeYoung et al. 2020,
+    Sec. 4, ``m(x)_j - m(r)_j``).
 
     Raises:
         ValueError: for curves without keep-only inputs (the recursive schedule, where it is undefined).
@@ -129,7 +94,7 @@ def sufficiency(curves: MaskingCurves, quantity: Quantity = "probability") -> Te
 
 def log_odds_drop(curves: MaskingCurves) -> Tensor:
     """``[B, S]`` drop in the target class's log-odds when the top-k tokens are masked:
-    ``log-odds(y|x) - log-odds(y|x without its top-k tokens)`` (Shrikumar et al. 2017, Sec. 4.1).
+    ``log-odds(y|x) - log-odds(y|x without its top-k tokens)`` (Shrikumar et al. 2017, arXiv 1704.02685, Sec. 4.1).
     Positive when masking lowers the target's odds; independent of ``quantity``."""
     clean = log_odds(curves.clean_logits, curves.target)
     return clean[:, None] - log_odds(curves.logits, curves.target)
@@ -148,15 +113,10 @@ def _bin_columns(fractions: Tensor, bins: Sequence[float]) -> list[int]:
 
 
 def aopc(scores: Tensor, fractions: Tensor, bins: Sequence[float] = AOPC_BINS) -> Tensor:
-    """Area over the perturbation curve as ERASER computes it: the mean of ``scores`` over ``bins``.
-
-    Args:
-        scores: ``[B, S]`` per-step comprehensiveness or sufficiency.
-        fractions: ``[S]`` the masking fractions of the steps.
-        bins: fractions to average over (default 1, 5, 10, 20, 50 %; DeYoung et al. 2020, Sec. 4).
-
-    Returns:
-        ``[B]``.
+    """``[B]`` area over the perturbation curve as ERASER computes it: the mean of ``scores`` (``[B, S]`` per-step
+    comprehensiveness or sufficiency at the ``[S]`` ``fractions``) over ``bins`` (default 1, 5, 10, 20, 50 %;
+    DeYoung et al. 2020, Sec. 4), as ERASER's code ``rationale_benchmark/metrics.py`` does: no ``1/(K+1)`` term
+    for the empty bin.
 
     Raises:
         ValueError: if a bin is not one of the fractions, or there is no bin (the mean of nothing).
@@ -167,14 +127,15 @@ def aopc(scores: Tensor, fractions: Tensor, bins: Sequence[float] = AOPC_BINS) -
 
 
 def aopc_full(scores: Tensor) -> Tensor:
-    """AOPC over the full curve: the mean of ``scores`` (``[B, S]``) over every step, ``[B]``
-    (Samek et al. 2017, arXiv 1509.06321; the grid's steps are the perturbation steps, fraction or count)."""
+    """AOPC over the full curve: the mean of ``scores`` (``[B, S]``) over every step, ``[B]`` (Samek et al. 2017,
+    arXiv 1509.06321, ``1/(L+1) sum_{k=0}^{L}``: the grid's steps are the perturbation steps, fraction or count;
+    a grid that starts at 0 gives Samek's ``k = 0`` term)."""
     return scores.mean(dim=1)
 
 
 def area_under_curve(values: Tensor, grid: Tensor) -> Tensor:
     """Trapezoid area under ``values`` (``[..., S]``) over the x-axis ``grid`` (``[S]``: masking fractions,
-    or token counts for count steps); returns ``[...]``.
+    or token counts for count steps); returns ``[...]`` (Crothers et al. 2023, arXiv 2308.06795).
 
     For a probability curve over the fraction grid 0..1 the area lies in [0, 1]; a faithful explanation
     makes the predicted-class probability fall fast, so a smaller area is better. Over count steps the
@@ -216,7 +177,7 @@ def _at_first_flip(curves: MaskingCurves, values: Tensor) -> Tensor:
 def first_flip_fraction(curves: MaskingCurves) -> Tensor:
     """``[B]`` the fraction of the maskable tokens masked (``k / n``) at the first step whose prediction
     differs from the clean one, NaN if none (decision flip - fraction of tokens, Chrysostomou & Aletras
-    2021).
+    2021, arXiv 2108.13759).
 
     This is the share actually masked, for fraction and count steps alike; on a fraction grid it can
     differ from the nominal fraction by the rounding of ``k = floor(f * n + 0.5)``. With a coarse grid it
@@ -232,34 +193,23 @@ def first_flip_count(curves: MaskingCurves) -> Tensor:
 
 
 def racu_without_retraining(values: Tensor, random_values: Tensor, grid: Tensor) -> Tensor:
-    """Relative area between the masking curve of an explanation and of the random explanation,
-    normalised as RACU is in Madsen et al. 2022 (arXiv 2110.08412, summarising metric), but on curves
-    measured *without retraining*.
+    """Relative area between the masking curves of an explanation and of the random explanation, normalised as
+    RACU is in Madsen et al. 2022 (arXiv 2110.08412, summarising metric), but on curves measured *without
+    retraining*: Madsen's curves are Recursive-ROAR test performance (the model retrained on the masked data at
+    every step); ours use the same fine-tuned model throughout, so the masked inputs are out of distribution
+    for it. Pass the curves of the mean target probability/logit (or of accuracy) over the same examples for
+    both explanations.
 
     ``RACU = integral (r(x) - e(x)) dx / integral (r(x) - r(x_end)) dx`` over the x-axis ``grid`` (trapezoid
-    rule), where ``e`` is the explanation's curve, ``r`` the random explanation's curve and ``r(x_end)``
-    the random curve's last value (at 100 % masked the two curves meet). The numerator is the area by
-    which the explanation's curve runs below the random one (Madsen's "faithfulness" area), the
-    denominator the area of the random curve above its end point (his "normaliser"). 1 is the most
-    faithful possible (the curve drops to the end value at once), 0 is no better than random, and a
-    negative value is worse than random. The bound 1 holds only when the explanation's curve never drops
-    below the end value and the random curve is not flat: without retraining, curves are not monotone
-    (an intermediate step can score below the fully masked input), a grid that stops before 100 % can
-    leave the explanation's curve below the random one's end, and a nearly flat random curve makes the
-    denominator small, so values above 1 (and large ratios) occur.
+    rule), ``e`` the explanation's curve, ``r`` the random one's and ``r(x_end)`` its last value (at 100 %
+    masked the curves meet): the area by which the explanation's curve runs below the random one (Madsen's
+    "faithfulness" area) over the area of the random curve above its end point (his "normaliser"). 1 is the
+    most faithful possible, 0 no better than random, negative worse. Without retraining curves are not
+    monotone, a grid that stops before 100 % can leave the explanation's curve below the random one's end,
+    and a nearly flat random curve makes the denominator small, so values above 1 (and large ratios) occur.
 
-    Madsen's curves are Recursive-ROAR test performance: the model is retrained on the masked data at
-    every step. Ours use the same fine-tuned model throughout, so the masked inputs are out of
-    distribution for it; hence the name. Pass the curves of the mean target probability/logit (or of
-    accuracy) over the same examples for both explanations.
-
-    Args:
-        values: ``[..., S]`` the explanation's curve.
-        random_values: ``[..., S]`` the random explanation's curve.
-        grid: ``[S]`` the x-axis (fractions or counts).
-
-    Returns:
-        ``[...]``; NaN where the normaliser is not positive (a random curve that never falls).
+    ``values`` and ``random_values`` are ``[..., S]`` (the two curves), ``grid`` ``[S]`` (fractions or counts);
+    returns ``[...]``, NaN where the normaliser is not positive (a random curve that never falls).
 
     Raises:
         ValueError: with fewer than two steps, or curves of different shapes.

@@ -3,12 +3,8 @@
 A :class:`Metric` computes per-example values from masking curves (with the functions of
 :mod:`itermask.core.measures`); defining a subclass with a ``name`` registers it in :data:`METRICS`.
 :func:`summarize` averages every applicable metric over the examples of a run, :func:`per_example` keeps the
-values per example, and :func:`relative_to_random` reads a summary against the random explanation's.
-
-Every value of a summary has a :class:`ScoreKey`: the metric, its aggregate over the steps (AOPC over the
-ERASER bins, ``aopc``, or over every step, ``aopc_full``) and, for a metric computed on the target quantity,
-that quantity. Results store a key as its text (``str(key)``: ``aopc_comprehensiveness_prob``); code that
-reads stored results turns the text back into a key with :meth:`ScoreKey.parse`, the one place that reads it.
+values per example, and :func:`relative_to_random` reads a summary against the random explanation's. Every
+value of a summary has a :class:`ScoreKey`, stored as its text and read back only by :meth:`ScoreKey.parse`.
 The registry is readable without torch (the report reads stored results without it).
 """
 
@@ -71,15 +67,13 @@ class MetricInfo:
     Attributes:
         name: the registered metric's name (``comprehensiveness``; keys may add ``aopc_``/``aopc_full_``
             and ``_prob``/``_logit``).
-        unit: ``"probability"``, ``"logit"``, ``"log-odds"`` (nats), ``"fraction"`` (share of the
-            maskable tokens or of examples), ``"count"`` (tokens), or ``"area"`` (the quantity times the
-            x-axis unit: fraction or tokens).
+        unit: ``"probability"``, ``"logit"``, ``"log-odds"`` (nats), ``"fraction"`` (share of the maskable tokens
+            or of examples), ``"count"`` (tokens), or ``"area"`` (the quantity times the x-axis unit).
         higher_is_more_faithful: ``True`` when a higher value means a more faithful explanation, ``False``
             when lower does, ``None`` for descriptive values (the step grid).
         per_step: a curve (one value per masking step) or one value per example.
         bounds: ``(lo, hi)`` every value (and every mean of values) lies in, either end possibly infinite;
-            ``None`` when unbounded (logits, log-odds). Confidence intervals respect it
-            (:mod:`itermask.reporting.intervals`).
+            ``None`` when unbounded (logits, log-odds); confidence intervals respect it.
     """
 
     name: str
@@ -91,15 +85,10 @@ class MetricInfo:
 
 @dataclass(frozen=True)
 class ScoreKey:
-    """The key of one value of a summary (:func:`summarize`).
-
-    Attributes:
-        metric: the registered metric's name (``comprehensiveness``).
-        aggregate: ``None`` (the metric itself), ``"aopc"`` (its mean over the ERASER bins) or ``"aopc_full"``
-            (its mean over every step).
-        quantity: the target quantity of a metric computed on it (``"probability"`` or ``"logit"``); ``None``
-            for a metric that does not depend on it.
-    """
+    """The key of one value of a summary (:func:`summarize`), stored as its text (``str(key)``:
+    ``aopc_comprehensiveness_prob``): the registered ``metric``'s name, its ``aggregate`` (``None``: the metric
+    itself, ``"aopc"``: its mean over the ERASER bins, ``"aopc_full"``: over every step) and, for a metric that
+    depends on it, the target ``quantity`` (``"probability"`` or ``"logit"``; else ``None``)."""
 
     metric: str
     aggregate: str | None = None
@@ -119,16 +108,14 @@ class ScoreKey:
             ValueError: an unknown metric (naming the known ones) or aggregate."""
         if aggregate not in (None, *AGGREGATES):
             raise ValueError(f"unknown aggregate {aggregate!r}: choose from {AGGREGATES}")
-        entry = METRICS.get_entry(metric)
-        return cls(metric, aggregate, quantity if entry.per_quantity else None)
+        return METRICS.get_entry(metric).key(quantity, aggregate)
 
     @classmethod
     def parse(cls, text: str) -> ScoreKey | None:
         """The key a stored text names (``aopc_full_sufficiency_logit``), or ``None`` when no registered metric
         produces it."""
         for aggregate in ("aopc_full", "aopc", None):
-            base = text.removeprefix(f"{aggregate}_") if aggregate else text
-            if aggregate and base == text:
+            if aggregate and not text.startswith(f"{aggregate}_"):
                 continue
             for metric in METRICS.values():
                 if aggregate and not metric.aopc:
@@ -164,17 +151,13 @@ class Metric(Registered, ABC):
 
     Class attributes:
         name: the summary key (``<name>_prob`` / ``<name>_logit`` when :attr:`per_quantity`).
-        unit: see :class:`MetricInfo`; ``"quantity"`` stands for the evaluation's quantity (probability or
-            logit).
-        higher_is_more_faithful: see :class:`MetricInfo`.
+        unit, higher_is_more_faithful, bounds: see :class:`MetricInfo`; the unit ``"quantity"`` stands for the
+            evaluation's quantity, and its bounds are those with the probability (a logit is unbounded).
         per_step: :meth:`values` returns ``[B, S]`` (a curve) or ``[B]``.
         per_quantity: the values depend on the quantity (probability or logit).
         aopc: a per-step score also summarised as ``aopc_<key>`` (mean over the ERASER bins, fraction steps
             only) and ``aopc_full_<key>`` (mean over every step).
         vs_random: compared with the random explanation in :func:`relative_to_random` (AOPC scores always are).
-        describes_grid: a per-step value that describes the x-axis (fraction, tokens masked), not the model.
-        bounds: the range of the values, ``(lo, hi)`` (ends may be infinite) or ``None``; for a metric whose
-            unit is ``"quantity"`` it is the range with the probability, a logit quantity being unbounded.
     """
 
     registry = METRICS
@@ -184,7 +167,6 @@ class Metric(Registered, ABC):
     per_quantity: ClassVar[bool] = False
     aopc: ClassVar[bool] = False
     vs_random: ClassVar[bool] = False
-    describes_grid: ClassVar[bool] = False
     bounds: ClassVar[tuple[float, float] | None] = None
 
     @classmethod
@@ -217,7 +199,7 @@ class MaskedFraction(Metric):
     """``fraction``: the masking fraction of each step (the grid, for fraction steps), or the mean share
     of the maskable tokens masked, ``k / n`` (count steps)."""
 
-    name, unit, describes_grid, bounds = "fraction", "fraction", True, (0.0, 1.0)
+    name, unit, bounds = "fraction", "fraction", (0.0, 1.0)
 
     def values(self, curves, quantity):
         return curves.masked_fraction
@@ -229,7 +211,7 @@ class MaskedFraction(Metric):
 class TokensMasked(Metric):
     """``mean_k``: tokens masked at each step, a count."""
 
-    name, unit, describes_grid, bounds = "mean_k", "count", True, (0.0, math.inf)
+    name, unit, bounds = "mean_k", "count", (0.0, math.inf)
 
     def values(self, curves, quantity):
         return curves.k.double()
@@ -358,22 +340,11 @@ def _mean(values: Tensor) -> float:
 def summarize(
     curves: MaskingCurves, quantity: Quantity = "probability", bins: Sequence[float] | None = AOPC_BINS
 ) -> dict:
-    """Scores averaged over the examples of ``curves``: every metric of :data:`METRICS` that applies.
-
-    Returns a dict of plain Python values (``<q>`` is ``prob`` or ``logit`` after ``quantity``):
-        * ``n_examples``, ``quantity``, ``steps`` (``"fraction"`` or ``"count"``), ``x`` (the grid:
-          fractions or token counts);
-        * per-step lists, one per per-step metric: ``fraction`` (the grid for fraction steps; the mean share
-          masked ``k / n`` for count steps), ``mean_k`` (tokens masked, a count), ``target_<q>`` (mean target
-          probability/logit after masking), ``accuracy`` (vs gold labels; NaN without labels),
-          ``flip_rate`` (share of examples whose prediction differs from the clean one),
-          ``comprehensiveness_<q>``, ``log_odds_drop`` and, for schedules with keep-only inputs
-          (one-shot), ``sufficiency_<q>``;
-        * for each per-step metric with ``aopc``: ``aopc_<key>`` over the ERASER ``bins`` (fraction steps
-          only; none when ``bins`` is ``None``), then ``aopc_full_<key>`` over every step;
-        * one scalar per per-example metric: ``auc_<q>`` (area under the target curve over x),
-          ``first_flip_fraction`` and ``first_flip_count`` (means over the examples that flip) and
-          ``never_flip_rate``.
+    """Scores averaged over the examples of ``curves``, every metric of :data:`METRICS` that applies, as plain
+    Python values: ``n_examples``, ``quantity``, ``steps`` (``"fraction"`` or ``"count"``) and ``x`` (the grid);
+    per per-step metric its means per step (keys of :meth:`Metric.key`: ``comprehensiveness_prob``, ...); for
+    each with ``aopc``, ``aopc_<key>`` over the ERASER ``bins`` (fraction steps only; none when ``bins`` is
+    ``None``) and ``aopc_full_<key>`` over every step; then one scalar per per-example metric.
 
     Raises:
         ValueError: for an unknown quantity, or a bin not on a fraction grid.
@@ -416,16 +387,11 @@ def per_example(
 
 
 def relative_to_random(summary: dict, random_summary: dict) -> dict:
-    """Scores of an explanation read against the random explanation of the same run.
-
-    Args:
-        summary: :func:`summarize` of the explanation's curves.
-        random_summary: :func:`summarize` of the random explanation's curves, same examples and steps.
-
-    Returns:
-        ``{key: summary[key] - random_summary[key]}`` for every ``aopc_*`` and ``auc_*`` score, and
-        ``racu_without_retraining_<q>`` (:func:`racu_without_retraining` of the mean target curves) and
-        ``racu_without_retraining_accuracy`` (of the accuracy curves; NaN without gold labels).
+    """Scores of an explanation read against the random explanation of the same run (``summary`` and
+    ``random_summary``: :func:`summarize` of their curves, same examples and steps): ``{key: summary[key] -
+    random_summary[key]}`` for every ``aopc_*`` and ``auc_*`` score, ``racu_without_retraining_<q>``
+    (:func:`racu_without_retraining` of the mean target curves) and ``racu_without_retraining_accuracy`` (of the
+    accuracy curves; NaN without gold labels).
 
     Raises:
         ValueError: if the two summaries differ in steps, grid or quantity.

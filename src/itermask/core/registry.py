@@ -1,21 +1,14 @@
 """Registries by name: the index of a component kind's names (masking schedule, metric, analysis, attack
-candidate source, ...), filled by defining the class.
-
-A :class:`Registry` maps names to objects (classes or instances) in the order they were added. Base classes
-add their subclasses on definition (``__init_subclass__``), so defining the class is all it takes; no list
-elsewhere needs editing.
+candidate source, ...), filled by defining the class (``__init_subclass__``), so no list elsewhere needs editing.
 
 Components are *built* from config by their node's ``_target_`` (:func:`itermask.settings.build`), never by
-looking a name up here. A registry is the name index used when *reading*: the metric names, units and
-directions that the report and the tracker read from stored results, the schedule names that the
-``evaluation`` schema offers as choices, the analyses by their results section, and the check that a nested
-component node's ``name`` is the one its ``_target_`` class is registered under.
+looking a name up here. A registry is the name index used when *reading*: metric units and directions of
+stored results, the schedule names the config schema offers, the analyses by results section, and the check
+that a component node's ``name`` is the one its ``_target_`` class is registered under.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import ClassVar, Generic, TypeVar
 
 __all__ = ["Registry", "Registered"]
@@ -24,11 +17,8 @@ T = TypeVar("T")
 
 
 class Registry(dict, Generic[T]):
-    """``{name: object}`` in registration order, with errors that list the known names.
-
-    Args:
-        kind: what the entries are (``"masking schedule"``), for error messages.
-    """
+    """``{name: object}`` in registration order, with errors that list the known names (``kind``: what the
+    entries are, ``"masking schedule"``, for error messages)."""
 
     def __init__(self, kind: str) -> None:
         super().__init__()
@@ -56,29 +46,6 @@ class Registry(dict, Generic[T]):
         if name not in self:
             raise ValueError(f"unknown {self.kind} {name!r}: choose from {sorted(self)}")
         return self[name]
-
-    def check(self, names) -> list[str]:
-        """``names`` as a list, each known.
-
-        Raises:
-            ValueError: for an empty list or unknown names, listing the known ones.
-        """
-        names = list(names)
-        if not names:
-            raise ValueError(f"no {self.kind} given: choose one or more of {sorted(self)}")
-        unknown = [n for n in names if n not in self]
-        if unknown:
-            raise ValueError(f"unknown {self.kind}(s) {unknown}: choose from {sorted(self)}")
-        return names
-
-    @contextmanager
-    def registered(self, name: str, entry: T) -> Iterator[T]:
-        """Register ``entry`` for the duration of a ``with`` block (tests, notebooks)."""
-        self.add(name, entry)
-        try:
-            yield entry
-        finally:
-            self.pop(name, None)
 
 
 class Registered:

@@ -1,26 +1,15 @@
-"""Capturing a classifier's internal representations during the forward passes it already runs.
+"""Capturing a classifier's internal representations during the forward passes it already runs
+(:func:`capture_representations`, so the masked forwards of the evaluation yield them at no extra cost):
 
-Two representations of each input are recorded:
-
-* ``features``: the input of the classifier's *final* linear layer, captured with a forward pre-hook on
-  that layer (:func:`classifier_head`). What this vector is differs by architecture:
-
-  ========================  ===========================  =============================================
-  architecture              final linear layer           its input
-  ========================  ===========================  =============================================
-  BERT (MiniLM), DeBERTa    ``classifier``               pooler output (BERT: tanh(dense([CLS]))), after dropout
-  RoBERTa, ELECTRA          ``classifier.out_proj``      tanh/gelu(``classifier.dense``([CLS])), after dropout
-  DistilBERT                ``classifier``               relu(``pre_classifier``([CLS])), after dropout
-  ========================  ===========================  =============================================
-
-  In eval mode dropout is the identity, so the captured vector is the head's pre-dropout activation.
+* ``features``: the input of the classifier's *final* linear layer (:func:`classifier_head`), captured with a
+  forward pre-hook on it: the pooler output for BERT (MiniLM; ``tanh(dense([CLS]))``) and DeBERTa
+  (``classifier``), ``tanh/gelu(classifier.dense([CLS]))`` for RoBERTa and ELECTRA (``classifier.out_proj``),
+  ``relu(pre_classifier([CLS]))`` for DistilBERT (``classifier``); each after dropout, the identity in eval
+  mode, so the captured vector is the head's pre-dropout activation.
 * ``layer_mean`` / ``layer_max``: every hidden state the encoder returns with ``output_hidden_states``
   (the embedding output and each of the ``L`` layers), mean- and max-pooled over the attended
   (non-padding) tokens, special tokens included. Max-pooling is MaSF's signal (Madsen et al. 2023, their
   code ``ecoroar/ood/masf.py``); mean-pooling is the usual sentence embedding.
-
-:func:`capture_representations` records them for every forward pass run inside it, so the masked forward
-passes of :class:`itermask.evaluation.IterativeMaskingEvaluator` yield them at no extra forward cost.
 """
 
 from __future__ import annotations
@@ -78,10 +67,9 @@ class Representations:
 
 
 def classifier_head(model: torch.nn.Module) -> torch.nn.Linear:
-    """The final linear layer of a Hugging Face sequence classifier (see the module docstring).
-
-    Looks for ``classifier.out_proj`` (RoBERTa, ELECTRA), then ``classifier`` (BERT, DistilBERT,
-    DeBERTa), then ``score`` (decoder-style classifiers), each only if it is a ``torch.nn.Linear``.
+    """The final linear layer of a Hugging Face sequence classifier (see the module docstring):
+    ``classifier.out_proj`` (RoBERTa, ELECTRA), else ``classifier`` (BERT, DistilBERT, DeBERTa), else ``score``
+    (decoder-style classifiers), the first that is a ``torch.nn.Linear``.
 
     Raises:
         ValueError: if the model has none of them.
@@ -97,14 +85,8 @@ def classifier_head(model: torch.nn.Module) -> torch.nn.Linear:
 
 
 def pool_hidden_states(hidden_states: Iterable[Tensor], attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean and max over the attended tokens of each hidden state.
-
-    Args:
-        hidden_states: ``L+1`` tensors ``[B, T, H]``.
-        attention_mask: ``[B, T]``, 1 for attended tokens. Every row needs one attended token.
-
-    Returns:
-        ``(mean, max)``, each ``[B, L+1, H]`` float32.
+    """``(mean, max)``, each ``[B, L+1, H]`` float32: the ``L+1`` ``hidden_states`` (``[B, T, H]``) pooled over
+    the attended tokens of ``attention_mask`` (``[B, T]``).
 
     Raises:
         ValueError: if a row has no attended token.
@@ -123,14 +105,11 @@ def pool_hidden_states(hidden_states: Iterable[Tensor], attention_mask: Tensor) 
 
 @contextmanager
 def capture_representations(model: torch.nn.Module, hidden_states: bool = True) -> Iterator[list[Representations]]:
-    """Record :class:`Representations` of every forward pass of ``model`` run inside the block.
-
-    The model must be called with keyword arguments (``model(input_ids=..., attention_mask=...)``, as
-    :func:`itermask.tokens.class_logits` does); with ``hidden_states`` (default) ``output_hidden_states=True``
-    is added to each call and every layer is pooled, without it only the final layer's input is recorded
-    (``layer_mean``/``layer_max`` are ``None``; no extra cost). Yields a list that receives one
-    :class:`Representations` per forward pass, in call order, on the model's device. The hooks are removed
-    on exit.
+    """Record :class:`Representations` of every forward pass of ``model`` run inside the block: yields a list
+    that receives one per forward pass, in call order, on the model's device; the hooks are removed on exit.
+    The model must be called with keyword arguments (as :func:`itermask.core.tokens.class_logits` does). With
+    ``hidden_states`` (default) ``output_hidden_states=True`` is added to each call and every layer is pooled;
+    without it only the final layer's input is recorded (no extra cost).
 
     Raises:
         ValueError: on entry if the final linear layer cannot be found (:func:`classifier_head`); during

@@ -1,8 +1,6 @@
-"""Masking schedules: which tokens are masked at each step, and how many.
-
-A *schedule* decides which tokens are masked at each step of the masking grid (rank once on the clean
-input, or re-rank on the masked input). Conventions (Crothers et al. 2023, arXiv 2308.06795, Sec. 3;
-DeYoung et al. 2020, arXiv 1911.03429):
+"""Masking schedules: which tokens are masked at each step (rank once on the clean input, or re-rank on the
+masked input), and how many. Conventions (Crothers et al. 2023, arXiv 2308.06795, Sec. 3; DeYoung et al.
+2020, arXiv 1911.03429):
 
 * steps are masking *fractions* or token *counts* (:data:`STEP_KINDS`): with ``n`` maskable tokens,
   fraction ``f`` masks ``k = floor(f * n + 0.5)`` tokens (:func:`masked_counts`), count ``c`` masks
@@ -10,8 +8,7 @@ DeYoung et al. 2020, arXiv 1911.03429):
   (earlier first, :func:`top_k_mask`);
 * under the recursive schedule a token once masked stays masked.
 
-A new schedule is one subclass of :class:`MaskingSchedule` with a ``name``: it registers itself in
-:data:`SCHEDULES` and declares whether sufficiency (keeping only the top-k tokens) applies to it.
+A new schedule is one subclass of :class:`MaskingSchedule`.
 """
 
 from __future__ import annotations
@@ -44,14 +41,8 @@ __all__ = [
 
 
 def masked_counts(n_maskable: Tensor, fractions: Sequence[float] | Tensor) -> Tensor:
-    """How many tokens each masking fraction masks: ``k = floor(f * n + 0.5)``.
-
-    Args:
-        n_maskable: ``[B]`` count of maskable tokens per example.
-        fractions: ``S`` masking fractions in ``[0, 1]``.
-
-    Returns:
-        ``[S, B]`` long counts (0 <= k <= n).
+    """``[S, B]`` long: how many tokens each of the ``S`` masking ``fractions`` masks of the ``[B]``
+    ``n_maskable`` tokens, ``k = floor(f * n + 0.5)`` (0 <= k <= n).
 
     Raises:
         ValueError: if a fraction lies outside ``[0, 1]``.
@@ -65,14 +56,8 @@ def masked_counts(n_maskable: Tensor, fractions: Sequence[float] | Tensor) -> Te
 
 
 def capped_counts(n_maskable: Tensor, counts: Sequence[float] | Tensor) -> Tensor:
-    """Count steps: step ``s`` masks ``k = min(counts[s], n)`` tokens (a token count, not a fraction).
-
-    Args:
-        n_maskable: ``[B]`` count of maskable tokens per example.
-        counts: ``S`` non-negative integers (e.g. 0, 1, 2, ... tokens).
-
-    Returns:
-        ``[S, B]`` long counts (0 <= k <= n).
+    """``[S, B]`` long: count steps, step ``s`` masks ``k = min(counts[s], n)`` of the ``[B]`` ``n_maskable``
+    tokens (``counts``: ``S`` non-negative integers, token counts, not fractions).
 
     Raises:
         ValueError: if a count is negative or not an integer.
@@ -104,16 +89,9 @@ def step_counts(n_maskable: Tensor, grid: Sequence[float] | Tensor, steps: str =
 
 
 def top_k_mask(scores: Tensor, candidates: Tensor, k: Tensor) -> Tensor:
-    """The ``k`` candidate positions with the highest score, ties broken by position (earlier first).
-
-    Args:
-        scores: ``[B, L]`` saliency (higher = more salient). NaN counts as lowest.
-        candidates: ``[B, L]`` bool, positions that may be chosen.
-        k: ``[B]`` long, how many to choose per row (clipped to the number of candidates).
-
-    Returns:
-        ``[B, L]`` bool mask with ``min(k, candidates.sum(1))`` True entries per row.
-    """
+    """``[B, L]`` bool: the ``k`` (``[B]`` long, clipped to the number of candidates) positions of ``candidates``
+    (``[B, L]`` bool) with the highest ``scores`` (``[B, L]``, NaN lowest), ties broken by position (earlier
+    first)."""
     import torch
 
     ranked = torch.nan_to_num(scores.double(), nan=-torch.inf).masked_fill(~candidates, -torch.inf)
@@ -124,16 +102,9 @@ def top_k_mask(scores: Tensor, candidates: Tensor, k: Tensor) -> Tensor:
 
 
 def masking_ranks(scores: Tensor, candidates: Tensor) -> Tensor:
-    """Each candidate's rank (1 = masked first) in the order :func:`top_k_mask` masks in: descending score,
-    NaN lowest, ties by position (earlier first), counted over the candidates only; ``-1`` elsewhere.
-
-    Args:
-        scores: ``[B, L]`` saliency (higher = more salient).
-        candidates: ``[B, L]`` bool, positions that may be chosen.
-
-    Returns:
-        ``[B, L]`` long.
-    """
+    """``[B, L]`` long: each candidate's rank (1 = masked first) in the order :func:`top_k_mask` masks in
+    (descending score, NaN lowest, ties by position), counted over the ``[B, L]`` bool ``candidates`` only;
+    ``-1`` elsewhere."""
     import torch
 
     ranked = torch.nan_to_num(scores.double(), nan=-torch.inf).masked_fill(~candidates, -torch.inf)
@@ -155,7 +126,7 @@ SCHEDULES: Registry[type[MaskingSchedule]] = Registry("masking schedule")
 
 
 class MaskingSchedule(Registered, ABC):
-    """Which tokens are masked at each step. Subclasses set :attr:`name` (which registers them in
+    """Which tokens are masked at each step. Subclasses set :attr:`name` (registering them in
     :data:`SCHEDULES`) and :attr:`sufficiency`, and implement :meth:`masks`."""
 
     registry = SCHEDULES
@@ -165,17 +136,9 @@ class MaskingSchedule(Registered, ABC):
 
     @abstractmethod
     def masks(self, clean_saliency: Tensor, maskable: Tensor, k: Tensor, saliency_fn: SaliencyFn) -> Tensor:
-        """Masks for every step.
-
-        Args:
-            clean_saliency: ``[B, L]`` saliency on the clean input.
-            maskable: ``[B, L]`` bool maskable positions.
-            k: ``[S, B]`` tokens to mask at each step (from :func:`masked_counts`).
-            saliency_fn: recomputes saliency on a masked input (see :data:`SaliencyFn`).
-
-        Returns:
-            ``[S, B, L]`` bool, the masked positions at each step.
-        """
+        """``[S, B, L]`` bool, the masked positions at each step, from the ``[B, L]`` ``clean_saliency``, the
+        ``[B, L]`` bool ``maskable`` positions and ``k`` (``[S, B]`` tokens to mask at each step,
+        :func:`step_counts`); ``saliency_fn`` recomputes saliency on a masked input (see :data:`SaliencyFn`)."""
 
 
 class OneShot(MaskingSchedule):
@@ -193,12 +156,10 @@ class OneShot(MaskingSchedule):
 class Recursive(MaskingSchedule):
     """Re-rank on the already-masked input at every step; masked tokens stay masked.
 
-    Step ``s`` adds the ``k[s] - k[s-1]`` most salient still-unmasked tokens, with saliency recomputed on
-    the input masked at step ``s-1`` (the clean input for the first step, so the first step agrees with
-    :class:`OneShot`). Saliency is recomputed only where it decides something: for the examples that gain
-    tokens at that step, have some masked already, and keep some unmasked (an example that gains every
-    token still unmasked masks them all whatever their scores). The re-explained examples of a step go to
-    ``saliency_fn`` in one call.
+    Step ``s`` adds the ``k[s] - k[s-1]`` most salient still-unmasked tokens, with saliency recomputed on the
+    input masked at step ``s-1`` (the clean input for the first step, so the first step agrees with
+    :class:`OneShot`), in one ``saliency_fn`` call per step, only for the examples where it decides something:
+    those that gain tokens at that step, have some masked already, and keep some unmasked.
 
     Raises:
         ValueError: if ``k`` decreases between steps (fractions must be sorted ascending).

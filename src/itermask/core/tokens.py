@@ -1,10 +1,9 @@
 """Token batches and the forward pass every part of the core shares.
 
-A classifier here is any ``torch.nn.Module`` that is called as
-``model(input_ids=..., attention_mask=..., [token_type_ids=...])`` and returns either a logits tensor of
-shape ``[B, C]`` or an object with a ``.logits`` attribute (every Hugging Face
-``AutoModelForSequenceClassification`` does), and whose ``get_input_embeddings()`` returns the word
-embedding layer (needed only by gradient-based saliency).
+A classifier here is any ``torch.nn.Module`` called as ``model(input_ids=..., attention_mask=...,
+[token_type_ids=...])`` that returns a ``[B, C]`` logits tensor or an object with ``.logits`` (every Hugging
+Face ``AutoModelForSequenceClassification``), and whose ``get_input_embeddings()`` returns the word embedding
+layer (needed only by gradient-based saliency).
 """
 
 from __future__ import annotations
@@ -18,17 +17,14 @@ from torch import Tensor
 
 from itermask.core.evaluation_settings import segment_list
 
-__all__ = ["TokenBatch", "TokenizerBound", "maskable_positions", "class_logits", "chunked_logits"]
+__all__ = ["TokenBatch", "TokenizerBound", "row_lengths", "maskable_positions", "class_logits", "chunked_logits"]
 
 
 class TokenizerBound:
-    """The one way components (saliency methods, masking strategies, ...) get the tokenizer.
-
-    A component is built from its settings alone (as Hydra instantiates it from a config node), then
-    :meth:`bind` reads what it needs from the tokenizer (special ids, pad or mask id) and returns the
-    component itself, so ``Method(**settings).bind(tokenizer)`` is ready to use. Subclasses put their
-    reading in :meth:`_bind`, raising ``ValueError`` when the tokenizer lacks something they need.
-    """
+    """The one way components (saliency methods, masking strategies, ...) get the tokenizer: built from its
+    settings alone (as Hydra instantiates it), a component reads what it needs from the tokenizer in
+    :meth:`bind`, which returns it: ``Method(**settings).bind(tokenizer)`` is ready to use. Subclasses put their
+    reading in :meth:`_bind`, raising ``ValueError`` when the tokenizer lacks something they need."""
 
     _bound: bool = False
 
@@ -58,13 +54,10 @@ class TokenBatch:
     Attributes:
         input_ids: ``[B, L]`` long token ids, padded on the right.
         attention_mask: ``[B, L]`` long, 1 for real tokens (special tokens included), 0 for padding.
-        token_type_ids: ``[B, L]`` long segment ids, or ``None`` for models that take none
-            (RoBERTa, DistilBERT).
-        segment_ids: ``[B, L]`` long segment membership for masking, never passed to the model: ``0``
-            for tokens of the first text, ``1`` for the second text of a sentence pair, ``-1`` for
-            special tokens and padding (from the fast tokenizer's ``sequence_ids()``, see
-            :class:`itermask.data.datamodule.TokenCollator`), or ``None``. Models without token type ids (RoBERTa)
-            need it to mask within one segment.
+        token_type_ids: ``[B, L]`` long segment ids, or ``None`` for models that take none (RoBERTa, DistilBERT).
+        segment_ids: ``[B, L]`` long segment membership for masking, never passed to the model: ``0`` for the
+            first text, ``1`` for the second of a sentence pair, ``-1`` for special tokens and padding (the fast
+            tokenizer's ``sequence_ids()``, see :class:`itermask.data.datamodule.TokenCollator`), or ``None``.
     """
 
     input_ids: Tensor
@@ -116,9 +109,7 @@ class TokenBatch:
         """Drop trailing columns that are padding in every row (shorter sequences, same result)."""
         if not len(self):
             return self
-        positions = torch.arange(1, self.input_ids.shape[1] + 1, device=self.device)
-        # the last attended position (a strategy may zero attention in the middle of a sequence)
-        length = int((self.attention_mask.bool() * positions).max().item())
+        length = int(row_lengths(self).max().item())
         return self.map(lambda t: t[:, : max(length, 1)])
 
     def to(self, device: torch.device | str) -> TokenBatch:
@@ -127,9 +118,7 @@ class TokenBatch:
     def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> TokenBatch:
         """A copy with new ids (and optionally a new attention mask), token type and segment ids kept."""
         return replace(
-            self,
-            input_ids=input_ids,
-            attention_mask=self.attention_mask if attention_mask is None else attention_mask,
+            self, input_ids=input_ids, attention_mask=self.attention_mask if attention_mask is None else attention_mask
         )
 
     @staticmethod
@@ -144,23 +133,25 @@ class TokenBatch:
         return TokenBatch(*(joined(f.name) for f in fields(TokenBatch)))
 
 
+def row_lengths(batch: TokenBatch) -> Tensor:
+    """``[N]`` long: each row's last attended position + 1 (its length once trailing padding is dropped;
+    a strategy may zero attention in the middle of a row, which does not shorten it)."""
+    positions = torch.arange(1, batch.input_ids.shape[1] + 1, device=batch.device)
+    return (
+        (batch.attention_mask.bool() * positions).amax(dim=1)
+        if batch.input_ids.shape[1]
+        else torch.zeros(len(batch), dtype=torch.long, device=batch.device)
+    )
+
+
 def maskable_positions(
     batch: TokenBatch, special_ids: Iterable[int], segments: int | Iterable[int] | None = None
 ) -> Tensor:
-    """Positions that masking may touch: real (attended) tokens whose id is not a special id.
-
-    Membership is tested against the tokenizer's special ids (``tokenizer.all_special_ids``), not the
-    tokenizer's special-tokens mask, so the rule is the same for every input however it was built.
-
-    Args:
-        batch: the clean batch, ``[B, L]``.
-        special_ids: ids never to mask (``[CLS]``, ``[SEP]``, ``[PAD]``, ``[MASK]``, ``[UNK]``, ...).
-        segments: ``None`` (every segment) or the segment(s) whose tokens are maskable, e.g. ``0``,
-            ``[1]`` or ``[0, 1]`` for sentence pairs (0 = first text, 1 = second). Membership is read
-            from ``batch.segment_ids`` when present, else from ``batch.token_type_ids``.
-
-    Returns:
-        ``[B, L]`` bool tensor.
+    """``[B, L]`` bool: the positions of the clean ``batch`` that masking may touch, real (attended) tokens whose
+    id is not one of ``special_ids`` (``tokenizer.all_special_ids``, not the tokenizer's special-tokens mask, so
+    the rule is the same for every input however it was built), within ``segments``: ``None`` (every segment)
+    or the segment(s) whose tokens are maskable (0 = first text of a sentence pair, 1 = second), read from
+    ``batch.segment_ids`` when present, else from ``batch.token_type_ids``.
 
     Raises:
         ValueError: if ``segments`` is given but the batch has neither segment ids nor token type ids.
@@ -187,9 +178,8 @@ def class_logits(model: torch.nn.Module, batch: TokenBatch) -> Tensor:
 
 
 def chunked_logits(model: torch.nn.Module, batch: TokenBatch, chunk_size: int) -> Tensor:
-    """Logits ``[B, C]`` for a large batch, computed ``chunk_size`` rows at a time without gradients.
-
-    Each chunk is trimmed to its longest sequence, so a batch sorted by length costs less.
+    """Logits ``[B, C]`` for a large batch, computed ``chunk_size`` rows at a time without gradients, each chunk
+    trimmed to its longest sequence.
 
     Raises:
         ValueError: if ``chunk_size`` is not positive.

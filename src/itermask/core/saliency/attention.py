@@ -1,5 +1,5 @@
 """Attention saliency methods (``attention``, ``attention_rollout``): scores read from the model's attention
-weights, which the model must return (see :func:`itermask.core.saliency.prepare_for_saliency`)."""
+weights (see :func:`itermask.core.saliency.prepare_for_saliency`)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,12 @@ __all__ = ["AttentionSaliency", "AttentionRolloutSaliency", "attention_rollout"]
 
 
 def attention_rollout(attentions: Sequence[Tensor]) -> Tensor:
-    """Attention rollout (Abnar & Zuidema 2020, arXiv 2005.00928, Sec. 3, Eq. 1).
+    """``[B, L, L]`` float attention rollout (Abnar & Zuidema 2020, arXiv 2005.00928, Sec. 3, Eq. 1) of
+    ``attentions``, ``N >= 1`` tensors ``[B, H, L, L]`` (layer 1 first; rows summing to 1).
 
     Per layer the heads are averaged, the identity is added for the residual connection and the rows are
     renormalised, ``A_l = norm(mean_h W_l + I)``; the layers are then multiplied, later layers on the
-    left: ``R = A_N ... A_2 A_1``. ``R[b, i, j]`` is how much of token ``j`` flows into token ``i`` at the
-    top.
-
-    Args:
-        attentions: ``N >= 1`` tensors ``[B, H, L, L]`` (layer 1 first), rows summing to 1 as a model's
-            attention probabilities do.
-
-    Returns:
-        ``[B, L, L]`` float rollout.
+    left: ``R = A_N ... A_2 A_1``. ``R[b, i, j]`` is how much of token ``j`` flows into token ``i`` at the top.
 
     Raises:
         ValueError: for no layers or tensors not ``[B, H, L, L]`` of one shape.

@@ -1,34 +1,12 @@
-"""The interface of token saliency methods, :meth:`SaliencyMethod.attribute`.
+"""The interface of token saliency methods, :meth:`SaliencyMethod.attribute`, and :class:`RandomSaliency`.
 
-Every method returns one score per token position, ``[B, L]``; higher means more salient (more
-important for the target class). Padding positions get 0. Ranking only ever considers maskable
-positions (:func:`itermask.tokens.maskable_positions`), so special tokens are never ranked; the
-perturbation methods never perturb them either.
-
-Families (each a small class; shared logic lives in the private bases):
-
-* gradient methods (``gradient``, ``gradient_signed``, ``input_x_gradient``) differentiate the target
-  output with respect to the word-embedding *output* (``model.get_input_embeddings()``), before position
-  and segment embeddings are added, with Captum's layer attribution;
-* path/reference methods (``integrated_gradients``, ``deeplift``) compare the input with a *baseline* in
-  word-embedding space: the word embeddings of the input with every non-special token replaced by the
-  pad token (``pad``) or the mask token (``mask``), or by the zero vector (``zero``);
-* perturbation methods (``occlusion``, ``lime``, ``kernel_shap``) replace token ids by the pad or mask id
-  and only run forwards;
-* attention methods (``attention``, ``attention_rollout``) read the model's attention weights.
-
-The target output is the softmax probability of the target class (``output="probability"``, default) or
-its logit (``output="logit"``), for every method that explains an output.
-
-Before an evaluation, call :func:`prepare_for_saliency` (or each method's :meth:`SaliencyMethod.check`) so
-that a method that cannot run on a model fails before any work, with a message saying what to choose.
-
-Sanity (:meth:`SaliencyMethod.explain`): scores that cannot depend on the input are an error, not a
-ranking. When the model's forward does not use the word embeddings it is given (Captum issue 978), the raw
-autograd or hook failure becomes a :class:`SaliencyError` naming the method, the model class and that
-cause; a batch whose scores are all identically zero is a :class:`SaliencyError` too, and single examples
-with identically zero scores are flagged and warned about (:class:`ZeroSaliencyWarning`). ``random`` is
-exempt.
+Every method returns one score per token position, ``[B, L]``; higher means more salient (more important for
+the target class), padding gets 0. Ranking only ever considers maskable positions
+(:func:`itermask.core.tokens.maskable_positions`); the perturbation methods never perturb special tokens
+either. The explained output is the softmax probability of the target class (``output="probability"``,
+default) or its logit. Call :func:`prepare_for_saliency` before an evaluation, so that a method that cannot
+run on a model fails before any work. Scores that cannot depend on the input are an error, not a ranking
+(:meth:`SaliencyMethod.explain`).
 """
 
 from __future__ import annotations
@@ -122,12 +100,8 @@ def example_seed(seed: int, example_id: int) -> int:
 
 
 class SaliencyMethod(TokenizerBound, ABC):
-    """Base class: per-token saliency for a target class.
-
-    Args:
-        output: which output the method explains, ``"probability"`` (softmax of the target class) or
-            ``"logit"``.
-        absolute: rank by the absolute value of the score (for signed methods).
+    """Base class: per-token saliency for a target class, explaining ``output`` (``"probability"``, the softmax of
+    the target class, or ``"logit"``); ``absolute`` ranks by the absolute value of the score (signed methods).
 
     Raises:
         ValueError: for an unknown ``output``.
@@ -142,12 +116,9 @@ class SaliencyMethod(TokenizerBound, ABC):
     needs_attentions: bool = False
     #: whether identically zero scores are an error (whole batch) or a warning (some examples)
     zero_check: bool = True
-    #: whether the scores of a row depend only on that row (and its example id), not on the other rows of
-    #: the batch: then a caller may split a batch into length chunks (as the evaluator does). Every
-    #: built-in method is; a method that normalises over the batch, say, sets ``False``
-    row_independent: bool = True
     #: whether the method batches its own model calls across the rows of a batch (sorted by real length, in
-    #: chunks of a token budget): then a caller passes it the whole batch instead of length chunks of it
+    #: chunks of a token budget), or its scores of a row depend on the other rows: then a caller passes it the
+    #: whole batch instead of length chunks of it
     batches_own_calls: bool = False
 
     def __init__(self, output: Literal["probability", "logit"] = "probability", absolute: bool = False) -> None:
@@ -159,17 +130,9 @@ class SaliencyMethod(TokenizerBound, ABC):
     def attribute(
         self, model: torch.nn.Module, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None
     ) -> Tensor:
-        """Saliency of each token for class ``target``.
-
-        Args:
-            model: a classifier (see :mod:`itermask.core.tokens`), in eval mode.
-            batch: ``[B, L]`` token batch (clean or masked).
-            target: ``[B]`` long, the class to explain per example.
-            example_ids: ``[B]`` long stable example ids (used by seeded methods so that scores do not
-                depend on how examples are batched); defaults to the row index.
-
-        Returns:
-            ``[B, L]`` float scores, 0 at padding.
+        """``[B, L]`` float saliency of each token of ``batch`` (clean or masked, ``[B, L]``) for the ``[B]`` classes
+        ``target``, 0 at padding; ``model`` in eval mode. ``example_ids`` (``[B]``, default the row index) seed
+        the seeded methods, so that scores do not depend on how examples are batched.
 
         Raises:
             SaliencyError: see :meth:`explain`.
@@ -184,22 +147,19 @@ class SaliencyMethod(TokenizerBound, ABC):
         example_ids: Tensor | None = None,
         sanity: bool = True,
     ) -> Attribution:
-        """:meth:`attribute` with per-example diagnostics: which examples' scores are identically zero and,
-        for methods with a baseline in embedding space, the completeness gap (see :class:`Attribution`).
-        With ``sanity=False`` the zero scores are only flagged (:attr:`Attribution.zero`), not warned about or
-        raised: for a caller that splits one batch into parts and checks the whole with
-        :meth:`check_scores`, or that re-explains masked or perturbed inputs (recursive masking, attacks),
-        where a part may legitimately be all zeros. The translation of a disconnected forward always applies.
+        """:meth:`attribute` with per-example diagnostics (:class:`Attribution`). With ``sanity=False`` zero scores are
+        only flagged (:attr:`Attribution.zero`), not warned about or raised: for a caller that checks the whole of a
+        split batch with :meth:`check_scores`, or re-explains masked or perturbed inputs (recursive masking,
+        attacks), where a part may legitimately be all zeros.
 
         Warns:
-            ZeroSaliencyWarning: if some (not all) examples' scores are identically zero (e.g. a
-                saturated float32 softmax can give an exactly zero gradient). Not for ``random``.
+            ZeroSaliencyWarning: if some (not all) examples' scores are identically zero (e.g. a saturated
+                float32 softmax can give an exactly zero gradient). Not for ``random``.
 
         Raises:
-            SaliencyError: for a gradient method called under ``torch.inference_mode()`` (naming it); if the
-                forward does not use the word embeddings it is given (the raw autograd
-                or Captum hook failure, translated), or if every example of a non-empty batch gets
-                identically zero scores. Not for ``random``.
+            SaliencyError: for a gradient method called under ``torch.inference_mode()``; if the forward does not use
+                the word embeddings it is given (the raw autograd or Captum hook failure, translated; Captum issue
+                978), or if every example of a non-empty batch gets identically zero scores. Not for ``random``.
         """
         if example_ids is None:
             example_ids = torch.arange(len(batch), device=batch.device)
@@ -228,8 +188,8 @@ class SaliencyMethod(TokenizerBound, ABC):
         return attribution
 
     def check_scores(self, attribution: Attribution, model: torch.nn.Module) -> None:
-        """The zero-score sanity check of :meth:`explain` on one batch's ``attribution`` (no-op for methods
-        with ``zero_check = False``, i.e. ``random``).
+        """The zero-score sanity check of :meth:`explain` on one batch's ``attribution`` (no-op without
+        :attr:`zero_check`, i.e. for ``random``).
 
         Warns:
             ZeroSaliencyWarning: if some (not all) examples' scores are identically zero.
@@ -281,10 +241,8 @@ class SaliencyMethod(TokenizerBound, ABC):
         """Raw ``[B, L]`` scores."""
 
     def check(self, model: torch.nn.Module) -> None:
-        """Fail before any work if this method cannot run on ``model``; call once before an evaluation.
-
-        Checks that the model exposes its word-embedding layer (methods with :attr:`needs_embeddings`)
-        and returns attention weights (methods with :attr:`needs_attentions`; one forward of two tokens).
+        """Fail before any work if this method cannot run on ``model``: it must expose its word-embedding layer
+        (:attr:`needs_embeddings`) and return attention weights (:attr:`needs_attentions`; one forward of two tokens).
 
         Raises:
             ValueError: naming the problem and the methods to choose instead.
@@ -292,7 +250,8 @@ class SaliencyMethod(TokenizerBound, ABC):
         if self.needs_embeddings:
             self._embedding_layer(model)
         if self.needs_attentions:
-            ids = torch.zeros((1, 2), dtype=torch.long, device=_model_device(model))
+            parameter = next(iter(model.parameters()), None)
+            ids = torch.zeros((1, 2), dtype=torch.long, device="cpu" if parameter is None else parameter.device)
             self._attentions(model, TokenBatch(ids, torch.ones_like(ids)))
 
     def describe(self) -> dict:
@@ -330,8 +289,7 @@ class SaliencyMethod(TokenizerBound, ABC):
         """The model's attention weights, one ``[B, H, L, L]`` tensor per layer.
 
         Raises:
-            ValueError: if the model returns none (SDPA and flash attention return none; load the model
-                with ``attn_implementation="eager"``, see :func:`prepare_for_saliency`).
+            ValueError: if the model returns none (SDPA and flash attention return none).
         """
         try:
             with torch.inference_mode():
@@ -354,21 +312,12 @@ def _as_double(values: Tensor | None) -> Tensor | None:
     return None if values is None else values.detach().double()
 
 
-def _model_device(model: torch.nn.Module) -> torch.device:
-    parameter = next(iter(model.parameters()), None)
-    return parameter.device if parameter is not None else torch.device("cpu")
-
-
 def prepare_for_saliency(model: torch.nn.Module, methods: Iterable[SaliencyMethod]) -> torch.nn.Module:
-    """Make ``model`` serve ``methods`` and check that it can, before any evaluation work.
-
-    Hugging Face transformers 5 loads models with SDPA attention, which returns no attention weights:
-    when a method needs them (:attr:`SaliencyMethod.needs_attentions`) the model is switched to eager
-    attention (``model.set_attn_implementation("eager")``, same weights and outputs). Then every method's
+    """``model`` made to serve ``methods`` and checked, before any evaluation work: Hugging Face transformers 5
+    loads models with SDPA attention, which returns no attention weights, so when a method needs them
+    (:attr:`SaliencyMethod.needs_attentions`) the model is switched in place to eager attention
+    (``model.set_attn_implementation("eager")``, same weights and outputs); then every method's
     :meth:`SaliencyMethod.check` runs.
-
-    Returns:
-        ``model`` (switched in place).
 
     Raises:
         ValueError: from a method's check (e.g. no attention weights even after the switch).
@@ -390,9 +339,6 @@ class RandomSaliency(SaliencyMethod):
     Each example's scores come from a generator seeded by ``(seed, example_id)`` (:func:`example_seed`), so
     they are the same however examples are batched, and the same for a clean and a masked copy of an
     example (the recursive schedule therefore reproduces the one-shot ranking for this method).
-
-    Args:
-        seed: base seed.
     """
 
     name = "random"

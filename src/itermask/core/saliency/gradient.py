@@ -15,13 +15,11 @@ __all__ = ["GradientSaliency", "InputXGradientSaliency"]
 
 
 class GradientSaliency(SaliencyMethod):
-    """Gradient saliency: ``d output_target / d e_i`` for the word embedding ``e_i`` of token ``i``,
-    reduced over the embedding dimension.
-
-    Simonyan et al. 2014 (arXiv 1312.6034). ``reduction="l2"`` (method name ``gradient``) takes the L2
-    norm as in Atanasova et al. 2020 (arXiv 2009.13295), non-negative; ``reduction="sum"`` (method name
-    ``gradient_signed``) sums the gradient's components, a signed score (the directional derivative along
-    the all-ones direction).
+    """Gradient saliency (Simonyan et al. 2014, arXiv 1312.6034): ``d output_target / d e_i`` for the word
+    embedding ``e_i`` of token ``i``, reduced over the embedding dimension: ``reduction="l2"`` (method name
+    ``gradient``) takes the L2 norm as in Atanasova et al. 2020 (arXiv 2009.13295), non-negative;
+    ``reduction="sum"`` (``gradient_signed``) sums the components, a signed score (the directional derivative
+    along the all-ones direction).
 
     Raises:
         ValueError: for an unknown ``reduction``.
@@ -45,16 +43,7 @@ class GradientSaliency(SaliencyMethod):
         return {**super().describe(), "reduction": self.reduction}
 
     def _scores(self, model, batch, target, example_ids):
-        method = LayerGradientXActivation(
-            self._forward_fn(model), self._embedding_layer(model), multiply_by_inputs=False
-        )
-        # one layer, one input: a single tensor (Captum's return type covers lists of layers too)
-        grads = cast(
-            Tensor,
-            method.attribute(
-                batch.input_ids, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids)
-            ),
-        )
+        grads = _layer_attribution(self, model, batch, target, multiply_by_inputs=False)
         return grads.norm(dim=-1) if self.reduction == "l2" else grads.sum(dim=-1)
 
 
@@ -65,13 +54,15 @@ class InputXGradientSaliency(SaliencyMethod):
     name = "input_x_gradient"
 
     def _scores(self, model, batch, target, example_ids):
-        method = LayerGradientXActivation(
-            self._forward_fn(model), self._embedding_layer(model), multiply_by_inputs=True
-        )
-        attributions = cast(
-            Tensor,
-            method.attribute(
-                batch.input_ids, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids)
-            ),
-        )
-        return attributions.sum(dim=-1)
+        return _layer_attribution(self, model, batch, target, multiply_by_inputs=True).sum(dim=-1)
+
+
+def _layer_attribution(method: SaliencyMethod, model, batch, target, multiply_by_inputs: bool) -> Tensor:
+    """``[B, L, D]`` Captum ``LayerGradientXActivation`` at the word-embedding output: the gradient of the
+    explained output, times the embeddings if ``multiply_by_inputs``."""
+    layer = LayerGradientXActivation(
+        method._forward_fn(model), method._embedding_layer(model), multiply_by_inputs=multiply_by_inputs
+    )
+    extra = (batch.attention_mask, batch.token_type_ids)
+    # one layer, one input: a single tensor (Captum's return type covers lists of layers too)
+    return cast(Tensor, layer.attribute(batch.input_ids, target=target, additional_forward_args=extra))

@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
 from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET
-from itermask.core.forwards import ForwardStats, RowForwards
+from itermask.core.forwards import ForwardStats, RowForwards, positive_token_budget
 from itermask.core.saliency.base import example_seed
 from itermask.core.saliency.reference import _BaselineSaliency
 from itermask.core.tokens import TokenBatch
@@ -27,20 +27,13 @@ class _PerturbationSaliency(_BaselineSaliency):
     """A method that only runs forwards on inputs whose non-special tokens are replaced by the baseline
     token (pad or mask id; the attention mask is kept, so the replacement is attended to).
 
-    Each example's features are its non-special tokens (special tokens are never features, never
-    perturbed, and score 0). Per example the method first plans its perturbed copies (:meth:`_plan`: the
-    ``[P, n]`` ids of the ``n`` features in each of ``P`` copies, and how to turn the copies' outputs into
-    scores); then the copies of every example of the batch, written back into their examples, run through
-    the model in one :func:`itermask.core.forwards.row_outputs` call: identical rows once, sorted by real
-    length, in chunks of at most ``token_budget`` padded tokens; then each example's scores are computed
-    from its outputs. A row's output does not depend on the rows it is batched with, so the scores equal
-    those of the Captum method run on each example alone (:meth:`captum_attribution`, the reference) up to
-    float rounding.
-
-    Args:
-        perturbations_per_eval: perturbed copies per forward pass of the Captum reference
-            (:meth:`captum_attribution`); the batched path is cut by ``token_budget``.
-        token_budget: padded tokens (rows x padded length) per forward.
+    Each example's features are its non-special tokens (special tokens are never perturbed and score 0).
+    Per example the method plans its perturbed copies (:meth:`_plan`); the copies of every example run
+    through the model in one :class:`itermask.core.forwards.RowForwards` call (``token_budget`` padded tokens
+    per forward); then each example's scores are computed from its outputs. A row's output does not depend on
+    the rows it is batched with, so the scores equal those of the Captum method run on each example alone
+    (:meth:`captum_attribution`, the reference, ``perturbations_per_eval`` copies per forward) up to float
+    rounding.
 
     Raises:
         ValueError: for ``perturbations_per_eval < 1`` or a non-positive ``token_budget``.
@@ -54,10 +47,8 @@ class _PerturbationSaliency(_BaselineSaliency):
         super().__init__(**kwargs)
         if perturbations_per_eval < 1:
             raise ValueError(f"perturbations_per_eval must be >= 1, got {perturbations_per_eval}")
-        if token_budget <= 0:
-            raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.perturbations_per_eval = int(perturbations_per_eval)
-        self.token_budget = int(token_budget)
+        self.token_budget = positive_token_budget(token_budget)
         #: what the forwards of the last batch ran (rows asked for, distinct rows computed, padding)
         self.forward_stats = ForwardStats()
 
@@ -91,13 +82,8 @@ class _PerturbationSaliency(_BaselineSaliency):
         if not plans:
             return scores
         rows = torch.cat(rows)
-        perturbed = TokenBatch(
-            torch.cat(copies),
-            batch.attention_mask[rows],
-            None if batch.token_type_ids is None else batch.token_type_ids[rows],
-        )
         forwards = RowForwards(model, self.token_budget)
-        logits = forwards(perturbed).logits
+        logits = forwards(batch.index(rows).with_ids(torch.cat(copies))).logits
         self.forward_stats = forwards.stats
         chosen = self._output(logits).gather(1, target[rows][:, None]).flatten()
         start = 0
@@ -113,21 +99,13 @@ class _PerturbationSaliency(_BaselineSaliency):
 
     @abstractmethod
     def _plan(self, features: Tensor, baselines: Tensor, target: int) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
-        """One example's perturbed copies and how to score them.
-
-        Args:
-            features: ``[1, n]`` token ids of the example's features; ``baselines``: ``[1, n]`` their
-                baseline ids; ``target``: the explained class.
-
-        Returns:
-            ``(samples, finish)``: ``[P, n]`` ids of the features in each perturbed copy, and
-            ``finish(outputs)`` mapping the copies' ``[P]`` explained outputs (for ``target``) to ``[n]`` scores.
-        """
+        """One example's perturbed copies and how to score them, from its features' ``[1, n]`` token ids and
+        ``[1, n]`` ``baselines``: ``(samples, finish)``, the ``[P, n]`` ids of the features in each perturbed copy
+        and ``finish(outputs)`` mapping the copies' ``[P]`` explained outputs (for ``target``) to ``[n]`` scores."""
 
     def captum_attribution(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor | None = None) -> Tensor:
-        """The reference: the Captum method run on each example alone, trimmed to its own length, with its
-        forward writing the feature ids back into the example (``perturbations_per_eval`` copies per
-        forward). Returns ``[B, L]`` raw scores (0 at special tokens and padding)."""
+        """The reference: the Captum method run on each example alone, trimmed to its own length
+        (``perturbations_per_eval`` copies per forward): ``[B, L]`` raw scores, 0 at special tokens and padding."""
         if example_ids is None:
             example_ids = torch.arange(len(batch), device=batch.device)
         forward = self._forward_fn(model)
@@ -153,15 +131,10 @@ class _PerturbationSaliency(_BaselineSaliency):
 
 
 class OcclusionSaliency(_PerturbationSaliency):
-    """Occlusion / leave-one-out: ``f(x) - f(x with token i replaced by the baseline token)`` for each
-    non-special token ``i`` (Li et al. 2016, arXiv 1612.08220, "erasure"; Zeiler & Fergus 2014): ``n + 1``
-    rows per example (the clean input and one per token), the reference being Captum ``FeatureAblation`` with
-    each token its own feature. Special tokens get 0 and are never replaced.
-
-    Args:
-        baseline: ``"pad"`` (default) or ``"mask"``.
-        perturbations_per_eval, token_budget: see :class:`_PerturbationSaliency`.
-    """
+    """Occlusion / leave-one-out: ``f(x) - f(x with token i replaced by the baseline token)`` (``"pad"``, default,
+    or ``"mask"``) for each non-special token ``i`` (Li et al. 2016, arXiv 1612.08220, "erasure"; Zeiler &
+    Fergus 2014): ``n + 1`` rows per example, the reference being Captum ``FeatureAblation`` with each token its
+    own feature. Special tokens get 0 and are never replaced."""
 
     name = "occlusion"
 
@@ -180,15 +153,10 @@ class OcclusionSaliency(_PerturbationSaliency):
 class _SurrogateSaliency(_PerturbationSaliency):
     """Shared by LIME and Kernel SHAP: per example, the interpretable features are its non-special tokens
     (present = 1, replaced by the baseline token = 0); ``n_samples`` perturbed copies are run through the
-    model and a weighted linear surrogate is fitted, whose coefficients are the scores.
-
-    Sampling uses torch's CPU generator, seeded per example by :func:`example_seed` (``seed``,
-    ``example_id``) inside ``torch.random.fork_rng``, so scores are reproducible, independent of batching,
-    and leave the global random state untouched.
-
-    Args:
-        n_samples: perturbed samples per example (forwards per example).
-        seed: base seed.
+    model and a weighted linear surrogate is fitted, whose coefficients are the scores. Sampling uses torch's
+    CPU generator, seeded per example by :func:`example_seed` (``seed``, ``example_id``) inside
+    ``torch.random.fork_rng``: scores are reproducible, independent of batching, and leave the global random
+    state untouched.
 
     Raises:
         ValueError: for ``n_samples`` below :attr:`min_samples` (the fewest samples whose surrogate can rank
@@ -287,12 +255,8 @@ class LimeSaliency(_SurrogateSaliency):
     As the reference implementation's text explainer (``lime.lime_text``): samples draw each token present
     with probability 1/2 (Captum's default), are weighted by ``sqrt(exp(-d^2 / kernel_width^2))`` with
     ``d = 100 x`` the cosine distance between the sample's binary vector and the all-ones vector, and the
-    surrogate is a ridge regression (``alpha``) with intercept.
-
-    Args:
-        kernel_width: width of the similarity kernel (lime_text's default 25).
-        alpha: ridge penalty (lime_text's default 1.0).
-        n_samples, seed, perturbations_per_eval, baseline: see :class:`_SurrogateSaliency`.
+    surrogate is a ridge regression (``alpha``) with intercept; lime_text's defaults are ``kernel_width=25`` and
+    ``alpha=1.0``.
     """
 
     name = "lime"

@@ -1,16 +1,11 @@
-"""Saliency methods with a baseline (reference input).
-
-Path/reference methods (``integrated_gradients``, ``deeplift``) compare the input with a *baseline* in
-word-embedding space: the word embeddings of the input with every non-special token replaced by the pad
-token (``pad``) or the mask token (``mask``), or by the zero vector (``zero``). The shared
-:class:`_BaselineSaliency` also serves the perturbation methods (:mod:`.perturbation`), which replace token
-ids by the pad or mask id."""
+"""Saliency methods with a baseline: ``integrated_gradients`` and ``deeplift`` compare the input with a baseline
+in word-embedding space (:class:`_EmbeddingPathSaliency`); the shared :class:`_BaselineSaliency` also serves the
+perturbation methods (:mod:`.perturbation`), which replace token ids by the pad or mask id."""
 
 from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
-from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -18,49 +13,35 @@ from captum.attr import DeepLift, IntegratedGradients
 from captum.attr._utils.approximation_methods import approximation_parameters
 from torch import Tensor
 
-from itermask.core.forwards import forward_overhead_tokens, length_chunks, row_lengths
+from itermask.core.forwards import BACKWARD_OVERHEAD, forward_overhead_tokens, length_chunks, positive_token_budget
 from itermask.core.saliency.base import BASELINES, GRADIENT_TOKEN_BUDGET, TOKEN_BASELINES, SaliencyMethod
-from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
+from itermask.core.tokens import TokenBatch, class_logits, maskable_positions, row_lengths
 
 __all__ = ["IntegratedGradientsSaliency", "DeepLiftSaliency"]
 
 
-#: a forward and backward call costs about this many plain forwards' fixed overhead, when
-#: :func:`~itermask.core.forwards.length_chunks` weighs one more call against padding
-BACKWARD_OVERHEAD = 4
-
-
 class _BaselineSaliency(SaliencyMethod):
-    """A method that compares the input with a baseline in which every non-special token is replaced.
-
-    Args:
-        baseline: one of ``allowed``: ``"pad"`` / ``"mask"`` (the tokenizer's pad / mask token),
-            ``"zero"`` (the zero word-embedding vector; embedding-space methods only).
-        special_ids: ids kept in the baseline (and never perturbed); set by :meth:`bind`.
-        pad_token_id, mask_token_id: set by :meth:`bind`.
+    """A method that compares the input with a baseline in which every non-special token is replaced:
+    ``baseline`` is one of :attr:`allowed_baselines`: ``"pad"`` / ``"mask"`` (the tokenizer's pad / mask token),
+    ``"zero"`` (the zero word-embedding vector; embedding-space methods only). ``special_ids`` (kept in the
+    baseline, never perturbed) and the token ids are set by :meth:`bind`.
 
     Raises:
-        ValueError: for a baseline not in ``allowed``.
+        ValueError: for a baseline not in :attr:`allowed_baselines`.
     """
 
     allowed_baselines: tuple[str, ...] = TOKEN_BASELINES
+    special_ids: list[int] | None = None
+    pad_token_id: int | None = None
+    mask_token_id: int | None = None
 
     def __init__(
-        self,
-        baseline: str = "pad",
-        output: Literal["probability", "logit"] = "probability",
-        absolute: bool = False,
-        special_ids: Sequence[int] | None = None,
-        pad_token_id: int | None = None,
-        mask_token_id: int | None = None,
+        self, baseline: str = "pad", output: Literal["probability", "logit"] = "probability", absolute: bool = False
     ) -> None:
         super().__init__(output=output, absolute=absolute)
         if baseline not in self.allowed_baselines:
             raise ValueError(f"{self.name} baseline must be one of {self.allowed_baselines}, got {baseline!r}")
         self.baseline = baseline
-        self.special_ids = None if special_ids is None else sorted(set(int(i) for i in special_ids))
-        self.pad_token_id = pad_token_id
-        self.mask_token_id = mask_token_id
 
     def _bind(self, tokenizer) -> None:
         """Take the special ids and the baseline token from ``tokenizer``.
@@ -114,12 +95,9 @@ class _BaselineSaliency(SaliencyMethod):
 class _EmbeddingForward(torch.nn.Module):
     """``model`` as a function of its word-embedding output: ``forward(embeddings, input_ids, ...)`` runs
     the model on ``input_ids`` with the word-embedding layer's output replaced by ``embeddings``
-    (``[N, L, D]``), returning probabilities or logits ``[N, C]``.
-
-    Captum's layer methods do the same internally, but they accept baselines only as model *inputs*
-    (token ids), whose layer output they obtain by a forward pass; a zero word-embedding vector cannot be
-    written as ids. Substituting the layer output also keeps everything else from the real input, e.g.
-    RoBERTa's position ids, which it derives from the ids (pad ids would shift them).
+    (``[N, L, D]``), returning probabilities or logits ``[N, C]``. (Captum's layer methods take baselines only
+    as token ids, and a zero word-embedding vector has none; substituting the layer output also keeps the rest
+    of the real input, e.g. RoBERTa's position ids, which pad ids would shift.)
     """
 
     def __init__(self, model: torch.nn.Module, layer: torch.nn.Module, method: SaliencyMethod) -> None:
@@ -138,11 +116,9 @@ class _EmbeddingForward(torch.nn.Module):
 
 
 class _EmbeddingPathSaliency(_BaselineSaliency):
-    """A reference method in word-embedding space, summed over the embedding dimension (signed).
-
-    The baseline embeddings are those of the input with every non-special token's word embedding replaced
-    by the pad token's, the mask token's, or the zero vector (special tokens and padding keep theirs).
-    """
+    """A reference method in word-embedding space, summed over the embedding dimension (signed): the baseline
+    embeddings are the input's with every non-special token's word embedding replaced by the pad token's, the
+    mask token's, or the zero vector."""
 
     allowed_baselines = BASELINES
 
@@ -155,20 +131,20 @@ class _EmbeddingPathSaliency(_BaselineSaliency):
     def _scores(self, model, batch, target, example_ids):
         return self._attribution(model, batch, target, example_ids)[0]
 
-    def _attribution(self, model, batch, target, example_ids):
-        """Scores ``[B, L]``, the completeness gap ``[B]`` (Captum's convergence delta: the attributions'
-        sum minus ``f(x) - f(baseline)``) and ``f(x) - f(baseline)`` ``[B]``."""
+    def _embedded(self, model, batch: TokenBatch) -> tuple[_EmbeddingForward, Tensor, Tensor, tuple]:
+        """``(forward, [B, L, D] word embeddings, [B, L, D] baseline embeddings, the forward's other arguments)``."""
         self._require_bound()
         layer = self._embedding_layer(model)
         embeddings = layer(batch.input_ids).detach()
         baseline = self.baseline_embeddings(layer, batch, embeddings).detach()
-        attributions, gap = self._attribute(
-            _EmbeddingForward(model, layer, self),
-            embeddings,
-            baseline,
-            target,
-            (batch.input_ids, batch.attention_mask, batch.token_type_ids),
-        )
+        extra = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        return _EmbeddingForward(model, layer, self), embeddings, baseline, extra
+
+    def _attribution(self, model, batch, target, example_ids):
+        """Scores ``[B, L]``, the completeness gap ``[B]`` (Captum's convergence delta: the attributions'
+        sum minus ``f(x) - f(baseline)``) and ``f(x) - f(baseline)`` ``[B]``."""
+        forward, embeddings, baseline, extra = self._embedded(model, batch)
+        attributions, gap = self._attribute(forward, embeddings, baseline, target, extra)
         scores = attributions.sum(dim=-1)
         gap = gap.detach().double()
         return scores, gap, scores.detach().double().sum(dim=-1) - gap
@@ -185,21 +161,11 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
     dimension (signed). Completeness: the scores of an example sum to ``f(x) - f(baseline)`` up to the path
     integral's discretisation error (Prop. 1 of the paper).
 
-    The path points of every example of the batch (``B x n_steps`` rows, each trimmed to its example's real
-    length) are sorted by length and run in chunks of at most ``token_budget`` padded tokens, one forward and
-    one backward per chunk (:func:`itermask.core.forwards.length_chunks`); ``f(x)`` and ``f(baseline)`` of
-    every example in length chunks of one more pass without gradients. The result equals Captum's
-    ``IntegratedGradients`` called on the batch (:meth:`captum_attribution`, the reference) up to float
-    rounding: the same path points and weights, summed in another order.
-
-    Args:
-        baseline: ``"pad"`` (default, the common choice for Transformers), ``"mask"`` or ``"zero"``; see
-            :class:`_EmbeddingPathSaliency`.
-        n_steps: steps of the path integral.
-        internal_batch_size: path points per internal forward of the Captum reference
-            (:meth:`captum_attribution`; ``None``: all at once). The batched path is cut by ``token_budget``.
-        token_budget: padded tokens (path points x padded length) per forward and backward.
-        **kwargs: ``baseline``, ``output``, ``absolute`` and the ids of :class:`_BaselineSaliency`.
+    The ``B x n_steps`` path points are sorted by length and run in chunks of at most ``token_budget`` padded
+    tokens (path points x padded length), one forward and backward per chunk; the result equals Captum's
+    ``IntegratedGradients`` on the batch (:meth:`captum_attribution`, the reference, ``internal_batch_size`` path
+    points per forward, ``None``: all at once) up to float rounding. ``kwargs``: ``baseline`` (``"pad"``,
+    default, ``"mask"`` or ``"zero"``), ``output``, ``absolute`` and the ids of :class:`_BaselineSaliency`.
 
     Raises:
         ValueError: for ``n_steps < 1``, a non-positive ``token_budget`` or an unknown baseline.
@@ -218,11 +184,9 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
         super().__init__(**kwargs)
         if n_steps < 1:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
-        if token_budget <= 0:
-            raise ValueError(f"the token budget must be positive, got {token_budget}")
         self.n_steps = int(n_steps)
         self.internal_batch_size = internal_batch_size
-        self.token_budget = int(token_budget)
+        self.token_budget = positive_token_budget(token_budget)
 
     def describe(self) -> dict:
         return {**super().describe(), "n_steps": self.n_steps, "internal_batch_size": self.internal_batch_size}
@@ -234,8 +198,7 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
         return torch.tensor(alphas(self.n_steps)), torch.tensor(step_sizes(self.n_steps)).float()
 
     def _attribute(self, forward, embeddings, baseline, target, extra):
-        input_ids, attention_mask, token_type_ids = extra
-        batch = TokenBatch(input_ids, attention_mask, token_type_ids)
+        batch = TokenBatch(*extra)
         lengths = row_lengths(batch)
         alphas, weights = self.path()
         size, steps = len(batch), self.n_steps
@@ -245,17 +208,12 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
         overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(embeddings.device)
         for chunk in length_chunks(point_lengths, self.token_budget, overhead):
             examples, step = chunk // steps, (chunk % steps).cpu()
-            width = max(int(point_lengths[chunk].max()), 1)
+            part = batch.index(examples).trim()
+            width = part.input_ids.shape[1]
             base, end = baseline[examples, :width], embeddings[examples, :width]
             alpha = alphas[step].to(embeddings.device, embeddings.dtype)[:, None, None]
             points = (base + alpha * (end - base)).requires_grad_()
-            part = batch.index(examples)
-            outputs = forward(
-                points,
-                part.input_ids[:, :width],
-                part.attention_mask[:, :width],
-                _columns(part.token_type_ids, width),
-            )
+            outputs = forward(points, part.input_ids, part.attention_mask, part.token_type_ids)
             chosen = outputs.gather(1, target[examples][:, None]).sum()
             (grads,) = torch.autograd.grad(chosen, points)
             scaled = grads * weights[step].to(grads.device)[:, None, None]
@@ -271,15 +229,12 @@ class IntegratedGradientsSaliency(_EmbeddingPathSaliency):
     def captum_attribution(self, model, batch: TokenBatch, target: Tensor) -> tuple[Tensor, Tensor]:
         """The reference: Captum ``IntegratedGradients`` on the whole ``[B, L]`` batch at once, ``[B, L]``
         scores and the ``[B]`` convergence delta (for tests and benchmarks; needs gradients enabled)."""
-        self._require_bound()
-        layer = self._embedding_layer(model)
-        embeddings = layer(batch.input_ids).detach()
-        baseline = self.baseline_embeddings(layer, batch, embeddings).detach()
-        attributions, gap = IntegratedGradients(_EmbeddingForward(model, layer, self)).attribute(
+        forward, embeddings, baseline, extra = self._embedded(model, batch)
+        attributions, gap = IntegratedGradients(forward).attribute(
             embeddings,
             baselines=baseline,
             target=target,
-            additional_forward_args=(batch.input_ids, batch.attention_mask, batch.token_type_ids),
+            additional_forward_args=extra,
             n_steps=self.n_steps,
             internal_batch_size=self.internal_batch_size,
             return_convergence_delta=True,
@@ -294,13 +249,9 @@ def _chunked_outputs(
     length chunks of at most ``token_budget`` padded tokens, each trimmed to its longest row."""
     outputs = None
     for chunk in length_chunks(lengths, token_budget, forward_overhead_tokens(embeddings.device)):
-        width = max(int(lengths[chunk].max()), 1)
-        part = batch.index(chunk)
+        part = batch.index(chunk).trim()
         out = forward(
-            embeddings[chunk, :width],
-            part.input_ids[:, :width],
-            part.attention_mask[:, :width],
-            _columns(part.token_type_ids, width),
+            embeddings[chunk, : part.input_ids.shape[1]], part.input_ids, part.attention_mask, part.token_type_ids
         )
         if outputs is None:
             outputs = out.new_zeros(len(batch), out.shape[1])
@@ -311,7 +262,8 @@ def _chunked_outputs(
 
 class DeepLiftSaliency(_EmbeddingPathSaliency):
     """DeepLIFT (Shrikumar et al. 2017, arXiv 1704.02685, rescale rule) on the word embeddings, with Captum
-    ``DeepLift``, summed over the embedding dimension (signed).
+    ``DeepLift``, summed over the embedding dimension (signed); ``baseline`` ``"pad"`` (default), ``"mask"`` or
+    ``"zero"``.
 
     It runs on BERT, RoBERTa, DistilBERT, ELECTRA and DeBERTa-v2, but note what Captum's rules cover: the
     rescale rule replaces gradients only at non-linearities that are ``torch.nn`` modules of the kinds
@@ -324,14 +276,9 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
     steps: < 0.1 %), and the token ranking barely agrees with IG's (median Spearman 0.02). The config
     explains the logit, since a functional output softmax would only add a plain gradient.
 
-    The examples of a batch are sorted by real length and explained in chunks of at most ``token_budget``
-    padded tokens (Captum runs each example's input and baseline rows together: two rows per example), each
-    trimmed to its longest example; Captum's rules act per example, so the scores equal those of one Captum
-    call on the whole batch (:meth:`captum_attribution`, the reference) up to float rounding.
-
-    Args:
-        baseline: ``"pad"`` (default), ``"mask"`` or ``"zero"``; see :class:`_EmbeddingPathSaliency`.
-        token_budget: padded tokens (rows x padded length, input and baseline rows) per forward and backward.
+    The examples are explained in length chunks of at most ``token_budget`` padded tokens (input and baseline
+    rows); Captum's rules act per example, so the scores equal those of one Captum call on the batch
+    (:meth:`captum_attribution`, the reference) up to float rounding.
 
     Raises:
         ValueError: for a non-positive ``token_budget`` or an unknown baseline.
@@ -342,9 +289,7 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
 
     def __init__(self, token_budget: int = GRADIENT_TOKEN_BUDGET, **kwargs) -> None:
         super().__init__(**kwargs)
-        if token_budget <= 0:
-            raise ValueError(f"the token budget must be positive, got {token_budget}")
-        self.token_budget = int(token_budget)
+        self.token_budget = positive_token_budget(token_budget)
 
     def _attribute(self, forward, embeddings, baseline, target, extra):
         batch = TokenBatch(*extra)
@@ -352,14 +297,11 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
         attributions, gap = torch.zeros_like(embeddings), embeddings.new_zeros(len(batch))
         overhead = BACKWARD_OVERHEAD * forward_overhead_tokens(embeddings.device)
         for chunk in length_chunks(lengths, max(self.token_budget // 2, 1), overhead):
-            width = max(int(lengths[chunk].max()), 1)
-            part = batch.index(chunk)
+            part = batch.index(chunk).trim()
+            width = part.input_ids.shape[1]
+            extra = (part.input_ids, part.attention_mask, part.token_type_ids)
             scores, delta = self._deeplift(
-                forward,
-                embeddings[chunk, :width],
-                baseline[chunk, :width],
-                target[chunk],
-                (part.input_ids[:, :width], part.attention_mask[:, :width], _columns(part.token_type_ids, width)),
+                forward, embeddings[chunk, :width], baseline[chunk, :width], target[chunk], extra
             )
             attributions[chunk, :width] = scores.detach()
             gap[chunk] = delta.detach().to(gap.dtype)
@@ -380,15 +322,6 @@ class DeepLiftSaliency(_EmbeddingPathSaliency):
     def captum_attribution(self, model, batch: TokenBatch, target: Tensor) -> tuple[Tensor, Tensor]:
         """The reference: Captum ``DeepLift`` on the whole ``[B, L]`` batch at once, ``[B, L]`` scores and the
         ``[B]`` convergence delta (for tests and benchmarks; needs gradients enabled)."""
-        self._require_bound()
-        layer = self._embedding_layer(model)
-        embeddings = layer(batch.input_ids).detach()
-        baseline = self.baseline_embeddings(layer, batch, embeddings).detach()
-        extra = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
-        attributions, gap = self._deeplift(_EmbeddingForward(model, layer, self), embeddings, baseline, target, extra)
+        forward, embeddings, baseline, extra = self._embedded(model, batch)
+        attributions, gap = self._deeplift(forward, embeddings, baseline, target, extra)
         return attributions.sum(dim=-1), gap
-
-
-def _columns(values: Tensor | None, width: int) -> Tensor | None:
-    """The first ``width`` columns of ``values`` (``None`` stays ``None``)."""
-    return None if values is None else values[:, :width]
