@@ -9,7 +9,7 @@ that a component node's ``name`` is the one its ``_target_`` class is registered
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 __all__ = ["Registry", "Registered"]
 
@@ -62,5 +62,5 @@ class Registered:
             cls.registry.add(cls.name, cls._registry_entry())
 
     @classmethod
-    def _registry_entry(cls):
+    def _registry_entry(cls) -> Any:
         return cls

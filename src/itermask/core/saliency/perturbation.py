@@ -297,7 +297,7 @@ class KernelShapSaliency(_SurrogateSaliency):
 
 
 class _SingleFeatureSafeKernelShap(KernelShap):
-    def attribute(self, inputs, baselines=None, target=None, **kwargs):  # noqa: D102 (Captum's)
+    def attribute(self, inputs, baselines=None, target=None, **kwargs):  # pyright: ignore[reportIncompatibleMethodOverride]  (Captum's, one feature handled)
         if inputs.shape[-1] > 1:
             return super().attribute(inputs, baselines=baselines, target=target, **kwargs)
         assert baselines is not None  # _SurrogateSaliency always passes them
