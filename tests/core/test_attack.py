@@ -15,7 +15,6 @@ from itermask.core.candidates import (
     NO_CANDIDATE,
     EmbeddingNeighbours,
     MaskCandidates,
-    build_candidate_source,
     word_initial_positions,
     word_start_vocabulary,
 )
@@ -258,17 +257,15 @@ def test_candidates_pad_with_no_candidate_and_mask_marks_masked(tokenizer, tiny_
 
 
 def test_bad_attack_settings_fail_with_clear_errors(tokenizer):
-    with pytest.raises(ValueError, match="unknown attack candidate source 'thesaurus'"):
-        build_candidate_source({"name": "thesaurus"})
-    with pytest.raises(ValueError, match=r"attack.candidates.k must be an integer >= 1, got 0"):
-        AttackAnalysis({"name": "embedding_neighbors", "k": 0})
+    with pytest.raises(ValueError, match=r"candidates.k must be an integer >= 1, got 0"):
+        EmbeddingNeighbours(k=0)
     for budget in (0, 1.5, -0.2):
         with pytest.raises(ValueError, match=r"attack.budget must lie in \(0, 1\]"):
-            AttackAnalysis({"name": "mask"}, budget=budget)
+            AttackAnalysis(MaskCandidates(), budget=budget)
     with pytest.raises(ValueError, match="unknown attack.ranking 'sometimes'"):
-        AttackAnalysis({"name": "mask"}, ranking="sometimes")
+        AttackAnalysis(MaskCandidates(), ranking="sometimes")
     with pytest.raises(ValueError, match="attack.max_queries must be a positive integer"):
-        AttackAnalysis({"name": "mask"}, max_queries=0)
+        AttackAnalysis(MaskCandidates(), max_queries=0)
 
     class NoEmbeddings(torch.nn.Module):
         def forward(self, input_ids, attention_mask):
@@ -443,11 +440,11 @@ def test_the_analysis_attacks_every_method_on_the_masking_subset_and_links_the_c
         }
         for name, ev in evaluators.items()
     }
-    analysis = AttackAnalysis({"name": "embedding_neighbors", "k": 3, "min_similarity": -1.0}, budget=1.0)
+    analysis = AttackAnalysis(EmbeddingNeighbours(k=3, min_similarity=-1.0), budget=1.0)
     analysis.source.bind(tokenizer)
     analysis.word_start = word_start_vocabulary(tokenizer)
     data = SimpleNamespace(eval_loader=lambda subset: loader)
-    context = EvaluationContext(data, None, tiny_bert, None)  # pyright: ignore[reportArgumentType]
+    context = EvaluationContext(data, None, tiny_bert, None, subset=features)  # pyright: ignore[reportArgumentType]
     output = analysis.run(inputs, context, EvaluatedCurves.of(curves))
     section = output.result["attack"]
     assert set(section["methods"]) == {"gradient", "random"}

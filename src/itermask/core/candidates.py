@@ -40,7 +40,6 @@ __all__ = [
     "EmbeddingNeighbours",
     "SynonymCandidates",
     "MlmCandidates",
-    "build_candidate_source",
     "word_start_vocabulary",
     "word_initial_positions",
     "attackable_positions",
@@ -486,29 +485,3 @@ class MlmCandidates(_WholeWordSource):
         values, ids = scores.topk(min(self.k, scores.shape[1]), dim=1)
         ids = torch.where(values > float("-inf"), ids, NO_CANDIDATE)
         return torch.nn.functional.pad(ids, (0, self.k - ids.shape[1]), value=NO_CANDIDATE).to(positions.device)
-
-
-def build_candidate_source(spec: Mapping | CandidateSource | None) -> CandidateSource:
-    """The attack's candidate source: ``spec`` itself when it is a built source (a config node with its
-    ``_target_``, built by the settings stage), else the source registered under ``spec["name"]`` built with
-    the other entries of ``spec`` as its settings (unbound; a ``_target_`` entry is not a setting).
-
-    Raises:
-        ValueError: for a missing or unknown name (listing the known ones), or a bad setting (named as
-            ``attack.candidates.<setting>``).
-    """
-    if isinstance(spec, CandidateSource):
-        return spec
-    spec = {k: v for k, v in (spec or {}).items() if k != "_target_"}
-    name = spec.pop("name", None)
-    if name is None:
-        raise ValueError(f"attack.candidates needs a name: choose from {sorted(CANDIDATE_SOURCES)}")
-    source = CANDIDATE_SOURCES.get_entry(str(name))
-    try:
-        return source(**spec)
-    except TypeError as error:
-        raise ValueError(f"bad settings for attack candidates {name!r}: {error}") from None
-    except ValueError as error:
-        if str(error).startswith("candidates."):
-            raise ValueError(f"attack.{error}") from None
-        raise
