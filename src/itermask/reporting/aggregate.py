@@ -3,6 +3,7 @@ comparisons of groups that differ only in the model or a swept setting."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def build_report(
     groups = group_runs(sweep.runs)
     values = {label: _group_values(label, members) for label, members in groups.items()}
     summary, per_seed = _summaries(groups, values, settings)
-    report = Report(sweep, groups, summary, per_seed, _comparisons(groups, values, summary, settings), settings)
+    report = Report(sweep, groups, summary, per_seed, _comparisons(groups, values, settings), settings)
     headline.add_seed_statistics(report)
     report.attack_links = faithfulness_vs_attack(summary)
     return report
@@ -63,78 +64,43 @@ def _summaries(groups: dict, values: dict, settings: dict) -> tuple[pd.DataFrame
     s = settings
     summary_rows, seed_rows = [], []
     for label, members in groups.items():
+        group = dict(zip(GROUP, label))
         for key, per_run in values[label].items():
             bounds = measure_bounds(*key)  # the measure's declared range: the interval stays inside it
             agg = seed_interval(per_run, s["confidence"], s["interval"], s["n_resamples"], s["seed"], bounds)
-            summary_rows.append({**dict(zip(GROUP, label)), **dict(zip(MEASURE, key)), **agg})
+            measure = dict(zip(MEASURE, key))
+            summary_rows.append({**group, **measure, **agg})
             for run, value in zip(members, per_run):
-                seed_rows.append(
-                    {
-                        **dict(zip(GROUP, label)),
-                        "seed": run.seed,
-                        "job": run.job,
-                        **dict(zip(MEASURE, key)),
-                        "value": value,
-                    }
-                )
+                seed_rows.append({**group, "seed": run.seed, "job": run.job, **measure, "value": value})
     summary = pd.DataFrame(summary_rows, columns=[*GROUP, *MEASURE, "n", "mean", "std", "ci_low", "ci_high"])
     per_seed = pd.DataFrame(seed_rows, columns=[*GROUP, "seed", "job", *MEASURE, "value"])
     return summary, per_seed
 
 
-def _comparisons(groups: dict, values: dict, summary: pd.DataFrame, settings: dict) -> pd.DataFrame:
+#: the columns of the ``comparisons`` table
+COMPARISON_COLUMNS = [
+    *("dataset", "saliency", "masking", "model_a", "model_b", *MEASURE, "n_a", "n_b", "mean_a", "mean_b"),
+    *("difference", "ci_low", "ci_high", "statistic", "p_value", "difference_in_seed_sd"),
+]
+
+
+def _comparisons(groups: dict, values: dict, settings: dict) -> pd.DataFrame:
     """Every measure of each pair of groups that differ only in the model or a swept setting: the difference
     of the means, its interval and test (:func:`compare_samples`), and the difference in units of the
     within-group seed standard deviation (pooled: ``sqrt((s_a^2 + s_b^2) / 2)``)."""
     s = settings
     rows = []
     for label_a, label_b in model_pairs(groups):
+        pair = dict(zip(("dataset", "saliency", "masking"), label_a[1:]), model_a=label_a[0], model_b=label_b[0])
         for key in (k for k in values[label_a] if k in values[label_b]):
-            diff = compare_samples(
-                values[label_a][key],
-                values[label_b][key],
-                s["confidence"],
-                s["test"],
-                s["n_resamples"],
-                s["seed"],
-                measure_bounds(*key),  # the interval stays inside the range of a difference of two values
-            )
+            a, b = values[label_a][key], values[label_b][key]
+            # the interval stays inside the range of a difference of two values
+            diff = compare_samples(a, b, s["confidence"], s["test"], s["n_resamples"], s["seed"], measure_bounds(*key))
             sds = [seed_interval(values[label][key])["std"] for label in (label_a, label_b)]
             pooled = math.sqrt((sds[0] ** 2 + sds[1] ** 2) / 2) if all(math.isfinite(x) for x in sds) else math.nan
             in_sd = diff["difference"] / pooled if pooled and math.isfinite(pooled) else math.nan
-            rows.append(
-                {
-                    "dataset": label_a[1],
-                    "saliency": label_a[2],
-                    "masking": label_a[3],
-                    "model_a": label_a[0],
-                    "model_b": label_b[0],
-                    **dict(zip(MEASURE, key)),
-                    **diff,
-                    "difference_in_seed_sd": in_sd,
-                }
-            )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "dataset",
-            "saliency",
-            "masking",
-            "model_a",
-            "model_b",
-            *MEASURE,
-            "n_a",
-            "n_b",
-            "mean_a",
-            "mean_b",
-            "difference",
-            "ci_low",
-            "ci_high",
-            "statistic",
-            "p_value",
-            "difference_in_seed_sd",
-        ],
-    )
+            rows.append({**pair, **dict(zip(MEASURE, key)), **diff, "difference_in_seed_sd": in_sd})
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 def model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
@@ -142,18 +108,11 @@ def model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
     :func:`~itermask.reporting.sweep.group_runs`; e.g. standard vs masked fine-tuning) and the seed, sorted by
     label."""
     labels = sorted(groups)
-    context = {}
-    swept = tuple(
-        sorted(
-            {t for members in groups.values() for run in members for k in run.variant_keys for t in swept_subtrees(k)}
-        )
-    )
-    for label in labels:
-        ctx = run_contexts(groups[label], drop=("model", *swept))
-        context[label] = config_hash(ctx[0])
-    pairs = []
-    for i, a in enumerate(labels):
-        for b in labels[i + 1 :]:
-            if a[0] != b[0] and a[1:] == b[1:] and context[a] == context[b]:
-                pairs.append((a, b))
-    return pairs
+    keys = {k for members in groups.values() for run in members for k in run.variant_keys}
+    swept = tuple(sorted({t for k in keys for t in swept_subtrees(k)}))
+    context = {label: config_hash(run_contexts(groups[label], drop=("model", *swept))[0]) for label in labels}
+    return [
+        (a, b)
+        for a, b in itertools.combinations(labels, 2)
+        if a[0] != b[0] and a[1:] == b[1:] and context[a] == context[b]
+    ]

@@ -14,6 +14,7 @@ With few methods the test is weak: rho takes few values and the smallest two-sid
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -27,18 +28,8 @@ __all__ = ["faithfulness_vs_attack", "spearman_exact", "EFFICIENCY", "COLUMNS", 
 #: attack efficiency measures (report score names) and whether higher means more efficient
 EFFICIENCY = {"attack success_rate": True, "attack perturbed_fraction": False}
 COLUMNS = (
-    "model",
-    "dataset",
-    "masking",
-    "schedule",
-    "faithfulness",
-    "efficiency",
-    "n_methods",
-    "methods",
-    "faithfulness_means",
-    "efficiency_means",
-    "spearman_rho",
-    "p_value",
+    *("model", "dataset", "masking", "schedule", "faithfulness", "efficiency", "n_methods", "methods"),
+    *("faithfulness_means", "efficiency_means", "spearman_rho", "p_value"),
 )
 
 
@@ -87,37 +78,31 @@ def _aopc_comprehensiveness(score: str) -> bool:
 
 
 def faithfulness_vs_attack(summary: pd.DataFrame) -> pd.DataFrame:
-    """Spearman's rho across saliency methods between seed-mean AOPC comprehensiveness and each attack
-    efficiency of :data:`EFFICIENCY` (rows in :data:`COLUMNS` order), per (model, dataset, masking) and
-    schedule; empty without attack rows. ``spearman_rho``/``p_value`` are NaN with fewer than 3 methods or
-    when either side is constant.
+    """The rows of :data:`COLUMNS` (module docstring), per (model, dataset, masking), schedule and efficiency of
+    :data:`EFFICIENCY`; empty without attack rows. ``spearman_rho``/``p_value`` are NaN with fewer than 3
+    methods or when either side is constant.
 
     Args:
         summary: the report's summary table (:class:`~itermask.reporting.aggregate.Report`).
     """
     rows = []
     for (model, dataset, masking), means in _means(summary).items():
-        schedules = sorted({schedule for (_, schedule, score) in means if score in EFFICIENCY})
-        for schedule in schedules:
+        for schedule in sorted({schedule for (_, schedule, score) in means if score in EFFICIENCY}):
             faithfulness = sorted(
                 {score for (_, s, score) in means if s == schedule and _aopc_comprehensiveness(score)}
             )
-            for faith in faithfulness[:1]:
-                for efficiency in EFFICIENCY:
-                    methods = sorted(
-                        e
-                        for (e, s, score) in means
-                        if s == schedule
-                        and score == efficiency
-                        and not math.isnan(means[(e, s, score)])
-                        and not math.isnan(means.get((e, s, faith), math.nan))
-                    )
-                    x = [means[(m, schedule, faith)] for m in methods]
-                    y = [means[(m, schedule, efficiency)] for m in methods]
-                    rho = p = math.nan
-                    if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
-                        rho, p = spearman_exact(x, y)
-                    rows.append(
-                        [model, dataset, masking, schedule, faith, efficiency, len(methods), methods, x, y, rho, p]
-                    )
+            for faith, efficiency in itertools.product(faithfulness[:1], EFFICIENCY):
+                measured = [e for (e, s, score) in means if (s, score) == (schedule, efficiency)]
+                methods = sorted(
+                    e
+                    for e in measured
+                    if not math.isnan(means[(e, schedule, efficiency)])
+                    and not math.isnan(means.get((e, schedule, faith), math.nan))
+                )
+                x = [means[(m, schedule, faith)] for m in methods]
+                y = [means[(m, schedule, efficiency)] for m in methods]
+                rho = p = math.nan
+                if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
+                    rho, p = spearman_exact(x, y)
+                rows.append([model, dataset, masking, schedule, faith, efficiency, len(methods), methods, x, y, rho, p])
     return pd.DataFrame(rows, columns=list(COLUMNS))

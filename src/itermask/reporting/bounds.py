@@ -1,14 +1,8 @@
-"""The range of each report measure, read from where the measure is declared, for intervals that stay in it.
-
-A measure of the report is ``(explanation, schedule, score)`` (:mod:`itermask.reporting.aggregate`):
-
-- ``("model", "", "accuracy_<split>")``: an accuracy, in [0, 1];
-- a masking score (a key of :func:`itermask.core.metrics.summarize`): the metric's declared
-  :attr:`~itermask.core.metrics.Metric.bounds` (via :func:`~itermask.core.metrics.metric_info`);
-- ``("<method> - random", ...)``: a difference of two values of the score, in
-  :func:`~itermask.reporting.intervals.difference_bounds` of the score's range;
-- an analysis's row (``ood ...``, ``attack ...``): the analysis's :meth:`~itermask.analyses.Analysis.report_bounds`.
-
+"""The range of each report measure ``(explanation, schedule, score)``, read from where the measure is declared,
+for intervals that stay in it: ``accuracy_<split>`` is in [0, 1]; a masking score (a key of
+:func:`itermask.core.metrics.summarize`) has its metric's declared :attr:`~itermask.core.metrics.Metric.bounds`;
+an analysis's row (``ood ...``, ``attack ...``) its :meth:`~itermask.analyses.Analysis.report_bounds`; a
+``"<method> - random"`` row the range of a difference (:func:`~itermask.reporting.intervals.difference_bounds`).
 Anything else is unbounded (``None``): its interval is the plain one.
 """
 
@@ -25,9 +19,8 @@ __all__ = ["measure_bounds", "score_bounds"]
 
 
 def score_bounds(score: str, quantity: str | None = None) -> Bounds | None:
-    """The range of one value of the score key ``score`` (a masking metric, an accuracy or an analysis's
-    row), or ``None`` if unbounded or unknown. ``quantity`` resolves keys without a ``_prob``/``_logit``
-    suffix."""
+    """The range of one value of the score key ``score`` (a masking metric, an accuracy or an analysis's row), or
+    ``None`` if unbounded or unknown. ``quantity`` resolves keys without a ``_prob``/``_logit`` suffix."""
     from itermask.analyses import ANALYSES
     from itermask.core.metrics import metric_info
 

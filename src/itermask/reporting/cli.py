@@ -48,13 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        report = build_report(
-            args.multirun_dir,
-            args.confidence,
-            "bootstrap" if args.bootstrap else "t",
-            "permutation" if args.permutation else "welch",
-            args.n_resamples,
-        )
+        interval, test = ("bootstrap" if args.bootstrap else "t"), ("permutation" if args.permutation else "welch")
+        report = build_report(args.multirun_dir, args.confidence, interval, test, args.n_resamples)
     except ReportError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -68,13 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta = report.sweep.meta
         logger = meta.get("logger") or {}
         group = logger.get("group") or group_name(meta.get("task_name") or "evaluate", report.sweep.root)
-        folder = log_report_to_wandb(
-            report,
-            written,
-            project=logger.get("project") or "itermask",
-            group=group,
-            mode=args.wandb_mode or default_wandb_mode(),
-        )
+        project, mode = logger.get("project") or "itermask", args.wandb_mode or default_wandb_mode()
+        folder = log_report_to_wandb(report, written, project=project, group=group, mode=mode)
         if folder:
             print(f"W&B summary run: {folder}")
     return 0

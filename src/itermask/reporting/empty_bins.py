@@ -1,7 +1,5 @@
-"""AOPC bins that mask no token for most examples of a group (short texts: 1 % of 26 tokens rounds to 0),
-with the method's AOPC over the bins and over the bins other than the empty ones (from the jobs' per-example
-steps tables). The first screen places a note on each next to its AOPC score
-(:func:`itermask.reporting.render.first_screen.empty_bin_notes`)."""
+"""AOPC bins that mask no token for most examples of a group (short texts: 1 % of 26 tokens rounds to 0), noted
+next to the AOPC score on the first screen (:func:`itermask.reporting.render.first_screen.empty_bin_notes`)."""
 
 from __future__ import annotations
 
@@ -21,17 +19,10 @@ __all__ = ["EmptyBin", "empty_bins"]
 
 @dataclass
 class EmptyBin:
-    """An AOPC bin that masks no token for most examples of a group.
-
-    Attributes:
-        label: the group's label (:data:`~itermask.reporting.model.GROUP`).
-        bin: the bin (masking fraction).
-        n_empty: examples whose bin masks 0 tokens (of the first run of the group; the texts are the same
-            for every seed).
-        n_examples: examples evaluated.
-        score: the AOPC key (``aopc_comprehensiveness_prob``), with ``with_bin``/``without_bin``: the
-            method's mean AOPC over seeds over the bins, and over the bins other than the empty ones.
-    """
+    """An AOPC ``bin`` (masking fraction) that masks no token for ``n_empty`` of the ``n_examples`` examples
+    of the group ``label`` (counted in its first run: the texts are the same for every seed), with the AOPC
+    key ``score`` (``aopc_comprehensiveness_prob``) and the method's mean AOPC over seeds over the bins
+    (``with_bin``) and over the bins other than the empty ones (``without_bin``)."""
 
     label: tuple
     bin: float
@@ -42,25 +33,18 @@ class EmptyBin:
     without_bin: float
 
 
-def _bins(run) -> list[float]:
-    bins = ((run.result.get("config") or {}).get("evaluation") or {}).get("aopc_bins")
-    return [float(b) for b in bins] if bins else []
-
-
 def empty_bins(report: Report) -> list[EmptyBin]:
-    """The AOPC bins that mask no token for more than half of a group's examples (read from the jobs'
-    ``per_example/steps.parquet``, the method under study, one-shot schedule), with the method's AOPC of
-    every per-step score with an AOPC over the bins and without the empty bins (mean over seeds). Groups
+    """The :class:`EmptyBin` of every group and AOPC score: bins that mask no token for more than half of the
+    examples (the jobs' ``per_example/steps.parquet``, the method under study, one-shot schedule). Groups
     without per-example files or AOPC bins give none."""
-    from itermask.storage.per_example import FOLDER
-
     out = []
     for label, members in report.groups.items():
         method = label[2]
-        bins = _bins(members[0])
+        evaluation = (members[0].result.get("config") or {}).get("evaluation") or {}
+        bins = [float(b) for b in evaluation.get("aopc_bins") or []]
         frames = []
         for run in members:
-            path = run.path.parent / FOLDER / "steps.parquet"
+            path = run.per_example("steps")
             if path.is_file() and bins:
                 steps = pd.read_parquet(path)
                 frames.append(steps[(steps.saliency == method)])

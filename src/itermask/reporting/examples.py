@@ -11,15 +11,12 @@ ERASER bins where computed, one-shot schedule; :func:`~itermask.reporting.headli
   the seeds where it flips);
 - the example whose masked inputs are most out of distribution under the method: the largest final-layer
   Mahalanobis score (squared distance to the closest class mean, Lee et al. 2018, arXiv 1807.03888, Eq. 2;
-  the score behind the reported OOD AUROC) averaged over every step of the masking grid (the area under its
-  curve, so neither the clean 0 % step nor the fully masked last step, where all inputs are nearly alike,
-  decides alone), one-shot schedule, mean over seeds; read from the jobs' ``per_example/ood.parquet``
-  (written by :mod:`itermask.analyses.ood`). The reason gives that mean with the clean input's score and
-  the random explanation's mean;
+  the score behind the reported OOD AUROC) averaged over every step of the masking grid (so neither the clean
+  0 % step nor the fully masked last step, where all inputs are nearly alike, decides alone), one-shot
+  schedule, mean over seeds, from the jobs' ``per_example/ood.parquet``;
 - across groups that differ only in the model: the example whose score differs most between two models.
 
-Results stored without ``ood.parquet`` (written before itermask kept per-example OOD scores, or run with
-``ood=none``) get :data:`OOD_NOTE` instead of that pick.
+Results without ``ood.parquet`` get :data:`OOD_NOTE` instead of that pick.
 """
 
 from __future__ import annotations
@@ -49,15 +46,9 @@ OOD_NOTE = (
 
 @dataclass
 class Pick:
-    """One chosen example.
-
-    Attributes:
-        label: the group it is shown from.
-        run: the job whose stored files the view is read from.
-        example_id: the example's id.
-        reason: why it was picked, with the numbers that picked it.
-        kind: a short tag of the reason (``beats_random_most``, ``seed_disagreement``...).
-    """
+    """One chosen example: the group ``label`` it is shown from, the ``run`` whose stored files its view is
+    read from, its ``example_id``, the ``reason`` it was picked (with the numbers that picked it) and a short
+    tag of the reason, ``kind`` (``beats_random_most``, ``seed_disagreement``...)."""
 
     label: tuple
     run: Run
@@ -94,12 +85,10 @@ class _OODScores:
 def _group_ood(members: list[Run], method: str, schedule: str, examples: list[int]) -> _OODScores | None:
     """The per-example OOD scores of one group from its jobs' ``per_example/ood.parquet`` (``None`` when a
     job has none, or none for the method and schedule)."""
-    from itermask.storage.per_example import FOLDER
-
     means: dict[str, list[np.ndarray]] = {method: [], "random": []}
     clean, n_steps = [], 0
     for run in members:
-        path = run.path.parent / FOLDER / "ood.parquet"
+        path = run.per_example("ood")
         if not path.is_file():
             return None
         frame = pd.read_parquet(path)
@@ -124,16 +113,10 @@ def _group_ood(members: list[Run], method: str, schedule: str, examples: list[in
 def _group_scores(label: tuple, members: list[Run]) -> _Scores | None:
     """The headline score per example and seed of one group, from its jobs' ``per_example/scores.parquet``
     (``None`` when a job has none)."""
-    from itermask.storage.per_example import FOLDER
-
-    frames = []
-    for run in members:
-        path = run.path.parent / FOLDER / "scores.parquet"
-        if not path.is_file() or not (run.path.parent / FOLDER / "tokens.parquet").is_file():
-            return None
-        frames.append(pd.read_parquet(path))
-    method = label[2]
-    quantity = members[0].result.get("quantity", "probability")
+    if not all(run.per_example("scores").is_file() and run.per_example("tokens").is_file() for run in members):
+        return None
+    frames = [pd.read_parquet(run.per_example("scores")) for run in members]
+    method, quantity = label[2], members[0].result.get("quantity", "probability")
     mine = [f[f.saliency == method] for f in frames]
     schedules = list(dict.fromkeys(mine[0].schedule))
     if not schedules:
@@ -183,22 +166,14 @@ def _random_picks(data: _Scores, sign: float) -> list[_Candidate]:
     if not np.isfinite(mean).any():
         return []
     seeds = len(data.runs)
-    best, worst = int(np.nanargmax(mean)), int(np.nanargmin(mean))
-    return [
-        (
-            best,
-            f"method beats random most: {data.score} ({data.schedule}) {_fmt(np.nanmean(data.method[:, best]))} vs "
-            f"random {_fmt(np.nanmean(data.random[:, best]))} (mean over {seeds} seed(s))",
-            "beats_random_most",
-        ),
-        (
-            worst,
-            f"method beats random least: {data.score} ({data.schedule}) "
-            f"{_fmt(np.nanmean(data.method[:, worst]))} vs "
-            f"random {_fmt(np.nanmean(data.random[:, worst]))} (mean over {seeds} seed(s))",
-            "beats_random_least",
-        ),
-    ]
+    out = []
+    for i, which in ((int(np.nanargmax(mean)), "most"), (int(np.nanargmin(mean)), "least")):
+        reason = (
+            f"method beats random {which}: {data.score} ({data.schedule}) {_fmt(np.nanmean(data.method[:, i]))} vs "
+            f"random {_fmt(np.nanmean(data.random[:, i]))} (mean over {seeds} seed(s))"
+        )
+        out.append((i, reason, f"beats_random_{which}"))
+    return out
 
 
 def _seed_picks(data: _Scores) -> list[_Candidate]:
@@ -221,10 +196,9 @@ def _flip_picks(data: _Scores) -> list[_Candidate]:
     """The example whose decision flips earliest (mean over the seeds where it flips)."""
     if data.flips is None or not np.isfinite(data.flips).any():
         return []
-    with np.errstate(all="ignore"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            first = np.nanmean(data.flips, axis=0)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        first = np.nanmean(data.flips, axis=0)
     if not np.isfinite(first).any():
         return []
     i = int(np.nanargmin(first))
@@ -285,23 +259,17 @@ def _model_picks(report: Report, scores: dict[tuple, _Scores]) -> list[Pick]:
         if not np.isfinite(gap).any():
             continue
         i = int(np.nanargmax(gap))
-        picks.append(
-            Pick(
-                a,
-                sa.runs[0],
-                common[i],
-                f"largest disagreement between models: {sa.score} ({sa.schedule}) {_fmt(ma[i])} with {a[0]}, "
-                f"{_fmt(mb[i])} with {b[0]} (seed means); shown with {a[0]}",
-                "model_disagreement",
-            )
+        reason = (
+            f"largest disagreement between models: {sa.score} ({sa.schedule}) {_fmt(ma[i])} with {a[0]}, "
+            f"{_fmt(mb[i])} with {b[0]} (seed means); shown with {a[0]}"
         )
+        picks.append(Pick(a, sa.runs[0], common[i], reason, "model_disagreement"))
     return picks
 
 
 def pick_examples(report: Report) -> tuple[list[Pick], list[str]]:
-    """The chosen examples of every group (see the module docstring) and notes on what could not be picked
-    (groups without per-example files with tokens, a single seed, no per-example OOD scores:
-    :data:`OOD_NOTE`)."""
+    """The chosen examples of every group (see the module docstring) and notes on what could not be picked (groups
+    without per-example files with tokens, a single seed, no per-example OOD scores: :data:`OOD_NOTE`)."""
     picks, notes, scores = [], [], {}
     for label, members in report.groups.items():
         data = _group_scores(label, members)

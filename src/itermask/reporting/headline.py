@@ -1,9 +1,5 @@
-"""The statistics the report leads with: per explanation and schedule, the score minus the random
-explanation's (paired over seeds), how often it beats random, and how much of the score's variation is the
-seed's (:mod:`itermask.reporting.seeds`, from the jobs' per-example tables), plus Kendall's W of the
-methods' ranking across seeds.
-
-Tables added to a :class:`~itermask.reporting.aggregate.Report`:
+"""The statistics the report leads with (:mod:`itermask.reporting.seeds` from the jobs' per-example tables),
+as tables added to a :class:`~itermask.reporting.aggregate.Report`:
 
 - ``seed_sensitivity``: one row per group x (explanation, schedule, per-example score): ``n_seeds``,
   ``n_examples`` (used), ``n_dropped`` (undefined in some seed), the variance components, ``share`` with
@@ -28,7 +24,7 @@ from scipy import stats
 
 from itermask.core.metrics import AGGREGATES, ScoreKey, metric_info
 from itermask.reporting.bounds import measure_bounds
-from itermask.reporting.model import GROUP, of_group
+from itermask.reporting.model import GROUP, MEASURE, of_group, of_measure
 from itermask.reporting.seeds import MIN_SEEDS, kendalls_w, seed_share
 from itermask.reporting.statistics import seed_interval
 from itermask.reporting.sweep import Run
@@ -36,28 +32,28 @@ from itermask.reporting.sweep import Run
 __all__ = ["add_seed_statistics", "headline_scores", "HEADLINE_SCORES"]
 #: the metrics the headline leads with, most important first (their AOPC on the run's quantity)
 HEADLINE_SCORES = ("comprehensiveness", "sufficiency")
+#: the columns of ``report.seed_sensitivity``
+SEED_COLUMNS = [
+    *(*GROUP, *MEASURE, "n_seeds", "n_examples", "n_dropped", "var_seed", "var_example", "var_residual", "share"),
+    *("ci_low", "ci_high", "friedman_statistic", "friedman_p", "mean_spearman", "why"),
+]
+#: the keys of a row of ``report.rank_stability``: Kendall's W over the groups that share them
+RANK_KEYS = ("model", "dataset", "masking", "schedule", "score")
 
 
 def _per_example_scores(members: list[Run]) -> tuple[list[pd.DataFrame] | None, list[str]]:
     """Each run's ``per_example/scores.parquet`` (``None`` and the jobs without one if any is missing)."""
-    from itermask.storage.per_example import FOLDER
-
-    frames, missing = [], []
-    for run in members:
-        path = run.path.parent / FOLDER / "scores.parquet"
-        if path.is_file():
-            frames.append(pd.read_parquet(path))
-        else:
-            missing.append(run.job)
-    return (None if missing else frames), missing
+    missing = [run.job for run in members if not run.per_example("scores").is_file()]
+    return (None if missing else [pd.read_parquet(run.per_example("scores")) for run in members]), missing
 
 
-def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], settings: dict) -> list[dict]:
+def _seed_rows(label: tuple, frames: list[pd.DataFrame], settings: dict) -> list[dict]:
     """Seed-sensitivity rows of one group: every per-example score (a registered metric, defined for the
     schedule) of every (explanation, schedule) present in all its runs, over the examples every run evaluated."""
     rows = []
     keys = set.intersection(*({tuple(k) for k in f[["saliency", "schedule"]].drop_duplicates().values} for f in frames))
     for explanation, schedule in sorted(keys):
+        measure = {**dict(zip(GROUP, label)), "explanation": explanation, "schedule": schedule}
         parts = [f[(f.saliency == explanation) & (f.schedule == schedule)].set_index("example_id") for f in frames]
         examples = sorted(set.intersection(*(set(p.index) for p in parts)))
         scores = [c for c in parts[0].columns if c not in ("saliency", "schedule") and all(c in p for p in parts)]
@@ -66,9 +62,7 @@ def _seed_rows(label: tuple, members: list[Run], frames: list[pd.DataFrame], set
             if metric_info(score) is None or np.isnan(values).all():
                 continue  # a diagnostic column, or a score the schedule does not define (recursive sufficiency)
             result = seed_share(values, settings["confidence"], n_resamples=2000, seed=settings["seed"])
-            rows.append(
-                {**dict(zip(GROUP, label)), "explanation": explanation, "schedule": schedule, "score": score, **result}
-            )
+            rows.append({**measure, "score": score, **result})
     return rows
 
 
@@ -99,14 +93,8 @@ def _paired(differences: list[float], confidence: float, higher_is_better: bool 
                 warnings.simplefilter("ignore", RuntimeWarning)
                 p = float(stats.ttest_1samp(d, 0.0).pvalue)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result bunch)
     better = int((d > 0).sum() if higher_is_better is not False else (d < 0).sum())
-    return {
-        "n_seeds": len(d),
-        "difference": agg["mean"],
-        "ci_low": agg["ci_low"],
-        "ci_high": agg["ci_high"],
-        "p_value": p,
-        "n_better": better,
-    }
+    out = {"difference": agg["mean"], "ci_low": agg["ci_low"], "ci_high": agg["ci_high"], "p_value": p}
+    return {**out, "n_better": better}
 
 
 def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict]:
@@ -120,43 +108,18 @@ def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict
         for score in headline_scores(quantity, set(mine.score)):
             info = metric_info(score, quantity)
             direction = info.higher_is_more_faithful if info is not None else None
-            rel = per_seed[
-                (per_seed.explanation == f"{method} - random")
-                & (per_seed.schedule == schedule)
-                & (per_seed.score == score)
-            ]
+            rel = of_measure(per_seed, f"{method} - random", schedule, score)
             bounds = measure_bounds(f"{method} - random", schedule, score, quantity)
             paired = _paired(rel.value.tolist(), report.settings["confidence"], direction, bounds) if len(rel) else {}
             own = cast(pd.DataFrame, mine[mine.score == score]).value
-            share = (
-                sensitivity[
-                    (sensitivity.explanation == method)
-                    & (sensitivity.schedule == schedule)
-                    & (sensitivity.score == score)
-                ]
-                if len(sensitivity)
-                else sensitivity
-            )
-            rows.append(
-                {
-                    **dict(zip(GROUP, label)),
-                    "explanation": method,
-                    "schedule": schedule,
-                    "score": score,
-                    "unit": info.unit if info else "",
-                    "higher_is_more_faithful": direction,
-                    "mean": float(own.mean()) if len(own) else math.nan,
-                    "n_seeds": len(members),
-                    "difference": paired.get("difference", math.nan),
-                    "ci_low": paired.get("ci_low", math.nan),
-                    "ci_high": paired.get("ci_high", math.nan),
-                    "p_value": paired.get("p_value", math.nan),
-                    "n_better": paired.get("n_better"),
-                    "seed_share": float(share.share.iloc[0]) if len(share) else math.nan,
-                    "share_ci_low": float(share.ci_low.iloc[0]) if len(share) else math.nan,
-                    "share_ci_high": float(share.ci_high.iloc[0]) if len(share) else math.nan,
-                }
-            )
+            share = of_measure(sensitivity, method, schedule, score)[["share", "ci_low", "ci_high"]]
+            shares = [float(v) for v in share.iloc[0]] if len(share) else [math.nan] * 3
+            row = {**dict(zip(GROUP, label)), "explanation": method, "schedule": schedule, "score": score}
+            row |= {"unit": info.unit if info else "", "higher_is_more_faithful": direction}
+            row |= {"mean": float(own.mean()) if len(own) else math.nan, "n_seeds": len(members)}
+            row |= {k: paired.get(k, math.nan) for k in ("difference", "ci_low", "ci_high", "p_value")}
+            row |= {"n_better": paired.get("n_better")}
+            rows.append(row | dict(zip(("seed_share", "share_ci_low", "share_ci_high"), shares)))
     return rows
 
 
@@ -167,20 +130,14 @@ def _rank_rows(report) -> list[dict]:
     scored = per_seed.score.map(lambda score: metric_info(score) is not None)
     methods = per_seed[scored & ~per_seed.explanation.str.contains(" - ") & (per_seed.explanation != "model")]
     rows = []
-    for key, frame in methods.groupby(["model", "dataset", "masking", "schedule", "score"], sort=True):
+    for key, frame in methods.groupby(list(RANK_KEYS), sort=True):
         table = frame.drop_duplicates(["explanation", "seed"]).pivot(
             index="seed", columns="explanation", values="value"
         )
         if table.shape[1] < 3:
             continue
         result = kendalls_w(table.to_numpy(dtype=float))
-        rows.append(
-            {
-                **dict(zip(("model", "dataset", "masking", "schedule", "score"), key)),
-                "methods": ", ".join(table.columns),
-                **result,
-            }
-        )
+        rows.append({**dict(zip(RANK_KEYS, key)), "methods": ", ".join(table.columns), **result})
     return rows
 
 
@@ -202,27 +159,8 @@ def add_seed_statistics(report) -> None:
                 "written before itermask kept them): the seed share of variance is not computed"
             )
             continue
-        rows += _seed_rows(label, members, frames, report.settings)
-    columns = [
-        *GROUP,
-        "explanation",
-        "schedule",
-        "score",
-        "n_seeds",
-        "n_examples",
-        "n_dropped",
-        "var_seed",
-        "var_example",
-        "var_residual",
-        "share",
-        "ci_low",
-        "ci_high",
-        "friedman_statistic",
-        "friedman_p",
-        "mean_spearman",
-        "why",
-    ]
-    report.seed_sensitivity = pd.DataFrame(rows, columns=columns)
+        rows += _seed_rows(label, frames, report.settings)
+    report.seed_sensitivity = pd.DataFrame(rows, columns=SEED_COLUMNS)
     report.headline = pd.DataFrame(
         [r for label in report.groups for r in _headline_rows(report, label, report.seed_sensitivity)]
     )

@@ -13,8 +13,7 @@ declared range ``bounds = (lo, hi)`` by construction (never by clipping the inte
   Inference*, 2nd ed., Sec. 5.5.4 for the delta method). The back-transform is monotone and maps the real
   line into ``(lo, hi)``, so both ends lie inside the range (up to float rounding onto a bound) whatever
   ``n`` and the spread.
-- :func:`wilson_interval`: Wilson's score interval for a binomial proportion ``k / n`` (Wilson 1927,
-  JASA 22:209), which lies in ``[0, 1]`` by construction and behaves at ``k = 0`` and ``k = n``.
+- :func:`wilson_interval`: Wilson's score interval for a binomial proportion (Wilson 1927, JASA 22:209).
 - percentile bootstrap (:func:`scipy.stats.bootstrap` with ``method="percentile"``, used by
   :func:`itermask.reporting.statistics.seed_interval`): the quantiles of resampled means lie between the
   smallest and largest value, hence inside any range the values respect.
@@ -33,7 +32,6 @@ from scipy import stats
 __all__ = [
     "Bounds",
     "UNIT_INTERVAL",
-    "NONNEGATIVE",
     "check_bounds",
     "difference_bounds",
     "within_bounds",
@@ -46,8 +44,6 @@ __all__ = [
 Bounds = tuple[float, float]
 #: probabilities, AUROC, ECE, rates and shares
 UNIT_INTERVAL: Bounds = (0.0, 1.0)
-#: counts, distances, areas over a token grid
-NONNEGATIVE: Bounds = (0.0, math.inf)
 
 #: values this far outside their range (relative to its width, or absolute for half-open ranges) are float
 #: noise (float32 cosines and probabilities are off by ~1e-7) and are moved onto the bound before the

@@ -1,10 +1,6 @@
-"""The report's model: what one result file gives the report, and the aggregated :class:`Report`.
-
-A result gives *measures*, ``{(explanation, schedule, score): value}`` (:func:`result_measures`: the
-accuracies, the per-method scores, the differences to random, and the rows each analysis declares with
-:meth:`itermask.analyses.Analysis.report_measures`), and per-step *curves* (:func:`result_curves`). A run's
-*group* is its (model, dataset, saliency, masking): the runs of a group differ only in the seed. Reading
-results needs no torch.
+"""The report's model: what one result file gives the report (its *measures*, :func:`result_measures`, and
+per-step *curves*, :func:`result_curves`) and the aggregated :class:`Report`. A run's *group* is its (model,
+dataset, saliency, masking): the runs of a group differ only in the seed. Reading results needs no torch.
 """
 
 from __future__ import annotations
@@ -28,10 +24,10 @@ __all__ = [
     "TABLES",
     "Report",
     "result_measures",
-    "analysis_measures",
     "result_curves",
     "measure_order",
     "of_group",
+    "of_measure",
     "records",
     "series_rows",
 ]
@@ -46,8 +42,9 @@ TABLES = ("summary", "per_seed", "comparisons", "headline", "seed_sensitivity", 
 
 
 def result_measures(result: dict) -> dict[tuple[str, str, str], float]:
-    """Scalar measures of one result: accuracies, per-method scores, differences to random, and the rows of
-    its analyses (:func:`analysis_measures`); ``None`` values as NaN."""
+    """Scalar measures of one result: accuracies, per-method scores, differences to random, and the rows each
+    analysis section of ``result`` adds (:meth:`itermask.analyses.Analysis.report_measures` of the analyses of
+    :func:`itermask.analyses.analysis_classes` whose section the result holds); ``None`` values as NaN."""
     out = {}
     for name in ACCURACY:
         value = result["accuracy"].get(name)
@@ -62,14 +59,6 @@ def result_measures(result: dict) -> dict[tuple[str, str, str], float]:
     for schedule, deltas in (result.get("relative_to_random") or {}).items():
         for key, value in deltas.items():
             out[(f"{main} - random", schedule, key)] = math.nan if value is None else float(value)
-    out.update(analysis_measures(result))
-    return out
-
-
-def analysis_measures(result: dict) -> dict[tuple[str, str, str], float]:
-    """The rows each analysis section of ``result`` adds (:meth:`itermask.analyses.Analysis.report_measures`
-    of the analyses of :func:`itermask.analyses.analysis_classes` whose section the result holds)."""
-    out = {}
     for analysis in analysis_classes(result):
         if analysis.name in result:
             out.update(analysis.report_measures(result))
@@ -102,6 +91,12 @@ def of_group(frame: pd.DataFrame, label: tuple) -> pd.DataFrame:
     if frame.empty:
         return frame
     return cast(pd.DataFrame, frame[(frame[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)])
+
+
+def of_measure(frame: pd.DataFrame, explanation: str, schedule: str, score: str) -> pd.DataFrame:
+    """The rows of ``frame`` of the measure ``(explanation, schedule, score)`` (its :data:`MEASURE` columns)."""
+    same = (frame.explanation == explanation) & (frame.schedule == schedule) & (frame.score == score)
+    return cast(pd.DataFrame, frame[same])
 
 
 def records(frame: pd.DataFrame) -> Iterable[Any]:

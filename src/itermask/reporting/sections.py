@@ -1,20 +1,10 @@
 """Report sections: parts of the report that a study adds, found in the settings instead of called by name.
 
-A *report section* is any object with the two methods of :class:`ReportSection`. The report finds its
-sections in two places (:func:`report_sections`):
-
-- ``report.settings``: every value that is a section, or a mapping with a ``_target_`` naming a section
-  class (set by :class:`itermask.callbacks.ReportCallback` from its extra config nodes);
-- when the settings have none, the sweep's ``multirun.yaml``: every node under ``hydra.callbacks.report``
-  with a ``_target_`` (a report rebuilt from the command line, ``python -m itermask.reporting``).
-
-A node is built by calling its ``_target_`` class with the node's other keys (the class validates them).
-So a study is a package of its own plus one config node, e.g. ``hydra.callbacks.report.claims`` of
-``experiment=paper``, whose ``_target_`` names the paper's Claims section (``conf/experiment/paper.yaml``).
-The report writer (:func:`itermask.reporting.render.write.write_report`) calls
-:meth:`ReportSection.figures` of each section once and puts each section's Markdown
-(:meth:`ReportSection.markdown`) first in the report, in the order found. Nothing here knows any study.
-"""
+A *report section* is any object with the two methods of :class:`ReportSection`, built from a config node with a
+``_target_`` (:func:`build_section`, :func:`section_nodes`). So a study is a package of its own plus one config node,
+e.g. ``hydra.callbacks.report.claims`` of ``experiment=paper`` (``conf/experiment/paper.yaml``). The report writer
+(:func:`itermask.reporting.render.write.write_report`) calls each section's :meth:`ReportSection.figures` once and
+puts its :meth:`ReportSection.markdown` first in the report, in the order found. Nothing here knows any study."""
 
 from __future__ import annotations
 
@@ -97,8 +87,10 @@ def _multirun_nodes(root: Path) -> dict[str, Any]:
 
 
 def section_nodes(report: Report) -> dict[str, Any]:
-    """The report's section nodes by name: those in ``report.settings``, else those of the sweep's
-    ``multirun.yaml`` (module docstring)."""
+    """The report's section nodes by name: those in ``report.settings`` (set by
+    :class:`itermask.callbacks.ReportCallback` from its extra config nodes), else those under
+    ``hydra.callbacks.report`` of the sweep's ``multirun.yaml`` (a report rebuilt with ``python -m
+    itermask.reporting``)."""
     nodes = {name: value for name, value in report.settings.items() if _is_section_node(value)}
     return nodes or _multirun_nodes(Path(report.sweep.root))
 

@@ -18,9 +18,7 @@ The mean squares are those of the two-way ANOVA table (``statsmodels``' ``anova_
 C(example)`` gives the same numbers; the tests check it); they are computed here in closed form so that
 thousands of bootstrap resamples run in one vectorised pass. The Friedman test (:func:`scipy.stats.
 friedmanchisquare`, examples as blocks, seeds as treatments) tests whether the seeds' per-example scores
-differ. Rank stability: Kendall's coefficient of concordance ``W = chi2_F / (m (k - 1))`` of the ranking of
-``k`` saliency methods by ``m`` seeds (Kendall & Babington Smith 1939; ``chi2_F`` is Friedman's statistic
-with seeds as blocks), and the mean Spearman correlation of the per-example scores between seeds.
+differ. Rank stability: :func:`kendalls_w` (Kendall & Babington Smith 1939) and :func:`mean_spearman`.
 """
 
 from __future__ import annotations
@@ -84,21 +82,9 @@ def seed_share(values: np.ndarray, confidence: float = 0.95, n_resamples: int = 
     """
     y = np.asarray(values, dtype=np.float64)
     keep = ~np.isnan(y).any(axis=0)
-    out = {
-        "n_seeds": int(y.shape[0]),
-        "n_examples": int(keep.sum()),
-        "n_dropped": int((~keep).sum()),
-        "var_seed": math.nan,
-        "var_example": math.nan,
-        "var_residual": math.nan,
-        "share": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "friedman_statistic": math.nan,
-        "friedman_p": math.nan,
-        "mean_spearman": math.nan,
-        "why": None,
-    }
+    out: dict = {"n_seeds": int(y.shape[0]), "n_examples": int(keep.sum()), "n_dropped": int((~keep).sum())}
+    out |= dict.fromkeys(("var_seed", "var_example", "var_residual", "share", "ci_low", "ci_high"), math.nan)
+    out |= {"friedman_statistic": math.nan, "friedman_p": math.nan, "mean_spearman": math.nan, "why": None}
     y = y[:, keep]
     if y.shape[0] < 2 or y.shape[1] < 2:
         out["why"] = (

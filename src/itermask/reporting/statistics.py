@@ -1,12 +1,6 @@
-"""Statistics over seeds: a confidence interval for a mean, and the comparison of two groups' means.
-
-- :func:`seed_interval`: the number of seeds ``n``, the mean, the sample standard deviation (``ddof=1``) and
-  a confidence interval for the mean: Student's t-interval ``mean ± t_{(1+c)/2, n-1} · s / sqrt(n)`` by
-  default, or a percentile bootstrap (:func:`scipy.stats.bootstrap`);
-- :func:`compare_samples`: the difference of two groups' means with a confidence interval and a test that
-  it is zero: Welch's unequal-variance t-test (:func:`scipy.stats.ttest_ind` with ``equal_var=False``;
-  interval ``diff ± t_{df} · sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite ``df``) or a two-sided
-  permutation test of the mean difference (:func:`scipy.stats.permutation_test`, interval by bootstrap).
+"""Statistics over seeds: a confidence interval for a mean (:func:`seed_interval`: Student's t-interval or a
+percentile bootstrap) and the comparison of two groups' means (:func:`compare_samples`: Welch's unequal-variance
+t-test or a permutation test, each with an interval for the difference).
 
 With ``bounds`` (the range of the values, see :mod:`itermask.reporting.bounds`) the t and Welch intervals
 are computed on the transformed scale of :mod:`itermask.reporting.intervals` and stay inside the range (of
@@ -121,11 +115,12 @@ def _permutation(x: np.ndarray, y: np.ndarray, confidence: float, n_resamples: i
         vectorized=True,
         rng=np.random.default_rng(seed),
     )
+    low, high = boot.confidence_interval
     return {
         "statistic": float(res.statistic),
         "p_value": float(res.pvalue),
-        "ci_low": float(boot.confidence_interval.low),
-        "ci_high": float(boot.confidence_interval.high),
+        "ci_low": float(low),
+        "ci_high": float(high),
     }
 
 
@@ -164,17 +159,9 @@ def compare_samples(
     if test not in ("welch", "permutation"):
         raise ValueError(f"test must be 'welch' or 'permutation', got {test!r}")
     x, y = within_bounds(_clean(a), bounds), within_bounds(_clean(b), bounds)
-    out = {
-        "n_a": len(x),
-        "n_b": len(y),
-        "mean_a": float(x.mean()) if len(x) else math.nan,
-        "mean_b": float(y.mean()) if len(y) else math.nan,
-        "difference": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "statistic": math.nan,
-        "p_value": math.nan,
-    }
+    mean_a, mean_b = (float(v.mean()) if len(v) else math.nan for v in (x, y))
+    out = {"n_a": len(x), "n_b": len(y), "mean_a": mean_a, "mean_b": mean_b}
+    out |= dict.fromkeys(("difference", "ci_low", "ci_high", "statistic", "p_value"), math.nan)
     if len(x) == 0 or len(y) == 0:
         return out
     out["difference"] = out["mean_a"] - out["mean_b"]

@@ -4,6 +4,7 @@ saliency, masking), split by swept settings, refusing runs mixed by accident."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -73,6 +74,12 @@ class Run:
     @property
     def job(self) -> str:
         return self.path.parent.name
+
+    def per_example(self, table: str) -> Path:
+        """The path of the job's per-example table ``table`` (``"scores"``..., :mod:`itermask.storage.per_example`)."""
+        from itermask.storage.per_example import FOLDER
+
+        return self.path.parent / FOLDER / f"{table}.parquet"
 
 
 @dataclass
@@ -146,14 +153,11 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
 
         grids = OmegaConf.select(cfg, "hydra.sweeper.grids", default=None)
         plain = [OmegaConf.to_container(node) if node is not None else None for node in (params, grids)]
-        try:
-            return grid_jobs(plain[0], plain[1], task), meta  # pyright: ignore[reportArgumentType]
-        except Exception as error:  # an override the plain parser cannot expand: report what was found
-            log.warning("could not expand the sweep of %s (%s)", path, error)
-            return None, meta
-    arguments = [f"{k}={v}" for k, v in (params or {}).items()] + task
+        expand, arguments = functools.partial(grid_jobs, plain[0], plain[1]), task  # pyright: ignore[reportArgumentType]
+    else:
+        expand, arguments = _expand, [f"{k}={v}" for k, v in (params or {}).items()] + task
     try:
-        return _expand(arguments), meta
+        return expand(arguments), meta
     except Exception as error:  # an override the plain parser cannot expand: report what was found
         log.warning("could not expand the sweep of %s (%s)", path, error)
         return None, meta
@@ -205,11 +209,8 @@ def load_sweep(root: str | Path) -> Sweep:
         (p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root and not _skip(p, root)),
         key=lambda p: (len(p.parts), _natural(p.name)),
     )
-    failed = [
-        (str(d.relative_to(root)), _read_overrides(d), marker)
-        for d in job_dirs
-        if (marker := read_failure(d)) is not None
-    ]
+    markers = {d: read_failure(d) for d in job_dirs}
+    failed = [(str(d.relative_to(root)), _read_overrides(d), m) for d, m in markers.items() if m is not None]
     failed_dirs = {root / job for job, _, _ in failed}
     unfinished = [
         (str(d.relative_to(root)), _read_overrides(d)) for d in job_dirs if d not in finished and d not in failed_dirs
@@ -253,16 +254,13 @@ def run_contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, st
     flats = [flatten(results_config(run.result["config"])) for run in runs]
     keys = set().union(*flats) if flats else set()
     seedlike = {k for k in keys if all(f.get(k) == json.dumps(r.seed) for f, r in zip(flats, runs))}
-    out = []
-    for flat in flats:
-        out.append(
-            {
-                k: v
-                for k, v in flat.items()
-                if k != "seed" and k not in seedlike and not any(k == d or k.startswith(d + ".") for d in drop)
-            }
-        )
-    return out
+    dropped = {k for k in keys if k == "seed" or k in seedlike or any(k == d or k.startswith(d + ".") for d in drop)}
+    return [{k: v for k, v in flat.items() if k not in dropped} for flat in flats]
+
+
+def _differing(contexts: list[dict[str, str]]) -> list[str]:
+    """The settings whose value differs between ``contexts`` (:func:`run_contexts`), sorted."""
+    return sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
 
 
 def _override_key(override: str) -> str:
@@ -327,7 +325,7 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
     problems = []
     for label, members in groups.items():
         contexts = run_contexts(members)
-        keys = sorted(k for k in set().union(*contexts) if len({c.get(k) for c in contexts}) > 1)
+        keys = _differing(contexts)
         swept = _swept_variants(members, keys) if keys else None
         if swept is None:
             split[label] = members
@@ -338,12 +336,9 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
             run.variant = variant
             split.setdefault(run.label, []).append(run)
         for variant_label in {run.label for run in members}:  # within a swept value every setting agrees
-            variant_runs = split[variant_label]
-            variant_contexts = run_contexts(variant_runs)
-            if differing := sorted(
-                k for k in set().union(*variant_contexts) if len({c.get(k) for c in variant_contexts}) > 1
-            ):
-                problems.append(_mixed(variant_label, variant_runs, variant_contexts, differing))
+            variant_contexts = run_contexts(split[variant_label])
+            if differing := _differing(variant_contexts):
+                problems.append(_mixed(variant_label, split[variant_label], variant_contexts, differing))
     for label, members in split.items():
         seeds: dict[int, list[Run]] = {}
         for run in members:

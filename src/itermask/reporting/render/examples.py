@@ -18,13 +18,8 @@ MAX_TOKENS = 256
 def _views_html(picks: list[Pick]) -> str:
     from itermask.views import load
 
-    parts = []
-    for pick in picks:
-        views = load(
-            pick.run.path.parent, [pick.example_id], [pick.label[2]], {pick.example_id: pick.reason}, MAX_TOKENS
-        )
-        parts.append(views.html())
-    return "\n".join(parts)
+    views = (load(p.run.path.parent, [p.example_id], [p.label[2]], {p.example_id: p.reason}, MAX_TOKENS) for p in picks)
+    return "\n".join(view.html() for view in views)
 
 
 def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
@@ -39,15 +34,13 @@ def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
     ]
     for label in report.groups:
         mine = [p for p in picks if p.label == label]
-        if not mine:
-            continue
-        out.append(f"<h3>{html.escape(' / '.join(label))}</h3>")
-        out.append(_views_html(mine))
+        if mine:
+            out += [f"<h3>{html.escape(' / '.join(label))}</h3>", _views_html(mine)]
     out += [f"<p><i>{html.escape(note)}</i></p>" for note in notes]
     return "\n".join(out)
 
 
-def examples_markdown(report: Report, picks: list[Pick], notes: list[str]) -> list[str]:
+def examples_markdown(picks: list[Pick], notes: list[str]) -> list[str]:
     """The examples section as Markdown lines: the picks with their reasons (the views are in
     ``report.html``), then the notes."""
     out = ["## Examples", "", "Per-example views of these examples are in `report.html`.", ""]

@@ -1,18 +1,7 @@
-"""The report's first screen: what the run found, in words and one figure.
-
-- :func:`findings`: one sentence per headline score (per group, schedule and score of the report's
-  ``headline`` table): the method's score, its difference to the seeded random explanation with the
-  interval over seeds, and what that means (beats random, worse than random, not distinguishable);
-- :func:`forest_figure`: a forest plot of method − random with its confidence interval for every method,
-  schedule and model (one panel per headline score, since their faithful directions differ);
-- :func:`method_table_html`: a method-by-method table in readable names (:func:`readable_name`, e.g.
-  "AOPC comprehensiveness (probability)"), the metric key in each name's tooltip and a footnote;
-- :func:`empty_bin_notes`: for each AOPC bin that masks no token for most examples
-  (:func:`itermask.reporting.empty_bins.empty_bins`), a note placed next to the AOPC score, with the AOPC
-  over the other bins.
-
-Everything here renders the aggregated :class:`~itermask.reporting.model.Report`; nothing is recomputed
-from the model.
+"""The report's first screen: what the run found in words (:func:`findings`) and one figure (:func:`forest_figure`),
+a method-by-method table in readable names (:func:`method_table_html`, :func:`readable_name`), and notes on the
+AOPC bins that mask no token for most examples (:func:`empty_bin_notes`). Everything here renders the aggregated
+:class:`~itermask.reporting.model.Report`; nothing is recomputed from the model.
 """
 
 from __future__ import annotations
@@ -31,13 +20,7 @@ from itermask.reporting.empty_bins import empty_bins
 from itermask.reporting.model import GROUP, Report, series_rows
 from itermask.reporting.render.plots import png, pyplot
 
-__all__ = [
-    "readable_name",
-    "findings",
-    "forest_figure",
-    "method_table_html",
-    "empty_bin_notes",
-]
+__all__ = ["readable_name", "findings", "forest_figure", "method_table_html", "empty_bin_notes"]
 
 #: readable names of the registered metrics (the key's base, without ``aopc_``/``_prob``...)
 NAMES = {
@@ -59,9 +42,8 @@ AGGREGATE_WORDS = {"aopc": "AOPC ", "aopc_full": "AOPC over every step, "}
 
 def readable_name(key: str) -> str:
     """A score key in words: ``aopc_comprehensiveness_prob`` -> "AOPC comprehensiveness (probability)",
-    ``aopc_full_sufficiency_logit`` -> "AOPC over every step, sufficiency (logit)", ``auc_prob`` -> "area
-    under the target curve (probability)", ``accuracy_test`` -> "test accuracy"; an unknown key is returned
-    as it is."""
+    ``aopc_full_sufficiency_logit`` -> "AOPC over every step, sufficiency (logit)", ``auc_prob`` -> "area under the
+    target curve (probability)", ``accuracy_test`` -> "test accuracy"; an unknown key is returned as it is."""
     if key.startswith("accuracy_"):
         return f"{key.removeprefix('accuracy_').replace('_', ' ')} accuracy"
     parsed = ScoreKey.parse(key)
@@ -132,9 +114,8 @@ def _forest_label(label: str, width: int = 52) -> str:
 
 
 def forest_figure(report: Report) -> bytes | None:
-    """A PNG forest plot of method − random (mean over seeds, confidence-interval bars) for every group and
-    schedule, one panel per headline score, the faithful direction written under each panel; ``None``
-    without headline rows."""
+    """A PNG forest plot of method − random (mean over seeds, confidence-interval bars) for every group and schedule,
+    one panel per headline score, the faithful direction written under each panel; ``None`` without headline rows."""
     frame = report.headline
     if frame.empty:
         return None
@@ -173,11 +154,8 @@ def forest_figure(report: Report) -> bytes | None:
         ax.set_yticks(y)
         ax.set_yticklabels(labels[score], fontsize=8)
         info = metric_info(score)
-        direction = (
-            ""
-            if info is None or info.higher_is_more_faithful is None
-            else ("right of 0 = more faithful" if info.higher_is_more_faithful else "left of 0 = more faithful")
-        )
+        faithful = None if info is None else info.higher_is_more_faithful
+        direction = "" if faithful is None else f"{'right' if faithful else 'left'} of 0 = more faithful"
         ax.set_title(f"{readable_name(score)}\nmethod − random ({direction})", fontsize=9)
         ax.set_xlabel(f"difference, {info.unit if info else ''} (dot: mean over seeds; bar: {pct} % CI)", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
@@ -218,7 +196,7 @@ def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = Non
         f"<br><small>method − random [{pct} % CI]</small></th>"
         for i, s in enumerate(scores)
     )
-    body, footnotes, marks = [], [], {}
+    body, marks = [], {}
     for keys, sub in frame.groupby([*GROUP, "schedule"], sort=False):
         key = cast(tuple, keys)  # grouped by a list of columns: a tuple
         label, schedule = key[: len(GROUP)], key[-1]

@@ -1,10 +1,8 @@
 """``report.html``: the page (:func:`render_html`, HTML from the report's Markdown) and what it adds to the
-Markdown report (:func:`build`): a figure-first first screen (:mod:`itermask.reporting.render.first_screen`:
-findings in words, the forest plot of method − random, the method-by-method table in readable names, notes
-on empty AOPC bins) and the examples section with the per-example views
-(:mod:`itermask.reporting.render.examples`). ``report.html`` is self-contained: every figure is embedded as
-a base64 ``data:`` URI (:func:`embedded`), the views are inline HTML and CSS, nothing is fetched.
-``report.md`` gets the same first screen and the list of chosen examples, its figures as files."""
+Markdown report (:func:`build`): a figure-first first screen (:mod:`itermask.reporting.render.first_screen`) and
+the examples section with the per-example views (:mod:`itermask.reporting.render.examples`). ``report.html`` is
+self-contained: every figure is a base64 ``data:`` URI (:func:`embedded`), the views are inline HTML and CSS,
+nothing is fetched. ``report.md`` gets the same first screen and the list of chosen examples."""
 
 from __future__ import annotations
 
@@ -54,10 +52,6 @@ def embedded(images: dict[str, str], out: Path) -> dict[str, str]:
     }
 
 
-def _notes_lines(notes: dict[tuple, list[str]]) -> list[str]:
-    return [f"{' / '.join(label)}, {score}: {note}" for (label, score), texts in notes.items() for note in texts]
-
-
 def build(report: Report, files: Path, written: dict, images: dict[str, str]) -> Page:
     """The first screen and the examples section of ``report``; writes the forest plot into ``files``
     (``report_files/forest.png``, added to ``written`` and, as ``images[FOREST]``, to ``images``)."""
@@ -65,14 +59,14 @@ def build(report: Report, files: Path, written: dict, images: dict[str, str]) ->
     if forest is not None:
         written[f"{FOREST}.png"] = write_bytes_atomic(files / f"{FOREST}.png", forest)
         images[FOREST] = f"{FILES}/{FOREST}.png"
-    notes = empty_bin_notes(report)
-    sentences = findings(report)
+    notes, sentences = empty_bin_notes(report), findings(report)
     picks, pick_notes = pick_examples(report)
     markdown = ["## What this run found", ""]
     markdown += [f"- {s}" for s in sentences] + ([""] if sentences else [])
     if forest is not None:
         markdown += [f"![method minus random, every method, schedule and model]({images[FOREST]})", ""]
-    markdown += [f"> **AOPC bins:** {line}" for line in _notes_lines(notes)] + ([""] if notes else [])
+    lines = [f"{' / '.join(label)}, {score}: {note}" for (label, score), texts in notes.items() for note in texts]
+    markdown += [f"> **AOPC bins:** {line}" for line in lines] + ([""] if notes else [])
     first = ['<section class="imx-first" id="first-screen"><h2>What this run found</h2>']
     if sentences:
         first.append('<ul class="imx-findings">' + "".join(f"<li>{html.escape(s)}</li>" for s in sentences) + "</ul>")
@@ -82,10 +76,7 @@ def build(report: Report, files: Path, written: dict, images: dict[str, str]) ->
     first.append(method_table_html(report, notes))
     first.append('<p><a href="#examples">Examples</a> with their per-example views are at the end.</p></section>')
     return Page(
-        first_screen_markdown=markdown,
-        first_screen_html="\n".join(first),
-        examples_markdown=examples_markdown(report, picks, pick_notes),
-        examples_html=examples_html(report, picks, pick_notes),
+        markdown, "\n".join(first), examples_markdown(picks, pick_notes), examples_html(report, picks, pick_notes)
     )
 
 
@@ -107,11 +98,9 @@ img {{ max-width: 100%; }} code {{ background: #f3f3f3; }}
 def render_html(markdown: str, title: str, first_screen: str = "", appendix: str = "") -> str:
     """HTML from the report's Markdown (markdown-it-py, CommonMark with tables; raw HTML kept), with the
     ``first_screen`` and ``appendix`` HTML fragments before and after it."""
-    from html import escape
-
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
     # the first screen goes where the Markdown marks it (under the title), else first
     body = body.replace(MARKER, first_screen, 1) if MARKER in body else first_screen + body
-    return HTML.format(title=escape(title), body=f"{body}\n{appendix}", first_screen_css=CSS)
+    return HTML.format(title=html.escape(title), body=f"{body}\n{appendix}", first_screen_css=CSS)

@@ -17,7 +17,7 @@ from itermask.analyses.model_check import model_check_line
 from itermask.core.metrics import metric_info
 from itermask.formatting import md_table, mean_pm, number
 from itermask.reporting.attack_link import COLUMNS, caveat
-from itermask.reporting.model import GROUP, MEASURE, Report, of_group, records, series_rows
+from itermask.reporting.model import MEASURE, Report, of_group, of_measure, records, series_rows
 from itermask.reporting.sections import ReportSection
 
 __all__ = ["render_markdown", "main_table"]
@@ -33,44 +33,24 @@ def _merged_schedules(rows: pd.DataFrame, per_seed: pd.DataFrame) -> list[tuple[
     joined as ``one_shot = recursive``."""
     seen: dict[tuple, list] = {}
     for row in series_rows(rows):
-        same = (
-            (per_seed.explanation == row.explanation)
-            & (per_seed.schedule == row.schedule)
-            & (per_seed.score == row.score)
-        )
-        values = cast(pd.DataFrame, per_seed[same]).sort_values("seed").value.round(12).tolist()
-        key = (
-            row.explanation,
-            row.score,
-            tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in values),
-        )
-        seen.setdefault(key, []).append(row)
+        same = of_measure(per_seed, row.explanation, row.schedule, row.score)
+        values = same.sort_values("seed").value.round(12).tolist()
+        nan_safe = tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in values)
+        seen.setdefault((row.explanation, row.score, nan_safe), []).append(row)
     return [(" = ".join(r["schedule"] or "-" for r in group), group[0]) for group in seen.values()]
 
 
 def main_table(report: Report, label: tuple) -> str:
     """The Markdown table of one group: each measure's n, mean, std and CI over seeds (rows identical to
     another row shown once)."""
-    rows = of_group(report.summary, label)
-    pct = report.percent
-    header = ["explanation", "schedule", "score", "unit", "n", "mean", "std", f"{pct} % CI"]
-    merged = _merged_schedules(rows, of_group(report.per_seed, label))
-    return md_table(
-        header,
-        [
-            [
-                r["explanation"],
-                schedules,
-                r["score"],
-                _unit(r["score"]),
-                number(r["n"]),
-                number(r["mean"]),
-                number(r["std"]),
-                _ci(r),
-            ]
-            for schedules, r in merged
-        ],
-    )
+    header = ["explanation", "schedule", "score", "unit", "n", "mean", "std", f"{report.percent} % CI"]
+    merged = _merged_schedules(of_group(report.summary, label), of_group(report.per_seed, label))
+    body = [
+        [r["explanation"], schedules, r["score"], _unit(r["score"]), number(r["n"]), number(r["mean"])]
+        + [number(r["std"]), _ci(r)]
+        for schedules, r in merged
+    ]
+    return md_table(header, body)
 
 
 def _unit(score: str) -> str:
@@ -81,7 +61,7 @@ def _unit(score: str) -> str:
 
 
 def _seed_table(report: Report, label: tuple) -> str:
-    rows = report.per_seed[(report.per_seed[list(GROUP)] == pd.Series(dict(zip(GROUP, label)))).all(axis=1)]
+    rows = of_group(report.per_seed, label)
     order = list(dict.fromkeys(zip(*(rows[c] for c in MEASURE))))
     wide = rows.set_index([*MEASURE, "seed"])["value"].unstack("seed").reindex(order)
     seeds = list(wide.columns)
@@ -92,53 +72,42 @@ def _seed_table(report: Report, label: tuple) -> str:
 
 
 def _comparison_table(report: Report, frame: pd.DataFrame) -> str:
-    pct = report.percent
     name = "Welch t" if report.settings["test"] == "welch" else "mean diff."
-    return md_table(
-        [
-            "explanation",
-            "schedule",
-            "score",
-            "n a/b",
-            "mean a",
-            "mean b",
-            "a - b",
-            f"{pct} % CI",
-            name,
-            "p",
-            "in seed sd",
-        ],
-        [
-            [
-                r.explanation,
-                r.schedule or "-",
-                r.score,
-                f"{r.n_a}/{r.n_b}",
-                number(r.mean_a),
-                number(r.mean_b),
-                number(r.difference),
-                _ci(r._asdict()),
-                number(r.statistic, 3),
-                number(r.p_value, 4),
-                number(r.difference_in_seed_sd, 2),
-            ]
-            for r in records(frame)
-        ],
-    )
+    header = ["explanation", "schedule", "score", "n a/b", "mean a", "mean b", "a - b", f"{report.percent} % CI"]
+    rows = [
+        [r.explanation, r.schedule or "-", r.score, f"{r.n_a}/{r.n_b}", number(r.mean_a), number(r.mean_b)]
+        + [number(r.difference), _ci(r._asdict()), number(r.statistic, 3), number(r.p_value, 4)]
+        + [number(r.difference_in_seed_sd, 2)]
+        for r in records(frame)
+    ]
+    return md_table([*header, name, "p", "in seed sd"], rows)
 
 
 def _direction(row) -> str:
     flag = row["higher_is_more_faithful"]
-    return (
-        ""
-        if flag is None or (isinstance(flag, float) and math.isnan(flag))
-        else (", higher = more faithful" if flag else ", lower = more faithful")
-    )
+    if flag is None or (isinstance(flag, float) and math.isnan(flag)):
+        return ""
+    return ", higher = more faithful" if flag else ", lower = more faithful"
+
+
+def _headline_table(report: Report, label: tuple) -> list[str]:
+    """One group's headline table: per schedule and headline score, method − random and the seed share."""
+    rows, method, pct = of_group(report.headline, label), label[2], report.percent
+    if not len(rows):
+        return []
+    header = ["schedule", "score", method, f"{method} − random ({pct} % CI)", "p (paired t, seeds)"]
+    body = []
+    for r in series_rows(rows):
+        better = f"{int(r['n_better'])} of {int(r['n_seeds'])} seeds" if pd.notna(r["n_better"]) else "n/a"
+        share = f"{number(r['seed_share'], 3)} [{number(r['share_ci_low'], 3)}, {number(r['share_ci_high'], 3)}]"
+        score = f"{r['score']} ({r['unit']}{_direction(r)})"
+        difference = f"{number(r['difference'])} {_ci(r)}"
+        body.append([r["schedule"], score, number(r["mean"]), difference, number(r["p_value"], 3), better, share])
+    return [md_table([*header, "better than random", f"seed share of variance ({pct} % CI)"], body), ""]
 
 
 def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
-    first, pct = members[0].result, report.percent
-    summary = of_group(report.summary, label)
+    first, summary = members[0].result, of_group(report.summary, label)
     acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
     skipped = first.get("n_skipped_no_maskable") or 0
     n_test = f"{first['n_test']:,}" if isinstance(first.get("n_test"), int) else "n/a"
@@ -152,36 +121,7 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
     meaningless = [(run.seed, line) for run in members if (line := model_check_line(run.result)) is not None]
     out += [f"> **Warning** (seed {seed}): {line.removeprefix('WARNING: ')}." for seed, line in meaningless]
     out += [""] if meaningless else []
-    rows = of_group(report.headline, label)
-    if len(rows):
-        method = label[2]
-        out += [
-            md_table(
-                [
-                    "schedule",
-                    "score",
-                    method,
-                    f"{method} − random ({pct} % CI)",
-                    "p (paired t, seeds)",
-                    "better than random",
-                    f"seed share of variance ({pct} % CI)",
-                ],
-                [
-                    [
-                        r["schedule"],
-                        f"{r['score']} ({r['unit']}{_direction(r)})",
-                        number(r["mean"]),
-                        f"{number(r['difference'])} [{number(r['ci_low'])}, {number(r['ci_high'])}]",
-                        number(r["p_value"], 3),
-                        f"{int(r['n_better'])} of {int(r['n_seeds'])} seeds" if pd.notna(r["n_better"]) else "n/a",
-                        f"{number(r['seed_share'], 3)} "
-                        f"[{number(r['share_ci_low'], 3)}, {number(r['share_ci_high'], 3)}]",
-                    ]
-                    for r in series_rows(rows)
-                ],
-            ),
-            "",
-        ]
+    out += _headline_table(report, label)
     for analysis in _group_analyses(members):
         out += analysis.headline_lines(summary)
     return out
@@ -210,41 +150,24 @@ def _headline(report: Report) -> list[str]:
     return out
 
 
-def _text(value) -> str:
-    """A table cell's text: ``""`` for a missing value (``None`` or pandas' NaN), never ``"nan"``."""
-    return value if isinstance(value, str) else ""
-
-
 def _seed_sensitivity_table(report: Report, rows: pd.DataFrame) -> str:
     """One group's seed-sensitivity table, a row identical to another row's (but for the schedule) shown
     once, its schedules joined as ``one_shot = recursive``."""
     merged: dict[tuple, list] = {}
     for r in series_rows(rows):
-        key = (
-            r["explanation"],
-            r["score"],
-            round(r["share"], 12) if pd.notna(r["share"]) else None,
-            r["n_examples"],
-            round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None,
-        )
-        merged.setdefault(key, []).append(r)
+        share = round(r["share"], 12) if pd.notna(r["share"]) else None
+        friedman = round(r["friedman_statistic"], 9) if pd.notna(r["friedman_statistic"]) else None
+        merged.setdefault((r["explanation"], r["score"], share, r["n_examples"], friedman), []).append(r)
     header = ["explanation", "schedule", "score", "n used / dropped", f"seed share ({report.percent} % CI)"]
-    return md_table(
-        [*header, "Friedman p", "Spearman", "note"],
-        [
-            [
-                g[0]["explanation"],
-                " = ".join(r["schedule"] for r in g),
-                g[0]["score"],
-                f"{g[0]['n_examples']} / {g[0]['n_dropped']}",
-                f"{number(g[0]['share'], 3)} [{number(g[0]['ci_low'], 3)}, {number(g[0]['ci_high'], 3)}]",
-                number(g[0]["friedman_p"], 4),
-                number(g[0]["mean_spearman"], 3),
-                _text(g[0]["why"]),
-            ]
-            for g in merged.values()
-        ],
-    )
+    body = []
+    for group in merged.values():
+        r = group[0]
+        share = f"{number(r['share'], 3)} [{number(r['ci_low'], 3)}, {number(r['ci_high'], 3)}]"
+        schedules, used = " = ".join(g["schedule"] for g in group), f"{r['n_examples']} / {r['n_dropped']}"
+        row = [r["explanation"], schedules, r["score"], used, share, number(r["friedman_p"], 4)]
+        note = r["why"] if isinstance(r["why"], str) else ""  # None or pandas' NaN: no note, never "nan"
+        body.append([*row, number(r["mean_spearman"], 3), note])
+    return md_table([*header, "Friedman p", "Spearman", "note"], body)
 
 
 def _rank_stability_lines(report: Report) -> list[str]:
@@ -252,21 +175,15 @@ def _rank_stability_lines(report: Report) -> list[str]:
     if report.rank_stability.empty:
         return []
     columns = ["model", "dataset", "masking", "schedule", "score", "methods"]
-    return [
-        "### Rank stability of the saliency methods",
-        "",
-        "Kendall's W of the methods' ranking by each "
-        "seed (1: every seed ranks them alike). Few methods give a weak test.",
-        "",
-        md_table(
-            [*columns, "W", "p"],
-            [
-                [*(getattr(r, c) for c in columns), number(r.w, 3), number(r.p_value, 4)]
-                for r in records(report.rank_stability)
-            ],
-        ),
-        "",
+    rows = [
+        [*(getattr(r, c) for c in columns), number(r.w, 3), number(r.p_value, 4)]
+        for r in records(report.rank_stability)
     ]
+    intro = (
+        "Kendall's W of the methods' ranking by each seed (1: every seed ranks them alike). "
+        "Few methods give a weak test."
+    )
+    return ["### Rank stability of the saliency methods", "", intro, "", md_table([*columns, "W", "p"], rows), ""]
 
 
 def _seed_sensitivity_section(report: Report) -> list[str]:
@@ -293,25 +210,13 @@ def _group_sections(report: Report, images: dict[str, str]) -> list[str]:
     out = []
     for label, members in report.groups.items():
         title = " / ".join(label)
-        out += [
-            f"## {title}",
-            "",
-            f"Seeds: {', '.join(str(r.seed) for r in members)} (jobs {', '.join(r.job for r in members)}).",
-            "",
-        ]
+        seeds = f"Seeds: {', '.join(str(r.seed) for r in members)} (jobs {', '.join(r.job for r in members)})."
+        out += [f"## {title}", "", seeds, ""]
         for key, path in images.items():
             if key.startswith(f"curves::{title}::"):
                 out += [f"![masking curves {title} {key.rsplit('::', 1)[1]}]({path})", ""]
-        out += [
-            main_table(report, label),
-            "",
-            "<details><summary>per seed</summary>",
-            "",
-            _seed_table(report, label),
-            "",
-            "</details>",
-            "",
-        ]
+        out += [main_table(report, label), "", "<details><summary>per seed</summary>", "", _seed_table(report, label)]
+        out += ["", "</details>", ""]
     return out
 
 
@@ -350,12 +255,10 @@ def render_markdown(
     appendix: list[str] | None = None,
     sections: Sequence[ReportSection] = (),
 ) -> str:
-    """The report as Markdown: the ``sections``' lines (:mod:`itermask.reporting.sections`, their figures
-    already written), ``first_screen`` lines (:func:`itermask.reporting.render.html_page.build`), then the
-    headline, ``appendix`` lines (the examples section) last; ``images`` maps image keys to paths relative
-    to the report (or to data URIs)."""
-    s, sweep = report.settings, report.sweep
-    pct = report.percent
+    """The report as Markdown, its parts in the order of the module docstring: the ``sections``' lines (their
+    figures already written) first, ``first_screen`` lines (:func:`itermask.reporting.render.html_page.build`)
+    next and ``appendix`` lines (the examples section) last; ``images`` maps image keys to paths or data URIs."""
+    s, sweep, pct = report.settings, report.sweep, report.percent
     interval = (
         "Student's t-interval over seeds (on the logit scale of a bounded measure's range, e.g. a probability, "
         "AUROC or rate, so that it stays inside it)"
@@ -363,12 +266,8 @@ def render_markdown(
         else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)"
     )
     expected = f" of {sweep.n_expected} expected" if sweep.n_expected is not None else ""
-    out = [
-        f"# itermask report: `{sweep.root}`",
-        "",
-        f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s).",
-        "",
-    ]
+    runs = f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s)."
+    out = [f"# itermask report: `{sweep.root}`", "", runs, ""]
     for section in sections:  # e.g. experiment=paper: the claims first
         out += section.markdown(report, images)
     out += first_screen or []
@@ -419,22 +318,10 @@ def _attack_section(report: Report) -> list[str]:
         f"Caveat: {caveat(n_methods)}.",
         "",
     ]
-    rows = [
-        [
-            r.model,
-            r.dataset,
-            r.masking,
-            r.schedule,
-            r.faithfulness,
-            r.efficiency,
-            ", ".join(
-                f"{m} ({number(f, 3)}, {number(e, 3)})"
-                for m, f, e in zip(r.methods, r.faithfulness_means, r.efficiency_means)
-            ),
-            number(r.spearman_rho, 3),
-            number(r.p_value, 3),
-        ]
-        for r in records(links)
-    ]
+    rows = []
+    for r in records(links):
+        means = zip(r.methods, r.faithfulness_means, r.efficiency_means)
+        methods = ", ".join(f"{m} ({number(f, 3)}, {number(e, 3)})" for m, f, e in means)
+        rows.append([*(getattr(r, c) for c in COLUMNS[:6]), methods, number(r.spearman_rho, 3), number(r.p_value, 3)])
     header = [*COLUMNS[:6], "methods (faithfulness, efficiency)", "rho", "p"]  # model ... efficiency
     return [*out, md_table(header, rows), ""]

@@ -28,13 +28,8 @@ ORDER = tuple(
     for metric in ("target", "comprehensiveness", "sufficiency")
     for quantity in QUANTITIES
 ) + ("flip_rate", "accuracy")
-UNITS = {
-    "probability": "probability",
-    "logit": "logit",
-    "log-odds": "log-odds, nats",
-    "fraction": "share",
-    "count": "tokens",
-}
+#: axis units where they read better than the metric's declared unit
+UNITS = {"log-odds": "log-odds, nats", "fraction": "share", "count": "tokens"}
 
 
 def pyplot():
@@ -88,13 +83,8 @@ def _axis_label(series: str) -> str:
 
 
 def _x_label(lines: list[Line]) -> str:
-    steps = {
-        s.get("steps", "fraction")
-        for _, runs, _, _ in lines
-        for r in runs
-        for by in r.result["scores"].values()
-        for s in by.values()
-    }
+    summaries = (s for _, runs, _, _ in lines for r in runs for by in r.result["scores"].values() for s in by.values())
+    steps = {s.get("steps", "fraction") for s in summaries}
     return "tokens masked (count)" if steps == {"count"} else "masking fraction (share of maskable tokens)"
 
 
@@ -138,10 +128,8 @@ def curve_figure(lines: list[Line], title: str, settings: dict, notes: Sequence[
         ax.grid(alpha=0.3)
     if panels:
         axes[0][0].legend(fontsize=8)
-    band = (
-        f"{int(round(settings['confidence'] * 100))} % {'t' if settings['interval'] == 't' else 'bootstrap'} interval"
-    )
-    subtitle = f"(thin lines: seeds; thick: mean over seeds; band: {band})"
+    band = f"{int(round(settings['confidence'] * 100))} % {'t' if settings['interval'] == 't' else 'bootstrap'}"
+    subtitle = f"(thin lines: seeds; thick: mean over seeds; band: {band} interval)"
     fig.suptitle("\n".join([title, subtitle, *notes]), fontsize=10)
     return png(fig)
 

@@ -3,6 +3,7 @@ runs' shared config (:func:`log_report_to_wandb`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -50,28 +51,21 @@ def shared_config(configs: list[dict]) -> tuple[dict, dict[str, list]]:
 def _summary(report: Report) -> dict[str, float]:
     from itermask.tracking import metric_key
 
-    summary = {
-        "n_runs": len(report.sweep.runs),
-        "n_missing": len(report.sweep.missing_lines()),
-        "n_failed": len(report.sweep.failed),
-    }
-    for row in records(report.summary):
-        base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
-        summary[f"{base}/mean"] = row.mean
-    for row in records(report.seed_sensitivity):
-        base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
-        summary[f"{base}/seed_share"] = row.share
+    sweep = report.sweep
+    summary = {"n_runs": len(sweep.runs), "n_missing": len(sweep.missing_lines()), "n_failed": len(sweep.failed)}
+    for frame, column, name in ((report.summary, "mean", "mean"), (report.seed_sensitivity, "share", "seed_share")):
+        for row in records(frame):
+            base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
+            summary[f"{base}/{name}"] = getattr(row, column)
     return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and math.isfinite(v)}
 
 
 def _close_failed_run() -> None:
-    try:
+    with contextlib.suppress(Exception):  # nothing more to do: the warning names the first error
         import wandb
 
         if wandb.run is not None:
             wandb.finish(exit_code=1)
-    except Exception:  # nothing more to do: the warning names the first error
-        pass
 
 
 def _cells(frame):
@@ -139,13 +133,12 @@ def log_report_to_wandb(
     init_timeout: float | None = None,
 ) -> str | None:
     """A W&B summary run in ``group`` (the sweep's group, job type ``report``) holding the report's tables
-    (``wandb.Table``: summary, per seed, comparisons, headline, seed sensitivity, rank stability), the
-    failed jobs, the plots (``wandb.Image``), each measure's mean and seed share of variance in its summary
-    (keys without spaces, :func:`itermask.tracking.metric_key`) and as config what the runs share plus the
-    ``swept`` settings (:func:`shared_config`) and the report's settings. Online, it falls back to offline
-    logging like the jobs' runs (``init_timeout`` seconds, :func:`itermask.tracking.with_offline_fallback`).
-    Returns the run's local folder, or ``None`` if W&B failed (a warning is logged; the local report files
-    stay as written)."""
+    (``wandb.Table``: summary, per seed, comparisons, headline, seed sensitivity, rank stability), the failed jobs, the
+    plots (``wandb.Image``), each measure's mean and seed share of variance in its summary (keys without spaces,
+    :func:`itermask.tracking.metric_key`) and as config what the runs share plus the ``swept`` settings
+    (:func:`shared_config`) and the report's settings. Online, it falls back to offline logging like the jobs' runs
+    (``init_timeout`` seconds, :func:`itermask.tracking.with_offline_fallback`). Returns the run's local folder, or
+    ``None`` if W&B failed (a warning is logged; the local report files stay as written)."""
     try:
         run = _init_run(report, project, group, mode, save_dir, name, init_timeout)
         run.log(_payload(report, written))
@@ -155,10 +148,6 @@ def log_report_to_wandb(
         return str(Path(folder).parent)
     except Exception as error:
         _close_failed_run()
-        log.warning(
-            "W&B summary run failed (%s: %s); the report files are kept in %s",
-            type(error).__name__,
-            error,
-            report.sweep.root,
-        )
+        kind, root = type(error).__name__, report.sweep.root
+        log.warning("W&B summary run failed (%s: %s); the report files are kept in %s", kind, error, root)
         return None

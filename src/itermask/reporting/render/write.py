@@ -1,8 +1,5 @@
-"""Writing a :class:`~itermask.reporting.model.Report` into the sweep folder, every file atomically:
-``report.md`` (:mod:`itermask.reporting.render.markdown_report`), the self-contained ``report.html``
-(:mod:`itermask.reporting.render.html_page`) and, under ``report_files/``, the masking-curve figures
-(:mod:`itermask.reporting.render.plots`), the report's tables as CSV and the figures and tables of the
-report's sections (:mod:`itermask.reporting.sections`)."""
+"""Writing a :class:`~itermask.reporting.model.Report` into the sweep folder, every file atomically
+(:func:`write_report`), with the masking-curve figures of every group and compared pair of groups."""
 
 from __future__ import annotations
 
@@ -32,9 +29,8 @@ def _group_curve_images(report: Report, files: Path, written: dict, images: dict
             lines: list[Line] = [(m, members, (m, schedule), {"color": f"C{i}"}) for i, m in enumerate(methods)]
             notes = [] if schedule == "one_shot" else ["sufficiency is not defined for this schedule (no panel)"]
             name = f"curves_{slug(*label, schedule)}.png"
-            written[name] = write_bytes_atomic(
-                files / name, curve_figure(lines, f"{title} ({schedule})", report.settings, notes)
-            )
+            figure = curve_figure(lines, f"{title} ({schedule})", report.settings, notes)
+            written[name] = write_bytes_atomic(files / name, figure)
             images[f"curves::{title}::{schedule}"] = f"{FILES}/{name}"
 
 
@@ -42,16 +38,11 @@ def _comparison_curve_images(report: Report, files: Path, written: dict, images:
     """One figure per compared pair of groups (:func:`~itermask.reporting.aggregate.model_pairs`)."""
     for label_a, label_b in model_pairs(report.groups):
         schedules = sorted({k[1] for r in report.groups[label_a] for k in result_curves(r.result)})
-        lines: list[Line] = [
-            (
-                f"{lab[0]} {s}",
-                report.groups[lab],
-                (label_a[2], s),
-                {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]},
-            )
-            for j, s in enumerate(schedules)
-            for i, lab in enumerate((label_a, label_b))
-        ]
+        lines: list[Line] = []
+        for j, s in enumerate(schedules):
+            for i, lab in enumerate((label_a, label_b)):
+                style = {"color": f"C{i}", "linestyle": ("-", "--", ":")[j % 3]}
+                lines.append((f"{lab[0]} {s}", report.groups[lab], (label_a[2], s), style))
         name = f"compare_{slug(label_a[0], 'vs', label_b[0], *label_a[1:])}.png"
         figure = curve_figure(lines, f"{label_a[0]} vs {label_b[0]}: {' / '.join(label_a[1:])}", report.settings)
         written[name] = write_bytes_atomic(files / name, figure)
@@ -80,10 +71,7 @@ def write_report(report: Report, out_dir: str | Path | None = None) -> dict[str,
     written["report.md"] = write_text_atomic(out / "report.md", markdown + "\n")
     # report.html is self-contained: the figures as data URIs, the first screen and the views inline
     embedded = render_markdown(report, html_page.embedded(images, out), [html_page.MARKER, ""], sections=sections)
-    written["report.html"] = write_text_atomic(
-        out / "report.html",
-        html_page.render_html(
-            embedded, f"itermask report {report.sweep.root}", page.first_screen_html, page.examples_html
-        ),
-    )
+    title = f"itermask report {report.sweep.root}"
+    page_html = html_page.render_html(embedded, title, page.first_screen_html, page.examples_html)
+    written["report.html"] = write_text_atomic(out / "report.html", page_html)
     return written

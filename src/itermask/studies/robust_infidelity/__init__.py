@@ -5,42 +5,28 @@ from the paper), with its conditions (models, dataset, seeds, examples).
 
 1. *Do faithfulness scores differ between comparable models?* Standard fine-tuning of each model
    (``claims.models``, e.g. MiniLM, MiniLM with continued MLM pretraining, and with counterfactual
-   augmentation): for every saliency method and ``random`` the between-model difference of its score, and
-   of method - random, with a Welch interval over seeds (:func:`~itermask.reporting.statistics.
-   compare_samples`); the nested variance components model / seed within model / example with bootstrap
-   intervals (:func:`~itermask.studies.robust_infidelity.statistics.nested_components_ci`); Kendall's W of
-   the methods' ranking across models (:func:`~itermask.studies.robust_infidelity.statistics.kendall_w`);
-   and whether the models' test accuracies are equivalent within a stated margin (TOST,
-   :func:`~itermask.studies.robust_infidelity.statistics.tost_welch`). The claim is supported when, between
-   two models of equivalent accuracy, some method's score (or method - random) differs after Holm's
-   correction for every comparison made at equivalent accuracy
-   (:func:`~itermask.studies.robust_infidelity.statistics.holm`); supported in part when some intervals
-   exclude 0 but no difference survives the correction. The verdict says whether the differences are in the
-   raw scores only (the random explanation's included: the models' sensitivity to masking) or in method -
-   random.
-2. *Are masked inputs out of distribution, and does masked fine-tuning change that?* The base model with
-   standard vs masked fine-tuning: the Mahalanobis OOD AUROC (final layer) per masking step; supported
-   when the standard model's mean AUROC over the masked steps is above 0.5 (interval) and masked
-   fine-tuning lowers it (interval of the difference above 0).
-3. *Does faithfulness track attack efficiency, and does adversarial fine-tuning change faithfulness?*
-   Spearman's rho across the methods between the score and the attack success rate (per model, with a
-   bootstrap interval over seeds and the exact permutation p-value), and standard vs adversarial
-   fine-tuning of the base model: the difference of attack success rate and of the score.
+   augmentation): for every saliency method and ``random`` the between-model Welch difference of its score and
+   of method - random; the nested variance components model / seed within model / example; Kendall's W of the
+   methods' ranking across models; and the models' test-accuracy equivalence within a margin (TOST; all in
+   :mod:`~itermask.studies.robust_infidelity.statistics`). Supported when, between two models of equivalent
+   accuracy, some method's score (or method - random) differs after Holm's correction for every comparison
+   made at equivalent accuracy; in part when some intervals exclude 0 but none survives the correction. The
+   verdict says whether the differences are in the raw scores only (the random explanation's included: the
+   models' sensitivity to masking) or in method - random.
+2. *Are masked inputs out of distribution, and does masked fine-tuning change that?* The base model with standard vs
+   masked fine-tuning: the Mahalanobis OOD AUROC (final layer) per masking step; supported when the standard model's
+   mean AUROC over the masked steps is above 0.5 (interval) and masked fine-tuning lowers it (interval of the
+   difference above 0).
+3. *Does faithfulness track attack efficiency, and does adversarial fine-tuning change faithfulness?* Spearman's rho
+   across the methods between the score and the attack success rate (per model, with a bootstrap interval over seeds
+   and the exact permutation p-value), and standard vs adversarial fine-tuning of the base model: the difference of
+   attack success rate and of the score (the paper reports no consistent change of faithfulness).
 
 The runs are read from the report's sweep; a run's *variant* (standard, masked, adversarial) comes from its
 results config (``train.masking_augmentation.enabled``, ``train.adversarial_augmentation.enabled``), so
 grouping labels do not matter. Settings: ``hydra.callbacks.report.claims`` (:class:`ClaimSettings`), whose
 ``_target_`` names :class:`RobustInfidelity`, the report section (:mod:`itermask.reporting.sections`) the
 report finds there, or in the sweep's ``multirun.yaml`` when the report is built from the command line.
-
-Modules: :mod:`~itermask.studies.robust_infidelity.settings` (the settings),
-:mod:`~itermask.studies.robust_infidelity.runs` (reading the runs),
-:mod:`~itermask.studies.robust_infidelity.statistics` (variance components, Kendall's W, TOST, Holm),
-:mod:`~itermask.studies.robust_infidelity.comparisons` (what the claims share),
-:mod:`~itermask.studies.robust_infidelity.claim1`, ``claim2``, ``claim3`` (each claim's statistics),
-:mod:`~itermask.studies.robust_infidelity.claims` (all three), :mod:`~itermask.studies.robust_infidelity.verdicts`,
-:mod:`~itermask.studies.robust_infidelity.figures`, :mod:`~itermask.studies.robust_infidelity.markdown` and
-:mod:`~itermask.studies.robust_infidelity.section` (the report section).
 """
 
 from itermask.studies.robust_infidelity.claims import Claims

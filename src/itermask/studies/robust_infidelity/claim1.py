@@ -1,8 +1,5 @@
-"""Claim 1's statistics: *do faithfulness scores differ between comparable models?* Over the standard
-fine-tuning runs of ``claims.models``: each pair's test-accuracy equivalence (TOST), the between-model Welch
-differences of each method's score and of method - random with Holm's correction over the pairs of
-equivalent accuracy, Kendall's W of the methods' ranking across models, and the nested variance components
-(model / seed within model / example) of the per-example scores with bootstrap intervals."""
+"""Claim 1's statistics, *do faithfulness scores differ between comparable models?*, over the standard
+fine-tuning runs of ``claims.models`` (what is computed: :mod:`itermask.studies.robust_infidelity`)."""
 
 from __future__ import annotations
 
@@ -41,19 +38,12 @@ def _method_components(
     y = np.array([[per_example[(m, sd)].loc[common].to_numpy() for sd in seeds] for m in models])
     result = nested_components_ci(y, conf, s.n_resamples)
     sizes = {"n_models": len(models), "n_seeds": len(seeds), "n_examples": len(common)}
-    return [
-        {
-            "method": method,
-            "component": name,
-            **sizes,
-            **result[name],
-            "share": result[f"{name}_share"]["estimate"],
-            "share_ci_low": result[f"{name}_share"]["ci_low"],
-            "share_ci_high": result[f"{name}_share"]["ci_high"],
-            "why": None,
-        }
-        for name in COMPONENTS
-    ]
+    rows = []
+    for name in COMPONENTS:
+        share = result[f"{name}_share"]
+        shares = {"share": share["estimate"], "share_ci_low": share["ci_low"], "share_ci_high": share["ci_high"]}
+        rows.append({"method": method, "component": name, **sizes, **result[name], **shares, "why": None})
+    return rows
 
 
 def _components(claims: Claims, runs: Sequence[Run], models: list[str], methods: list[str]) -> pd.DataFrame:
@@ -76,9 +66,8 @@ def claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     pairs = list(itertools.combinations(models, 2))
     sub = select(standard, standard.model.isin(models))
     claims.accuracy = accuracy_rows(sub, pairs, "model", s.accuracy_margin)
-    claims.model_differences = with_holm(
-        differences(sub, pairs, "model", methods, ["score", "minus_random"], conf), claims.accuracy
-    )
+    diffs = differences(sub, pairs, "model", methods, ["score", "minus_random"], conf)
+    claims.model_differences = with_holm(diffs, claims.accuracy)
     means = sub.groupby(["model", "method"]).score.mean().unstack("method").reindex(index=models, columns=methods)
     claims.concordance = {"methods": methods, "models": models, **kendall_w(means.to_numpy(dtype=float))}
     claims.components = _components(claims, runs, models, methods)

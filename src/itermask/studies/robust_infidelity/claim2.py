@@ -1,8 +1,5 @@
-"""Claim 2's statistics: *are masked inputs out of distribution, and does masked fine-tuning change that?*
-The base model with standard vs masked fine-tuning: the Mahalanobis OOD AUROC (final layer) of the masked
-inputs of the masked runs' ranking per masking step with an interval over seeds, its mean over the masked
-steps per variant and their Welch difference, and the variants' test-accuracy equivalence and score
-difference."""
+"""Claim 2's statistics, *are masked inputs out of distribution, and does masked fine-tuning change that?*,
+over the base model's standard and masked fine-tuning runs (:mod:`itermask.studies.robust_infidelity`)."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from itermask.reporting.intervals import UNIT_INTERVAL  # an OOD AUROC: its intervals stay inside [0, 1]
 from itermask.reporting.statistics import compare_samples, seed_interval
 from itermask.reporting.sweep import Run
 from itermask.studies.robust_infidelity.comparisons import accuracy_rows, differences, few_seeds
@@ -23,9 +21,6 @@ if TYPE_CHECKING:
     from itermask.studies.robust_infidelity.claims import Claims
 
 __all__ = ["claim2"]
-
-#: an OOD AUROC lies in [0, 1]: its intervals stay inside (itermask.reporting.intervals)
-UNIT = (0.0, 1.0)
 
 
 def _ood_steps(curves: dict, conf: float) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
@@ -39,7 +34,7 @@ def _ood_steps(curves: dict, conf: float) -> tuple[pd.DataFrame, dict[str, np.nd
         masked_steps = [j for j, f in enumerate(grid) if f > 0]
         per_seed_mean[v] = np.nanmean(matrix[:, masked_steps], axis=1)
         for j, fraction in enumerate(grid):
-            agg = seed_interval(matrix[:, j], conf, bounds=UNIT)
+            agg = seed_interval(matrix[:, j], conf, bounds=UNIT_INTERVAL)
             out.append({"variant": v, "fraction": fraction, **agg})
     return pd.DataFrame(out), per_seed_mean
 
@@ -56,9 +51,9 @@ def claim2(claims: Claims, runs: Sequence[Run], table: pd.DataFrame, base: str |
     claims.ood_steps, per_seed_mean = _ood_steps(curves, conf)
     sub = select(table, (table.model == base) & table.variant.isin([STANDARD, MASKED]))
     claims.ood_summary = {
-        "standard": seed_interval(per_seed_mean[STANDARD], conf, bounds=UNIT),
-        "masked": seed_interval(per_seed_mean[MASKED], conf, bounds=UNIT),
-        "difference": compare_samples(per_seed_mean[STANDARD], per_seed_mean[MASKED], conf, bounds=UNIT),
+        "standard": seed_interval(per_seed_mean[STANDARD], conf, bounds=UNIT_INTERVAL),
+        "masked": seed_interval(per_seed_mean[MASKED], conf, bounds=UNIT_INTERVAL),
+        "difference": compare_samples(per_seed_mean[STANDARD], per_seed_mean[MASKED], conf, bounds=UNIT_INTERVAL),
         "accuracy": accuracy_rows(sub, [(STANDARD, MASKED)], "variant", s.accuracy_margin),
         "score": differences(sub, [(STANDARD, MASKED)], "variant", [method], ["score"], conf),
         "method": method,

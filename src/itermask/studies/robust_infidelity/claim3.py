@@ -1,8 +1,6 @@
-"""Claim 3's statistics: *does faithfulness track attack efficiency, and does adversarial fine-tuning change
-faithfulness?* Per model of claim 1, Spearman's rho across the methods between the mean score and the mean
-attack success rate (exact permutation p-value, bootstrap interval over seeds); and the base model with
-standard vs adversarial fine-tuning: the Welch differences of the score and the attack success rate and
-the test-accuracy equivalence."""
+"""Claim 3's statistics, *does faithfulness track attack efficiency, and does adversarial fine-tuning change
+faithfulness?*, per model of claim 1 and over the base model's standard and adversarial fine-tuning runs
+(:mod:`itermask.studies.robust_infidelity`)."""
 
 from __future__ import annotations
 
@@ -64,18 +62,8 @@ def _attack_link(claims: Claims, table: pd.DataFrame) -> pd.DataFrame:
         if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
             rho, p = spearman_exact(x, y)
             low, high = _spearman_ci(sub, methods, claims.settings.n_resamples, claims.confidence)
-        out.append(
-            {
-                "model": model,
-                "methods": methods,
-                "score_means": x,
-                "success_means": y,
-                "rho": rho,
-                "ci_low": low,
-                "ci_high": high,
-                "p_value": p,
-            }
-        )
+        row = {"model": model, "methods": methods, "score_means": x, "success_means": y, "rho": rho}
+        out.append({**row, "ci_low": low, "ci_high": high, "p_value": p})
     return pd.DataFrame(out)
 
 

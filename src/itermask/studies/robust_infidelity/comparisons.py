@@ -1,8 +1,5 @@
-"""The comparisons the three claims share: test-accuracy equivalence of two groups of runs (TOST,
-:func:`accuracy_rows`), Welch differences over seeds (:func:`differences`), Holm's correction over the
-comparisons at equivalent accuracy (:func:`with_holm`), and why intervals over seeds cannot be computed
-(:func:`few_seeds`). A *group* is the runs with one value of a column of the run table (a model, or a
-fine-tuning variant)."""
+"""The comparisons the three claims share. A *group* is the runs with one value of a column of the run table (a
+model, or a fine-tuning variant)."""
 
 from __future__ import annotations
 

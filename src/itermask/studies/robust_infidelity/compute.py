@@ -1,6 +1,4 @@
-"""The three claims of a report's sweep computed into one :class:`~itermask.studies.robust_infidelity.claims.Claims`
-(:func:`compute_claims`), by :mod:`~itermask.studies.robust_infidelity.claim1`,
-:mod:`~itermask.studies.robust_infidelity.claim2` and :mod:`~itermask.studies.robust_infidelity.claim3`."""
+"""The three claims of a report's sweep computed into one :class:`~itermask.studies.robust_infidelity.claims.Claims`."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ def compute_claims(report: Report, settings: ClaimSettings) -> Claims:
     """The three claims of the report's sweep (:mod:`itermask.studies.robust_infidelity`)."""
     runs = report.sweep.runs
     claims = Claims(settings, confidence=report.settings.get("confidence", 0.95))
-    table = run_table(runs, settings)
-    claims.table = table
+    claims.table = run_table(runs, settings)
     claims.conditions = {
         "dataset": ", ".join(sorted({str(r.result["dataset"]) for r in runs})),
         "masking": ", ".join(sorted({str(r.result["masking"]) for r in runs})),
@@ -31,7 +28,7 @@ def compute_claims(report: Report, settings: ClaimSettings) -> Claims:
         (str(r.result["model"]) for r in runs if variant(r.result) in (MASKED, ADVERSARIAL)), None
     )
     claims.conditions["base_model"] = base
-    claim1(claims, runs, table)
-    claim2(claims, runs, table, base)
-    claim3(claims, runs, table, base)
+    claim1(claims, runs, claims.table)
+    claim2(claims, runs, claims.table, base)
+    claim3(claims, runs, claims.table, base)
     return claims

@@ -1,7 +1,5 @@
-"""The claims' figures (PNG) and tables (CSV) under the report's ``report_files/``: claim 1, each model's
-score per seed and its mean with the interval; claim 2, the OOD AUROC per masking step, standard vs masked
-fine-tuning; claim 3, score vs attack success rate across methods, and standard vs adversarial fine-tuning
-per seed."""
+"""The claims' figures (PNG, one per claim: :func:`figure_claim1`, :func:`figure_claim2`, :func:`figure_claim3`)
+and tables (CSV) under the report's ``report_files/`` (:func:`write_claim_files`)."""
 
 from __future__ import annotations
 
@@ -75,8 +73,6 @@ def _attack_link_panel(ax, claims: Claims) -> None:
         ax.plot(row.success_means, row.score_means, "o", color=f"C{i}", label=row.model)
         for method, x, y in zip(row.methods, row.success_means, row.score_means):
             ax.annotate(method, (x, y), fontsize=7)
-    ax.set_xlabel("attack success rate (share of attacked examples)")
-    ax.set_ylabel(claims.settings.score)
     ax.set_title("faithfulness vs attack efficiency (method means)", fontsize=9)
     if len(claims.attack_link):
         ax.legend(fontsize=8)
@@ -84,14 +80,11 @@ def _attack_link_panel(ax, claims: Claims) -> None:
 
 def _adversarial_panel(ax, claims: Claims) -> None:
     """Per seed, standard vs adversarial fine-tuning of the base model: score vs attack success rate."""
-    table = claims.table
-    base = claims.conditions.get("base_model")
+    table, base = claims.table, claims.conditions.get("base_model")
     method = None if claims.adversarial.empty else claims.adversarial.iloc[0].get("method")
     for i, v in enumerate((STANDARD, ADVERSARIAL)):
         sub = table[(table.model == base) & (table.variant == v) & (table.method == method)]
         ax.plot(sub.success_rate, sub.score, "o", color=f"C{i}", label=f"{v} ({method})")
-    ax.set_xlabel("attack success rate (share of attacked examples)")
-    ax.set_ylabel(claims.settings.score)
     ax.set_title(f"{base}: adversarial vs standard fine-tuning (seeds)", fontsize=9)
     ax.legend(fontsize=8)
 
@@ -104,6 +97,8 @@ def figure_claim3(claims: Claims) -> bytes:
     _attack_link_panel(axes[0], claims)
     _adversarial_panel(axes[1], claims)
     for ax in axes:
+        ax.set_xlabel("attack success rate (share of attacked examples)")
+        ax.set_ylabel(claims.settings.score)
         ax.grid(alpha=0.3)
     return png(fig)
 

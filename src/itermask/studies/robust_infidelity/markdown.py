@@ -33,21 +33,18 @@ def _figure(images: dict, n: int) -> list[str]:
 def _differences_lines(claims: Claims, pct: int) -> list[str]:
     if claims.model_differences.empty:
         return []
-    return [
+    intro = (
         f"Between-model differences a - b of the mean over seeds ({pct} % Welch interval; *minus_random*: "
         "the method's score minus the seeded random explanation's in the same run; *p (Holm)*: adjusted for "
-        "every comparison between models of equivalent accuracy, blank for the other pairs):",
-        "",
-        md_table(
-            ["a", "b", "method", "measure", "n a/b", "a - b", f"{pct} % CI", "p", "p (Holm)"],
-            [
-                [r.a, r.b, r.method, r.measure, f"{r.n_a}/{r.n_b}", number(r.difference), _ci_cell(r._asdict())]
-                + [number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
-                for r in records(claims.model_differences)
-            ],
-        ),
-        "",
+        "every comparison between models of equivalent accuracy, blank for the other pairs):"
+    )
+    header = ["a", "b", "method", "measure", "n a/b", "a - b", f"{pct} % CI", "p", "p (Holm)"]
+    rows = [
+        [r.a, r.b, r.method, r.measure, f"{r.n_a}/{r.n_b}", number(r.difference), _ci_cell(r._asdict())]
+        + [number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
+        for r in records(claims.model_differences)
     ]
+    return [intro, "", md_table(header, rows), ""]
 
 
 def _components_lines(claims: Claims, pct: int) -> list[str]:
@@ -55,26 +52,20 @@ def _components_lines(claims: Claims, pct: int) -> list[str]:
     if comp.empty:
         return []
     ok = select(comp, comp.component.notna())
-    out = [
+    intro = (
         "Variance components of the per-example score (nested random-effects ANOVA: model, seed within "
         f"model, example, model x example, residual; {pct} % percentile bootstrap resampling seeds within "
-        "each model and examples; the models are not resampled):",
-        "",
-        md_table(
-            ["method", "component", "variance", f"{pct} % CI", "share", f"share {pct} % CI"],
-            [
-                [r.method, r.component, number(r.estimate, 5), _ci_cell(r._asdict(), 5), number(r.share, 3)]
-                + [f"{number(r.share_ci_low, 3)}, {number(r.share_ci_high, 3)}"]
-                for r in records(ok)
-            ],
-        )
-        if len(ok)
-        else "",
-        "",
+        "each model and examples; the models are not resampled):"
+    )
+    header = ["method", "component", "variance", f"{pct} % CI", "share", f"share {pct} % CI"]
+    rows = [
+        [r.method, r.component, number(r.estimate, 5), _ci_cell(r._asdict(), 5), number(r.share, 3)]
+        + [f"{number(r.share_ci_low, 3)}, {number(r.share_ci_high, 3)}"]
+        for r in records(ok)
     ]
-    return out + [
-        f"- {r.method}: variance components not computed: {r.why}" for r in records(select(comp, comp.component.isna()))
-    ]
+    undone = select(comp, comp.component.isna())
+    notes = [f"- {r.method}: variance components not computed: {r.why}" for r in records(undone)]
+    return [intro, "", md_table(header, rows) if len(ok) else "", "", *notes]
 
 
 def _concordance_lines(claims: Claims) -> list[str]:
@@ -94,20 +85,17 @@ def _concordance_lines(claims: Claims) -> list[str]:
 def _accuracy_lines(claims: Claims) -> list[str]:
     if claims.accuracy.empty:
         return []
-    return [
+    intro = (
         "Test accuracy equivalence (TOST, two one-sided Welch tests at 5 %, margin "
-        f"±{claims.settings.accuracy_margin:g}; 90 % interval of the difference):",
-        "",
-        md_table(
-            ["a", "b", "mean a", "mean b", "a - b", "90 % CI", "TOST p", "equivalent"],
-            [
-                [r.a, r.b, number(r.mean_a), number(r.mean_b), number(r.difference), _ci_cell(r._asdict())]
-                + [number(r.p_value, 3), "yes" if r.equivalent else "no"]
-                for r in records(claims.accuracy)
-            ],
-        ),
-        "",
+        f"±{claims.settings.accuracy_margin:g}; 90 % interval of the difference):"
+    )
+    header = ["a", "b", "mean a", "mean b", "a - b", "90 % CI", "TOST p", "equivalent"]
+    rows = [
+        [r.a, r.b, number(r.mean_a), number(r.mean_b), number(r.difference), _ci_cell(r._asdict())]
+        + [number(r.p_value, 3), "yes" if r.equivalent else "no"]
+        for r in records(claims.accuracy)
     ]
+    return [intro, "", md_table(header, rows), ""]
 
 
 def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
@@ -122,36 +110,27 @@ def _claim2_lines(claims: Claims, images: dict, pct: int) -> list[str]:
         cell=[f"{number(r.mean, 3)} [{number(r.ci_low, 3)}, {number(r.ci_high, 3)}]" for r in records(claims.ood_steps)]
     )
     steps = frame.pivot(index="fraction", columns="variant", values="cell")
-    out = [
+    intro = (
         f"Mahalanobis OOD AUROC (final layer) of masked vs clean inputs per masking step, mean over seeds "
-        f"[{pct} % interval] ({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):",
-        "",
-        md_table(
-            ["fraction", *[f"{v} fine-tuning" for v in steps.columns]],
-            [[number(f, 3), *row] for f, row in zip(steps.index, steps.to_numpy().tolist())],
-        ),
-        "",
-    ]
-    return out + _figure(images, 2)
+        f"[{pct} % interval] ({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):"
+    )
+    header = ["fraction", *[f"{v} fine-tuning" for v in steps.columns]]
+    rows = [[number(f, 3), *row] for f, row in zip(steps.index, steps.to_numpy().tolist())]
+    return [intro, "", md_table(header, rows), "", *_figure(images, 2)]
 
 
 def _claim3_lines(claims: Claims, images: dict, pct: int) -> list[str]:
-    out = []
-    if not claims.attack_link.empty:
-        out += [
-            f"Spearman's rho across methods between the mean {claims.settings.score} and the mean attack "
-            f"success rate ({pct} % bootstrap interval over seeds; exact permutation p):",
-            "",
-            md_table(
-                ["model", "methods", "rho", f"{pct} % CI", "p"],
-                [
-                    [r.model, ", ".join(r.methods), number(r.rho, 3), _ci_cell(r._asdict(), 3), number(r.p_value, 3)]
-                    for r in records(claims.attack_link)
-                ],
-            ),
-            "",
-        ]
-    return out + _figure(images, 3)
+    if claims.attack_link.empty:
+        return _figure(images, 3)
+    intro = (
+        f"Spearman's rho across methods between the mean {claims.settings.score} and the mean attack "
+        f"success rate ({pct} % bootstrap interval over seeds; exact permutation p):"
+    )
+    rows = [
+        [r.model, ", ".join(r.methods), number(r.rho, 3), _ci_cell(r._asdict(), 3), number(r.p_value, 3)]
+        for r in records(claims.attack_link)
+    ]
+    return [intro, "", md_table(["model", "methods", "rho", f"{pct} % CI", "p"], rows), "", *_figure(images, 3)]
 
 
 def claims_markdown(claims: Claims, images: dict) -> list[str]:

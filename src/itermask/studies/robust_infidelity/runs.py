@@ -1,7 +1,5 @@
-"""Reading the claims' runs from the report's sweep: a run's fine-tuning *variant* (:func:`variant`, from
-its results config, so grouping labels do not matter), one table row per run and explanation
-(:func:`run_table`), the per-example scores (:func:`per_example_scores`) and the OOD AUROC curves of
-claim 2 (:func:`ood_curves`)."""
+"""Reading the claims' runs from the report's sweep: a run's fine-tuning :func:`variant` (from its results
+config), one row per run and explanation (:func:`run_table`), per-example scores and OOD AUROC curves."""
 
 from __future__ import annotations
 
@@ -56,35 +54,24 @@ def run_table(runs: Sequence[Run], s: ClaimSettings) -> pd.DataFrame:
     out = []
     for run in runs:
         r, method = run.result, method_of(run.result)
+        model, kind, accuracy = str(r["model"]), variant(r), value(r["accuracy"].get("test"))
         relative = ((r.get("relative_to_random") or {}).get(s.schedule) or {}).get(s.score)
         for explanation in (method, "random"):
             summary = (r["scores"].get(explanation) or {}).get(s.schedule) or {}
-            out.append(
-                {
-                    "model": str(r["model"]),
-                    "variant": variant(r),
-                    "seed": run.seed,
-                    "method": explanation,
-                    "job": run.job,
-                    "score": value(summary.get(s.score)),
-                    "minus_random": value(relative) if explanation == method else math.nan,
-                    "accuracy": value(r["accuracy"].get("test")),
-                    "success_rate": _success_rate(r, explanation),
-                }
-            )
+            minus_random = value(relative) if explanation == method else math.nan
+            rate, score = _success_rate(r, explanation), value(summary.get(s.score))
+            out.append([model, kind, run.seed, explanation, run.job, score, minus_random, accuracy, rate])
     frame = pd.DataFrame(out, columns=COLUMNS)
     return frame.drop_duplicates(["model", "variant", "seed", "method"]).reset_index(drop=True)
 
 
 def per_example_scores(runs: Sequence[Run], method: str, s: ClaimSettings) -> dict[tuple[str, int], pd.Series]:
     """``{(model, seed): per-example score of method}`` from the runs' ``per_example/scores.parquet``."""
-    from itermask.storage.per_example import FOLDER
-
     out = {}
     for run in runs:
         if (run.result["model"], run.seed) in out or method not in (method_of(run.result), "random"):
             continue
-        path = run.path.parent / FOLDER / "scores.parquet"
+        path = run.per_example("scores")
         if not path.is_file():
             continue
         frame = pd.read_parquet(path)

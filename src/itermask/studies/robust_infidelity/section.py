@@ -1,7 +1,5 @@
-"""The Claims section as a report section (:class:`itermask.reporting.sections.ReportSection`): built from
-``hydra.callbacks.report.claims`` (``_target_: itermask.studies.robust_infidelity.RobustInfidelity`` and the
-keys of :class:`~itermask.studies.robust_infidelity.settings.ClaimSettings`), it computes the claims of the
-report once and writes their figures, tables and Markdown."""
+"""The Claims section as a report section (:class:`itermask.reporting.sections.ReportSection`), built from
+``hydra.callbacks.report.claims``; it computes the claims of the report once."""
 
 from __future__ import annotations
 

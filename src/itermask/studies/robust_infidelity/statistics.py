@@ -1,7 +1,6 @@
-"""The statistics of the Claims section (:mod:`itermask.studies.robust_infidelity`): nested variance
-components (model / seed within model / example), Kendall's W with tie correction across models, an
-equivalence test (TOST) of accuracies and Holm's step-down correction (:func:`holm`). Plain numpy/scipy: no
-torch, no project imports.
+"""The statistics of the Claims section (:mod:`itermask.studies.robust_infidelity`): nested variance components
+(model / seed within model / example), Kendall's W with tie correction across models, an equivalence test (TOST) of
+accuracies and Holm's step-down correction (:func:`holm`). Plain numpy/scipy: no torch, no project imports.
 
 **Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
 model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation
@@ -16,21 +15,19 @@ random-effects model ``y_mse = mu + a_m + b_s(m) + c_e + (ac)_me + eps_mse`` has
 - ``MS_residual = sum_mse (y_mse - y_ms. - y_m.e + y_m..)^2 / (M (S - 1)(E - 1))``
 
 with expectations ``E[MS_residual] = s2_r``, ``E[MS_mxe] = s2_r + S s2_me``, ``E[MS_seed] = s2_r + E s2_s``,
-``E[MS_example] = s2_r + S s2_me + M S s2_e`` and ``E[MS_model] = s2_r + S s2_me + E s2_s + S E s2_m``
-(the expected-mean-squares rules for balanced designs, Searle, Casella & McCulloch 1992, *Variance
-Components*, Sec. 4.6 and Table 4.x for nested/crossed factors; Montgomery, *Design and Analysis of
-Experiments*, Ch. 14). Solving gives the method-of-moments (ANOVA) estimates of :func:`nested_components`,
-negative estimates clipped at 0. Their intervals (:func:`nested_components_ci`) are percentile bootstraps
-that resample the seeds within each model and the examples, both with replacement (the models are few
-and fixed: they are not resampled, so the model component's interval reflects seed and example noise
-only).
+``E[MS_example] = s2_r + S s2_me + M S s2_e`` and ``E[MS_model] = s2_r + S s2_me + E s2_s + S E s2_m`` (the
+expected-mean-squares rules for balanced designs, Searle, Casella & McCulloch 1992, *Variance Components*, Sec. 4.6
+and Table 4.x for nested/crossed factors; Montgomery, *Design and Analysis of Experiments*, Ch. 14). Solving gives
+the method-of-moments (ANOVA) estimates of :func:`nested_components`, negative estimates clipped at 0. Their
+intervals (:func:`nested_components_ci`) are percentile bootstraps that resample the seeds within each model and the
+examples, both with replacement (the models are few and fixed: they are not resampled, so the model component's
+interval reflects seed and example noise only).
 
-**Kendall's W** of ``m`` raters (models) ranking ``k`` objects (saliency methods), with ties given mid
-ranks: ``W = 12 sum_j (R_j - m (k + 1) / 2)^2 / (m^2 (k^3 - k) - m sum_i T_i)``, ``R_j`` the rank sum of
-object ``j`` and ``T_i = sum over tie groups of rater i of (t^3 - t)`` (Kendall & Babington Smith 1939,
-*Ann. Math. Statist.* 10:275; tie correction: Kendall, *Rank Correlation Methods*, Sec. 6.7). Its
-p-values: the chi-square approximation ``m (k - 1) W ~ chi2(k - 1)`` and a permutation test that
-shuffles each rater's ranks independently.
+**Kendall's W** of ``m`` raters (models) ranking ``k`` objects (saliency methods), with ties given mid ranks:
+``W = 12 sum_j (R_j - m (k + 1) / 2)^2 / (m^2 (k^3 - k) - m sum_i T_i)``, ``R_j`` the rank sum of object ``j`` and
+``T_i = sum over tie groups of rater i of (t^3 - t)`` (Kendall & Babington Smith 1939, *Ann. Math. Statist.* 10:275;
+tie correction: Kendall, *Rank Correlation Methods*, Sec. 6.7). Its p-values: the chi-square approximation
+``m (k - 1) W ~ chi2(k - 1)`` and a permutation test that shuffles each rater's ranks independently.
 
 **TOST.** Two one-sided Welch t-tests (Schuirmann 1987, *J. Pharmacokinet. Biopharm.* 15:657) that the
 difference of two independent means lies within ``(-margin, margin)``; the p-value is the larger of the
@@ -174,12 +171,8 @@ def kendall_w(scores: np.ndarray, n_permutations: int = 9999, seed: int = 0) -> 
     order = rng.random((n_permutations, m, k)).argsort(axis=-1)
     permuted = np.take_along_axis(np.broadcast_to(ranks, (n_permutations, m, k)), order, axis=-1)
     null = _w(permuted, ties)  # shuffling keeps each rater's ties, so the tie term is unchanged
-    out.update(
-        w=w,
-        chi2=float(chi2),
-        p_chi2=float(stats.chi2.sf(chi2, k - 1)),
-        p_permutation=float((1 + (null >= w - 1e-12).sum()) / (n_permutations + 1)),
-    )
+    p_permutation = float((1 + (null >= w - 1e-12).sum()) / (n_permutations + 1))
+    out.update(w=w, chi2=float(chi2), p_chi2=float(stats.chi2.sf(chi2, k - 1)), p_permutation=p_permutation)
     return out
 
 
@@ -207,17 +200,8 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=float)
     y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=float)
-    out = {
-        "difference": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "p_lower": math.nan,
-        "p_upper": math.nan,
-        "p_value": math.nan,
-        "equivalent": False,
-        "margin": float(margin),
-        "why": None,
-    }
+    out: dict = dict.fromkeys(("difference", "ci_low", "ci_high", "p_lower", "p_upper", "p_value"), math.nan)
+    out |= {"equivalent": False, "margin": float(margin), "why": None}
     if len(x) < 2 or len(y) < 2:
         out["why"] = f"TOST needs at least 2 values per group, got {len(x)} and {len(y)}"
         return out

@@ -1,10 +1,6 @@
-"""The claims' verdict sentences, generated from the numbers (never from the paper), each ending with its
-conditions (models, dataset, seeds, examples, score). Claim 1 (:func:`verdict1`): supported when, between
-two models of equivalent accuracy, some method's score or method - random differs after Holm's correction;
-in part when some intervals exclude 0 but none survives it. Claim 2 (:func:`verdict2`): supported when the
-standard model's mean OOD AUROC over the masked steps is above 0.5 and masked fine-tuning lowers it.
-Claim 3 (:func:`verdict3`): the attack link across methods, and whether adversarial fine-tuning changes
-faithfulness (the paper reports no consistent change)."""
+"""The claims' verdict sentences (:func:`verdict1`, :func:`verdict2`, :func:`verdict3`; the criteria are in
+:mod:`itermask.studies.robust_infidelity`), generated from the numbers (never from the paper), each ending with
+its conditions (models, dataset, seeds, examples, score)."""
 
 from __future__ import annotations
 
@@ -133,16 +129,16 @@ def verdict1(claims: Claims) -> str:
 
 def verdict2(claims: Claims, base: str | None, few: str | None) -> str:
     """Claim 2's verdict (module docstring); ``few``: why intervals over seeds cannot be computed."""
+    text = conditions(claims, [str(base)])
     if not claims.ood_summary:
         return (
             f"cannot answer: no standard and masked fine-tuning runs of the base model with OOD statistics "
-            f"(model {base}; use ood=final or ood=full) {conditions(claims, [str(base)])}."
+            f"(model {base}; use ood=final or ood=full) {text}."
         )
     if few is not None:
-        return f"cannot answer: {few} {conditions(claims, [str(base)])}."
+        return f"cannot answer: {few} {text}."
     s, summary = claims.settings, claims.ood_summary
     std, masked, diff, acc = summary["standard"], summary["masked"], summary["difference"], summary["accuracy"]
-    text = conditions(claims, [str(base)])
     numbers = (
         f"mean OOD AUROC over the masked steps {interval(std, 'mean')} after standard and "
         f"{interval(masked, 'mean')} after masked fine-tuning (difference {interval(diff)}, "
@@ -220,8 +216,7 @@ def _adversarial_part(claims: Claims, base: str | None, method: str | None) -> s
         return f"adversarial vs standard fine-tuning cannot be answered: {few}"
     d = select(adv, adv.kind == "difference")
     acc = select(adv, adv.kind == "accuracy").iloc[0]
-    score = select(d, d.measure == "score")
-    rate = select(d, d.measure == "success_rate")
+    score, rate = select(d, d.measure == "score"), select(d, d.measure == "success_rate")
     pct = int(claims.confidence * 100)
     numbers = (
         f"adversarial - standard {method} {s.score} {interval(score.iloc[0]) if len(score) else 'n/a'}, "
@@ -237,5 +232,4 @@ def _adversarial_part(claims: Claims, base: str | None, method: str | None) -> s
 
 def verdict3(claims: Claims, base: str | None, method: str | None) -> str:
     """Claim 3's verdict (module docstring): the attack link, then adversarial fine-tuning."""
-    parts = [_attack_link_part(claims), _adversarial_part(claims, base, method)]
-    return "; ".join(parts[:1]) + f" {conditions(claims)}; " + "; ".join(parts[1:]) + "."
+    return f"{_attack_link_part(claims)} {conditions(claims)}; {_adversarial_part(claims, base, method)}."
