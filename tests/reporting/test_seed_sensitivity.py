@@ -96,7 +96,7 @@ class _Data:
     def __init__(self, split: str, rows: dict):
         import datasets
 
-        self.tokenized = {split: datasets.Dataset.from_dict(rows)}
+        self.splits = {split: datasets.Dataset.from_dict(rows)}
         self.label_names = ["negative", "positive"]
 
 
