@@ -1,9 +1,5 @@
-"""``itermask --version`` / ``python -m itermask --version``: the installed version (imports no torch).
-
-The experiments themselves run through ``evaluate.py`` and ``train.py`` (Hydra), reports through
-``python -m itermask.reporting``, the W&B workspace through ``python -m itermask.wandb_workspace``, and
-notebooks through :func:`itermask.evaluate`.
-"""
+"""``itermask --version`` / ``python -m itermask --version``: the installed version (imports no torch); the help
+names the other entry points."""
 
 from __future__ import annotations
 

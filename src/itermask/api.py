@@ -1,20 +1,13 @@
 """The Python door: :func:`evaluate` builds an :class:`~itermask.plan.EvaluationPlan` from its keyword arguments
-and runs the engine of ``evaluate.py`` on it (:func:`~itermask.engine.prepare`, :func:`~itermask.engine.run`,
-:func:`~itermask.engine.record`), as ``evaluate.py train.enabled=false`` does, minus the files, the cache and the
-tracker::
+and runs the engine of ``evaluate.py train.enabled=false`` on it, minus the files, the cache and the tracker::
 
     import itermask
     result = itermask.evaluate("path/to/classifier", ["a good film", "a dull film"], saliency=["gradient"])
     result.to_pandas("aggregate")
 
-The saliency methods and the masking strategy are the presets of ``conf/saliency/<name>.yaml`` and
-``conf/masking/<name>.yaml`` (:mod:`itermask.settings.presets`), built by the same builder as the config's
-(:func:`itermask.settings.build`), or instances given; the evaluation settings are ``conf/evaluate.yaml``'s
-``evaluation`` defaults with the keyword arguments over them. The data are evaluated whole
-(:class:`~itermask.data.given.GivenTexts`). The model is a ``torch.nn.Module`` with its tokenizer (``tokenizer=``
-or a ``(model, tokenizer)`` pair), a local directory of a Hugging Face sequence classifier, or a hub id.
-
-This module is imported on first use of ``itermask.evaluate`` (``import itermask`` imports no torch).
+Saliency methods and masking strategies named are the presets of ``conf/`` (:mod:`itermask.settings.presets`),
+built by the config's builder; this module is imported on first use of ``itermask.evaluate`` (``import itermask``
+imports no torch).
 """
 
 from __future__ import annotations
@@ -37,8 +30,7 @@ __all__ = ["evaluate", "EvaluationResult"]
 
 
 def _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation) -> list:
-    """The facade's own arguments, before any model or data work; returns the saliency methods as a list (a
-    new-user review met torch's and CUDA's raw errors for these).
+    """The facade's own arguments, before any model or data work; returns the saliency methods as a list.
 
     Raises:
         ValueError: ``model`` of no accepted kind, no or unknown kinds of methods, ``data=None``, ``batch_size``
@@ -133,10 +125,8 @@ def _result(plan: EvaluationPlan, evaluation, resources, result: dict, texts: li
     curves, data = evaluation.curves, resources.loaded_data
     scores = result["scores"]
     versus = {name: relative_to_random(scores, name) for name in curves if name != "random"}
-    config = resources.model_config
-    id2label = getattr(config, "id2label", None) if config is not None else None
+    id2label = getattr(resources.model_config, "id2label", None)
     tested = data.splits["test"]
-    methods = {name: e.saliency for name, e in resources.evaluators.items()}
     return EvaluationResult(
         curves=dict(curves.items()),
         scores=scores,
@@ -148,7 +138,7 @@ def _result(plan: EvaluationPlan, evaluation, resources, result: dict, texts: li
         result=result,
         _model=resources.model,
         _tokenizer=resources.tokenizer,
-        _methods=methods,
+        _methods={name: e.saliency for name, e in resources.evaluators.items()},
         _batch_of=lambda ids: data.collator([tested[i] for i in ids])["tokens"],
     )
 

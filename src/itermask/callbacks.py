@@ -82,20 +82,20 @@ class ReportCallback(Callback):
             log.warning("missing: %s", line)
         log.info("report: %s (%d runs)", written["report.md"], len(built.sweep.runs))
         logger = OmegaConf.select(config, "logger")
-        use_wandb = self.wandb
-        if use_wandb is None:
-            use_wandb = logger is not None and "Wandb" in str(OmegaConf.select(logger, "_target_", default=""))
+
+        def option(name: str) -> Any:
+            return OmegaConf.select(logger, name, default=None) if logger is not None else None
+
+        use_wandb = self.wandb if self.wandb is not None else "Wandb" in str(option("_target_") or "")
         if use_wandb:
-            group = OmegaConf.select(logger, "group", default=None) if logger is not None else None
             folder = log_report_to_wandb(
                 built,
                 written,
-                project=(OmegaConf.select(logger, "project", default=None) if logger is not None else None)
-                or "itermask",
-                group=group or group_name(config.task_name, sweep_dir),
-                mode=(OmegaConf.select(logger, "mode", default=None) if logger is not None else None) or "offline",
+                project=option("project") or "itermask",
+                group=option("group") or group_name(config.task_name, sweep_dir),
+                mode=option("mode") or "offline",
                 save_dir=sweep_dir,
-                init_timeout=OmegaConf.select(logger, "init_timeout", default=None) if logger is not None else None,
+                init_timeout=option("init_timeout"),
             )
             if folder:
                 log.info("W&B summary run: %s", folder)

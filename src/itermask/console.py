@@ -1,24 +1,16 @@
 """What a job prints: quiet by default, the libraries' own messages back with ``verbose=true``.
 
-:func:`configure` is called once at the start of every job (:func:`itermask.jobs.run_job`) and sets each
-library's own switch:
+:func:`configure`, called at the start of every job (:func:`itermask.jobs.run_job`), sets each library's own
+switch: transformers' verbosity ``error`` and no weight-loading bars (no "LOAD REPORT ... MISSING" blocks: a
+fine-tuning's new classification head is missing by design, and a classifier evaluated without fine-tuning has its
+head checked by :func:`itermask.models.loading.load_classifier`); datasets' verbosity ``error`` and no map bars;
+Lightning's ``rank_zero`` ``info`` messages (hardware lines, "💡 Tip: ... litlogger", "Seed set to") and its
+``PossibleUserWarning`` hidden, its warnings and training progress bar kept; W&B's ``WANDB_QUIET`` (no version
+banner, no history/summary panel; the run's folder or URL is still printed) unless the environment sets it; and the
+libraries' (not itermask's) ``DeprecationWarning``/``FutureWarning`` hidden.
 
-- transformers: verbosity ``error`` (no "LOAD REPORT ... MISSING" blocks: a fine-tuning starts from an
-  encoder whose new classification head is missing by design; evaluating a classifier without
-  fine-tuning checks its head itself, :func:`itermask.models.loading.load_classifier`) and no
-  weight-loading bars (``transformers.utils.logging``);
-- datasets: no map/tokenizing bars, verbosity ``error`` (``datasets.disable_progress_bars``);
-- Lightning: no hardware lines ("GPU available ..."), tips ("💡 Tip: ... litlogger") or other ``info``
-  messages of its ``rank_zero`` loggers, no "Seed set to" line, and no ``PossibleUserWarning``
-  (e.g. "does not have many workers"); its warnings and its training progress bar stay;
-- W&B: ``WANDB_QUIET`` (W&B's own setting ``quiet``: no version banner, no history/summary panel at the
-  end of each run; the run's folder, or its URL online, is still printed), unless the environment
-  already sets it;
-- Python warnings: ``DeprecationWarning``/``FutureWarning`` raised inside the libraries (not from
-  itermask) are hidden.
-
-itermask's own log lines (the stages, the score summary of :func:`summary_lines`, the
-report path) and the masking evaluation's progress bar are printed either way.
+itermask's own log lines (the stages, the score summary of :func:`summary_lines`, the report path) and the masking
+evaluation's progress bar are printed either way.
 """
 
 from __future__ import annotations
@@ -175,11 +167,10 @@ def summary_lines(result: dict) -> list[str]:
     (:meth:`itermask.analyses.Analysis.summary_lines` of :func:`itermask.analyses.analysis_classes`, e.g.
     the final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking)."""
     from itermask.analyses.base import analysis_classes
+    from itermask.analyses.model_check import model_check_line
 
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
-    from itermask.analyses.model_check import model_check_line
-
     lines = [_accuracy_line(result), _aopc_line(result, method)]
     if (warning := model_check_line(result)) is not None:
         lines.insert(0, warning)

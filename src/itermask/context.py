@@ -1,5 +1,4 @@
-"""What the running Hydra job is (:class:`JobContext`), read from Hydra's global state once, at the entry, and
-passed down to whatever needs it."""
+"""What the running Hydra job is (:class:`JobContext`)."""
 
 from __future__ import annotations
 

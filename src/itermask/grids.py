@@ -14,9 +14,7 @@ __all__ = ["grid_jobs"]
 
 def _text(value: Any) -> str:
     """A config value as the text of a Hydra override (YAML booleans as ``true``/``false``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def _as_overrides(node: dict[str, Any] | None) -> list[str]:

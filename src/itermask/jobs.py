@@ -1,19 +1,13 @@
-"""One Hydra job whose failure is recorded instead of ending the multirun.
+"""One Hydra job whose failure is recorded instead of ending the multirun (:func:`run_job`).
 
-``train.py`` and ``evaluate.py`` run their task through :func:`run_job`. A job that raises (or whose
-objective is NaN) leaves:
-
-- its traceback in the job's log (``<job folder>/<task>.log``, Hydra's job log file);
-- a failure marker ``<job folder>/failed.json`` (:data:`FAILURE_FILE`: error, traceback, overrides);
-- its tracker run finished as failed (:func:`itermask.pipeline.tracked`).
-
-In a multirun the job then *returns* a :class:`JobFailed` instead of raising. Hydra's basic sweeper raises
-on a job that raised before the multirun-end callbacks run; with the job returning, the callbacks still
-write the report (:class:`itermask.callbacks.ReportCallback`, which lists the failed jobs) and then
-:class:`itermask.callbacks.FailedJobsCallback` ends the process with exit status 1. The Optuna sweeper
-tells a trial that returned a :class:`JobFailed` as failed (``float()`` of it raises
-:class:`JobFailedError`) and goes on with the next trial (``hydra_plugins.itermask_sweepers``). A single
-run (no ``-m``) re-raises after recording, so Hydra reports the error and exits non-zero as usual.
+A job that raises (or whose objective is NaN) leaves its traceback in the job's log (``<job folder>/<task>.log``),
+a failure marker ``<job folder>/failed.json`` (:data:`FAILURE_FILE`: error, traceback, overrides) and its tracker
+run finished as failed. In a multirun it then *returns* a :class:`JobFailed` instead of raising: Hydra's basic
+sweeper would raise before the multirun-end callbacks run, so the report (:class:`itermask.callbacks.ReportCallback`,
+listing the failed jobs) is still written, then :class:`itermask.callbacks.FailedJobsCallback` exits with status 1;
+the Optuna sweeper tells the trial as failed (``float()`` of it raises :class:`JobFailedError`) and goes on
+(``hydra_plugins.itermask_sweepers``). A single run (no ``-m``) re-raises after recording, so Hydra reports the
+error and exits non-zero as usual.
 """
 
 from __future__ import annotations
@@ -21,6 +15,10 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,10 +65,6 @@ class JobFailed:
         return f"JobFailed({self.error!r}, {self.output_dir!r})"
 
 
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-
-
 def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
     """In a DDP process other than rank 0 (:mod:`itermask.training.distributed`), add a line naming this
     process's error and log to rank 0's job log: Lightning stops rank 0 without a word (SIGKILL) when another
@@ -80,9 +74,6 @@ def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
     rank = process_rank()
     if rank == 0:
         return
-    import sys
-    import time
-
     own = output_dir / f"train_ddp_process_{rank}.log"
     line = (
         f"[{time.strftime('%Y-%m-%d %H:%M:%S')}][{__name__}][ERROR] - DDP process of rank {rank} failed: "
@@ -109,20 +100,15 @@ def run_job(
     check: Callable[[Any, JobContext], None] | None = None,
     context: JobContext | None = None,
 ) -> Any:
-    """Run ``task(cfg, context)`` as one Hydra job (see the module docstring); ``context`` is the running job's
-    (:meth:`JobContext.from_hydra`, read here once when not given).
+    """Run ``task(cfg, context)`` as one Hydra job (see the module docstring) and return its value; ``context``
+    defaults to :meth:`JobContext.from_hydra`. A stale marker of an earlier run in the job folder is removed first.
 
-    ``check(cfg, context)`` runs first, when given: the entry points pass
-    :func:`itermask.validation.check_composed`, which checks the config without torch, and name their task as
-    ``"module:function"`` (``"itermask.pipeline:run_evaluate"``), imported only after the check passed: a bad
-    setting answers before torch, transformers and Lightning are imported. Then the console is set up
-    (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``). A stale marker in the job folder (a
-    re-run in the same folder) is removed first. A finished job returns the task's value. A NaN objective
-    counts as a failure (:class:`FloatingPointError`).
-
-    A config error (:func:`is_config_error`) is logged as one line, without its traceback (which
-    :data:`FAILURE_FILE` keeps); a single run then raises it as a :class:`ConfigError`, whose message Hydra
-    prints alone.
+    ``check(cfg, context)`` runs first (the entry points pass :func:`itermask.validation.check_composed` and name
+    their task ``"module:function"``, e.g. ``"itermask.pipeline:run_evaluate"``, imported only after the check: a
+    bad setting answers before torch, transformers and Lightning are imported), then the console is set up
+    (:func:`itermask.console.configure`: quiet unless ``cfg.verbose``). A NaN objective counts as a failure
+    (:class:`FloatingPointError`). A config error (:func:`is_config_error`) is logged as one line (its traceback
+    is in :data:`FAILURE_FILE`); a single run raises it as a :class:`ConfigError`, whose message Hydra prints alone.
 
     Raises:
         ConfigError: a bad setting, in a single run.
@@ -142,7 +128,7 @@ def run_job(
         configure(verbose=bool(cfg.get("verbose", False)))
         pool = _job_resources(cfg)
         value = _task(task)(cfg, context)
-        if _is_nan(value):
+        if isinstance(value, float) and math.isnan(value):
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
     except (KeyboardInterrupt, SystemExit) as error:
@@ -193,9 +179,6 @@ def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
     whether one came, and one putting the former handler back. Lightning turns a ``KeyboardInterrupt`` during
     ``fit`` into ``sys.exit(1)``, which this tells apart from other exits. Only in the main thread (a signal
     handler cannot be set elsewhere)."""
-    import signal
-    import threading
-
     seen = {"interrupt": False}
     if threading.current_thread() is not threading.main_thread():
         return (lambda: seen["interrupt"]), (lambda: None)
@@ -217,8 +200,6 @@ def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
 
 def _report_interrupt(output_dir: Path, context: JobContext) -> None:
     """Log what the interrupted job finished and how to resume it."""
-    import sys
-
     multirun, job = context.multirun, context.number
     finished = finished_steps()
     finished += [

@@ -1,9 +1,6 @@
 """What :func:`itermask.evaluate` returns: :class:`EvaluationResult`, the masking curves and scores of a notebook
-evaluation with its tables (``to_pandas``) and per-example views (``views``, shown as HTML in a notebook).
-
-It holds values only (the curves, the scores, the texts, and what the views need to recompute saliency); the
-engine that produced them is :mod:`itermask.engine`.
-"""
+evaluation with its tables (``to_pandas``) and per-example views (``views``, shown as HTML in a notebook); values
+only (the engine that produced them is :mod:`itermask.engine`)."""
 
 from __future__ import annotations
 
@@ -87,14 +84,8 @@ class EvaluationResult:
         e = self.evaluation
         if kind in ("examples", "steps"):
             make = score_frame if kind == "examples" else step_frame
-            frame = pd.concat(
-                [
-                    make(name, curves, e.quantity, e.aopc_bins)
-                    for name, by_schedule in self.curves.items()
-                    for curves in by_schedule.values()
-                ],
-                ignore_index=True,
-            )
+            parts = [make(name, c, e.quantity, e.aopc_bins) for name, by in self.curves.items() for c in by.values()]
+            frame = pd.concat(parts, ignore_index=True)
             if kind == "examples":
                 first = next(iter(next(iter(self.curves.values())).values()))
                 ids = first.example_ids.tolist()
@@ -111,13 +102,9 @@ class EvaluationResult:
                     row: dict[str, Any] = {"saliency": name, "schedule": schedule}
                     row.update({k: v for k, v in summary.items() if isinstance(v, int | float | str)})
                     versus = (self.relative_to_random.get(name) or {}).get(schedule) or {}
-                    row.update(
-                        {
-                            k if k.startswith("racu_") else f"{k}_minus_random": v
-                            for k, v in versus.items()
-                            if isinstance(v, int | float)
-                        }
-                    )
+                    for k, v in versus.items():
+                        if isinstance(v, int | float):
+                            row[k if k.startswith("racu_") else f"{k}_minus_random"] = v
                     rows.append(row)
             return pd.DataFrame(rows)
         raise ValueError(f"kind must be 'examples', 'steps' or 'aggregate', got {kind!r}")

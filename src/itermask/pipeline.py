@@ -1,13 +1,7 @@
-"""What ``evaluate.py``, ``train.py`` and ``pretrain.py`` do: a plan from the config, then the engine.
-
-An evaluation job is the plan (:func:`itermask.settings.evaluation_plan`: the Hydra config becomes an
-:class:`~itermask.plan.EvaluationPlan`, every setting checked and every component built before anything is
-loaded), then :func:`~itermask.engine.prepare` (tokenizer, data, continued pretraining, fine-tuning or the given
-classifier, the tracker), :func:`~itermask.engine.run` (accuracy, masking curves, analyses) and
-:func:`~itermask.engine.record` (result file, results store, tracker). A job whose result is already stored
-skips the loading and the run. :func:`itermask.evaluate` builds its plan from keyword arguments and runs the
-same three functions. No stage below the plan sees the Hydra config.
-"""
+"""What ``evaluate.py``, ``train.py`` and ``pretrain.py`` do: a plan from the config (:mod:`itermask.settings`,
+every setting checked before anything is loaded), then the engine (:func:`~itermask.engine.prepare`,
+:func:`~itermask.engine.run`, :func:`~itermask.engine.record`); a job whose result is already stored skips the
+loading and the run. No stage below the plan sees the Hydra config."""
 
 from __future__ import annotations
 

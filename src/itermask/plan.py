@@ -1,14 +1,9 @@
 """The one description of a job: :class:`EvaluationPlan`, a frozen tree of small dataclasses.
 
-Both doors build it: ``evaluate.py``, ``train.py`` and ``pretrain.py`` from the composed Hydra config
-(:func:`itermask.settings.evaluation_plan`), and :func:`itermask.evaluate` from its keyword arguments. Then
-:func:`itermask.engine.prepare` loads what the plan names (tokenizer, data, models; continued pretraining and
-fine-tuning), :func:`itermask.engine.run` evaluates and :func:`itermask.engine.record` writes the result: the
-same three functions for both doors.
-
-A plan holds values and built, unbound components (a saliency method, a masking strategy, a data source, the
-analyses: each checked its own parameters when it was built); never a tokenizer, a model, a logger, or a Hydra
-or OmegaConf object. A job's values are checked where the plan is built, before anything is loaded.
+Both doors build it (the scripts from the Hydra config, :mod:`itermask.settings`; :func:`itermask.evaluate` from
+its keyword arguments) and run it through the same :func:`itermask.engine.prepare`, :func:`itermask.engine.run` and
+:func:`itermask.engine.record`. A plan holds values and built, unbound components (each checked its own parameters
+when built); never a tokenizer, a model, a logger, or a Hydra or OmegaConf object.
 """
 
 from __future__ import annotations
@@ -36,10 +31,6 @@ class Spec:
     target: str
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def get(self, option: str, default: Any = None) -> Any:
-        """The value of ``option`` (``default`` when not set)."""
-        return self.options.get(option, default)
-
 
 @dataclass(frozen=True)
 class JobPlan:
@@ -52,9 +43,7 @@ class JobPlan:
         cache_dir: the checkpoint cache, results store and derived values (``None``: no cache).
         lock_timeout: seconds to wait for a cache entry's lock (``-1``: forever).
         reuse_results: return a stored result of the same results key instead of evaluating.
-        run_name: the tracker's run name.
         config: the resolved config as results record it and keys hash it (a plain mapping).
-        multirun: whether the job is one of a Hydra multirun.
         started_at: when the job started (``time.time()``).
     """
 
@@ -64,9 +53,7 @@ class JobPlan:
     cache_dir: Path | None = None
     lock_timeout: float = -1.0
     reuse_results: bool = False
-    run_name: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)
-    multirun: bool = False
     started_at: float = 0.0
 
 
@@ -172,8 +159,3 @@ class EvaluationPlan:
     def method(self) -> str:
         """The name of the (first) saliency method under study."""
         return self.saliency[0].name
-
-    @property
-    def precision(self) -> str:
-        """The trainer's precision (part of the checkpoint and derived-value keys)."""
-        return str(self.trainer.get("precision", "32-true"))

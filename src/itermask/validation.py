@@ -1,25 +1,15 @@
-"""Checks of the settings stage (:mod:`itermask.settings`) that need no data: bad settings fail here, with a
-message naming the option and its allowed values, before any tokenizer, data or model is loaded.
+"""Checks of the settings stage (:mod:`itermask.settings`) that need no data: a bad setting fails with a message
+naming the option and its allowed values, before any tokenizer, data or model is loaded.
 
-Three layers:
-
-* **at composition** (Hydra): :class:`EvaluationSchema` is the structured-config schema of the ``evaluation``
-  node (registered in Hydra's ConfigStore as ``evaluation_schema`` and named in ``conf/evaluate.yaml``'s
-  defaults). Values with a fixed set of choices (``quantity``, ``steps``, ``schedules``) are enums and the
-  other fields typed, so ``evaluation.quantity=logits`` or ``evaluation.token_budget=abc`` fails while the
-  config is composed, listing the choices. Target policies (a class id *or* ``predicted``/``gold``) cannot be
-  typed in OmegaConf 2.3 (no unions) and are checked by the settings stage.
-  The schema is registered when this module is imported (the entry points import it through
-  :mod:`itermask.pipeline`); code composing ``evaluate.yaml`` with Hydra's compose API imports
-  :mod:`itermask.settings` first.
-* **numeric settings** (:func:`config_problems`): every batch size, chunk size, epoch count, step count,
-  learning rate, ratio and seed that the settings stage reads itself; and
-  (:func:`check_max_length`) ``model.max_length`` against the tokenizer's special tokens and the model's
-  position embeddings, read from its config.
-* **components** check their own parameters in their constructors, raising a ``ValueError`` that names the
-  option; the settings stage builds every component inside
-  :meth:`itermask.problems.Problems.collect`, so every problem of a config is reported in one
-  :class:`SettingsError` before any data is loaded.
+* **at composition**: :class:`EvaluationSchema`, the structured-config schema of the ``evaluation`` node
+  (registered in Hydra's ConfigStore as ``evaluation_schema`` when this module is imported, and named in
+  ``conf/evaluate.yaml``'s defaults: code composing it with Hydra's compose API imports :mod:`itermask.settings`
+  first). Its enums and types refuse ``evaluation.quantity=logits`` or ``evaluation.token_budget=abc``, listing the
+  choices; target policies (a class id *or* ``predicted``/``gold``) cannot be typed in OmegaConf 2.3 (no unions)
+  and are checked by the settings stage.
+* **numeric settings** (:func:`config_problems`) and ``model.max_length`` (:func:`check_max_length`).
+* **components** check their own parameters in their constructors; the settings stage builds each inside
+  :meth:`itermask.problems.Problems.collect`, so every problem of a config is reported in one :class:`SettingsError`.
 """
 
 from __future__ import annotations
@@ -159,12 +149,9 @@ POSITIVE = Range(integer=False, low=0, low_open=True)
 NON_NEGATIVE = Range(integer=False, low=0)
 SEED = Range(integer=True, low=SEED_RANGE[0], high=SEED_RANGE[1])
 
-#: Numeric options that the settings stage reads itself (model, trainer, data, train, evaluation), and their
-#: ranges, by dotted key; options absent from a config (``train.py`` without ``evaluation``) are skipped.
-#: Components built from config check their own parameters in their constructors
-#: (:class:`itermask.problems.Problems` collects those errors); ``saliency.internal_batch_size`` is
-#: listed because its constructor does not check it.
-#: Seeds (``seed`` and ``*_seed`` keys anywhere) are checked by :func:`_seed_problems`.
+#: Numeric options that the settings stage reads itself, and their ranges, by dotted key (absent ones are skipped);
+#: components check their own (``saliency.internal_batch_size``: its constructor does not), seeds are checked by
+#: :func:`_seed_problems`.
 RULES: dict[str, Range] = {
     "model.max_length": POSITIVE_INT,
     "model.finetune.batch_size": POSITIVE_INT,
@@ -388,12 +375,8 @@ def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:
         )
     else:
         why = "token ids beyond the model's embedding matrix would fail; use the model's own tokenizer"
-    raise SettingsError(
-        [
-            f"model.pretrained={pretrained}: its tokenizer has {size} tokens but the model's vocabulary "
-            f"has {vocab}: {why}"
-        ]
-    )
+    message = f"model.pretrained={pretrained}: its tokenizer has {size} tokens but the model's vocabulary has {vocab}"
+    raise SettingsError([f"{message}: {why}"])
 
 
 #: Config sections whose options are all in itermask's own YAML files: a key that an override adds to them
@@ -501,14 +484,10 @@ def composed_problems(config: dict, overrides: list[str] | None = None) -> list[
 
 
 def check_composed(cfg, context) -> None:
-    """The entry points' first check of a composed Hydra config (``evaluate.py``, ``train.py``), before torch,
-    transformers or Lightning are imported: ``python evaluate.py evaluation.n_examples=0`` answers in about
-    a second. The settings stage (:mod:`itermask.settings`) runs the same checks again when it builds the
-    plan, with the components.
-
-    Args:
-        cfg: the job's ``DictConfig`` (its interpolations resolved here).
-        context: the running job (:class:`itermask.context.JobContext`: its command-line overrides).
+    """The entry points' first check of a composed Hydra config, before torch, transformers or Lightning are
+    imported (``python evaluate.py evaluation.n_examples=0`` answers in about a second); the settings stage runs
+    it again with the components. ``cfg``: the job's ``DictConfig`` (resolved here); ``context``: the running job
+    (:class:`itermask.context.JobContext`: its command-line overrides).
 
     Raises:
         SettingsError: listing every problem of :func:`composed_problems`.

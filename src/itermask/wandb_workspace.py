@@ -4,25 +4,16 @@
 
     python -m itermask.wandb_workspace --entity E --project P --group G [--name N] [--dry-run]
 
-creates a workspace (a saved view of project ``P``) showing the runs of group ``G`` (one multirun of
-``evaluate.py``; its group is the sweep folder's name, or ``logger.group``), grouped by model and saliency
-method, so the seeds of one (model, method) pair are one line with its mean and standard error:
+creates a workspace of project ``P`` showing the runs of group ``G`` (one multirun of ``evaluate.py``; its group is
+the sweep folder's name, or ``logger.group``), grouped by model and saliency method, so the seeds of one pair are
+one line with its mean and standard error: the per-step masking curves of the explained method and of random, the
+headline AOPC scores and their difference to random, and the Mahalanobis OOD AUROC per step. The spec is built
+offline (:func:`workspace_spec`; ``--dry-run`` prints it as JSON); saving it needs a W&B server and an API key.
 
-1. **masking curves**: per schedule, the per-step curves (comprehensiveness, sufficiency, target
-   probability, decision-flip rate) of the explained method and of the random explanation of the same runs,
-   against the masking step;
-2. **headline scores**: bar charts of the AOPC comprehensiveness and sufficiency and their difference to
-   random, by model and method;
-3. **OOD AUROC per step**: the Mahalanobis OOD AUROC of masked vs clean inputs (final-layer input) against
-   the masking step, method and random.
-
-The spec is built offline (:func:`workspace_spec`; ``--dry-run`` prints it as JSON); saving it needs a W&B
-server and an API key (``wandb login``).
-
-The W&B keys the panels read are in one place, :data:`KEYS` (with :data:`STEP`, :data:`METHOD` and
-:data:`MODEL`): the explained method and the random explanation are logged under fixed names
-(``curves/explained/<schedule>/<series>``, ``curves/random/<schedule>/<series>``), the method's name being
-in the run's config (``saliency.name``) and tags, so one panel serves every method.
+The W&B keys the panels read are in :data:`KEYS` (with :data:`STEP`, :data:`METHOD` and :data:`MODEL`): the
+explained method and random are logged under fixed names (``curves/explained/<schedule>/<series>``,
+``curves/random/...``), the method's name being in the run's config (``saliency.name``), so one panel serves every
+method.
 """
 
 from __future__ import annotations
@@ -57,6 +48,8 @@ SCHEDULES = ("one_shot", "recursive")
 SERIES = ("comprehensiveness", "sufficiency", "target", "flip_rate")
 #: headline scores (AOPC over ERASER's bins)
 SCORES = ("comprehensiveness", "sufficiency")
+#: the seeds of a group: mean ± standard error
+SEEDS: dict[str, Any] = {"groupby_aggfunc": "mean", "groupby_rangefunc": "stderr"}
 
 
 def key(role: str, **parts: str) -> str:
@@ -152,8 +145,7 @@ def _curve_panels(schedules: Sequence[str], quantity: str) -> list[Any]:
                     y=_pair("curve", schedule=schedule, series=series),
                     title_x="masked fraction",
                     title_y=series,
-                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
-                    groupby_rangefunc="stderr",
+                    **SEEDS,
                 )
             )
     return curves
@@ -172,16 +164,14 @@ def _headline_panels(schedules: Sequence[str], quantity: str) -> list[Any]:
                 wr.BarPlot(
                     title=f"{score} ({schedule}) by model and method",
                     metrics=_pair("score", schedule=schedule, score=score),
-                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
-                    groupby_rangefunc="stderr",
+                    **SEEDS,
                 )
             )
             headline.append(
                 wr.BarPlot(
                     title=f"{score} ({schedule}): method minus random",
                     metrics=[cast(Any, key("versus_random", schedule=schedule, score=score))],
-                    groupby_aggfunc="mean",  # the seeds of a group: mean ± standard error
-                    groupby_rangefunc="stderr",
+                    **SEEDS,
                 )
             )
     return headline
@@ -200,8 +190,7 @@ def _ood_panels(schedules: Sequence[str]) -> list[Any]:
             range_y=(0.0, 1.0),
             title_x="masked fraction",
             title_y="AUROC",
-            groupby_aggfunc="mean",
-            groupby_rangefunc="stderr",
+            **SEEDS,
         )
         for schedule in schedules
     ]

@@ -2,27 +2,18 @@
 ``experiment=paper``) and the Optuna sweeper (``hparams_search=optuna``): hydra-optuna-sweeper's, going on
 past failed trials.
 
-It lives in the ``hydra_plugins`` namespace package because Hydra instantiates sweepers only from there
-(``hydra.sweeper._target_: hydra_plugins.itermask_sweepers.OptunaSweeper``). Hydra imports every
-``hydra_plugins`` module when it starts, so without the optional hydra-optuna-sweeper
+It lives in the ``hydra_plugins`` namespace package because Hydra instantiates sweepers only from there. Hydra
+imports every ``hydra_plugins`` module when it starts, so without the optional hydra-optuna-sweeper
 (``pip install -e '.[sweeps]'``) this module defines nothing and stays quiet.
 
-Why a failed trial ends hydra-optuna-sweeper 1.3's search: it reads each trial's objective as
-``float(job_return.return_value)`` and tells the study.
-
-- A trial whose job raised: reading ``return_value`` re-raises the job's error; the sweeper tells the
-  trial failed, then re-raises unless the batch's failure rate is within ``max_failure_rate`` (default 0).
-- A NaN objective: ``study.tell(state=COMPLETE, values=[nan])`` is refused by Optuna 2.10 ("The value nan
-  is not acceptable"); the sweeper's error path then tells ``state=FAIL`` *with* the values, which Optuna
-  refuses too ("Values were told. Values cannot be specified when state is TrialState.PRUNED or
-  TrialState.FAIL"): the trial stays RUNNING and that exception ends the search.
-
-With :func:`itermask.jobs.run_job`, a failed job (it raised, or its objective is NaN) records its failure
-and returns a :class:`~itermask.jobs.JobFailed`, whose ``float()`` raises: the sweeper takes its error path
-without values, tells the trial ``FAIL`` (which Optuna accepts) and counts a failure, and
-``max_failure_rate: 1.0`` (``conf/hparams_search/optuna.yaml``) lets the search go on. This subclass adds
-a clear error when every trial failed, where the base sweeper ends with Optuna's "No trials are completed
-yet." from ``study.best_trial``.
+hydra-optuna-sweeper 1.3 reads each trial's objective as ``float(job_return.return_value)``: a job that raised
+re-raises there, which ends the search beyond ``max_failure_rate`` (default 0); a NaN objective is refused by
+Optuna 2.10 ("The value nan is not acceptable") on the sweeper's ``COMPLETE`` and then its ``FAIL`` path, which
+ends the search. A failed job of :func:`itermask.jobs.run_job` (it raised, or its objective is NaN) returns a
+:class:`~itermask.jobs.JobFailed`, whose ``float()`` raises: the sweeper tells the trial ``FAIL`` without values and
+counts a failure, and ``max_failure_rate: 1.0`` (``conf/hparams_search/optuna.yaml``) lets the search go on. This
+subclass adds a clear error when every trial failed, where the base sweeper ends with Optuna's "No trials are
+completed yet." from ``study.best_trial``.
 """
 
 from __future__ import annotations
@@ -40,10 +31,9 @@ except ImportError:  # the optional hydra-optuna-sweeper is not installed
     _OptunaSweeper = None
 
 __all__ = ["GridUnionSweeper", "GridUnionSweeperConf"]
-if _OptunaSweeper is not None:
-    __all__ += ["OptunaSweeper"]
 
 if _OptunaSweeper is not None:
+    __all__ += ["OptunaSweeper"]
 
     class OptunaSweeper(_OptunaSweeper):
         """hydra-optuna-sweeper's ``OptunaSweeper`` (same settings) whose search goes on past failed trials

@@ -1,19 +1,14 @@
-"""A union of Cartesian grids in one multirun (``hydra/sweeper=grid_union``), e.g. ``experiment=paper``.
+"""A union of Cartesian grids in one multirun (``hydra/sweeper=grid_union``), e.g. ``experiment=paper``: an
+experiment that answers several questions (models x methods for one claim, masked vs standard fine-tuning of one
+model for the next) needs several products. :class:`GridUnionSweeper` is Hydra's basic sweeper (same launcher
+calls and ``max_batch_size`` batching, so any launcher works) whose job list is the union of named grids:
 
-Hydra's basic sweeper launches one Cartesian product of its ``params`` and the command line. An
-experiment that answers several questions needs several products: models x methods for one claim, masked
-vs standard fine-tuning of one model for the next. :class:`GridUnionSweeper` is the basic sweeper (same
-launcher calls, same ``max_batch_size`` batching, so it works with any launcher: basic, joblib, submitit)
-whose job list is the union of named grids:
-
-- ``params``: every job's settings (single values or sweeps such as ``seed: 0,1,2``); every key a grid
-  sets must appear here with its default, so that every job sets the same keys (the report tells swept
-  settings apart by the jobs' overrides);
-- ``grids``: ``{name: {key: value or sweep}}``; each grid's jobs are the product of ``params`` with the
-  grid's values replacing theirs, and the command line's overrides replacing both (so ``seed=0,1`` or
-  ``evaluation.n_examples=20`` apply to every grid);
-- a job set by two grids with the same overrides is launched once (first grid's position): identical
-  jobs have identical results keys and are computed once.
+- ``params``: every job's settings (single values or sweeps such as ``seed: 0,1,2``); every key a grid sets must
+  appear here with its default, so that every job sets the same keys (the report tells swept settings apart by
+  the jobs' overrides);
+- ``grids``: ``{name: {key: value or sweep}}``; each grid's jobs are the product of ``params`` with the grid's
+  values replacing theirs, and the command line's overrides replacing both (``seed=0,1`` applies to every grid);
+- a job set by two grids with the same overrides is launched once (first grid's position).
 
 Without ``grids`` it launches exactly what the basic sweeper does.
 """

@@ -3,11 +3,7 @@ majority-class baseline."""
 
 from __future__ import annotations
 
-import logging
-
 from itermask.analyses.base import AnalysisOutput, EvaluationContext
-
-log = logging.getLogger(__name__)
 
 __all__ = ["evaluate_accuracy"]
 

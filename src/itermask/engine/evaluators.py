@@ -17,13 +17,6 @@ __all__ = ["RANDOM", "build_evaluators"]
 RANDOM = "random"
 
 
-def _representations(analyses: Sequence[Analysis]) -> bool | str:
-    """The representations the masking evaluation records for the analyses: every layer (``"all"``), the final
-    linear layer's input (``"final"``) or none (``False``)."""
-    wanted = {analysis.representations for analysis in analyses}
-    return "all" if "all" in wanted else "final" if "final" in wanted else False
-
-
 def build_evaluators(
     e: EvaluationSettings,
     methods: Sequence[SaliencyMethod],
@@ -40,7 +33,9 @@ def build_evaluators(
     explanations: dict[str, SaliencyMethod] = {method.name: method for method in methods}
     if e.compare_random and RANDOM not in explanations:
         explanations[RANDOM] = RandomSaliency(seed=seed)
-    collect = _representations(analyses)
+    # the representations the analyses read: every layer, the final linear layer's input, or none
+    wanted = {analysis.representations for analysis in analyses}
+    collect = "all" if "all" in wanted else "final" if "final" in wanted else False
     return {
         name: IterativeMaskingEvaluator(
             method,

@@ -1,8 +1,5 @@
-"""A plan's cache keys: the contents of the local files it reads, the continued-pretraining stage's settings
-and key, the checkpoint key and the results key (:mod:`itermask.storage.keys` says what each hashes).
-
-Reading the keys hashes the local files and the word list; it loads no tokenizer, data or model, so a stored
-result is found before anything expensive runs."""
+"""A plan's cache keys (:mod:`itermask.storage.keys` says what each hashes), read from the local files and the
+word list only: no tokenizer, data or model is loaded, so a stored result is found before anything expensive runs."""
 
 from __future__ import annotations
 
@@ -27,7 +24,6 @@ class Keys:
         results: the results key (``None`` for a job that does not evaluate); ``baseline`` the results key of
             the same settings without the saliency method (what the random baseline's curves depend on).
         pretrain: the continued-pretraining stage's settings (``None`` without one).
-        processes: the fine-tuning's processes (DDP).
     """
 
     fingerprint: Fingerprint
@@ -36,7 +32,6 @@ class Keys:
     results: str | None
     baseline: str | None
     pretrain: PretrainSettings | None
-    processes: int
 
 
 def job_keys(plan: EvaluationPlan) -> Keys:
@@ -59,4 +54,4 @@ def job_keys(plan: EvaluationPlan) -> Keys:
         keyed = config if pretrain is None else {**config, "pretrained_encoder": pretrain.key}
         results = results_key(keyed, fingerprint)
         baseline = results_key({**keyed, "saliency": "<not the random baseline's>"}, fingerprint)
-    return Keys(fingerprint, key, payload, results, baseline, pretrain, processes)
+    return Keys(fingerprint, key, payload, results, baseline, pretrain)

@@ -1,12 +1,9 @@
 """The masking evaluation as a Lightning module, so it runs on one or several devices like training.
 
-Run it with ``Trainer(inference_mode=False).test(module, dataloaders=...)``: Lightning then disables
-gradients with ``torch.no_grad`` only, and the evaluator re-enables them for saliency. With
-``progress_bar=True`` the module shows its own progress bar (tqdm, on global rank 0), which advances per
-explanation, schedule and batch, and after each batch's masked forwards (the evaluator's ``progress``
-callback), with an ETA; Lightning's per-batch test bar would sit still for the whole of a batch's masking
-steps, so the caller switches it off for this loop (:class:`itermask.engine.masking.MaskingCurvesAnalysis`).
-"""
+Run it with ``Trainer(inference_mode=False).test(module, dataloaders=...)``: Lightning then disables gradients with
+``torch.no_grad`` only, and the evaluator re-enables them for saliency. With ``progress_bar=True`` it shows its own
+tqdm bar (on global rank 0), advancing per explanation, schedule and batch, with an ETA, in place of Lightning's
+per-batch bar, which would sit still through a batch's masking steps."""
 
 from __future__ import annotations
 

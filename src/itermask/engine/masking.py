@@ -6,16 +6,14 @@ curves (:class:`~itermask.analyses.base.EvaluatedCurves`) are what every analysi
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import fields
 
 from itermask.analyses.base import AnalysisInputs, AnalysisOutput, EvaluatedCurves, EvaluationContext
 from itermask.core import metrics
+from itermask.core.curves import MaskingCurves
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.engine.evaluators import RANDOM
 from itermask.engine.lightning import MaskingEvaluationModule
-
-if TYPE_CHECKING:
-    from itermask.core.curves import MaskingCurves
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +83,6 @@ def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext, su
         return None
     if not context.can_reuse or context.trainer.world_size > 1:
         return None
-    from dataclasses import fields
-
-    from itermask.core.curves import MaskingCurves
-
     return {
         "curves_fields": [f.name for f in fields(MaskingCurves)],  # what a stored value holds
         "settings": inputs.baseline_key,
@@ -100,9 +94,7 @@ def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext, su
 
 
 def _test_loop(context: EvaluationContext, evaluators: dict) -> MaskingEvaluationModule:
-    """Run ``evaluators`` on the evaluation subset in Lightning's test loop; the module's own progress bar (per
-    explanation, schedule and batch) stands in for Lightning's per-batch bar, which sits still during a batch's
-    masking steps."""
+    """Run ``evaluators`` on the evaluation subset in Lightning's test loop, under the module's own progress bar."""
     lightning_bar = context.trainer.progress_bar_callback
     show = lightning_bar is not None and getattr(lightning_bar, "is_enabled", True)
     module = MaskingEvaluationModule(context.model, evaluators, progress_bar=show)
@@ -158,8 +150,6 @@ def evaluate_curves(
     Raises:
         ValueError: if no example could be evaluated (none has a maskable token).
     """
-    from itermask.core.curves import MaskingCurves
-
     evaluators = dict(inputs.evaluators)
     baseline = _baseline_fingerprint(inputs, context, context.examples)
     stored = None if baseline is None else context.stored(BASELINE_CURVES, baseline)

@@ -1,19 +1,8 @@
-"""``prepare(plan)``: the only place that loads what a plan names and trains what it needs.
-
-In order, each step before any more expensive one, every error of a step collected and raised together:
-
-1. the tokenizer and the model's config (or the classifier handed over in Python), checked against each other
-   and ``model.max_length``; the cache keys (:func:`~itermask.engine.keys.job_keys`);
-2. a stored result of the same results key (``reuse_results``): nothing else is loaded;
-3. continued MLM pretraining (cached; :mod:`itermask.training.pretraining`);
-4. the components bound to the tokenizer (copies: the plan is never changed), masked and adversarial fine-tuning,
-   one evaluator per explanation (:func:`build_evaluators`), the analyses' checks;
-5. the data, loaded, tokenized and checked (target class, split, subset, segments, a given classifier's classes),
-   and the evaluation subset drawn once;
-6. the tracker run, started (and finished, marked failed when the block raises);
-7. the classifier: the cached fine-tuned checkpoint or a fine-tuning (:func:`~itermask.training.finetune.get_or_train`),
-   or with ``train.enabled=false`` the given classifier as it is; loaded, and made to serve every saliency method.
-"""
+"""``prepare(plan)``: the only place that loads what a plan names and trains what it needs, in steps, each before
+any more expensive one, every error of a step collected and raised together: :func:`bind` (tokenizer, model config,
+keys), :func:`stored_result`, :func:`pretrain`, :func:`components`, :func:`load_data`, :func:`tracked`, and the
+classifier (fine-tuned or reused, :func:`~itermask.training.finetune.get_or_train`, or given as it is with
+``train.enabled=false``), loaded and made to serve every saliency method."""
 
 from __future__ import annotations
 
@@ -35,6 +24,7 @@ from itermask.models.loading import (
     classifier_architecture,
     load_model_config,
     load_tokenizer,
+    num_classes,
     resolve_pretrained,
 )
 from itermask.models.mlm import mlm_architecture
@@ -110,7 +100,7 @@ def pretrain(plan: EvaluationPlan, resources: Resources) -> None:
     settings = None if resources.keys is None else resources.keys.pretrain
     if settings is None:
         return
-    logger = None if plan.pretrain_logger is None else plan.pretrain_logger
+    logger = plan.pretrain_logger
 
     def make_logger():
         return None if logger is None else start_logger(logger.target, logger.options)
@@ -168,8 +158,8 @@ def _data_module(plan: EvaluationPlan, resources: Resources) -> TextClassificati
     source = plan.data.source
     if not plan.train.enabled:  # the given texts of itermask.evaluate read their labels as the classifier's classes
         config = resources.model_config
-        names = None if config is None else [str(n) for n in (getattr(config, "id2label", None) or {}).values()]
-        source = source.for_classifier(names or None, resources.num_classes())
+        names = [str(n) for n in (getattr(config, "id2label", None) or {}).values()]
+        source = source.for_classifier(names or None, num_classes(config, resources.model, resources.tokenizer))
     seed_everything(plan.job.seed)
     data = TextClassificationDataModule(
         source=source,

@@ -1,9 +1,6 @@
-"""``record(plan, resources, evaluation)``: the result of an evaluation, the same for both doors.
-
-The result (what ``results.json`` holds) is assembled from the plan and the evaluation; it is written to the job
-folder and the results store (both atomically) when the plan has them, its summary logged, and the result and
-artifacts logged to the tracker run when there is one. A reused result is logged the same way
-(:func:`record_stored`)."""
+"""``record(plan, resources, evaluation)``: the result of an evaluation, the same for both doors: assembled from the
+plan and the evaluation, written to the job folder and the results store (atomically) when the plan has them, its
+summary logged, and logged to the tracker run with the artifacts; a reused result is logged the same way."""
 
 from __future__ import annotations
 

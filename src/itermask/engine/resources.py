@@ -13,7 +13,7 @@ from itermask.core.masking import MaskingStrategy
 from itermask.core.saliency.base import SaliencyMethod
 from itermask.data.datamodule import TextClassificationDataModule
 from itermask.engine.keys import Keys
-from itermask.models.loading import ClassMapping, num_classes
+from itermask.models.loading import ClassMapping
 from itermask.models.trained import TrainedModel
 from itermask.plan import EvaluationPlan
 from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
@@ -72,10 +72,6 @@ class Resources:
         """The data module (loaded by the data step)."""
         assert self.data is not None, "the data are loaded by prepare()"
         return self.data
-
-    def num_classes(self) -> int:
-        """The classifier's number of classes (its config's, or one forward of a short text)."""
-        return num_classes(self.model_config, self.model, self.tokenizer)
 
     def inputs(self, plan: EvaluationPlan) -> AnalysisInputs:
         """What the analyses read of the plan and the bound components."""

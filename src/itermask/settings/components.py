@@ -1,10 +1,7 @@
-"""Building components from their config nodes: the one plug-in scheme.
-
-Every component (saliency method, masking strategy, data source, analyses, attack candidate sources, trainer,
-logger) is built from its node's ``_target_`` (:func:`build`). A node's ``name`` labels results and is not a
-constructor argument; a nested component's ``name`` (``attack.candidates.name``) must be the one its class
-is registered under (:func:`check_registered_name`), so a name and a ``_target_`` never disagree.
-"""
+"""Building components (saliency method, masking strategy, data source, analyses, attack candidate sources,
+trainer, logger) from their config node's ``_target_`` (:func:`build`): the one plug-in scheme. A node's ``name``
+labels results and is no constructor argument; a nested component's ``name`` must be the one its class is
+registered under (:func:`check_registered_name`)."""
 
 from __future__ import annotations
 
@@ -86,11 +83,9 @@ def build(node: DictConfig | Mapping, path: str = "", kind: type | None = None, 
             raise (cause if named == str(cause) else ValueError(named)) from None
         if isinstance(cause, OSError):
             raise cause from None
-        unknown = (
-            re.search(r"unexpected keyword argument '(\w+)'", str(cause)) if isinstance(cause, TypeError) else None
-        )
-        if unknown and "_target_" in spec:
-            raise ValueError(_unknown_setting(str(spec["_target_"]), path, unknown.group(1))) from None
+        if isinstance(cause, TypeError) and "_target_" in spec:
+            if unknown := re.search(r"unexpected keyword argument '(\w+)'", str(cause)):
+                raise ValueError(_unknown_setting(str(spec["_target_"]), path, unknown.group(1))) from None
         raise
     if kind is not None and not isinstance(built, kind):
         raise ValueError(f"{path}._target_ must name an {kind.__module__}.{kind.__name__}, got {type(built).__name__}")
@@ -139,7 +134,3 @@ class Built:
         if key not in self._by_node:
             self._by_node[key] = build(node, path, kind)
         return self._by_node[key]
-
-    def components(self) -> list[Any]:
-        """The components built here, in the order first requested."""
-        return list(self._by_node.values())

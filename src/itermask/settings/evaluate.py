@@ -1,11 +1,6 @@
-"""The Hydra door: a composed config becomes an :class:`~itermask.plan.EvaluationPlan`.
-
-:func:`evaluation_plan` (``evaluate.py``) reads what every job shares (:mod:`itermask.settings.job`) plus the
-saliency method, the masking evaluation and the configured analyses; :func:`training_plan` (``train.py``,
-``pretrain.py``) only the shared part. Every problem is collected and raised together, before anything is
-loaded (:func:`itermask.engine.prepare` loads and checks what needs the tokenizer, the model's config or the
-data).
-"""
+"""The plans of the Hydra door: :func:`evaluation_plan` (``evaluate.py``) reads what every job shares
+(:mod:`itermask.settings.job`) plus the saliency method, the masking evaluation and the configured analyses;
+:func:`training_plan` (``train.py``, ``pretrain.py``) only the shared part. Every problem is raised together."""
 
 from __future__ import annotations
 
@@ -56,11 +51,8 @@ def _analyses(config: dict, problems: Problems) -> list[Analysis]:
 
 
 def evaluation_plan(cfg: DictConfig, context: JobContext | None = None) -> EvaluationPlan:
-    """The plan of an ``evaluate.py`` job (see the module docstring).
-
-    Args:
-        cfg: the composed config.
-        context: the running job (:meth:`~itermask.context.JobContext.from_hydra`; none outside a Hydra job).
+    """The plan of an ``evaluate.py`` job from the composed ``cfg``; ``context`` is the running job
+    (:meth:`~itermask.context.JobContext.from_hydra`; none outside a Hydra job).
 
     Raises:
         ValueError: naming each bad setting (one :class:`~itermask.validation.SettingsError` listing them when

@@ -1,12 +1,7 @@
-"""The parts of a plan every job shares (``train.py``, ``pretrain.py`` and ``evaluate.py``): the job, the model,
-the data, fine-tuning, the trainer and the tracker run, read from the resolved config.
-
-Every numeric setting is checked (:func:`itermask.validation.composed_problems`), the seed among them, and every
-component is built, unbound (data source, masking strategy, masked fine-tuning's strategy, adversarial
-fine-tuning's candidate source): each problem is collected (:class:`itermask.problems.Problems`) and all
-are raised together. Nothing is loaded here: the tokenizer, the model's config and the files are read by
-:func:`itermask.engine.prepare`.
-"""
+"""The parts of a plan every job shares (the job, the model, the data, fine-tuning, the trainer and the tracker
+run), read from the resolved config: every numeric setting checked (:func:`itermask.validation.composed_problems`)
+and every component built, unbound, each problem collected (:class:`itermask.problems.Problems`). Nothing is
+loaded here (:func:`itermask.engine.prepare` does that)."""
 
 from __future__ import annotations
 
@@ -148,12 +143,6 @@ def _spec(node: dict) -> Spec:
     return Spec(str(node["_target_"]), {k: v for k, v in node.items() if k != "_target_"})
 
 
-def _lock_timeout(config: dict) -> float:
-    """``cache_lock_timeout`` in seconds (``-1``: forever, for ``null``; checked by ``config_problems``)."""
-    value = config.get("cache_lock_timeout")
-    return -1.0 if value is None else float(value)
-
-
 def _pretrain_logger(config: dict, sweep_dir: str | None) -> Spec | None:
     """The tracker run of the continued-pretraining stage: its own run (task ``pretrain``, the pretraining
     seed), shared by every fine-tuning of the pretrained encoder (``None`` without the stage or a logger)."""
@@ -170,19 +159,16 @@ def job_parts(parts: JobParts, started_at: float | None = None) -> dict:
     """The plan's fields shared by every job (``job``, ``model``, ``data``, ``train``, ``trainer``, ``logger``,
     ``pretrain_logger``, ``masking``) from the parts of a first pass that raised no error."""
     config, model = parts.config, parts.config["model"]
-    name = run_name(config)
-    logger = logger_options(config, name, parts.context.sweep_dir)
+    logger = logger_options(config, run_name(config), parts.context.sweep_dir)
     return dict(
         job=JobPlan(
             task=str(config["task_name"]),
             seed=parts.seed,
             output_dir=Path(str(config["output_dir"])),
             cache_dir=Path(str(config["cache_dir"])).expanduser(),
-            lock_timeout=_lock_timeout(config),
+            lock_timeout=-1.0 if config.get("cache_lock_timeout") is None else float(config["cache_lock_timeout"]),
             reuse_results=bool(config.get("reuse_results", True)),
-            run_name=name,
             config=config,
-            multirun=parts.context.multirun,
             started_at=time.time() if started_at is None else started_at,
         ),
         model=ModelPlan(

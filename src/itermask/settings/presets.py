@@ -18,7 +18,7 @@ from itermask.problems import Problems
 from itermask.settings.components import build, plain
 from itermask.validation import SettingsError, config_problems
 
-__all__ = ["CONF_DIR", "preset", "evaluation_defaults", "evaluation_settings", "components"]
+__all__ = ["CONF_DIR", "preset", "evaluation_settings", "components"]
 
 #: evaluate.py's evaluation settings that choose a subset of a split; the facade evaluates the data it is given
 WHOLE_DATA_OPTIONS = ("split", "n_examples", "subset_seed")
@@ -55,21 +55,13 @@ def preset(group: str, name: str, conf_dir: Path, values: Mapping[str, Any]) -> 
     return plain(root[group])
 
 
-def evaluation_defaults(conf_dir: Path) -> dict:
-    """The ``evaluation`` node of ``conf/evaluate.yaml`` (the defaults of ``evaluate.py``), as plain values.
-
-    Raises:
-        FileNotFoundError: no config folder."""
-    return plain(OmegaConf.create({"node": OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")}).node.evaluation)
-
-
 def evaluation_settings(options: Mapping[str, Any], seed: int, conf_dir: Path):
     """The evaluation settings of :func:`itermask.evaluate`: ``conf/evaluate.yaml``'s defaults with ``options``
     over them, the whole data (``split``, ``n_examples`` and ``subset_seed`` are not options).
 
     Raises:
-        SettingsError: unknown or out-of-range settings, naming them."""
-    defaults = evaluation_defaults(conf_dir)
+        SettingsError: unknown or out-of-range settings, naming them; FileNotFoundError: no config folder."""
+    defaults = plain(OmegaConf.create({"node": OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")}).node.evaluation)
     if unknown := sorted(set(options) - set(defaults)):
         choices = sorted(set(defaults) - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
         raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {choices}"])
