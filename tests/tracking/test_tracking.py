@@ -173,11 +173,12 @@ def test_unreachable_server_costs_seconds_not_minutes(tmp_path):
         from hydra import compose, initialize_config_dir
         from itermask import tracking
         from itermask.settings import plain
-        from itermask.tracking.runs import job_logger
+        from itermask.tracking.runs import logger_options, start_logger
         with initialize_config_dir(config_dir={str(ROOT / "conf")!r}, version_base="1.3"):
             overrides = ["output_dir={tmp_path}", "logger.mode=online", "logger.init_timeout=2"]
             cfg = compose("evaluate", overrides=overrides)
-        logger = job_logger(plain(cfg), "probe")()  # the job's logger as the settings stage builds it
+        options = logger_options(plain(cfg), "probe")  # the job's logger as the engine's prepare stage builds it
+        logger = start_logger(options.pop("_target_"), options)
         logger.log_metrics({{"a": 1.0}}, step=0)
         print("MODE", logger.experiment.settings.mode)
         tracking.finish(logger)
