@@ -23,6 +23,7 @@ from transformers import (
 
 from itermask.core.representations import classifier_head
 from itermask.core.tokens import TokenBatch, class_logits
+from itermask.storage.files import foreign_objects
 
 __all__ = [
     "resolve_pretrained",
@@ -100,11 +101,22 @@ def _listing(folder: Path, shown: int = 8) -> str:
 
 def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer: bool = False) -> None:
     """A local ``pretrained`` folder must hold a model's ``config.json`` (and, with ``tokenizer``, a
-    tokenizer's files, :data:`TOKENIZER_FILES`), checked before ``transformers`` tries to load it.
+    tokenizer's files, :data:`TOKENIZER_FILES`), checked before ``transformers`` tries to load it. Pickled
+    weights (``pytorch_model*.bin``, no ``model.safetensors``) are loaded, safely: transformers reads them with
+    ``torch.load(weights_only=True)``, which builds tensors and plain values only; one that names any other
+    object (:func:`~itermask.storage.files.foreign_objects`, read without running it) is refused here.
 
     Raises:
-        FileNotFoundError: naming the setting, the folder, what it holds and what it should hold."""
+        FileNotFoundError: naming the setting, the folder, what it holds and what it should hold.
+        ValueError: a ``pytorch_model*.bin`` that holds objects besides tensors, naming them."""
     path = Path(folder)
+    for weights in sorted(path.glob("pytorch_model*.bin")):
+        if objects := foreign_objects(weights):
+            raise ValueError(
+                f"{setting}={folder}: {weights.name} holds Python objects besides tensors ({', '.join(objects)}), "
+                "which itermask does not unpickle: loading it would run them. Save the model again from a copy "
+                "you trust (model.save_pretrained(folder) writes model.safetensors)"
+            )
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
             f"{setting}={folder} is a folder without a model: it has no config.json ({_listing(path)}); it should "
@@ -148,10 +160,8 @@ def load_model_config(pretrained: str) -> PretrainedConfig:
 def _damaged_weights(error: BaseException) -> bool:
     """Whether ``error``, raised while loading a model, says its weights file cannot be read."""
     text = f"{type(error).__name__}: {error}"
-    return any(
-        sign in text
-        for sign in ("SafetensorError", "invalid header", "HeaderTooLarge", "unpickling", "PytorchStreamReader")
-    )
+    signs = ("SafetensorError", "invalid header", "HeaderTooLarge", "unpickling", "Unpickling", "PytorchStreamReader")
+    return any(sign in text for sign in signs)
 
 
 def load_classifier(

@@ -30,6 +30,7 @@ __all__ = [
     "file_manifest",
     "manifest_problems",
     "move_aside",
+    "foreign_objects",
 ]
 
 PACKAGES = ("itermask", "torch", "transformers", "datasets", "pytorch-lightning", "hydra-core", "captum", "wandb")
@@ -207,6 +208,19 @@ def move_aside(path: str | Path, folder: str | Path, name: str | None = None) ->
         target = folder / f"{stamp}-{n}"
     shutil.move(str(path), str(target))
     return target
+
+
+def foreign_objects(path: str | Path) -> list[str]:
+    """The Python objects (``module.name``) that the pickle of the ``torch.save`` file at ``path`` names and that
+    ``torch.load(weights_only=True)`` refuses to build (none but tensors and plain values are allowed), read from
+    its opcodes without running any (torch's ``get_unsafe_globals_in_checkpoint``); ``[]`` for a file that is no
+    ``torch.save`` zip archive."""
+    import torch
+
+    try:
+        return list(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception:  # noqa: BLE001  not a zip archive, or no pickle in it: nothing to name
+        return []
 
 
 def _git(*args: str) -> str:

@@ -6,11 +6,21 @@ restores neither the shuffling sampler's position within an epoch nor the random
 Not ``torchdata``'s ``StatefulDataLoader``: for the same generator it shuffles in another order than
 ``torch.utils.data.DataLoader`` (torchdata 0.11), so switching would change every fine-tuned model under the
 same checkpoint key.
+
+Checkpoints are data, never code: whoever can write to a shared or copied cache must not run code as its next
+user. Every Lightning checkpoint itermask reads (a ``last.ckpt`` to resume from, here and inside ``trainer.fit``
+with ``weights_only=True``; the best checkpoint exported) is read with ``torch.load(weights_only=True)``, whose
+unpickler builds only tensors and plain Python values and refuses any other object unread. Nothing is added to
+its allow-list (``torch.serialization.add_safe_globals``): the ``last.ckpt`` of a fine-tuning (with masked and
+adversarial augmentation) and of a continued pretraining name only ``torch._utils._rebuild_tensor_v2``,
+``torch.FloatStorage``, ``torch.ByteStorage`` and ``collections.OrderedDict`` (measured with torch 2.13 and
+Lightning 2.6.6; ``tests/training/test_untrusted_checkpoints.py`` keeps it so), all on torch's own list.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +32,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from itermask.data.loaders import ResumableDataLoader
-from itermask.storage.files import move_aside
+from itermask.storage.files import foreign_objects, move_aside
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +42,7 @@ __all__ = [
     "rng_states",
     "set_rng_states",
     "last_checkpoint_every",
+    "SAFE_LOAD",
     "checkpoint_problem",
     "resume_checkpoint",
 ]
@@ -39,6 +50,10 @@ __all__ = [
 #: the training module's augmentations with their own generator, whose states are recorded too (adversarial
 #: fine-tuning draws nothing else: its attack runs in eval mode on the restored weights)
 AUGMENTATIONS = ("masking_augmentation", "adversarial_augmentation")
+
+#: what ``trainer.fit`` and ``load_from_checkpoint`` are given, so that Lightning never unpickles a checkpoint
+#: (it passes ``None`` on, which torch < 2.6, or torch with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, reads as False)
+SAFE_LOAD = {"weights_only": True}
 
 
 def rng_states(module: pl.LightningModule | None = None) -> dict:
@@ -139,11 +154,15 @@ def last_checkpoint_every(entry: Path, steps: int) -> ModelCheckpoint:
 
 def checkpoint_problem(path: str | Path, augmentations: Sequence[str] = ()) -> str | None:
     """Why the Lightning checkpoint at ``path`` cannot resume a fine-tuning exactly, or ``None`` if it can: it
-    cannot be read, it holds no :class:`ExactResume` state, or it lacks the generator state of one of the
-    enabled ``augmentations`` (names in :data:`AUGMENTATIONS`)."""
+    holds objects other than tensors and plain values (never unpickled: :func:`foreign_objects`), it cannot be
+    read, it holds no :class:`ExactResume` state, or it lacks the generator state of one of the enabled
+    ``augmentations`` (names in :data:`AUGMENTATIONS`)."""
     try:  # memory-mapped: the weights are not read, only the checkpoint's structure
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception as error:  # noqa: BLE001  torch raises RuntimeError, EOFError, pickle or zip errors
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:  # torch's weights-only unpickler refused an object: none was built
+        named = ", ".join(foreign_objects(path)) or "objects it does not allow"
+        return f"holds Python objects that a checkpoint never holds ({named}), which itermask does not unpickle"
+    except Exception as error:  # noqa: BLE001  torch raises RuntimeError, EOFError or zip errors
         return f"cannot be read ({type(error).__name__}: {error})"
     state = (checkpoint.get("callbacks") or {}).get(ExactResume.STATE_KEY) if isinstance(checkpoint, dict) else None
     if state is None:
