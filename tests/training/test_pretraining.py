@@ -287,6 +287,21 @@ def test_the_stage_caches_its_encoder_and_recomputes_a_damaged_one(tmp_path, enc
     assert (out / "model.safetensors").read_bytes() == weights
 
 
+def test_a_pretraining_checkpoint_holds_only_tensors_and_plain_values(tmp_path, encoder_dir, small_csv, monkeypatch):
+    """Its ``last.ckpt`` (kept here: the stage deletes it when done) names no object beyond torch's weights-only
+    allow-list, and resumes (the check reads it weights-only)."""
+    from types import SimpleNamespace
+
+    from itermask.storage.files import foreign_objects
+    from itermask.training.resume import checkpoint_problem
+
+    monkeypatch.setattr(pretraining, "shutil", SimpleNamespace(rmtree=lambda *a, **k: None))
+    bound(_compose(tmp_path, encoder_dir, small_csv, "model.pretrain.joint_steps=8"))  # a checkpoint at step 10
+    (last,) = (tmp_path / "pretrain").glob("*/checkpoints/last.ckpt")
+    assert foreign_objects(last) == [] and checkpoint_problem(last) is None
+    assert torch.load(last, weights_only=True)["global_step"] == 10
+
+
 def test_mlm_infill_on_a_pretrain_model_uses_the_pretrained_encoder(tmp_path, encoder_dir, small_csv):
     cfg = _compose(
         tmp_path,

@@ -1,6 +1,7 @@
 """Exact resume: a tiny fine-tuning interrupted after a step checkpoint and resumed ends with the same weights
 as an uninterrupted one, and its meta.json says that it resumed (fast: a 2-layer BERT, ~80 examples)."""
 
+import pickle
 from pathlib import Path
 
 import pandas as pd
@@ -204,7 +205,7 @@ def test_a_checkpoint_without_an_enabled_augmentations_generator_is_refused(tmp_
         _train(settings, kill_at=5)
     last = tmp_path / "cache" / _key(settings) / "checkpoints" / "last.ckpt"
     assert resume.checkpoint_problem(last, ("adversarial_augmentation",)) is None
-    checkpoint = torch.load(last, weights_only=False)
+    checkpoint = torch.load(last, weights_only=True)
     del checkpoint["callbacks"][resume.ExactResume.STATE_KEY]["rng"]["adversarial_augmentation"]
     torch.save(checkpoint, last)  # as written before adversarial fine-tuning recorded its generator
     assert "no state of the generator of adversarial_augmentation" in resume.checkpoint_problem(
@@ -230,6 +231,31 @@ def test_a_checkpoint_that_cannot_resume_exactly_is_moved_aside(
         True
     ]
     assert _same(_weights(uninterrupted), _weights(trained))  # started over: the same model
+
+
+def test_a_real_checkpoint_holds_only_tensors_and_plain_values_and_lightning_resumes_weights_only(
+    tmp_path, tiny_model_dir, small_csv, monkeypatch
+):
+    """The ``last.ckpt`` of a fine-tuning with both augmentations names no object beyond torch's weights-only
+    allow-list, so nothing is added to it. Lightning's own resume reads weights-only too: a planted checkpoint
+    that got past the check (bypassed here), with torch told to unpickle (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``,
+    which applies where a caller passes no ``weights_only``), is refused and runs nothing."""
+    from test_untrusted_checkpoints import plant
+
+    from itermask.storage.files import foreign_objects
+
+    augmented = (*ADVERSARIAL, "train.masking_augmentation.enabled=true")
+    settings = _settings(tmp_path / "cache", tiny_model_dir, small_csv, *augmented)
+    with pytest.raises(Killed):
+        _train(settings, kill_at=5)
+    last = tmp_path / "cache" / _key(settings) / "checkpoints" / "last.ckpt"
+    assert foreign_objects(last) == [] and resume.checkpoint_problem(last, resume.AUGMENTATIONS) is None
+    plant(last, tmp_path / "marker")
+    monkeypatch.setattr(resume, "checkpoint_problem", lambda *args: None)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        _train(_settings(tmp_path / "cache", tiny_model_dir, small_csv, *augmented))
+    assert not (tmp_path / "marker").exists()
 
 
 @pytest.mark.slow

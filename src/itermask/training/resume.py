@@ -14,7 +14,7 @@ unpickler builds only tensors and plain Python values and refuses any other obje
 its allow-list (``torch.serialization.add_safe_globals``): the ``last.ckpt`` of a fine-tuning (with masked and
 adversarial augmentation) and of a continued pretraining name only ``torch._utils._rebuild_tensor_v2``,
 ``torch.FloatStorage``, ``torch.ByteStorage`` and ``collections.OrderedDict`` (measured with torch 2.13 and
-Lightning 2.6.6; ``tests/training/test_untrusted_checkpoints.py`` keeps it so), all on torch's own list.
+Lightning 2.6.6; ``tests/training/test_resume.py`` and ``test_pretraining.py`` keep it so), all on torch's own list.
 """
 
 from __future__ import annotations
