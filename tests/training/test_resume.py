@@ -240,7 +240,7 @@ def test_a_real_checkpoint_holds_only_tensors_and_plain_values_and_lightning_res
     allow-list, so nothing is added to it. Lightning's own resume reads weights-only too: a planted checkpoint
     that got past the check (bypassed here), with torch told to unpickle (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``,
     which applies where a caller passes no ``weights_only``), is refused and runs nothing."""
-    from test_untrusted_checkpoints import plant
+    from pickle_helpers import plant
 
     from itermask.storage.files import foreign_objects
 

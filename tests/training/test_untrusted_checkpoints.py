@@ -6,39 +6,19 @@ refused before any model work. Lightning's own resume reads with ``weights_only=
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import tiny_bert_config
+from pickle_helpers import MKDIR, plant
 from transformers import BertForSequenceClassification
 
 from itermask.models.loading import load_classifier, load_tokenizer
 from itermask.storage.cache import CheckpointCache
 from itermask.storage.files import foreign_objects
 from itermask.training.resume import checkpoint_problem, resume_checkpoint
-
-#: what the planted pickle names: ``os.mkdir`` as pickle records it (``posix.mkdir`` on Linux)
-MKDIR = f"{os.mkdir.__module__}.mkdir"
-
-
-class Planted:
-    """Unpickled, creates the folder ``marker`` (a stand-in for any command)."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
-
-
-def plant(path: Path, marker: Path, **values) -> Path:
-    """A ``torch.save`` file at ``path`` that looks like a checkpoint and holds a :class:`Planted` object."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {"w": torch.zeros(2)}, "callbacks": {"ExactResume": Planted(marker)}, **values}, path)
-    return path
 
 
 def test_the_planted_pickle_runs_code_when_unpickled(tmp_path):
