@@ -22,7 +22,7 @@ from itermask.storage.cache import CheckpointCache
 from itermask.training.augmentation import AdversarialAugmentation, RandomMaskingAugmentation
 from itermask.training.classifier import SequenceClassifier
 from itermask.training.distributed import process_rank
-from itermask.training.resume import AUGMENTATIONS, SAFE_LOAD, ExactResume, last_checkpoint_every, resume_checkpoint
+from itermask.training.resume import AUGMENTATIONS, ExactResume, last_checkpoint_every, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def _fine_tune(stage: FineTuning, data: TextClassificationDataModule, cache: Che
     else:  # launched inside rank 0's fit, after rank 0 chose (and moved aside what it could not resume from)
         last = entry / "checkpoints" / "last.ckpt"
         last = last if last.is_file() else None
-    trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None, **SAFE_LOAD)
+    trainer.fit(classifier, datamodule=data, ckpt_path=str(last) if last is not None else None, weights_only=True)
     if trainer.global_rank == 0:
         resumed = None if last is None else {"checkpoint": str(last), "exact": True, **(resume.resumed or {})}
         _export(stage, data, cache, best, start, resumed)
@@ -156,7 +156,7 @@ def _export(
     """Save the best checkpoint's classifier and tokenizer as ``model/`` and finish the entry (``meta.json``,
     with ``resumed``: ``None``, or where an interrupted fine-tuning resumed)."""
     entry = cache.entry(stage.key)
-    model = SequenceClassifier.load_from_checkpoint(best.best_model_path, map_location="cpu", **SAFE_LOAD)
+    model = SequenceClassifier.load_from_checkpoint(best.best_model_path, map_location="cpu", weights_only=True)
     cache.write_model(stage.key, model.model, stage.tokenizer)
     assert best.best_model_score is not None  # set with best_model_path
     assert data.tokenized is not None  # set up before fine-tuning

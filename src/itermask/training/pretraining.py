@@ -31,7 +31,7 @@ from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.keys import Fingerprint, component_settings, file_digest
 from itermask.training.classifier import NO_DECAY
 from itermask.training.corpus import augment_corpus, load_word_pairs, shipped_word_pairs
-from itermask.training.resume import SAFE_LOAD, ExactResume, last_checkpoint_every, resume_checkpoint
+from itermask.training.resume import ExactResume, last_checkpoint_every, resume_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -427,7 +427,7 @@ def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, log
         num_sanity_val_steps=0,
     )
     last = resume_checkpoint(cache, settings.key, what="continued pretraining")
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last) if last is not None else None, **SAFE_LOAD)
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last) if last is not None else None, weights_only=True)
     return last
 
 

@@ -8,13 +8,15 @@ Not ``torchdata``'s ``StatefulDataLoader``: for the same generator it shuffles i
 same checkpoint key.
 
 Checkpoints are data, never code: whoever can write to a shared or copied cache must not run code as its next
-user. Every Lightning checkpoint itermask reads (a ``last.ckpt`` to resume from, here and inside ``trainer.fit``
-with ``weights_only=True``; the best checkpoint exported) is read with ``torch.load(weights_only=True)``, whose
-unpickler builds only tensors and plain Python values and refuses any other object unread. Nothing is added to
-its allow-list (``torch.serialization.add_safe_globals``): the ``last.ckpt`` of a fine-tuning (with masked and
-adversarial augmentation) and of a continued pretraining name only ``torch._utils._rebuild_tensor_v2``,
-``torch.FloatStorage``, ``torch.ByteStorage`` and ``collections.OrderedDict`` (measured with torch 2.13 and
-Lightning 2.6.6; ``tests/training/test_resume.py`` and ``test_pretraining.py`` keep it so), all on torch's own list.
+user. Every Lightning checkpoint itermask reads (a ``last.ckpt`` to resume from, here and inside ``trainer.fit``;
+the best checkpoint exported) is read with ``torch.load(weights_only=True)``, whose unpickler builds tensors and
+plain Python values only and refuses any other object unread. ``fit`` and ``load_from_checkpoint`` are given
+``weights_only=True``: Lightning passes ``None`` on, which torch < 2.6, or torch with
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, reads as False. Nothing is added to torch's allow-list
+(``add_safe_globals``): the ``last.ckpt`` of a fine-tuning (with masked and adversarial augmentation) and of a
+continued pretraining name only ``torch._utils._rebuild_tensor_v2``, ``torch.FloatStorage``, ``torch.ByteStorage``
+and ``collections.OrderedDict``, all on it (measured with torch 2.13 and Lightning 2.6.6;
+``tests/training/test_resume.py`` and ``test_pretraining.py`` keep it so).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ __all__ = [
     "rng_states",
     "set_rng_states",
     "last_checkpoint_every",
-    "SAFE_LOAD",
     "checkpoint_problem",
     "resume_checkpoint",
 ]
@@ -50,10 +51,6 @@ __all__ = [
 #: the training module's augmentations with their own generator, whose states are recorded too (adversarial
 #: fine-tuning draws nothing else: its attack runs in eval mode on the restored weights)
 AUGMENTATIONS = ("masking_augmentation", "adversarial_augmentation")
-
-#: what ``trainer.fit`` and ``load_from_checkpoint`` are given, so that Lightning never unpickles a checkpoint
-#: (it passes ``None`` on, which torch < 2.6, or torch with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, reads as False)
-SAFE_LOAD = {"weights_only": True}
 
 
 def rng_states(module: pl.LightningModule | None = None) -> dict:
