@@ -32,7 +32,15 @@ from itermask.storage.failures import FAILURE_FILE, write_failure
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JobFailed", "JobFailedError", "AllTrialsFailedError", "run_job", "INTERRUPTED_EXIT"]
+__all__ = [
+    "JobFailed",
+    "JobFailedError",
+    "AllTrialsFailedError",
+    "run_job",
+    "INTERRUPTED_EXIT",
+    "TERMINATED_EXIT",
+    "Terminated",
+]
 
 
 class JobFailedError(RuntimeError):
@@ -113,6 +121,8 @@ def run_job(
     Raises:
         ConfigError: a bad setting, in a single run.
         Exception: the task's error, in a single run (after it is logged and recorded).
+        SystemExit: on Ctrl-C (:data:`INTERRUPTED_EXIT`) or SIGTERM (:data:`TERMINATED_EXIT`), after logging what
+            the job finished and how to resume; no failure marker (an interruption is not a failure).
     """
     context = context if context is not None else JobContext.from_hydra()
     output_dir = Path(str(cfg.output_dir))
@@ -132,10 +142,11 @@ def run_job(
             raise FloatingPointError("the job's objective is NaN (e.g. a diverged fine-tuning); counted as failed")
         return value
     except (KeyboardInterrupt, SystemExit) as error:
-        if isinstance(error, SystemExit) and not interrupted():
+        if isinstance(error, SystemExit) and interrupted() is None:
             raise
-        _report_interrupt(output_dir, context)
-        raise SystemExit(INTERRUPTED_EXIT) from None
+        signum = interrupted() or (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
+        _report_interrupt(output_dir, context, signum)
+        raise SystemExit(128 + signum) from None
     except Exception as error:
         return _failed(error, output_dir, context)
     finally:
@@ -172,34 +183,51 @@ def _failed(error: Exception, output_dir: Path, context: JobContext) -> JobFaile
 
 #: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
 INTERRUPTED_EXIT = 130
+#: Exit status of a job stopped with SIGTERM (128 + SIGTERM: ``timeout``, ``kill``, SLURM preemption).
+TERMINATED_EXIT = 143
 
 
-def _watch_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
-    """Note a Ctrl-C (SIGINT) before it raises ``KeyboardInterrupt`` as usual. Returns a function telling
-    whether one came, and one putting the former handler back. Lightning turns a ``KeyboardInterrupt`` during
-    ``fit`` into ``sys.exit(1)``, which this tells apart from other exits. Only in the main thread (a signal
-    handler cannot be set elsewhere)."""
-    seen = {"interrupt": False}
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread on SIGTERM. A :class:`KeyboardInterrupt`, so everything that stops cleanly on
+    Ctrl-C (Lightning's trainer among them) stops the same way."""
+
+
+def _watch_interrupts() -> tuple[Callable[[], int | None], Callable[[], None]]:
+    """Stop on Ctrl-C (SIGINT: ``KeyboardInterrupt``, as usual) and on SIGTERM (:class:`Terminated`) alike, noting
+    which came. Returns a function giving the signal's number (``None`` before one), and one putting the former
+    handlers back. Lightning turns a ``KeyboardInterrupt`` during ``fit`` or ``test`` into ``sys.exit(1)``, which
+    this tells apart from other exits. Only in the main thread (a signal handler cannot be set elsewhere).
+
+    Lightning's signal connector (pytorch-lightning 2.6) replaces the SIGTERM handler while its trainer runs and
+    calls the one it found after its own, which only notes the signal (and passes it to DDP processes); its loops
+    then raise ``SIGTERMException``, a ``SystemExit`` of status 0, after the batch under way (a masking batch can
+    outlast a scheduler's grace period). Raising here, from the chained handler, stops at once instead, through
+    Lightning's own ``KeyboardInterrupt`` path (``on_exception`` hooks, loggers finalized as failed)."""
+    seen: dict[str, int | None] = {"signal": None}
     if threading.current_thread() is not threading.main_thread():
-        return (lambda: seen["interrupt"]), (lambda: None)
-    previous = signal.getsignal(signal.SIGINT)
+        return (lambda: seen["signal"]), (lambda: None)
+    watched = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in watched}
 
     def handler(signum, frame):
-        seen["interrupt"] = True
-        if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
-            previous(signum, frame)
-        raise KeyboardInterrupt
+        seen["signal"] = signum
+        former = previous[signum]
+        if callable(former) and former not in (signal.SIG_IGN, signal.SIG_DFL):
+            former(signum, frame)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
-    signal.signal(signal.SIGINT, handler)
+    for signum in watched:
+        signal.signal(signum, handler)
 
     def restore() -> None:
-        signal.signal(signal.SIGINT, previous)
+        for signum, former in previous.items():
+            signal.signal(signum, former)
 
-    return (lambda: seen["interrupt"]), restore
+    return (lambda: seen["signal"]), restore
 
 
-def _report_interrupt(output_dir: Path, context: JobContext) -> None:
-    """Log what the interrupted job finished and how to resume it."""
+def _report_interrupt(output_dir: Path, context: JobContext, signum: int = signal.SIGINT) -> None:
+    """Log what the job interrupted by ``signum`` (SIGINT or SIGTERM) finished and how to resume it."""
     multirun, job = context.multirun, context.number
     finished = finished_steps()
     finished += [
@@ -209,7 +237,8 @@ def _report_interrupt(output_dir: Path, context: JobContext) -> None:
     ]
     if (output_dir / "results.json").is_file():
         finished.append(f"its result {output_dir / 'results.json'}")
-    lines = [f"interrupted (Ctrl-C): job {job or ''} in {output_dir}".replace("job  in", "job in")]
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    lines = [f"interrupted ({how}): job {job or ''} in {output_dir}".replace("job  in", "job in")]
     lines.append("finished: " + ("; ".join(finished) if finished else "nothing yet (settings and data only)"))
     if multirun:
         done = sorted(p.parent.name for p in output_dir.parent.glob("*/results.json"))

@@ -89,6 +89,7 @@ def get_or_train(stage: FineTuning, data: TextClassificationDataModule, logger=N
         meta = cache.reusable(stage.key)
         if meta is not None:
             log.info("reusing fine-tuned checkpoint %s", entry)
+            note_progress(f"the fine-tuned checkpoint {entry} (reused)")
             return TrainedModel(stage.key, entry / "model", meta)
         log.info("fine-tuning %s on %s, seed %s -> %s", stage.name, stage.dataset, stage.seed, entry)
         note_progress(resumable=entry / "checkpoints" / "last.ckpt")
