@@ -5,7 +5,13 @@ into a tag, a link or Markdown structure. The HTML is checked in headless Chromi
 ``ITERMASK_REQUIRE_BROWSER`` is set); ``report.md`` as text."""
 
 import html
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pandas as pd
+import pytest
 import yaml
 from test_views import make_view
 from test_views_browser import _opened, _require_browser
@@ -15,6 +21,8 @@ from itermask.formatting import md_escape, md_table
 from itermask.reporting import build_report, write_report
 from itermask.storage.failures import write_failure
 from itermask.views import ExampleViews
+
+ROOT = Path(__file__).resolve().parents[2]
 
 IMG = '<img src=x onerror="window.__pwned=1">'
 SCRIPT = "<script>window.__pwned=1</script>"
@@ -123,3 +131,31 @@ def test_hostile_strings_in_a_view_page_run_nothing_in_headless_chromium(tmp_pat
         assert page.evaluate(INJECTED) == {**CLEAN, "svgs": 0}
         body = page.inner_text("body")
         assert page.title() == SCRIPT and all(s in body for s in (IMG, SVG, SCRIPT))
+
+
+@pytest.mark.slow
+def test_a_multirun_on_a_csv_with_hostile_labels_writes_a_report_that_runs_nothing(tmp_path):
+    """The bug of issue 36 through the real entry point: ``evaluate.py -m`` on a CSV whose labels are
+    :data:`IMG` and :data:`SCRIPT`, fine-tuned into a classifier that predicts one class (learning rate 1000),
+    so that the report's "these faithfulness scores mean nothing" warning names a hostile class."""
+    rows = pd.read_csv(ROOT / "src/itermask/resources/rt_snippets/validation.csv", keep_default_na=False).head(120)
+    rows["label"] = rows["label"].map({0: IMG, 1: SCRIPT})
+    rows.to_csv(tmp_path / "hostile.csv", index=False)
+    args = ["dataset=csv", f"dataset.source.path={tmp_path}/hostile.csv", "train.max_train_examples=16"]
+    args += ["model.finetune.optimizer.learning_rate=1000", "logger=csv"]
+    args += ["evaluation.n_examples=4", "ood=none", f"hydra.sweep.dir={tmp_path}/multi"]
+    env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", "-m", "seed=0", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = (tmp_path / "multi" / "report.md").read_text()
+    assert "these faithfulness scores mean nothing: the classifier predicts class '&lt;" in text
+    assert "<img" not in text and "<script" not in text
+    _require_browser()
+    with _opened(tmp_path / "multi" / "report.html", 1280) as (page, problems, _):
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.wait_for_timeout(200)
+        assert problems == [] and dialogs == [] and page.evaluate(INJECTED) == CLEAN
+        assert "predicts class '<" in page.inner_text("body")
