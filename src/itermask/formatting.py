@@ -1,6 +1,7 @@
 """Numbers and tables as text: a number with fixed decimals (``n/a`` when missing), a string escaped for
-Markdown (:func:`md_escape`), a Markdown table and ``mean ± std``. Shared by the report (:mod:`itermask.reporting`), the analyses' headline lines
-(:meth:`itermask.analyses.Analysis.headline_lines`) and the job's console summary (:mod:`itermask.console`).
+Markdown (:func:`md_escape`), a Markdown table and ``mean ± std``. Shared by the report
+(:mod:`itermask.reporting`), the analyses' headline lines (:meth:`itermask.analyses.Analysis.headline_lines`)
+and the job's console summary (:mod:`itermask.console`).
 A leaf: it imports nothing of itermask."""
 
 from __future__ import annotations

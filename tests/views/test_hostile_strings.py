@@ -36,7 +36,8 @@ INJECTED = """() => ({
     scripts: document.querySelectorAll('script').length,
     svgs: [...document.querySelectorAll('svg')].filter(e => !e.closest('section.imx')).length,
     images: [...document.images].filter(i => !i.src.startsWith('data:image/png;base64,')).length,
-    handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+    handlers: [...document.querySelectorAll('*')]
+        .filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
     links: [...document.querySelectorAll('a')].filter(a => !a.getAttribute('href').startsWith('#')).length,
     headings: [...document.querySelectorAll('h1, h2, h3, h4')].filter(h => h.textContent.trim() === 'h').length,
 })"""
@@ -82,13 +83,15 @@ def test_hostile_strings_in_report_md_are_escaped(tokenizer, tmp_path):
     root = _hostile_sweep(tmp_path, tokenizer)
     write_report(build_report(root))
     text = (root / "report.md").read_text()
-    for tag in ("<img", "<script", "<svg", "javascript:window"):
-        assert tag not in text.replace("\\](javascript:", "")
+    assert "<img" not in text and "<script" not in text and "<svg" not in text
+    assert "](javascript:" not in text.replace("\\](", "")  # the link's ``](`` escaped
     assert f"# itermask report: {md_escape(root)}\n" in text  # the path
     assert f"**{md_escape(IMG)} / d / input_x_gradient / mask_token**" in text  # the model in the headline
     assert f"## {md_escape(IMG)} / d / input_x_gradient / mask_token\n" in text  # ... and a heading
-    assert f"| {md_escape(IMG)} vs" not in text and f"| input_x_gradient | one_shot" in text
-    warning = f"> **Warning** (seed 0): these faithfulness scores mean nothing: the classifier predicts class {md_escape(repr(SCRIPT))}"
+    warning = (
+        f"> **Warning** (seed 0): these faithfulness scores mean nothing: the classifier predicts class "
+        f"{md_escape(repr(SCRIPT))}"
+    )
     assert warning in text  # the class name in the model check's warning (the bug of issue 36)
     assert f"job `2` failed (overrides: seed=2): RuntimeError: bad label {IMG}" not in text
     assert md_escape(f"job `2` failed (overrides: seed=2): RuntimeError: bad label {IMG} {MARKDOWN}") in text

@@ -3,8 +3,8 @@
 headline (score minus random, seed share of variance, OOD AUROC), failed and missing jobs, seed
 sensitivity, the scores over seeds per group with their masking-curve figures, faithfulness vs attack
 efficiency, the model comparisons, and the examples last. Every string from data or config (names, labels,
-paths, messages) goes in escaped (:func:`~itermask.formatting.md_escape`; tables: :func:`~itermask.formatting.md_table`):
-``report.html`` renders this Markdown keeping raw HTML."""
+paths, messages) goes in escaped (:func:`~itermask.formatting.md_escape`; tables:
+:func:`~itermask.formatting.md_table`): ``report.html`` renders this Markdown keeping raw HTML."""
 
 from __future__ import annotations
 
@@ -122,7 +122,9 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
         "",
     ]
     meaningless = [(run.seed, line) for run in members if (line := model_check_line(run.result)) is not None]
-    out += [f"> **Warning** (seed {md_escape(s)}): {md_escape(line.removeprefix('WARNING: '))}." for s, line in meaningless]
+    out += [
+        f"> **Warning** (seed {md_escape(s)}): {md_escape(line.removeprefix('WARNING: '))}." for s, line in meaningless
+    ]
     out += [""] if meaningless else []
     out += _headline_table(report, label)
     for analysis in _group_analyses(members):

@@ -148,6 +148,11 @@ def claims_markdown(claims: Claims, images: dict) -> list[str]:
     ]
     bodies = {1: _claim1_lines, 2: _claim2_lines, 3: _claim3_lines}
     for n in (1, 2, 3):
-        out += [f"### Claim {n}: {QUESTIONS[n]}", "", f"**Verdict:** {md_escape(claims.verdicts.get(n, 'not computed'))}", ""]
+        out += [
+            f"### Claim {n}: {QUESTIONS[n]}",
+            "",
+            f"**Verdict:** {md_escape(claims.verdicts.get(n, 'not computed'))}",
+            "",
+        ]
         out += bodies[n](claims, images, pct)
     return out
