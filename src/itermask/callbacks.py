@@ -125,7 +125,7 @@ def _failures_only_report(sweep_dir: Path) -> Path | None:
     for job, marker in failures:
         overrides = marker.get("overrides")
         shown = "unknown" if overrides is None else (" ".join(overrides) or "none")
-        lines.append("- " + md_escape(f"job `{job}` failed (overrides: {shown}): {marker['error']}"))
+        lines.append("- " + md_escape(f"job {job} failed (overrides: {shown}): {marker['error']}"))
     path = write_text_atomic(sweep_dir / "report.md", "\n".join(lines) + "\n")
     log.info("report (failed jobs only): %s", path)
     return path

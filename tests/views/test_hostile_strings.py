@@ -93,9 +93,9 @@ def test_hostile_strings_in_report_md_are_escaped(tokenizer, tmp_path):
         f"{md_escape(repr(SCRIPT))}"
     )
     assert warning in text  # the class name in the model check's warning (the bug of issue 36)
-    assert f"job `2` failed (overrides: seed=2): RuntimeError: bad label {IMG}" not in text
-    assert md_escape(f"job `2` failed (overrides: seed=2): RuntimeError: bad label {IMG} {MARKDOWN}") in text
-    assert md_escape(f"job folder `3` has no results.json (overrides: seed=3 model.name={SCRIPT})") in text
+    assert f"job 2 failed (overrides: seed=2): RuntimeError: bad label {IMG}" not in text
+    assert md_escape(f"job 2 failed (overrides: seed=2): RuntimeError: bad label {IMG} {MARKDOWN}") in text
+    assert md_escape(f"job folder 3 has no results.json (overrides: seed=3 model.name={SCRIPT})") in text
 
 
 def test_hostile_strings_in_report_html_run_nothing_in_headless_chromium(tokenizer, tmp_path):
