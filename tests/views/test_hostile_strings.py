@@ -162,3 +162,18 @@ def test_a_multirun_on_a_csv_with_hostile_labels_writes_a_report_that_runs_nothi
         page.wait_for_timeout(200)
         assert problems == [] and dialogs == [] and page.evaluate(INJECTED) == CLEAN
         assert "predicts class '<" in page.inner_text("body")
+
+
+def test_the_failures_only_report_escapes_the_path_and_the_errors(tmp_path):
+    from itermask.callbacks import _failures_only_report
+
+    root = tmp_path / SVG
+    (root / "0" / ".hydra").mkdir(parents=True)
+    write_failure(root / "0", ValueError(f"labels {IMG} and {SCRIPT}"), [f"model.name={MARKDOWN}"], "0")
+    text = _failures_only_report(root).read_text()
+    assert text.startswith(f"# itermask report: {md_escape(root)}\n")
+    assert (
+        f"- {md_escape(f'job 0 failed (overrides: model.name={MARKDOWN}): ValueError: labels {IMG} and {SCRIPT}')}"
+        in text
+    )
+    assert "<img" not in text and "<script" not in text and "<svg" not in text
