@@ -103,7 +103,9 @@ class ReportCallback(Callback):
 
 def _failures_only_report(sweep_dir: Path) -> Path | None:
     """When no job of the multirun finished but some failed, ``report.md`` lists the failed jobs (their
-    overrides and errors; tracebacks in their ``failed.json``) instead of leaving no report; returns it."""
+    overrides and errors, escaped: :func:`~itermask.formatting.md_escape`; tracebacks in their ``failed.json``)
+    instead of leaving no report; returns it."""
+    from itermask.formatting import md_escape
     from itermask.storage.failures import failed_jobs
     from itermask.storage.files import write_text_atomic
 
@@ -111,7 +113,7 @@ def _failures_only_report(sweep_dir: Path) -> Path | None:
     if not failures:
         return None
     lines = [
-        f"# itermask report: `{sweep_dir}`",
+        f"# itermask report: {md_escape(sweep_dir)}",
         "",
         f"No finished run: all {len(failures)} job(s) that ran failed, so there are no scores to report.",
         "",
@@ -123,7 +125,7 @@ def _failures_only_report(sweep_dir: Path) -> Path | None:
     for job, marker in failures:
         overrides = marker.get("overrides")
         shown = "unknown" if overrides is None else (" ".join(overrides) or "none")
-        lines.append(f"- job `{job}` failed (overrides: {shown}): {marker['error']}")
+        lines.append("- " + md_escape(f"job {job} failed (overrides: {shown}): {marker['error']}"))
     path = write_text_atomic(sweep_dir / "report.md", "\n".join(lines) + "\n")
     log.info("report (failed jobs only): %s", path)
     return path

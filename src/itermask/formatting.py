@@ -1,16 +1,18 @@
-"""Numbers and tables as text: a number with fixed decimals (``n/a`` when missing), a Markdown table and
-``mean ± std``. Shared by the report (:mod:`itermask.reporting`), the analyses' headline lines
-(:meth:`itermask.analyses.Analysis.headline_lines`) and the job's console summary (:mod:`itermask.console`).
+"""Numbers and tables as text: a number with fixed decimals (``n/a`` when missing), a string escaped for
+Markdown (:func:`md_escape`), a Markdown table and ``mean ± std``. Shared by the report
+(:mod:`itermask.reporting`), the analyses' headline lines (:meth:`itermask.analyses.Analysis.headline_lines`)
+and the job's console summary (:mod:`itermask.console`).
 A leaf: it imports nothing of itermask."""
 
 from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["number", "md_table", "mean_pm"]
+__all__ = ["number", "md_escape", "md_table", "mean_pm"]
 
 
 def number(value: Any, digits: int = 4, signed: bool = False) -> str:
@@ -23,11 +25,26 @@ def number(value: Any, digits: int = 4, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A Markdown table of ``rows`` under ``header`` (``|`` in cells escaped)."""
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+#: what :func:`md_escape` replaces: HTML's three (as entities), Markdown's backslash, code-span backtick and
+#: table-cell ``|`` (backslash-escaped), a ``](`` that would close a link or image, and line breaks
+_MD = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`", "|": "\\|", "](": "\\](", "\r\n": " "}
+_MD_RE = re.compile(r"\r\n|\]\(|[&<>\\`|\r\n\u2028\u2029]")
+
+
+def md_escape(text: object) -> str:
+    """``str(text)`` as literal Markdown text, for any string from data or config (a class, model or job name,
+    a path, a message) put into ``report.md`` (whose HTML, ``report.html``, keeps raw HTML): ``&``, ``<``,
+    ``>`` become entities; ``\\``, backticks, ``|`` and the ``](`` of a link are backslash-escaped; line breaks
+    become spaces (one line: a table cell, a list item or a heading stays whole). CommonMark renders the result
+    as the original text, with no tag, link, code span or table cell of its own. Python's and markupsafe's
+    escapers do not escape Markdown, markdown-it-py has no escaper: hence this one."""
+    return _MD_RE.sub(lambda m: _MD.get(m.group(), " "), str(text))
+
+
+def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table of ``rows`` under ``header``, every cell escaped (:func:`md_escape`)."""
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -79,7 +79,7 @@ def test_a_failed_job_is_reported_and_the_multirun_exits_nonzero(tmp_path, monke
     assert not (sweep / "0" / FAILURE_FILE).exists() and not (sweep / "2" / FAILURE_FILE).exists()
     report = (sweep / "report.md").read_text()  # written before the exit
     assert "## Failed jobs" in report
-    assert "- job `1` failed (overrides: seed=1 logger=csv): ValueError: boom on seed 1" in report
+    assert "- job 1 failed (overrides: seed=1 logger=csv): ValueError: boom on seed 1" in report
     assert "2 finished run(s) of 3 expected" in report and "Seeds: 0, 2" in report
     assert "## Missing" not in report  # a failed job is listed once, as failed
     assert [job for job, _ in failed_jobs(sweep)] == ["1"]
@@ -293,7 +293,7 @@ def test_a_real_multirun_with_a_failing_job(tmp_path):
     assert "invalid value -1 for limit_predict_batches" in marker["error"]
     assert "Traceback" in (multi / "1/evaluate.log").read_text()
     report = (multi / "report.md").read_text()
-    assert "1 finished run(s) of 2 expected" in report and "- job `1` failed" in report
+    assert "1 finished run(s) of 2 expected" in report and "- job 1 failed" in report
     assert "invalid value -1 for limit_predict_batches" in report
     failed_run = read_wandb_run(next((multi / "1/wandb").glob("offline-run-*")))
     assert [r["exit_code"] for r in records(failed_run, "exit")] == [1]
@@ -336,7 +336,7 @@ def test_a_multirun_whose_every_job_failed_still_writes_a_report_listing_them(tm
     report = (tmp_path / "sweep" / "report.md").read_text()
     assert "## Failed jobs" in report
     for seed in (0, 1):
-        assert f"- job `{seed}` failed (overrides: seed={seed} logger=csv): ValueError: boom on seed {seed}" in report
+        assert f"- job {seed} failed (overrides: seed={seed} logger=csv): ValueError: boom on seed {seed}" in report
 
 
 def test_a_failing_ddp_rank_leaves_a_line_in_rank_zeros_log(tmp_path, monkeypatch):

@@ -243,7 +243,7 @@ def test_missing_runs_are_listed(tmp_path):
     report = build_report(root)
     assert report.sweep.n_expected == 4 and len(report.sweep.runs) == 2
     assert report.sweep.missing_lines() == [
-        "job folder `2` has no results.json (overrides: seed=2 evaluation.n_examples=8)",
+        "job folder 2 has no results.json (overrides: seed=2 evaluation.n_examples=8)",
         "job never started (overrides: seed=3 evaluation.n_examples=8)",
     ]
     write_report(report)

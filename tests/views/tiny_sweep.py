@@ -36,7 +36,16 @@ OOD_SCORES = {
 }
 
 
-def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = False, ood: bool = False) -> Path:
+def write_tiny_sweep(
+    root: Path,
+    tokenizer,
+    seeds=(0, 1),
+    bad_tokens: bool = False,
+    ood: bool = False,
+    model_name: str = "m",
+    class_names: tuple[str, str] = ("negative", "positive"),
+    extra: dict | None = None,
+) -> Path:
     """Jobs ``root/0``, ``root/1``, ... (one per seed) with ``results.json`` and ``per_example/`` tables.
 
     Args:
@@ -48,6 +57,8 @@ def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = Fal
             :data:`BAD_TOKENS` (markup, right-to-left text, emoji).
         ood: also write ``per_example/ood.parquet`` with the constructed scores of :data:`OOD_SCORES`
             (clean input: 1.0).
+        model_name: the model's name (its group's label); class_names: the classes' names (``label_name``).
+        extra: keys added to every ``results.json`` (e.g. a failed ``model_check``).
     """
     from conftest import tiny_bert_config
     from transformers import BertForSequenceClassification
@@ -67,7 +78,8 @@ def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = Fal
             name: {s: metrics.summarize(c, bins=BINS) for s, c in by_schedule.items()}
             for name, by_schedule in curves.items()
         }
-        result = make_result(seed, saliency="input_x_gradient", n_examples=len(TEXTS))
+        result = make_result(seed, model=model_name, saliency="input_x_gradient", n_examples=len(TEXTS))
+        result.update(extra or {}, label_names=list(class_names))
         result["scores"] = scores
         result["relative_to_random"] = {
             s: metrics.relative_to_random(scores["input_x_gradient"][s], scores["random"][s]) for s in scores["random"]
@@ -90,7 +102,7 @@ def write_tiny_sweep(root: Path, tokenizer, seeds=(0, 1), bad_tokens: bool = Fal
                     "split": "test",
                     "text": TEXTS,
                     "label": LABELS,
-                    "label_name": [["negative", "positive"][v] for v in LABELS],
+                    "label_name": [class_names[v] for v in LABELS],
                 }
             ),
             "tokens": tokens,

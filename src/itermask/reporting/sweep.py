@@ -97,16 +97,14 @@ class Sweep:
     failed: list[tuple[str, list[str] | None, dict]] = field(default_factory=list)
 
     def missing_lines(self) -> list[str]:
-        lines = [
-            f"job folder `{job}` has no results.json (overrides: {_fmt_overrides(o)})" for job, o in self.unfinished
-        ]
+        lines = [f"job folder {job} has no results.json (overrides: {_fmt_overrides(o)})" for job, o in self.unfinished]
         lines += [f"job never started (overrides: {_fmt_overrides(o)})" for o in self.not_started]
         return lines
 
     def failed_lines(self) -> list[str]:
         """One line per failed job: its folder, overrides and error (the traceback is in its folder)."""
         return [
-            f"job `{job}` failed (overrides: {_fmt_overrides(o)}): {marker['error']}" for job, o, marker in self.failed
+            f"job {job} failed (overrides: {_fmt_overrides(o)}): {marker['error']}" for job, o, marker in self.failed
         ]
 
 

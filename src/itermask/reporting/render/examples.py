@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from itermask.formatting import md_escape
 from itermask.reporting.examples import Pick
 from itermask.reporting.model import Report
 
@@ -45,6 +46,7 @@ def examples_markdown(picks: list[Pick], notes: list[str]) -> list[str]:
     ``report.html``), then the notes."""
     out = ["## Examples", "", "Per-example views of these examples are in `report.html`.", ""]
     for pick in picks:
-        out.append(f"- **{' / '.join(pick.label)}**, example {pick.example_id} (job {pick.run.job}): {pick.reason}")
-    out += ["", *[f"*{note}*" for note in notes], ""]
+        where = md_escape(f"example {pick.example_id} (job {pick.run.job}): {pick.reason}")
+        out.append(f"- **{md_escape(' / '.join(pick.label))}**, {where}")
+    out += ["", *[f"*{md_escape(note)}*" for note in notes], ""]
     return out

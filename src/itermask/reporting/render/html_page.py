@@ -11,6 +11,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from itermask.formatting import md_escape
 from itermask.reporting.examples import pick_examples
 from itermask.reporting.model import Report
 from itermask.reporting.render.examples import examples_html, examples_markdown
@@ -62,11 +63,11 @@ def build(report: Report, files: Path, written: dict, images: dict[str, str]) ->
     notes, sentences = empty_bin_notes(report), findings(report)
     picks, pick_notes = pick_examples(report)
     markdown = ["## What this run found", ""]
-    markdown += [f"- {s}" for s in sentences] + ([""] if sentences else [])
+    markdown += [f"- {md_escape(s)}" for s in sentences] + ([""] if sentences else [])
     if forest is not None:
         markdown += [f"![method minus random, every method, schedule and model]({images[FOREST]})", ""]
     lines = [f"{' / '.join(label)}, {score}: {note}" for (label, score), texts in notes.items() for note in texts]
-    markdown += [f"> **AOPC bins:** {line}" for line in lines] + ([""] if notes else [])
+    markdown += [f"> **AOPC bins:** {md_escape(line)}" for line in lines] + ([""] if notes else [])
     first = ['<section class="imx-first" id="first-screen"><h2>What this run found</h2>']
     if sentences:
         first.append('<ul class="imx-findings">' + "".join(f"<li>{html.escape(s)}</li>" for s in sentences) + "</ul>")

@@ -2,7 +2,9 @@
 (:mod:`itermask.reporting.sections`, e.g. the Claims of ``experiment=paper``), the first screen, then the
 headline (score minus random, seed share of variance, OOD AUROC), failed and missing jobs, seed
 sensitivity, the scores over seeds per group with their masking-curve figures, faithfulness vs attack
-efficiency, the model comparisons, and the examples last."""
+efficiency, the model comparisons, and the examples last. Every string from data or config (names, labels,
+paths, messages) goes in escaped (:func:`~itermask.formatting.md_escape`; tables:
+:func:`~itermask.formatting.md_table`): ``report.html`` renders this Markdown keeping raw HTML."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pandas as pd
 from itermask.analyses.base import analysis_classes
 from itermask.analyses.model_check import model_check_line
 from itermask.core.metrics import metric_info
-from itermask.formatting import md_table, mean_pm, number
+from itermask.formatting import md_escape, md_table, mean_pm, number
 from itermask.reporting.attack_link import COLUMNS, caveat
 from itermask.reporting.model import MEASURE, Report, of_group, of_measure, records, series_rows
 from itermask.reporting.sections import ReportSection
@@ -111,15 +113,18 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
     acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
     skipped = first.get("n_skipped_no_maskable") or 0
     n_test = f"{first['n_test']:,}" if isinstance(first.get("n_test"), int) else "n/a"
+    seeds = md_escape(", ".join(str(r.seed) for r in members))
     out = [
-        f"**{' / '.join(label)}**, {len(members)} seed(s) ({', '.join(str(r.seed) for r in members)}): test "
+        f"**{md_escape(' / '.join(label))}**, {len(members)} seed(s) ({seeds}): test "
         f"accuracy {mean_pm(acc.iloc[0]) if len(acc) else 'n/a'} (mean ± std over seeds) on "
-        f"{n_test} test examples; the scores below on {first.get('n_evaluated', 'n/a')} "
-        f"evaluation examples" + (f" ({skipped} without a maskable token skipped)." if skipped else "."),
+        f"{n_test} test examples; the scores below on {md_escape(first.get('n_evaluated', 'n/a'))} "
+        f"evaluation examples" + (f" ({md_escape(skipped)} without a maskable token skipped)." if skipped else "."),
         "",
     ]
     meaningless = [(run.seed, line) for run in members if (line := model_check_line(run.result)) is not None]
-    out += [f"> **Warning** (seed {seed}): {line.removeprefix('WARNING: ')}." for seed, line in meaningless]
+    out += [
+        f"> **Warning** (seed {md_escape(s)}): {md_escape(line.removeprefix('WARNING: '))}." for s, line in meaningless
+    ]
     out += [""] if meaningless else []
     out += _headline_table(report, label)
     for analysis in _group_analyses(members):
@@ -137,7 +142,7 @@ def _group_analyses(members: list) -> list:
 
 def _headline(report: Report) -> list[str]:
     out = ["## Headline", ""]
-    out += [f"> **Note:** {note}" for note in report.notes] + ([""] if report.notes else [])
+    out += [f"> **Note:** {md_escape(note)}" for note in report.notes] + ([""] if report.notes else [])
     for label, members in report.groups.items():
         out += _headline_group(report, label, members)
     out += [
@@ -202,7 +207,7 @@ def _seed_sensitivity_section(report: Report) -> list[str]:
     for label in report.groups:
         rows = of_group(frame, label)
         if not rows.empty:
-            out += [f"### {' / '.join(label)}", "", _seed_sensitivity_table(report, rows), ""]
+            out += [f"### {md_escape(' / '.join(label))}", "", _seed_sensitivity_table(report, rows), ""]
     return out + _rank_stability_lines(report)
 
 
@@ -211,10 +216,10 @@ def _group_sections(report: Report, images: dict[str, str]) -> list[str]:
     for label, members in report.groups.items():
         title = " / ".join(label)
         seeds = f"Seeds: {', '.join(str(r.seed) for r in members)} (jobs {', '.join(r.job for r in members)})."
-        out += [f"## {title}", "", seeds, ""]
+        out += [f"## {md_escape(title)}", "", md_escape(seeds), ""]
         for key, path in images.items():
             if key.startswith(f"curves::{title}::"):
-                out += [f"![masking curves {title} {key.rsplit('::', 1)[1]}]({path})", ""]
+                out += [f"![{md_escape('masking curves ' + title + ' ' + key.rsplit('::', 1)[1])}]({path})", ""]
         out += [main_table(report, label), "", "<details><summary>per seed</summary>", "", _seed_table(report, label)]
         out += ["", "</details>", ""]
     return out
@@ -240,7 +245,7 @@ def _comparison_sections(report: Report, images: dict[str, str]) -> list[str]:
     # pandas' stubs type a group key as ``Hashable``; grouped by a list of columns it is a tuple
     for (a, b), frame in report.comparisons.groupby(["model_a", "model_b"], sort=False):  # pyright: ignore[reportGeneralTypeIssues]
         for (dataset, saliency, masking), sub in frame.groupby(["dataset", "saliency", "masking"], sort=False):  # pyright: ignore[reportGeneralTypeIssues]
-            title = f"{a} vs {b}: {dataset} / {saliency} / {masking}"
+            title = md_escape(f"{a} vs {b}: {dataset} / {saliency} / {masking}")
             out += [f"### {title}", "", _comparison_table(report, sub), ""]
             key = f"compare::{a}::{b}::{dataset}::{saliency}::{masking}"
             if key in images:
@@ -267,7 +272,7 @@ def render_markdown(
     )
     expected = f" of {sweep.n_expected} expected" if sweep.n_expected is not None else ""
     runs = f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s)."
-    out = [f"# itermask report: `{sweep.root}`", "", runs, ""]
+    out = [f"# itermask report: {md_escape(sweep.root)}", "", runs, ""]
     for section in sections:  # e.g. experiment=paper: the claims first
         out += section.markdown(report, images)
     out += first_screen or []
@@ -279,12 +284,12 @@ def render_markdown(
             f"{len(sweep.failed)} job(s) failed; each folder holds `failed.json` with the "
             "traceback (also in the job's log). They are not in the tables below.",
             "",
-            *[f"- {line}" for line in sweep.failed_lines()],
+            *[f"- {md_escape(line)}" for line in sweep.failed_lines()],
             "",
         ]
     missing = sweep.missing_lines()
     if missing:
-        out += ["## Missing", "", *[f"- {line}" for line in missing], ""]
+        out += ["## Missing", "", *[f"- {md_escape(line)}" for line in missing], ""]
     out += _seed_sensitivity_section(report)
     out += [
         "## Scores over seeds",

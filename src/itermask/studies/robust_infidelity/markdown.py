@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from itermask.formatting import md_table, number
+from itermask.formatting import md_escape, md_table, number
 from itermask.reporting.model import records
 from itermask.studies.robust_infidelity.claims import Claims
 from itermask.studies.robust_infidelity.runs import select
@@ -64,7 +64,7 @@ def _components_lines(claims: Claims, pct: int) -> list[str]:
         for r in records(ok)
     ]
     undone = select(comp, comp.component.isna())
-    notes = [f"- {r.method}: variance components not computed: {r.why}" for r in records(undone)]
+    notes = [md_escape(f"- {r.method}: variance components not computed: {r.why}") for r in records(undone)]
     return [intro, "", md_table(header, rows) if len(ok) else "", "", *notes]
 
 
@@ -73,11 +73,13 @@ def _concordance_lines(claims: Claims) -> list[str]:
     if not c:
         return []
     return [
-        f"Kendall's W of the ranking of {', '.join(c.get('methods', []))} by their mean {claims.settings.score} "
-        f"across the models {', '.join(c.get('models', []))}: W = {number(c.get('w'), 3)} (tie-corrected; "
-        f"chi-square p = {number(c.get('p_chi2'), 3)}, permutation p = {number(c.get('p_permutation'), 3)})"
-        + (f"; {c['why']}" if c.get("why") else "")
-        + ". 1: every model ranks the methods alike.",
+        md_escape(
+            f"Kendall's W of the ranking of {', '.join(c.get('methods', []))} by their mean {claims.settings.score} "
+            f"across the models {', '.join(c.get('models', []))}: W = {number(c.get('w'), 3)} (tie-corrected; "
+            f"chi-square p = {number(c.get('p_chi2'), 3)}, permutation p = {number(c.get('p_permutation'), 3)})"
+            + (f"; {c['why']}" if c.get("why") else "")
+            + ". 1: every model ranks the methods alike."
+        ),
         "",
     ]
 
@@ -112,7 +114,7 @@ def _claim2_lines(claims: Claims, images: dict, pct: int) -> list[str]:
     steps = frame.pivot(index="fraction", columns="variant", values="cell")
     intro = (
         f"Mahalanobis OOD AUROC (final layer) of masked vs clean inputs per masking step, mean over seeds "
-        f"[{pct} % interval] ({claims.ood_summary.get('method')} ranking; 0.5: indistinguishable):"
+        f"[{pct} % interval] ({md_escape(claims.ood_summary.get('method'))} ranking; 0.5: indistinguishable):"
     )
     header = ["fraction", *[f"{v} fine-tuning" for v in steps.columns]]
     rows = [[number(f, 3), *row] for f, row in zip(steps.index, steps.to_numpy().tolist())]
@@ -123,7 +125,7 @@ def _claim3_lines(claims: Claims, images: dict, pct: int) -> list[str]:
     if claims.attack_link.empty:
         return _figure(images, 3)
     intro = (
-        f"Spearman's rho across methods between the mean {claims.settings.score} and the mean attack "
+        f"Spearman's rho across methods between the mean {md_escape(claims.settings.score)} and the mean attack "
         f"success rate ({pct} % bootstrap interval over seeds; exact permutation p):"
     )
     rows = [
@@ -146,6 +148,11 @@ def claims_markdown(claims: Claims, images: dict) -> list[str]:
     ]
     bodies = {1: _claim1_lines, 2: _claim2_lines, 3: _claim3_lines}
     for n in (1, 2, 3):
-        out += [f"### Claim {n}: {QUESTIONS[n]}", "", f"**Verdict:** {claims.verdicts.get(n, 'not computed')}", ""]
+        out += [
+            f"### Claim {n}: {QUESTIONS[n]}",
+            "",
+            f"**Verdict:** {md_escape(claims.verdicts.get(n, 'not computed'))}",
+            "",
+        ]
         out += bodies[n](claims, images, pct)
     return out
