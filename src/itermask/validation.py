@@ -169,6 +169,7 @@ RULES: dict[str, Range] = {
     "model.pretrain.warmup_ratio": Range(integer=False, low=0, high=1, high_open=True),
     "model.pretrain.heldout_examples": Range(integer=True, low=1, null="the whole validation split"),
     "trainer.max_epochs": POSITIVE_INT,
+    "trainer.accumulate_grad_batches": POSITIVE_INT,
     "trainer.log_every_n_steps": POSITIVE_INT,
     "data.eval_batch_size": POSITIVE_INT,
     "data.num_workers": NON_NEGATIVE_INT,

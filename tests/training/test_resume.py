@@ -312,3 +312,18 @@ def test_train_py_killed_with_sigkill_after_a_step_checkpoint_resumes_to_the_sam
     assert json.loads((reference / "meta.json").read_text())["resumed"] is None
     expected, got = (load_file(str(e / "model" / "model.safetensors")) for e in (reference, entry))
     assert _same(expected, got)
+
+
+def test_an_accumulating_fine_tuning_resumes_to_the_same_weights(tmp_path, tiny_model_dir, small_csv):
+    """With ``trainer.accumulate_grad_batches=2`` (11 batches of 8 per epoch: 6 optimizer steps, the last of
+    one batch) a step checkpoint falls between groups of batches, and the resumed run repeats the
+    uninterrupted one."""
+    accumulate = "trainer.accumulate_grad_batches=2"
+    reference = _train(_settings(tmp_path / "a", tiny_model_dir, small_csv, accumulate))
+    with pytest.raises(Killed):
+        _train(_settings(tmp_path / "b", tiny_model_dir, small_csv, accumulate), kill_at=5)
+    resumed = _train(_settings(tmp_path / "b", tiny_model_dir, small_csv, accumulate))
+    assert resumed.key == reference.key and reference.meta["resumed"] is None
+    # step 3 is after batch 6 of the first epoch (batches 0-5 in groups of 2)
+    assert resumed.meta["resumed"]["global_step"] == 3 and resumed.meta["resumed"]["batches_into_epoch"] == 6
+    assert _same(_weights(reference), _weights(resumed))

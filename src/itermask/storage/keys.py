@@ -80,6 +80,7 @@ NOT_IN_KEY_AT_DEFAULT = {
     "train.enabled": True,
     **{f"dataset.source.{name}": default for name, default in SOURCE_NOT_IN_KEY_AT_DEFAULT.items()},
     "trainer.strategy": "auto",
+    "trainer.accumulate_grad_batches": 1,
     "threads": None,
 }
 
@@ -237,6 +238,11 @@ def training_payload(
         # DDP: each process takes a batch of model.finetune.batch_size, so the weights depend on their number
         **({"processes": processes} if processes > 1 else {}),
     }
+    # an optimizer step every N batches: the same effective batch as N times the batch size, other weights
+    # (dropout draws, padding, the last partial step), so its own key; left out at 1 (older keys unchanged)
+    accumulate = config["trainer"].get("accumulate_grad_batches", 1)
+    if accumulate != 1:
+        payload["accumulate_grad_batches"] = accumulate
     if pretrain_key is not None:  # the encoder of continued pretraining (absent otherwise: other keys unchanged)
         payload["pretrained_encoder"] = pretrain_key
     return payload
@@ -248,7 +254,8 @@ def training_key(
     """The checkpoint-cache key and what it hashes: everything that determines the fine-tuned weights (model,
     dataset source and the contents of its local files, training settings, trainer precision, seed).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled,
-    ``train.enabled`` only when false, :data:`REPAIR_SWITCHES` never; the DDP ``processes`` only when more than
-    one, and ``pretrain_key`` (the key of the continued-pretraining stage that made the encoder) when given."""
+    ``train.enabled`` only when false, :data:`REPAIR_SWITCHES` never; the DDP ``processes`` and
+    ``trainer.accumulate_grad_batches`` only when more than one, and ``pretrain_key`` (the key of the
+    continued-pretraining stage that made the encoder) when given."""
     payload = training_payload(config, fingerprint, seed, processes, pretrain_key)
     return config_hash(payload), payload

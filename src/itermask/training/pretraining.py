@@ -425,6 +425,7 @@ def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, log
         max_epochs=-1,
         limit_val_batches=0,
         num_sanity_val_steps=0,
+        accumulate_grad_batches=1,  # fine-tuning's setting; this stage's batch is model.pretrain.batch_size
     )
     last = resume_checkpoint(cache, settings.key, what="continued pretraining")
     trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last) if last is not None else None, weights_only=True)
