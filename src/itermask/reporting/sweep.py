@@ -284,8 +284,9 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
 
 
 def run_contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]:
-    """Each run's results-relevant config (flattened, :func:`~itermask.storage.keys.keyed_config`) without the seed, keys derived from the seed (equal to
-    it in every run, like ``saliency.seed: ${seed}``) and the subtrees in ``drop``."""
+    """Each run's results-relevant config (flattened, :func:`~itermask.storage.keys.keyed_config`) without the
+    seed, keys derived from the seed (equal to it in every run, like ``saliency.seed: ${seed}``) and the subtrees
+    in ``drop``."""
     # compared as the results key compares them: local paths by their files' contents, recorded in the result's
     # data_files (results written before it was recorded: by the paths as spelled)
     recorded = all(isinstance(run.result.get("data_files"), dict) for run in runs)

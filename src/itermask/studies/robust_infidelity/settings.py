@@ -63,8 +63,12 @@ class ClaimSettings:
             (self.schedule not in SCHEDULES, "schedule", self.schedule, f"one of {', '.join(SCHEDULES)}"),
             (not 0 < self.accuracy_margin < 1, "accuracy_margin", self.accuracy_margin, "a fraction in (0, 1)"),
             (self.models == [], "models", self.models, "model names, or null for every model with standard runs"),
-            (type(self.n_resamples) is not int or self.n_resamples < 1, "n_resamples", self.n_resamples, "an "
-             "integer >= 1"),
+            (
+                type(self.n_resamples) is not int or self.n_resamples < 1,
+                "n_resamples",
+                self.n_resamples,
+                "an integer >= 1",
+            ),
         ]
         for bad, key, given, allowed in problems:
             if bad:
