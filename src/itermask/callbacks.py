@@ -36,8 +36,8 @@ class ReportCallback(Callback):
     listing them.
 
     Raises:
-        ValueError: a section node without a ``_target_``, or a bad setting of a section (built here, before
-            the sweep).
+        ValueError: a section node without a ``_target_``.
+        SystemExit: (from :meth:`on_multirun_start`, before any job) a bad setting of a section, built here.
     """
 
     def __init__(
@@ -65,8 +65,15 @@ class ReportCallback(Callback):
             self.sections[name] = node
         from itermask.reporting.sections import build_section
 
-        # each section built now, so that its bad settings stop the multirun before any job runs
-        self._built = {name: build_section(name, node) for name, node in self.sections.items()}
+        # each section built now, and a bad setting kept for on_multirun_start to stop the multirun with before
+        # any job runs (raised here, Hydra would wrap it in a traceback-like message of several lines)
+        self._built: dict[str, Any] = {}
+        self._problems: list[str] = []
+        for name, node in self.sections.items():
+            try:
+                self._built[name] = build_section(name, node)
+            except ValueError as error:
+                self._problems.append(str(error))
         self.confidence = confidence
         self.interval = interval
         self.test = test
@@ -77,6 +84,8 @@ class ReportCallback(Callback):
         before any job: Hydra turns a callback's exception into a warning, so it is a ``SystemExit``."""
         from itermask.reporting.sweep import sweep_jobs
 
+        if self._problems:
+            raise SystemExit("error: " + "\nerror: ".join(self._problems))
         jobs = sweep_jobs(config)
         if jobs is None:
             return
@@ -94,6 +103,8 @@ class ReportCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write the report; when none can be written (and no failed-jobs report either), end with exit status
         1 saying why (a ``SystemExit``: Hydra turns a callback's exception into a warning and exits 0)."""
+        if self._problems:
+            raise SystemExit("error: " + "\nerror: ".join(self._problems))
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
             self._report(config, sweep_dir)

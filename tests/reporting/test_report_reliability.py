@@ -12,6 +12,7 @@ from results_helpers import make_result, write_sweep
 
 from itermask.callbacks import ReportCallback
 from itermask.reporting import ReportError, build_report
+from itermask.reporting.model import of_measure
 from itermask.storage.keys import SCHEMA_VERSION, Fingerprint, keyed_config, results_key
 from itermask.studies.robust_infidelity import RobustInfidelity
 
@@ -39,9 +40,8 @@ def test_a_nan_seed_is_left_out_of_n_and_noted(tmp_path):
     b["scores"]["gradient"]["one_shot"]["aopc_comprehensiveness_prob"] = math.nan
     b["relative_to_random"]["one_shot"]["aopc_comprehensiveness_prob"] = None
     report = build_report(write_sweep(tmp_path / "s", [a, b]))
-    s = report.summary
-    row = s[(s.explanation == "gradient") & (s.schedule == "one_shot") & (s.score == "aopc_comprehensiveness_prob")]
-    assert row.n.tolist() == [1] and row["mean"].tolist() == [0.2] and math.isnan(row["std"].to_numpy(dtype=float)[0])
+    row = of_measure(report.summary, "gradient", "one_shot", "aopc_comprehensiveness_prob")
+    assert row.n.tolist() == [1] and row["mean"].tolist() == [0.2] and math.isnan(row["std"].tolist()[0])
     head = report.headline.set_index(["schedule", "score"])
     assert head.loc[("one_shot", "aopc_comprehensiveness_prob"), "n_seeds"] == 1  # was 2: the other seed's value
     assert head.loc[("one_shot", "aopc_comprehensiveness_prob"), "difference"] == pytest.approx(0.15)
@@ -91,10 +91,15 @@ def test_the_report_compares_local_paths_as_the_results_key_does(tmp_path):
         ({"models": []}, "claims.models=[] is not allowed: model names, or null"),
     ],
 )
-def test_bad_claims_settings_stop_the_callback_before_the_sweep(setting, message):
+def test_bad_claims_settings_stop_the_multirun_before_the_sweep(setting, message):
     with pytest.raises(ValueError) as info:
-        ReportCallback(claims={"_target_": CLAIMS, **setting})  # Hydra builds the callbacks before the sweep
+        RobustInfidelity(**setting)
     assert message in str(info.value) and "\n" not in str(info.value)
+    claims = {"_target_": CLAIMS, **setting}
+    callback = ReportCallback(claims=claims)  # Hydra builds the callbacks before the sweep
+    with pytest.raises(SystemExit) as stopped:
+        callback.on_multirun_start(_multirun_config("minilm", claims))
+    assert str(stopped.value) == f"error: {info.value}"
 
 
 def _multirun_config(models: str, claims: dict) -> DictConfig:
