@@ -4,6 +4,7 @@ sweep, and a multirun without a report ending with exit status 1."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -14,6 +15,7 @@ from itermask.callbacks import ReportCallback
 from itermask.reporting import ReportError, build_report
 from itermask.reporting.model import of_measure
 from itermask.storage.keys import SCHEMA_VERSION, Fingerprint, keyed_config, results_key
+from itermask.storage.store import ResultStore
 from itermask.studies.robust_infidelity import RobustInfidelity
 
 CLAIMS = "itermask.studies.robust_infidelity.RobustInfidelity"
@@ -135,3 +137,11 @@ def test_a_multirun_whose_report_cannot_be_written_exits_1(tmp_path):
     with pytest.raises(SystemExit, match="no report for .*: ReportError: cannot aggregate over seeds"):
         ReportCallback().on_multirun_end(config)
     assert not (root / "report.md").exists()
+
+
+def test_a_reused_result_records_the_fingerprint_its_key_hashed(tmp_path):
+    store = ResultStore(tmp_path / "cache")
+    store.put("k", make_result(0))  # stored before results recorded their data_files
+    reused = store.reuse("k", tmp_path / "job", {"test": "d1", "model:config.json": "abc"})
+    assert reused is not None and reused["data_files"] == {"test": "d1", "model:config.json": "abc"}
+    assert json.loads((tmp_path / "job/results.json").read_text())["data_files"] == reused["data_files"]
