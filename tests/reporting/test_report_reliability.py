@@ -145,3 +145,16 @@ def test_a_reused_result_records_the_fingerprint_its_key_hashed(tmp_path):
     reused = store.reuse("k", tmp_path / "job", {"test": "d1", "model:config.json": "abc"})
     assert reused is not None and reused["data_files"] == {"test": "d1", "model:config.json": "abc"}
     assert json.loads((tmp_path / "job/results.json").read_text())["data_files"] == reused["data_files"]
+
+
+def test_the_command_line_report_refuses_bad_claims_settings(tmp_path, capsys):
+    from itermask.reporting.cli import main
+
+    root = write_sweep(tmp_path / "s", [make_result(0), make_result(1)])
+    claims = {"_target_": CLAIMS, "accuracy_margin": -1}
+    (root / "multirun.yaml").write_text(OmegaConf.to_yaml({"hydra": {"callbacks": {"report": {"claims": claims}}}}))
+    assert main([str(root)]) == 2
+    assert capsys.readouterr().err == (
+        "error: hydra.callbacks.report.claims.accuracy_margin=-1 is not allowed: a fraction in (0, 1)\n"
+    )
+    assert not (root / "report.md").exists()
