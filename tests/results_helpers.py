@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from itermask.storage.files import write_json_atomic
+from itermask.storage.keys import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,6 +75,7 @@ def make_result(
         "train": {"max_train_examples": 100},
     }
     return {
+        "schema_version": SCHEMA_VERSION,
         "task": "evaluate",
         "seed": seed,
         "model": model,

@@ -31,11 +31,13 @@ class ReportCallback(Callback):
             none of that name. The nodes stay plain settings (``_recursive_: false`` in ``conf/evaluate.yaml``)
             and are built when the report is written, first in it.
 
-    A folder that cannot be reported (no finished run, mixed configs) is logged as a warning: the
-    multirun's own results stay as they are.
+    A folder that cannot be reported (mixed configs, results of an older schema) ends the multirun with exit
+    status 1 and the reason (the jobs' own results stay as they are); one whose jobs all failed gets a report
+    listing them.
 
     Raises:
-        ValueError: a section node without a ``_target_`` (or a misspelt setting).
+        ValueError: a section node without a ``_target_``.
+        SystemExit: (from :meth:`on_multirun_start`, before any job) a bad setting of a section, built here.
     """
 
     def __init__(
@@ -61,22 +63,65 @@ class ReportCallback(Callback):
                     "interval and test"
                 )
             self.sections[name] = node
+        from itermask.reporting.sections import build_section
+
+        # each section built now, and a bad setting kept for on_multirun_start to stop the multirun with before
+        # any job runs (raised here, Hydra would wrap it in a traceback-like message of several lines)
+        self._built: dict[str, Any] = {}
+        self._problems: list[str] = []
+        for name, node in self.sections.items():
+            try:
+                self._built[name] = build_section(name, node)
+            except ValueError as error:
+                self._problems.append(str(error))
         self.confidence = confidence
         self.interval = interval
         self.test = test
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from itermask.reporting import ReportError, build_report, log_report_to_wandb, write_report
-        from itermask.tracking import group_name
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Check the sections against the jobs the sweep will launch (``check_sweep(models)`` of a section
+        that has it, e.g. claims naming a model no job runs); a problem ends the multirun (exit status 1)
+        before any job: Hydra turns a callback's exception into a warning, so it is a ``SystemExit``."""
+        from itermask.reporting.sweep import sweep_jobs
 
+        if self._problems:
+            raise SystemExit("error: " + "\nerror: ".join(self._problems))
+        jobs = sweep_jobs(config)
+        if jobs is None:
+            return
+        default = OmegaConf.select(config, "model.name", default=None)
+        models = set()
+        for job in jobs:  # a conf/model/ option is named as its model.name
+            named = [o.split("=", 1)[1] for o in job if o.split("=", 1)[0] in ("model", "model.name")]
+            models.add(named[-1] if named else default)
+        for section in self._built.values():
+            try:
+                getattr(section, "check_sweep", lambda models: None)(sorted(str(m) for m in models if m))
+            except ValueError as error:
+                raise SystemExit(f"error: {error}") from error
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Write the report; when none can be written (and no failed-jobs report either), end with exit status
+        1 saying why (a ``SystemExit``: Hydra turns a callback's exception into a warning and exits 0)."""
+        if self._problems:
+            raise SystemExit("error: " + "\nerror: ".join(self._problems))
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            built = build_report(sweep_dir, self.confidence, self.interval, self.test)
-            built.settings.update(self.sections)
-        except ReportError as error:
-            log.warning("no report for %s: %s", sweep_dir, error)
-            _failures_only_report(sweep_dir)
-            return
+            self._report(config, sweep_dir)
+        except Exception as error:
+            from itermask.reporting.sweep import NoRunsError, ReportError
+
+            if isinstance(error, NoRunsError) and _failures_only_report(sweep_dir) is not None:
+                return  # no finished run: the failed jobs' report, and FailedJobsCallback's exit status 1
+            log.error("no report for %s: %s", sweep_dir, error, exc_info=not isinstance(error, ReportError))
+            raise SystemExit(f"error: no report for {sweep_dir}: {type(error).__name__}: {error}") from error
+
+    def _report(self, config: DictConfig, sweep_dir: Path) -> None:
+        from itermask.reporting import build_report, log_report_to_wandb, write_report
+        from itermask.tracking import group_name
+
+        built = build_report(sweep_dir, self.confidence, self.interval, self.test)
+        built.settings.update(self.sections)
         written = write_report(built)
         for line in built.sweep.missing_lines():
             log.warning("missing: %s", line)

@@ -767,7 +767,8 @@ def test_report_callback_after_a_multirun(sweep, tmp_path, caplog):
     assert not (sweep / "wandb").exists()  # CSV logger: no W&B summary run
     (tmp_path / "empty").mkdir()
     config.hydra.sweep.dir = str(tmp_path / "empty")
-    ReportCallback().on_multirun_end(config)  # logs, does not raise: the multirun's results stay as they are
+    with pytest.raises(SystemExit, match="no report for .*empty: NoRunsError: no finished runs"):
+        ReportCallback().on_multirun_end(config)  # Hydra would make an exception a warning and exit 0
     assert "no report for" in caplog.text and "no finished runs" in caplog.text
     assert not (tmp_path / "empty" / "report.md").exists()
 

@@ -290,7 +290,8 @@ def stored_result(plan: EvaluationPlan, resources: Resources) -> dict | None:
         return None
     if resources.keys.results is None or plan.job.output_dir is None:
         return None
-    return ResultStore(plan.job.cache_dir).reuse(resources.keys.results, plan.job.output_dir)
+    data_files = resources.keys.fingerprint.hashed()  # the same files as the stored result's: the key hashes them
+    return ResultStore(plan.job.cache_dir).reuse(resources.keys.results, plan.job.output_dir, data_files)
 
 
 @contextmanager

@@ -50,6 +50,8 @@ def result_of(plan: EvaluationPlan, resources: Resources, evaluation: Evaluation
         "segments": e.segments,
         **_model_entries(resources),
         "config_hash": None if resources.keys is None else resources.keys.results,
+        # the local files' contents the results key hashes instead of their paths (the report compares by them)
+        **({} if resources.keys is None else {"data_files": resources.keys.fingerprint.hashed()}),
         **evaluation.result,
         "seconds": time.time() - plan.job.started_at,
         "environment": environment(),

@@ -48,6 +48,7 @@ def build_report(
     summary, per_seed = _summaries(groups, values, settings)
     report = Report(sweep, groups, summary, per_seed, _comparisons(groups, values, settings), settings)
     headline.add_seed_statistics(report)
+    report.notes += _undefined_notes(groups, values)
     report.attack_links = faithfulness_vs_attack(summary)
     return report
 
@@ -57,6 +58,26 @@ def _group_values(label: tuple, members: list[Run]) -> dict[tuple, list[float]]:
     per_run = [result_measures(run.result) for run in members]
     keys = sorted(set().union(*per_run), key=lambda k: measure_order(label, k))
     return {k: [m.get(k, math.nan) for m in per_run] for k in keys}
+
+
+def _undefined_notes(groups: dict, values: dict) -> list[str]:
+    """A note per group and set of seeds without a value (NaN) of measures that other seeds of the group have:
+    those measures' mean, interval and ``n`` are over the seeds with a value only (a measure undefined in every
+    seed, e.g. a first-flip fraction where nothing flips, has ``n`` 0 and needs no note)."""
+    notes = []
+    for label, by_measure in values.items():
+        partial: dict[tuple[int, ...], list[str]] = {}
+        for key, per_run in by_measure.items():
+            missing = tuple(run.seed for run, v in zip(groups[label], per_run) if math.isnan(v))
+            if missing and len(missing) < len(per_run):
+                partial.setdefault(missing, []).append("/".join(part for part in key if part))
+        for seeds, measures in partial.items():
+            more = f" (+{len(measures) - 4} more)" if len(measures) > 4 else ""
+            notes.append(
+                f"{' / '.join(label)}: seed(s) {', '.join(map(str, seeds))} have no value (NaN) of "
+                f"{', '.join(measures[:4])}{more}: their mean, interval and n are over the other seeds only"
+            )
+    return notes
 
 
 def _summaries(groups: dict, values: dict, settings: dict) -> tuple[pd.DataFrame, pd.DataFrame]:

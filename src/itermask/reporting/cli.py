@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from itermask.reporting.aggregate import build_report
 from itermask.reporting.render.wandb_summary import log_report_to_wandb
 from itermask.reporting.render.write import write_report
-from itermask.reporting.sweep import ReportError
+from itermask.reporting.sections import report_sections
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,8 @@ def _positive(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m itermask.reporting <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`."""
+    """``python -m itermask.reporting <multirun dir>``: write the report; exit code 2 on a :class:`ReportError`
+    or a bad setting of a report section."""
     parser = argparse.ArgumentParser(prog="python -m itermask.reporting", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("multirun_dir", help="a Hydra multirun folder (holding <job>/results.json)")
     parser.add_argument(
@@ -50,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         interval, test = ("bootstrap" if args.bootstrap else "t"), ("permutation" if args.permutation else "welch")
         report = build_report(args.multirun_dir, args.confidence, interval, test, args.n_resamples)
-    except ReportError as error:
+        report_sections(report)  # a bad setting of a section (multirun.yaml's claims) before anything is written
+    except ValueError as error:  # a ReportError, or a section's bad setting
         print(f"error: {error}", file=sys.stderr)
         return 2
     written = write_report(report)

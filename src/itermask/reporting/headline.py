@@ -7,7 +7,8 @@ as tables added to a :class:`~itermask.reporting.aggregate.Report`:
 - ``headline``: one row per group x schedule x headline score (AOPC comprehensiveness and, where defined,
   sufficiency): ``difference`` (method - random, mean over seeds), its interval, ``p_value`` (paired t-test
   over seeds, :func:`scipy.stats.ttest_1samp` of the per-seed differences), ``n_better`` of ``n_seeds``
-  (seeds where the method beats random in the score's faithful direction), the seed share and its interval;
+  (seeds where the method beats random in the score's faithful direction; ``n_seeds`` counts the seeds with a
+  value, a NaN seed left out), the seed share and its interval;
 - ``rank_stability``: one row per (model, dataset, masking, schedule, score) with at least 3 saliency
   methods: Kendall's W of the methods' mean scores across seeds and its p-value.
 """
@@ -116,7 +117,9 @@ def _headline_rows(report, label: tuple, sensitivity: pd.DataFrame) -> list[dict
             shares = [float(v) for v in share.iloc[0]] if len(share) else [math.nan] * 3
             row = {**dict(zip(GROUP, label)), "explanation": method, "schedule": schedule, "score": score}
             row |= {"unit": info.unit if info else "", "higher_is_more_faithful": direction}
-            row |= {"mean": float(own.mean()) if len(own) else math.nan, "n_seeds": len(members)}
+            # n_seeds: the seeds the mean and difference average (a NaN seed is left out, and noted by the report)
+            n_seeds = int(np.isfinite(rel.value.to_numpy(dtype=float)).sum()) if len(rel) else int(own.notna().sum())
+            row |= {"mean": float(own.mean()) if len(own) else math.nan, "n_seeds": n_seeds}
             row |= {k: paired.get(k, math.nan) for k in ("difference", "ci_low", "ci_high", "p_value")}
             row |= {"n_better": paired.get("n_better")}
             rows.append(row | dict(zip(("seed_share", "share_ci_low", "share_ci_high"), shares)))

@@ -17,7 +17,7 @@ from typing import Any
 from itermask.storage.cache import config_hash
 from itermask.storage.failures import read_failure
 from itermask.storage.files import read_json
-from itermask.storage.store import results_config
+from itermask.storage.keys import SCHEMA_VERSION, Fingerprint, keyed_config
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,17 @@ class ReportError(ValueError):
     """A multirun folder that cannot be reported: nothing finished, mixed configurations, bad files."""
 
 
+class NoRunsError(ReportError):
+    """A multirun folder without a finished run (:func:`load_sweep`)."""
+
+
 __all__ = [
     "ReportError",
+    "NoRunsError",
     "Run",
     "Sweep",
     "load_sweep",
+    "sweep_jobs",
     "group_runs",
     "swept_subtrees",
     "flatten",
@@ -141,9 +147,18 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
             k: OmegaConf.select(logger, k, default=None, throw_on_resolution_failure=False)
             for k in ("_target_", "project", "group", "mode")
         }
+    return sweep_jobs(cfg, str(path)), meta
+
+
+def sweep_jobs(cfg: Any, where: str = "the multirun") -> list[list[str]] | None:
+    """The override lists of every job of a multirun config (``multirun.yaml``, or the config a Hydra
+    callback gets before the sweep) with Hydra's basic or the grid-union sweeper, in launch order; ``None`` for
+    another sweeper or a sweep the plain parser cannot expand (logged, naming ``where``)."""
+    from omegaconf import OmegaConf
+
     sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or ""
     if not sweeper.endswith(("BasicSweeper", "GridUnionSweeper")):
-        return None, meta
+        return None
     task = [str(x) for x in OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or []]
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     if sweeper.endswith("GridUnionSweeper"):  # a union of grids (experiment=paper)
@@ -155,10 +170,10 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
     else:
         expand, arguments = _expand, [f"{k}={v}" for k, v in (params or {}).items()] + task
     try:
-        return expand(arguments), meta
+        return expand(arguments)
     except Exception as error:  # an override the plain parser cannot expand: report what was found
-        log.warning("could not expand the sweep of %s (%s)", path, error)
-        return None, meta
+        log.warning("could not expand the sweep of %s (%s)", where, error)
+        return None
 
 
 def _expand(arguments: list[str]) -> list[list[str]]:
@@ -202,6 +217,7 @@ def load_sweep(root: str | Path) -> Sweep:
         if missing:
             raise ReportError(f"{path} is not an itermask result file: missing {', '.join(missing)}")
         runs.append(Run(path, result, _read_overrides(path.parent)))
+    _check_schemas(runs)
     finished = {run.path.parent for run in runs}
     job_dirs = sorted(
         (p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root and not _skip(p, root)),
@@ -228,8 +244,27 @@ def load_sweep(root: str | Path) -> Sweep:
                 found += f"; never started: {'; '.join(_fmt_overrides(o) for o in not_started)}"
         elif not job_dirs:
             found += " (and no multirun.yaml: is this a Hydra multirun folder?)"
-        raise ReportError(f"no finished runs under {root}: found {found}")
+        raise NoRunsError(f"no finished runs under {root}: found {found}")
     return sweep
+
+
+def _check_schemas(runs: list[Run]) -> None:
+    """Refuse results of another schema than :data:`~itermask.storage.keys.SCHEMA_VERSION` (their numbers or
+    warnings differ from this version's, see its history; no change so far can be migrated without recomputing,
+    so none is), naming every schema found and its jobs.
+
+    Raises:
+        ReportError: some result is of another schema (or has none: written before schema 2)."""
+    by_schema: dict[str, list[str]] = {}
+    for run in runs:
+        version = run.result.get("schema_version")
+        by_schema.setdefault("none (before 2)" if version is None else str(version), []).append(run.job)
+    if set(by_schema) - {str(SCHEMA_VERSION)}:
+        found = "; ".join(f"schema {v} in job(s) {', '.join(jobs)}" for v, jobs in sorted(by_schema.items()))
+        raise ReportError(
+            f"results of schema {SCHEMA_VERSION} only can be reported (this itermask's), found {found}: re-run "
+            "the older jobs (their results key holds the schema, so a re-run recomputes them)"
+        )
 
 
 def _natural(text: str):
@@ -247,9 +282,14 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
 
 
 def run_contexts(runs: list[Run], drop: Sequence[str] = ()) -> list[dict[str, str]]:
-    """Each run's results-relevant config (flattened) without the seed, keys derived from the seed (equal to
-    it in every run, like ``saliency.seed: ${seed}``) and the subtrees in ``drop``."""
-    flats = [flatten(results_config(run.result["config"])) for run in runs]
+    """Each run's results-relevant config (flattened, :func:`~itermask.storage.keys.keyed_config`) without the
+    seed, keys derived from the seed (equal to it in every run, like ``saliency.seed: ${seed}``) and the subtrees
+    in ``drop``."""
+    # compared as the results key compares them: local paths by their files' contents, recorded in the result's
+    # data_files (results written before it was recorded: by the paths as spelled)
+    recorded = all(isinstance(run.result.get("data_files"), dict) for run in runs)
+    prints = [Fingerprint.from_hashed(run.result["data_files"]) if recorded else None for run in runs]
+    flats = [flatten(keyed_config(run.result["config"], fp)) for run, fp in zip(runs, prints)]
     keys = set().union(*flats) if flats else set()
     seedlike = {k for k in keys if all(f.get(k) == json.dumps(r.seed) for f, r in zip(flats, runs))}
     dropped = {k for k in keys if k == "seed" or k in seedlike or any(k == d or k.startswith(d + ".") for d in drop)}

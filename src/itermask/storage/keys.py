@@ -26,6 +26,7 @@ __all__ = [
     "file_digest",
     "component_settings",
     "results_config",
+    "keyed_config",
     "results_key",
     "training_payload",
     "training_key",
@@ -124,6 +125,12 @@ class Fingerprint:
             model = {p.name: file_digest(p) for p in sorted(directory.iterdir()) if p.is_file()}
         return cls(data, model)
 
+    @classmethod
+    def from_hashed(cls, hashed: Mapping[str, str]) -> Fingerprint:
+        """The fingerprint whose :meth:`hashed` is ``hashed`` (as a result records it in ``data_files``)."""
+        model = {k[len(_MODEL_ENTRY) :]: v for k, v in hashed.items() if k.startswith(_MODEL_ENTRY)}
+        return cls({k: v for k, v in hashed.items() if not k.startswith(_MODEL_ENTRY)}, model)
+
     def hashed(self) -> dict[str, str]:
         """The ``data_files`` entry both keys hash and ``meta.json`` records: the data files by name, then the
         model files as ``model:<file name>``."""
@@ -202,13 +209,21 @@ def without_local_paths(config: dict, fingerprint: Fingerprint) -> dict:
     return out
 
 
+def keyed_config(config: dict, fingerprint: Fingerprint | None = None) -> dict:
+    """What the results key hashes of a resolved config (a plain dict) besides the schema version:
+    :func:`results_config` of it, with (given ``fingerprint``) its local paths replaced by their files' contents
+    (:func:`without_local_paths`, ``data_files``). The report compares runs by it, so that a path spelled
+    another way (relative or absolute) is the same setting there as in the cache."""
+    if fingerprint is not None:
+        config = {**without_local_paths(config, fingerprint), "data_files": fingerprint.hashed()}
+    return results_config(config)
+
+
 def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files (without
     ``fingerprint``: the settings only): :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION`
-    and :func:`results_config`."""
-    if fingerprint is not None:
-        config = {**without_local_paths(config, fingerprint), "data_files": fingerprint.hashed()}
-    return config_hash({"schema_version": SCHEMA_VERSION, "config": results_config(config)})
+    and :func:`keyed_config`."""
+    return config_hash({"schema_version": SCHEMA_VERSION, "config": keyed_config(config, fingerprint)})
 
 
 def training_payload(

@@ -89,14 +89,17 @@ class ResultStore:
             self.path(key), {"sha256": result_checksum(result), "result": result, "files": checksums}
         )
 
-    def reuse(self, key: str, output_dir: str | Path) -> dict | None:
+    def reuse(self, key: str, output_dir: str | Path, data_files: dict[str, str] | None = None) -> dict | None:
         """If an intact result for ``key`` exists (:meth:`get`), write it (atomically) as
-        ``<output_dir>/results.json`` with ``reused_from`` set to the store file, and its stored files back
-        into ``output_dir``; log that the job is skipped, and return it; else ``None``."""
+        ``<output_dir>/results.json`` with ``reused_from`` set to the store file (and ``data_files``, the
+        fingerprint the key hashed, when given: results stored before it was recorded lack it), and its stored
+        files back into ``output_dir``; log that the job is skipped, and return it; else ``None``."""
         result = self.get(key)
         if result is None:
             return None
         result["reused_from"] = str(self.path(key))
+        if data_files is not None:
+            result["data_files"] = dict(data_files)
         if isinstance(result.get("config"), dict):
             result["config"]["output_dir"] = str(output_dir)
         stored = self.files_dir(key)

@@ -26,6 +26,18 @@ class RobustInfidelity:
         self.settings = ClaimSettings.from_dict(settings)
         self._computed: tuple[Report, Claims] | None = None
 
+    def check_sweep(self, models: list[str]) -> None:
+        """Check ``claims.models`` and ``claims.base_model`` against the ``models`` the multirun's jobs run.
+
+        Raises:
+            ValueError: one line naming the setting, the models no job runs and the multirun's models."""
+        for key, named in (("models", self.settings.models or []), ("base_model", [self.settings.base_model])):
+            if lacking := [m for m in named if m is not None and m not in models]:
+                raise ValueError(
+                    f"hydra.callbacks.report.claims.{key} names {', '.join(lacking)}, which no job of this "
+                    f"multirun runs: choose from {', '.join(models)}"
+                )
+
     def claims(self, report: Report) -> Claims:
         """The claims of ``report`` (computed on the first call for it)."""
         if self._computed is None or self._computed[0] is not report:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["ClaimSettings", "STANDARD", "MASKED", "ADVERSARIAL", "OOD_STATISTIC"]
+__all__ = ["ClaimSettings", "claim_scores", "STANDARD", "MASKED", "ADVERSARIAL", "OOD_STATISTIC"]
 
 #: a run's fine-tuning variant (:func:`itermask.studies.robust_infidelity.runs.variant`)
 STANDARD, MASKED, ADVERSARIAL = "standard", "masked", "adversarial"
@@ -45,4 +45,48 @@ class ClaimSettings:
             )
         if "models" in node and node["models"] is not None:
             node["models"] = [str(m) for m in node["models"]]
-        return cls(**node)
+        settings = cls(**node)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Check every setting (before any job runs: the report callback builds its sections first).
+
+        Raises:
+            ValueError: one line naming the first bad setting (``hydra.callbacks.report.claims.<key>``) and
+                its allowed values."""
+        from itermask.core.schedules import SCHEDULES
+
+        name, scores = "hydra.callbacks.report.claims", claim_scores()
+        problems = [
+            (self.score not in scores, "score", self.score, f"a faithfulness score: {', '.join(scores)}"),
+            (self.schedule not in SCHEDULES, "schedule", self.schedule, f"one of {', '.join(SCHEDULES)}"),
+            (not 0 < self.accuracy_margin < 1, "accuracy_margin", self.accuracy_margin, "a fraction in (0, 1)"),
+            (self.models == [], "models", self.models, "model names, or null for every model with standard runs"),
+            (
+                type(self.n_resamples) is not int or self.n_resamples < 1,
+                "n_resamples",
+                self.n_resamples,
+                "an integer >= 1",
+            ),
+        ]
+        for bad, key, given, allowed in problems:
+            if bad:
+                raise ValueError(f"{name}.{key}={given!r} is not allowed: {allowed}")
+
+
+def claim_scores() -> list[str]:
+    """The score keys a claim can be read on: every registered metric's one value per run with a faithful
+    direction (its AOPCs on either quantity, e.g. ``aopc_comprehensiveness_prob``, and per-example scores
+    such as ``never_flip_rate``)."""
+    from itermask.core.evaluation_settings import QUANTITIES
+    from itermask.core.metrics import AGGREGATES, METRICS, ScoreKey
+
+    keys = []
+    for metric in METRICS.values():
+        for aggregate in (*AGGREGATES, None) if metric.aopc else (None,):
+            for quantity in QUANTITIES if metric.per_quantity else (None,):
+                info = ScoreKey(metric.name, aggregate, quantity).info()  # pyright: ignore[reportArgumentType]
+                if not info.per_step and info.higher_is_more_faithful is not None:
+                    keys.append(info.name)
+    return keys
