@@ -30,6 +30,7 @@ __all__ = [
     "AUGMENTATIONS",
     "ExactResume",
     "rng_states",
+    "step_seed",
     "set_rng_states",
     "last_checkpoint_every",
     "checkpoint_problem",
@@ -39,6 +40,14 @@ __all__ = [
 #: the training module's augmentations with their own generator, whose states are recorded too (adversarial
 #: fine-tuning draws nothing else: its attack runs in eval mode on the restored weights)
 AUGMENTATIONS = ("masking_augmentation", "adversarial_augmentation")
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The seed of training step ``step`` (>= 0) of a run seeded ``seed`` (in [0, 2**32)): NumPy's ``SeedSequence``
+    of the pair, a 32-bit integer (torch's CPU generator keeps 32 bits of a seed, so ``seed << 32 | step`` would
+    give every run the same seeds). Seeding each step with it makes the step's draws a function of the pair
+    alone."""
+    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
 
 
 def rng_states(module: pl.LightningModule | None = None) -> dict:
