@@ -4,6 +4,9 @@ uninterrupted one (fast: a 2-layer, hidden-32 BERT, 48 texts)."""
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -83,6 +86,7 @@ def _pretrain(cache: Path, inputs, kill_at: int | None = None) -> tuple[dict, di
             ],
         )
     resources = bind(plan_of(cfg))
+    assert resources.keys is not None and resources.keys.pretrain is not None
     settings, make = resources.keys.pretrain, resources.make_trainer
     kill = [KillAt(kill_at)] if kill_at is not None else []
     folder = pretraining.get_or_pretrain(
@@ -171,3 +175,28 @@ def test_draws_that_depend_on_the_process_history_would_change_the_resumed_weigh
     history_seeded()
     resumed = _pretrain(tmp_path / "b", inputs)
     assert resumed[1]["resumed"]["global_step"] == 10 and not _same(resumed[0], reference[0])
+
+
+@pytest.mark.slow
+def test_pretrain_py_killed_at_its_checkpoint_or_in_export_ends_with_the_uninterrupted_encoder(tmp_path, inputs):
+    """The real thing (``bench/pretrain_resume.py``): ``pretrain.py`` killed by SIGKILL right after writing its
+    step-10 ``last.ckpt``, or after writing the encoder's ``model/`` folder (the checkpoint not yet deleted, no
+    ``meta.json``), then run again: both resume at step 10 and export the uninterrupted run's encoder, bit for bit,
+    with its held-out accuracies."""
+    encoder, csv = inputs
+    settings = ["model.pretrain.head_steps=4", "model.pretrain.joint_steps=12", "model.pretrain.batch_size=4"]
+    done = subprocess.run(
+        [sys.executable, "bench/pretrain_resume.py", "--out", str(tmp_path), "model=minilm_mlm", *settings]
+        + [f"model.pretrained={encoder}", "model.max_length=32", "model.pretrain.heldout_examples=10"]
+        + ["dataset=csv", f"dataset.source.path={csv}", "trainer.accelerator=cpu"],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    runs = json.loads(done.stdout)
+    assert [r["resumed_from_step"] for r in runs.values()] == [None, 10, 10]
+    assert [(r["max_abs_weight_difference"], r["bit_identical"]) for r in runs.values()] == [(0.0, True)] * 3
+    assert len({(r["mlm_acc_head_only"], r["mlm_acc_joint"]) for r in runs.values()}) == 1
