@@ -62,9 +62,9 @@ def inputs(tmp_path_factory, tokenizer):
 
 
 def _pretrain(cache: Path, inputs, kill_at: int | None = None) -> tuple[dict, dict]:
-    """Pretrain (or reuse) under ``cache``: 10 head steps then 6 joint steps of 8 texts (6 batches an epoch), a
-    checkpoint at step 10, i.e. mid-epoch and at the switch from the frozen to the joint phase. Returns the
-    exported weights and ``meta.json``."""
+    """Pretrain (or reuse) under ``cache``: 10 head steps then 10 joint steps of 8 texts (6 batches an epoch),
+    checkpoints at step 10 (mid-epoch, at the switch from the frozen to the joint phase) and 20 (the last step).
+    Returns the exported weights and ``meta.json``."""
     encoder, csv = inputs
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
@@ -75,7 +75,7 @@ def _pretrain(cache: Path, inputs, kill_at: int | None = None) -> tuple[dict, di
                 f"model.pretrained={encoder}",
                 "model.max_length=32",
                 "model.pretrain.head_steps=10",
-                "model.pretrain.joint_steps=6",
+                "model.pretrain.joint_steps=10",
                 "model.pretrain.batch_size=8",
                 "model.pretrain.heldout_examples=10",
                 "dataset=csv",
@@ -140,13 +140,14 @@ def _cut_short_in_finish(self, key, meta):
 
 @pytest.mark.parametrize(
     "kill, left, resumed_at",
-    [(_cut_short_in_write_model, ("model.tmp", "checkpoints/last.ckpt"), 10), (_cut_short_in_finish, ("model",), None)],
+    [(_cut_short_in_write_model, ("model.tmp", "checkpoints/last.ckpt"), 20), (_cut_short_in_finish, ("model",), None)],
 )
 def test_a_pretraining_killed_while_exporting_ends_with_the_same_weights(
     tmp_path, inputs, uninterrupted, monkeypatch, kill, left, resumed_at
 ):
-    """Killed with the encoder half written (the checkpoint still there: resumed from it) or written with the
-    checkpoints deleted but the entry not finished (started over); either way the same encoder."""
+    """Killed with the encoder half written (the last step's checkpoint still there: resumed from it, with nothing
+    left to train but the held-out scores to take) or written with the checkpoints deleted but the entry not
+    finished (started over); either way the same encoder and scores."""
     with monkeypatch.context() as patch:
         patch.setattr(CheckpointCache, kill.__name__.removeprefix("_cut_short_in_"), kill)
         with pytest.raises(Killed):

@@ -116,9 +116,15 @@ class MaskedLmPretraining(pl.LightningModule):
             self._set_frozen(False)
 
     def on_train_end(self) -> None:
+        self.finish_scores()
+
+    def finish_scores(self) -> None:
+        """Take the end-of-training held-out scores not taken yet (Lightning skips ``on_train_end`` when a run
+        resumes from the checkpoint of its last step)."""
         if self.frozen and "head_only" not in self.accuracies:  # no joint steps
             self._score("head_only")
-        self._score("joint" if self.joint_steps > 0 else "head_only")
+        if "joint" not in self.accuracies and self.joint_steps > 0:
+            self._score("joint")
 
     def _score(self, name: str) -> None:
         if self.heldout is None:
@@ -457,6 +463,7 @@ def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, log
     )
     last = resume_checkpoint(cache, settings.key, what="continued pretraining")
     trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last) if last is not None else None)
+    module.finish_scores()
     return None if last is None else {"checkpoint": str(last), **(resume.resumed or {})}
 
 

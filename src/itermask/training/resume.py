@@ -118,6 +118,13 @@ class ExactResume(pl.Callback):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._restored = state_dict
+        position = state_dict["loader"]  # (set here: a run resumed at its last step never starts training)
+        into = position["delivered"] if position and position["delivered"] < position["length"] else 0
+        self.resumed = {
+            "epoch": state_dict["epoch"],
+            "global_step": state_dict["global_step"],
+            "batches_into_epoch": into,
+        }
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._trainer = trainer
@@ -131,8 +138,6 @@ class ExactResume(pl.Callback):
         if isinstance(loader, ResumableDataLoader) and position is not None:
             loader.resume(position)
         set_rng_states(state["rng"], pl_module)
-        into = position["delivered"] if position and position["delivered"] < position["length"] else 0
-        self.resumed = {"epoch": state["epoch"], "global_step": state["global_step"], "batches_into_epoch": into}
 
 
 def last_checkpoint_every(entry: Path, steps: int) -> ModelCheckpoint:
