@@ -23,7 +23,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
-from transformers import DataCollatorForLanguageModeling
+from transformers import DataCollatorForLanguageModeling, DataCollatorWithPadding
 
 from itermask.data.loaders import ResumableDataLoader
 from itermask.models.mlm import _pooler_weights, masked_lm_from_encoder, mlm_head
@@ -31,7 +31,7 @@ from itermask.storage.cache import CheckpointCache, config_hash
 from itermask.storage.keys import Fingerprint, component_settings, file_digest
 from itermask.training.classifier import NO_DECAY
 from itermask.training.corpus import augment_corpus, load_word_pairs, shipped_word_pairs
-from itermask.training.resume import ExactResume, last_checkpoint_every, resume_checkpoint
+from itermask.training.resume import ExactResume, last_checkpoint_every, resume_checkpoint, step_seed
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ PRETRAIN_KEYS = frozenset(
     | {"head_steps", "joint_steps", "head_learning_rate", "learning_rate", "weight_decay", "warmup_ratio"}
 )
 
+#: in the key: bumped whenever the same settings would train other weights, so that an encoder cached by an older
+#: itermask is never taken for this one's (2: each step's masks and dropout drawn from (seed, step))
+PROCEDURE = 2
+
 
 class MaskedLmPretraining(pl.LightningModule):
     """Continued MLM pretraining with a freeze-then-joint schedule: ``head_steps`` optimizer steps train the
@@ -62,7 +66,15 @@ class MaskedLmPretraining(pl.LightningModule):
     ``heldout`` (input ids ``[B, L]``, attention mask ``[B, L]``, labels ``[B, L]`` with -100 off the masked
     positions) is scored after the frozen phase and at the end (:meth:`heldout_accuracy`, a fraction in
     [0, 1]), logged as ``mlm_acc_head_only`` and ``mlm_acc_joint``. ``model`` is a ``...ForMaskedLM`` model, its
-    decoder tied to the word embeddings."""
+    decoder tied to the word embeddings.
+
+    ``masker`` (the Hugging Face MLM collator, BERT's 80/10/10 masking) masks each training batch (``input_ids``,
+    ``attention_mask``, ``special_tokens_mask``, all ``[B, L]``) in :meth:`training_step`; without it the batches
+    come masked, with ``labels``. Every random draw of a step (its masks, its dropout) comes from torch's generators
+    seeded with :func:`~itermask.training.resume.step_seed` ``(seed, global_step)`` inside ``fork_rng``: a pure
+    function of the seed and the step, not of the generators' history, so a run resumed from any checkpoint draws
+    what an uninterrupted run draws (a step skipped for lack of masked tokens leaves ``global_step``, and so the
+    seed, to the next batch)."""
 
     def __init__(
         self,
@@ -74,8 +86,11 @@ class MaskedLmPretraining(pl.LightningModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
         heldout: tuple[Tensor, Tensor, Tensor] | None = None,
+        masker: DataCollatorForLanguageModeling | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
+        self.masker, self.seed = masker, int(seed)
         self.model: Any = model
         self.model.train()
         self.head = mlm_head(model)
@@ -101,9 +116,15 @@ class MaskedLmPretraining(pl.LightningModule):
             self._set_frozen(False)
 
     def on_train_end(self) -> None:
+        self.finish_scores()
+
+    def finish_scores(self) -> None:
+        """Take the end-of-training held-out scores not taken yet (Lightning skips ``on_train_end`` when a run
+        resumes from the checkpoint of its last step)."""
         if self.frozen and "head_only" not in self.accuracies:  # no joint steps
             self._score("head_only")
-        self._score("joint" if self.joint_steps > 0 else "head_only")
+        if "joint" not in self.accuracies and self.joint_steps > 0:
+            self._score("joint")
 
     def _score(self, name: str) -> None:
         if self.heldout is None:
@@ -137,7 +158,14 @@ class MaskedLmPretraining(pl.LightningModule):
         return self.head(hidden[where]), labels.to(device)[where]
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor | None:
-        logits, gold = self._masked_logits(batch["input_ids"], batch["attention_mask"], batch["labels"])
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(step_seed(self.seed, self.global_step))
+            if self.masker is not None:  # on the CPU: the collator draws from the CPU generator
+                ids, labels = self.masker.torch_mask_tokens(
+                    batch["input_ids"].cpu().clone(), special_tokens_mask=batch["special_tokens_mask"].cpu()
+                )
+                batch = {**batch, "input_ids": ids.to(self.device), "labels": labels.to(self.device)}
+            logits, gold = self._masked_logits(batch["input_ids"], batch["attention_mask"], batch["labels"])
         if not len(gold):
             return None  # nothing masked in this batch (tiny batches only): skip the step
         loss = torch.nn.functional.cross_entropy(logits, gold)
@@ -179,7 +207,10 @@ class MaskedLmPretraining(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.accuracies = dict(checkpoint.get("mlm_accuracies") or {})
-        self._set_frozen(int(checkpoint.get("global_step", 0)) < self.head_steps)
+        step = int(checkpoint.get("global_step", 0))
+        # a checkpoint of step head_steps precedes the frozen phase's score: stay frozen until it is taken
+        unscored = 0 < self.head_steps == step and "head_only" not in self.accuracies
+        self._set_frozen(step < self.head_steps or unscored)
 
 
 @dataclass(frozen=True)
@@ -261,6 +292,7 @@ def pretrain_settings(config: dict, fingerprint: Fingerprint, source, base_path:
         "word_pairs": digest,
         "pretrain": settings,
         "precision": str(config["trainer"].get("precision", "32-true")),
+        "procedure": PROCEDURE,
     }
     if fingerprint.model_files:  # a local base folder: its files' contents (none for a hub id or package)
         payload["base_files"] = dict(fingerprint.model_files)
@@ -284,8 +316,8 @@ def pretrain_settings(config: dict, fingerprint: Fingerprint, source, base_path:
 
 
 def _tokenized(tokenizer, texts: list[str], max_length: int) -> list[dict]:
-    encoding = tokenizer(texts, truncation=True, max_length=max_length)
-    names = [n for n in ("input_ids", "attention_mask") if n in encoding]
+    encoding = tokenizer(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True)
+    names = [n for n in ("input_ids", "attention_mask", "special_tokens_mask") if n in encoding]
     return [{n: encoding[n][i] for n in names} for i in range(len(texts))]
 
 
@@ -378,9 +410,11 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
         weight_decay=float(o.get("weight_decay", 0.01)),
         warmup_ratio=float(o.get("warmup_ratio", 0.1)),
         heldout=heldout,
+        masker=DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt"),
+        seed=seed,
     )
-    loader = _corpus_loader(tokenizer, texts, max_length, probability, seed, int(o.get("batch_size", 32)))
-    last = _fit(module, loader, settings, cache, make_trainer, logger)
+    loader = _corpus_loader(tokenizer, texts, max_length, seed, int(o.get("batch_size", 32)))
+    resumed = _fit(module, loader, settings, cache, make_trainer, logger)
     model.tie_weights()
     state = {**model.state_dict(), **_pooler_weights(settings.base_path, model)}
     cache.write_model(settings.key, model, tokenizer, state_dict=state)
@@ -394,32 +428,33 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
         "mlm_acc_head_only": module.accuracies.get("head_only", math.nan),
         "mlm_acc_joint": module.accuracies.get("joint", math.nan),
         "pretrain_seconds": time.time() - start,
-        "resumed": None if last is None else str(last),
+        "resumed": resumed,
     }
     cache.finish(settings.key, meta)
     return meta
 
 
-def _corpus_loader(tokenizer, texts: list[str], max_length: int, probability: float, seed: int, batch_size: int):
-    """The resumable, seeded, shuffling loader of the corpus ``texts`` (truncated to ``max_length`` tokens), each
-    batch masked afresh by the Hugging Face MLM collator (a ``probability`` share of the tokens)."""
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt")
+def _corpus_loader(tokenizer, texts: list[str], max_length: int, seed: int, batch_size: int):
+    """The resumable, seeded, shuffling loader of the corpus ``texts`` (truncated to ``max_length`` tokens), padded
+    and unmasked: :class:`MaskedLmPretraining` masks each batch, seeded by its step (a collator drawing from the
+    global generator would tie the masks to the generator's history, which a resume does not repeat)."""
     return ResumableDataLoader(
         _tokenized(tokenizer, texts, max_length),
         batch_size=batch_size,
         shuffle=True,
         generator=torch.Generator().manual_seed(seed),
-        collate_fn=collator,
+        collate_fn=DataCollatorWithPadding(tokenizer, return_tensors="pt"),
     )
 
 
-def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, logger) -> Path | None:
+def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, logger) -> dict | None:
     """Train ``module`` on ``loader`` for ``head_steps + joint_steps`` optimizer steps, writing ``last.ckpt``
     about four times a run (at least 10 steps apart) and resuming exactly from the one an interrupted run left.
-    Returns the checkpoint resumed from, or ``None``."""
+    Returns ``None``, or after a resume ``{"checkpoint", "epoch", "global_step", "batches_into_epoch"}``."""
     every = max(10, (module.head_steps + module.joint_steps) // 4)  # a checkpoint with AdamW state: ~270 MB for MiniLM
+    resume = ExactResume()  # the loader's position (the masks and dropout are seeded per step)
     trainer = make_trainer(
-        callbacks=[last_checkpoint_every(cache.entry(settings.key), every), ExactResume()],
+        callbacks=[last_checkpoint_every(cache.entry(settings.key), every), resume],
         logger=logger if logger is not None else False,
         max_steps=module.head_steps + module.joint_steps,
         max_epochs=-1,
@@ -428,8 +463,10 @@ def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, log
         accumulate_grad_batches=1,  # fine-tuning's setting; this stage's batch is model.pretrain.batch_size
     )
     last = resume_checkpoint(cache, settings.key, what="continued pretraining")
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last) if last is not None else None, weights_only=True)
-    return last
+    ckpt = str(last) if last is not None else None
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt, weights_only=True)
+    module.finish_scores()
+    return None if last is None else {"checkpoint": str(last), **(resume.resumed or {})}
 
 
 def use_pretrained_mlm(component: Any, base: str, folder: str) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "AUGMENTATIONS",
     "ExactResume",
     "rng_states",
+    "step_seed",
     "set_rng_states",
     "last_checkpoint_every",
     "checkpoint_problem",
@@ -51,6 +52,14 @@ __all__ = [
 #: the training module's augmentations with their own generator, whose states are recorded too (adversarial
 #: fine-tuning draws nothing else: its attack runs in eval mode on the restored weights)
 AUGMENTATIONS = ("masking_augmentation", "adversarial_augmentation")
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The seed of training step ``step`` (>= 0) of a run seeded ``seed`` (in [0, 2**32)): NumPy's ``SeedSequence``
+    of the pair, a 32-bit integer (torch's CPU generator keeps 32 bits of a seed, so ``seed << 32 | step`` would
+    give every run the same seeds). Seeding each step with it makes the step's draws a function of the pair
+    alone."""
+    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
 
 
 def rng_states(module: pl.LightningModule | None = None) -> dict:
@@ -121,6 +130,13 @@ class ExactResume(pl.Callback):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._restored = state_dict
+        position = state_dict["loader"]  # (set here: a run resumed at its last step never starts training)
+        into = position["delivered"] if position and position["delivered"] < position["length"] else 0
+        self.resumed = {
+            "epoch": state_dict["epoch"],
+            "global_step": state_dict["global_step"],
+            "batches_into_epoch": into,
+        }
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._trainer = trainer
@@ -134,8 +150,6 @@ class ExactResume(pl.Callback):
         if isinstance(loader, ResumableDataLoader) and position is not None:
             loader.resume(position)
         set_rng_states(state["rng"], pl_module)
-        into = position["delivered"] if position and position["delivered"] < position["length"] else 0
-        self.resumed = {"epoch": state["epoch"], "global_step": state["global_step"], "batches_into_epoch": into}
 
 
 def last_checkpoint_every(entry: Path, steps: int) -> ModelCheckpoint:
