@@ -126,7 +126,8 @@ def _labels(labels, n_texts: int) -> list[Any] | None:
         return None
     if isinstance(labels, str | bytes) or not (isinstance(labels, Sequence) or hasattr(labels, "tolist")):
         raise ValueError(f"labels={labels!r:.60} is a single value: give one label per text (or none)")
-    given = labels.tolist() if hasattr(labels, "tolist") else list(labels)
+    to_list = getattr(labels, "tolist", None)  # NumPy, torch, pandas: Python values, not NumPy scalars
+    given = to_list() if callable(to_list) else list(labels)
     if not isinstance(given, list) or any(isinstance(label, list | tuple) for label in given):
         raise ValueError(f"labels must be one label per text (a flat list or 1-D array), got {labels!r:.60}")
     if len(given) != n_texts:
