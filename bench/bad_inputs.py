@@ -306,7 +306,7 @@ def message(text: str, rc) -> str:
     if rc == 0:
         notes = [match.group(0) for pattern in (REPAIR, DAMAGED, FLAGGED) for match in pattern.finditer(text)]
         done = [line for line in text.splitlines() if line.startswith("finished: ")]  # a facade snippet's
-        return " | ".join(notes + done[-1:]) or "(no error)"
+        return " | ".join(done[-1:] + notes) or "(no error)"
     lines = [
         line.strip()
         for line in text.splitlines()
