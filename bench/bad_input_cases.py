@@ -6,7 +6,7 @@ subprocess), ``pretrain.py``, the paper preset's overrides (``-m experiment=pape
 Each case is ``(name, kind, arguments, expected)``: ``kind`` says what runs (``evaluate``, ``pretrain``,
 ``python``: a snippet, ``reporting``: the report command's arguments); ``expected`` is ``clear and early`` (a
 one-line error before any model work) or ``fine`` (accepted and finished). :func:`verdict` reads a run's row
-as one of those two, or ``fix`` when it fell short of what was expected.
+as one of those two, or ``fix`` when it fell short of what was expected (``timed out``: no verdict).
 """
 
 from __future__ import annotations
@@ -210,10 +210,12 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
 
 def verdict(row: dict, console: str) -> str:
     """``clear and early``: it stopped (exit code not 0) before fine-tuning, with no traceback and, for a snippet,
-    an error raised by itermask's own code; ``fine``: it finished (exit code 0); else ``fix``."""
+    an error raised by itermask's own code; ``fine``: it finished (exit code 0); ``timed out`` (no verdict); else
+    ``fix``."""
+    if row["rc"] == "timeout":
+        return "timed out"  # on a loaded machine, not a verdict: run it again
     if row["expected"] == "fine":
         return "fine" if row["rc"] == 0 else "fix"
     raw = "Traceback (most recent call last)" in console or "raised in /" in console or "PLANTED PICKLE RAN" in console
-    return (
-        "clear and early" if row["rc"] not in (0, "timeout") and not row["fine_tuning_started"] and not raw else "fix"
-    )
+    stopped = isinstance(row["rc"], int) and row["rc"] > 0  # not killed (negative) and not a timeout
+    return "clear and early" if stopped and not row["fine_tuning_started"] and not raw else "fix"

@@ -313,7 +313,7 @@ def message(text: str, rc) -> str:
         if line.strip() and not line.startswith("Set the environment variable HYDRA_FULL_ERROR")
     ]
     for i, line in enumerate(lines):
-        if line.startswith("Error merging override") or "Could not find" in line:
+        if line.startswith(("Error merging override", "Could not override")) or "Could not find" in line:
             return " ".join(lines[i : i + 2])
     # a bad setting of a single run: one message, "bad setting: ..." (itermask.problems.ConfigError)
     errors = [i for i, line in enumerate(lines) if line.startswith("bad setting: ")]
