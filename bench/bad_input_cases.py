@@ -212,6 +212,8 @@ def verdict(row: dict, console: str) -> str:
     """``clear and early``: it stopped (exit code not 0) before fine-tuning, with no traceback and, for a snippet,
     an error raised by itermask's own code; ``fine``: it finished (exit code 0); ``timed out`` (no verdict); else
     ``fix``."""
+    if row["expected"] != "fine" and row["fine_tuning_started"]:
+        return "fix"  # the work began: the error (if any) came late
     if row["rc"] == "timeout":
         return "timed out"  # on a loaded machine, not a verdict: run it again
     if row["expected"] == "fine":
