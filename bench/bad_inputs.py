@@ -1,6 +1,8 @@
 """Runs ``evaluate.py`` (and ``train.py``) with bad inputs and damaged caches, the way a new user meets them,
 and tabulates what happened: exit code, seconds until the process ended, whether fine-tuning had started,
-and the last error (or repair) line. No assertions: the table is the result (issue 17).
+and the last error (or repair) line. No assertions: the table is the result (issue 17). The cases of issue 36
+(``bench/bad_input_cases.py``: the Python facade, ``pretrain.py``, the paper preset, the report command, hostile
+strings) also get a class: clear and early, fine, or fix.
 
     python bench/bad_inputs.py [--out DIR] [--only NAME ...] [--update] [--skip-caches] [--timeout 600]
 
@@ -27,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+import bad_input_cases as more
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,19 +272,14 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
     ]
 
 
-def run(script: str, args: list[str], work: Path, env: dict, timeout: int) -> dict:
-    """Run ``script`` with ``args`` in its own output folder; what happened."""
+def run(script: str, args: list[str], work: Path, env: dict, timeout: int, command: list[str] | None = None) -> dict:
+    """Run ``script`` with ``args`` in its own output folder (or ``command`` as it is); what happened."""
     work.mkdir(parents=True, exist_ok=True)
     start = time.time()
+    logger = [] if any(a.startswith("logger=") for a in args) else ["logger=csv"]
     try:
         out = subprocess.run(
-            [
-                sys.executable,
-                script,
-                *args,
-                *([] if any(a.startswith("logger=") for a in args) else ["logger=csv"]),
-                f"hydra.run.dir={work}",
-            ],
+            command or [sys.executable, script, *args, *logger, f"hydra.run.dir={work}"],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -307,14 +305,15 @@ def message(text: str, rc) -> str:
     damage warning that was logged."""
     if rc == 0:
         notes = [match.group(0) for pattern in (REPAIR, DAMAGED, FLAGGED) for match in pattern.finditer(text)]
-        return " | ".join(notes) or "(no error)"
+        done = [line for line in text.splitlines() if line.startswith("finished: ")]  # a facade snippet's
+        return " | ".join(done[-1:] + notes) or "(no error)"
     lines = [
         line.strip()
         for line in text.splitlines()
         if line.strip() and not line.startswith("Set the environment variable HYDRA_FULL_ERROR")
     ]
     for i, line in enumerate(lines):
-        if line.startswith("Error merging override") or "Could not find" in line:
+        if line.startswith(("Error merging override", "Could not override")) or "Could not find" in line:
             return " ".join(lines[i : i + 2])
     # a bad setting of a single run: one message, "bad setting: ..." (itermask.problems.ConfigError)
     errors = [i for i, line in enumerate(lines) if line.startswith("bad setting: ")]
@@ -422,13 +421,27 @@ def run_path_spelling_case(out: Path, env: dict, timeout: int) -> dict:
     return {"case": "CSV by a relative, then an absolute path (one cache)", "expected": "reuse", **second}
 
 
+def run_new_case(i: int, case: tuple, out: Path, env: dict, timeout: int) -> dict:
+    """One case of :mod:`bad_input_cases` (issue 36), with its class (:func:`bad_input_cases.verdict`)."""
+    name, kind, args, expected = case
+    work = out / "runs" / f"new{i}"
+    command = {
+        "python": [sys.executable, "-c", *args],
+        "reporting": [sys.executable, "-m", "itermask.reporting", *args],
+    }.get(kind)
+    script = "pretrain.py" if kind == "pretrain" else "evaluate.py"
+    row = {"case": name, "expected": expected, **run(script, args, work, env, timeout, command)}
+    row["class"] = more.verdict(row, Path(row["console"]).read_text())
+    return row
+
+
 def table(rows: list[dict]) -> str:
     head = (
-        "| # | input | expected | exit code | seconds | fine-tuning started | message |\n"
-        "| --- | --- | --- | --- | --- | --- | --- |\n"
+        "| # | input | expected | class | exit code | seconds | fine-tuning started | message |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     body = "".join(
-        f"| {i} | {r['case']} | {r['expected']} | {r['rc']} | {r['seconds']} | "
+        f"| {i} | {r['case']} | {r['expected']} | {r.get('class', '')} | {r['rc']} | {r['seconds']} | "
         f"{'yes' if r['fine_tuning_started'] else 'no'} | {r['message'].replace('|', '/')[:400]} |\n"
         for i, r in enumerate(rows, 1)
     )
@@ -473,6 +486,17 @@ def main() -> None:
             f"{row['rc']!s:>7} {row['seconds']:6.1f}s ft={row['fine_tuning_started']!s:5} {name}: "
             f"{row['message'][:160]}",
             flush=True,
+        )
+    new_files = more.write_files(args.out / "data", SHIPPED)
+    for i, case in enumerate(more.cases(new_files, args.out / "sweeps")):
+        if args.only and not any(word in case[0] for word in args.only):
+            continue
+        row = run_new_case(
+            i, case, args.out, {**env, "ITERMASK_CACHE": str(args.out / "cache" / f"new{i}")}, args.timeout
+        )
+        rows.append(row)
+        print(
+            f"{row['rc']!s:>7} {row['seconds']:6.1f}s {row['class']:15} {case[0]}: {row['message'][:160]}", flush=True
         )
     if not args.only or any(word in "killed Parquet write: stale temporaries" for word in args.only):
         row = run_stale_temporary_case(args.out, env, args.timeout)

@@ -13,6 +13,7 @@ imports no torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,8 +35,8 @@ def _check_arguments(model, saliency, data, batch_size, max_length, device, eval
 
     Raises:
         ValueError: ``model`` of no accepted kind, no or unknown kinds of methods, ``data=None``, ``batch_size``
-            not a positive integer, ``max_length`` under 3, ``device`` not a usable torch device, an option that
-            would choose a subset of the data."""
+            not a positive integer, ``max_length`` not an integer or under 3, ``device`` not a usable torch
+            device, an option that would choose a subset of the data."""
     import torch
 
     from itermask.settings.presets import WHOLE_DATA_OPTIONS
@@ -57,10 +58,15 @@ def _check_arguments(model, saliency, data, batch_size, max_length, device, eval
             f"saliency={wrong!r}: each method is a name of conf/saliency (e.g. 'gradient') or a SaliencyMethod"
         )
     if data is None:
-        raise ValueError("data is None: give a list of texts, a datasets.Dataset, a pandas.DataFrame or a CSV/TSV path")
+        raise ValueError(
+            "data is None: give a list of texts, a dict of columns, a datasets.Dataset, a pandas.DataFrame or a "
+            "CSV/TSV path"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer (examples per batch), got {batch_size!r}")
-    if max_length is not None and int(max_length) < 3:
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, Integral)):
+        raise ValueError(f"max_length must be an integer (tokens per example) or None, got {max_length!r:.60}")
+    if max_length is not None and max_length < 3:
         raise ValueError(
             f"max_length must be at least 3 tokens (the special tokens and one token of text), got {max_length}"
         )
@@ -183,9 +189,11 @@ def evaluate(
     Args:
         model: a ``torch.nn.Module`` classifier (with ``tokenizer=``), a ``(model, tokenizer)`` pair, a local
             directory of a Hugging Face sequence classifier or a hub id.
-        data: a list of texts, a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole.
-        labels: gold labels (class ids or the classifier's class names), one per text; default the
-            ``label_column`` of tabular data, if any (needed for ``target="gold"``).
+        data: texts (a list, tuple, 1-D NumPy array or ``pandas.Series``), a dict of columns (``{"text": [...],
+            "label": [...]}``), a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole.
+        labels: gold labels (class ids or the classifier's class names; a list, NumPy array, tensor or
+            ``pandas.Series``), one per text; default the ``label_column`` of tabular data, if any (needed for
+            ``target="gold"``).
         saliency, masking: preset names (``conf/saliency/``, ``conf/masking/``) or
             :class:`~itermask.core.saliency.SaliencyMethod` and :class:`~itermask.core.masking.MaskingStrategy`
             instances; ``compare_random``: also the seeded random explanation, ``seed`` its seed.
@@ -199,8 +207,10 @@ def evaluate(
         An :class:`~itermask.notebook.EvaluationResult` (``.to_pandas()``, ``.views()``, shown as HTML).
 
     Raises:
-        ValueError: a bad setting, a missing column, labels that are no class, a module without its tokenizer,
-            data without a maskable token; FileNotFoundError: a data path, model folder or preset that is absent.
+        ValueError: a bad setting, data of no accepted kind (a number, a directory, a single string), a missing
+            column, labels that are a single value or no class, a module without its tokenizer, ``max_length``
+            past the model's position embeddings, data without a maskable token; FileNotFoundError: a data path,
+            model folder or preset that is absent.
     """
     from itermask.data.given import read_examples
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
+from hydra.errors import CompactHydraException
 
 __all__ = ["grid_jobs"]
 
@@ -19,6 +20,18 @@ def _text(value: Any) -> str:
 
 def _as_overrides(node: dict[str, Any] | None) -> list[str]:
     return [f"{key}={_text(value)}" for key, value in (node or {}).items()]
+
+
+def _unknown_key(grid: str, key: str, params: list[str]) -> str:
+    """The error of a grid key that ``params`` lacks, named by its full path: a misspelt key (close to one of
+    ``params``, :func:`difflib.get_close_matches`) gets "did you mean", a new one the advice to give its default."""
+    where = f"hydra.sweeper.grids.{grid}.{key}"
+    if close := difflib.get_close_matches(key, params, n=1, cutoff=0.75):
+        return f"{where} is not a key of hydra.sweeper.params: did you mean {close[0]}? (keys: {params})"
+    return (
+        f"{where} is not a key of hydra.sweeper.params {params}: a grid may only set keys that every job sets; "
+        f"if {key} is the setting you mean, add it with its default value to hydra.sweeper.params"
+    )
 
 
 def grid_jobs(
@@ -40,7 +53,8 @@ def grid_jobs(
         grid (the same set of overrides) left out. Keys in the order of ``params`` then the command line.
 
     Raises:
-        HydraException: a grid sets a key that ``params`` does not (give it its default there), or a sweep
+        CompactHydraException (Hydra prints it without a traceback): a grid sets a key that ``params`` does
+            not (named, with the key it likely misspells or the advice to give its default there), or a sweep
             that is not a list of values (ranges and intervals are for other sweepers).
     """
     parser = parser or OverridesParser.create()
@@ -51,14 +65,11 @@ def grid_jobs(
     for name, grid in (grids or {"params": {}}).items():
         grid = dict(grid or {})
         if extra := [key for key in grid if key not in params]:
-            raise HydraException(
-                f"hydra.sweeper.grids.{name} sets {', '.join(extra)}, which hydra.sweeper.params does not: add "
-                "each with its default value to hydra.sweeper.params, so that every job sets the same keys"
-            )
+            raise CompactHydraException(_unknown_key(name, extra[0], list(params)))
         overrides = parser.parse_overrides([*base, *_as_overrides(grid), *arguments])
         for override in overrides:
             if override.is_sweep_override() and not override.is_discrete_sweep():
-                raise HydraException(
+                raise CompactHydraException(
                     f"hydra.sweeper.grids.{name}: {override.input_line!r} is not a list of values "
                     "(the grid-union sweeper takes a,b,c, choice(a,b,c) or range(a,b) sweeps)"
                 )

@@ -52,12 +52,12 @@ def run_pretrain(cfg: DictConfig, context: JobContext | None = None) -> float:
     Raises:
         ValueError: if ``model`` has no ``pretrain`` node (before any work)."""
     model = plain(cfg.model)
-    if model.get("pretrain") is None:
-        raise ValueError(
-            f"pretrain.py runs continued MLM pretraining, but model={model.get('name')} has no pretrain settings: "
-            "choose model=minilm_mlm or model=minilm_cda (or a model config with a pretrain node)"
-        )
-    with config_errors():
+    with config_errors():  # a bad setting: one line, no traceback
+        if model.get("pretrain") is None:
+            raise ValueError(
+                f"pretrain.py runs continued MLM pretraining, but model={model.get('name')} has no pretrain "
+                "settings: choose model=minilm_mlm or model=minilm_cda (or a model config with a pretrain node)"
+            )
         plan = training_plan(cfg, context)
         resources = bind(plan)
     pretrain(plan, resources)

@@ -329,16 +329,19 @@ def longest_input(tokenizer, model_config) -> int:
     return min(limits)
 
 
-def check_max_length(max_length: int, tokenizer, model_config, pretrained: str, pairs: bool = False) -> None:
-    """``model.max_length`` must leave room for text beside the special tokens (one token, or one per text of a
-    sentence pair) and fit the model's position embeddings (:func:`position_limit`).
+def check_max_length(
+    max_length: int, tokenizer, model_config, pretrained: str, pairs: bool = False, option: str = "model.max_length"
+) -> None:
+    """``model.max_length`` (or ``option``, e.g. ``model.pretrain.max_length``) must leave room for text beside
+    the special tokens (one token, or one per text of a sentence pair) and fit the model's position embeddings
+    (:func:`position_limit`).
 
     Args:
         model_config: the ``transformers`` config of ``pretrained`` (``AutoConfig``).
         pairs: whether the data are sentence pairs.
 
     Raises:
-        SettingsError: naming ``model.max_length`` and the allowed range.
+        SettingsError: naming ``option`` and the allowed range.
     """
     specials = tokenizer.num_special_tokens_to_add(pair=pairs)
     low = specials + (2 if pairs else 1)
@@ -354,7 +357,7 @@ def check_max_length(max_length: int, tokenizer, model_config, pretrained: str, 
             f"between {low} ({why}) and {high} (the position embeddings of {pretrained}: "
             f"max_position_embeddings={model_config.max_position_embeddings})"
         )
-    raise SettingsError([f"model.max_length must be {allowed}, got {max_length}"])
+    raise SettingsError([f"{option} must be {allowed}, got {max_length}"])
 
 
 def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:

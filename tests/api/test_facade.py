@@ -197,3 +197,88 @@ def test_a_named_label_column_the_data_lacks_is_refused_and_a_tab_file_gets_the_
 def test_a_saliency_that_is_neither_a_name_nor_a_method_is_refused():
     with pytest.raises(ValueError, match=r"saliency=\[42\]: each method is a name of conf/saliency"):
         itermask.evaluate("unused", ["a text"], saliency=[42])
+
+
+def _containers():
+    """Each container a researcher passes, holding TEXTS with the labels 1, 0, 1 (issue 36)."""
+    import datasets
+    import numpy as np
+
+    columns = {"text": TEXTS, "label": [1, 0, 1]}
+    return {
+        "list": (TEXTS, [1, 0, 1]),
+        "tuple": (tuple(TEXTS), (1, 0, 1)),
+        "numpy": (np.array(TEXTS), np.array([1, 0, 1])),
+        "series": (pd.Series(TEXTS), pd.Series([1, 0, 1])),
+        "tensor labels": (TEXTS, torch.tensor([1, 0, 1])),
+        "dict of columns": (columns, None),
+        "dict of arrays": ({"text": np.array(TEXTS), "label": np.array([1, 0, 1])}, None),
+        "DataFrame": (pd.DataFrame(columns), None),
+        "Dataset": (datasets.Dataset.from_dict(columns), None),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_containers()))
+def test_every_container_of_texts_and_labels_reads_as_the_same_examples(kind):
+    from itermask.data.given import read_examples
+
+    data, labels = _containers()[kind]
+    examples = read_examples(data, labels, "text", None, "label")
+    assert examples.texts == TEXTS and examples.pairs is None
+    # Python ints: a NumPy or tensor label used to be refused as "not a class"
+    assert examples.labels == [1, 0, 1] and all(type(label) is int for label in examples.labels)
+
+
+@pytest.mark.parametrize(
+    ("data", "labels", "message"),
+    [
+        (123, None, r"data must be texts \(a list, tuple, 1-D NumPy array or pandas.Series\), .* got int 123"),
+        ({1, 2}, None, r"data must be texts .* got set"),
+        ([[1, 2]], None, r"texts \[0\] are empty or not strings"),
+        ("folder", None, r"data='.*' is a directory: give a CSV/TSV file"),
+        (b"a good film", None, r"data is a single string"),
+        ({"text": "a good film"}, None, r"data is a dict whose \['text'\] are single values: give one list per"),
+        ({"text": ["a", "b"], "label": [1]}, None, r"data is a dict of columns that pandas cannot read as a table"),
+        ("dataset dict", None, r"data is a datasets.DatasetDict of the splits \['test'\]: give one, e.g. data=data"),
+        (TEXTS, "positive", r"labels='positive' is a single value: give one label per text"),
+        (TEXTS, 1, r"labels=1 is a single value"),
+        (TEXTS, [[1], [0], [1]], r"labels must be one label per text \(a flat list or 1-D array\)"),
+        (TEXTS, [1, 0], r"2 labels for 3 texts"),
+    ],
+)
+def test_data_and_labels_of_no_accepted_kind_are_refused_in_one_line(tmp_path, data, labels, message):
+    import datasets
+    import numpy as np
+
+    from itermask.data.given import read_examples
+
+    if data == "folder":
+        data = str(tmp_path)
+    elif data == "dataset dict":
+        data = datasets.DatasetDict(test=datasets.Dataset.from_dict({"text": TEXTS}))
+    with pytest.raises(ValueError, match=message) as error:
+        read_examples(data, labels, "text", None, "label")
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="data must be texts .* of shape \\(1, 3\\)"):
+        read_examples(np.array([TEXTS]), None, "text", None, "label")
+
+
+def test_a_dict_of_columns_with_numpy_labels_is_evaluated_as_its_rows(tiny_bert, tokenizer):
+    import numpy as np
+
+    data = {"text": TEXTS, "score": [0.1, 0.2, 0.3]}
+    result = itermask.evaluate(tiny_bert, data, tokenizer=tokenizer, labels=np.array([1, 0, 1]), **GRID)
+    assert result.texts == TEXTS  # not one example whose text is the word "text"
+    assert result.curves["gradient"]["one_shot"].labels.tolist() == [1, 0, 1]
+
+
+def test_max_length_past_the_position_embeddings_is_refused_before_any_model_work(tiny_bert, tokenizer, monkeypatch):
+    from itermask.engine import prepare
+
+    monkeypatch.setattr(prepare, "load_data", lambda *a, **k: pytest.fail("the data were loaded"))
+    with pytest.raises(SettingsError, match=r"max_length must be between 3 .* and 128 .*max_position_embeddings=128"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length=129)
+    with pytest.raises(ValueError, match=r"max_length must be an integer \(tokens per example\) or None, got '64'"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length="64")
+    with pytest.raises(ValueError, match=r"max_length must be an integer .* got 64.0"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length=64.0)

@@ -274,6 +274,9 @@ def test_missing_local_model_directory_is_named(tmp_path):
     assert resolve_pretrained("roberta-base") == "roberta-base"  # hub ids pass through
     assert resolve_pretrained("FacebookAI/roberta-base") == "FacebookAI/roberta-base"
     assert resolve_pretrained(str(tmp_path)) == str(tmp_path)
+    # a name that is no hub id is refused naming the setting (the hub library's message named nothing: issue 36)
+    with pytest.raises(ValueError, match=r"^model.pretrained='<img src=x onerror=alert\(1\)>' is neither a local dir"):
+        resolve_pretrained("<img src=x onerror=alert(1)>")
 
 
 def test_a_failing_job_finishes_its_logger_as_failed(tmp_path):

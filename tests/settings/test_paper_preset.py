@@ -90,8 +90,19 @@ def test_every_hub_job_composes():
 
 
 def test_a_grid_key_without_a_default_is_refused():
-    with pytest.raises(HydraException, match="grids.extra sets dataset, which hydra.sweeper.params does not"):
+    with pytest.raises(
+        HydraException,
+        match=r"^hydra.sweeper.grids.extra.dataset is not a key of hydra.sweeper.params \['seed'\]: a grid may only "
+        r"set keys that every job sets; if dataset is the setting you mean, add it with its default value",
+    ):
         grid_jobs({"seed": "0,1"}, {"extra": {"dataset": "sst2"}}, [])
+    # a misspelt key is named with the key it likely means, not blamed on params (issue 36)
+    with pytest.raises(
+        HydraException,
+        match=r"^hydra.sweeper.grids.claim1.saliancy is not a key of hydra.sweeper.params: did you mean saliency\? "
+        r"\(keys: \['model', 'saliency', 'seed'\]\)$",
+    ):
+        grid_jobs({"model": "a", "saliency": "gradient", "seed": "0"}, {"claim1": {"saliancy": "occlusion"}}, [])
     with pytest.raises(HydraException, match="not a list of values"):
         grid_jobs({"lr": "0.1"}, {"g": {"lr": "interval(0.1,1.0)"}}, [])
 

