@@ -436,16 +436,19 @@ def run_new_case(i: int, case: tuple, out: Path, env: dict, timeout: int) -> dic
 
 
 def table(rows: list[dict]) -> str:
-    head = (
-        "| # | input | expected | class | exit code | seconds | fine-tuning started | message |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
-    )
-    body = "".join(
-        f"| {i} | {r['case']} | {r['expected']} | {r.get('class', '')} | {r['rc']} | {r['seconds']} | "
-        f"{'yes' if r['fine_tuning_started'] else 'no'} | {r['message'].replace('|', '/')[:400]} |\n"
-        for i, r in enumerate(rows, 1)
-    )
-    return head + body
+    """The rows as a Markdown table, every cell escaped (a hostile label in a message must not become a tag in
+    the docs site)."""
+    from itermask.formatting import md_table
+
+    header = ["#", "input", "expected", "class", "exit code", "seconds", "fine-tuning started", "message"]
+    return md_table(
+        header,
+        [
+            [i, r["case"], r["expected"], r.get("class", ""), r["rc"], r["seconds"]]
+            + ["yes" if r["fine_tuning_started"] else "no", r["message"][:400]]
+            for i, r in enumerate(rows, 1)
+        ],
+    ) + "\n"
 
 
 def main() -> None:

@@ -182,3 +182,22 @@ def test_the_extension_diffs_still_apply():
         ["git", "apply", "--check", "-"], cwd=ROOT, input="".join(blocks), capture_output=True, text=True
     )
     assert result.returncode == 0, f"docs/extending.md's diffs no longer apply; update them:\n{result.stderr}"
+
+
+def test_the_docs_hold_no_raw_html():
+    """A page's Markdown renders no tag of its own (comments aside): the bad-input table quotes hostile labels
+    (``<img src=x onerror=...>``) and placeholders (``<out>``), which must stay text in the site."""
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark").enable("table")
+    raw = []
+
+    def walk(tokens, page):
+        for token in tokens:
+            if token.type in ("html_inline", "html_block") and not token.content.lstrip().startswith("<!--"):
+                raw.append(f"{page.relative_to(ROOT)}:{(token.map or ['?'])[0]}: {token.content[:60]}")
+            walk(token.children or [], page)
+
+    for page in sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]:
+        walk(parser.parse(page.read_text()), page)
+    assert raw == []
