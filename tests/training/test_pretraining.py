@@ -209,6 +209,12 @@ def test_the_key_follows_corpus_word_list_and_settings_but_not_the_fine_tuning(t
     for override in ("model.pretrain.seed=1", "model.pretrain.joint_steps=3", "model.pretrain.cda=false"):
         pretrain_key, fine_key = keys(override)
         assert pretrain_key != base and fine_key != fine, override
+    # trainer options: keyed where they reach this stage; those it sets itself (validation, epochs) are not
+    clipped = keys("+trainer.gradient_clip_val=1.0")
+    assert clipped[0] != base and clipped[1] != fine
+    for override in ("+trainer.limit_val_batches=2", "trainer.num_sanity_val_steps=2", "+trainer.max_steps=7"):
+        pretrain_key, fine_key = keys(override)
+        assert pretrain_key == base and fine_key != fine, override
     words = tmp_path / "pairs.txt"
     words.write_text("he she\n")
     listed = keys(f"model.pretrain.word_pairs={words}")

@@ -20,6 +20,8 @@ __all__ = [
     "NOT_IN_KEY_AT_DEFAULT",
     "REPAIR_SWITCHES",
     "SOURCE_NOT_IN_KEY_AT_DEFAULT",
+    "TRAINER_NOT_IN_CHECKPOINT_KEY",
+    "TRAINER_NOT_IN_CHECKPOINT_KEY_AT_DEFAULT",
     "DISABLED_NOT_IN_KEY",
     "IMPLEMENTATION_KEYS",
     "Fingerprint",
@@ -28,6 +30,7 @@ __all__ = [
     "results_config",
     "keyed_config",
     "results_key",
+    "trainer_settings",
     "training_payload",
     "training_key",
     "without_local_paths",
@@ -48,6 +51,25 @@ REPAIR_SWITCHES = ("drop_missing_labels", "convert_texts", "merge_label_variants
 #: Data source settings added after keys were stored, left out of the checkpoint and result keys while they hold
 #: this default (so the jobs that keep it keep their keys): ``{setting: default}``.
 SOURCE_NOT_IN_KEY_AT_DEFAULT = {"encoding": "utf-8"}
+
+#: The ``trainer.*`` options (arguments of Lightning's ``Trainer``) that cannot change the fine-tuned weights, left
+#: out of the checkpoint key (:func:`trainer_settings`): where and how it logs and reports, ``enable_checkpointing``
+#: (false fails with itermask's ``ModelCheckpoint``), the test and predict loops, the devices (their effect on the
+#: weights is the process count, ``processes``) and the two options with their own entries (``precision``,
+#: ``accumulate_grad_batches``). Every other trainer option, one unknown here included, is keyed when not at its
+#: default (:data:`TRAINER_NOT_IN_CHECKPOINT_KEY_AT_DEFAULT`; absent: any value is keyed). The results key hashes
+#: the whole ``trainer`` node but for :data:`NOT_IN_KEY`.
+TRAINER_NOT_IN_CHECKPOINT_KEY = (
+    *("logger", "log_every_n_steps", "enable_progress_bar", "enable_model_summary", "enable_checkpointing"),
+    *("default_root_dir", "profiler", "detect_anomaly", "inference_mode"),
+    *("limit_test_batches", "limit_predict_batches"),
+    *("accelerator", "devices", "strategy", "num_nodes"),
+    *("precision", "accumulate_grad_batches"),
+)
+#: ``{trainer option: the value of conf/trainer/default.yaml}`` left out of the checkpoint key at that value, so
+#: the keys of the shipped configs are those from before every trainer option was keyed. ``max_epochs`` is left
+#: out at ``model.finetune.max_epochs`` (its interpolated default), which the key holds.
+TRAINER_NOT_IN_CHECKPOINT_KEY_AT_DEFAULT: dict[str, Any] = {"num_sanity_val_steps": 0}
 
 #: Dotted config keys that do not change an evaluation's numbers (where to write, how to log, how fast).
 NOT_IN_KEY = (
@@ -226,6 +248,21 @@ def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     return config_hash({"schema_version": SCHEMA_VERSION, "config": keyed_config(config, fingerprint)})
 
 
+def trainer_settings(trainer: Mapping[str, Any], defaults: Mapping[str, Any], set_by_stage: tuple = ()) -> dict:
+    """The options of a resolved ``trainer`` node (a plain dict) that enter a checkpoint key: all but
+    :data:`TRAINER_NOT_IN_CHECKPOINT_KEY`, those of :data:`TRAINER_NOT_IN_CHECKPOINT_KEY_AT_DEFAULT` and
+    ``defaults`` (``{option: default}``) at their default, and ``set_by_stage`` (the options a training stage
+    sets itself, over the config's), without :data:`IMPLEMENTATION_KEYS`. Empty for the shipped configs."""
+    defaults = {**TRAINER_NOT_IN_CHECKPOINT_KEY_AT_DEFAULT, **defaults}
+    absent = object()
+    return {
+        name: component_settings(value)
+        for name, value in sorted(trainer.items())
+        if name not in (*TRAINER_NOT_IN_CHECKPOINT_KEY, *set_by_stage, *IMPLEMENTATION_KEYS)
+        and value != defaults.get(name, absent)
+    }
+
+
 def training_payload(
     config: dict, fingerprint: Fingerprint, seed: int, processes: int = 1, pretrain_key: str | None = None
 ) -> dict:
@@ -258,6 +295,12 @@ def training_payload(
     accumulate = config["trainer"].get("accumulate_grad_batches", 1)
     if accumulate != 1:
         payload["accumulate_grad_batches"] = accumulate
+    # every other trainer option that can change the weights (clipping, limits, validation schedule...): absent
+    # while none is set (older keys unchanged)
+    epochs = ((config.get("model") or {}).get("finetune") or {}).get("max_epochs")
+    trainer = trainer_settings(config["trainer"], {"max_epochs": epochs})
+    if trainer:
+        payload["trainer"] = trainer
     if pretrain_key is not None:  # the encoder of continued pretraining (absent otherwise: other keys unchanged)
         payload["pretrained_encoder"] = pretrain_key
     return payload
@@ -270,7 +313,8 @@ def training_key(
     dataset source and the contents of its local files, training settings, trainer precision, seed).
     ``train.masking_augmentation`` and ``train.adversarial_augmentation`` count only when enabled,
     ``train.enabled`` only when false, :data:`REPAIR_SWITCHES` never; the DDP ``processes`` and
-    ``trainer.accumulate_grad_batches`` only when more than one, and ``pretrain_key`` (the key of the
+    ``trainer.accumulate_grad_batches`` only when more than one, the other trainer options by
+    :func:`trainer_settings` (under ``trainer``, absent when none is keyed), and ``pretrain_key`` (the key of the
     continued-pretraining stage that made the encoder) when given."""
     payload = training_payload(config, fingerprint, seed, processes, pretrain_key)
     return config_hash(payload), payload

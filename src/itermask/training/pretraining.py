@@ -28,7 +28,7 @@ from transformers import DataCollatorForLanguageModeling, DataCollatorWithPaddin
 from itermask.data.loaders import ResumableDataLoader
 from itermask.models.mlm import _pooler_weights, masked_lm_from_encoder, mlm_head
 from itermask.storage.cache import CheckpointCache, config_hash
-from itermask.storage.keys import Fingerprint, component_settings, file_digest
+from itermask.storage.keys import Fingerprint, component_settings, file_digest, trainer_settings
 from itermask.training.classifier import NO_DECAY
 from itermask.training.corpus import augment_corpus, load_word_pairs, shipped_word_pairs
 from itermask.training.resume import ExactResume, last_checkpoint_every, resume_checkpoint, step_seed
@@ -294,6 +294,9 @@ def pretrain_settings(config: dict, fingerprint: Fingerprint, source, base_path:
         "precision": str(config["trainer"].get("precision", "32-true")),
         "procedure": PROCEDURE,
     }
+    trainer = trainer_settings(config["trainer"], {}, set_by_stage=(*_TRAINER_OVERRIDES, "max_steps"))
+    if trainer:  # trainer options that change the weights (absent while none is set: older keys unchanged)
+        payload["trainer"] = trainer
     if fingerprint.model_files:  # a local base folder: its files' contents (none for a hub id or package)
         payload["base_files"] = dict(fingerprint.model_files)
 
@@ -447,6 +450,11 @@ def _corpus_loader(tokenizer, texts: list[str], max_length: int, seed: int, batc
     )
 
 
+#: The trainer options this stage sets over the config's (with ``max_steps``), so not in its key. Accumulation is
+#: fine-tuning's setting; this stage's batch is ``model.pretrain.batch_size``.
+_TRAINER_OVERRIDES = {"max_epochs": -1, "limit_val_batches": 0, "num_sanity_val_steps": 0, "accumulate_grad_batches": 1}
+
+
 def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, logger) -> dict | None:
     """Train ``module`` on ``loader`` for ``head_steps + joint_steps`` optimizer steps, writing ``last.ckpt``
     about four times a run (at least 10 steps apart) and resuming exactly from the one an interrupted run left.
@@ -457,10 +465,7 @@ def _fit(module: MaskedLmPretraining, loader, settings, cache, make_trainer, log
         callbacks=[last_checkpoint_every(cache.entry(settings.key), every), resume],
         logger=logger if logger is not None else False,
         max_steps=module.head_steps + module.joint_steps,
-        max_epochs=-1,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        accumulate_grad_batches=1,  # fine-tuning's setting; this stage's batch is model.pretrain.batch_size
+        **_TRAINER_OVERRIDES,
     )
     last = resume_checkpoint(cache, settings.key, what="continued pretraining")
     ckpt = str(last) if last is not None else None
