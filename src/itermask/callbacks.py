@@ -208,9 +208,9 @@ class FailedJobsCallback(Callback):
 
 class InterruptCallback(Callback):
     """At the start of a multirun, note its folder for the message of a launching process stopped by SIGTERM or
-    Ctrl-C (:func:`itermask.jobs.run_entry`: the multirun's finished jobs)."""
+    Ctrl-C (:func:`itermask.jobs.run_entry`)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from itermask.jobs import note_sweep
+        from itermask import progress
 
-        note_sweep(Path(config.hydra.sweep.dir))
+        progress.sweep_dir = Path(config.hydra.sweep.dir)

@@ -12,6 +12,7 @@ error and exits non-zero as usual.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from itermask import progress
 from itermask.context import JobContext
 from itermask.problems import ConfigError, is_config_error
 from itermask.progress import clear as clear_progress
@@ -42,7 +44,6 @@ __all__ = [
     "TERMINATED_EXIT",
     "Terminated",
     "run_entry",
-    "note_sweep",
 ]
 
 
@@ -127,6 +128,7 @@ def run_job(
         SystemExit: on Ctrl-C (:data:`INTERRUPTED_EXIT`) or SIGTERM (:data:`TERMINATED_EXIT`), after logging what
             the job finished and how to resume; no failure marker (an interruption is not a failure).
     """
+    global _stopped_worker
     if _stopped_worker is not None:  # an earlier job of this worker process was interrupted: start no other
         raise SystemExit(_stopped_worker)
     context = context if context is not None else JobContext.from_hydra()
@@ -151,8 +153,8 @@ def run_job(
             raise
         signum = interrupted() or (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
         _report_interrupt(output_dir, context, signum)
-        if _in_worker():
-            _stop_worker(128 + signum)
+        if _in_worker():  # loky catches every error of a job, SystemExit too, and hands the worker the next one
+            _stopped_worker = 128 + signum
         raise SystemExit(128 + signum) from None
     except Exception as error:
         return _failed(error, output_dir, context)
@@ -265,8 +267,6 @@ _RESUME = (
 _LAUNCHER = "ITERMASK_LAUNCHER_PID"
 #: Seconds the launching process waits for its worker processes' jobs to stop after a signal (:func:`run_entry`).
 WORKER_GRACE_S = 30.0
-#: The launching process's multirun folder (:func:`note_sweep`), named when it is interrupted.
-_sweep_dir: Path | None = None
 #: Exit status of this worker process's interrupted job: it starts no other job (:func:`run_job`).
 _stopped_worker: int | None = None
 
@@ -299,10 +299,8 @@ def _stop_workers(signum: int, frame) -> None:
     worker processes, wait until none runs a job, then raise :class:`Terminated` or ``KeyboardInterrupt``."""
     workers = _worker_pids()
     for pid in workers:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + WORKER_GRACE_S
     while any(_runs_a_job(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -310,9 +308,8 @@ def _stop_workers(signum: int, frame) -> None:
 
 
 def _worker_pids() -> list[int]:
-    """The ids of this process's joblib worker processes: loky starts them as ``python -m
-    joblib.externals.loky.backend.popen_loky_posix``. Read from ``/proc`` (Linux; elsewhere none are found and
-    joblib kills the workers when the launcher stops), which lists a process's children per thread."""
+    """This process's joblib (loky: ``python -m ...popen_loky_posix``) worker processes, from ``/proc`` (Linux;
+    elsewhere none, and joblib kills the workers when the launcher stops)."""
     pids = []
     for children in Path("/proc/self/task").glob("*/children"):
         for pid in children.read_text().split():
@@ -341,26 +338,11 @@ def _in_worker() -> bool:
     return launcher is not None and launcher != str(os.getpid())
 
 
-def _stop_worker(code: int) -> None:
-    """Let this worker process start no other job: loky catches every error of a job, ``SystemExit`` included,
-    and hands its worker the next one."""
-    global _stopped_worker
-    _stopped_worker = code
-
-
-def note_sweep(sweep_dir: Path) -> None:
-    """Note the multirun folder for the launching process's interruption message (called by
-    :class:`itermask.callbacks.InterruptCallback` at the multirun's start; Hydra's global config holds only the
-    jobs' configs, in the processes that run them)."""
-    global _sweep_dir
-    _sweep_dir = sweep_dir
-
-
 def _report_launcher_interrupt(signum: int) -> None:
     """Log, in the launching process, the interruption by ``signum``, the multirun's finished jobs and how to
     resume (a job interrupted in this process has logged its own lines already)."""
     how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-    sweep = _sweep_dir
+    sweep = progress.sweep_dir
     lines = [f"interrupted ({how}): the multirun in {sweep}" if sweep else f"interrupted ({how})"]
     if sweep is not None:
         done = sorted(p.parent.name for p in sweep.glob("*/results.json"))
