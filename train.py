@@ -8,7 +8,7 @@ import hydra
 from omegaconf import DictConfig
 
 from itermask.console import check_overrides  # (also registers the ${as_yaml:...} resolver of --help)
-from itermask.jobs import run_job
+from itermask.jobs import run_entry, run_job
 from itermask.validation import check_composed
 
 
@@ -21,4 +21,4 @@ def main(cfg: DictConfig):
 
 if __name__ == "__main__":
     check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
-    main()
+    run_entry(main)

@@ -1,5 +1,6 @@
 """Hydra callbacks (configured under ``hydra.callbacks``): the report after an evaluation multirun
-(``conf/evaluate.yaml``) and the failed jobs' exit status after any multirun (``conf/train.yaml``)."""
+(``conf/evaluate.yaml``) and the failed jobs' exit status after any multirun, and the
+multirun's folder for an interruption's message (``conf/train.yaml``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReportCallback", "FailedJobsCallback"]
+__all__ = ["ReportCallback", "FailedJobsCallback", "InterruptCallback"]
 
 
 class ReportCallback(Callback):
@@ -203,3 +204,13 @@ class FailedJobsCallback(Callback):
         if self.exit_nonzero:
             log.error("%d job(s) of the multirun in %s failed; exiting with status 1", len(failures), sweep_dir)
             sys.exit(1)
+
+
+class InterruptCallback(Callback):
+    """At the start of a multirun, note its folder for the message of a launching process stopped by SIGTERM or
+    Ctrl-C (:func:`itermask.jobs.run_entry`)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from itermask import progress
+
+        progress.sweep_dir = Path(config.hydra.sweep.dir)

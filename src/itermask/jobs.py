@@ -12,9 +12,11 @@ error and exits non-zero as usual.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from itermask import progress
 from itermask.context import JobContext
 from itermask.problems import ConfigError, is_config_error
 from itermask.progress import clear as clear_progress
@@ -40,6 +43,7 @@ __all__ = [
     "INTERRUPTED_EXIT",
     "TERMINATED_EXIT",
     "Terminated",
+    "run_entry",
 ]
 
 
@@ -124,6 +128,9 @@ def run_job(
         SystemExit: on Ctrl-C (:data:`INTERRUPTED_EXIT`) or SIGTERM (:data:`TERMINATED_EXIT`), after logging what
             the job finished and how to resume; no failure marker (an interruption is not a failure).
     """
+    global _stopped_worker
+    if _stopped_worker is not None:  # an earlier job of this worker process was interrupted: start no other
+        raise SystemExit(_stopped_worker)
     context = context if context is not None else JobContext.from_hydra()
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
@@ -146,6 +153,8 @@ def run_job(
             raise
         signum = interrupted() or (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
         _report_interrupt(output_dir, context, signum)
+        if _in_worker():  # loky catches every error of a job, SystemExit too, and hands the worker the next one
+            _stopped_worker = 128 + signum
         raise SystemExit(128 + signum) from None
     except Exception as error:
         return _failed(error, output_dir, context)
@@ -210,6 +219,8 @@ def _watch_interrupts() -> tuple[Callable[[], int | None], Callable[[], None]]:
     previous = {signum: signal.getsignal(signum) for signum in watched}
 
     def handler(signum, frame):
+        if seen["signal"] is not None and _in_worker():
+            return  # a worker gets Ctrl-C twice: from the terminal and forwarded by the launcher (run_entry)
         seen["signal"] = signum
         former = previous[signum]
         if callable(former) and former not in (signal.SIG_IGN, signal.SIG_DFL):
@@ -243,13 +254,100 @@ def _report_interrupt(output_dir: Path, context: JobContext, signum: int = signa
     if multirun:
         done = sorted(p.parent.name for p in output_dir.parent.glob("*/results.json"))
         lines.append(f"finished jobs of this multirun: {done or 'none'} (in {output_dir.parent})")
-    lines.append(
-        "to resume, run the same command again: "
-        + " ".join(["python", *sys.argv])
-        + " -- a finished fine-tuning is reused and an interrupted one resumes from its last checkpoint "
-        "(<cache>/<key>/checkpoints/last.ckpt); finished jobs' results are reused (reuse_results=true)"
-    )
-    for line in lines:
+    for line in [*lines, _RESUME.format(command=" ".join(["python", *sys.argv]))]:
+        log.warning(line)
+
+
+_RESUME = (
+    "to resume, run the same command again: {command} -- a finished fine-tuning is reused and an interrupted one "
+    "resumes from its last checkpoint (<cache>/<key>/checkpoints/last.ckpt); finished jobs' results are reused "
+    "(reuse_results=true)"
+)
+#: Set by :func:`run_entry` to the launching process's id: a job run in another process (a joblib worker) knows it.
+_LAUNCHER = "ITERMASK_LAUNCHER_PID"
+#: Seconds the launching process waits for its worker processes' jobs to stop after a signal (:func:`run_entry`).
+WORKER_GRACE_S = 30.0
+#: Exit status of this worker process's interrupted job: it starts no other job (:func:`run_job`).
+_stopped_worker: int | None = None
+
+
+def run_entry(main: Callable[[], Any]) -> None:
+    """Run an entry script's Hydra ``main`` (``evaluate.py``, ``train.py``, ``pretrain.py``) so that SIGTERM and
+    Ctrl-C to the launching process stop a multirun whose jobs run in worker processes (``hydra/launcher=joblib``
+    with ``n_jobs`` > 1) as they stop a single job: the signal is forwarded to the workers, whose jobs stop and log
+    what they finished (:func:`run_job`) and start no other; once no worker runs a job (at most
+    :data:`WORKER_GRACE_S` s), :class:`Terminated` (``KeyboardInterrupt`` on Ctrl-C) is raised here and joblib kills
+    the workers (SIGKILL; results and checkpoints are written atomically). Hydra's ``run_and_report`` catches
+    ``Exception`` only, so the interruption reaches this function, which logs the multirun's finished jobs and how
+    to resume. Jobs run in this process (a single run, the basic launcher) stop as before, in :func:`run_job`.
+
+    Raises:
+        SystemExit: :data:`TERMINATED_EXIT` or :data:`INTERRUPTED_EXIT` on an interruption no job caught."""
+    os.environ[_LAUNCHER] = str(os.getpid())
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop_workers)
+    try:
+        main()
+    except KeyboardInterrupt as error:
+        signum = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
+        _report_launcher_interrupt(signum)
+        raise SystemExit(128 + signum) from None
+
+
+def _stop_workers(signum: int, frame) -> None:
+    """The launching process's handler of SIGINT and SIGTERM (:func:`run_entry`): forward the signal to joblib's
+    worker processes, wait until none runs a job, then raise :class:`Terminated` or ``KeyboardInterrupt``."""
+    workers = _worker_pids()
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    deadline = time.monotonic() + WORKER_GRACE_S
+    while any(_runs_a_job(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+
+def _worker_pids() -> list[int]:
+    """This process's joblib (loky: ``python -m ...popen_loky_posix``) worker processes, from ``/proc`` (Linux;
+    elsewhere none, and joblib kills the workers when the launcher stops)."""
+    pids = []
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                if b"popen_loky_posix" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    pids.append(int(pid))
+            except OSError:  # gone meanwhile
+                pass
+    return pids
+
+
+def _runs_a_job(pid: int) -> bool:
+    """Whether worker process ``pid`` is inside :func:`run_job`: only its handler catches SIGTERM in a worker
+    (``SigCgt`` of ``/proc/<pid>/status``, a mask with bit ``n - 1`` for signal ``n``), put back on its way out."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def _in_worker() -> bool:
+    """Whether this process is a worker of a launching process (:func:`run_entry`), e.g. a joblib worker."""
+    launcher = os.environ.get(_LAUNCHER)
+    return launcher is not None and launcher != str(os.getpid())
+
+
+def _report_launcher_interrupt(signum: int) -> None:
+    """Log, in the launching process, the interruption by ``signum``, the multirun's finished jobs and how to
+    resume (a job interrupted in this process has logged its own lines already)."""
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    sweep = progress.sweep_dir
+    lines = [f"interrupted ({how}): the multirun in {sweep}" if sweep else f"interrupted ({how})"]
+    if sweep is not None:
+        done = sorted(p.parent.name for p in sweep.glob("*/results.json"))
+        lines.append(f"finished jobs of this multirun: {done or 'none'} (in {sweep})")
+    for line in [*lines, _RESUME.format(command=" ".join(["python", *sys.argv]))]:
         log.warning(line)
 
 

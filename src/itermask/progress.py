@@ -9,6 +9,8 @@ __all__ = ["note_progress", "finished", "resumable", "clear"]
 
 #: What the running job has finished, in order.
 _finished: list[str] = []
+#: The multirun folder, noted in the launching process (:class:`itermask.callbacks.InterruptCallback`).
+sweep_dir: Path | None = None
 #: The Lightning ``last.ckpt`` of a fine-tuning under way, from which a re-run resumes.
 _resumable: list[Path] = []
 

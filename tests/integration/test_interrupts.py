@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -145,3 +146,59 @@ def test_sigterm_during_a_multiruns_first_job_stops_the_multirun_with_143(tmp_pa
     assert f"interrupted (SIGTERM): job 0 in {sweep / '0'}" in output
     assert "finished jobs of this multirun: none" in output
     assert not (sweep / "0" / "results.json").exists() and not (sweep / "1").exists()  # job 1 never started
+
+
+def _loky_workers(pid: int) -> list[int]:
+    """The joblib (loky) worker processes among ``pid``'s children, from ``/proc``."""
+    workers = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            try:
+                if b"popen_loky_posix" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    workers.append(int(child))
+            except OSError:
+                pass
+    return workers
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_joblib_multirun_stops_its_workers_jobs_and_exits_143(tmp_path, tiny_model_dir):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="the sweeps extra is not installed")
+    sweep = tmp_path / "multi"
+    args = ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT / "src")}
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"})
+    output = tmp_path / "output.txt"
+    logs = [sweep / job / "evaluate.log" for job in ("0", "1")]
+    with open(output, "w") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "evaluate.py", *args, f"model.pretrained={tiny_model_dir}", *TINY],
+            cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        started = r"fine-tuning \S+ on rt_snippets"  # both jobs' fine-tuning started, in their own logs
+        while process.poll() is None and not all(p.is_file() and re.search(started, p.read_text()) for p in logs):
+            time.sleep(0.05)
+        workers = _loky_workers(process.pid)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=120)
+    text = output.read_text()
+    assert code == TERMINATED_EXIT, text[-3000:]
+    assert len(workers) == 2, workers
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)  # no worker survives its launcher
+    assert f"interrupted (SIGTERM): the multirun in {sweep}" in text
+    assert f"finished jobs of this multirun: none (in {sweep})" in text
+    assert "to resume, run the same command again: python evaluate.py -m seed=0,1 hydra/launcher=joblib" in text
+    for job, log in zip(("0", "1"), logs):  # each worker's job stopped and said so in its own log
+        assert f"interrupted (SIGTERM): job {job} in {sweep / job}" in log.read_text()
+        assert not (sweep / job / "results.json").exists() and not (sweep / job / FAILURE_FILE).exists()
