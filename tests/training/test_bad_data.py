@@ -271,6 +271,20 @@ def test_a_latin_1_file_is_an_error_naming_offset_and_setting_and_reads_with_the
         FileSource(path=str(path), encoding="latin-9x")
 
 
+def test_a_utf_16_file_is_named_by_its_byte_order_mark_and_reads_with_that_encoding(tmp_path):
+    """A UTF-16 file (as Excel's "Unicode text" writes it) is not advised to be Latin-1, under which its byte-order
+    mark and NUL bytes decode into garbled column names."""
+    path = tmp_path / "d.csv"
+    path.write_bytes(("text,label\n" + "".join(f"t\u00e9xt {i},{i % 2}\n" for i in range(30))).encode("utf-16"))
+    message = f"{path} starts with a UTF-16 byte-order mark (ff fe), so it is UTF-16 text: set "
+    for encoding in ("utf-8", "latin-1"):
+        with pytest.raises(ValueError) as error:
+            FileSource(path=str(path), encoding=encoding).load()
+        assert str(error.value) == message + "dataset.source.encoding=utf-16, or save it as UTF-8"
+    loaded = FileSource(path=str(path), encoding="utf-16").load()
+    assert sorted(t for s in loaded.splits.values() for t in s["text"]) == sorted(f"t\u00e9xt {i}" for i in range(30))
+
+
 def test_an_undecodable_byte_after_the_first_block_has_its_file_offset(tmp_path):
     """The file is decoded in 1 MiB blocks: the offset counts from the start of the file, not of the block,
     also when a UTF-8 character spans two blocks."""

@@ -136,7 +136,18 @@ class FileSource(DataSource):
 
         Raises:
             ValueError: naming the file, the byte offset and line of the first undecodable byte, and the
-                setting that reads a Latin-1 file."""
+                setting that reads a Latin-1 file; or naming the UTF-16/32 byte-order mark a file starts with
+                when :attr:`encoding` is not that codec (Latin-1 would decode it into garbled column names)."""
+        with open(file, "rb") as handle:
+            start = handle.read(4)
+        codec = codecs.lookup(self.encoding).name
+        for name, mark in (("utf-32", codecs.BOM_UTF32_LE), ("utf-32", codecs.BOM_UTF32_BE), ("utf-16", b"\xff\xfe"),
+                           ("utf-16", b"\xfe\xff")):  # fmt: skip
+            if start.startswith(mark) and not codec.startswith(name):
+                raise ValueError(
+                    f"{file} starts with a {name.upper()} byte-order mark ({mark.hex(' ')}), so it is {name.upper()} "
+                    f"text: set dataset.source.encoding={name}, or save it as UTF-8"
+                )
         decoder = codecs.getincrementaldecoder(self.encoding)()
         offset, lines = 0, 0
         with open(file, "rb") as handle:
