@@ -244,6 +244,7 @@ def test_every_container_of_texts_and_labels_reads_as_the_same_examples(kind):
         (TEXTS, 1, r"labels=1 is a single value"),
         (TEXTS, [[1], [0], [1]], r"labels must be one label per text \(a flat list or 1-D array\)"),
         (TEXTS, [1, 0], r"2 labels for 3 texts"),
+        ({"text": TEXTS, "label": [1, 0, 1]}, [0, 1, 0], r"the data has a label column 'label' and labels= is given"),
     ],
 )
 def test_data_and_labels_of_no_accepted_kind_are_refused_in_one_line(tmp_path, data, labels, message):

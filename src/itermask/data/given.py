@@ -67,7 +67,8 @@ def _columns(data, labels, text_column: str, text_pair_column: str | None, label
     """The named columns of a DataFrame or a ``datasets.Dataset``.
 
     Raises:
-        ValueError: a named column the data lacks (``label_column``'s default ``"label"`` is optional)."""
+        ValueError: a named column the data lacks (``label_column``'s default ``"label"`` is optional); labels
+            given both as ``labels`` and as the data's label column."""
     columns = list(data.columns) if isinstance(data, pd.DataFrame) else list(data.column_names)
     named = [("text_column", text_column), ("text_pair_column", text_pair_column)]
     named += [("label_column", label_column)] if label_column not in (None, "label") and labels is None else []
@@ -78,7 +79,12 @@ def _columns(data, labels, text_column: str, text_pair_column: str | None, label
                 f"{option}={column!r} is not a column of the data: it has {columns}" + (f". {hint}" if hint else "")
             )
     pairs = None if text_pair_column is None else [str(t) for t in data[text_pair_column]]
-    if labels is None and label_column is not None and label_column in columns:
+    if label_column is not None and label_column in columns:
+        if labels is not None:
+            raise ValueError(
+                f"the data has a label column {label_column!r} and labels= is given too: give the labels once "
+                "(drop labels=, or the column, or set label_column=None to use labels=)"
+            )
         labels = list(data[label_column])
     return _Examples(list(data[text_column]), pairs, labels)
 
