@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 from typing import cast
 
 import yaml
@@ -182,11 +183,18 @@ def summary_lines(result: dict) -> list[str]:
 def check_overrides(arguments: list[str]) -> None:
     """Explain the command-line overrides Hydra's grammar cannot read because of characters outside ASCII
     written without quotes (``dataset.source.path=/data/données.csv``: Hydra reports only
-    ``LexerNoViableAltException``), and exit with status 2. Other arguments are left to Hydra.
+    ``LexerNoViableAltException``), and an output folder (``hydra.run.dir``, ``hydra.sweep.dir``) that is a file
+    (Hydra's raw ``FileExistsError``), and exit with status 2. Other arguments are left to Hydra.
 
     Args:
         arguments: the command line after the script (``sys.argv[1:]``).
     """
+    for argument in arguments:  # Hydra makes the job's folder before any itermask code: a raw FileExistsError
+        key, _, value = argument.partition("=")
+        folder = Path(value.strip("'\"")).expanduser()
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and (blocking := _file_above(folder)) is not None:
+            print(f"error: {key}={value} cannot be the output folder: {blocking} is a file", file=sys.stderr)
+            raise SystemExit(2)
     suspects = [a for a in arguments if "=" in a and not a.startswith("-") and not a.isascii()]
     if not suspects:
         return
@@ -206,6 +214,11 @@ def check_overrides(arguments: list[str]) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2) from None
+
+
+def _file_above(folder: Path) -> Path | None:
+    """``folder`` or the first folder above it that exists as a file (so ``folder`` cannot be made), or ``None``."""
+    return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
 
 
 @contextmanager

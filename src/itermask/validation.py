@@ -24,6 +24,7 @@ from omegaconf import MISSING
 
 from itermask.core.evaluation_settings import QUANTITIES
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
+from itermask.storage.cache import cache_path_problem
 
 __all__ = [
     "SEED_RANGE",
@@ -474,8 +475,11 @@ def ood_package_problems(level, plots_enabled) -> list[str]:
 def composed_problems(config: dict, overrides: list[str] | None = None) -> list[str]:
     """Every problem of a composed, resolved config that can be found without torch, transformers or
     Lightning: the numeric options (:func:`config_problems`), keys added to itermask's own sections
-    (:func:`check_added_keys`), and the optional packages its choices need (:func:`ood_package_problems`)."""
+    (:func:`check_added_keys`), a cache path that is a file, and the optional packages its choices need
+    (:func:`ood_package_problems`)."""
     problems = config_problems(config)
+    if isinstance(config.get("cache_dir"), str) and (problem := cache_path_problem(config["cache_dir"])) is not None:
+        problems.append(problem)
     try:
         check_added_keys(overrides or [], config)
     except SettingsError as error:

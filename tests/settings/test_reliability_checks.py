@@ -82,9 +82,17 @@ def test_a_cache_folder_the_os_will_not_make_is_named_with_the_fix():
 def test_a_cache_that_is_a_file_or_read_only_is_named_with_the_fix(tmp_path):
     blocked = tmp_path / "cache"
     blocked.write_text("not a folder")
-    with pytest.raises(NotADirectoryError, match=f"{blocked} is a file; set cache_dir="):
+    with pytest.raises(NotADirectoryError, match=f"{blocked} is a file, not a folder; set cache_dir="):
         with CheckpointCache(blocked / "sub").lock("k"):
             pass
+    # and with the other settings, before the data or a model is loaded (it used to fail at the checkpoint lock)
+    from itermask.settings import plain
+    from itermask.validation import composed_problems
+
+    assert composed_problems(plain(compose_config(f"cache_dir={blocked}"))) == [
+        f"cache_dir={blocked} cannot be the checkpoint cache: {blocked} is a file, not a folder; set "
+        "cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
+    ]
     if os.geteuid() == 0:
         pytest.skip("root writes into read-only folders")
     read_only = tmp_path / "ro"
@@ -220,6 +228,19 @@ def test_a_non_ascii_value_without_quotes_is_explained(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "only inside quotes" in err and "'dataset.source.path=\"/data/données.csv\"'" in err
+
+
+def test_an_output_folder_that_is_a_file_is_named_before_hydra_makes_it(tmp_path, capsys):
+    from itermask.console import check_overrides
+
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    check_overrides([f"hydra.run.dir={tmp_path / 'new'}", f"seed={blocked}"])  # a folder to make; not a folder key
+    for override in (f"hydra.run.dir={blocked}", f"hydra.sweep.dir={blocked / 'sub'}"):
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides([override])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err == f"error: {override} cannot be the output folder: {blocked} is a file\n"
 
 
 def test_umap_fractions_must_ascend():

@@ -31,6 +31,19 @@ def config_hash(payload: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
+_HINT = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
+
+
+def cache_path_problem(root: str | Path) -> str | None:
+    """Why the cache folder ``root`` cannot be made (it, or a folder above it, is a file), or ``None``. Torch-free:
+    the entry points check it with the other settings, before any work."""
+    root = Path(root).expanduser()
+    blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is None:
+        return None
+    return f"cache_dir={root} cannot be the checkpoint cache: {blocking} is a file, not a folder; {_HINT}"
+
+
 class CheckpointCache:
     """Fine-tuned checkpoints under ``root`` (created on demand), one folder per key; ``lock_timeout`` is the
     seconds to wait for another job's lock (``-1``: forever; the config's ``cache_lock_timeout``)."""
@@ -48,26 +61,22 @@ class CheckpointCache:
         Raises:
             NotADirectoryError: if the cache path (or a folder above it) is a file.
             PermissionError: if the folder cannot be made (any OS error, named) or written (a read-only cache)."""
-        hint = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
-        blocking = next((p for p in (self.root, *self.root.parents) if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
-            raise NotADirectoryError(
-                f"the checkpoint cache {self.root} cannot be a folder: {blocking} is a file; {hint}"
-            )
+        if (problem := cache_path_problem(self.root)) is not None:
+            raise NotADirectoryError(problem)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except PermissionError:
             raise PermissionError(
-                f"the checkpoint cache {self.root} cannot be created (permission denied); {hint}"
+                f"the checkpoint cache {self.root} cannot be created (permission denied); {_HINT}"
             ) from None
         except OSError as error:  # e.g. under /proc, or a read-only file system
             raise PermissionError(
-                f"the checkpoint cache {self.root} cannot be created ({error.strerror or error}); {hint}"
+                f"the checkpoint cache {self.root} cannot be created ({error.strerror or error}); {_HINT}"
             ) from None
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise PermissionError(
                 f"the checkpoint cache {self.root} is read-only for this user, so nothing can be fine-tuned into it "
-                f"or locked; {hint}, or make it writable (chmod u+w {self.root})"
+                f"or locked; {_HINT}, or make it writable (chmod u+w {self.root})"
             )
 
     @contextmanager
