@@ -259,9 +259,9 @@ def _report_interrupt(output_dir: Path, context: JobContext, signum: int = signa
 
 
 _RESUME = (
-    "to resume, run the same command again: {command} -- a finished fine-tuning is reused and an interrupted one "
-    "resumes from its last checkpoint (<cache>/<key>/checkpoints/last.ckpt); finished jobs' results are reused "
-    "(reuse_results=true)"
+    "to resume, run the same command again: {command} -- a finished fine-tuning is reused, an interrupted one "
+    "resumes from its last checkpoint (<cache>/<key>/checkpoints/last.ckpt) if it wrote one and starts over if not; "
+    "finished jobs' results are reused (reuse_results=true)"
 )
 #: Set by :func:`run_entry` to the launching process's id: a job run in another process (a joblib worker) knows it.
 _LAUNCHER = "ITERMASK_LAUNCHER_PID"
