@@ -441,14 +441,17 @@ def table(rows: list[dict]) -> str:
     from itermask.formatting import md_table
 
     header = ["#", "input", "expected", "class", "exit code", "seconds", "fine-tuning started", "message"]
-    return md_table(
-        header,
-        [
-            [i, r["case"], r["expected"], r.get("class", ""), r["rc"], r["seconds"]]
-            + ["yes" if r["fine_tuning_started"] else "no", r["message"][:400]]
-            for i, r in enumerate(rows, 1)
-        ],
-    ) + "\n"
+    return (
+        md_table(
+            header,
+            [
+                [i, r["case"], r["expected"], r.get("class", ""), r["rc"], r["seconds"]]
+                + ["yes" if r["fine_tuning_started"] else "no", r["message"][:400]]
+                for i, r in enumerate(rows, 1)
+            ],
+        )
+        + "\n"
+    )
 
 
 def main() -> None:

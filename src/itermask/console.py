@@ -29,6 +29,7 @@ import yaml
 from omegaconf import Container, OmegaConf
 
 from itermask.formatting import number as format_number
+from itermask.storage.files import blocking_file
 
 __all__ = ["configure", "summary_lines", "number", "as_yaml", "LIGHTNING_INFO_LOGGERS", "quiet_lightning"]
 
@@ -192,7 +193,7 @@ def check_overrides(arguments: list[str]) -> None:
     for argument in arguments:  # Hydra makes the job's folder before any itermask code: a raw FileExistsError
         key, _, value = argument.partition("=")
         folder = Path(value.strip("'\"")).expanduser()
-        if key in ("hydra.run.dir", "hydra.sweep.dir") and (blocking := _file_above(folder)) is not None:
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and (blocking := blocking_file(folder)) is not None:
             print(f"error: {key}={value} cannot be the output folder: {blocking} is a file", file=sys.stderr)
             raise SystemExit(2)
     suspects = [a for a in arguments if "=" in a and not a.startswith("-") and not a.isascii()]
@@ -214,11 +215,6 @@ def check_overrides(arguments: list[str]) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2) from None
-
-
-def _file_above(folder: Path) -> Path | None:
-    """``folder`` or the first folder above it that exists as a file (so ``folder`` cannot be made), or ``None``."""
-    return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
 
 
 @contextmanager

@@ -18,7 +18,14 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from itermask.storage.files import file_manifest, manifest_problems, move_aside, read_json, write_json_atomic
+from itermask.storage.files import (
+    blocking_file,
+    file_manifest,
+    manifest_problems,
+    move_aside,
+    read_json,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +45,7 @@ def cache_path_problem(root: str | Path) -> str | None:
     """Why the cache folder ``root`` cannot be made (it, or a folder above it, is a file), or ``None``. Torch-free:
     the entry points check it with the other settings, before any work."""
     root = Path(root).expanduser()
-    blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
-    if blocking is None:
+    if (blocking := blocking_file(root)) is None:
         return None
     return f"cache_dir={root} cannot be the checkpoint cache: {blocking} is a file, not a folder; {_HINT}"
 

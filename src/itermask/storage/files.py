@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "blocking_file",
     "write_json_atomic",
     "write_text_atomic",
     "write_bytes_atomic",
@@ -34,6 +35,11 @@ __all__ = [
 ]
 
 PACKAGES = ("itermask", "torch", "transformers", "datasets", "pytorch-lightning", "hydra-core", "captum", "wandb")
+
+
+def blocking_file(folder: Path) -> Path | None:
+    """``folder`` or the first folder above it that exists as a file (so ``folder`` cannot be made), or ``None``."""
+    return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
 
 
 def to_jsonable(value: Any) -> Any:
