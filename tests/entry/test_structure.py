@@ -87,5 +87,6 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     assert len((PACKAGE / "api.py").read_text().splitlines()) <= 250
     # issue 31 brought src/ to 21,712 lines (at most 22,000); issue 36's reliability fixes (safe checkpoint
     # loading, SIGTERM also in a joblib multirun, exact pretraining resume, escaping, the facade's containers,
-    # report checks, trainer options in the keys, the new-user review's early checks) added ~650: raise this only with a reason, as here
+    # report checks, trainer options in the keys, the new-user review's early checks) added ~650: raise this
+    # only with a reason, as here
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 22_400
