@@ -68,6 +68,8 @@ def write_files(folder: Path, shipped: Path) -> dict[str, Path]:
     base = pd.read_csv(shipped / "validation.csv", keep_default_na=False).head(200)[["text", "label"]]
     files["hostile_labels"] = folder / "hostile_labels.csv"
     base.assign(label=[HOSTILE if v else "neg" for v in base["label"]]).to_csv(files["hostile_labels"], index=False)
+    files["utf16"] = folder / "utf16.csv"
+    base.to_csv(files["utf16"], index=False, encoding="utf-16")  # as Excel's "Unicode text" writes it
     files["classifier"], files["planted_pickle"] = _classifiers(folder)
     return files
 
@@ -141,6 +143,11 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         ("hostile label name", f"itermask.evaluate(C(), TEXTS, labels=[{HOSTILE!r}, 0, 1], **SMALL)", early),
         ("hostile model name", f"itermask.evaluate({HOSTILE!r}, TEXTS)", early),
         ("unknown saliency preset", 'itermask.evaluate(M, TEXTS, saliency="gradients")', early),
+        (
+            "a label column and labels= too",
+            'itermask.evaluate(M, {"text": TEXTS, "label": [1, 0, 1]}, labels=[0, 1, 0])',
+            early,
+        ),
     ]
     pretrain = [
         ("model=minilm (no pretrain node)", ["model=minilm"]),
@@ -161,6 +168,8 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         ("unknown saliency in a grid", ["hydra.sweeper.grids.claim1.saliency=integrated_gradient"]),
         ("claims accuracy_margin=-1", ["hydra.callbacks.report.claims.accuracy_margin=-1"]),
         ("claims score misspelt", ["hydra.callbacks.report.claims.score=aopc_comprehensivness_prob"]),
+        ("claims n_resamples=0", ["hydra.callbacks.report.claims.n_resamples=0"]),
+        ("claims models naming a model the run lacks", ["hydra.callbacks.report.claims.models=[minilm,bert]"]),
     ]
     reporting = [
         ("no such folder", [str(f["empty_sweep"].with_name("nowhere"))]),
@@ -187,6 +196,14 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         ],
         *[(f"report: {name}", "reporting", args, early) for name, args in reporting],
         ("hostile: model.pretrained", "evaluate", [f"model.pretrained='{HOSTILE}'"], early),
+        ("UTF-16 CSV", "evaluate", ["dataset=csv", f"dataset.source.path={f['utf16']}"], early),
+        (
+            "UTF-16 CSV read as Latin-1",
+            "evaluate",
+            ["dataset=csv", f"dataset.source.path={f['utf16']}", "dataset.source.encoding=latin-1"],
+            early,
+        ),  # fmt: skip
+        ("hydra.run.dir is a file", "evaluate", [f"hydra.run.dir={f['hostile_labels']}"], early),
         (
             "hostile: model.name (no fine-tuning)",
             "evaluate",
