@@ -89,3 +89,15 @@ def test_pickled_weights_naming_other_objects_are_refused_before_any_model_work(
     with pytest.raises(ValueError, match=expected):
         load_classifier(str(tmp_path / "m"), 2)
     assert not marker.exists()
+
+
+def test_pickled_weights_that_are_no_torch_save_archive_are_refused_before_any_model_work(tmp_path, tokenizer):
+    """A plain pickle (not torch.save's zip archive) cannot be inspected unrun: refused by name, never loaded."""
+    import pickle
+
+    _bin_only_classifier(tmp_path / "m", tokenizer)
+    (tmp_path / "m" / "pytorch_model.bin").write_bytes(pickle.dumps({"weight": [0.0]}))
+    expected = rf"model.pretrained={tmp_path / 'm'}: pytorch_model.bin is not a torch.save archive but a plain pickle"
+    for load in (load_tokenizer, lambda folder: load_classifier(folder, 2)):
+        with pytest.raises(ValueError, match=expected):
+            load(str(tmp_path / "m"))

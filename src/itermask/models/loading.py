@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -119,9 +120,16 @@ def check_model_folder(folder: str, setting: str = "model.pretrained", tokenizer
 
     Raises:
         FileNotFoundError: naming the setting, the folder, what it holds and what it should hold.
-        ValueError: a ``pytorch_model*.bin`` that holds objects besides tensors, naming them."""
+        ValueError: a ``pytorch_model*.bin`` that holds objects besides tensors, naming them, or that is no
+            ``torch.save`` zip archive (a plain pickle)."""
     path = Path(folder)
     for weights in sorted(path.glob("pytorch_model*.bin")):
+        if not zipfile.is_zipfile(weights):  # a plain (or pre-1.6 torch.save) pickle: not inspectable unrun
+            raise ValueError(
+                f"{setting}={folder}: {weights.name} is not a torch.save archive but a plain pickle, which itermask "
+                "does not unpickle (it could run code). Save the model again from a copy you trust "
+                "(model.save_pretrained(folder) writes model.safetensors)"
+            )
         if objects := foreign_objects(weights):
             raise ValueError(
                 f"{setting}={folder}: {weights.name} holds Python objects besides tensors ({', '.join(objects)}), "
