@@ -113,6 +113,8 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, saliency="gradients")
     with pytest.raises(ValueError, match="labels"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=[0, 1])
+    with pytest.raises(ValueError, match=r"^target='gold' explains each example's gold label: give labels="):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, target="gold")
     with pytest.raises(ValueError, match=r"labels \['neutral'\] are not classes"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=["neutral", 0, 1])
     with pytest.raises(ValueError, match="single string"):
