@@ -104,7 +104,12 @@ def _given(model, tokenizer, device) -> tuple[tuple[Any, Any] | None, str, str]:
 
 
 def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, options: dict) -> EvaluationPlan:
-    """The plan of a notebook evaluation: the given texts, no fine-tuning, no files, cache or tracker."""
+    """The plan of a notebook evaluation: the given texts, no fine-tuning, no files, cache or tracker.
+
+    Raises:
+        ValueError: ``target="gold"`` without labels."""
+    if evaluation.target == "gold" and examples.labels is None:
+        raise ValueError("target='gold' explains each example's gold label: give labels= (or a label column)")
     from itermask.data.given import GivenTexts
     from itermask.plan import DataPlan, EvaluationPlan, FineTuningPlan, JobPlan, ModelPlan, Spec
 
@@ -220,8 +225,6 @@ def evaluate(
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
     settings = evaluation_settings({**evaluation, "compare_random": bool(compare_random)}, seed, conf)
-    if settings.target == "gold" and examples.labels is None:
-        raise ValueError("target='gold' explains each example's gold label: give labels= (or a label column)")
     built = components(methods, masking, {"seed": seed, "model": {"pretrained": pretrained or None}}, conf)
     options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size}
     return _run(_plan(examples, *built, settings, seed, pretrained, options), given, examples.texts)
