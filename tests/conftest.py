@@ -392,3 +392,17 @@ def sweeps_extra():
         if os.environ.get("ITERMASK_REQUIRE_EXTRAS"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+def save_tiny_bert(folder, vocab_file: str, **config):
+    """A tiny random BERT classifier (2 layers of width 32, 64 positions; ``config`` overrides, e.g. dropout) and
+    its tokenizer saved into ``folder`` as a local ``model.pretrained`` folder; returns ``folder``."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    tokenizer = BertTokenizer(vocab=vocab_file)
+    torch.manual_seed(0)
+    settings = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    settings.update(max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id, **config)
+    BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), **settings)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import save_tiny_bert
 from omegaconf import OmegaConf
 from results_helpers import ROOT
 
@@ -87,23 +88,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory, vocab_file):
     """A tiny random BERT classifier and its tokenizer saved as a local ``model.pretrained`` folder."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-
-    tokenizer = BertTokenizer(vocab=vocab_file)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        pad_token_id=0,  # [PAD], the vocabulary's first token (conftest.SPECIALS)
-    )
-    path = tmp_path_factory.mktemp("tiny-bert")
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), vocab_file)
 
 
 def _run(args: list[str], tmp_path, sigterm_after: str | None = None) -> tuple[int, str]:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import bound, compose_config, keys_of, settings_problems
+from conftest import bound, compose_config, keys_of, save_tiny_bert, settings_problems
 from hydra import compose, initialize_config_dir
 
 from itermask.engine import prepare
@@ -41,25 +41,9 @@ def test_a_bad_accumulation_is_named_with_its_range():
 def tiny_model_dir(tmp_path_factory, vocab_file):
     """A tiny random BERT classifier without dropout (so batch composition alone decides the gradients) and
     its tokenizer, saved as a local ``model.pretrained`` folder."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-
-    tokenizer = BertTokenizer(vocab=vocab_file)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
+    return save_tiny_bert(
+        tmp_path_factory.mktemp("tiny-bert"), vocab_file, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
-    assert config.pad_token_id == tokenizer.pad_token_id == 0  # [PAD] is the vocabulary's first token
-    path = tmp_path_factory.mktemp("tiny-bert")
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")

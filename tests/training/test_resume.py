@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import bound
+from conftest import bound, save_tiny_bert
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
@@ -46,23 +46,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory, vocab_file):
     """A tiny random BERT encoder and its tokenizer saved as a local ``model.pretrained`` directory."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-
-    tokenizer = BertTokenizer(vocab=vocab_file)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    path = tmp_path_factory.mktemp("tiny-bert")
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), vocab_file)
 
 
 @pytest.fixture(scope="module")
