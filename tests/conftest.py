@@ -406,3 +406,30 @@ def save_tiny_bert(folder, vocab_file: str, **config):
     BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), **settings)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+class Killed(Exception):
+    """Stands for the job being killed (the resume tests)."""
+
+
+def killer(step: int):
+    """A Lightning callback that interrupts training (raises :class:`Killed`) just before the optimizer step
+    ``step`` (0-based) would run."""
+    import pytorch_lightning as pl
+
+    class KillAt(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if trainer.global_step == step:
+                raise Killed(f"killed before step {step}")
+
+    return KillAt()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module's tiny models: a 32-wide model gains nothing from intra-op threads, and on a
+    busy 2-core machine they cost 10x."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import pytorch_lightning as pl
 import torch
-from conftest import plan_of, tiny_bert_config
+from conftest import Killed, killer, plan_of, tiny_bert_config
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 from transformers import BertModel
@@ -25,28 +24,7 @@ from itermask.training import pretraining
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Killed(Exception):
-    """Stands for the job being killed."""
-
-
-class KillAt(pl.Callback):
-    """Interrupts training just before the optimizer step ``step`` (0-based) would run."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if trainer.global_step == self.step:
-            raise Killed(f"killed before step {self.step}")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """A 32-wide model gains nothing from intra-op threads, and on a busy 2-core machine they cost 10x."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +66,7 @@ def _pretrain(cache: Path, inputs, kill_at: int | None = None) -> tuple[dict, di
     resources = bind(plan_of(cfg))
     assert resources.keys is not None and resources.keys.pretrain is not None
     settings, make = resources.keys.pretrain, resources.make_trainer
-    kill = [KillAt(kill_at)] if kill_at is not None else []
+    kill = [killer(kill_at)] if kill_at is not None else []
     folder = pretraining.get_or_pretrain(
         settings, resources.tokenizer, lambda **kw: make(**{**kw, "callbacks": [*kw["callbacks"], *kill]})
     )

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import bound, save_tiny_bert
+from conftest import Killed, bound, killer, save_tiny_bert
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
@@ -19,28 +19,7 @@ from itermask.training.finetune import get_or_train
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Killed(Exception):
-    """Stands for the job being killed."""
-
-
-class KillAt(pl.Callback):
-    """Interrupts training just before the optimizer step ``step`` (0-based) would run."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if trainer.global_step == self.step:
-            raise Killed(f"killed before step {self.step}")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """A 32-wide model gains nothing from intra-op threads, and on a busy 2-core machine they cost 10x."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +76,7 @@ def _train(settings, kill_at=None):
     """Fine-tune (or reuse); returns the cache entry and the weights at the end of training (``None`` when none
     happened)."""
     final = FinalWeights()
-    extra = [final] + ([KillAt(kill_at)] if kill_at is not None else [])
+    extra = [final] + ([killer(kill_at)] if kill_at is not None else [])
     plan, resources = settings
     make_trainer = resources.make_trainer
     resources.make_trainer = lambda **kw: make_trainer(**{**kw, "callbacks": [*kw.get("callbacks", []), *extra]})
