@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
-from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, check_target_policy, segment_list
-from itermask.core.features import FEATURE_KINDS, Features, group_features
+from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, FEATURE_KINDS, check_target_policy, segment_list
+from itermask.core.features import Features, group_features
 from itermask.core.forwards import (
     BACKWARD_OVERHEAD,
     ForwardStats,

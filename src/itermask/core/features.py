@@ -14,12 +14,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from itermask.core.evaluation_settings import FEATURE_KINDS
 from itermask.core.tokens import TokenBatch
 
 __all__ = ["FEATURE_KINDS", "Features", "group_features"]
-
-#: the units of masking: a word piece, or a whole word (the fast tokenizer's word ids)
-FEATURE_KINDS = ("token", "word")
 
 
 @dataclass(frozen=True)
