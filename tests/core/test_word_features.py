@@ -12,7 +12,7 @@ from transformers import BertTokenizer
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.features import group_features
 from itermask.core.masking import Delete, MaskToken
-from itermask.core.saliency import InputXGradientSaliency
+from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.datamodule import TokenCollator, segment_ids, word_ids
 
@@ -79,6 +79,9 @@ def test_word_scores_are_sums_of_their_pieces_and_masks_expand_to_every_piece(fa
     scores = torch.tensor([[9.0, 0.1, 0.5, 0.05, 0.3, 0.2, 0.25, 9.0]])
     assert torch.allclose(groups.scores(scores), torch.tensor([[0.1, 0.5, 0.05, 0.75]]))
     assert groups.maskable.tolist() == [[True] * 4]
+    # the random explanation takes each word's first piece's score: a uniform random order of words
+    assert torch.allclose(groups.scores(scores, "first"), torch.tensor([[0.1, 0.5, 0.05, 0.3]]))
+    assert RandomSaliency.word_score == "first" and InputXGradientSaliency.word_score == "sum"
     words = torch.tensor([[[False, False, False, True]], [[True, True, False, False]]])
     assert groups.to_tokens(words).long().tolist() == [[[0, 0, 0, 0, 1, 1, 1, 0]], [[0, 1, 1, 0, 0, 0, 0, 0]]]
     token = group_features(batch, maskable_positions(batch, fast.all_special_ids), "token")

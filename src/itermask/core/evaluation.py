@@ -285,7 +285,7 @@ class IterativeMaskingEvaluator:
             "saliency_zero": saliency.zero,
             "completeness_gap": saliency.completeness_gap,
             "output_difference": saliency.output_difference,
-            **_token_fields(batch, saliency.scores, groups),
+            **_token_fields(batch, groups.scores(saliency.scores.detach(), self.saliency.word_score), groups),
         }
         return self._curves(masks, outputs, clean, shared)
 
@@ -354,11 +354,12 @@ class IterativeMaskingEvaluator:
             masked = self.strategy.apply(batch.index(rows), of_rows.to_tokens(state))
             # no zero-score check: a masked input may legitimately lose every gradient (the clean one was checked)
             scores = self._saliency_by_length(model, masked.batch, target[rows], example_ids[rows], sanity=False).scores
-            return of_rows.scores(to_source_positions(scores, masked, length))
+            return of_rows.scores(to_source_positions(scores, masked, length), self.saliency.word_score)
 
         masks = {}
         for name in self.schedules:
-            ranked = SCHEDULES[name]().masks(groups.scores(clean.scores), groups.maskable, k, saliency_fn)
+            grouped = groups.scores(clean.scores, self.saliency.word_score)
+            ranked = SCHEDULES[name]().masks(grouped, groups.maskable, k, saliency_fn)
             masks[name] = groups.to_tokens(ranked)
             if progress is not None:
                 progress(name)
@@ -397,15 +398,14 @@ def first_masked_step(masks: Tensor) -> Tensor:
     return first.masked_fill(~masks.any(dim=0), -1).to(torch.int16)
 
 
-def _token_fields(batch: TokenBatch, scores: Tensor, groups: Features) -> dict[str, Tensor]:
+def _token_fields(batch: TokenBatch, grouped: Tensor, groups: Features) -> dict[str, Tensor]:
     """The clean input's per-token fields of :class:`MaskingCurves` (``token_ids``, ``token_segments``,
-    ``scores``, ``rank``, ``word_ids``; see there) from ``batch`` ``[B, L]``, its ``[B, L]`` saliency ``scores``
-    and its feature ``groups`` (a word's score and rank are given to each of its pieces)."""
+    ``scores``, ``rank``, ``word_ids``; see there) from ``batch`` ``[B, L]``, its feature ``groups`` and their
+    ``[B, W]`` saliency ``grouped`` (a word's score and rank are given to each of its pieces)."""
     real = batch.attention_mask.bool()
     segments = batch.segment_ids if batch.segment_ids is not None else batch.token_type_ids
     if segments is None:
         segments = torch.zeros_like(batch.input_ids)
-    grouped = groups.scores(scores.detach())
     rank = groups.broadcast(masking_ranks(grouped, groups.maskable), -1)
     return {
         "token_ids": batch.input_ids.masked_fill(~real, -1),

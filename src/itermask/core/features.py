@@ -38,16 +38,25 @@ class Features:
         """The features of the examples ``rows`` (``[R]`` long indices)."""
         return Features(None if self.columns is None else self.columns[rows], self.maskable[rows])
 
-    def scores(self, token_scores: Tensor) -> Tensor:
-        """``[B, W]`` feature scores from ``[B, L]`` token scores: the sum of each word's pieces' scores (the
-        scores themselves for token features; a word with a ``-inf`` piece, one a :class:`Delete` removed,
-        scores ``-inf``)."""
+    def scores(self, token_scores: Tensor, how: str = "sum") -> Tensor:
+        """``[B, W]`` feature scores from ``[B, L]`` token scores: ``how="sum"`` (the default) the sum of each
+        word's pieces' scores, ``"first"`` its first piece's (the random explanation's: a uniform random order
+        of words); the scores themselves for token features. A word with a ``-inf`` piece (one a
+        :class:`~itermask.core.masking.Delete` removed) scores ``-inf``.
+
+        Raises:
+            ValueError: for an unknown ``how``."""
+        if how not in ("sum", "first"):
+            raise ValueError(f"unknown word score {how!r}: choose 'sum' or 'first'")
         if self.columns is None:
             return token_scores
         out = token_scores.new_zeros(self.maskable.shape)
-        inside = self.columns >= 0
-        where = (inside.nonzero(as_tuple=True)[0], self.columns[inside])
-        return out.index_put_(where, token_scores[inside], accumulate=True)
+        take = self.columns >= 0
+        if how == "first":  # a word's pieces are adjacent: its first piece is where the word id changes
+            take = take.clone()
+            take[:, 1:] &= self.columns[:, 1:] != self.columns[:, :-1]
+        where = (take.nonzero(as_tuple=True)[0], self.columns[take])
+        return out.index_put_(where, token_scores[take], accumulate=True)
 
     def to_tokens(self, mask: Tensor) -> Tensor:
         """``[..., B, L]`` bool token mask from a ``[..., B, W]`` bool feature mask: every piece of a masked word
