@@ -97,9 +97,7 @@ def test_word_scores_are_sums_of_their_pieces_and_masks_expand_to_every_piece(fa
     ],
 )
 def test_exact_masked_ids_at_fractions_in_words_or_tokens(fast, features, expected):
-    curves = _curves(fast, _batch(fast, ["the film is unbelievable"]), features, fractions=[0.25, 0.5, 1.0])[
-        "one_shot"
-    ]
+    curves = _curves(fast, _batch(fast, ["the film is unbelievable"]), features, fractions=[0.25, 0.5, 1.0])["one_shot"]
     assert [_masked_ids(curves, s)[0] for s in range(3)] == expected
     assert curves.n_maskable.tolist() == [4 if features == "word" else 6]
     assert curves.k.tolist() == [[1, 2, 4] if features == "word" else [2, 3, 6]]

@@ -96,7 +96,14 @@ class MaskingCurves:
     #: fields shared by every example (not indexed by example)
     SHARED = ("schedule", "steps", "grid")
     #: ``[B, L]`` per-token fields and the value that pads them to a longer ``L`` (see :meth:`concat`)
-    TOKEN_FIELDS = {"token_ids": -1, "token_segments": -1, "scores": math.nan, "rank": -1, "masked_step": -1, "word_ids": -1}
+    TOKEN_FIELDS = {
+        "token_ids": -1,
+        "token_segments": -1,
+        "scores": math.nan,
+        "rank": -1,
+        "masked_step": -1,
+        "word_ids": -1,
+    }
 
     def __len__(self) -> int:
         return self.example_ids.shape[0]
