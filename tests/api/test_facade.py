@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -22,7 +23,7 @@ from itermask.validation import SettingsError
 from itermask.views import ExampleViews
 
 TEXTS = ["the film is good", "a bad , bad movie", "it is not what it is"]
-GRID = {"fractions": [0.0, 0.5, 1.0], "aopc_bins": [0.5]}
+GRID: dict[str, Any] = {"fractions": [0.0, 0.5, 1.0], "aopc_bins": [0.5]}
 
 
 def test_evaluate_a_module_runs_the_core_with_the_random_baseline(tiny_bert, tokenizer):

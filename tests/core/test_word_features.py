@@ -3,12 +3,14 @@ together, a word scores the sum of its pieces' scores, on a fast WordPiece token
 several pieces, an additive model whose input x gradient saliency is each token's weight, and exact ids."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 from conftest import AdditiveModel
 from transformers import BertTokenizer
 
+from itermask.analyses.attack import AttackAnalysis
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.features import group_features
 from itermask.core.masking import Delete, MaskToken
@@ -20,6 +22,12 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "un", "##b
 # token weights (the additive model's logit of class 1 is their sum; input x gradient gives each token its weight)
 WEIGHTS = {5: 0.1, 6: 0.5, 7: 0.3, 8: 0.2, 9: 0.2, 10: 0.05}  # words: the .1, film .5, is .05, unbelievable .7
 MASK = 4
+
+
+def _t(value: torch.Tensor | None) -> torch.Tensor:
+    """``value``, which the test expects to be recorded."""
+    assert value is not None
+    return value
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +43,15 @@ def _batch(tok, texts, pairs=None):
     enc = tok(texts, pairs)
     rows = [
         {**{k: enc[k][i] for k in enc}, "label": 1, "example_id": i}
-        | {"segment_ids": segment_ids(enc, len(texts))[i], "word_ids": word_ids(enc, len(texts))[i]}
+        | {"segment_ids": _l(segment_ids(enc, len(texts)))[i], "word_ids": _l(word_ids(enc, len(texts)))[i]}
         for i in range(len(texts))
     ]
     return TokenCollator(tok, tuple(tok.model_input_names))(rows)["tokens"]
+
+
+def _l(value: list | None) -> list:
+    assert value is not None
+    return value
 
 
 def _curves(tok, batch, features, strategy=None, **settings):
@@ -55,7 +68,7 @@ def _curves(tok, batch, features, strategy=None, **settings):
 
 def _masked_ids(curves, step):
     """The clean ids with every position masked by ``step`` replaced by [MASK], per example."""
-    ids, first = curves.token_ids, curves.masked_step.long()
+    ids, first = _t(curves.token_ids), _t(curves.masked_step).long()
     masked = torch.where((first >= 0) & (first <= step), torch.full_like(ids, MASK), ids)
     return [row[row >= 0].tolist() for row in masked]
 
@@ -63,13 +76,13 @@ def _masked_ids(curves, step):
 def test_word_ids_number_a_pairs_second_text_after_the_first_and_ride_in_the_batch(fast):
     batch = _batch(fast, ["the film unbelievable", "is"], ["unbelievable is", "the"])
     assert batch.input_ids[0].tolist() == [2, 5, 6, 7, 8, 9, 3, 7, 8, 9, 10, 3]
-    assert batch.word_ids.tolist() == [[-1, 0, 1, 2, 2, 2, -1, 3, 3, 3, 4, -1], [-1, 0, -1, 1, -1] + [-1] * 7]
-    assert batch.segment_ids[1].tolist() == [-1, 0, -1, 1, -1] + [-1] * 7
-    assert batch.index(torch.tensor([1])).word_ids.tolist() == [[-1, 0, -1, 1, -1] + [-1] * 7]
-    assert TokenBatch.concat([batch, batch]).word_ids.shape == (4, 12)
-    assert batch.tile(3).word_ids.shape == (6, 12)
-    deleted = Delete().bind(fast).apply(batch, batch.word_ids == 2).batch
-    assert deleted.word_ids[0].tolist() == [-1, 0, 1, -1, 3, 3, 3, 4, -1, -1, -1, -1]
+    assert _t(batch.word_ids).tolist() == [[-1, 0, 1, 2, 2, 2, -1, 3, 3, 3, 4, -1], [-1, 0, -1, 1, -1] + [-1] * 7]
+    assert _t(batch.segment_ids)[1].tolist() == [-1, 0, -1, 1, -1] + [-1] * 7
+    assert _t(batch.index(torch.tensor([1])).word_ids).tolist() == [[-1, 0, -1, 1, -1] + [-1] * 7]
+    assert _t(TokenBatch.concat([batch, batch]).word_ids).shape == (4, 12)
+    assert _t(batch.tile(3).word_ids).shape == (6, 12)
+    deleted = Delete().bind(fast).apply(batch, _t(batch.word_ids) == 2).batch
+    assert _t(deleted.word_ids)[0].tolist() == [-1, 0, 1, -1, 3, 3, 3, 4, -1, -1, -1, -1]
     assert deleted.input_ids[0, :9].tolist() == [2, 5, 6, 3, 7, 8, 9, 10, 3]
 
 
@@ -108,10 +121,10 @@ def test_exact_masked_ids_at_fractions_in_words_or_tokens(fast, features, expect
 
 def test_word_curves_give_each_piece_its_word_score_rank_and_id(fast):
     curves = _curves(fast, _batch(fast, ["the film is unbelievable"]), "word", fractions=[0.5])["one_shot"]
-    assert curves.rank.tolist() == [[-1, 3, 2, 4, 1, 1, 1, -1]]
-    assert curves.word_ids.tolist() == [[-1, 0, 1, 2, 3, 3, 3, -1]]
+    assert _t(curves.rank).tolist() == [[-1, 3, 2, 4, 1, 1, 1, -1]]
+    assert _t(curves.word_ids).tolist() == [[-1, 0, 1, 2, 3, 3, 3, -1]]
     nan = math.nan
-    assert curves.scores[0].tolist() == pytest.approx([nan, 0.1, 0.5, 0.05, 0.7, 0.7, 0.7, nan], nan_ok=True)
+    assert _t(curves.scores)[0].tolist() == pytest.approx([nan, 0.1, 0.5, 0.05, 0.7, 0.7, 0.7, nan], nan_ok=True)
 
 
 def test_counts_are_words_and_a_pair_masks_only_its_chosen_segment(fast):
@@ -128,7 +141,7 @@ def test_recursive_schedule_ranks_words_again_on_the_deleted_input(fast):
     curves = _curves(fast, batch, "word", Delete(), steps="count", counts=[1, 2, 3], schedules=["recursive"])
     recursive = curves["recursive"]
     assert recursive.k.tolist() == [[1, 2, 3]]
-    assert recursive.masked_step.tolist() == [[-1, 2, 1, -1, 0, 0, 0, -1]]
+    assert _t(recursive.masked_step).tolist() == [[-1, 2, 1, -1, 0, 0, 0, -1]]
     assert recursive.logits[0, :, 1].tolist() == pytest.approx([0.65, 0.15, 0.05], abs=1e-6)
 
 
@@ -141,9 +154,15 @@ def test_token_features_are_unchanged_and_word_features_need_word_ids(fast):
         assert token[name].word_ids is None
         for field in ("logits", "keep_logits", "rank", "scores", "masked_step", "k", "n_maskable"):
             a, b = getattr(token[name], field), getattr(before[name], field)
-            assert (a is None and b is None) or torch.equal(a.nan_to_num(-7), b.nan_to_num(-7)), field
+            assert (a is None and b is None) or torch.equal(_t(a).nan_to_num(-7), _t(b).nan_to_num(-7)), field
     with pytest.raises(ValueError, match="evaluation.features=word needs word ids from a fast tokenizer"):
         _curves(fast, plain, "word", fractions=[0.5])
     with pytest.raises(ValueError, match=r"unknown evaluation.features 'piece': choose one of \('token', 'word'\)"):
         _curves(fast, batch, "piece", fractions=[0.5])
     assert word_ids({"input_ids": [[2, 5, 3]]}, 1) is None  # a slow tokenizer's encoding: no word ids
+
+
+def test_the_attack_refuses_word_features_before_any_work():
+    inputs = SimpleNamespace(evaluation=SimpleNamespace(features="word", schedules=("one_shot",)))
+    with pytest.raises(ValueError, match=r"attack analysis ranks and substitutes tokens, not words: evaluation\.feat"):
+        AttackAnalysis().check(inputs)  # pyright: ignore[reportArgumentType] (only the settings are read)

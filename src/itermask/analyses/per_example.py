@@ -150,7 +150,7 @@ def _words(frame: pd.DataFrame, word_ids: np.ndarray, tokenizer) -> pd.DataFrame
     starts = np.r_[True, (word_ids[1:] != word_ids[:-1]) | (word_ids[1:] < 0) | (examples[1:] != examples[:-1])]
     unit = np.cumsum(starts) - 1
     pieces = frame["token"].groupby(unit).agg(list).tolist()
-    words = frame[starts].reset_index(drop=True)
+    words = cast(pd.DataFrame, frame[starts]).reset_index(drop=True)
     words["token"] = [
         p[0] if w < 0 else tokenizer.convert_tokens_to_string(p).strip() for p, w in zip(pieces, word_ids[starts])
     ]

@@ -398,7 +398,7 @@ def first_masked_step(masks: Tensor) -> Tensor:
     return first.masked_fill(~masks.any(dim=0), -1).to(torch.int16)
 
 
-def _token_fields(batch: TokenBatch, grouped: Tensor, groups: Features) -> dict[str, Tensor]:
+def _token_fields(batch: TokenBatch, grouped: Tensor, groups: Features) -> dict[str, Tensor | None]:
     """The clean input's per-token fields of :class:`MaskingCurves` (``token_ids``, ``token_segments``,
     ``scores``, ``rank``, ``word_ids``; see there) from ``batch`` ``[B, L]``, its feature ``groups`` and their
     ``[B, W]`` saliency ``grouped`` (a word's score and rank are given to each of its pieces)."""

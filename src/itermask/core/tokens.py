@@ -94,7 +94,17 @@ class TokenBatch:
 
     def map(self, fn) -> TokenBatch:
         """Apply ``fn`` to every tensor of the batch (ids, attention mask, token type, segment and word ids)."""
-        return TokenBatch(*(None if (t := getattr(self, f.name)) is None else fn(t) for f in fields(TokenBatch)))
+
+        def each(t: Tensor | None) -> Tensor | None:
+            return None if t is None else fn(t)
+
+        return TokenBatch(
+            fn(self.input_ids),
+            fn(self.attention_mask),
+            each(self.token_type_ids),
+            each(self.segment_ids),
+            each(self.word_ids),
+        )
 
     def index(self, rows: Tensor | slice) -> TokenBatch:
         """The rows ``rows`` (an index tensor, a boolean mask of shape ``[B]`` or a slice)."""
