@@ -311,7 +311,7 @@ def test_word_features_through_the_python_door(tiny_bert, tokenizer):
     curves = result.curves["gradient"]["one_shot"]
     assert curves.word_ids is not None and curves.word_ids[1].tolist()[:7] == [-1, 0, 1, 2, 3, 4, -1]
     assert curves.n_maskable[1].item() == 5  # a bad , bad movie: every word one piece of this vocabulary
-    assert result.views([1])[0].tokens == ["[CLS]", "a", "bad", ",", "bad", "movie", "[SEP]"]
+    assert result.views([1]).views[0].tokens == ["[CLS]", "a", "bad", ",", "bad", "movie", "[SEP]"]
     with pytest.raises(ValueError, match=r"evaluation.features=word needs a fast tokenizer's word ids, but the "):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=_SlowTokenizer(tokenizer), features="word", **GRID)
     with pytest.raises((ValueError, SettingsError), match=r"features"):
