@@ -166,3 +166,17 @@ def test_the_attack_refuses_word_features_before_any_work():
     inputs = SimpleNamespace(evaluation=SimpleNamespace(features="word", schedules=("one_shot",)))
     with pytest.raises(ValueError, match=r"attack analysis ranks and substitutes tokens, not words: evaluation\.feat"):
         AttackAnalysis().check(inputs)  # pyright: ignore[reportArgumentType] (only the settings are read)
+
+
+def test_a_view_of_word_curves_shows_words(fast):
+    from itermask.views import views_from_curves
+
+    batch = _batch(fast, ["the film is unbelievable"])
+    curves = _curves(fast, batch, "word", fractions=[0.0, 0.25, 0.5])
+    view = views_from_curves({"x": curves}, batch, fast, {"x": torch.zeros(1, 8)}).views[0]
+    assert view.tokens == ["[CLS]", "the", "film", "is", "unbelievable", "[SEP]"]
+    assert view.token_ids == [2, 5, 6, 10, 7, 3] and view.special == [True, False, False, False, False, True]
+    method = view.methods["x"]
+    assert method.ranks == [None, 3, 2, 4, 1, None]
+    assert method.scores[1:5] == pytest.approx([0.1, 0.5, 0.05, 0.7])
+    assert method.trajectories["one_shot"].masked == [[], [4], [2, 4]]
