@@ -205,8 +205,8 @@ def evaluate(
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
             model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
-        evaluation: settings of ``conf/evaluate.yaml``'s ``evaluation`` node (``fractions``, ``steps``,
-            ``counts``, ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``).
+        evaluation: the ``evaluation`` settings of ``conf/evaluate.yaml`` (``fractions``, ``steps``, ``counts``,
+            ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``).
 
     Returns:
         An :class:`~itermask.notebook.EvaluationResult` (``.to_pandas()``, ``.views()``, shown as HTML).

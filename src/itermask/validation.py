@@ -22,7 +22,7 @@ from typing import Any, TypeGuard, cast
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from itermask.core.evaluation_settings import QUANTITIES
+from itermask.core.evaluation_settings import FEATURE_KINDS, QUANTITIES
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 from itermask.storage.cache import cache_path_problem
 
@@ -59,6 +59,7 @@ def _choices(name: str, values) -> type[Enum]:
 
 Quantity = _choices("Quantity", QUANTITIES)
 StepKind = _choices("StepKind", STEP_KINDS)
+FeatureKind = _choices("FeatureKind", FEATURE_KINDS)
 #: Built from :data:`itermask.core.schedules.SCHEDULES` when this module is imported: a schedule defined in
 #: a module imported later is accepted by the evaluator but not by the config.
 Schedule = _choices("Schedule", SCHEDULES)
@@ -81,6 +82,7 @@ class EvaluationSchema:
     quantity: Quantity = MISSING  # pyright: ignore[reportInvalidTypeForm] (an Enum built from a registry at import, for OmegaConf)
     compare_random: bool = MISSING
     token_budget: int = MISSING
+    features: FeatureKind = MISSING  # pyright: ignore[reportInvalidTypeForm] (an Enum built at import, for OmegaConf)
 
 
 ConfigStore.instance().store(name="evaluation_schema", node=EvaluationSchema)

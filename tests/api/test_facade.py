@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -22,7 +23,7 @@ from itermask.validation import SettingsError
 from itermask.views import ExampleViews
 
 TEXTS = ["the film is good", "a bad , bad movie", "it is not what it is"]
-GRID = {"fractions": [0.0, 0.5, 1.0], "aopc_bins": [0.5]}
+GRID: dict[str, Any] = {"fractions": [0.0, 0.5, 1.0], "aopc_bins": [0.5]}
 
 
 def test_evaluate_a_module_runs_the_core_with_the_random_baseline(tiny_bert, tokenizer):
@@ -285,3 +286,33 @@ def test_max_length_past_the_position_embeddings_is_refused_before_any_model_wor
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length="64")
     with pytest.raises(ValueError, match=r"max_length must be an integer .* got 64.0"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, max_length=64.0)
+
+
+class _SlowTokenizer:
+    """A tokenizer that says it is slow (no word ids), otherwise the wrapped one."""
+
+    is_fast = False
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._tokenizer(*args, **kwargs)
+
+    def __len__(self):
+        return len(self._tokenizer)
+
+
+def test_word_features_through_the_python_door(tiny_bert, tokenizer):
+    result = itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, features="word", schedules=["one_shot"], **GRID)
+    curves = result.curves["gradient"]["one_shot"]
+    assert curves.word_ids is not None and curves.word_ids[1].tolist()[:7] == [-1, 0, 1, 2, 3, 4, -1]
+    assert curves.n_maskable[1].item() == 5  # a bad , bad movie: every word one piece of this vocabulary
+    assert result.views([1]).views[0].tokens == ["[CLS]", "a", "bad", ",", "bad", "movie", "[SEP]"]
+    with pytest.raises(ValueError, match=r"evaluation.features=word needs a fast tokenizer's word ids, but the "):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=_SlowTokenizer(tokenizer), features="word", **GRID)
+    with pytest.raises((ValueError, SettingsError), match=r"features"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, features="piece", **GRID)

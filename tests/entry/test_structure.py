@@ -1,6 +1,6 @@
 """The package's structure holds what docs/architecture.md says of it: packages by concern on layers, every import
 going down (no circle), and the size limits (no function over 60 lines, no module over 600, the notebook door
-under 250, src/ under 22,000 lines). Read from the code's own imports (AST), nothing is run."""
+under 250, src/ under 22,700 lines). Read from the code's own imports (AST), nothing is run."""
 
 from __future__ import annotations
 
@@ -87,6 +87,7 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     assert len((PACKAGE / "api.py").read_text().splitlines()) <= 250
     # issue 31 brought src/ to 21,712 lines (at most 22,000); issue 36's reliability fixes (safe checkpoint
     # loading, SIGTERM also in a joblib multirun, exact pretraining resume, escaping, the facade's containers,
-    # report checks, trainer options in the keys, the new-user review's early checks) added ~650: raise this
+    # report checks, trainer options in the keys, the new-user review's early checks) added ~650; issue 32's
+    # word-level features (core/features.py, word ids in the batch, the evaluator, tables, views) ~270: raise this
     # only with a reason, as here
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 22_400
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 22_700

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -158,3 +159,17 @@ def test_evaluate_on_a_users_csv(tmp_path, env):
     assert (tmp_path / "run/csv").is_dir()
     meta = json.loads(next((tmp_path / "cache").glob("*/meta.json")).read_text())
     assert meta["label_names"] == ["fresh", "rotten"]
+
+
+@pytest.mark.slow
+def test_smoke_run_with_word_features_shows_words(tmp_path, env):
+    _run("evaluate.py", ["debug=smoke", "evaluation.features=word", f"hydra.run.dir={tmp_path}/run"], env)
+    result = json.loads((tmp_path / "run/results.json").read_text())
+    assert result["features"] == "word" and result["n_evaluated"] == 8 and "ood" in result
+    tokens = pd.read_parquet(tmp_path / "run/per_example/tokens.parquet")
+    steps = pd.read_parquet(tmp_path / "run/per_example/steps.parquet")
+    words = cast(pd.DataFrame, tokens[tokens["word_id"] >= 0])
+    # one row per word: an example's ranked words are its n_maskable (words, not pieces); no "##" piece is shown
+    ranked = cast(pd.DataFrame, words[words["explained_rank"] >= 1]).groupby("example_id").size().to_dict()
+    assert ranked == steps.groupby("example_id")["n_maskable"].first().to_dict()
+    assert not words["token"].str.startswith("##").any() and len(words) < len(tokens)

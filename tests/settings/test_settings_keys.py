@@ -100,3 +100,17 @@ def test_results_keys_are_the_ones_from_before_the_settings_were_split(monkeypat
         (("train.enabled=false",), "824d6b5b0122f6fe"),
     ]:
         assert keys_of(_compose(*overrides)).results == key, overrides
+
+
+def test_word_features_enter_the_results_key_and_token_features_leave_it_as_before():
+    from conftest import compose_config, keys_of
+    from hydra.errors import ConfigCompositionException
+
+    default, token = keys_of(compose_config()), keys_of(compose_config("evaluation.features=token"))
+    word = keys_of(compose_config("evaluation.features=word"))
+    assert default.results == token.results and default.baseline == token.baseline
+    assert word.results != default.results and word.baseline != default.baseline
+    assert word.training == default.training  # the checkpoint does not depend on the masking unit
+    with pytest.raises(ConfigCompositionException) as error:  # the schema names the choices
+        compose_config("evaluation.features=piece")
+    assert "expected one of [token, word]" in str(error.value.__cause__)

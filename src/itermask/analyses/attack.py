@@ -207,6 +207,11 @@ class AttackAnalysis(Analysis):
     def check(self, inputs: AnalysisInputs) -> None:
         from itermask.core.candidates import word_start_vocabulary
 
+        if inputs.evaluation.features != "token":  # it ranks and substitutes word pieces, budgets in tokens
+            raise ValueError(
+                f"the attack analysis ranks and substitutes tokens, not words: evaluation.features="
+                f"{inputs.evaluation.features} needs analyses without attack (e.g. analyses=[ood])"
+            )
         if self.ranking not in inputs.evaluation.schedules:
             raise ValueError(
                 f"attack.ranking={self.ranking} is compared with the masking curves of that schedule, but "

@@ -97,7 +97,8 @@ def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, 
     """One row per (example, token of the clean input) with every explanation's scores, ranks and masked
     steps as columns (:mod:`itermask.storage.per_example`), or ``None`` when the curves do not record their
     tokens. Tokens are stored once, and the one-shot schedule's masked steps not at all (they follow from
-    ``rank`` and the step's ``k``), to keep the file small.
+    ``rank`` and the step's ``k``), to keep the file small. Curves of word features (their ``word_ids``) give
+    one row per word instead (:func:`_words`).
 
     Args:
         curves: ``{explanation: {schedule: MaskingCurves}}`` over the same examples in the same order.
@@ -137,7 +138,24 @@ def token_frame(curves: Mapping[str, Mapping[str, MaskingCurves]], method: str, 
             if schedule != "one_shot" and c.masked_step is not None:
                 dtype = np.int8 if c.k.shape[1] < 127 else np.int16
                 frame[f"{prefix}_masked_step_{schedule}"] = c.masked_step.cpu()[real].numpy().astype(dtype)
-    return frame
+    return frame if first.word_ids is None else _words(frame, first.word_ids.cpu()[real].numpy(), tokenizer)
+
+
+def _words(frame: pd.DataFrame, word_ids: np.ndarray, tokenizer) -> pd.DataFrame:
+    """``frame`` (one row per token, :func:`token_frame`) with one row per word instead: a word's pieces (adjacent
+    tokens of one ``word_ids`` entry >= 0; special tokens stay rows of their own) joined into its text
+    (``tokenizer.convert_tokens_to_string``), the first piece's id, and a ``word_id`` column; the other columns
+    are equal across a word's pieces (its summed score, rank and masked step)."""
+    examples = frame["example_id"].to_numpy()
+    starts = np.r_[True, (word_ids[1:] != word_ids[:-1]) | (word_ids[1:] < 0) | (examples[1:] != examples[:-1])]
+    unit = np.cumsum(starts) - 1
+    pieces = frame["token"].groupby(unit).agg(list).tolist()
+    words = cast(pd.DataFrame, frame[starts]).reset_index(drop=True)
+    words["token"] = [
+        p[0] if w < 0 else tokenizer.convert_tokens_to_string(p).strip() for p, w in zip(pieces, word_ids[starts])
+    ]
+    words.insert(1, "word_id", word_ids[starts].astype(np.int32))
+    return words
 
 
 def _table(frame: pd.DataFrame) -> tuple[list[str], list[list]]:

@@ -49,6 +49,9 @@ class MaskingCurves:
         scores: ``[B, L]`` float32 saliency of the clean input (the method's units), ``NaN`` at padding.
         rank: ``[B, L]`` int16 masking rank of each maskable position on the clean input (1 = masked
             first; the one-shot order, :func:`~itermask.core.schedules.masking_ranks`), ``-1`` elsewhere.
+        word_ids: ``[B, L]`` long word of each token under word features (``evaluation.features=word``), ``-1``
+            for special tokens and padding; ``None`` under token features. With word features ``n_maskable``
+            and ``k`` count words, and ``scores`` and ``rank`` hold each token's word's summed score and rank.
         masked_step: ``[B, L]`` int16 index of the step at which the schedule first masked each position,
             ``-1`` for positions never masked (and padding): with ``k`` it gives the positions masked at
             each step, for the recursive schedule the only record of its re-ranked order.
@@ -79,6 +82,7 @@ class MaskingCurves:
     scores: Tensor | None = None
     rank: Tensor | None = None
     masked_step: Tensor | None = None
+    word_ids: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with
@@ -92,7 +96,14 @@ class MaskingCurves:
     #: fields shared by every example (not indexed by example)
     SHARED = ("schedule", "steps", "grid")
     #: ``[B, L]`` per-token fields and the value that pads them to a longer ``L`` (see :meth:`concat`)
-    TOKEN_FIELDS = {"token_ids": -1, "token_segments": -1, "scores": math.nan, "rank": -1, "masked_step": -1}
+    TOKEN_FIELDS = {
+        "token_ids": -1,
+        "token_segments": -1,
+        "scores": math.nan,
+        "rank": -1,
+        "masked_step": -1,
+        "word_ids": -1,
+    }
 
     def __len__(self) -> int:
         return self.example_ids.shape[0]

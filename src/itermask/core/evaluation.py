@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
-from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, check_target_policy, segment_list
+from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, FEATURE_KINDS, check_target_policy, segment_list
+from itermask.core.features import Features, group_features
 from itermask.core.forwards import (
     BACKWARD_OVERHEAD,
     ForwardStats,
@@ -135,13 +136,16 @@ class IterativeMaskingEvaluator:
             counts, ascending: mask ``min(c, n)`` tokens at count ``c``).
         segments: segment(s) whose tokens may be masked and ranked (``0``/``1`` for the first/second text of a
             sentence pair), or ``None`` for all (:func:`itermask.core.tokens.maskable_positions`).
+        features: the unit ranked, counted and masked (:mod:`itermask.core.features`): ``"token"`` (a word
+            piece) or ``"word"`` (every piece of a word together; the batch needs ``word_ids``): fractions and
+            counts are then of words, ``n_maskable`` and ``k`` count words, a word's score sums its pieces'.
         collect_representations: also record the clean and masked inputs' representations in the curves
             (:func:`itermask.core.representations.capture_representations`, Hugging Face classifiers): ``True``
             or ``"all"`` (every field), ``"final"`` (only ``features``, at no extra forward cost).
 
     Raises:
         ValueError: for unknown schedules or kinds of steps, an empty, unsorted or repeating grid, count steps
-            without counts, a non-positive token budget or an unknown ``collect_representations``.
+            without counts, a non-positive token budget, an unknown ``collect_representations`` or ``features``.
     """
 
     def __init__(
@@ -158,6 +162,7 @@ class IterativeMaskingEvaluator:
         segments: int | Sequence[int] | None = None,
         collect_representations: bool | str = False,
         token_budget: int = DEFAULT_TOKEN_BUDGET,
+        features: str = "token",
     ) -> None:
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
@@ -177,6 +182,9 @@ class IterativeMaskingEvaluator:
         check_target_policy(target)
         if token_budget <= 0:
             raise ValueError(f"token_budget must be positive, got {token_budget}")
+        if features not in FEATURE_KINDS:
+            raise ValueError(f"unknown evaluation.features {features!r}: choose one of {FEATURE_KINDS}")
+        self.features = features
         self.saliency = saliency
         self.strategy = strategy
         self.steps = steps
@@ -198,6 +206,13 @@ class IterativeMaskingEvaluator:
     def maskable(self, batch: TokenBatch) -> Tensor:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
         return maskable_positions(batch, self.special_ids, self.segments)
+
+    def feature_groups(self, batch: TokenBatch) -> Features:
+        """The :class:`~itermask.core.features.Features` of ``batch`` (:attr:`features`) over :meth:`maskable`.
+
+        Raises:
+            ValueError: for word features of a batch without ``word_ids``."""
+        return group_features(batch, self.maskable(batch), self.features)
 
     def _saliency_by_length(
         self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor, sanity: bool = True
@@ -242,22 +257,22 @@ class IterativeMaskingEvaluator:
                 masked forwards (``"forwards"``), e.g. to advance a progress bar.
 
         Raises:
-            ValueError: if an example has no maskable token.
+            ValueError: if an example has no maskable feature, or for word features without ``word_ids``.
         """
         size, device = len(batch), batch.device
         example_ids = torch.arange(size, device=device) if example_ids is None else example_ids
         labels = torch.full((size,), -1, dtype=torch.long, device=device) if labels is None else labels.long()
-        maskable = self.maskable(batch)
-        n_maskable = maskable.sum(dim=1)
+        groups = self.feature_groups(batch)
+        n_maskable = groups.maskable.sum(dim=1)
         if (n_maskable == 0).any():
-            raise ValueError("every example needs at least one maskable token; filter them out first")
+            raise ValueError(f"every example needs at least one maskable {self.features}; filter them out first")
         run = self._runner(model, self.collect_representations)
         clean = run(batch)
         target = resolve_target(self.target, clean.logits, labels)
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
         saliency = self._saliency_by_length(model, batch, target, example_ids)
-        masks = self._schedule_masks(model, batch, maskable, k, target, example_ids, saliency, progress)
-        outputs = self._schedule_outputs(model, run, batch, maskable, masks)
+        masks = self._schedule_masks(model, batch, groups, k, target, example_ids, saliency, progress)
+        outputs = self._schedule_outputs(model, run, batch, groups.to_tokens(groups.maskable), masks)
         if progress is not None:
             progress("forwards")
         shared = {  # the fields every schedule's curves share
@@ -270,7 +285,7 @@ class IterativeMaskingEvaluator:
             "saliency_zero": saliency.zero,
             "completeness_gap": saliency.completeness_gap,
             "output_difference": saliency.output_difference,
-            **_token_fields(batch, saliency.scores, maskable),
+            **_token_fields(batch, groups.scores(saliency.scores.detach(), self.saliency.word_score), groups),
         }
         return self._curves(masks, outputs, clean, shared)
 
@@ -321,27 +336,31 @@ class IterativeMaskingEvaluator:
         self,
         model,
         batch: TokenBatch,
-        maskable: Tensor,
+        groups: Features,
         k: Tensor,
         target: Tensor,
         example_ids: Tensor,
         clean: Attribution,
         progress: Callable[[str], None] | None = None,
     ) -> dict[str, Tensor]:
-        """``{schedule: masks [S, B, L]}`` from the ``clean`` input's saliency (the recursive schedule
-        recomputes saliency on the masked input at each step, see :meth:`_saliency_by_length`);
+        """``{schedule: token masks [S, B, L]}`` from the ``clean`` input's saliency, the schedules ranking the
+        ``groups``' features (``k``: ``[S, B]`` features; the recursive schedule recomputes token saliency on
+        the masked input at each step, see :meth:`_saliency_by_length`, and groups it);
         ``progress(schedule)`` after each schedule (see :meth:`evaluate`)."""
         length = batch.input_ids.shape[1]
 
         def saliency_fn(state: Tensor, rows: Tensor) -> Tensor:
-            masked = self.strategy.apply(batch.index(rows), state)
+            of_rows = groups.select(rows)
+            masked = self.strategy.apply(batch.index(rows), of_rows.to_tokens(state))
             # no zero-score check: a masked input may legitimately lose every gradient (the clean one was checked)
             scores = self._saliency_by_length(model, masked.batch, target[rows], example_ids[rows], sanity=False).scores
-            return to_source_positions(scores, masked, length)
+            return of_rows.scores(to_source_positions(scores, masked, length), self.saliency.word_score)
 
         masks = {}
         for name in self.schedules:
-            masks[name] = SCHEDULES[name]().masks(clean.scores, maskable, k, saliency_fn)
+            grouped = groups.scores(clean.scores, self.saliency.word_score)
+            ranked = SCHEDULES[name]().masks(grouped, groups.maskable, k, saliency_fn)
+            masks[name] = groups.to_tokens(ranked)
             if progress is not None:
                 progress(name)
         return masks
@@ -379,19 +398,21 @@ def first_masked_step(masks: Tensor) -> Tensor:
     return first.masked_fill(~masks.any(dim=0), -1).to(torch.int16)
 
 
-def _token_fields(batch: TokenBatch, scores: Tensor, maskable: Tensor) -> dict[str, Tensor]:
+def _token_fields(batch: TokenBatch, grouped: Tensor, groups: Features) -> dict[str, Tensor | None]:
     """The clean input's per-token fields of :class:`MaskingCurves` (``token_ids``, ``token_segments``,
-    ``scores``, ``rank``; see there) from ``batch`` ``[B, L]``, its ``[B, L]`` saliency ``scores`` and
-    ``[B, L]`` bool ``maskable`` positions."""
+    ``scores``, ``rank``, ``word_ids``; see there) from ``batch`` ``[B, L]``, its feature ``groups`` and their
+    ``[B, W]`` saliency ``grouped`` (a word's score and rank are given to each of its pieces)."""
     real = batch.attention_mask.bool()
     segments = batch.segment_ids if batch.segment_ids is not None else batch.token_type_ids
     if segments is None:
         segments = torch.zeros_like(batch.input_ids)
+    rank = groups.broadcast(masking_ranks(grouped, groups.maskable), -1)
     return {
         "token_ids": batch.input_ids.masked_fill(~real, -1),
         "token_segments": segments.long().masked_fill(~real, -1),
-        "scores": scores.detach().float().masked_fill(~real, math.nan),
-        "rank": masking_ranks(scores.detach(), maskable).to(torch.int16),
+        "scores": groups.broadcast(grouped, math.nan).float().masked_fill(~real, math.nan),
+        "rank": rank.to(torch.int16),
+        "word_ids": None if groups.columns is None else groups.columns,
     }
 
 

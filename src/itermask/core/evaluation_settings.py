@@ -14,6 +14,7 @@ __all__ = [
     "QUANTITIES",
     "TARGET_POLICIES",
     "DEFAULT_TOKEN_BUDGET",
+    "FEATURE_KINDS",
     "EvaluationSettings",
     "check_target_policy",
     "segment_list",
@@ -25,6 +26,8 @@ Quantity = Literal["probability", "logit"]
 QUANTITIES: tuple[Quantity, ...] = get_args(Quantity)
 #: The class to explain, besides a fixed class id: the prediction on the clean input, or the gold label.
 TARGET_POLICIES = ("predicted", "gold")
+#: The unit ranked, counted and masked: a word piece, or a whole word (:mod:`itermask.core.features`).
+FEATURE_KINDS = ("token", "word")
 #: Padded tokens (rows x padded length) per forward of the masked inputs (:mod:`itermask.core.forwards`).
 DEFAULT_TOKEN_BUDGET = 8192
 
@@ -81,9 +84,12 @@ class EvaluationSettings:
         quantity: ``"probability"`` or ``"logit"`` of the target class.
         compare_random: also evaluate a seeded random explanation.
         token_budget: padded tokens per forward (speed only, not the numbers beyond float rounding).
+        features: the unit ranked, counted and masked: ``"token"`` (word pieces) or ``"word"`` (a word's pieces
+            together, from a fast tokenizer's word ids; fractions and counts are then of words).
 
     Raises:
-        ValueError: for an unknown quantity or target policy, AOPC bins off a fraction grid, or bad segments.
+        ValueError: for an unknown quantity, target policy or features, AOPC bins off a fraction grid, or bad
+            segments.
     """
 
     split: str
@@ -99,8 +105,11 @@ class EvaluationSettings:
     quantity: Quantity
     compare_random: bool
     token_budget: int = DEFAULT_TOKEN_BUDGET
+    features: str = "token"
 
     def __post_init__(self) -> None:
+        if self.features not in FEATURE_KINDS:
+            raise ValueError(f"unknown evaluation.features {self.features!r}: choose one of {FEATURE_KINDS}")
         if self.quantity not in QUANTITIES:
             raise ValueError(f"evaluation.quantity must be 'probability' or 'logit', got {self.quantity!r}")
         try:
@@ -138,4 +147,5 @@ class EvaluationSettings:
             quantity=node["quantity"],
             compare_random=bool(node["compare_random"]),
             token_budget=int(node.get("token_budget", DEFAULT_TOKEN_BUDGET)),
+            features=str(node.get("features", "token")),
         )

@@ -3,7 +3,7 @@
 A *strategy* turns a clean batch and a mask (``[B, L]`` bool over the positions of the *clean* batch) into
 the model input (``[MASK]``, removed, ...); which tokens are masked at each step is the schedule's business
 (:mod:`itermask.core.schedules`). Strategies work on token ids directly (text is never decoded and
-re-tokenized), carry token type ids and segment ids along, and return where each position of the input came
+re-tokenized), carry token type, segment and word ids along, and return where each position of the input came
 from, so saliency computed on a masked input (whose length may differ, as with :class:`Delete`) can be mapped
 back to clean positions (:func:`to_source_positions`). Like every component that needs the tokenizer, a
 strategy is built from its settings, then bound (:class:`itermask.core.tokens.TokenizerBound`).
@@ -289,8 +289,8 @@ class MlmInfill(MaskingStrategy):
 
 
 class Delete(MaskingStrategy):
-    """Remove each masked token: the remaining ids (exactly the clean ones, in order, with their token type and
-    segment ids) move left, the freed tail becomes padding; the sequence is ``k`` tokens shorter."""
+    """Remove each masked token: the remaining ids (exactly the clean ones, in order, with their token type,
+    segment and word ids) move left, the freed tail becomes padding; the sequence is ``k`` tokens shorter."""
 
     name = "delete"
 
@@ -311,6 +311,7 @@ class Delete(MaskingStrategy):
                 attention,
                 moved(batch.token_type_ids, 0),
                 moved(batch.segment_ids, -1),
+                moved(batch.word_ids, -1),
             ),
             source,
         )

@@ -58,17 +58,21 @@ class TokenBatch:
         segment_ids: ``[B, L]`` long segment membership for masking, never passed to the model: ``0`` for the
             first text, ``1`` for the second of a sentence pair, ``-1`` for special tokens and padding (the fast
             tokenizer's ``sequence_ids()``, see :class:`itermask.data.datamodule.TokenCollator`), or ``None``.
+        word_ids: ``[B, L]`` long word of each token, never passed to the model: ``0, 1, ...`` within a row (a
+            sentence pair's second text numbered after the first's, so an id is unique within a row), ``-1`` for
+            special tokens and padding (the fast tokenizer's ``word_ids()``), or ``None`` (a slow tokenizer).
     """
 
     input_ids: Tensor
     attention_mask: Tensor
     token_type_ids: Tensor | None = None
     segment_ids: Tensor | None = None
+    word_ids: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [B, L], got shape {tuple(self.input_ids.shape)}")
-        for name in ("attention_mask", "token_type_ids", "segment_ids"):
+        for name in ("attention_mask", "token_type_ids", "segment_ids", "word_ids"):
             value = getattr(self, name)
             if value is not None and value.shape != self.input_ids.shape:
                 raise ValueError(f"{name} has shape {tuple(value.shape)}, input_ids has {tuple(self.input_ids.shape)}")
@@ -82,19 +86,24 @@ class TokenBatch:
 
     def model_inputs(self) -> dict[str, Tensor]:
         """Keyword arguments for the model's forward (``token_type_ids`` only when present;
-        ``segment_ids`` never)."""
+        ``segment_ids`` and ``word_ids`` never)."""
         inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
         if self.token_type_ids is not None:
             inputs["token_type_ids"] = self.token_type_ids
         return inputs
 
     def map(self, fn) -> TokenBatch:
-        """Apply ``fn`` to every tensor of the batch (ids, attention mask, token type and segment ids)."""
+        """Apply ``fn`` to every tensor of the batch (ids, attention mask, token type, segment and word ids)."""
+
+        def each(t: Tensor | None) -> Tensor | None:
+            return None if t is None else fn(t)
+
         return TokenBatch(
             fn(self.input_ids),
             fn(self.attention_mask),
-            None if self.token_type_ids is None else fn(self.token_type_ids),
-            None if self.segment_ids is None else fn(self.segment_ids),
+            each(self.token_type_ids),
+            each(self.segment_ids),
+            each(self.word_ids),
         )
 
     def index(self, rows: Tensor | slice) -> TokenBatch:
@@ -116,7 +125,7 @@ class TokenBatch:
         return self.map(lambda t: t.to(device))
 
     def with_ids(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> TokenBatch:
-        """A copy with new ids (and optionally a new attention mask), token type and segment ids kept."""
+        """A copy with new ids (and optionally a new attention mask), token type, segment and word ids kept."""
         return replace(
             self, input_ids=input_ids, attention_mask=self.attention_mask if attention_mask is None else attention_mask
         )

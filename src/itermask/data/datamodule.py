@@ -21,7 +21,7 @@ from itermask.data.splits import LabelledSplits
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TextClassificationDataModule", "TokenCollator", "segment_ids"]
+__all__ = ["TextClassificationDataModule", "TokenCollator", "segment_ids", "word_ids"]
 
 
 def segment_ids(encoding, rows: int) -> list[list[int]] | None:
@@ -33,11 +33,25 @@ def segment_ids(encoding, rows: int) -> list[list[int]] | None:
     return [[-1 if s is None else int(s) for s in encoding.sequence_ids(i)] for i in range(rows)]
 
 
+def word_ids(encoding, rows: int) -> list[list[int]] | None:
+    """Word of each token of ``encoding`` (as in :func:`segment_ids`), from the fast tokenizer's ``word_ids()``:
+    ``0, 1, ...``, a sentence pair's second text numbered after the first's (the tokenizer restarts at 0 for it),
+    ``-1`` for special tokens; ``None`` for a slow tokenizer (it has no word ids)."""
+    if not getattr(encoding, "is_fast", False):
+        return None
+    out = []
+    for i in range(rows):
+        words, segments = encoding.word_ids(i), encoding.sequence_ids(i)
+        offset = 1 + max((w for w, s in zip(words, segments) if w is not None and s == 0), default=-1)
+        out.append([-1 if w is None else int(w) + (offset if s == 1 else 0) for w, s in zip(words, segments)])
+    return out
+
+
 @dataclass
 class TokenCollator:
     """Pads tokenized examples (dynamic padding) into a dict of a :class:`~itermask.core.tokens.TokenBatch`
-    (``"tokens"``; a ``segment_ids`` feature padded with ``-1`` becomes its ``segment_ids``, which the model never
-    sees), ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``."""
+    (``"tokens"``; ``segment_ids`` and ``word_ids`` features padded with ``-1`` become its ``segment_ids`` and
+    ``word_ids``, which the model never sees), ``"labels"`` ``[B]`` and ``"example_ids"`` ``[B]``."""
 
     tokenizer: Any
     model_input_names: Sequence[str] = field(default=("input_ids", "attention_mask", "token_type_ids"))
@@ -45,21 +59,25 @@ class TokenCollator:
     def __call__(self, features: list[dict]) -> dict:
         keys = [k for k in self.model_input_names if k in features[0]]
         padded = self.tokenizer.pad([{k: f[k] for k in keys} for f in features], return_tensors="pt")
-        segments = None
-        if "segment_ids" in features[0]:
-            segments = torch.full_like(padded["input_ids"], -1)
-            left = getattr(self.tokenizer, "padding_side", "right") == "left"
-            length = segments.shape[1]
-            for row, feature in enumerate(features):
-                values = torch.as_tensor(feature["segment_ids"], dtype=torch.long)
-                start = length - len(values) if left else 0
-                segments[row, start : start + len(values)] = values
-        tokens = TokenBatch(padded["input_ids"], padded["attention_mask"], padded.get("token_type_ids"), segments)
+        extra = [self._padded(features, name, padded["input_ids"]) for name in ("segment_ids", "word_ids")]
+        tokens = TokenBatch(padded["input_ids"], padded["attention_mask"], padded.get("token_type_ids"), *extra)
         return {
             "tokens": tokens,
             "labels": torch.tensor([f["label"] for f in features], dtype=torch.long),
             "example_ids": torch.tensor([f["example_id"] for f in features], dtype=torch.long),
         }
+
+    def _padded(self, features: list[dict], name: str, input_ids: torch.Tensor) -> torch.Tensor | None:
+        """The per-token feature ``name`` of every example padded with ``-1`` like ``input_ids``, or ``None``."""
+        if name not in features[0]:
+            return None
+        out = torch.full_like(input_ids, -1)
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        for row, feature in enumerate(features):
+            values = torch.as_tensor(feature[name], dtype=torch.long)
+            start = out.shape[1] - len(values) if left else 0
+            out[row, start : start + len(values)] = values
+        return out
 
 
 class TextClassificationDataModule(pl.LightningDataModule):
@@ -122,6 +140,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             segments = segment_ids(encoding, len(rows["text"]))
             if segments is not None:
                 encoding["segment_ids"] = segments
+                encoding["word_ids"] = word_ids(encoding, len(rows["text"]))
             encoding["length"] = [len(ids) for ids in encoding["input_ids"]]
             return encoding
 

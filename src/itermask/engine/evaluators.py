@@ -48,6 +48,7 @@ def build_evaluators(
             token_budget=e.token_budget,
             counts=list(e.counts),
             segments=e.segments,
+            features=e.features,
             collect_representations=collect,
         )
         for name, method in explanations.items()

@@ -81,7 +81,7 @@ class MaskingEvaluationModule(pl.LightningModule):
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
         tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
-        has_maskable = next(iter(self.evaluators.values())).maskable(tokens).any(dim=1)
+        has_maskable = next(iter(self.evaluators.values())).feature_groups(tokens).maskable.any(dim=1)
         self._skipped.extend(ids[~has_maskable].tolist())
         if not has_maskable.any():
             if self._bar is not None:

@@ -48,6 +48,7 @@ def result_of(plan: EvaluationPlan, resources: Resources, evaluation: Evaluation
         "quantity": e.quantity,
         "steps": e.steps,
         "segments": e.segments,
+        **({} if e.features == "token" else {"features": e.features}),  # results of token features as before
         **_model_entries(resources),
         "config_hash": None if resources.keys is None else resources.keys.results,
         # the local files' contents the results key hashes instead of their paths (the report compares by them)

@@ -120,6 +120,11 @@ class Resources:
                 f"evaluation.segments={e.segments}, but {plan.data.name} has single texts (segment 0 only); "
                 "use evaluation.segments=null, or a sentence-pair dataset (text_pair_column)"
             )
+        if e.features == "word" and not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError(
+                f"evaluation.features=word needs a fast tokenizer's word ids, but the tokenizer "
+                f"{type(self.tokenizer).__name__} is not fast (no word_ids()); use evaluation.features=token"
+            )
         data.check_maskable(e.split, e.n_examples, e.subset_seed, e.segments)  # tokens to mask, before fine-tuning
         for analysis in self.analyses:
             analysis.check_data(data)

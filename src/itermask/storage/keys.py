@@ -105,6 +105,7 @@ NOT_IN_KEY_AT_DEFAULT = {
     "trainer.strategy": "auto",
     "trainer.accumulate_grad_batches": 1,
     "threads": None,
+    "evaluation.features": "token",
 }
 
 #: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them

@@ -22,7 +22,9 @@ by ``example_id`` (and ``saliency``, ``schedule``), and loaded with :func:`load_
   (float32 saliency of the clean input), ``<role>_rank`` (masking rank on the clean input, 1 = masked
   first: the one-shot schedule masks ranks ``1..k`` at a step with ``k`` tokens masked; ``-1``: not
   maskable) and, for other schedules, ``<role>_masked_step_<schedule>`` (index of the step that first
-  masks the token, ``-1``: never). With ``steps.parquet`` it is what a per-example view needs;
+  masks the token, ``-1``: never). With ``steps.parquet`` it is what a per-example view needs. Under
+  ``evaluation.features=word`` a row is a word: ``token`` its pieces joined, ``token_id`` its first piece's,
+  a ``word_id`` column, the word's summed score, rank and masked step;
 - ``attack.parquet`` (with an ``attack`` analysis): one row per (saliency method, example) with the
   attack's outcome (``success``, ``n_perturbed``, ``perturbed_fraction``, ``queries``, the substitutions
   and positions, original and adversarial text; see :mod:`itermask.analyses.attack`);

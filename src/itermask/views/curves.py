@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from itermask.views.page import MAX_TOKENS, ExampleView, ExampleViews, MethodView, Trajectory
@@ -221,6 +222,8 @@ def views_from_curves(
         reasons: ``{row: why it is shown}``.
         max_tokens: tokens shown per example (:data:`MAX_TOKENS`).
 
+    Curves of word features (their ``word_ids``) are shown by word (:func:`_by_word`).
+
     Raises:
         ValueError: if ``curves`` or ``scores`` miss a method, or shapes disagree with ``batch``.
     """
@@ -229,4 +232,56 @@ def views_from_curves(
     data = _batch_curves(curves, batch, tokenizer, scores, masks or {}, segments)
     shown = range(batch.input_ids.shape[0]) if rows is None else rows
     views = [_example_view(data, row, class_names, (reasons or {}).get(row, "")) for row in shown]
+    if data.first.word_ids is not None:
+        views = [_by_word(view, row, curves, tokenizer) for view, row in zip(views, shown)]
     return ExampleViews(views, max_tokens)
+
+
+def _by_word(view: ExampleView, row: int, curves: Mapping, tokenizer) -> ExampleView:
+    """``view`` (one per token of ``row``, padding dropped) with one entry per word of word-feature curves: a
+    word's pieces joined (``tokenizer.convert_tokens_to_string``), each method's word score and rank as its
+    curves record them (the sum of the pieces' scores, the word's rank), masked positions as word indices."""
+    from dataclasses import replace
+
+    words = [int(w) for w in _row_values(curves, "word_ids", row)[: len(view.tokens)]]
+    starts = [i for i, w in enumerate(words) if i == 0 or w < 0 or w != words[i - 1]]
+    first = set(starts)
+    unit = list(accumulate(int(i in first) for i in range(len(words))))  # 1-based word of each token
+    ends = [*starts[1:], len(words)]
+    tokens = [
+        view.tokens[s] if words[s] < 0 else tokenizer.convert_tokens_to_string(view.tokens[s:e]).strip()
+        for s, e in zip(starts, ends)
+    ]
+    methods = {}
+    for name, method in view.methods.items():
+        scores, ranks = _row_values(curves, "scores", row, name), _row_values(curves, "rank", row, name)
+        trajectories = {
+            schedule: replace(
+                t, masked=None if t.masked is None else [sorted({unit[i] - 1 for i in m}) for m in t.masked]
+            )
+            for schedule, t in method.trajectories.items()
+        }
+        methods[name] = replace(
+            method,
+            scores=[float(scores[s]) if ranks[s] > 0 else math.nan for s in starts],
+            ranks=[int(ranks[s]) if ranks[s] > 0 else None for s in starts],
+            trajectories=trajectories,
+        )
+
+    def pick(values: list | None) -> list | None:
+        return None if values is None else [values[s] for s in starts]
+
+    return replace(
+        view,
+        tokens=tokens,
+        token_ids=pick(view.token_ids),
+        segments=pick(view.segments),
+        special=pick(view.special),
+        methods=methods,
+    )
+
+
+def _row_values(curves: Mapping, field: str, row: int, method: str | None = None) -> list:
+    """The per-token ``field`` of ``row`` of ``method``'s curves (default the first method's), as a list."""
+    by_schedule = curves[method] if method is not None else next(iter(curves.values()))
+    return getattr(next(iter(by_schedule.values())), field)[row].tolist()

@@ -120,6 +120,9 @@ class SaliencyMethod(TokenizerBound, ABC):
     #: chunks of a token budget), or its scores of a row depend on the other rows: then a caller passes it the
     #: whole batch instead of length chunks of it
     batches_own_calls: bool = False
+    #: how word features (``evaluation.features=word``) make a word's score from its pieces' scores: ``"sum"``
+    #: (:class:`itermask.core.features.Features`), or ``"first"`` (the first piece's)
+    word_score: str = "sum"
 
     def __init__(self, output: Literal["probability", "logit"] = "probability", absolute: bool = False) -> None:
         if output not in OUTPUTS:
@@ -345,6 +348,8 @@ class RandomSaliency(SaliencyMethod):
     needs_gradients = False
     needs_embeddings = False
     zero_check = False
+    #: a word takes its first piece's score: words in a uniform random order (a sum would rank long words first)
+    word_score = "first"
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__(output="probability", absolute=False)
