@@ -88,5 +88,6 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # issue 31 brought src/ to 21,712 lines (at most 22,000); issue 36's reliability fixes (safe checkpoint
     # loading, SIGTERM also in a joblib multirun, exact pretraining resume, escaping, the facade's containers,
     # report checks, trainer options in the keys, the new-user review's early checks) added ~650: raise this
-    # only with a reason, as here
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 22_400
+    # only with a reason, as here; issue 32's Normalized AOPC added ~1,060 (the bounds core ~370, its model-backed
+    # outputs, the scores it normalises and the naopc analysis ~690)
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_460
