@@ -133,7 +133,7 @@ def test_evaluate_smoke_with_naopc(tmp_path):
     args = ["debug=smoke", "naopc=on", "naopc.exact_max_features=8", "ood=none", "model.max_length=16"]
     args += ["evaluation.n_examples=6", f"hydra.run.dir={tmp_path}/run"]
     out = subprocess.run(
-        [sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     section = json.loads((tmp_path / "run/results.json").read_text())["naopc"]
@@ -145,3 +145,35 @@ def test_evaluate_smoke_with_naopc(tmp_path):
     assert {"naopc_comprehensiveness_prob", "naopc_sufficiency_prob", "aopc_authors_comprehensiveness_prob"} <= set(
         scores.columns
     )
+
+
+def test_flat_examples_are_nan_counted_and_named():
+    from itermask.core.aopc_bounds import naopc
+
+    upper, lower = (
+        torch.tensor([0.5, 0.2, 0.3], dtype=torch.float64),
+        torch.tensor([0.1, 0.2, 0.1], dtype=torch.float64),
+    )
+    exact = torch.tensor([True, True, False])
+    bounds = {
+        "example_ids": torch.tensor([7, 8, 9]),
+        "n": torch.tensor([3, 1, 12]),
+        "sets": {"authors": {"upper": upper, "lower": lower, "exact": exact}},
+        "reused": False,
+    }
+    aopc = np.array([0.3, 0.2, 0.2])
+    per_example = pd.DataFrame(
+        {
+            "saliency": "gradient",
+            "schedule": "one_shot",
+            "example_id": [7, 8, 9],
+            "naopc_comprehensiveness_prob": naopc(aopc, upper.numpy(), lower.numpy()),
+        }
+    )
+    section = NAOPCAnalysis()._section(None, bounds, per_example, "probability")  # pyright: ignore[reportArgumentType]
+    b = section["bounds"]
+    assert (b["n_exact"], b["n_beam"], b["beam_example_ids"]) == (2, 1, [9])
+    assert (b["n_flat"], b["flat_example_ids"]) == (1, [8])  # example 8: one feature, U = L
+    # (0.3 - 0.1) / 0.4 = 0.5 and (0.2 - 0.1) / 0.2 = 0.5; the flat example is NaN and left out of the mean
+    assert np.isnan(per_example.naopc_comprehensiveness_prob[1])
+    assert section["methods"]["gradient"]["one_shot"]["naopc_comprehensiveness_prob"] == pytest.approx(0.5)

@@ -100,5 +100,5 @@ def test_grid_weights_put_sufficiency_at_n_minus_k():
         grid_weights([4], 3, "comprehensiveness")
     # itermask's AOPC over the grid is the weighted functional: the bounds of a 2-step grid by hand
     table = TableOutputs([np.array([1.0, 0.4, 0.8, 0.1])])
-    (bounds, how), = aopc_bounds(table, [2], weights=[grid_weights([1], 2, "comprehensiveness")])
+    ((bounds, how),) = aopc_bounds(table, [2], weights=[grid_weights([1], 2, "comprehensiveness")])
     assert how == "exact" and (bounds.upper, bounds.lower) == pytest.approx((0.6, 0.2))
