@@ -63,7 +63,7 @@ def cell(model, tokenizer, n: int, count: int, method: str, beam_size: int) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--exact", type=int, nargs="*", default=[8, 10])
     parser.add_argument("--beam", type=int, nargs="*", default=[20, 40])
     parser.add_argument("--examples", type=int, default=2)
