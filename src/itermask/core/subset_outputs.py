@@ -81,7 +81,8 @@ class ModelOutputs:
             )
         if quantity not in ("probability", "logit"):
             raise ValueError(f"quantity must be 'probability' or 'logit', got {quantity!r}")
-        self.batch, self.strategy, self.quantity = batch, strategy, quantity
+        self.batch, self.strategy = batch, strategy
+        self.quantity: Quantity = quantity
         self.features = features.to(batch.device).long()
         self.target = target.to(batch.device).long()
         self.n_features = feature_counts(self.features)
