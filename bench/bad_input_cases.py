@@ -204,6 +204,8 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
             early,
         ),  # fmt: skip
         ("hydra.run.dir is a file", "evaluate", [f"hydra.run.dir={f['hostile_labels']}"], early),
+        ("naopc: exact search beyond memory", "evaluate", ["naopc=on", "naopc.exact_max_features=30"], early),
+        ("naopc: beam width 0", "evaluate", ["naopc=on", "naopc.beam_size=0"], early),
         (
             "hostile: model.name (no fine-tuning)",
             "evaluate",

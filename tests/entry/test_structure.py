@@ -87,7 +87,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     assert len((PACKAGE / "api.py").read_text().splitlines()) <= 250
     # issue 31 brought src/ to 21,712 lines (at most 22,000); issue 36's reliability fixes (safe checkpoint
     # loading, SIGTERM also in a joblib multirun, exact pretraining resume, escaping, the facade's containers,
-    # report checks, trainer options in the keys, the new-user review's early checks) added ~650; issue 32's
-    # word-level features (core/features.py, word ids in the batch, the evaluator, tables, views) ~270: raise this
-    # only with a reason, as here
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 22_700
+    # report checks, trainer options in the keys, the new-user review's early checks) added ~650; issue 32 added
+    # ~1,330: word-level features (core/features.py, word ids in the batch, the evaluator, tables, views) ~270,
+    # Normalized AOPC ~1,060 (the bounds core ~370, its model-backed outputs, the scores it normalises and the
+    # naopc analysis ~690): raise this only with a reason, as here
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_760

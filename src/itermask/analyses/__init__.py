@@ -1,5 +1,5 @@
 """The analyses of an evaluation (see :mod:`itermask.analyses.base`): the built-in ``per_example`` tables and
-model check, and the configurable ``ood`` and ``attack`` analyses. Importing them
+model check, and the configurable ``ood``, ``attack`` and ``naopc`` analyses. Importing them
 imports no torch (their run paths do)."""
 
 from itermask.analyses.attack import AttackAnalysis
@@ -14,6 +14,7 @@ from itermask.analyses.base import (
     analysis_classes,
 )
 from itermask.analyses.model_check import model_check, model_check_line
+from itermask.analyses.naopc import NAOPCAnalysis
 from itermask.analyses.ood import OODAnalysis
 from itermask.analyses.per_example import PerExampleAnalysis
 
@@ -31,4 +32,5 @@ __all__ = [
     "OODAnalysis",
     "PerExampleAnalysis",
     "AttackAnalysis",
+    "NAOPCAnalysis",
 ]

@@ -12,9 +12,10 @@ by ``example_id`` (and ``saliency``, ``schedule``), and loaded with :func:`load_
   example (``aopc_*``, ``aopc_full_*``, ``auc_*``, ``first_flip_fraction`` and ``first_flip_count``, NaN
   when the prediction never flips, ``never_flip_rate``) and the clean input's saliency diagnostics:
   ``saliency_zero`` (its scores are identically zero) and, for ``integrated_gradients`` and ``deeplift``,
-  ``completeness_gap`` (sum of attributions minus ``output_difference`` = ``f(x) - f(baseline)``);
+  ``completeness_gap`` (sum of attributions minus ``output_difference`` = ``f(x) - f(baseline)``); with a
+  ``naopc`` analysis also its NAOPC columns (:mod:`itermask.analyses.naopc`);
 - ``examples.parquet``: one row per evaluated example: ``example_id``, ``split``, ``text`` (and
-  ``text_pair``), ``label``, ``label_name``;
+  ``text_pair``), ``label``, ``label_name``; with a ``naopc`` analysis also the example's AOPC bounds;
 - ``tokens.parquet``: one row per (example, token of the clean input, padding dropped), in token order,
   with ``example_id``, ``token_id``, ``token`` (the tokenizer's string, pieces as written), for sentence
   pairs ``segment`` (``0``/``1``: first/second text, ``-1``: special tokens), and per explanation, under

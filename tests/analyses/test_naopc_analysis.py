@@ -1,0 +1,179 @@
+"""The naopc analysis on a tiny random BERT: its result section, per-example columns and report rows; the
+bounds computed once per checkpoint (a sweep over saliency methods reuses them; a damaged stored bound is
+recomputed); its settings checked before any work; and the end-to-end run on shipped data."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import compose_config, keys_of, plan_of, tiny_bert_config
+from hydra import compose, initialize_config_dir
+from transformers import BertForSequenceClassification
+
+from itermask import console, pipeline
+from itermask.analyses.naopc import NAOPCAnalysis
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, folder: Path, name: str, *overrides: str) -> dict:
+    job = tmp_path / "sweep" / name
+    args = [
+        "naopc=on",
+        "naopc.exact_max_features=6",
+        "naopc.beam_size=2",
+        f"model.pretrained={folder}",
+        "train.enabled=false",
+        "ood=none",
+        "logger=csv",
+        "evaluation.n_examples=4",
+        "evaluation.fractions=[0.0,0.1,0.5,1.0]",
+        "evaluation.aopc_bins=[0.1,0.5]",
+        "+trainer.enable_progress_bar=false",
+        "model.max_length=16",
+        f"output_dir={job}",
+        *overrides,
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
+    return json.loads((job / "results.json").read_text())
+
+
+def test_naopc_bounds_once_per_checkpoint_and_damaged_bounds_recomputed(tmp_path, monkeypatch, tokenizer):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    first = _run(tmp_path, tmp_path / "tiny", "gradient")
+    section = first["naopc"]
+    bounds = section["bounds"]
+    assert bounds["n_examples"] == first["n_evaluated"] == 4 and not bounds["reused"]
+    assert bounds["n_exact"] + bounds["n_beam"] == 4 and bounds["n_exact"] >= 1  # max_length 16: up to 14 tokens
+    assert section["rows"]["computed"] > 0 and section["rows"]["asked"] >= section["rows"]["computed"]
+    assert bounds["mean_lower"] <= bounds["mean_upper"]
+    one_shot = section["methods"]["gradient"]["one_shot"]
+    assert math.isfinite(one_shot["naopc_comprehensiveness_prob"]) and math.isfinite(
+        one_shot["aopc_authors_sufficiency_prob"]
+    )
+    assert "naopc_of_aopc_comprehensiveness_prob" in one_shot and "naopc_of_aopc_full_sufficiency_prob" in one_shot
+    assert section["methods"]["gradient"]["recursive"]["missing"]["authors"].startswith("the recursive schedule")
+    # per example: exact NAOPC within [0, 1]; the tables hold the columns and the bounds once per example
+    job = tmp_path / "sweep" / "gradient" / "per_example"
+    scores, examples = pd.read_parquet(job / "scores.parquet"), pd.read_parquet(job / "examples.parquet")
+    assert {"naopc_comprehensiveness_prob", "naopc_of_aopc_comprehensiveness_prob"} <= set(scores.columns)
+    assert len(examples) == 4 and set(examples.naopc_bounds) <= {"exact", "beam"}
+    joined = scores[scores.schedule == "one_shot"].merge(examples, on="example_id")
+    exact = joined[joined.naopc_bounds == "exact"]
+    assert (
+        (exact.aopc_authors_comprehensiveness_prob >= exact.naopc_lower - 1e-9)
+        & (exact.naopc_comprehensiveness_prob <= 1 + 1e-9)
+    ).all()
+    by_hand = (exact.aopc_authors_comprehensiveness_prob - exact.naopc_lower) / (exact.naopc_upper - exact.naopc_lower)
+    np.testing.assert_allclose(exact.naopc_comprehensiveness_prob, by_hand, rtol=1e-12)
+    assert any(line.startswith("NAOPC (gradient, one-shot") for line in console.summary_lines(first))
+    rows = NAOPCAnalysis.report_measures(first)
+    assert (
+        rows[("gradient", "one_shot", "NAOPC comprehensiveness (higher is better) [prob]")]
+        == one_shot["naopc_comprehensiveness_prob"]
+    )
+
+    # another saliency method on the same checkpoint: the bounds are read back, no bound row is computed
+    second = _run(tmp_path, tmp_path / "tiny", "input_x_gradient", "saliency=input_x_gradient")
+    assert second["naopc"]["bounds"]["reused"] is True
+    assert second["naopc"]["bounds"]["mean_upper"] == bounds["mean_upper"]
+    authors_rows = 1 + 2 * 2 * sum(pd.read_parquet(job / "examples.parquet").naopc_n_features)  # 2 rankings
+    assert second["naopc"]["rows"]["asked"] <= authors_rows  # only the explanations' rows, no bound rows
+
+    # a damaged stored bound is moved aside and recomputed
+    stored = list((tmp_path / "cache" / "derived").rglob("naopc_bounds-*.pt"))
+    assert len(stored) == 1
+    stored[0].write_bytes(b"not a torch file")
+    third = _run(tmp_path, tmp_path / "tiny", "damaged", "saliency=input_x_gradient", "reuse_results=false")
+    assert (
+        third["naopc"]["bounds"]["reused"] is False and third["naopc"]["bounds"]["mean_upper"] == bounds["mean_upper"]
+    )
+    assert list((tmp_path / "cache" / "derived" / "damaged").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("naopc.exact_max_features=40", "naopc.exact_max_features=40: choose a whole number in 0..24"),
+        ("naopc.exact_max_features=-1", "naopc.exact_max_features=-1"),
+        ("naopc.beam_size=0", "naopc.beam_size=0: the beam search's width must be a whole number >= 1"),
+        ("naopc.beam_size=2.5", "naopc.beam_size=2.5"),
+    ],
+)
+def test_bad_naopc_settings_are_clear_errors_in_the_settings_stage(override, message):
+    # the settings stage builds the analysis: the error comes before any data, tokenizer or model is read
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plan_of(compose_config("naopc=on", override))
+
+
+def test_naopc_off_by_default_keeps_the_results_key():
+    off = keys_of(compose_config())
+    assert off.results == keys_of(compose_config("naopc=none")).results
+    assert off.results != keys_of(compose_config("naopc=on")).results
+
+
+@pytest.mark.slow
+def test_evaluate_smoke_with_naopc(tmp_path):
+    env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    # short texts (at most 14 tokens) keep the beam searches of the longer ones cheap
+    args = ["debug=smoke", "naopc=on", "naopc.exact_max_features=8", "ood=none", "model.max_length=16"]
+    args += ["evaluation.n_examples=6", f"hydra.run.dir={tmp_path}/run"]
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    section = json.loads((tmp_path / "run/results.json").read_text())["naopc"]
+    one_shot = next(iter(section["methods"].values()))["one_shot"]
+    assert all(math.isfinite(v) for k, v in one_shot.items() if k.startswith(("naopc", "aopc")) and v is not None)
+    assert math.isfinite(one_shot["naopc_comprehensiveness_prob"])
+    assert section["bounds"]["n_exact"] + section["bounds"]["n_beam"] == section["bounds"]["n_examples"]
+    scores = pd.read_parquet(tmp_path / "run/per_example/scores.parquet")
+    assert {"naopc_comprehensiveness_prob", "naopc_sufficiency_prob", "aopc_authors_comprehensiveness_prob"} <= set(
+        scores.columns
+    )
+
+
+def test_flat_examples_are_nan_counted_and_named():
+    from itermask.core.aopc_bounds import naopc
+
+    upper, lower = (
+        torch.tensor([0.5, 0.2, 0.3], dtype=torch.float64),
+        torch.tensor([0.1, 0.2, 0.1], dtype=torch.float64),
+    )
+    exact = torch.tensor([True, True, False])
+    bounds = {
+        "example_ids": torch.tensor([7, 8, 9]),
+        "n": torch.tensor([3, 1, 12]),
+        "sets": {"authors": {"upper": upper, "lower": lower, "exact": exact}},
+        "reused": False,
+    }
+    aopc = np.array([0.3, 0.2, 0.2])
+    per_example = pd.DataFrame(
+        {
+            "saliency": "gradient",
+            "schedule": "one_shot",
+            "example_id": [7, 8, 9],
+            "naopc_comprehensiveness_prob": naopc(aopc, upper.numpy(), lower.numpy()),
+        }
+    )
+    section = NAOPCAnalysis()._section(None, bounds, per_example, "probability")  # pyright: ignore[reportArgumentType]
+    b = section["bounds"]
+    assert (b["n_exact"], b["n_beam"], b["beam_example_ids"]) == (2, 1, [9])
+    assert (b["n_flat"], b["flat_example_ids"]) == (1, [8])  # example 8: one feature, U = L
+    # (0.3 - 0.1) / 0.4 = 0.5 and (0.2 - 0.1) / 0.2 = 0.5; the flat example is NaN and left out of the mean
+    assert np.isnan(per_example.naopc_comprehensiveness_prob[1])
+    assert section["methods"]["gradient"]["one_shot"]["naopc_comprehensiveness_prob"] == pytest.approx(0.5)
