@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -124,27 +121,6 @@ def test_naopc_off_by_default_keeps_the_results_key():
     off = keys_of(compose_config())
     assert off.results == keys_of(compose_config("naopc=none")).results
     assert off.results != keys_of(compose_config("naopc=on")).results
-
-
-@pytest.mark.slow
-def test_evaluate_smoke_with_naopc(tmp_path):
-    env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
-    # short texts (at most 14 tokens) keep the beam searches of the longer ones cheap
-    args = ["debug=smoke", "naopc=on", "naopc.exact_max_features=8", "ood=none", "model.max_length=16"]
-    args += ["evaluation.n_examples=6", f"hydra.run.dir={tmp_path}/run"]
-    out = subprocess.run(
-        [sys.executable, "evaluate.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
-    section = json.loads((tmp_path / "run/results.json").read_text())["naopc"]
-    one_shot = next(iter(section["methods"].values()))["one_shot"]
-    assert all(math.isfinite(v) for k, v in one_shot.items() if k.startswith(("naopc", "aopc")) and v is not None)
-    assert math.isfinite(one_shot["naopc_comprehensiveness_prob"])
-    assert section["bounds"]["n_exact"] + section["bounds"]["n_beam"] == section["bounds"]["n_examples"]
-    scores = pd.read_parquet(tmp_path / "run/per_example/scores.parquet")
-    assert {"naopc_comprehensiveness_prob", "naopc_sufficiency_prob", "aopc_authors_comprehensiveness_prob"} <= set(
-        scores.columns
-    )
 
 
 def test_flat_examples_are_nan_counted_and_named():

@@ -11,7 +11,7 @@ from itermask.core.aopc_bounds import TableOutputs, aopc_bounds, exact_aopc_boun
 from itermask.core.masking import MaskToken
 from itermask.core.measures import target_output
 from itermask.core.naopc_scores import feature_ranks, grid_weights, ranking_aopc
-from itermask.core.subset_outputs import MemoOutputs, ModelOutputs, token_features
+from itermask.core.subset_outputs import MemoOutputs, ModelOutputs, feature_counts, feature_index, token_features
 from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
 
 
@@ -23,6 +23,23 @@ def _batch(tokenizer) -> TokenBatch:
 def test_token_features_number_the_maskable_positions():
     maskable = torch.tensor([[False, True, True, False, True], [False, True, False, False, False]])
     assert token_features(maskable).tolist() == [[-1, 0, 1, -1, 2], [-1, 0, -1, -1, -1]]
+
+
+def test_word_features_number_the_maskable_words_and_cover_their_pieces():
+    # [CLS] fan ##tas ##tic film [SEP] | [CLS] bad [SEP] [PAD] ...: words 0 (three pieces) and 1; segment 1 of a
+    # pair would be a word that is not maskable, here the second row's special tokens only
+    ids = torch.tensor([[101, 7, 8, 9, 10, 102], [101, 11, 102, 0, 0, 0]])
+    attention = (ids != 0).long()
+    words = torch.tensor([[-1, 0, 0, 0, 1, -1], [-1, 0, -1, -1, -1, -1]])
+    batch = TokenBatch(ids, attention, word_ids=words)
+    maskable = maskable_positions(batch, [0, 101, 102])
+    index = feature_index(batch, maskable, "word")
+    assert index.tolist() == [[-1, 0, 0, 0, 1, -1], [-1, 0, -1, -1, -1, -1]]
+    assert feature_counts(index).tolist() == [2, 1]
+    # a word with an unmaskable piece (here "##tic", e.g. outside evaluation.segments) is no feature at all
+    maskable[0, 3] = False
+    assert feature_index(batch, maskable, "word").tolist()[0] == [-1, -1, -1, -1, 0, -1]
+    assert feature_index(batch, maskable, "token").tolist()[0] == [-1, 0, 1, -1, 2, -1]
 
 
 def test_model_outputs_mask_the_features_and_match_a_direct_forward(tokenizer, tiny_bert):

@@ -3,6 +3,7 @@ reading the curves back from the offline W&B run's Table files. Small settings k
 
 import glob
 import json
+import math
 import os
 import subprocess
 import sys
@@ -162,9 +163,19 @@ def test_evaluate_on_a_users_csv(tmp_path, env):
 
 
 @pytest.mark.slow
-def test_smoke_run_with_word_features_shows_words(tmp_path, env):
-    _run("evaluate.py", ["debug=smoke", "evaluation.features=word", f"hydra.run.dir={tmp_path}/run"], env)
+def test_smoke_run_with_word_features_and_naopc(tmp_path, env):
+    args = ["debug=smoke", "evaluation.features=word", "naopc=on", "naopc.exact_max_features=8"]
+    _run("evaluate.py", [*args, f"hydra.run.dir={tmp_path}/run"], env)
     result = json.loads((tmp_path / "run/results.json").read_text())
+    # Normalized AOPC over words: finite, every example's bounds exact or beam, the columns in scores.parquet
+    section = result["naopc"]
+    one_shot = section["methods"]["gradient"]["one_shot"]
+    assert 0 <= one_shot["naopc_comprehensiveness_prob"] <= 1 and math.isfinite(one_shot["naopc_sufficiency_prob"])
+    assert section["bounds"]["n_exact"] + section["bounds"]["n_beam"] == section["bounds"]["n_examples"] == 8
+    scores = pd.read_parquet(tmp_path / "run/per_example/scores.parquet")
+    assert {"naopc_comprehensiveness_prob", "naopc_sufficiency_prob", "aopc_authors_comprehensiveness_prob"} <= set(
+        scores.columns
+    )
     assert result["features"] == "word" and result["n_evaluated"] == 8 and "ood" in result
     tokens = pd.read_parquet(tmp_path / "run/per_example/tokens.parquet")
     steps = pd.read_parquet(tmp_path / "run/per_example/steps.parquet")

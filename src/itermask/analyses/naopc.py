@@ -46,8 +46,6 @@ __all__ = ["NAOPCAnalysis", "BOUNDS_KIND", "CONVENTION", "grid_weight_sets"]
 BOUNDS_KIND = "naopc_bounds"
 #: the AOPC the bounds are for, by default: the authors' (Edin et al. 2025, Eq. 1-3)
 CONVENTION = "edin2025: mean over k = 1..n of clean - masked (no k = 0 term)"
-#: the feature grouping (the word grouping of issue 32 adds ``word``)
-FEATURES = "token"
 #: the report rows of the authors' convention and what a better explanation does to them
 AUTHORS = {
     "naopc_comprehensiveness": "NAOPC comprehensiveness (higher is better)",
@@ -100,18 +98,21 @@ class NAOPCAnalysis(Analysis):
         return {
             "exact_max_features": self.exact_max_features,
             "beam_size": self.beam_size,
-            "features": FEATURES,
             "convention": CONVENTION,
         }
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
-        from itermask.core.subset_outputs import MemoOutputs, ModelOutputs, token_features
+        import torch
+
+        from itermask.core.subset_outputs import MemoOutputs, ModelOutputs, feature_counts, feature_index
 
         start, e = time.time(), inputs.evaluation
         first = next(iter(curves[curves.method].values()))
         with eval_mode(context.model):
             batch, maskable = _clean_batch(inputs, context, first)
-            features = token_features(maskable)
+            features = feature_index(batch, maskable, e.features)
+            if not torch.equal(feature_counts(features).cpu(), first.n_maskable.cpu().long()):
+                raise ValueError("naopc: the examples' maskable features differ from the masking curves'")
             model_outputs = ModelOutputs(
                 context.model, batch, features, inputs.masking, first.target, e.quantity, e.token_budget
             )
@@ -141,7 +142,7 @@ class NAOPCAnalysis(Analysis):
             "examples": context.data.input_digest(context.examples),
             "example_ids": first.example_ids.tolist(),
             "masking": repr(inputs.masking),
-            "features": FEATURES,
+            "features": e.features,
             "quantity": e.quantity,
             "target": str(e.target),
             "segments": e.segments,
@@ -333,7 +334,6 @@ def _clean_batch(inputs: AnalysisInputs, context: EvaluationContext, first: Mask
 
     Raises:
         ValueError: if the rows' maskable tokens disagree with the curves' (a bug, never silently used)."""
-    import torch
     import torch.nn.functional as F
 
     from itermask.core.tokens import TokenBatch, maskable_positions, row_lengths
@@ -351,19 +351,17 @@ def _clean_batch(inputs: AnalysisInputs, context: EvaluationContext, first: Mask
         def grow(t, value: int):
             return F.pad(t[:, :width], (0, width - min(t.shape[1], width)), value=value)
 
-        types, segments = row.token_type_ids, row.segment_ids
+        types, segments, words = row.token_type_ids, row.segment_ids, row.word_ids
         return TokenBatch(
             grow(row.input_ids, pad_id),
             grow(row.attention_mask, 0),
             None if types is None else grow(types, 0),
             None if segments is None else grow(segments, -1),
+            None if words is None else grow(words, -1),
         )
 
     batch = TokenBatch.concat(padded(r) for r in chosen).to(next(context.model.parameters()).device)
-    maskable = maskable_positions(batch, tokenizer.all_special_ids, e.segments)
-    if not torch.equal(maskable.sum(dim=1).cpu(), first.n_maskable.cpu().long()):
-        raise ValueError("naopc: the examples' maskable tokens differ from the masking curves'")
-    return batch, maskable
+    return batch, maskable_positions(batch, tokenizer.all_special_ids, e.segments)
 
 
 def _scores(outputs, curves: EvaluatedCurves, features: torch.Tensor) -> dict[str, dict[str, np.ndarray]]:

@@ -34,6 +34,24 @@ def token_features(maskable: Tensor) -> Tensor:
     return torch.where(maskable, maskable.long().cumsum(dim=1) - 1, torch.full_like(maskable, -1, dtype=torch.long))
 
 
+def feature_index(batch: TokenBatch, maskable: Tensor, kind: str = "token") -> Tensor:
+    """``[B, L]`` long feature index of each position for ``kind`` (``"token"``: :func:`token_features`;
+    ``"word"``: the maskable words of :func:`itermask.core.features.group_features`, numbered ``0..n-1`` in
+    order, every piece of a word with its word's number), ``-1`` for positions in no maskable feature.
+
+    Raises:
+        ValueError: see :func:`~itermask.core.features.group_features`."""
+    from itermask.core.features import group_features
+
+    if kind == "token":
+        return token_features(maskable)
+    features = group_features(batch, maskable, kind)
+    assert features.columns is not None  # word features always group
+    number = token_features(features.maskable)  # [B, W]: each maskable word's number
+    index = torch.gather(number, 1, features.columns.clamp(min=0))
+    return index.masked_fill(features.columns < 0, -1)
+
+
 def feature_counts(features: Tensor) -> Tensor:
     """``[B]`` long: ``n``, the number of features of each row of a ``[B, L]`` feature index (``max + 1``)."""
     if features.shape[1] == 0:
