@@ -372,3 +372,17 @@ def test_a_new_metric_is_one_class(curves):
     finally:
         metrics.METRICS.pop("kept_share", None)
     assert "kept_share" not in metrics.summarize(curves["one_shot"])
+
+
+def test_naopc_columns_are_known_scores_with_their_direction():
+    from itermask.core.metrics import metric_info
+
+    comprehensiveness = metric_info("naopc_comprehensiveness_prob")
+    sufficiency = metric_info("naopc_of_aopc_full_sufficiency_logit")
+    authors = metric_info("aopc_authors_sufficiency_prob")
+    assert comprehensiveness is not None and comprehensiveness.higher_is_more_faithful is True
+    assert comprehensiveness.unit == "fraction" and not comprehensiveness.per_step
+    assert sufficiency is not None and sufficiency.higher_is_more_faithful is False
+    assert authors is not None and authors.unit == "probability" and authors.higher_is_more_faithful is False
+    for other in ("naopc_upper", "naopc_flip_rate_prob", "naopc_of_aopc_log_odds_drop_prob", "naopc_n_features"):
+        assert metric_info(other) is None, other

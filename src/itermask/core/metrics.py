@@ -47,6 +47,7 @@ __all__ = [
     "Metric",
     "METRICS",
     "metric_info",
+    "naopc_info",
     "summarize",
     "per_example",
     "relative_to_random",
@@ -327,9 +328,31 @@ class NeverFlipRate(Metric):
 
 def metric_info(text: str, quantity: Quantity | None = None) -> MetricInfo | None:
     """What the stored key ``text`` means (:meth:`ScoreKey.parse`, then :meth:`ScoreKey.info`; ``quantity`` gives
-    the unit of a key without one), or ``None`` for a key no registered metric produces."""
+    the unit of a key without one; or a Normalized AOPC column, :func:`naopc_info`), or ``None`` for a key no
+    registered metric produces."""
     key = ScoreKey.parse(text)
-    return None if key is None else key.info(quantity)
+    return naopc_info(text) if key is None else key.info(quantity)
+
+
+def naopc_info(text: str) -> MetricInfo | None:
+    """What a per-example column of the ``naopc`` analysis means (:mod:`itermask.analyses.naopc`), or ``None``:
+    ``naopc_<comprehensiveness|sufficiency>_<q>`` and ``naopc_of_<aopc key>`` (NAOPC, a fraction of the bounds'
+    span: 0 at the lower bound, 1 at the upper; beam bounds are inner bounds, so it may leave ``[0, 1]``), and
+    ``aopc_authors_<comprehensiveness|sufficiency>_<q>`` (the authors' AOPC, the quantity's unit). For
+    sufficiency lower is more faithful, for comprehensiveness higher."""
+    base, _, suffix = text.rpartition("_")
+    if suffix not in QUANTITY_SUFFIXES.values():
+        return None
+    for prefix, unit in (("naopc_of_", "fraction"), ("naopc_", "fraction"), ("aopc_authors_", None)):
+        if not base.startswith(prefix):
+            continue
+        inner = ScoreKey.parse(text[len(prefix) :]) if prefix == "naopc_of_" else None
+        metric = inner.metric if inner is not None else base[len(prefix) :]
+        if metric not in ("comprehensiveness", "sufficiency"):
+            return None
+        quantity = next(q for q, short in QUANTITY_SUFFIXES.items() if short == suffix)
+        return MetricInfo(text, unit or quantity, metric == "comprehensiveness", False)
+    return None
 
 
 def _mean(values: Tensor) -> float:
