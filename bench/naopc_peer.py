@@ -6,7 +6,8 @@ arXiv 2408.08137): equal bounds, speed, and how close beam search comes to the e
 
 The model: ``--model-dir`` (a fine-tuned classifier folder, e.g. a cache entry's ``model/``), or the
 packaged MiniLM with a seeded random head. The texts: the first ``--examples`` of the shipped test split's
-evaluation subset (``evaluation_subset(n, subset_seed=0)``), ``max_length`` 64. Features are WORDS (the
+evaluation subset (``evaluation_subset(n, subset_seed=0)``), ``max_length`` 64; with ``--max-words`` only
+those of at most that many words. Features are WORDS (the
 fast tokenizer's word ids; special tokens never masked); masking a word puts the mask token on all its
 pieces, as the package does. Target: the predicted class; quantity: its probability.
 
@@ -285,6 +286,7 @@ def main() -> None:
     parser.add_argument("--model-dir", default=None)
     parser.add_argument("--examples", type=int, default=24)
     parser.add_argument("--widths", nargs="*", type=int, default=[1, 5])
+    parser.add_argument("--max-words", type=int, default=None, help="only examples of at most this many words")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--exact-max-features", type=int, default=10)
     parser.add_argument("--aopc-venv", default="/work/aopc-venv")
@@ -300,6 +302,9 @@ def run(args) -> None:
 
     tokenizer, model, model_dir, texts = load(args)
     ids, words = word_inputs(tokenizer, texts, 64)
+    if args.max_words:
+        keep = [e for e, w in enumerate(words) if len(w) <= args.max_words]
+        ids, words = [ids[e] for e in keep], [words[e] for e in keep]
     n_features = [len(w) for w in words]
     with torch.inference_mode():
         target = np.array([int(model(input_ids=torch.from_numpy(x)[None]).logits.argmax()) for x in ids])
