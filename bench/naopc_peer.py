@@ -23,7 +23,9 @@ Per width ``b``, in this order and each once (the load average is printed beside
 * ``floor``: the distinct rows ``ours`` ran, built beforehand, then only the forwards: sorted by length,
   chunks of 256 rows trimmed to their longest row, ``torch.inference_mode``.
 
-Then :func:`exact_bounds` on the examples with ``n <= 10`` words, and its floor.
+Then :func:`exact_bounds` on the examples with ``n <= 10`` words, and its floor. ``--reuse-aopc DIR`` reads
+the package's results from an earlier run's work folder (printed at the start) instead of running it again,
+after checking that its inputs are exactly this run's.
 
 Where the bounds differ by more than 1e-5, the orders are scored on OUR outputs and each example gets a
 reason: ``fp`` (the same order; the package recomputes the final AOPC with fresh single-row forwards, we
@@ -88,8 +90,12 @@ def aopc_worker(model_dir: str, inputs_file: str, threads: int, width: int, out_
     Path(out_file).write_text(json.dumps({"seconds": seconds, "threads": torch.get_num_threads(), "rows": rows}))
 
 
-def run_package(venv: str, model_dir: str, inputs_file: Path, threads: int, width: int) -> dict:
+def run_package(venv: str, model_dir: str, inputs_file: Path, threads: int, width: int, reuse=None) -> dict:
     out = inputs_file.with_name(f"aopc_b{width}.json")
+    if reuse:  # an earlier run's results, on exactly these inputs
+        if (Path(reuse) / "inputs.json").read_text() != inputs_file.read_text():
+            raise SystemExit(f"--reuse-aopc {reuse}: its inputs.json differs from this run's")
+        return json.loads((Path(reuse) / out.name).read_text())
     python = str(Path(venv) / "bin" / "python")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": ""}
     command = [python, __file__, "aopc-worker", model_dir, str(inputs_file), str(threads), str(width), str(out)]
@@ -127,6 +133,8 @@ class WordOutputs:
         from itermask.core.tokens import TokenBatch
 
         torch, n = self.torch, self.pieces.shape[1]
+        if masks.shape[1] < n:
+            masks = np.pad(masks, ((0, 0), (0, n - masks.shape[1])))
         hit = np.einsum("rw,rwl->rl", masks[:, :n].astype(np.int64), self.pieces[examples].astype(np.int64)) > 0
         ids = np.where(hit, self.mask_id, self.base[examples])
         attention = (np.arange(ids.shape[1]) < self.lengths[examples, None]).astype(np.int64)
@@ -291,6 +299,7 @@ def main() -> None:
     parser.add_argument("--exact-max-features", type=int, default=10)
     parser.add_argument("--aopc-venv", default="/work/aopc-venv")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--reuse-aopc", default=None, help="an earlier run's work folder: its package results")
     args = parser.parse_args()
     run(args)
 
@@ -311,13 +320,14 @@ def run(args) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="naopc-peer-"))
     inputs_file = workdir / "inputs.json"
     inputs_file.write_text(json.dumps(package_inputs(ids, words, target)))
+    print(f"work folder (the package's results): {workdir}")
     warm = WordOutputs(model, ids[:1], words[:1], target[:1], tokenizer.mask_token_id)
     beam_bounds(warm, n_features[:1], 1)  # warm-up
     print(f"{len(ids)} examples, words per example: median {statistics.median(n_features)}, max {max(n_features)}")
     speed, conformance, beams = [], [], {}
     for width in args.widths:
         load_before = os.getloadavg()[0]
-        theirs = run_package(args.aopc_venv, model_dir, inputs_file, args.threads, width)
+        theirs = run_package(args.aopc_venv, model_dir, inputs_file, args.threads, width, args.reuse_aopc)
         outputs = WordOutputs(model, ids, words, target, tokenizer.mask_token_id)
         start = time.perf_counter()
         beams[width] = beam_bounds(outputs, n_features, width)
@@ -339,7 +349,11 @@ def run(args) -> None:
     exact = exact_part(model, ids, words, target, tokenizer.mask_token_id, beams, args.exact_max_features)
     report(len(ids), speed, conformance, exact)
     if args.json:
-        Path(args.json).write_text(json.dumps({"speed": speed, "conformance": conformance, "exact": exact}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"speed": speed, "conformance": conformance, "exact": exact}, indent=1, default=lambda o: o.item()
+            )
+        )
 
 
 def report(n: int, speed: list[dict], conformance: list[dict], exact: dict) -> None:
