@@ -58,7 +58,10 @@ def aopc_worker(model_dir: str, inputs_file: str, threads: int, width: int, out_
     """Per example the body of ``aopc.methods.get_bounds(normalization="approx")``, timed; JSON to
     ``out_file``: seconds, and per example lower, upper and the two orders (0-based word indices)."""
     import torch
-    from aopc.methods import approx_pertubation_solver_callable, calculate_aopc_for_attributions
+    from aopc.methods import (  # pyright: ignore[reportMissingImports]  (only in the package's venv)
+        approx_pertubation_solver_callable,
+        calculate_aopc_for_attributions,
+    )
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     torch.set_num_threads(threads)
@@ -198,12 +201,14 @@ def unmerged_beam(outputs, n: int, example: int, width: int, descending: bool) -
     clean = outputs(np.array([example]), np.zeros((1, n), bool))[0]
     beams: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
     for _ in range(n):
-        cands = [(order + (f,), cum) for order, cum in beams for f in range(n) if f not in order]
+        cands: list[tuple[tuple[int, ...], float]] = [
+            (order + (f,), cum) for order, cum in beams for f in range(n) if f not in order
+        ]
         masks = np.zeros((len(cands), n), bool)
         for i, (order, _) in enumerate(cands):
             masks[i, list(order)] = True
         drops = clean - outputs(np.full(len(cands), example), masks)
-        scored = [(order, cum + d) for (order, cum), d in zip(cands, drops)]
+        scored = [(order, cum + float(d)) for (order, cum), d in zip(cands, drops)]
         beams = sorted(scored, key=lambda c: -c[1] if descending else c[1])[:width]
     return beams[0][0]
 
@@ -244,7 +249,7 @@ def load(args):
     else:
         torch.manual_seed(0)
         model, model_dir = load_classifier(PACKAGED, num_labels=2).eval(), tempfile.mkdtemp(prefix="naopc-peer-")
-        model.save_pretrained(model_dir)
+        model.save_pretrained(model_dir)  # pyright: ignore[reportCallIssue]
         tokenizer.save_pretrained(model_dir)
     data = TextClassificationDataModule(shipped_source(), tokenizer, max_length=64, eval_batch_size=args.examples)
     data.setup()
