@@ -11,9 +11,12 @@ from conftest import AdditiveModel
 from transformers import BertTokenizer
 
 from itermask.analyses.attack import AttackAnalysis
+from itermask.core.attack import GreedyAttack
+from itermask.core.candidates import EmbeddingNeighbours, MaskCandidates
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.features import group_features
 from itermask.core.masking import Delete, MaskToken
+from itermask.core.measures import first_flip_count
 from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.datamodule import TokenCollator, segment_ids, word_ids
@@ -54,7 +57,7 @@ def _l(value: list | None) -> list:
     return value
 
 
-def _curves(tok, batch, features, strategy=None, **settings):
+def _curves(tok, batch, features, strategy=None, weights=None, **settings):
     evaluator = IterativeMaskingEvaluator(
         InputXGradientSaliency(output="logit"),
         (strategy or MaskToken()).bind(tok),
@@ -63,7 +66,7 @@ def _curves(tok, batch, features, strategy=None, **settings):
         features=features,
         **{"schedules": ["one_shot"], **settings},
     )
-    return evaluator.evaluate(AdditiveModel(WEIGHTS, vocab_size=len(VOCAB)), batch)
+    return evaluator.evaluate(AdditiveModel(weights or WEIGHTS, vocab_size=len(VOCAB)), batch)
 
 
 def _masked_ids(curves, step):
@@ -162,10 +165,68 @@ def test_token_features_are_unchanged_and_word_features_need_word_ids(fast):
     assert word_ids({"input_ids": [[2, 5, 3]]}, 1) is None  # a slow tokenizer's encoding: no word ids
 
 
-def test_the_attack_refuses_word_features_before_any_work():
-    inputs = SimpleNamespace(evaluation=SimpleNamespace(features="word", schedules=("one_shot",)))
-    with pytest.raises(ValueError, match=r"attack analysis ranks and substitutes tokens, not words: evaluation\.feat"):
-        AttackAnalysis().check(inputs)  # pyright: ignore[reportArgumentType] (only the settings are read)
+# "is" weighs -0.4 here: the text sums to 0.9 (class 1); masking unbelievable (.7) then film (.5) flips it
+FLIPS = WEIGHTS | {10: -0.4}
+
+
+def _attack(tok, features, strategy=None, ranking="one_shot", source=None):
+    return GreedyAttack(
+        InputXGradientSaliency(output="logit"),
+        (strategy or MaskToken()).bind(tok),
+        (source or MaskCandidates()).bind(tok),
+        tok.all_special_ids,
+        ranking=ranking,
+        budget=0.5,
+        features=features,
+    )
+
+
+@pytest.mark.parametrize(
+    ("features", "ids", "positions", "counts", "left"),  # counts: n_perturbed, n_maskable, k_max; left: logit
+    [
+        ("word", [2, 5, 4, 10, 4, 4, 4, 3], [2, 4, 5, 6], [2, 4, 2], -0.3),  # unbelievable whole, then film
+        ("token", [2, 5, 4, 10, 4, 4, 9, 3], [2, 4, 5], [3, 6, 3], -0.1),  # film, un, ##believ (earlier of a tie)
+    ],
+)
+def test_the_mask_attack_perturbs_every_piece_of_a_word_and_counts_the_budget_in_words(
+    fast, features, ids, positions, counts, left
+):
+    batch = _batch(fast, ["the film is unbelievable"])
+    model = AdditiveModel(FLIPS, vocab_size=len(VOCAB))
+    result = _attack(fast, features).attack(model, batch)
+    assert result.adversarial.input_ids.tolist() == [ids]
+    assert torch.equal(result.substituted_ids, batch.input_ids)  # the mask source writes no id itself
+    assert torch.nonzero(result.perturbed[0]).flatten().tolist() == positions
+    assert [result.n_perturbed.item(), result.n_maskable.item(), result.k_max.item()] == counts
+    assert result.success.item() and result.perturbed_fraction.item() == 0.5
+    assert result.final_prob.item() == pytest.approx(torch.sigmoid(torch.tensor(left)).item(), abs=1e-6)
+    # the masking curves count the same unit: their first flip is at the attack's count
+    curves = _curves(fast, batch, features, steps="count", counts=[1, 2, 3, 4], weights=FLIPS)["one_shot"]
+    assert first_flip_count(curves).tolist() == [counts[0]]
+
+
+@pytest.mark.parametrize("ranking", ["one_shot", "recursive"])
+def test_the_attack_deletes_whole_words_with_either_ranking(fast, ranking):
+    batch = _batch(fast, ["the film is unbelievable"])
+    model = AdditiveModel(FLIPS, vocab_size=len(VOCAB))
+    result = _attack(fast, "word", Delete(), ranking).attack(model, batch)
+    assert result.adversarial.input_ids.tolist() == [[2, 5, 10, 3, 0, 0, 0, 0]]  # [CLS] the is [SEP]
+    assert result.n_perturbed.item() == 2 and result.success.item()
+
+
+def test_word_features_attack_only_with_the_mask_source_refused_before_any_work(fast):
+    with pytest.raises(
+        ValueError, match=r"attack candidates 'embedding_neighbors' propose one token id .* use attack=mask"
+    ):
+        _attack(fast, "word", source=EmbeddingNeighbours())
+    inputs = SimpleNamespace(evaluation=SimpleNamespace(features="word", schedules=("one_shot",)), tokenizer=fast)
+    with pytest.raises(ValueError, match=r"attack candidates 'embedding_neighbors' propose one token id"):
+        AttackAnalysis(EmbeddingNeighbours()).check(inputs)  # pyright: ignore[reportArgumentType] (settings only)
+    analysis = AttackAnalysis()
+    analysis.check(inputs)  # pyright: ignore[reportArgumentType]
+    assert analysis.word_start is None  # word_initial_only is moot with words: every maskable word is attackable
+    with pytest.raises(ValueError, match=r"unknown evaluation.features 'piece'"):
+        _attack(fast, "piece")
 
 
 def test_a_view_of_word_curves_shows_words(fast):

@@ -164,7 +164,7 @@ def test_evaluate_on_a_users_csv(tmp_path, env):
 
 @pytest.mark.slow
 def test_smoke_run_with_word_features_and_naopc(tmp_path, env):
-    args = ["debug=smoke", "evaluation.features=word", "naopc=on", "naopc.exact_max_features=8"]
+    args = ["debug=smoke", "evaluation.features=word", "naopc=on", "naopc.exact_max_features=8", "attack=mask"]
     _run("evaluate.py", [*args, f"hydra.run.dir={tmp_path}/run"], env)
     result = json.loads((tmp_path / "run/results.json").read_text())
     # Normalized AOPC over words: finite, every example's bounds exact or beam, the columns in scores.parquet
@@ -184,3 +184,8 @@ def test_smoke_run_with_word_features_and_naopc(tmp_path, env):
     ranked = cast(pd.DataFrame, words[words["explained_rank"] >= 1]).groupby("example_id").size().to_dict()
     assert ranked == steps.groupby("example_id")["n_maskable"].first().to_dict()
     assert not words["token"].str.startswith("##").any() and len(words) < len(tokens)
+    # the attack over words counts the masking curves' words: the same n per example, k_max = floor(0.2 n + 0.5)
+    attack = result["attack"]["methods"]["gradient"]["examples"]
+    n_words = steps.groupby("example_id")["n_maskable"].first().to_dict()
+    assert dict(zip(attack["example_id"], attack["n_maskable"])) == n_words
+    assert attack["k_max"] == [math.floor(0.2 * n + 0.5) for n in attack["n_maskable"]]

@@ -114,13 +114,15 @@ def masking_link(examples: dict[str, list], curves: MaskingCurves) -> dict[str, 
     """Masking beside the attack on the attacked examples, at the attack's budget ``k_max``.
 
     Masking *flips within the budget* when its first flip (``first_flip_count``, on the evaluation's grid,
-    so an upper bound of the token-by-token count) masks at most ``k_max`` tokens. Returns
+    so an upper bound of the one-by-one count) masks at most ``k_max`` features. Both count the same unit
+    (tokens, or words with ``evaluation.features=word``: the curves' ``k`` and the attack's ``k_max`` and
+    ``n_perturbed`` are then words), so fractions and counts compare like with like. Returns
     ``masking_flip_rate_at_budget`` (share flipped within the budget), ``masking_first_flip_fraction_at_budget``
     (mean ``k / n`` at the first flip over those), the attack's ``attack_success_rate`` and
     ``attack_perturbed_fraction`` again, and ``spearman_tokens_to_flip``: Spearman's rho across the attacked
-    examples between the tokens masking needs to flip and the tokens the attack needs, each censored at the
-    budget (no flip within ``k_max``: ranked above every flip, ties averaged), with ``spearman_p``,
-    ``n_examples`` and ``n_both_flipped``; ``missing`` gives the reason of a NaN.
+    examples between the features (tokens or words; the key keeps its name) masking needs to flip and those
+    the attack needs, each censored at the budget (no flip within ``k_max``: ranked above every flip, ties
+    averaged), with ``spearman_p``, ``n_examples`` and ``n_both_flipped``; ``missing`` gives the reason of a NaN.
     """
     count = dict(zip(curves.example_ids.tolist(), first_flip_count(curves).tolist()))
     fraction = dict(zip(curves.example_ids.tolist(), first_flip_fraction(curves).tolist()))
@@ -161,16 +163,18 @@ class AttackAnalysis(Analysis):
             (``wordnet`` reads NLTK's corpus, ``mlm`` loads its checkpoint) by :meth:`check`.
         ranking: ``"one_shot"`` (rank once on the clean input) or ``"recursive"`` (re-rank after each
             substitution); the masking curves of the same schedule give the link.
-        budget: the most tokens perturbed, a share of the maskable tokens in (0, 1].
+        budget: the most features perturbed, a share of the maskable features (tokens, or words with
+            ``evaluation.features=word``) in (0, 1].
         max_queries: the most candidate inputs scored per example, or ``None``.
-        word_initial_only: attack only word-initial positions (skip sub-word continuations).
+        word_initial_only: attack only word-initial positions (skip sub-word continuations); moot with word
+            features (a word is perturbed whole).
         enabled: read by the settings stage.
 
     Raises:
-        ValueError: an unknown ranking, a budget outside (0, 1]; at
-            :meth:`check` (before any fine-tuning), a ranking whose schedule the evaluation does not run, a
-            model without an input-embedding matrix for sources that need one, a missing WordNet corpus, an
-            MLM checkpoint without an MLM head or with another vocabulary.
+        ValueError: an unknown ranking, a budget outside (0, 1]; at :meth:`check` (before any fine-tuning),
+            word features with a source other than ``mask``, a ranking whose schedule the evaluation does not
+            run, a model without an input-embedding matrix for sources that need one, a missing WordNet
+            corpus, an MLM checkpoint without an MLM head or with another vocabulary.
     """
 
     name = "attack"
@@ -205,20 +209,17 @@ class AttackAnalysis(Analysis):
         }
 
     def check(self, inputs: AnalysisInputs) -> None:
+        from itermask.core.attack import check_features
         from itermask.core.candidates import word_start_vocabulary
 
-        if inputs.evaluation.features != "token":  # it ranks and substitutes word pieces, budgets in tokens
-            raise ValueError(
-                f"the attack analysis ranks and substitutes tokens, not words: evaluation.features="
-                f"{inputs.evaluation.features} needs analyses without attack (e.g. analyses=[ood])"
-            )
+        check_features(self.source, inputs.evaluation.features)  # word features: only attack=mask
         if self.ranking not in inputs.evaluation.schedules:
             raise ValueError(
                 f"attack.ranking={self.ranking} is compared with the masking curves of that schedule, but "
                 f"evaluation.schedules={list(inputs.evaluation.schedules)}: add it, or change attack.ranking"
             )
         self.source.bind(inputs.tokenizer)
-        if self.word_initial_only:
+        if self.word_initial_only and inputs.evaluation.features == "token":  # moot with words: all attackable
             self.word_start = word_start_vocabulary(inputs.tokenizer)
         if self.source.needs_embeddings:
             from itermask.models.loading import classifier_architecture
@@ -242,6 +243,7 @@ class AttackAnalysis(Analysis):
                 target=e.target,
                 segments=e.segments,
                 token_budget=e.token_budget,
+                features=e.features,
             )
             for name, evaluator in inputs.evaluators.items()
         }
@@ -272,7 +274,7 @@ class AttackAnalysis(Analysis):
         with eval_mode(model):
             for batch in context.data.eval_loader(context.examples):
                 tokens, labels, ids = batch["tokens"], batch["labels"], batch["example_ids"]
-                keep = next(iter(attacks.values())).attackable(tokens)[0].any(dim=1)  # as the masking evaluation
+                keep = next(iter(attacks.values())).features_of(tokens)[0].maskable.any(dim=1)  # as masking
                 tokens = tokens.index(keep).trim().to(device)
                 labels, ids = labels[keep].to(device), ids[keep].to(device)
                 for name, attack in attacks.items():

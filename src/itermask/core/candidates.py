@@ -160,11 +160,13 @@ class CandidateSource(Registered, TokenizerBound, ABC):
     (registering them in :data:`CANDIDATE_SOURCES`), :attr:`size` and implement :meth:`candidates`.
     :attr:`needs_embeddings`: the source reads the classifier's input-embedding matrix (:meth:`check`);
     :attr:`gives_token_ids`: every candidate is a token id (never :data:`MASKED`), as adversarial fine-tuning
-    needs."""
+    needs; :attr:`masks_words`: every candidate is :data:`MASKED`, so the attack can perturb a whole word
+    (``evaluation.features=word``) by masking all its pieces, with no re-tokenisation."""
 
     registry = CANDIDATE_SOURCES
     needs_embeddings: ClassVar[bool] = False
     gives_token_ids: ClassVar[bool] = True
+    masks_words: ClassVar[bool] = False
 
     @property
     @abstractmethod
@@ -205,6 +207,7 @@ class MaskCandidates(CandidateSource):
 
     name = "mask"
     gives_token_ids = False
+    masks_words = True
 
     @property
     def size(self) -> int:
