@@ -139,3 +139,24 @@ def test_naopc_places_aopc_between_the_bounds():
 def test_bad_input_is_refused_before_any_output_is_asked_for(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_bounds_closer_than_float_rounding_are_flat():
+    # a saturated classifier: U - L of 5e-8 is float32 rounding of a probability near 1, not a span
+    assert np.isnan(naopc([3e-8], [5.96e-8], [7.45e-9])).all()
+    assert naopc([0.5], [1.0], [0.0]).tolist() == [0.5]
+
+
+@pytest.mark.parametrize(
+    ("outputs", "message"),
+    [
+        (np.array([[1.0, 0.8, 0.5, 0.1], [1.0, 0.9, 0.6, 0.2]]), "1-D"),
+        ([1.0, float("inf"), 0.5, 0.1], "infinite"),
+        ([1.0, float("-inf")], "infinite"),
+        (np.array([1 + 1j, 0.5]), "real"),
+        (np.array(["a", "b"]), "real"),
+    ],
+)
+def test_outputs_must_be_one_real_finite_row(outputs, message):
+    with pytest.raises(ValueError, match=message):
+        exact_aopc_bounds(outputs)

@@ -29,6 +29,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     eval_mode,
 )
+from itermask.core.aopc_bounds import FLAT_SPAN
 from itermask.formatting import number
 from itermask.storage.per_example import FOLDER, write_per_example
 
@@ -191,7 +192,7 @@ class NAOPCAnalysis(Analysis):
         """The result section (see :meth:`report_measures` for what the report reads of it)."""
         authors = bounds["sets"]["authors"]
         ids = bounds["example_ids"].numpy()
-        flat = (authors["upper"] == authors["lower"]).numpy()
+        flat = ((authors["upper"] - authors["lower"]) <= FLAT_SPAN).numpy()
         exact = authors["exact"].numpy()
         methods: dict[str, dict] = {}
         for (method, schedule), rows in per_example.groupby(["saliency", "schedule"], sort=False):  # pyright: ignore[reportGeneralTypeIssues] (pandas: a tuple per group)
@@ -218,14 +219,14 @@ class NAOPCAnalysis(Analysis):
                 "seconds": float(bounds.get("seconds", math.nan)),
                 "grid_sets": [name for name in bounds["sets"] if name != "authors"],
                 "n_flat_grid": {
-                    name: int((s["upper"] == s["lower"]).sum())
+                    name: int(((s["upper"] - s["lower"]) <= FLAT_SPAN).sum())
                     for name, s in bounds["sets"].items()
                     if name != "authors"
                 },
                 "grid_sets_cover": "the exact examples only (beam examples: NaN)",
             },
             "methods": methods,
-            "note": "means over the examples with U > L; NAOPC of sufficiency: lower is better",
+            "note": f"means over the examples with U - L > {FLAT_SPAN:g}; NAOPC of sufficiency: lower is better",
         }
 
     def artifacts_from(self, result: dict, output_dir) -> Artifacts:
@@ -264,7 +265,7 @@ class NAOPCAnalysis(Analysis):
             f"NAOPC ({method}, one-shot, authors' convention, {section.get('quantity')}): comprehensiveness "
             f"{number(entry.get(f'naopc_comprehensiveness_{suffix}'), 3)} (higher is better), sufficiency "
             f"{number(entry.get(f'naopc_sufficiency_{suffix}'), 3)} (lower is better); bounds: {b.get('n_exact')} "
-            f"exact, {b.get('n_beam')} beam, {b.get('n_flat')} flat (U = L, left out)"
+            f"exact, {b.get('n_beam')} beam, {b.get('n_flat')} flat (U - L <= {FLAT_SPAN:g}, left out)"
             + (" (reused)" if b.get("reused") else "")
         ]
 

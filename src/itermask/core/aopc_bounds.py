@@ -38,6 +38,7 @@ import numpy as np
 __all__ = [
     "AOPCBounds",
     "EXACT_LIMIT",
+    "FLAT_SPAN",
     "authors_weights",
     "exact_aopc_bounds",
     "SubsetOutputs",
@@ -51,6 +52,9 @@ __all__ = [
 #: the most features an exact search takes: its ``2^n`` outputs and tables (about 40 bytes a subset) must fit
 #: in memory, 2^24 subsets is 640 MiB; the model forwards cost far more long before (``naopc.exact_max_features``)
 EXACT_LIMIT = 24
+#: bounds closer than this (in the quantity's unit) are flat: the model's float32 outputs round at about 6e-8
+#: near a probability of 1, so a smaller span is rounding noise, and NAOPC over it would be noise too
+FLAT_SPAN = 1e-6
 
 
 class AOPCBounds(NamedTuple):
@@ -121,13 +125,16 @@ def exact_aopc_bounds(outputs, weights=None) -> AOPCBounds:
         ``(upper, lower, upper_order, lower_order)`` (:class:`AOPCBounds`); ties go to the lower feature index.
 
     Raises:
-        ValueError: for a length that is not ``2^n`` (``1 <= n <=`` :data:`EXACT_LIMIT`), a NaN output, or
-            weights of another length.
+        ValueError: for outputs that are not a 1-D real array, a length that is not ``2^n`` (``1 <= n <=``
+            :data:`EXACT_LIMIT`), a NaN or infinite output, or weights of another length or not finite.
     """
-    values = np.asarray(outputs, dtype=np.float64).reshape(-1)
+    array = np.asarray(outputs)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
+        raise ValueError(f"exact AOPC bounds need a 1-D array of real outputs, got {array.ndim}-D {array.dtype}")
+    values = array.astype(np.float64)
     n = _features(len(values))
-    if np.isnan(values).any():
-        raise ValueError("exact AOPC bounds: an output is NaN")
+    if not np.isfinite(values).all():
+        raise ValueError("exact AOPC bounds: an output is NaN or infinite")
     w = _checked_weights(weights, n)
     masks = np.arange(1 << n, dtype=np.int64)
     size = np.bitwise_count(masks)
@@ -363,8 +370,11 @@ class _Subset:
 def naopc(aopc, upper, lower) -> np.ndarray:
     """Normalized AOPC, ``(aopc - lower) / (upper - lower)`` elementwise (Edin et al. 2025, Eq. 4): 1 at the
     upper bound, 0 at the lower (for comprehensiveness 1 is best; for sufficiency 0 is). ``NaN`` where ``upper ==
-    lower`` (every ordering scores alike: nothing to normalise by); callers count and flag those examples."""
+    lower`` (every ordering scores alike: nothing to normalise by), or where ``upper - lower`` is below
+    :data:`FLAT_SPAN`, float32 rounding of the model's outputs (one ulp of a probability of 1 is 6e-8), not a
+    span; callers count and flag those examples."""
     aopc, upper, lower = (np.asarray(v, dtype=np.float64) for v in (aopc, upper, lower))
     span = upper - lower
+    usable = span > FLAT_SPAN
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(span > 0, (aopc - lower) / np.where(span > 0, span, 1.0), np.nan)
+        return np.where(usable, (aopc - lower) / np.where(usable, span, 1.0), np.nan)
