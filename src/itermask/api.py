@@ -125,6 +125,7 @@ def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, o
         evaluation=evaluation,
         saliency=methods,
         measure_accuracy=False,
+        analyses=options["analyses"],
     )
 
 
@@ -185,6 +186,7 @@ def evaluate(
     max_length: int | None = None,
     device: str | None = None,
     conf_dir: str | Path | None = None,
+    measures: Sequence[Any] = (),
     **evaluation: Any,
 ) -> EvaluationResult:
     """Evaluate how faithful saliency explanations of a given classifier are on given texts, under iterative
@@ -205,6 +207,9 @@ def evaluate(
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
             model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
+        measures: the optional measures to add, as names of their ``conf/<name>/on.yaml`` preset (``"naopc"``,
+            ``"sanity"``) or :class:`~itermask.analyses.base.Analysis` instances; their sections are in
+            ``result.result`` (SRG and the soft measures are always in the scores).
         evaluation: the ``evaluation`` settings of ``conf/evaluate.yaml`` (``fractions``, ``steps``, ``counts``,
             ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``).
 
@@ -218,13 +223,15 @@ def evaluate(
             model folder or preset that is absent.
     """
     from itermask.data.given import read_examples
-    from itermask.settings.presets import CONF_DIR, components, evaluation_settings
+    from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses
 
     methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation)
     examples = read_examples(data, labels, text_column, text_pair_column, label_column)
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
     settings = evaluation_settings({**evaluation, "compare_random": bool(compare_random)}, seed, conf)
-    built = components(methods, masking, {"seed": seed, "model": {"pretrained": pretrained or None}}, conf)
+    values = {"seed": seed, "model": {"pretrained": pretrained or None}}
+    built = components(methods, masking, values, conf)
     options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size}
+    options["analyses"] = measure_analyses(measures, values, conf)
     return _run(_plan(examples, *built, settings, seed, pretrained, options), given, examples.texts)

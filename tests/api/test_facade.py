@@ -316,3 +316,21 @@ def test_word_features_through_the_python_door(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=_SlowTokenizer(tokenizer), features="word", **GRID)
     with pytest.raises((ValueError, SettingsError), match=r"features"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, features="piece", **GRID)
+
+
+def test_measures_add_their_analyses_by_preset_name(tiny_bert, tokenizer):
+    result = itermask.evaluate(
+        tiny_bert, TEXTS, tokenizer=tokenizer, saliency="gradient", measures=["naopc"], schedules=["one_shot"], **GRID
+    )
+    section = result.result["naopc"]
+    # every example is short enough for exact bounds (naopc.exact_max_features = 10 in conf/naopc/on.yaml)
+    assert section["bounds"]["n_exact"] == 3 and section["bounds"]["n_beam"] == 0
+    assert set(section["methods"]) == {"gradient", "random"}
+    assert 0 <= section["methods"]["gradient"]["one_shot"]["naopc_comprehensiveness_prob"] <= 1 + 1e-5
+
+
+def test_an_unknown_measure_is_named_with_the_known_ones(tiny_bert, tokenizer):
+    with pytest.raises(ValueError, match=r"unknown measure 'naopcc'.*'naopc'"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, measures=["naopcc"], **GRID)
+    with pytest.raises(ValueError, match="neither a measure's name nor an Analysis"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, measures=[3], **GRID)

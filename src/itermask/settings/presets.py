@@ -18,7 +18,7 @@ from itermask.problems import Problems
 from itermask.settings.components import build, plain
 from itermask.validation import SettingsError, config_problems
 
-__all__ = ["CONF_DIR", "preset", "evaluation_settings", "components"]
+__all__ = ["CONF_DIR", "preset", "evaluation_settings", "components", "measure_analyses"]
 
 #: evaluate.py's evaluation settings that choose a subset of a split; the facade evaluates the data it is given
 WHOLE_DATA_OPTIONS = ("split", "n_examples", "subset_seed")
@@ -89,3 +89,29 @@ def components(saliency: list, masking, values: dict, conf_dir: Path) -> tuple[t
     problems.raise_if_any()
     assert all(isinstance(m, SaliencyMethod) for m in methods) and isinstance(strategy, MaskingStrategy)
     return tuple(methods), strategy
+
+
+def measure_analyses(measures, values: dict, conf_dir: Path) -> tuple:
+    """The analyses of :func:`itermask.evaluate`'s ``measures``: :class:`~itermask.analyses.base.Analysis`
+    instances as given, names (``"naopc"``, ``"sanity"``...) built from their ``conf/<name>/on.yaml`` preset, in
+    the order given; every error raised together.
+
+    Raises:
+        ValueError: a name with no ``on`` preset (naming those there are), or a bad setting of one."""
+    from itermask.analyses.base import Analysis
+
+    folder = _conf(conf_dir)
+    known = sorted(p.parent.name for p in folder.glob("*/on.yaml"))
+    problems, built = Problems(), []
+    for measure in [measures] if isinstance(measures, str) else list(measures):
+        with problems.collect():
+            if isinstance(measure, Analysis):
+                built.append(measure)
+            elif not isinstance(measure, str):
+                raise ValueError(f"measures: {measure!r:.60} is neither a measure's name nor an Analysis; names: {known}")
+            elif measure not in known:
+                raise ValueError(f"measures: unknown measure {measure!r}; choose from {known} (or Analysis instances)")
+            else:
+                built.append(build(preset(measure, "on", folder, values), measure, Analysis))
+    problems.raise_if_any()
+    return tuple(built)
