@@ -269,16 +269,13 @@ DEFAULT_GRID = [0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.
 def test_todays_scores_are_unchanged_with_least_first(tokenizer, bert, texts, one_thread):
     # least-first rows can change how rows are chunked, and a differently padded chunk reorders a few sums (about
     # 1e-7): every existing key agrees within 1e-6, on the default grid
-    settings = {"schedules": ["one_shot", "recursive"]}
-    method = InputXGradientSaliency(output="logit")
-    on = IterativeMaskingEvaluator(
-        method, MaskToken().bind(tokenizer), DEFAULT_GRID, tokenizer.all_special_ids, **settings
-    )
+    schedules, method, strategy = ["one_shot", "recursive"], InputXGradientSaliency(output="logit"), MaskToken()
+    on = IterativeMaskingEvaluator(method, strategy.bind(tokenizer), DEFAULT_GRID, tokenizer.all_special_ids, schedules)
     off = IterativeMaskingEvaluator(
-        method, MaskToken().bind(tokenizer), DEFAULT_GRID, tokenizer.all_special_ids, least_first=False, **settings
+        method, strategy, DEFAULT_GRID, tokenizer.all_special_ids, schedules, least_first=False
     )
     with_least, without = on.evaluate(bert, texts), off.evaluate(bert, texts)
-    for schedule in settings["schedules"]:
+    for schedule in schedules:
         for quantity in ("probability", "logit"):
             new, old = (metrics.per_example(c[schedule], quantity) for c in (with_least, without))
             extra = {f"srg_{metrics.QUANTITY_SUFFIXES[quantity]}"} if schedule == "one_shot" else set()
