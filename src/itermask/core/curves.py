@@ -55,6 +55,12 @@ class MaskingCurves:
         masked_step: ``[B, L]`` int16 index of the step at which the schedule first masked each position,
             ``-1`` for positions never masked (and padding): with ``k`` it gives the positions masked at
             each step, for the recursive schedule the only record of its re-ranked order.
+        least_logits: ``[B, S, C]`` logits with the ``k`` LEAST important maskable features masked at each step
+            (least-important-first direction, LIF / LeRF: the complement, within the maskable features, of the
+            top ``n - k`` of the clean ranking, ties broken as in the other directions), same grid and ``k`` as
+            ``logits``; read by the symmetric relevance gain (:func:`~itermask.core.measures.symmetric_relevance_gain`).
+            ``None`` for schedules without one fixed clean ranking (``recursive``: the ranking changes at every
+            step, so there is no order to reverse) and when the evaluator's ``least_first`` is off.
     """
 
     schedule: str
@@ -83,6 +89,7 @@ class MaskingCurves:
     rank: Tensor | None = None
     masked_step: Tensor | None = None
     word_ids: Tensor | None = None
+    least_logits: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with

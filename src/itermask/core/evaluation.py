@@ -3,7 +3,8 @@
 :class:`IterativeMaskingEvaluator` (plain PyTorch) predicts on the clean input and picks the class to explain
 (:func:`resolve_target`), computes saliency on the clean input with its per-example diagnostics, builds each
 schedule's masks of every step (:mod:`itermask.core.schedules`), then runs every masked input (``S x B`` rows
-per schedule, and where sufficiency is defined the inputs with only the top-k tokens kept) through the model
+per schedule, and where the schedule has one fixed clean ranking the inputs with only the top-k tokens kept and
+those with the k least important tokens masked) through the model
 in one :class:`itermask.core.forwards.RowForwards` call, optionally recording the representations
 (:mod:`itermask.core.representations`) that :mod:`itermask.ood.statistics` reads. The result is a
 :class:`~itermask.core.curves.MaskingCurves` per schedule, which :mod:`itermask.core.metrics` scores.
@@ -33,7 +34,7 @@ from itermask.core.forwards import (
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
-from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts
+from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts, top_k_mask
 from itermask.core.tokens import TokenBatch, maskable_positions, row_lengths
 
 __all__ = [
@@ -142,6 +143,10 @@ class IterativeMaskingEvaluator:
         collect_representations: also record the clean and masked inputs' representations in the curves
             (:func:`itermask.core.representations.capture_representations`, Hugging Face classifiers): ``True``
             or ``"all"`` (every field), ``"final"`` (only ``features``, at no extra forward cost).
+        least_first: also run the least-important-first inputs (the ``k`` least salient features masked,
+            :attr:`MaskingCurves.least_logits`, read by the symmetric relevance gain) for the schedules with one
+            fixed clean ranking; a least-first row equals the keep-only row of ``n - k`` whenever that count is
+            on the grid, and the row engine then computes it once.
 
     Raises:
         ValueError: for unknown schedules or kinds of steps, an empty, unsorted or repeating grid, count steps
@@ -163,6 +168,7 @@ class IterativeMaskingEvaluator:
         collect_representations: bool | str = False,
         token_budget: int = DEFAULT_TOKEN_BUDGET,
         features: str = "token",
+        least_first: bool = True,
     ) -> None:
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
@@ -194,6 +200,7 @@ class IterativeMaskingEvaluator:
         self.schedules = list(schedules)
         self.target = target
         self.sufficiency = sufficiency
+        self.least_first = bool(least_first)
         if collect_representations not in (False, True, "final", "all"):
             raise ValueError(
                 f"collect_representations must be False, True, 'final' or 'all', got {collect_representations!r}"
@@ -272,7 +279,8 @@ class IterativeMaskingEvaluator:
         k = step_counts(n_maskable, self.grid.to(device), self.steps)
         saliency = self._saliency_by_length(model, batch, target, example_ids)
         masks = self._schedule_masks(model, batch, groups, k, target, example_ids, saliency, progress)
-        outputs = self._schedule_outputs(model, run, batch, groups.to_tokens(groups.maskable), masks)
+        least = self._least_masks(groups, saliency.scores.detach(), k, n_maskable)
+        outputs = self._schedule_outputs(model, run, batch, groups.to_tokens(groups.maskable), masks, least)
         if progress is not None:
             progress("forwards")
         shared = {  # the fields every schedule's curves share
@@ -289,32 +297,57 @@ class IterativeMaskingEvaluator:
         }
         return self._curves(masks, outputs, clean, shared)
 
+    def _least_masks(self, groups: Features, scores: Tensor, k: Tensor, n_maskable: Tensor) -> Tensor | None:
+        """``[S, B, L]`` token masks of the least-important-first direction: at step ``s`` the ``k[s]`` least
+        salient maskable features of the clean ranking (``scores``: ``[B, L]`` token saliency, grouped into
+        ``groups``' features; ``k``: ``[S, B]``, ``n_maskable``: ``[B]`` features), built as the complement of
+        the top ``n - k[s]`` (:func:`~itermask.core.schedules.top_k_mask`, so ties break as in the other
+        directions and a row equals the keep-only row of ``n - k[s]``); ``None`` when :attr:`least_first` is off
+        or no schedule has one fixed clean ranking."""
+        if not self.least_first or not any(SCHEDULES[name].sufficiency for name in self.schedules):
+            return None
+        grouped = groups.scores(scores, self.saliency.word_score)
+        top = torch.stack([top_k_mask(grouped, groups.maskable, n_maskable - k_s) for k_s in k])
+        return groups.to_tokens(groups.maskable & ~top)
+
     def _schedule_outputs(
-        self, model, run: RowForwards, batch: TokenBatch, maskable: Tensor, masks: dict[str, Tensor]
-    ) -> dict[str, tuple[RowOutputs | None, RowOutputs]]:
-        """``{schedule: (keep, masked)}``: the outputs ``[B, S, ...]`` of ``batch`` ``[B, L]`` under each
-        schedule's ``masks`` ``[S, B, L]`` (comprehensiveness direction) and, where the schedule defines
-        sufficiency and :attr:`sufficiency` is on, under their complements within the ``maskable`` ``[B, L]``
-        positions (``keep``, else ``None``); all in one :meth:`_masked_outputs` call through ``run``."""
-        groups, with_keep = [], set()
+        self,
+        model,
+        run: RowForwards,
+        batch: TokenBatch,
+        maskable: Tensor,
+        masks: dict[str, Tensor],
+        least: Tensor | None = None,
+    ) -> dict[str, dict[str, RowOutputs]]:
+        """``{schedule: {direction: outputs}}``: the outputs ``[B, S, ...]`` of ``batch`` ``[B, L]`` under each
+        schedule's ``masks`` ``[S, B, L]`` (``"masked"``, the comprehensiveness direction) and, where the
+        schedule has one fixed clean ranking, under their complements within the ``maskable`` ``[B, L]``
+        positions (``"keep"``, when :attr:`sufficiency` is on) and under the ``least`` masks ``[S, B, L]``
+        (``"least"``, when given, :meth:`_least_masks`); all in one :meth:`_masked_outputs` call through ``run``."""
+        plan = []  # (schedule, direction, masks, collect), each schedule's keep and least rows before its masked
         for name, schedule_masks in masks.items():
-            if SCHEDULES[name].sufficiency and self.sufficiency:
-                with_keep.add(name)
-                groups.append((maskable & ~schedule_masks, False))
-            groups.append((schedule_masks, self.collect_representations))
-        outputs = iter(self._masked_outputs(model, run, batch, groups))
-        # each schedule's keep group comes before its masked group (the order of ``groups``)
-        return {name: (next(outputs) if name in with_keep else None, next(outputs)) for name in masks}
+            fixed = SCHEDULES[name].sufficiency
+            if fixed and self.sufficiency:
+                plan.append((name, "keep", maskable & ~schedule_masks, False))
+            if fixed and least is not None:
+                plan.append((name, "least", least, False))
+            plan.append((name, "masked", schedule_masks, self.collect_representations))
+        outputs = self._masked_outputs(model, run, batch, [(m, collect) for _, _, m, collect in plan])
+        result: dict[str, dict[str, RowOutputs]] = {name: {} for name in masks}
+        for (name, direction, _, _), out in zip(plan, outputs):
+            result[name][direction] = out
+        return result
 
     def _curves(
-        self, masks: dict[str, Tensor], outputs: dict[str, tuple[RowOutputs | None, RowOutputs]], clean, shared: dict
+        self, masks: dict[str, Tensor], outputs: dict[str, dict[str, RowOutputs]], clean, shared: dict
     ) -> dict[str, MaskingCurves]:
         """``{schedule: MaskingCurves}`` of one batch (see :meth:`evaluate`) from its ``masks`` (``[S, B, L]`` per
-        schedule), ``outputs`` (``(keep, masked)`` per schedule, ``[B, S, ...]``), the ``clean`` outputs and the
-        ``shared`` fields of every schedule's curves."""
+        schedule), ``outputs`` (``{direction: [B, S, ...]}`` per schedule, :meth:`_schedule_outputs`), the
+        ``clean`` outputs and the ``shared`` fields of every schedule's curves."""
         collect = self.collect_representations
         results = {}
-        for name, (keep, masked) in outputs.items():
+        for name, directions in outputs.items():
+            masked, keep, least = directions["masked"], directions.get("keep"), directions.get("least")
             reps = masked.representations
             results[name] = MaskingCurves(
                 schedule=name,
@@ -322,6 +355,7 @@ class IterativeMaskingEvaluator:
                 grid=self.grid,
                 logits=masked.logits,
                 keep_logits=None if keep is None else keep.logits,
+                least_logits=None if least is None else least.logits,
                 masked_step=first_masked_step(masks[name]),
                 **shared,
                 **(

@@ -35,6 +35,7 @@ __all__ = [
     "first_flip_fraction",
     "first_flip_count",
     "racu_without_retraining",
+    "symmetric_relevance_gain",
 ]
 
 #: ERASER's AOPC bins: masking fractions of 1, 5, 10, 20 and 50 %
@@ -222,3 +223,42 @@ def racu_without_retraining(values: Tensor, random_values: Tensor, grid: Tensor)
     normaliser = area_under_curve(random_values.double() - random_values[..., -1:].double(), grid).double()
     ratio = between / normaliser.clamp(min=torch.finfo(torch.float64).tiny)
     return torch.where(normaliser > 0, ratio, torch.full_like(ratio, float("nan"))).float()
+
+
+def symmetric_relevance_gain(curves: MaskingCurves, quantity: Quantity = "probability") -> Tensor:
+    """``[B]`` symmetric relevance gain (SRG; Bluecher, Vielhaben & Strodthoff, "Decoupling Pixel Flipping and
+    Occlusion Strategy for Consistent XAI Benchmarks", TMLR 2024, arXiv 2401.06654): the area under the
+    least-important-first curve minus the area under the most-important-first curve of the target ``quantity``
+    (probability, the paper's and its code's choice; or logit),
+    ``SRG = AUC[LIF] - AUC[MIF] = LRG + MRG`` (the two relevance gains against a random ordering, whose area
+    cancels): neither halved nor normalised, in units of the quantity times the masked fraction. The authors'
+    code (github.com/bluecher31/pixel-flipping, ``scripts/plot_pixel_flipping.py``: ``get_results`` subtracts
+    the MIF from the LIF curve of the target-class softmax probability, ``src/plotting.py``: ``calculate_auc``
+    integrates the linear interpolation from 0 to 1) is followed; the paper's text was not at hand to quote its
+    equation number. Higher is more faithful; a random ranking scores about 0; with probabilities over the
+    fraction axis 0..1 it lies in [-1, 1].
+
+    The x-axis is per example the masked share of its features, ``curves.masked_fraction`` (``k / n``; the
+    authors' x is the occluded share as well), so fraction and count steps both read as a share of the
+    features, and zero-width steps (a count grid capped at ``n``) add nothing. A grid that does not span
+    [0, 1] gives the area over the grid's span. The curves are ``curves.least_logits`` (LIF) and
+    ``curves.logits`` (MIF) on the same grid and ``k``.
+
+    Raises:
+        ValueError: for curves without least-important-first inputs (the recursive schedule, where SRG is
+            undefined: its ranking changes at every step, so there is no fixed order to reverse; or an
+            evaluator with ``least_first`` off), or with fewer than two steps (no area).
+    """
+    import torch
+
+    if curves.least_logits is None:
+        raise ValueError(
+            f"the symmetric relevance gain is not defined for these {curves.schedule!r} curves: no "
+            "least-important-first inputs (a recursive schedule has no fixed ranking to reverse, or least_first is off)"
+        )
+    if curves.k.shape[1] < 2:
+        raise ValueError("the symmetric relevance gain is an area between two curves: it needs at least two steps")
+    gap = target_output(curves.least_logits, curves.target, quantity) - target_output(
+        curves.logits, curves.target, quantity
+    )
+    return torch.trapezoid(gap.double(), curves.masked_fraction.to(gap.device), dim=-1).float()

@@ -29,6 +29,7 @@ from itermask.core.measures import (
     log_odds_drop,
     racu_without_retraining,
     sufficiency,
+    symmetric_relevance_gain,
     target_output,
 )
 from itermask.core.registry import Registered, Registry
@@ -292,6 +293,24 @@ class AreaUnderCurve(Metric):
 
     def values(self, curves, quantity):
         return area_under_curve(target_output(curves.logits, curves.target, quantity), curves.grid)
+
+
+class SymmetricRelevanceGain(Metric):
+    """``srg_<q>``: area under the least-important-first curve minus that under the most-important-first curve
+    over the masked fraction (:func:`symmetric_relevance_gain`), for schedules with least-first inputs."""
+
+    name, unit, per_quantity, per_step, higher_is_more_faithful = "srg", "area", True, False, True
+    bounds = (-1.0, 1.0)  # with probabilities: two areas over at most the fraction span [0, 1]
+
+    def applies(self, curves):
+        return curves.least_logits is not None
+
+    def values(self, curves, quantity):
+        return symmetric_relevance_gain(curves, quantity)
+
+    def info(self, quantity=None):
+        info = super().info(quantity)
+        return info if quantity in (None, "probability") else replace(info, bounds=None)  # logit areas: unbounded
 
 
 class FirstFlipFraction(Metric):

@@ -50,6 +50,7 @@ def build_evaluators(
             segments=e.segments,
             features=e.features,
             collect_representations=collect,
+            least_first=True,  # the symmetric relevance gain's direction: always on, no setting (few added rows)
         )
         for name, method in explanations.items()
     }

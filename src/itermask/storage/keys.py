@@ -42,7 +42,9 @@ __all__ = [
 #: recomputes. 2: exact ECE binning, OOD AUROC on raw scores, degenerate detectors under ``missing``, saliency
 #: diagnostics. 3: attacked examples whose budget allows no token are skipped (``n_skipped_no_budget``). 4:
 #: MaSF's AUROC breaks the ties of its p-values at their floor ``1/(n_cal+1)`` by the distance to the fit samples.
-SCHEMA_VERSION = 4
+#: 5: the field's other faithfulness measures (symmetric relevance gain, soft comprehensiveness and sufficiency,
+#: F-Fidelity, the token-removal reference, the sanity benchmark): results of earlier versions lack them.
+SCHEMA_VERSION = 5
 
 #: The data sources' settings that turn bad rows into a logged repair instead of an error
 #: (:class:`~itermask.data.sources.DataSource`). They are left out of the checkpoint and result keys: off, the
