@@ -55,6 +55,13 @@ class MaskingCurves:
         masked_step: ``[B, L]`` int16 index of the step at which the schedule first masked each position,
             ``-1`` for positions never masked (and padding): with ``k`` it gives the positions masked at
             each step, for the recursive schedule the only record of its re-ranked order.
+        soft_logits, soft_keep_logits: ``[B, R, C]`` logits of ``R`` soft comprehensiveness / soft sufficiency
+            inputs (Zhao & Aletras 2023, :mod:`itermask.core.soft_masking`: each embedding dimension of a
+            maskable token dropped with probability ``a`` / ``1 - a``, its min-max normalised importance);
+            ``None`` when ``evaluation.soft_draws=0`` and for the ``recursive`` schedule (undefined there: the
+            ranking changes at every step, so there is no one importance per token).
+        soft_floor_logits: ``[B, C]`` logits of the all-masked input (every maskable token's word embedding
+            zeroed) that normalises both; ``None`` with them.
     """
 
     schedule: str
@@ -83,6 +90,9 @@ class MaskingCurves:
     rank: Tensor | None = None
     masked_step: Tensor | None = None
     word_ids: Tensor | None = None
+    soft_logits: Tensor | None = None
+    soft_keep_logits: Tensor | None = None
+    soft_floor_logits: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with

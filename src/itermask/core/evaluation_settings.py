@@ -86,10 +86,12 @@ class EvaluationSettings:
         token_budget: padded tokens per forward (speed only, not the numbers beyond float rounding).
         features: the unit ranked, counted and masked: ``"token"`` (word pieces) or ``"word"`` (a word's pieces
             together, from a fast tokenizer's word ids; fractions and counts are then of words).
+        soft_draws: draws per example of the soft comprehensiveness and sufficiency inputs (Zhao & Aletras
+            2023, :mod:`itermask.core.soft_masking`), a whole number >= 0; 0 leaves those measures out.
 
     Raises:
-        ValueError: for an unknown quantity, target policy or features, AOPC bins off a fraction grid, or bad
-            segments.
+        ValueError: for an unknown quantity, target policy or features, AOPC bins off a fraction grid, bad
+            segments, or ``soft_draws`` not a whole number >= 0.
     """
 
     split: str
@@ -106,8 +108,11 @@ class EvaluationSettings:
     compare_random: bool
     token_budget: int = DEFAULT_TOKEN_BUDGET
     features: str = "token"
+    soft_draws: int = 5
 
     def __post_init__(self) -> None:
+        if isinstance(self.soft_draws, bool) or not isinstance(self.soft_draws, int) or self.soft_draws < 0:
+            raise ValueError(f"evaluation.soft_draws must be a whole number >= 0 (0: off), got {self.soft_draws!r}")
         if self.features not in FEATURE_KINDS:
             raise ValueError(f"unknown evaluation.features {self.features!r}: choose one of {FEATURE_KINDS}")
         if self.quantity not in QUANTITIES:
@@ -148,4 +153,5 @@ class EvaluationSettings:
             compare_random=bool(node["compare_random"]),
             token_budget=int(node.get("token_budget", DEFAULT_TOKEN_BUDGET)),
             features=str(node.get("features", "token")),
+            soft_draws=node.get("soft_draws", 5),
         )
