@@ -176,14 +176,16 @@ def test_hand_computed_draws_on_an_additive_model():
     assert out.comprehensiveness[0, :, 1].tolist() == pytest.approx(comp)
     assert out.sufficiency[0, :, 1].tolist() == pytest.approx(keep)
     assert out.floor[0, 1].item() == pytest.approx(0.5)
+
     # normalised: p = sig(3), p0 = sig(0.5)
-    sig = torch.sigmoid
-    p, p0 = sig(torch.tensor(3.0, dtype=torch.float64)), sig(torch.tensor(0.5, dtype=torch.float64))
+    def sig(z: float) -> float:
+        return 1 / (1 + math.exp(-z))
+
+    p, p0 = sig(3.0), sig(0.5)
     curves = _curves([3.0], [comp], [keep], [0.5], [[0.0, 1.0, 0.0, 0.5, 0.0]])
-    expected_comp = sum(((p - sig(torch.tensor(c, dtype=torch.float64))) / (p - p0)).clamp(0, 1) for c in comp) / 6
-    assert metrics.per_example(curves, bins=None)["soft_comprehensiveness"].item() == pytest.approx(
-        expected_comp.item()
-    )
+    expected = sum(min(max((p - sig(c)) / (p - p0), 0.0), 1.0) for c in comp) / 6
+    value = metrics.per_example(curves, bins=None)["soft_comprehensiveness"].item()
+    assert value == pytest.approx(expected, abs=1e-12) and 0 < value < 1
 
 
 def test_draws_are_reproducible_and_independent_of_the_batch(tokenizer, bert):

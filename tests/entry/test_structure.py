@@ -92,4 +92,5 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # Normalized AOPC ~1,060 (the bounds core ~370, its model-backed outputs, the scores it normalises and the
     # naopc analysis ~690), the attack over words ~65, the new-user review's input checks ~15: raise this only
     # with a reason, as here
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850
+    soft = 420  # issue 33: soft comprehensiveness/sufficiency (core/soft_masking.py ~230, evaluator, metrics, settings)
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + soft

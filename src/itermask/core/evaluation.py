@@ -20,7 +20,13 @@ import torch
 from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
-from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, FEATURE_KINDS, check_target_policy, segment_list
+from itermask.core.evaluation_settings import (
+    DEFAULT_TOKEN_BUDGET,
+    FEATURE_KINDS,
+    check_soft_draws,
+    check_target_policy,
+    segment_list,
+)
 from itermask.core.features import Features, group_features
 from itermask.core.forwards import (
     BACKWARD_OVERHEAD,
@@ -173,8 +179,6 @@ class IterativeMaskingEvaluator:
         soft_draws: int = 0,
         soft_seed: int = 0,
     ) -> None:
-        if isinstance(soft_draws, bool) or not isinstance(soft_draws, int) or soft_draws < 0:
-            raise ValueError(f"evaluation.soft_draws must be a whole number >= 0 (0: off), got {soft_draws!r}")
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
         if unknown := [s for s in schedules if s not in SCHEDULES]:
@@ -213,7 +217,7 @@ class IterativeMaskingEvaluator:
         self.token_budget = int(token_budget)
         #: what the forwards of the last :meth:`evaluate` call ran (rows, distinct rows computed, padding)
         self.forward_stats = ForwardStats()
-        self.soft_draws, self.soft_seed = soft_draws, int(soft_seed)
+        self.soft_draws, self.soft_seed = check_soft_draws(soft_draws), int(soft_seed)
         #: what the soft inputs' forwards of the last :meth:`evaluate` call ran (embedding rows, apart)
         self.soft_stats = ForwardStats()
 

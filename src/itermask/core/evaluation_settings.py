@@ -17,6 +17,7 @@ __all__ = [
     "FEATURE_KINDS",
     "EvaluationSettings",
     "check_target_policy",
+    "check_soft_draws",
     "segment_list",
     "off_grid",
 ]
@@ -46,6 +47,16 @@ def check_target_policy(policy: str | int, num_classes: int | None = None) -> No
     if policy < 0 or (num_classes is not None and policy >= num_classes):
         known = f" (this data has {num_classes} classes: 0..{num_classes - 1})" if num_classes is not None else ""
         raise ValueError(f"target class {policy} out of range{known}")
+
+
+def check_soft_draws(draws) -> int:
+    """``evaluation.soft_draws`` (draws of the soft comprehensiveness and sufficiency inputs; 0: off) as an int.
+
+    Raises:
+        ValueError: if it is not a whole number >= 0."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
+        raise ValueError(f"evaluation.soft_draws must be a whole number >= 0 (0: off), got {draws!r}")
+    return int(draws)
 
 
 def segment_list(segments: int | Iterable[int] | None) -> list[int] | None:
@@ -111,8 +122,7 @@ class EvaluationSettings:
     soft_draws: int = 5
 
     def __post_init__(self) -> None:
-        if isinstance(self.soft_draws, bool) or not isinstance(self.soft_draws, int) or self.soft_draws < 0:
-            raise ValueError(f"evaluation.soft_draws must be a whole number >= 0 (0: off), got {self.soft_draws!r}")
+        check_soft_draws(self.soft_draws)
         if self.features not in FEATURE_KINDS:
             raise ValueError(f"unknown evaluation.features {self.features!r}: choose one of {FEATURE_KINDS}")
         if self.quantity not in QUANTITIES:
