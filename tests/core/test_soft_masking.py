@@ -303,3 +303,12 @@ def test_soft_draws_must_be_a_whole_number_at_least_0(toy_tokenizer, bad):
     with pytest.raises(ValueError, match="evaluation.soft_draws"):
         EvaluationSettings.of(node | dict(compare_random=False, soft_draws=bad))
     assert EvaluationSettings.of(node | dict(compare_random=False)).soft_draws == 5
+
+
+def test_soft_draws_enter_the_results_key_away_from_the_default():
+    from conftest import compose_config, keys_of
+
+    default = keys_of(compose_config()).results
+    assert keys_of(compose_config("evaluation.soft_draws=5")).results == default
+    keys = {keys_of(compose_config(f"evaluation.soft_draws={r}")).results for r in (0, 1, 3)}
+    assert len(keys) == 3 and default not in keys
