@@ -83,6 +83,7 @@ class EvaluationSchema:
     compare_random: bool = MISSING
     token_budget: int = MISSING
     features: FeatureKind = MISSING  # pyright: ignore[reportInvalidTypeForm] (an Enum built at import, for OmegaConf)
+    soft_draws: int = MISSING
 
 
 ConfigStore.instance().store(name="evaluation_schema", node=EvaluationSchema)
@@ -180,6 +181,7 @@ RULES: dict[str, Range] = {
     "train.checkpoint_every_n_steps": Range(integer=True, low=1, null="checkpoints at epoch ends only"),
     "evaluation.n_examples": Range(integer=True, low=1, null="the whole split"),
     "evaluation.token_budget": POSITIVE_INT,
+    "evaluation.soft_draws": NON_NEGATIVE_INT,
     "saliency.internal_batch_size": Range(integer=True, low=1, null="all steps in one batch"),
     "logger.init_timeout": Range(integer=False, low=0, low_open=True, null="W&B's own default, 90 s"),
     "cache_lock_timeout": Range(integer=False, low=0, low_open=True, null="wait forever"),

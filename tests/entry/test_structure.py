@@ -91,5 +91,9 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # ~1,330: word-level features (core/features.py, word ids in the batch, the evaluator, tables, views) ~270,
     # Normalized AOPC ~1,060 (the bounds core ~370, its model-backed outputs, the scores it normalises and the
     # naopc analysis ~690), the attack over words ~65, the new-user review's input checks ~15: raise this only
-    # with a reason, as here. Issue 33: the symmetric relevance gain (least-first direction, srg metric) +110
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_960
+    # with a reason, as here. Issue 33, one term per measure:
+    issue33 = {
+        "srg": 110,  # the symmetric relevance gain (least-first direction, srg metric)
+        "soft": 420,  # soft comprehensiveness/sufficiency (core/soft_masking.py ~230, evaluator, metrics, settings)
+    }
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + sum(issue33.values())

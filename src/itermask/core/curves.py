@@ -61,6 +61,13 @@ class MaskingCurves:
             ``logits``; read by the symmetric relevance gain (:func:`~itermask.core.measures.symmetric_relevance_gain`).
             ``None`` for schedules without one fixed clean ranking (``recursive``: the ranking changes at every
             step, so there is no order to reverse) and when the evaluator's ``least_first`` is off.
+        soft_logits, soft_keep_logits: ``[B, R, C]`` logits of ``R`` soft comprehensiveness / soft sufficiency
+            inputs (Zhao & Aletras 2023, :mod:`itermask.core.soft_masking`: each embedding dimension of a
+            maskable token dropped with probability ``a`` / ``1 - a``, its min-max normalised importance);
+            ``None`` when ``evaluation.soft_draws=0`` and for the ``recursive`` schedule (undefined there: the
+            ranking changes at every step, so there is no one importance per token).
+        soft_floor_logits: ``[B, C]`` logits of the all-masked input (every maskable token's word embedding
+            zeroed) that normalises both; ``None`` with them.
     """
 
     schedule: str
@@ -90,6 +97,9 @@ class MaskingCurves:
     masked_step: Tensor | None = None
     word_ids: Tensor | None = None
     least_logits: Tensor | None = None
+    soft_logits: Tensor | None = None
+    soft_keep_logits: Tensor | None = None
+    soft_floor_logits: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with

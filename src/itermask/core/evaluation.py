@@ -21,7 +21,13 @@ import torch
 from torch import Tensor
 
 from itermask.core.curves import MaskingCurves
-from itermask.core.evaluation_settings import DEFAULT_TOKEN_BUDGET, FEATURE_KINDS, check_target_policy, segment_list
+from itermask.core.evaluation_settings import (
+    DEFAULT_TOKEN_BUDGET,
+    FEATURE_KINDS,
+    check_soft_draws,
+    check_target_policy,
+    segment_list,
+)
 from itermask.core.features import Features, group_features
 from itermask.core.forwards import (
     BACKWARD_OVERHEAD,
@@ -35,6 +41,7 @@ from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
 from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts, top_k_mask
+from itermask.core.soft_masking import check_soft_model, soft_importance, soft_outputs
 from itermask.core.tokens import TokenBatch, maskable_positions, row_lengths
 
 __all__ = [
@@ -147,10 +154,16 @@ class IterativeMaskingEvaluator:
             :attr:`MaskingCurves.least_logits`, read by the symmetric relevance gain) for the schedules with one
             fixed clean ranking; a least-first row equals the keep-only row of ``n - k`` whenever that count is
             on the grid, and the row engine then computes it once.
+        soft_draws: ``R``, the draws of Zhao & Aletras's soft comprehensiveness and sufficiency inputs per
+            example (:mod:`itermask.core.soft_masking`; ``B x (2R + 1)`` embedding rows a batch), recorded in the
+            curves of the schedules with a fixed ranking (``one_shot``); ``0`` (the default here; jobs and
+            :func:`itermask.evaluate` use ``evaluation.soft_draws``, 5) leaves them out.
+        soft_seed: seeds the draws, with each example's id and the draw's number.
 
     Raises:
         ValueError: for unknown schedules or kinds of steps, an empty, unsorted or repeating grid, count steps
-            without counts, a non-positive token budget, an unknown ``collect_representations`` or ``features``.
+            without counts, a non-positive token budget, an unknown ``collect_representations`` or ``features``,
+            a negative or fractional ``soft_draws``.
     """
 
     def __init__(
@@ -169,6 +182,8 @@ class IterativeMaskingEvaluator:
         token_budget: int = DEFAULT_TOKEN_BUDGET,
         features: str = "token",
         least_first: bool = True,
+        soft_draws: int = 0,
+        soft_seed: int = 0,
     ) -> None:
         if not schedules:
             raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
@@ -209,6 +224,9 @@ class IterativeMaskingEvaluator:
         self.token_budget = int(token_budget)
         #: what the forwards of the last :meth:`evaluate` call ran (rows, distinct rows computed, padding)
         self.forward_stats = ForwardStats()
+        self.soft_draws, self.soft_seed = check_soft_draws(soft_draws), int(soft_seed)
+        #: what the soft inputs' forwards of the last :meth:`evaluate` call ran (embedding rows, apart)
+        self.soft_stats = ForwardStats()
 
     def maskable(self, batch: TokenBatch) -> Tensor:
         """``[B, L]`` bool maskable positions of ``batch`` (within the chosen segments)."""
@@ -264,8 +282,11 @@ class IterativeMaskingEvaluator:
                 masked forwards (``"forwards"``), e.g. to advance a progress bar.
 
         Raises:
-            ValueError: if an example has no maskable feature, or for word features without ``word_ids``.
+            ValueError: if an example has no maskable feature, for word features without ``word_ids``, or
+                with soft draws for a model whose word embeddings cannot be fed (:func:`check_soft_model`).
         """
+        if self._soft_on():
+            check_soft_model(model)
         size, device = len(batch), batch.device
         example_ids = torch.arange(size, device=device) if example_ids is None else example_ids
         labels = torch.full((size,), -1, dtype=torch.long, device=device) if labels is None else labels.long()
@@ -281,6 +302,8 @@ class IterativeMaskingEvaluator:
         masks = self._schedule_masks(model, batch, groups, k, target, example_ids, saliency, progress)
         least = self._least_masks(groups, saliency.scores.detach(), k, n_maskable)
         outputs = self._schedule_outputs(model, run, batch, groups.to_tokens(groups.maskable), masks, least)
+        grouped = groups.scores(saliency.scores.detach(), self.saliency.word_score)
+        soft = self._soft_fields(model, batch, groups, grouped, example_ids) if self._soft_on() else {}
         if progress is not None:
             progress("forwards")
         shared = {  # the fields every schedule's curves share
@@ -293,9 +316,35 @@ class IterativeMaskingEvaluator:
             "saliency_zero": saliency.zero,
             "completeness_gap": saliency.completeness_gap,
             "output_difference": saliency.output_difference,
-            **_token_fields(batch, groups.scores(saliency.scores.detach(), self.saliency.word_score), groups),
+            **_token_fields(batch, grouped, groups),
         }
-        return self._curves(masks, outputs, clean, shared)
+        return self._curves(masks, outputs, clean, shared, soft)
+
+    def _soft_on(self) -> bool:
+        """Whether :meth:`evaluate` runs the soft inputs: draws asked for and a schedule with a fixed ranking."""
+        return self.soft_draws > 0 and any(SCHEDULES[name].sufficiency for name in self.schedules)
+
+    def _soft_fields(self, model, batch: TokenBatch, groups: Features, grouped: Tensor, example_ids: Tensor) -> dict:
+        """The soft fields of :class:`MaskingCurves` of ``batch`` from its ``[B, W]`` ``grouped`` clean saliency
+        (:func:`~itermask.core.soft_masking.soft_outputs`: every piece of a word gets the word's importance)."""
+        importance, _ = soft_importance(grouped, groups.maskable)
+        self.soft_stats = ForwardStats()
+        out = soft_outputs(
+            model,
+            batch,
+            groups.to_tokens(groups.maskable),
+            groups.broadcast(importance, 0.0),
+            example_ids,
+            self.soft_draws,
+            self.soft_seed,
+            self.token_budget,
+            self.soft_stats,
+        )
+        return {
+            "soft_logits": out.comprehensiveness,
+            "soft_keep_logits": out.sufficiency,
+            "soft_floor_logits": out.floor,
+        }
 
     def _least_masks(self, groups: Features, scores: Tensor, k: Tensor, n_maskable: Tensor) -> Tensor | None:
         """``[S, B, L]`` token masks of the least-important-first direction: at step ``s`` the ``k[s]`` least
@@ -339,11 +388,17 @@ class IterativeMaskingEvaluator:
         return result
 
     def _curves(
-        self, masks: dict[str, Tensor], outputs: dict[str, dict[str, RowOutputs]], clean, shared: dict
+        self,
+        masks: dict[str, Tensor],
+        outputs: dict[str, dict[str, RowOutputs]],
+        clean,
+        shared: dict,
+        soft: dict,
     ) -> dict[str, MaskingCurves]:
         """``{schedule: MaskingCurves}`` of one batch (see :meth:`evaluate`) from its ``masks`` (``[S, B, L]`` per
         schedule), ``outputs`` (``{direction: [B, S, ...]}`` per schedule, :meth:`_schedule_outputs`), the
-        ``clean`` outputs and the ``shared`` fields of every schedule's curves."""
+        ``clean`` outputs, the ``shared`` fields of every schedule's curves and the ``soft`` fields of those with
+        a fixed ranking."""
         collect = self.collect_representations
         results = {}
         for name, directions in outputs.items():
@@ -358,6 +413,7 @@ class IterativeMaskingEvaluator:
                 least_logits=None if least is None else least.logits,
                 masked_step=first_masked_step(masks[name]),
                 **shared,
+                **(soft if SCHEDULES[name].sufficiency else {}),
                 **(
                     {}
                     if reps is None or clean.representations is None or not collect

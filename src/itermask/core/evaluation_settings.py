@@ -17,6 +17,7 @@ __all__ = [
     "FEATURE_KINDS",
     "EvaluationSettings",
     "check_target_policy",
+    "check_soft_draws",
     "segment_list",
     "off_grid",
 ]
@@ -46,6 +47,16 @@ def check_target_policy(policy: str | int, num_classes: int | None = None) -> No
     if policy < 0 or (num_classes is not None and policy >= num_classes):
         known = f" (this data has {num_classes} classes: 0..{num_classes - 1})" if num_classes is not None else ""
         raise ValueError(f"target class {policy} out of range{known}")
+
+
+def check_soft_draws(draws) -> int:
+    """``evaluation.soft_draws`` (draws of the soft comprehensiveness and sufficiency inputs; 0: off) as an int.
+
+    Raises:
+        ValueError: if it is not a whole number >= 0."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
+        raise ValueError(f"evaluation.soft_draws must be a whole number >= 0 (0: off), got {draws!r}")
+    return int(draws)
 
 
 def segment_list(segments: int | Iterable[int] | None) -> list[int] | None:
@@ -86,10 +97,12 @@ class EvaluationSettings:
         token_budget: padded tokens per forward (speed only, not the numbers beyond float rounding).
         features: the unit ranked, counted and masked: ``"token"`` (word pieces) or ``"word"`` (a word's pieces
             together, from a fast tokenizer's word ids; fractions and counts are then of words).
+        soft_draws: draws per example of the soft comprehensiveness and sufficiency inputs (Zhao & Aletras
+            2023, :mod:`itermask.core.soft_masking`), a whole number >= 0; 0 leaves those measures out.
 
     Raises:
-        ValueError: for an unknown quantity, target policy or features, AOPC bins off a fraction grid, or bad
-            segments.
+        ValueError: for an unknown quantity, target policy or features, AOPC bins off a fraction grid, bad
+            segments, or ``soft_draws`` not a whole number >= 0.
     """
 
     split: str
@@ -106,8 +119,10 @@ class EvaluationSettings:
     compare_random: bool
     token_budget: int = DEFAULT_TOKEN_BUDGET
     features: str = "token"
+    soft_draws: int = 5
 
     def __post_init__(self) -> None:
+        check_soft_draws(self.soft_draws)
         if self.features not in FEATURE_KINDS:
             raise ValueError(f"unknown evaluation.features {self.features!r}: choose one of {FEATURE_KINDS}")
         if self.quantity not in QUANTITIES:
@@ -148,4 +163,5 @@ class EvaluationSettings:
             compare_random=bool(node["compare_random"]),
             token_budget=int(node.get("token_budget", DEFAULT_TOKEN_BUDGET)),
             features=str(node.get("features", "token")),
+            soft_draws=node.get("soft_draws", 5),
         )

@@ -464,3 +464,71 @@ def relative_to_random(summary: dict, random_summary: dict) -> dict:
         )
         out[f"{RACU}_{name}"] = score.item()
     return out
+
+
+class SoftComprehensiveness(Metric):
+    """``soft_comprehensiveness``: Zhao & Aletras's (ACL 2023) soft normalised comprehensiveness, per example the
+    mean over the ``R`` draws of :func:`~itermask.core.soft_masking.soft_draw_values` (a fraction of the drop to
+    the all-masked input, clipped to ``[0, 1]``; higher is more faithful). NaN where undefined
+    (:func:`~itermask.core.soft_masking.soft_undefined`, counted by ``soft_undefined_fraction``); means skip it."""
+
+    name, unit, per_step, higher_is_more_faithful, bounds = (
+        "soft_comprehensiveness",
+        "fraction",
+        False,
+        True,
+        (0.0, 1.0),
+    )
+    direction: ClassVar[str] = "comprehensiveness"
+
+    def applies(self, curves):
+        return curves.soft_logits is not None
+
+    def values(self, curves, quantity):
+        return self.draws(curves).mean(dim=1)
+
+    def draws(self, curves: MaskingCurves) -> Tensor:
+        from itermask.core.soft_masking import soft_draw_values
+
+        return soft_draw_values(curves, self.direction)
+
+    def reduce(self, values, curves):
+        return _mean(values)
+
+
+class SoftSufficiency(SoftComprehensiveness):
+    """``soft_sufficiency``: Zhao & Aletras's soft normalised sufficiency, ``1 -`` the clipped normalised drop of
+    the input that keeps each dimension with probability ``a_i``, mean over the draws (higher is more faithful,
+    unlike the ERASER ``sufficiency_<q>``, a drop)."""
+
+    name, direction = "soft_sufficiency", "sufficiency"
+
+
+class SoftComprehensivenessDrawSd(SoftComprehensiveness):
+    """``soft_comprehensiveness_draw_sd``: the sample standard deviation over the ``R`` draws of an example's
+    soft comprehensiveness (how much one draw, as the authors take, would vary; NaN for ``R = 1``);
+    descriptive."""
+
+    name, higher_is_more_faithful = "soft_comprehensiveness_draw_sd", None
+
+    def values(self, curves, quantity):
+        return self.draws(curves).std(dim=1)
+
+
+class SoftSufficiencyDrawSd(SoftComprehensivenessDrawSd):
+    """``soft_sufficiency_draw_sd``: the same for soft sufficiency."""
+
+    name, direction = "soft_sufficiency_draw_sd", "sufficiency"
+
+
+class SoftUndefinedFraction(SoftComprehensiveness):
+    """``soft_undefined_fraction``: the share of examples whose soft measures are NaN
+    (:func:`~itermask.core.soft_masking.soft_undefined`: the all-masked input does not lower the target
+    probability, or the importances are all equal); descriptive."""
+
+    name, higher_is_more_faithful = "soft_undefined_fraction", None
+
+    def values(self, curves, quantity):
+        from itermask.core.soft_masking import soft_undefined
+
+        return soft_undefined(curves).double()

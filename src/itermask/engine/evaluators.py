@@ -26,7 +26,8 @@ def build_evaluators(
     analyses: Sequence[Analysis] = (),
 ) -> dict[str, IterativeMaskingEvaluator]:
     """``{explanation: evaluator}``: the ``methods`` (bound) in order, then a :class:`RandomSaliency` seeded with
-    ``seed`` when ``e.compare_random`` and no method is the random explanation itself.
+    ``seed`` when ``e.compare_random`` and no method is the random explanation itself; ``seed`` also seeds the
+    soft comprehensiveness and sufficiency draws (``e.soft_draws`` of them).
 
     Raises:
         ValueError: the evaluator's own error (an empty schedule list, an unknown schedule)."""
@@ -51,6 +52,8 @@ def build_evaluators(
             features=e.features,
             collect_representations=collect,
             least_first=True,  # the symmetric relevance gain's direction: always on, no setting (few added rows)
+            soft_draws=e.soft_draws,
+            soft_seed=seed,
         )
         for name, method in explanations.items()
     }
