@@ -189,38 +189,33 @@ def evaluate(
     measures: Sequence[Any] = (),
     **evaluation: Any,
 ) -> EvaluationResult:
-    """Evaluate how faithful saliency explanations of a given classifier are on given texts, under iterative
-    masking, beside a seeded random explanation (Crothers, Viktor, Japkowicz 2023, arXiv 2308.06795, Sec. 3;
-    the engine of ``evaluate.py train.enabled=false``, see the module docstring).
+    """Evaluate how faithful saliency explanations of a classifier are on given texts under iterative masking,
+    beside a seeded random explanation (Crothers et al. 2023, arXiv 2308.06795): an
+    :class:`~itermask.notebook.EvaluationResult` (``.to_pandas()``, ``.views()``, shown as HTML).
 
     Args:
         model: a ``torch.nn.Module`` classifier (with ``tokenizer=``), a ``(model, tokenizer)`` pair, a local
             directory of a Hugging Face sequence classifier or a hub id.
         data: texts (a list, tuple, 1-D NumPy array or ``pandas.Series``), a dict of columns (``{"text": [...],
             "label": [...]}``), a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole.
-        labels: gold labels (class ids or the classifier's class names; a list, NumPy array, tensor or
-            ``pandas.Series``), one per text; default the ``label_column`` of tabular data, if any (needed for
-            ``target="gold"``).
+        labels: gold labels, one per text (class ids or class names; a list, array, tensor or Series); default
+            the ``label_column`` of tabular data, if any (needed for ``target="gold"``).
         saliency, masking: preset names (``conf/saliency/``, ``conf/masking/``) or
             :class:`~itermask.core.saliency.SaliencyMethod` and :class:`~itermask.core.masking.MaskingStrategy`
             instances; ``compare_random``: also the seeded random explanation, ``seed`` its seed.
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
             model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
-        measures: the optional measures to add, as names of their ``conf/<name>/on.yaml`` preset (``"naopc"``,
-            ``"sanity"``) or :class:`~itermask.analyses.base.Analysis` instances; their sections are in
-            ``result.result`` (SRG and the soft measures are always in the scores).
+        measures: optional measures (analyses), by their ``conf/<name>/on.yaml`` preset (``"naopc"``) or as
+            ``Analysis`` instances; each one's section is ``result.result[name]``.
         evaluation: the ``evaluation`` settings of ``conf/evaluate.yaml`` (``fractions``, ``steps``, ``counts``,
-            ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``).
-
-    Returns:
-        An :class:`~itermask.notebook.EvaluationResult` (``.to_pandas()``, ``.views()``, shown as HTML).
+            ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``,
+            ``soft_draws``).
 
     Raises:
         ValueError: a bad setting, data of no accepted kind (a number, a directory, a single string), a missing
-            column, labels that are a single value or no class, a module without its tokenizer, ``max_length``
-            past the model's position embeddings, data without a maskable token; FileNotFoundError: a data path,
-            model folder or preset that is absent.
+            column, labels that are a single value or no class, a module without its tokenizer, ``max_length`` past
+            the position embeddings, no maskable token; FileNotFoundError: a data path, model or preset absent.
     """
     from itermask.data.given import read_examples
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses
@@ -231,7 +226,6 @@ def evaluate(
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
     settings = evaluation_settings({**evaluation, "compare_random": bool(compare_random)}, seed, conf)
     values = {"seed": seed, "model": {"pretrained": pretrained or None}}
-    built = components(methods, masking, values, conf)
-    options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size}
-    options["analyses"] = measure_analyses(measures, values, conf)
+    built, analyses = components(methods, masking, values, conf), measure_analyses(measures, values, conf)
+    options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size, "analyses": analyses}
     return _run(_plan(examples, *built, settings, seed, pretrained, options), given, examples.texts)

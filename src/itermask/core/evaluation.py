@@ -195,10 +195,8 @@ class IterativeMaskingEvaluator:
         if values is None:
             raise ValueError(f"{steps} steps need the masking {steps}s (evaluation.{steps}s)")
         grid = [float(v) for v in values]
-        if not grid:
-            raise ValueError(f"at least one masking {steps} is needed")
-        if any(b <= a for a, b in zip(grid, grid[1:])):  # a repeated step would count twice in AOPC
-            raise ValueError(f"masking {steps}s must be strictly ascending (no repeats), got {grid}")
+        if not grid or any(b <= a for a, b in zip(grid, grid[1:])):  # a repeated step would count twice in AOPC
+            raise ValueError(f"masking {steps}s must be one or more, strictly ascending (no repeats), got {grid}")
         step_counts(torch.zeros(1, dtype=torch.long), grid, steps)  # validates the grid
         check_target_policy(target)
         if token_budget <= 0:
