@@ -171,3 +171,27 @@ def test_tiny_bert_table_parquet_and_report(tmp_path, monkeypatch, tokenizer, fe
     assert rows[("gradient", "one_shot", "R-OMS cosine to reference (delete): pad")] == pytest.approx(by_example.mean())
     assert any(line.startswith("Removal reference (delete; gradient") for line in console.summary_lines(result))
     assert math.isfinite(rows[("random", "one_shot", "R-OMS OOD AUROC: mask_token")])
+
+
+def test_sentence_pairs_mask_only_the_chosen_segment_and_keep_token_types(tokenizer):
+    from itermask.core.schedules import masking_ranks
+    from itermask.core.tokens import maskable_positions
+
+    encoded = tokenizer(["a good film"], ["not bad at all"], return_tensors="pt")
+    batch = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    second = maskable_positions(batch, tokenizer.all_special_ids, segments=[1])
+    scores = torch.arange(batch.input_ids.shape[1], dtype=torch.float32)[None]  # later tokens first
+    rank = masking_ranks(scores, second)
+    assert rank[0][second[0]].tolist() == [4, 3, 2, 1] and (rank[0][~second[0]] == -1).all()
+    k, n = torch.tensor([[1, 2]]), torch.tensor([4])
+    strategies = {"mask_token": MaskToken(tokenizer), "delete": Delete(tokenizer)}
+    model = BertForSequenceClassification(tiny_bert_config(tokenizer)).eval()
+    out = strategy_outputs(model, batch, rank, k, n, strategies, token_budget=64)
+    deleted = Delete(tokenizer).apply(batch, step_masks(rank, k)[:, 1]).batch
+    assert batch.token_type_ids is not None and deleted.token_type_ids is not None
+    ids, types = batch.input_ids[0].tolist(), batch.token_type_ids[0].tolist()
+    # "at all" (the last two tokens of the second text) removed, [SEP] closes up, token types follow
+    assert deleted.input_ids[0].tolist()[: len(ids) - 2] == ids[:-3] + ids[-1:]
+    assert deleted.token_type_ids[0].tolist()[: len(ids) - 2] == types[:-3] + types[-1:]
+    assert out.pairs.tolist() == [[0, 0], [0, 1]]
+    np.testing.assert_allclose(cosine_to_reference(out.probs, "delete")["delete"].numpy(), 1.0, atol=1e-12)

@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -159,7 +159,7 @@ class RemovalReferenceAnalysis(Analysis):
         mahalanobis = None if scorer is None else {n: scorer.score(f) for n, f in out.features.items()}
         clean = None if scorer is None else scorer.score(out.clean_features)
         frame = _frame(out.pairs.cpu().numpy(), parts, cosines, mahalanobis)
-        tables = {s: self._table(frame[frame.saliency == s], clean, missing) for s in names}
+        tables = {s: self._table(cast("pd.DataFrame", frame[frame.saliency == s]), clean, missing) for s in names}
         section = {
             "settings": self.describe(),
             "quantity": "cosine similarity of softmax probability vectors (all classes)",
@@ -270,7 +270,7 @@ class RemovalReferenceAnalysis(Analysis):
     @classmethod
     def report_bounds(cls, score: str) -> tuple[float, float] | None:
         """Cosine of probability vectors (non-negative) and AUROC both lie in [0, 1]."""
-        return (0.0, 1.0) if score.startswith(("R-OMS ")) else None
+        return (0.0, 1.0) if score.startswith("R-OMS ") else None
 
     @classmethod
     def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
@@ -288,7 +288,7 @@ class RemovalReferenceAnalysis(Analysis):
             "",
         ]
         for explanation in dict.fromkeys(rows.explanation):
-            own = rows[rows.explanation == explanation].sort_values("mean", ascending=False)
+            own = cast("pd.DataFrame", rows[rows.explanation == explanation]).sort_values("mean", ascending=False)
             table = []
             for _, row in own.iterrows():
                 strategy = str(row.score).rsplit(": ", 1)[1]
