@@ -195,3 +195,18 @@ def test_sentence_pairs_mask_only_the_chosen_segment_and_keep_token_types(tokeni
     assert deleted.token_type_ids[0].tolist()[: len(ids) - 2] == types[:-3] + types[-1:]
     assert out.pairs.tolist() == [[0, 0], [0, 1]]
     np.testing.assert_allclose(cosine_to_reference(out.probs, "delete")["delete"].numpy(), 1.0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_end_to_end_on_shipped_data_without_fine_tuning(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    job = tmp_path / "smoke"
+    args = ["removal_reference=on", "debug=smoke", "train.enabled=false", "logger=csv", f"output_dir={job}"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
+    section = json.loads((job / "results.json").read_text())["removal_reference"]
+    table = section["tables"]["gradient"]
+    assert [t["strategy"] for t in table][0] == "delete" and len(table) == 6
+    assert all(t["ood_auroc"] is not None or t["ood_auroc_missing"] for t in table)
+    assert section["rows"]["computed"] <= section["rows"]["asked"]
+    assert (job / "per_example" / "removal_reference.parquet").is_file()
