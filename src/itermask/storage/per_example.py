@@ -35,6 +35,12 @@ by ``example_id`` (and ``saliency``, ``schedule``), and loaded with :func:`load_
   the reported ``final/auroc_mahalanobis``; rows with ``k = 0`` hold the clean input's score) and
   ``clean_mahalanobis`` (the clean input's; see :func:`itermask.analyses.ood.example_score_frame`).
 
+- ``removal_reference.parquet`` (with a ``removal_reference`` analysis): one row per (saliency method, masking
+  strategy, example, compared step of the one-shot order, ``0 < k < n``) with ``step``, ``x``, ``k``, ``cosine``
+  (cosine similarity of the strategy's class probabilities to the token-removal reference's) and
+  ``mahalanobis`` (the masked input's final-layer Mahalanobis score; see
+  :mod:`itermask.analyses.removal_reference`).
+
 ``tokens`` and ``ood`` are absent from results written before they existed.
 """
 
@@ -57,7 +63,7 @@ FOLDER = "per_example"
 COMPRESSION_LEVEL = 19
 TABLES = ("steps", "scores", "examples")
 #: tables written by configured analyses (absent when the analysis did not run)
-OPTIONAL_TABLES = ("tokens", "attack", "ood")
+OPTIONAL_TABLES = ("tokens", "attack", "ood", "removal_reference")
 
 
 @dataclass
@@ -71,6 +77,7 @@ class PerExample:
     tokens: pd.DataFrame | None = None
     attack: pd.DataFrame | None = None
     ood: pd.DataFrame | None = None
+    removal_reference: pd.DataFrame | None = None
 
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:

@@ -1,0 +1,212 @@
+"""The removal_reference analysis: masks from the one-shot rank and k (exact ids on a locally built tokenizer),
+cosine 1 for the reference against itself and for a strategy identical to it, a hand-computed cosine on a
+stand-in model with known outputs, the one forward call, names checked at construction, word features and
+sentence pairs on a tiny random BERT, and a short end-to-end run on shipped data."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import compose_config, plan_of, tiny_bert_config
+from hydra import compose, initialize_config_dir
+from transformers import BertForSequenceClassification
+
+from itermask import console, pipeline
+from itermask.analyses.removal_reference import RemovalReferenceAnalysis
+from itermask.core.masking import AttentionOff, Delete, MaskToken
+from itermask.core.removal_reference import compared_steps, cosine_to_reference, step_masks, strategy_outputs
+from itermask.core.tokens import TokenBatch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _batch(tokenizer, *texts: str) -> TokenBatch:
+    encoded = tokenizer(list(texts), padding=True, return_tensors="pt")
+    return TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+
+
+def test_masks_from_rank_and_k_give_the_exact_masked_ids(tokenizer):
+    batch = _batch(tokenizer, "the movie is good")  # [CLS] the movie is good [SEP]
+    ids = batch.input_ids[0].tolist()
+    rank = torch.tensor([[-1, 2, 4, 1, 3, -1]])  # "is" first, then "the", "good", "movie"
+    k = torch.tensor([[0, 1, 2, 4]])
+    masks = step_masks(rank, k)
+    assert masks.shape == (1, 4, 6) and not masks[0, 0].any() and masks[0, 3, 1:5].all()
+    assert compared_steps(k, torch.tensor([4])).tolist() == [[False, True, True, False]]
+    masked = MaskToken(tokenizer).apply(batch.index(torch.tensor([0])), masks[:, 2]).batch.input_ids[0].tolist()
+    m = tokenizer.mask_token_id
+    assert masked == [ids[0], m, ids[2], m, ids[4], ids[5]]
+    deleted = Delete(tokenizer).apply(batch, masks[:, 2]).batch.input_ids[0].tolist()
+    assert deleted == [ids[0], ids[2], ids[4], ids[5], tokenizer.pad_token_id, tokenizer.pad_token_id]
+
+
+class HeadModel(torch.nn.Module):
+    """logits = [0, sum of the attended tokens' weights] through a final linear layer (``classifier``)."""
+
+    def __init__(self, weights: dict[int, float], vocab_size: int) -> None:
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab_size, 1)
+        self.classifier = torch.nn.Linear(1, 2)
+        with torch.no_grad():
+            self.embedding.weight.zero_()
+            for token, weight in weights.items():
+                self.embedding.weight[token, 0] = weight
+            self.classifier.weight.copy_(torch.tensor([[0.0], [1.0]]))
+            self.classifier.bias.zero_()
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        pooled = (self.embedding(input_ids) * attention_mask[..., None]).sum(dim=1)
+        return self.classifier(pooled)
+
+
+def test_cosine_is_one_for_the_reference_and_its_copy_and_hand_computed_for_mask_token(tokenizer):
+    batch = _batch(tokenizer, "the movie is good")
+    ids = batch.input_ids[0].tolist()
+    the, movie, is_, good = ids[1:5]
+    weights = {the: 0.5, movie: 1.0, is_: -0.25, good: 2.0, tokenizer.mask_token_id: -1.5}
+    model = HeadModel(weights, len(tokenizer)).eval()
+    rank = torch.tensor([[-1, 2, 4, 1, 3, -1]])
+    k, n = torch.tensor([[1, 2]]), torch.tensor([4])
+    strategies = {"mask_token": MaskToken(tokenizer), "copy": Delete(tokenizer), "delete": Delete(tokenizer)}
+    out = strategy_outputs(model, batch, rank, k, n, strategies, token_budget=64)
+    assert out.stats.rows == 1 + 3 * 2  # the clean row and each strategy's two steps, ONE call
+    assert out.stats.computed == 1 + 2 + 2  # the copy's rows are the reference's: computed once
+    cos = cosine_to_reference(out.probs, "delete")
+    np.testing.assert_allclose(cos["delete"].numpy(), 1.0, atol=1e-12)
+    np.testing.assert_allclose(cos["copy"].numpy(), 1.0, atol=1e-12)
+    for step, masked in ((0, [is_]), (1, [is_, the])):
+        kept = sum(w for t, w in weights.items() if t in ids and t not in masked)
+        with_masks = kept + len(masked) * weights[tokenizer.mask_token_id]
+        p = torch.softmax(torch.tensor([0.0, with_masks], dtype=torch.float64), 0)
+        q = torch.softmax(torch.tensor([0.0, kept], dtype=torch.float64), 0)
+        expected = float(p @ q / (p.norm() * q.norm()))
+        assert cos["mask_token"][step].item() == pytest.approx(expected, abs=1e-6)  # float32 logits
+    assert out.features["delete"].shape == (2, 1) and out.clean_features.shape == (1, 1)
+    assert out.features["mask_token"][1, 0].item() == pytest.approx(weights[good] + weights[movie] - 3.0)
+
+
+def test_bad_shapes_are_refused_before_any_forward(tokenizer):
+    batch = _batch(tokenizer, "the movie is good")
+    with pytest.raises(ValueError, match="do not fit the batch"):
+        strategy_outputs(torch.nn.Identity(), batch, torch.ones(1, 3), torch.ones(1, 2), torch.ones(1), {}, 64)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("removal_reference.strategies=[mask_token,foo]", "removal_reference.strategies: unknown ['foo']; choose"),
+        ("removal_reference.strategies=[mask_token,delete]", "other than the reference 'delete'"),
+        ("removal_reference.strategies=[pad,pad]", "distinct masking presets"),
+        ("removal_reference.reference=unk", "removal_reference.reference='unk': choose from ['delete'"),
+        ("removal_reference.confidence=1.5", "removal_reference.confidence=1.5"),
+    ],
+)
+def test_bad_settings_are_one_line_errors_at_construction(override, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plan_of(compose_config("removal_reference=on", override))
+
+
+def test_off_by_default_and_attention_off_as_reference():
+    assert not any(a.name == "removal_reference" for a in plan_of(compose_config()).analyses)
+    analysis = RemovalReferenceAnalysis(strategies=["delete", "pad"], reference="attention_off")
+    assert isinstance(analysis.strategies["attention_off"], AttentionOff) and analysis.names == ("delete", "pad")
+
+
+def _run(tmp_path: Path, folder: Path, *overrides: str) -> dict:
+    job = tmp_path / "job"
+    args = [
+        "removal_reference=on",
+        "removal_reference.strategies=[mask_token,pad,attention_off]",
+        "removal_reference.ood_fit.n_fit_examples=40",
+        f"model.pretrained={folder}",
+        "train.enabled=false",
+        "ood=none",
+        "logger=csv",
+        "evaluation.n_examples=4",
+        "evaluation.fractions=[0.0,0.2,0.5,1.0]",
+        "evaluation.aopc_bins=[0.2,0.5]",
+        "+trainer.enable_progress_bar=false",
+        "model.max_length=16",
+        f"output_dir={job}",
+        *overrides,
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
+    return json.loads((job / "results.json").read_text())
+
+
+@pytest.mark.parametrize("features", ["token", "word"])
+def test_tiny_bert_table_parquet_and_report(tmp_path, monkeypatch, tokenizer, features):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    result = _run(tmp_path, tmp_path / "tiny", f"evaluation.features={features}")
+    section = result["removal_reference"]
+    assert set(section["tables"]) == {"gradient", "random"}
+    table = section["tables"]["gradient"]
+    assert [t["strategy"] for t in table][0] == "delete" and table[0]["mean_cosine"] == pytest.approx(1.0)
+    assert {t["strategy"] for t in table} == {"mask_token", "pad", "attention_off", "delete"}
+    cosines = [t["mean_cosine"] for t in table]
+    assert cosines == sorted(cosines, reverse=True) and all(0 <= c <= 1 + 1e-9 for c in cosines)
+    assert all(t["ci_low"] <= t["mean_cosine"] <= t["ci_high"] for t in table if t["ci_low"] is not None)
+    assert all(0 <= t["ood_auroc"] <= 1 for t in table)
+    frame = pd.read_parquet(tmp_path / "job" / "per_example" / "removal_reference.parquet")
+    assert list(frame.columns[:7]) == ["saliency", "strategy", "example_id", "step", "x", "k", "cosine"]
+    assert (frame.k > 0).all() and set(frame.x) <= {0.2, 0.5}
+    mine = frame[(frame.saliency == "gradient") & (frame.strategy == "pad")]
+    by_example = mine.groupby("example_id").cosine.mean()
+    assert next(t for t in table if t["strategy"] == "pad")["mean_cosine"] == pytest.approx(by_example.mean())
+    # one forward call: every strategy's and the reference's rows of both rankings, plus the clean rows
+    steps = len(frame) // 4  # rows per strategy
+    assert section["rows"]["asked"] == 2 * 4 + 4 * steps
+    rows = RemovalReferenceAnalysis.report_measures(result)
+    assert rows[("gradient", "one_shot", "R-OMS cosine to reference (delete): pad")] == pytest.approx(by_example.mean())
+    assert any(line.startswith("Removal reference (delete; gradient") for line in console.summary_lines(result))
+    assert math.isfinite(rows[("random", "one_shot", "R-OMS OOD AUROC: mask_token")])
+
+
+def test_sentence_pairs_mask_only_the_chosen_segment_and_keep_token_types(tokenizer):
+    from itermask.core.schedules import masking_ranks
+    from itermask.core.tokens import maskable_positions
+
+    encoded = tokenizer(["a good film"], ["not bad at all"], return_tensors="pt")
+    batch = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    second = maskable_positions(batch, tokenizer.all_special_ids, segments=[1])
+    scores = torch.arange(batch.input_ids.shape[1], dtype=torch.float32)[None]  # later tokens first
+    rank = masking_ranks(scores, second)
+    assert rank[0][second[0]].tolist() == [4, 3, 2, 1] and (rank[0][~second[0]] == -1).all()
+    k, n = torch.tensor([[1, 2]]), torch.tensor([4])
+    strategies = {"mask_token": MaskToken(tokenizer), "delete": Delete(tokenizer)}
+    model = BertForSequenceClassification(tiny_bert_config(tokenizer)).eval()
+    out = strategy_outputs(model, batch, rank, k, n, strategies, token_budget=64)
+    deleted = Delete(tokenizer).apply(batch, step_masks(rank, k)[:, 1]).batch
+    assert batch.token_type_ids is not None and deleted.token_type_ids is not None
+    ids, types = batch.input_ids[0].tolist(), batch.token_type_ids[0].tolist()
+    # "at all" (the last two tokens of the second text) removed, [SEP] closes up, token types follow
+    assert deleted.input_ids[0].tolist()[: len(ids) - 2] == ids[:-3] + ids[-1:]
+    assert deleted.token_type_ids[0].tolist()[: len(ids) - 2] == types[:-3] + types[-1:]
+    assert out.pairs.tolist() == [[0, 0], [0, 1]]
+    np.testing.assert_allclose(cosine_to_reference(out.probs, "delete")["delete"].numpy(), 1.0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_end_to_end_on_shipped_data_without_fine_tuning(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    job = tmp_path / "smoke"
+    args = ["removal_reference=on", "debug=smoke", "train.enabled=false", "logger=csv", f"output_dir={job}"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
+    section = json.loads((job / "results.json").read_text())["removal_reference"]
+    table = section["tables"]["gradient"]
+    assert [t["strategy"] for t in table][0] == "delete" and len(table) == 6
+    assert all(t["ood_auroc"] is not None or t["ood_auroc_missing"] for t in table)
+    assert section["rows"]["computed"] <= section["rows"]["asked"]
+    assert (job / "per_example" / "removal_reference.parquet").is_file()
