@@ -35,6 +35,10 @@ by ``example_id`` (and ``saliency``, ``schedule``), and loaded with :func:`load_
   the reported ``final/auroc_mahalanobis``; rows with ``k = 0`` hold the clean input's score) and
   ``clean_mahalanobis`` (the clean input's; see :func:`itermask.analyses.ood.example_score_frame`).
 
+- ``sanity.parquet`` (with a ``sanity`` analysis): one row per (saliency method, degradation level, example)
+  with ``saliency``, ``level``, ``example_id`` and one column per measure scored on the degraded explanation
+  (see :mod:`itermask.analyses.sanity`).
+
 ``tokens`` and ``ood`` are absent from results written before they existed.
 """
 
@@ -57,7 +61,7 @@ FOLDER = "per_example"
 COMPRESSION_LEVEL = 19
 TABLES = ("steps", "scores", "examples")
 #: tables written by configured analyses (absent when the analysis did not run)
-OPTIONAL_TABLES = ("tokens", "attack", "ood")
+OPTIONAL_TABLES = ("tokens", "attack", "ood", "sanity")
 
 
 @dataclass
@@ -71,6 +75,7 @@ class PerExample:
     tokens: pd.DataFrame | None = None
     attack: pd.DataFrame | None = None
     ood: pd.DataFrame | None = None
+    sanity: pd.DataFrame | None = None
 
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
