@@ -145,3 +145,15 @@ def test_noise_does_not_rank_and_the_bootstrap_interval_holds_rho():
     assert found.ci_low <= found.rho <= found.ci_high
     again = level_correlation(noise, LEVELS, True, n_boot=300, seed=1)
     assert (again.ci_low, again.ci_high) == (found.ci_low, found.ci_high)  # seeded
+
+
+def test_the_vectorised_bootstrap_is_the_loop_of_spearmanr():
+    from itermask.core.sanity_statistics import _bootstrap, _pooled_rho
+
+    values, grid = np.random.default_rng(0).normal(size=(8, 5)), np.asarray(LEVELS)
+    picks = np.random.default_rng(3).integers(0, 8, (200, 8))
+    loop = np.asarray([_pooled_rho(values[p], grid)[0] for p in picks])
+    assert np.allclose(_bootstrap(values, grid, 200, 3), loop, atol=1e-12, rtol=0)
+    values[0, 0] = np.nan  # NaN values: resample by resample, the same draws
+    loop = np.asarray([_pooled_rho(values[p], grid)[0] for p in picks])
+    assert np.allclose(_bootstrap(values, grid, 200, 3), loop[np.isfinite(loop)], atol=1e-12, rtol=0)

@@ -105,6 +105,23 @@ def _pooled_rho(values: np.ndarray, grid: np.ndarray, alternative: str = "two-si
     return float(result.statistic), float(result.pvalue)  # pyright: ignore[reportAttributeAccessIssue]
 
 
+def _bootstrap(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """The finite pooled rhos of ``n_boot`` resamples of the examples (rows of ``values``) with replacement.
+    Without NaN values all resamples at once: Spearman's rho is Pearson's r of the average ranks
+    (``scipy.stats.rankdata`` along each resample); with NaN values (dropped per resample) one at a time."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(values), (n_boot, len(values)))
+    if not np.isfinite(values).all():
+        draws = np.asarray([_pooled_rho(values[p], grid)[0] for p in picks])
+        return draws[np.isfinite(draws)]
+    y = stats.rankdata(values[picks].reshape(n_boot, -1), axis=1)
+    x = stats.rankdata(np.broadcast_to(grid, (n_boot, len(values), len(grid))).reshape(n_boot, -1), axis=1)
+    x, y = x - x.mean(axis=1, keepdims=True), y - y.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant resample: 0/0, left out below
+        draws = (x * y).sum(axis=1) / np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
+    return draws[np.isfinite(draws)]
+
+
 def level_correlation(
     values: np.ndarray,
     levels: Sequence[float],
@@ -125,10 +142,7 @@ def level_correlation(
     sign = -1 if higher_is_more_faithful else 1
     rho, p_value = _pooled_rho(values, grid)
     p_one = _pooled_rho(values, grid, "less" if sign < 0 else "greater")[1]
-    rng, draws = np.random.default_rng(seed), []
-    for _ in range(n_boot if len(values) > 1 else 0):
-        draws.append(_pooled_rho(values[rng.integers(0, len(values), len(values))], grid)[0])
-    finite = np.asarray([d for d in draws if np.isfinite(d)])
+    finite = _bootstrap(values, grid, n_boot if len(values) > 1 else 0, seed)
     low, high = np.percentile(finite, [2.5, 97.5]) if len(finite) else (np.nan, np.nan)
     per_example, reasons = example_correlations(values, grid)
     ranks = bool(np.isfinite(p_one) and p_one < ALPHA)
