@@ -109,6 +109,8 @@ def _bootstrap(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> 
     """The finite pooled rhos of ``n_boot`` resamples of the examples (rows of ``values``) with replacement.
     Without NaN values all resamples at once: Spearman's rho is Pearson's r of the average ranks
     (``scipy.stats.rankdata`` along each resample); with NaN values (dropped per resample) one at a time."""
+    if n_boot == 0:
+        return np.empty(0)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(values), (n_boot, len(values)))
     if not np.isfinite(values).all():
