@@ -54,18 +54,33 @@ def setup():
     def evaluator(method):
         return IterativeMaskingEvaluator(method, MaskToken().bind(tok), FRACTIONS, tok.all_special_ids, ["one_shot"])
 
-    evaluators = {"input_x_gradient": evaluator(InputXGradientSaliency(output="logit")), "random": evaluator(RandomSaliency())}
+    evaluators = {
+        "input_x_gradient": evaluator(InputXGradientSaliency(output="logit")),
+        "random": evaluator(RandomSaliency()),
+    }
     example_ids = torch.arange(100, 100 + EXAMPLES)
     labels = torch.ones(EXAMPLES, dtype=torch.long)
     curves = EvaluatedCurves.of({n: e.evaluate(model, batch, labels, example_ids) for n, e in evaluators.items()})
-    loader = [{"tokens": batch.index(slice(a, a + 5)), "labels": labels[a : a + 5], "example_ids": example_ids[a : a + 5]} for a in range(0, EXAMPLES, 5)]
+    loader = [
+        {"tokens": batch.index(slice(a, a + 5)), "labels": labels[a : a + 5], "example_ids": example_ids[a : a + 5]}
+        for a in range(0, EXAMPLES, 5)
+    ]
     data = SimpleNamespace(eval_loader=lambda examples: loader, input_digest=lambda examples: "constructed")
     context = EvaluationContext(data=data, trained=None, model=model, trainer=None, subset=[])  # pyright: ignore[reportArgumentType]
-    evaluation = SimpleNamespace(features="token", quantity="probability", aopc_bins=[0.05, 0.1, 0.2, 0.5], steps="fraction", segments=None, token_budget=4096, target="predicted")
+    evaluation = SimpleNamespace(
+        features="token",
+        quantity="probability",
+        aopc_bins=[0.05, 0.1, 0.2, 0.5],
+        steps="fraction",
+        segments=None,
+        token_budget=4096,
+        target="predicted",
+    )
     sanity, naopc = SanityAnalysis(n_boot=200, seed=0), NAOPCAnalysis(exact_max_features=8)
 
     def inputs(analyses):
-        return AnalysisInputs(evaluation, tok, MaskToken().bind(tok), evaluators, "input_x_gradient", "", None, analyses=analyses)  # pyright: ignore[reportArgumentType]
+        masking = MaskToken().bind(tok)
+        return AnalysisInputs(evaluation, tok, masking, evaluators, "input_x_gradient", "", None, analyses=analyses)  # pyright: ignore[reportArgumentType]
 
     return sanity, naopc, inputs, context, curves
 
@@ -94,9 +109,15 @@ def test_good_measures_rank_the_known_order_of_a_bag_of_words(setup):
     assert 0 < section["cost"]["rows"] <= 4 * EXAMPLES * (1 + 2 * len(FRACTIONS))
     lines = SanityAnalysis.summary_lines({"sanity": section})
     assert lines and "cannot rank a known order" in lines[0]
-    assert output.artifacts.summary["sanity/input_x_gradient/aopc_comprehensiveness_prob/rho"] == found["aopc_comprehensiveness_prob"]["rho"]
+    assert (
+        output.artifacts.summary["sanity/input_x_gradient/aopc_comprehensiveness_prob/rho"]
+        == found["aopc_comprehensiveness_prob"]["rho"]
+    )
     rows = SanityAnalysis.report_measures({"sanity": section})
-    assert rows[("input_x_gradient", "one_shot", "sanity rho: aopc_sufficiency_prob")] == found["aopc_sufficiency_prob"]["rho"]
+    assert (
+        rows[("input_x_gradient", "one_shot", "sanity rho: aopc_sufficiency_prob")]
+        == found["aopc_sufficiency_prob"]["rho"]
+    )
 
 
 def test_level_zero_rows_are_the_jobs_own_curves(setup):
@@ -109,7 +130,14 @@ def test_level_zero_rows_are_the_jobs_own_curves(setup):
     assert frame["aopc_comprehensiveness_prob"].tolist() == expected.double().tolist()
     assert frame["example_id"].tolist() == list(range(100, 100 + EXAMPLES))
     # a degraded level of 0 evaluated afresh gives the same rows bit for bit
-    again = sanity._degraded(inputs(()), context, inputs(()).evaluators["input_x_gradient"], 0.0, job.example_ids, {"rows": 0, "computed": 0, "forwards": 0})
+    again = sanity._degraded(
+        inputs(()),
+        context,
+        inputs(()).evaluators["input_x_gradient"],
+        0.0,
+        job.example_ids,
+        {"rows": 0, "computed": 0, "forwards": 0},
+    )
     assert torch.equal(again.logits, job.logits) and torch.equal(again.example_ids, job.example_ids)
 
 

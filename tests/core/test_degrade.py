@@ -9,8 +9,8 @@ from conftest import AdditiveModel
 from test_word_features import VOCAB, WEIGHTS, _batch, fast  # noqa: F401  (the fixture)
 
 from itermask.core.degrade import DegradedSaliency, check_levels, degrade_scores, level_seed
-from itermask.core.sanity_statistics import CONSTANT, MISSING, example_correlations, level_correlation
 from itermask.core.saliency import InputXGradientSaliency
+from itermask.core.sanity_statistics import CONSTANT, MISSING, example_correlations, level_correlation
 
 # ten tokens with distinct weights 0.1 .. 1.0 (ids 5..14 of a 16-id vocabulary)
 TEN = {i: 0.1 * (i - 4) for i in range(5, 15)}
@@ -115,10 +115,18 @@ LEVELS = [0.0, 0.25, 0.5, 0.75, 1.0]
 def test_monotone_measures_get_rho_minus_one_or_plus_one_and_rank_the_order():
     falling = np.array([[1.0, 0.8, 0.5, 0.2, 0.1], [3.0, 2.0, 1.5, 1.0, 0.0], [0.9, 0.7, 0.6, 0.5, 0.4]])
     found = level_correlation(falling, LEVELS, higher_is_more_faithful=True, n_boot=200, seed=0)
-    assert found.mean_example_rho == pytest.approx(-1.0, abs=1e-12) and found.expected_sign == -1 and found.ranks_known_order
+    assert (
+        found.mean_example_rho == pytest.approx(-1.0, abs=1e-12)
+        and found.expected_sign == -1
+        and found.ranks_known_order
+    )
     assert found.rho < -0.6 and found.p_one_sided < 0.05 and found.reason is None
     rising = level_correlation(-falling, LEVELS, higher_is_more_faithful=False, n_boot=200)
-    assert rising.mean_example_rho == pytest.approx(1.0, abs=1e-12) and rising.expected_sign == 1 and rising.ranks_known_order
+    assert (
+        rising.mean_example_rho == pytest.approx(1.0, abs=1e-12)
+        and rising.expected_sign == 1
+        and rising.ranks_known_order
+    )
     # the same values read with the other direction cannot rank a known order, and say why
     wrong = level_correlation(falling, LEVELS, higher_is_more_faithful=False, n_boot=0)
     assert not wrong.ranks_known_order and "not significantly above 0" in str(wrong.reason)

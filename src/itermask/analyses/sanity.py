@@ -36,9 +36,7 @@ from itermask.formatting import number
 from itermask.storage.per_example import write_per_example
 
 if TYPE_CHECKING:
-    import torch
-
-    from itermask.core.curves import MaskingCurves
+    pass
 
 __all__ = ["SanityAnalysis", "FLIP_COLUMN", "SEED_RULE"]
 
@@ -132,7 +130,9 @@ class SanityAnalysis(Analysis):
                 if not keep.any():
                     continue
                 tokens = batch["tokens"].index(keep).trim().to(device)
-                result = degraded.evaluate(context.model, tokens, batch["labels"][keep].to(device), ids[keep].to(device))
+                result = degraded.evaluate(
+                    context.model, tokens, batch["labels"][keep].to(device), ids[keep].to(device)
+                )
                 parts.append(result["one_shot"].to("cpu"))
                 for key in cost:
                     cost[key] += getattr(degraded.forward_stats, key)
@@ -171,7 +171,7 @@ class SanityAnalysis(Analysis):
             wide = {m: rows.pivot(index="example_id", columns="level", values=m)[self.levels] for m in measures}
             for measure, values in wide.items():
                 higher = _direction(measure)
-                if higher is None or values.isna().all().all():
+                if higher is None or not np.isfinite(values.to_numpy(dtype=float)).any():
                     continue
                 found = level_correlation(values.to_numpy(), self.levels, higher, self.n_boot, self.seed)
                 methods.setdefault(str(method), {})[measure] = found.as_dict()

@@ -99,7 +99,7 @@ class DegradedSaliency(SaliencyMethod):
             raise ValueError(f"degradation level {level!r} outside [0, 1]")
         if features not in FEATURE_KINDS:
             raise ValueError(f"unknown evaluation.features {features!r}: choose one of {FEATURE_KINDS}")
-        super().__init__(inner.output, absolute=False)  # inner's scores are already absolute where it is
+        super().__init__(inner.output, absolute=False)  # pyright: ignore[reportArgumentType] (inner checked it); inner applied absolute
         self.inner, self.level, self.seed, self.features = inner, float(level), int(seed), features
         self.special_ids, self.segments = sorted(set(int(i) for i in special_ids)), segment_list(segments)
         for flag in ("needs_gradients", "needs_embeddings", "needs_attentions", "zero_check", "batches_own_calls"):

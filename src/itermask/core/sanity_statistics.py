@@ -74,7 +74,7 @@ def _check(values: np.ndarray, levels: np.ndarray) -> None:
         raise ValueError(f"the levels must be distinct, got {levels.tolist()}")
 
 
-def example_correlations(values: np.ndarray, levels: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def example_correlations(values: np.ndarray, levels: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per example, Spearman's rho between ``levels`` (``[K]``) and ``values`` (``[E, K]``): ``([E] rho,
     [E] reason)``, rho NaN with the reason :data:`CONSTANT` or :data:`MISSING` where it is undefined (reason
     ``""`` elsewhere).
@@ -126,7 +126,7 @@ def _bootstrap(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> 
 
 def level_correlation(
     values: np.ndarray,
-    levels: Sequence[float],
+    levels: Sequence[float] | np.ndarray,
     higher_is_more_faithful: bool,
     n_boot: int = 1000,
     seed: int = 0,
