@@ -148,3 +148,16 @@ def test_level_zero_rows_are_the_jobs_own_curves(setup):
 def test_bad_sanity_settings_are_one_line_errors(settings, message):
     with pytest.raises(ValueError, match=message):
         SanityAnalysis(**settings)
+
+
+def test_sanity_off_by_default_keeps_the_results_key_and_bad_levels_fail_in_the_settings_stage():
+    from conftest import compose_config, keys_of, plan_of
+
+    off = keys_of(compose_config())
+    assert off.results == keys_of(compose_config("sanity=none")).results == "65c0a2c9989ef8e7"  # main's key
+    assert off.results != keys_of(compose_config("sanity=on")).results
+    # the settings stage builds the analysis: the error comes before any data, tokenizer or model is read
+    with pytest.raises(ValueError, match=r"sanity.levels=\[0.5, 1.0\]: include 0"):
+        plan_of(compose_config("sanity=on", "sanity.levels=[0.5,1.0]"))
+    built = plan_of(compose_config("sanity=on", "seed=3")).analyses[-1]
+    assert isinstance(built, SanityAnalysis) and built.seed == 3  # the job's seed
