@@ -161,3 +161,27 @@ def test_sanity_off_by_default_keeps_the_results_key_and_bad_levels_fail_in_the_
         plan_of(compose_config("sanity=on", "sanity.levels=[0.5,1.0]"))
     built = plan_of(compose_config("sanity=on", "seed=3")).analyses[-1]
     assert isinstance(built, SanityAnalysis) and built.seed == 3  # the job's seed
+
+
+def test_the_headline_names_measures_whose_mean_rho_has_the_wrong_sign_and_random_alone_is_refused():
+    import pandas as pd
+
+    summary = pd.DataFrame(
+        {
+            "explanation": ["gradient"] * 4,
+            "schedule": ["one_shot"] * 4,
+            "score": [
+                "sanity rho: aopc_comprehensiveness_prob",  # higher is more faithful: rho should be < 0
+                "sanity rho: aopc_sufficiency_prob",  # lower is more faithful: rho should be > 0
+                "sanity rho: decision_flip_fraction",
+                "aopc_comprehensiveness_prob",  # not a sanity row
+            ],
+            "mean": [-0.7, -0.1, float("nan"), 0.3],
+        }
+    )
+    (line,) = SanityAnalysis.headline_lines(summary)
+    assert "aopc_sufficiency_prob (rho -0.100)" in line and "decision_flip_fraction" in line
+    assert "aopc_comprehensiveness_prob" not in line
+    only_random = SimpleNamespace(evaluators={"random": None})
+    with pytest.raises(ValueError, match="only with random"):
+        SanityAnalysis().check(only_random)  # pyright: ignore[reportArgumentType]
