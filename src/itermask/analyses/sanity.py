@@ -101,8 +101,8 @@ class SanityAnalysis(Analysis):
                 frames.append(self._measures(inputs, context, name, level, level_curves))
         table = pd.concat(frames, ignore_index=True)
         section = self._section(table)
-        n = len(table) / len(self.levels) if len(table) else math.nan
-        section["cost"] = {**cost, "seconds": time.time() - start, "rows_per_example": cost["rows"] / n}
+        n = len(table) / len(self.levels)  # examples x explanations
+        section["cost"] = {**cost, "seconds": time.time() - start, "rows_per_example_explanation": cost["rows"] / n}
         artifacts = _artifacts(section)
         if inputs.output_dir is not None:
             artifacts.files = write_per_example(inputs.folder, {"sanity": table})
