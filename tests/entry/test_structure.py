@@ -94,7 +94,10 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # with a reason, as here. Issue 33, one term per measure:
     issue33 = {
         "srg": 110,  # the symmetric relevance gain (least-first direction, srg metric)
-        "soft": 420,
-        "removal_reference": 500,  # the token-removal reference (core/removal_reference.py ~150, its analysis ~400)  # soft comprehensiveness/sufficiency (core/soft_masking.py ~230, evaluator, metrics, settings)
+        "soft": 420,  # soft comprehensiveness/sufficiency (core/soft_masking.py ~230, evaluator, metrics, settings)
+        "removal_reference": 500,  # the token-removal reference (core/removal_reference.py ~150, its analysis ~400)
+        # the sanity benchmark: degraded explanations ~130, their Spearman statistic ~170, the sanity analysis
+        # ~290, the explanation_measures hook and NAOPC's through it ~60
+        "sanity": 650,
     }
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + sum(issue33.values())

@@ -1,5 +1,5 @@
 """The analyses of an evaluation (see :mod:`itermask.analyses.base`): the built-in ``per_example`` tables and
-model check, and the configurable ``ood``, ``attack``, ``naopc`` and ``removal_reference`` analyses. Importing them
+model check, and the configurable ``ood``, ``attack``, ``naopc``, ``removal_reference`` and ``sanity`` analyses. Importing them
 imports no torch (their run paths do)."""
 
 from itermask.analyses.attack import AttackAnalysis
@@ -18,6 +18,7 @@ from itermask.analyses.naopc import NAOPCAnalysis
 from itermask.analyses.ood import OODAnalysis
 from itermask.analyses.per_example import PerExampleAnalysis
 from itermask.analyses.removal_reference import RemovalReferenceAnalysis
+from itermask.analyses.sanity import SanityAnalysis
 
 __all__ = [
     "ANALYSES",
@@ -35,4 +36,5 @@ __all__ = [
     "AttackAnalysis",
     "NAOPCAnalysis",
     "RemovalReferenceAnalysis",
+    "SanityAnalysis",
 ]

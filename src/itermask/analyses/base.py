@@ -114,6 +114,8 @@ class AnalysisInputs:
         output_dir: the job folder, where analyses write their files (``None``: nothing is written).
         baseline_key: the results key of the job's settings without its saliency method: equal for jobs whose
             random baseline curves are equal (``None``: the curves are never shared between jobs).
+        analyses: the job's configured analyses, in config order (the sanity benchmark calls their
+            :meth:`Analysis.explanation_measures`).
     """
 
     evaluation: EvaluationSettings
@@ -124,6 +126,7 @@ class AnalysisInputs:
     pretrained: str
     output_dir: Path | None
     baseline_key: str | None = None
+    analyses: tuple[Analysis, ...] = ()
 
     @property
     def folder(self) -> Path:
@@ -298,6 +301,18 @@ class Analysis(Registered, ABC):
     @abstractmethod
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         """Analyse the fine-tuned model of ``context`` and its masking ``curves``."""
+
+    def explanation_measures(
+        self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves
+    ) -> dict[str, torch.Tensor]:
+        """Per-example values ``{column: [B] float tensor}`` of this analysis's faithfulness measures for ONE
+        explanation, given as its one-shot ``curves`` (its clean ranking: ``curves.scores`` / ``curves.rank``
+        ``[B, L]``, examples ``curves.example_ids``, targets ``curves.target``), on ``context.model``; ``{}``
+        by default (an analysis that scores no explanation). Each column's unit and direction are readable by
+        :func:`itermask.core.metrics.metric_info`. The sanity benchmark (:mod:`itermask.analyses.sanity`)
+        calls it for degraded explanations; an analysis's own :meth:`run` should compute its per-example values
+        through it too."""
+        return {}
 
     def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
         """The artifacts a stored ``result`` (a reused job) still allows, drawn into ``output_dir``; none by

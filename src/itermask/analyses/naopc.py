@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -94,6 +95,7 @@ class NAOPCAnalysis(Analysis):
         if not _whole(beam_size) or beam_size < 1:
             raise ValueError(f"naopc.beam_size={beam_size!r}: the beam search's width must be a whole number >= 1")
         self.exact_max_features, self.beam_size = int(exact_max_features), int(beam_size)
+        self._setups: dict[tuple, _Setup] = {}
 
     def describe(self) -> dict:
         return {
@@ -103,12 +105,64 @@ class NAOPCAnalysis(Analysis):
         }
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
+        start, e = time.time(), inputs.evaluation
+        setup = self._setup(inputs, context, next(iter(curves[curves.method].values())))
+        hooked = {  # the rank is the same in every schedule: the one-shot ranking of the clean input
+            method: self.explanation_measures(inputs, context, next(iter(by_schedule.values())))
+            for method, by_schedule in curves.items()
+        }
+        bins = e.aopc_bins if e.steps == "fraction" else None
+        per_example = _per_example(curves, hooked, setup.bounds, e.quantity, bins)
+        section = self._section(curves, setup.bounds, per_example, e.quantity)
+        stats = setup.model_outputs.forwards.stats
+        section["rows"] = {"asked": stats.rows, "computed": stats.computed}
+        section["seconds"] = time.time() - start
+        artifacts = _artifacts(section)
+        if inputs.output_dir is not None:
+            artifacts.files = _write_tables(inputs.folder, per_example, setup.bounds)
+        return AnalysisOutput({"naopc": section}, artifacts)
+
+    def explanation_measures(
+        self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves
+    ) -> dict[str, torch.Tensor]:
+        """``aopc_authors_<direction>_<q>`` (the authors' AOPC of ``curves``' one-shot ranking, the quantity's
+        unit) and ``naopc_<direction>_<q>`` (its NAOPC, NaN where the bounds are flat), ``[B]`` float64 per
+        example of ``curves``, for both directions; the bounds come from the derived-value store when an earlier
+        job (or call) computed them for the same examples (:meth:`_setup`).
+
+        Raises:
+            ValueError: for curves that record no ranking."""
+        import torch
+
+        from itermask.core.aopc_bounds import naopc
+
+        setup = self._setup(inputs, context, curves)
+        if curves.rank is None:
+            raise ValueError("naopc: these masking curves record no ranking")
+        with eval_mode(context.model):
+            scores = _ranking_aopc(setup.outputs, curves.rank, setup.features)
+        authors, q, out = setup.bounds["sets"]["authors"], _suffix(inputs.evaluation.quantity), {}
+        for direction, aopc in scores.items():
+            out[f"aopc_authors_{direction}_{q}"] = torch.from_numpy(aopc)
+            value = naopc(aopc, authors["upper"].numpy(), authors["lower"].numpy())
+            out[f"naopc_{direction}_{q}"] = torch.as_tensor(value, dtype=torch.float64)
+        return out
+
+    def _setup(self, inputs: AnalysisInputs, context: EvaluationContext, first: MaskingCurves) -> _Setup:
+        """The clean rows of ``first``'s examples, their features, the memoised outputs of their masked subsets
+        and the bounds (:meth:`_bounds`): built once per job and example order, so that the sanity benchmark's
+        calls of :meth:`explanation_measures` share the outputs already computed.
+
+        Raises:
+            ValueError: if the examples' maskable features differ from the curves'."""
         import torch
 
         from itermask.core.subset_outputs import MemoOutputs, ModelOutputs, feature_counts, feature_index
 
-        start, e = time.time(), inputs.evaluation
-        first = next(iter(curves[curves.method].values()))
+        key = (id(context), tuple(first.example_ids.tolist()))
+        if key in self._setups:
+            return self._setups[key]
+        e = inputs.evaluation
         with eval_mode(context.model):
             batch, maskable = _clean_batch(inputs, context, first)
             features = feature_index(batch, maskable, e.features)
@@ -118,21 +172,9 @@ class NAOPCAnalysis(Analysis):
                 context.model, batch, features, inputs.masking, first.target, e.quantity, e.token_budget
             )
             outputs = MemoOutputs(model_outputs)
-            weights = grid_weight_sets(first, e.aopc_bins)
-            bounds = self._bounds(inputs, context, outputs, weights, first)
-            scores = _scores(outputs, curves, features.cpu())
-        bins = e.aopc_bins if e.steps == "fraction" else None
-        per_example = _per_example(curves, scores, bounds, e.quantity, bins)
-        section = self._section(curves, bounds, per_example, e.quantity)
-        section["rows"] = {
-            "asked": model_outputs.forwards.stats.rows,
-            "computed": model_outputs.forwards.stats.computed,
-        }
-        section["seconds"] = time.time() - start
-        artifacts = _artifacts(section)
-        if inputs.output_dir is not None:
-            artifacts.files = _write_tables(inputs.folder, per_example, bounds)
-        return AnalysisOutput({"naopc": section}, artifacts)
+            bounds = self._bounds(inputs, context, outputs, grid_weight_sets(first, e.aopc_bins), first)
+        self._setups = {key: _Setup(outputs, model_outputs, features.cpu(), bounds)}  # only the latest is kept
+        return self._setups[key]
 
     def _fingerprint(self, inputs: AnalysisInputs, context: EvaluationContext, first, weights: dict) -> dict:
         """Everything the bounds depend on besides the classifier (:meth:`EvaluationContext.reuse`)."""
@@ -270,6 +312,17 @@ class NAOPCAnalysis(Analysis):
         ]
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What :meth:`NAOPCAnalysis._setup` builds once per job: the memoised subset ``outputs`` (of
+    ``model_outputs``, whose row counts the result reports), the ``[B, L]`` feature index, the bounds."""
+
+    outputs: Any
+    model_outputs: Any
+    features: Any
+    bounds: dict
+
+
 def _as_tensors(bounds: list, exact) -> dict:
     """``upper``, ``lower`` (``[B]`` float64, NaN where ``bounds`` has ``None``) and ``exact`` (``[B]`` bool)."""
     import torch
@@ -365,19 +418,14 @@ def _clean_batch(inputs: AnalysisInputs, context: EvaluationContext, first: Mask
     return batch, maskable_positions(batch, tokenizer.all_special_ids, e.segments)
 
 
-def _scores(outputs, curves: EvaluatedCurves, features: torch.Tensor) -> dict[str, dict[str, np.ndarray]]:
-    """The authors' AOPC of each explanation's one-shot ranking (``curves.rank``, the same in every schedule)."""
+def _ranking_aopc(outputs, rank: torch.Tensor, features: torch.Tensor) -> dict[str, np.ndarray]:
+    """The authors' AOPC of the one-shot ranking ``rank`` (``[B, L]``, :attr:`MaskingCurves.rank`) over the
+    ``[B, L']`` feature index ``features``: ``{direction: [B]}``."""
     from itermask.core.naopc_scores import feature_ranks, ranking_aopc
 
-    out = {}
-    for method, by_schedule in curves.items():
-        rank = next(iter(by_schedule.values())).rank
-        if rank is None:
-            raise ValueError(f"naopc: the curves of {method!r} record no ranking")
-        width = features.shape[1]
-        rank = rank.cpu()[:, :width] if rank.shape[1] >= width else _pad_rank(rank.cpu(), width)
-        out[method] = ranking_aopc(outputs, feature_ranks(rank, features))
-    return out
+    width = features.shape[1]
+    rank = rank.cpu()[:, :width] if rank.shape[1] >= width else _pad_rank(rank.cpu(), width)
+    return ranking_aopc(outputs, feature_ranks(rank, features))
 
 
 def _pad_rank(rank, width: int):
@@ -386,9 +434,10 @@ def _pad_rank(rank, width: int):
     return F.pad(rank, (0, width - rank.shape[1]), value=-1)
 
 
-def _per_example(curves: EvaluatedCurves, scores: dict, bounds: dict, quantity: str, bins) -> pd.DataFrame:
-    """One row per (explanation, schedule, example): the authors' AOPC and NAOPC (one-shot only) and the NAOPC
-    of itermask's own AOPC scores (where the schedule has them)."""
+def _per_example(curves: EvaluatedCurves, hooked: dict, bounds: dict, quantity: str, bins) -> pd.DataFrame:
+    """One row per (explanation, schedule, example): the authors' AOPC and NAOPC (one-shot only; ``hooked``:
+    :meth:`NAOPCAnalysis.explanation_measures` per explanation) and the NAOPC of itermask's own AOPC scores
+    (where the schedule has them)."""
     from itermask.core import metrics
     from itermask.core.aopc_bounds import naopc
 
@@ -397,11 +446,10 @@ def _per_example(curves: EvaluatedCurves, scores: dict, bounds: dict, quantity: 
     for method, by_schedule in curves.items():
         for schedule, c in by_schedule.items():
             frame = pd.DataFrame({"saliency": method, "schedule": schedule, "example_id": c.example_ids.cpu().numpy()})
-            authors = sets["authors"]
             for direction in ("comprehensiveness", "sufficiency"):
-                aopc = scores[method][direction] if schedule == "one_shot" else np.full(len(frame), np.nan)
-                frame[f"aopc_authors_{direction}_{q}"] = aopc
-                frame[f"naopc_{direction}_{q}"] = naopc(aopc, authors["upper"].numpy(), authors["lower"].numpy())
+                for key in (f"aopc_authors_{direction}_{q}", f"naopc_{direction}_{q}"):
+                    one_shot = schedule == "one_shot"
+                    frame[key] = hooked[method][key].numpy() if one_shot else np.full(len(frame), np.nan)
             values = metrics.per_example(c, quantity, bins)  # pyright: ignore[reportArgumentType]
             for name, bound in sets.items():
                 key = f"{name}_{q}"

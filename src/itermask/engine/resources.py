@@ -85,6 +85,7 @@ class Resources:
             pretrained=self.encoder,
             output_dir=plan.job.output_dir,
             baseline_key=None if self.keys is None else self.keys.baseline,
+            analyses=tuple(self.analyses),
         )
 
     def context(self) -> EvaluationContext:

@@ -40,6 +40,9 @@ by ``example_id`` (and ``saliency``, ``schedule``), and loaded with :func:`load_
   (cosine similarity of the strategy's class probabilities to the token-removal reference's) and
   ``mahalanobis`` (the masked input's final-layer Mahalanobis score; see
   :mod:`itermask.analyses.removal_reference`).
+- ``sanity.parquet`` (with a ``sanity`` analysis): one row per (saliency method, degradation level, example)
+  with ``saliency``, ``level``, ``example_id`` and one column per measure scored on the degraded explanation
+  (see :mod:`itermask.analyses.sanity`).
 
 ``tokens`` and ``ood`` are absent from results written before they existed.
 """
@@ -63,7 +66,7 @@ FOLDER = "per_example"
 COMPRESSION_LEVEL = 19
 TABLES = ("steps", "scores", "examples")
 #: tables written by configured analyses (absent when the analysis did not run)
-OPTIONAL_TABLES = ("tokens", "attack", "ood", "removal_reference")
+OPTIONAL_TABLES = ("tokens", "attack", "ood", "removal_reference", "sanity")
 
 
 @dataclass
@@ -78,6 +81,7 @@ class PerExample:
     attack: pd.DataFrame | None = None
     ood: pd.DataFrame | None = None
     removal_reference: pd.DataFrame | None = None
+    sanity: pd.DataFrame | None = None
 
 
 def write_per_example(job_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[str, Path]:
