@@ -299,6 +299,16 @@ class Analysis(Registered, ABC):
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         """Analyse the fine-tuned model of ``context`` and its masking ``curves``."""
 
+    def explanation_measures(
+        self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves
+    ) -> dict[str, torch.Tensor]:
+        """Per-example values ``{column: [B] float tensor}`` of this analysis's faithfulness measures for ONE
+        explanation, given as its one-shot ``curves`` (its clean ranking: ``curves.scores`` / ``curves.rank``
+        ``[B, L]``, examples ``curves.example_ids``, targets ``curves.target``), on ``context.model``; ``{}``
+        by default (an analysis that scores no explanation). The sanity benchmark calls it for degraded
+        explanations; an analysis's own ``run`` should compute its per-example values through it too."""
+        return {}
+
     def artifacts_from(self, result: dict, output_dir: Path) -> Artifacts:
         """The artifacts a stored ``result`` (a reused job) still allows, drawn into ``output_dir``; none by
         default."""
