@@ -63,7 +63,8 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
     assert set(section["methods"]) == {"gradient", "random"}
     entry = section["methods"]["gradient"]["one_shot"]
     assert entry["n"] == 4 and all(-1 <= entry[c] <= 1 for c in COLUMNS)
-    assert section["rows"]["asked"] == 2 * 4 * (1 + 2 * 2 * 3)  # 2 rankings x 4 examples x (clean + 2 dirs x 2 sizes x 3)
+    # 2 rankings x 4 examples x (clean + 2 directions x 2 sizes x 3 samples)
+    assert section["rows"]["asked"] == 2 * 4 * (1 + 2 * 2 * 3)
     assert 0 < section["rows"]["computed"] <= section["rows"]["asked"]
     scores = pd.read_parquet(tmp_path / "sweep" / "gradient" / "per_example" / "scores.parquet")
     one_shot, recursive = scores[scores.schedule == "one_shot"], scores[scores.schedule == "recursive"]
@@ -106,4 +107,5 @@ def test_ffidelity_off_by_default_keeps_the_results_key():
     off = keys_of(compose_config())
     assert off.results == keys_of(compose_config("ffidelity=none")).results
     assert off.results != keys_of(compose_config("ffidelity=on")).results
-    assert math.isnan(FFidelityAnalysis.report_measures({"ffidelity": {"methods": {"m": {}}}})[("m", "one_shot", "FFid+ probability (higher is better)")])
+    rows = FFidelityAnalysis.report_measures({"ffidelity": {"methods": {"m": {}}}})
+    assert math.isnan(rows[("m", "one_shot", "FFid+ probability (higher is better)")])

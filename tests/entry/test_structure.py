@@ -91,5 +91,6 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # ~1,330: word-level features (core/features.py, word ids in the batch, the evaluator, tables, views) ~270,
     # Normalized AOPC ~1,060 (the bounds core ~370, its model-backed outputs, the scores it normalises and the
     # naopc analysis ~690), the attack over words ~65, the new-user review's input checks ~15: raise this only
-    # with a reason, as here
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850
+    # with a reason, as here. Issue 33's F-Fidelity added ~580 (core/ffidelity.py ~250, the ffidelity analysis ~300,
+    # the explanation_measures hook and ffidelity_info ~30)
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 24_430

@@ -77,7 +77,7 @@ class FFidelityAnalysis(Analysis):
         beta: float = 0.1,
         n_samples: int = 50,
         sizes=None,
-        steps: int = 100,
+        steps: int = 60,
         learning_rate: float = 2e-5,
         seed: int = 0,
         enabled: bool = True,
@@ -88,7 +88,7 @@ class FFidelityAnalysis(Analysis):
             sizes = DEFAULT_SIZES
         elif isinstance(sizes, Iterable) and not isinstance(sizes, str):  # a list, or Hydra's ListConfig
             sizes = tuple(sizes)
-        self.settings = FFidelitySettings(alpha, beta, n_samples, sizes, _whole(seed, "seed", 0))
+        self.settings = FFidelitySettings(alpha, beta, n_samples, sizes, _whole(seed, "seed", 0))  # pyright: ignore[reportArgumentType] (checked there)
         self.steps = _whole(steps, "steps", 1)
         if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
             raise ValueError(f"ffidelity.learning_rate={learning_rate!r}: choose a number > 0")
@@ -140,7 +140,8 @@ class FFidelityAnalysis(Analysis):
                     "mean_share": float(np.mean(shares)), "max_share": float(np.max(shares))}  # fmt: skip
 
         fingerprint = {"masking": repr(inputs.masking), **self.describe(), "version": 1}
-        fingerprint.pop("alpha"), fingerprint.pop("n_samples"), fingerprint.pop("sizes")  # evaluation-only
+        for key in ("alpha", "n_samples", "sizes"):  # the evaluation's settings, not the fine-tuning's
+            fingerprint.pop(key)
         value = context.reuse(MODEL_KIND, fingerprint, compute)
         tuned = copy.deepcopy(context.model)
         tuned.load_state_dict(value["state"])
@@ -161,7 +162,7 @@ class FFidelityAnalysis(Analysis):
 
         return {c: values[c] for c in COLUMNS}
 
-    def _measures(self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves) -> dict:
+    def _measures(self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves) -> dict[str, Any]:
         import torch
 
         from itermask.analyses.naopc import _clean_batch, _pad_rank
@@ -183,8 +184,7 @@ class FFidelityAnalysis(Analysis):
             rank = rank[:, :width] if rank.shape[1] >= width else _pad_rank(rank, width)
             orders = feature_ranks(rank, features.cpu())
             values = ffidelity(outputs, orders, curves.example_ids, curves.target, curves.labels, self.settings)
-        values["rows"] = (outputs.forwards.stats.rows, outputs.forwards.stats.computed)
-        return values
+        return {**values, "rows": (outputs.forwards.stats.rows, outputs.forwards.stats.computed)}
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         start = time.time()
@@ -198,7 +198,9 @@ class FFidelityAnalysis(Analysis):
             values = self._measures(inputs, context, one_shot)
             rows = [rows[0] + values["rows"][0], rows[1] + values["rows"][1]]
             clean = (one_shot, values["ffid_clean_correct"])
-            frame = pd.DataFrame({"saliency": method, "schedule": "one_shot", "example_id": one_shot.example_ids.cpu().numpy()})
+            frame = pd.DataFrame(
+                {"saliency": method, "schedule": "one_shot", "example_id": one_shot.example_ids.cpu().numpy()}
+            )
             for column in LABELS:
                 frame[column] = values[column].numpy()
             frames.append(frame)

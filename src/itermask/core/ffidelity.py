@@ -111,8 +111,8 @@ def fine_tune_with_removal(
 ) -> tuple[torch.nn.Module, list[float]]:
     """A copy of ``model`` fine-tuned for ``steps`` AdamW steps (``learning_rate``, no schedule) on ``batches``
     (dicts with ``tokens``, a :class:`TokenBatch`, and ``labels`` ``[B]``; cycled if shorter), every batch with
-    :func:`training_removal` applied by the bound ``strategy``, removal and dropout drawn from generators seeded ``seed``.
-    Returns the copy in eval mode and the removed shares drawn (for checks); ``model`` is left unchanged.
+    :func:`training_removal` applied by the bound ``strategy``, removal and dropout drawn from generators seeded
+    ``seed``. Returns the copy in eval mode and the removed shares drawn (for checks); ``model`` is left unchanged.
 
     Raises:
         ValueError: ``steps`` below 1 or no batch."""
@@ -200,7 +200,8 @@ def ffidelity(
     Args:
         outputs: a :class:`~itermask.core.subset_outputs.ModelOutputs` on the fine-tuned model (its batch the
             clean examples in the order of ``orders``); only its rows, token masks and row engine are used.
-        orders: per example its ``n`` features, most important first (:func:`~itermask.core.naopc_scores.feature_ranks`).
+        orders: per example its ``n`` features, most important first
+            (:func:`~itermask.core.naopc_scores.feature_ranks`).
         example_ids, target, labels: ``[B]`` long.
         settings: :class:`FFidelitySettings`.
 
