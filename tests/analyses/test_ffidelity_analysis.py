@@ -109,3 +109,13 @@ def test_ffidelity_off_by_default_keeps_the_results_key():
     assert off.results != keys_of(compose_config("ffidelity=on")).results
     rows = FFidelityAnalysis.report_measures({"ffidelity": {"methods": {"m": {}}}})
     assert math.isnan(rows[("m", "one_shot", "FFid+ probability (higher is better)")])
+
+
+def test_a_module_handed_over_is_refused_with_a_clear_error():
+    from types import SimpleNamespace
+
+    from itermask.models.trained import TrainedModel
+
+    context = SimpleNamespace(model=torch.nn.Linear(2, 2), trained=TrainedModel("", None, {"fine_tuned": False}))
+    with pytest.raises(ValueError, match="ffidelity: F-Fidelity fine-tunes a copy .* a module handed over"):
+        FFidelityAnalysis().tuned_model(None, context)  # pyright: ignore[reportArgumentType]

@@ -116,7 +116,7 @@ class FFidelityAnalysis(Analysis):
             ValueError: a classifier handed over as a module (no checkpoint key to keep its copy under)."""
         if id(context.model) in self._tuned:
             return self._tuned[id(context.model)]
-        if context.trained is None:
+        if context.trained is None or not context.trained.key or context.trained.model_dir is None:
             raise ValueError(
                 "ffidelity: F-Fidelity fine-tunes a copy of the job's classifier and needs its checkpoint; a module "
                 "handed over in Python has none (pass a model name or folder, or leave ffidelity off)"
