@@ -123,13 +123,14 @@ class FFidelityAnalysis(Analysis):
             )
         import copy
 
-        computed = []
+        from itermask.storage.derived import token_digest
+
+        computed, batches = [], list(itertools.islice(context.data.train_dataloader(), self.steps))
 
         def compute() -> dict:
             from itermask.core.ffidelity import fine_tune_with_removal
 
             start = time.time()
-            batches = itertools.islice(context.data.train_dataloader(), self.steps)
             tuned, shares = fine_tune_with_removal(
                 context.model, batches, inputs.masking, inputs.tokenizer.all_special_ids,
                 self.settings.beta, self.steps, self.learning_rate, self.settings.seed,
@@ -139,7 +140,10 @@ class FFidelityAnalysis(Analysis):
             return {"state": state, "seconds": time.time() - start, "steps": self.steps,
                     "mean_share": float(np.mean(shares)), "max_share": float(np.max(shares))}  # fmt: skip
 
-        fingerprint = {"masking": repr(inputs.masking), **self.describe(), "version": 1}
+        # the batches trained on (the checkpoint key of a classifier evaluated as it is holds no data)
+        trained_on = token_digest([[i for b in batches for i in b["tokens"].input_ids.tolist()],
+                                   [y for b in batches for y in b["labels"].tolist()]])  # fmt: skip
+        fingerprint = {"masking": repr(inputs.masking), **self.describe(), "batches": trained_on, "version": 1}
         for key in ("alpha", "n_samples", "sizes"):  # the evaluation's settings, not the fine-tuning's
             fingerprint.pop(key)
         value = context.reuse(MODEL_KIND, fingerprint, compute)
