@@ -99,5 +99,7 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
         # the sanity benchmark: degraded explanations ~130, their Spearman statistic ~170, the sanity analysis
         # ~290, the explanation_measures hook and NAOPC's through it ~60
         "sanity": 650,
+        # F-Fidelity: core/ffidelity.py ~250, the ffidelity analysis ~300, the hook and ffidelity_info ~30
+        "ffidelity": 580,
     }
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + sum(issue33.values())

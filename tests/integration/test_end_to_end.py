@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 import pandas as pd
 import pytest
 from wandb_helpers import history, read_wandb_run, records
@@ -189,3 +190,22 @@ def test_smoke_run_with_word_features_and_naopc(tmp_path, env):
     n_words = steps.groupby("example_id")["n_maskable"].first().to_dict()
     assert dict(zip(attack["example_id"], attack["n_maskable"])) == n_words
     assert attack["k_max"] == [math.floor(0.2 * n + 0.5) for n in attack["n_maskable"]]
+
+
+@pytest.mark.slow
+def test_smoke_run_with_ffidelity(tmp_path, env):
+    # a short F-Fidelity (2 fine-tuning steps, 2 sizes, 4 samples) on the smoke run: the section and the columns
+    args = ["debug=smoke", "ood=none", "ffidelity=on", "ffidelity.steps=2", "ffidelity.n_samples=4"]
+    _run("evaluate.py", [*args, "ffidelity.sizes=[0.2,0.5]", f"hydra.run.dir={tmp_path}/run"], env)
+    result = json.loads((tmp_path / "run/results.json").read_text())
+    section = result["ffidelity"]
+    tune = section["fine_tune"]
+    assert tune["steps"] == 2 and not tune["reused"] and tune["n_labelled"] == 8 and 0 <= tune["max_share"] <= 0.1
+    assert 0 <= tune["accuracy_before"] <= 1 and 0 <= tune["accuracy_after"] <= 1
+    columns = ["ffid_plus_prob", "ffid_minus_prob", "ffid_plus_accuracy", "ffid_minus_accuracy"]
+    for method in ("gradient", "random"):
+        entry = section["methods"][method]["one_shot"]
+        assert entry["n"] == 8 and all(-1 <= entry[c] <= 1 for c in columns)
+    assert section["rows"]["asked"] == 2 * 8 * (1 + 2 * 2 * 4) >= section["rows"]["computed"] > 0
+    scores = pd.read_parquet(tmp_path / "run/per_example/scores.parquet")
+    assert np.isfinite(scores[columns].to_numpy()[(scores.schedule == "one_shot").to_numpy()]).all()

@@ -1,5 +1,5 @@
 """The analyses of an evaluation (see :mod:`itermask.analyses.base`): the built-in ``per_example`` tables and
-model check, and the configurable ``ood``, ``attack``, ``naopc``, ``removal_reference`` and ``sanity`` analyses. Importing them
+model check, and the configurable ``ood``, ``attack``, ``naopc``, ``ffidelity``, ``removal_reference`` and ``sanity`` analyses. Importing them
 imports no torch (their run paths do)."""
 
 from itermask.analyses.attack import AttackAnalysis
@@ -13,6 +13,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     analysis_classes,
 )
+from itermask.analyses.ffidelity import FFidelityAnalysis
 from itermask.analyses.model_check import model_check, model_check_line
 from itermask.analyses.naopc import NAOPCAnalysis
 from itermask.analyses.ood import OODAnalysis
@@ -35,6 +36,7 @@ __all__ = [
     "PerExampleAnalysis",
     "AttackAnalysis",
     "NAOPCAnalysis",
+    "FFidelityAnalysis",
     "RemovalReferenceAnalysis",
     "SanityAnalysis",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "Metric",
     "METRICS",
     "metric_info",
+    "ffidelity_info",
     "naopc_info",
     "summarize",
     "per_example",
@@ -350,7 +351,7 @@ def metric_info(text: str, quantity: Quantity | None = None) -> MetricInfo | Non
     the unit of a key without one; or a Normalized AOPC column, :func:`naopc_info`), or ``None`` for a key no
     registered metric produces."""
     key = ScoreKey.parse(text)
-    return naopc_info(text) if key is None else key.info(quantity)
+    return (naopc_info(text) or ffidelity_info(text)) if key is None else key.info(quantity)
 
 
 def naopc_info(text: str) -> MetricInfo | None:
@@ -372,6 +373,18 @@ def naopc_info(text: str) -> MetricInfo | None:
         quantity = next(q for q, short in QUANTITY_SUFFIXES.items() if short == suffix)
         return MetricInfo(text, unit or quantity, metric == "comprehensiveness", False)
     return None
+
+
+def ffidelity_info(text: str) -> MetricInfo | None:
+    """What a per-example column of the ``ffidelity`` analysis means (:mod:`itermask.analyses.ffidelity`), or
+    ``None``: ``ffid_<plus|minus>_prob`` (a difference of target-class probabilities) and
+    ``ffid_<plus|minus>_accuracy`` (a difference of 0/1 gold-label accuracies, a fraction), both in ``[-1, 1]``;
+    FFid+ higher, FFid- lower is more faithful (Zheng et al. 2025)."""
+    parts = text.split("_")
+    if len(parts) != 3 or parts[0] != "ffid" or parts[1] not in ("plus", "minus"):
+        return None
+    unit = {"prob": "probability", "accuracy": "fraction"}.get(parts[2])
+    return None if unit is None else MetricInfo(text, unit, parts[1] == "plus", False, (-1.0, 1.0))
 
 
 def _mean(values: Tensor) -> float:

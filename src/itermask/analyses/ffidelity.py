@@ -1,0 +1,316 @@
+"""The ``ffidelity`` analysis: F-Fidelity (Zheng et al., ICLR 2025, arXiv 2410.02970) of every evaluated
+explanation's one-shot ranking, on a copy of the job's classifier fine-tuned with random, explanation-agnostic
+removal of up to a share ``beta`` of each input.
+
+Wiring only: the removal, the fine-tuning loop and the measure are :mod:`itermask.core.ffidelity`; the rows run
+through :class:`itermask.core.subset_outputs.ModelOutputs` (the masked-row engine). The fine-tuned weights
+depend on the checkpoint and these settings, not on the explanation: they are kept in the derived-value store
+(:meth:`EvaluationContext.reuse`), so a sweep over saliency methods on one classifier fine-tunes once.
+Configured by the ``ffidelity`` node (``conf/ffidelity/<name>.yaml``; ``none`` by default).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from itermask.analyses.base import (
+    Analysis,
+    AnalysisInputs,
+    AnalysisOutput,
+    Artifacts,
+    EvaluatedCurves,
+    EvaluationContext,
+    eval_mode,
+)
+from itermask.formatting import number
+from itermask.storage.per_example import FOLDER, write_per_example
+
+if TYPE_CHECKING:
+    import torch
+
+    from itermask.core.curves import MaskingCurves
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FFidelityAnalysis", "MODEL_KIND"]
+
+#: the kind of the stored fine-tuned weights (storage.derived)
+MODEL_KIND = "ffidelity_model"
+#: the report's readable names of the per-example columns
+LABELS = {
+    "ffid_plus_prob": "FFid+ probability (higher is better)",
+    "ffid_minus_prob": "FFid- probability (lower is better)",
+    "ffid_plus_accuracy": "FFid+ accuracy (higher is better)",
+    "ffid_minus_accuracy": "FFid- accuracy (lower is better)",
+}
+#: why the recursive schedule has no F-Fidelity
+RECURSIVE = "the recursive schedule re-ranks after every step: F-Fidelity scores the fixed one-shot ranking"
+
+
+class FFidelityAnalysis(Analysis):
+    """F-Fidelity of every evaluated explanation (see the module docstring and :mod:`itermask.core.ffidelity`).
+
+    Args:
+        alpha, beta, n_samples, sizes: :class:`~itermask.core.ffidelity.FFidelitySettings` (the authors'
+            defaults 0.5, 0.1, 50, sizes 5 %..95 %).
+        steps: AdamW steps of the fine-tuning (batches of the training split, at least 1).
+        learning_rate: its learning rate (> 0).
+        seed: the job seed (draws of the fine-tuning's removal and of the evaluation's samples).
+        enabled: read by the settings stage.
+
+    Raises:
+        ValueError: (at construction, before any data or model work) a setting outside its range, named."""
+
+    name = "ffidelity"
+
+    def __init__(
+        self,
+        alpha: float = 0.5,
+        beta: float = 0.1,
+        n_samples: int = 50,
+        sizes=None,
+        steps: int = 60,
+        learning_rate: float = 2e-5,
+        seed: int = 0,
+        enabled: bool = True,
+    ) -> None:
+        from itermask.core.ffidelity import DEFAULT_SIZES, FFidelitySettings
+
+        if sizes is None:
+            sizes = DEFAULT_SIZES
+        elif isinstance(sizes, Iterable) and not isinstance(sizes, str):  # a list, or Hydra's ListConfig
+            sizes = tuple(sizes)
+        self.settings = FFidelitySettings(alpha, beta, n_samples, sizes, _whole(seed, "seed", 0))  # pyright: ignore[reportArgumentType] (checked there)
+        self.steps = _whole(steps, "steps", 1)
+        if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
+            raise ValueError(f"ffidelity.learning_rate={learning_rate!r}: choose a number > 0")
+        self.learning_rate = float(learning_rate)
+        self._tuned: dict[int, tuple[Any, dict]] = {}
+
+    def describe(self) -> dict:
+        s = self.settings
+        return {
+            "alpha": s.alpha,
+            "beta": s.beta,
+            "n_samples": s.n_samples,
+            "sizes": list(s.sizes),
+            "steps": self.steps,
+            "learning_rate": self.learning_rate,
+            "seed": s.seed,
+        }
+
+    def tuned_model(self, inputs: AnalysisInputs, context: EvaluationContext):
+        """``(model, info)``: the job's classifier fine-tuned with random removal (stored, or fine-tuned now;
+        once per job). ``info``: ``seconds``, ``steps``, ``mean_share`` / ``max_share`` (removed shares drawn),
+        ``reused``.
+
+        Raises:
+            ValueError: a classifier handed over as a module (no checkpoint key to keep its copy under)."""
+        if id(context.model) in self._tuned:
+            return self._tuned[id(context.model)]
+        if context.trained is None or not context.trained.key or context.trained.model_dir is None:
+            raise ValueError(
+                "ffidelity: F-Fidelity fine-tunes a copy of the job's classifier and needs its checkpoint; a module "
+                "handed over in Python has none (pass a model name or folder, or leave ffidelity off)"
+            )
+        import copy
+
+        from itermask.storage.derived import token_digest
+
+        computed, batches = [], list(itertools.islice(context.data.train_dataloader(), self.steps))
+
+        def compute() -> dict:
+            from itermask.core.ffidelity import fine_tune_with_removal
+
+            start = time.time()
+            tuned, shares = fine_tune_with_removal(
+                context.model, batches, inputs.masking, inputs.tokenizer.all_special_ids,
+                self.settings.beta, self.steps, self.learning_rate, self.settings.seed,
+            )  # fmt: skip
+            computed.append(True)
+            state = {k: v.detach().cpu().clone() for k, v in tuned.state_dict().items()}
+            return {"state": state, "seconds": time.time() - start, "steps": self.steps,
+                    "mean_share": float(np.mean(shares)), "max_share": float(np.max(shares))}  # fmt: skip
+
+        # the batches trained on (the checkpoint key of a classifier evaluated as it is holds no data)
+        trained_on = token_digest([[i for b in batches for i in b["tokens"].input_ids.tolist()],
+                                   [y for b in batches for y in b["labels"].tolist()]])  # fmt: skip
+        fingerprint = {"masking": repr(inputs.masking), **self.describe(), "batches": trained_on, "version": 1}
+        for key in ("alpha", "n_samples", "sizes"):  # the evaluation's settings, not the fine-tuning's
+            fingerprint.pop(key)
+        value = context.reuse(MODEL_KIND, fingerprint, compute)
+        tuned = copy.deepcopy(context.model)
+        tuned.load_state_dict(value["state"])
+        info = {k: v for k, v in value.items() if k != "state"} | {"reused": not computed}
+        if info["reused"]:
+            log.info("ffidelity: reusing the classifier fine-tuned with random removal by an earlier job")
+        self._tuned[id(context.model)] = (tuned.eval(), info)
+        return self._tuned[id(context.model)]
+
+    def explanation_measures(
+        self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves
+    ) -> dict[str, torch.Tensor]:
+        """``ffid_plus_prob``, ``ffid_minus_prob``, ``ffid_plus_accuracy``, ``ffid_minus_accuracy`` (``[B]``
+        float64; :func:`itermask.core.ffidelity.ffidelity`) of the explanation whose one-shot ``curves`` are
+        given, on the fine-tuned copy of ``context.model`` (:meth:`tuned_model`)."""
+        values = self._measures(inputs, context, curves)
+        from itermask.core.ffidelity import COLUMNS
+
+        return {c: values[c] for c in COLUMNS}
+
+    def _measures(self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves) -> dict[str, Any]:
+        import torch
+
+        from itermask.analyses.naopc import _clean_batch, _pad_rank
+        from itermask.core.ffidelity import ffidelity
+        from itermask.core.naopc_scores import feature_ranks
+        from itermask.core.subset_outputs import ModelOutputs, feature_counts, feature_index
+
+        if curves.rank is None:
+            raise ValueError("ffidelity: the curves record no ranking")
+        e = inputs.evaluation
+        tuned, _ = self.tuned_model(inputs, context)
+        with eval_mode(tuned):
+            batch, maskable = _clean_batch(inputs, context, curves)
+            features = feature_index(batch, maskable, e.features)
+            if not torch.equal(feature_counts(features).cpu(), curves.n_maskable.cpu().long()):
+                raise ValueError("ffidelity: the examples' maskable features differ from the masking curves'")
+            outputs = ModelOutputs(tuned, batch, features, inputs.masking, curves.target, "probability", e.token_budget)
+            width, rank = features.shape[1], curves.rank.cpu()
+            rank = rank[:, :width] if rank.shape[1] >= width else _pad_rank(rank, width)
+            orders = feature_ranks(rank, features.cpu())
+            values = ffidelity(outputs, orders, curves.example_ids, curves.target, curves.labels, self.settings)
+        return {**values, "rows": (outputs.forwards.stats.rows, outputs.forwards.stats.computed)}
+
+    def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
+        start = time.time()
+        _, info = self.tuned_model(inputs, context)
+        frames, methods, rows, clean = [], {}, [0, 0], None
+        for method, by_schedule in curves.items():
+            one_shot = by_schedule.get("one_shot")
+            if one_shot is None:
+                methods[method] = {"missing": RECURSIVE}
+                continue
+            values = self._measures(inputs, context, one_shot)
+            rows = [rows[0] + values["rows"][0], rows[1] + values["rows"][1]]
+            clean = (one_shot, values["ffid_clean_correct"])
+            frame = pd.DataFrame(
+                {"saliency": method, "schedule": "one_shot", "example_id": one_shot.example_ids.cpu().numpy()}
+            )
+            for column in LABELS:
+                frame[column] = values[column].numpy()
+            frames.append(frame)
+            methods[method] = {"one_shot": {c: _nanmean(frame[c]) for c in LABELS} | {"n": len(frame)}}
+        section = {
+            "settings": self.describe(),
+            "fine_tune": {**info, **_accuracy(clean)},
+            "methods": methods,
+            "rows": {"asked": rows[0], "computed": rows[1]},
+            "note": "FFid+ higher and FFid- lower is more faithful; accuracy of the gold label (NaN where unknown)",
+        }
+        n = sum(len(f) for f in frames)
+        section["rows"]["computed_per_example"] = rows[1] / n if n else math.nan
+        section["seconds"] = time.time() - start
+        artifacts = _artifacts(section)
+        if inputs.output_dir is not None and frames:
+            artifacts.files = _write_scores(inputs.folder, pd.concat(frames, ignore_index=True))
+        return AnalysisOutput({"ffidelity": section}, artifacts)
+
+    def artifacts_from(self, result: dict, output_dir) -> Artifacts:
+        return _artifacts(result["ffidelity"])
+
+    @classmethod
+    def report_measures(cls, result: dict) -> dict[tuple[str, str, str], float]:
+        """The four FFid rows (:data:`LABELS`) of each explanation's one-shot ranking."""
+        out = {}
+        for method, by_schedule in ((result.get("ffidelity") or {}).get("methods") or {}).items():
+            entry = by_schedule.get("one_shot") or {}
+            for key, label in LABELS.items():
+                value = entry.get(key)
+                out[(method, "one_shot", label)] = math.nan if value is None else float(value)
+        return out
+
+    @classmethod
+    def report_bounds(cls, score: str) -> tuple[float, float] | None:
+        """Differences of probabilities or of 0/1 accuracies: in ``[-1, 1]``."""
+        return (-1.0, 1.0) if score in LABELS.values() else None
+
+    @classmethod
+    def summary_lines(cls, result: dict) -> list[str]:
+        """The method under study's FFid+ / FFid- and the fine-tuning's accuracy before and after."""
+        section = result.get("ffidelity")
+        if not section:
+            return []
+        saliency = result.get("saliency")
+        method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
+        entry = ((section.get("methods") or {}).get(method) or {}).get("one_shot") or {}
+        tune = section.get("fine_tune") or {}
+        return [
+            f"F-Fidelity ({method}, one-shot): FFid+ {number(entry.get('ffid_plus_prob'), 3)} / FFid- "
+            f"{number(entry.get('ffid_minus_prob'), 3)} (probability), {number(entry.get('ffid_plus_accuracy'), 3)}"
+            f" / {number(entry.get('ffid_minus_accuracy'), 3)} (accuracy); fine-tuned {tune.get('steps')} steps in "
+            f"{number(tune.get('seconds'), 1)} s" + (" (reused)" if tune.get("reused") else "") + ", clean accuracy "
+            f"{number(tune.get('accuracy_before'), 3)} -> {number(tune.get('accuracy_after'), 3)}"
+        ]
+
+
+def _whole(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"ffidelity.{name}={value!r}: choose a whole number >= {low}")
+    return int(value)
+
+
+def _nanmean(values) -> float | None:
+    array = np.asarray(values, dtype=np.float64)
+    return float(np.nanmean(array)) if np.isfinite(array).any() else None
+
+
+def _accuracy(clean) -> dict:
+    """The clean evaluated examples' accuracy (gold label known) of the job's classifier (``accuracy_before``,
+    from the curves) and of the fine-tuned copy (``accuracy_after``), over ``n_labelled`` examples."""
+    if clean is None:
+        return {}
+    curves, after = clean
+    labelled = (curves.labels >= 0).cpu()
+    before = (curves.clean_logits.argmax(dim=-1).cpu() == curves.labels.cpu())[labelled]
+    n = int(labelled.sum())
+    if not n:
+        return {"n_labelled": 0, "accuracy_note": "no evaluated example has a gold label"}
+    return {
+        "n_labelled": n,
+        "accuracy_before": float(before.double().mean()),
+        "accuracy_after": float(after[labelled].mean()),
+    }
+
+
+def _write_scores(folder, per_example: pd.DataFrame) -> dict:
+    """``scores.parquet`` gains the four FFid columns (joined on saliency, schedule and example; NaN for the
+    recursive schedule's rows)."""
+    from pathlib import Path
+
+    path = Path(folder) / FOLDER / "scores.parquet"
+    scores = pd.read_parquet(path)
+    scores = scores.drop(columns=[c for c in per_example.columns[3:] if c in scores.columns])
+    scores = scores.merge(per_example, on=["saliency", "schedule", "example_id"], how="left", validate="one_to_one")
+    return write_per_example(folder, {"scores": scores})
+
+
+def _artifacts(section: dict) -> Artifacts:
+    """W&B summary keys ``ffidelity/<saliency>/one_shot/<column>`` and ``ffidelity/fine_tune/<key>``."""
+    summary = {}
+    for method, by_schedule in (section.get("methods") or {}).items():
+        for key, value in (by_schedule.get("one_shot") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                summary[f"ffidelity/{method}/one_shot/{key}"] = float(value)
+    for key, value in (section.get("fine_tune") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            summary[f"ffidelity/fine_tune/{key}"] = float(value)
+    return Artifacts(summary=summary)

@@ -1,0 +1,124 @@
+"""The ffidelity analysis on a tiny random BERT: its result section, per-example columns, report rows and console
+line; the fine-tuned copy kept per checkpoint (a second job with another saliency method reuses it); its
+settings checked before any work; off by default without changing the results key."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import compose_config, keys_of, plan_of, tiny_bert_config
+from hydra import compose, initialize_config_dir
+from transformers import BertForSequenceClassification
+
+from itermask import console, pipeline
+from itermask.analyses.ffidelity import FFidelityAnalysis
+from itermask.core.metrics import metric_info
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = ["ffid_plus_prob", "ffid_minus_prob", "ffid_plus_accuracy", "ffid_minus_accuracy"]
+
+
+def _run(tmp_path: Path, folder: Path, name: str, *overrides: str) -> dict:
+    job = tmp_path / "sweep" / name
+    args = [
+        "ffidelity=on",
+        "ffidelity.n_samples=3",
+        "ffidelity.sizes=[0.2,0.6]",
+        "ffidelity.beta=0.5",
+        "ffidelity.steps=2",
+        "ffidelity.learning_rate=1e-3",
+        f"model.pretrained={folder}",
+        "train.enabled=false",
+        "ood=none",
+        "logger=csv",
+        "evaluation.n_examples=4",
+        "evaluation.fractions=[0.0,0.5,1.0]",
+        "evaluation.aopc_bins=[0.5]",
+        "+trainer.enable_progress_bar=false",
+        "model.max_length=16",
+        f"output_dir={job}",
+        *overrides,
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
+    return json.loads((job / "results.json").read_text())
+
+
+def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(tmp_path, monkeypatch, tokenizer):
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    first = _run(tmp_path, tmp_path / "tiny", "gradient")
+    section = first["ffidelity"]
+    tune = section["fine_tune"]
+    assert tune["steps"] == 2 and tune["reused"] is False and 0 <= tune["mean_share"] <= tune["max_share"] <= 0.5
+    assert tune["n_labelled"] == 4 and 0 <= tune["accuracy_before"] <= 1 and 0 <= tune["accuracy_after"] <= 1
+    assert set(section["methods"]) == {"gradient", "random"}
+    entry = section["methods"]["gradient"]["one_shot"]
+    assert entry["n"] == 4 and all(-1 <= entry[c] <= 1 for c in COLUMNS)
+    # 2 rankings x 4 examples x (clean + 2 directions x 2 sizes x 3 samples)
+    assert section["rows"]["asked"] == 2 * 4 * (1 + 2 * 2 * 3)
+    assert 0 < section["rows"]["computed"] <= section["rows"]["asked"]
+    scores = pd.read_parquet(tmp_path / "sweep" / "gradient" / "per_example" / "scores.parquet")
+    one_shot = scores[COLUMNS].to_numpy()[(scores.schedule == "one_shot").to_numpy()]
+    recursive = scores[COLUMNS].to_numpy()[(scores.schedule == "recursive").to_numpy()]
+    assert np.isfinite(one_shot).all() and np.isnan(recursive).all()  # defined on the one-shot ranking only
+    gradient = scores.ffid_plus_prob.to_numpy()[
+        ((scores.schedule == "one_shot") & (scores.saliency == "gradient")).to_numpy()
+    ]
+    assert float(gradient.mean()) == pytest.approx(entry["ffid_plus_prob"], abs=1e-12)
+    rows = FFidelityAnalysis.report_measures(first)
+    assert rows[("gradient", "one_shot", "FFid+ probability (higher is better)")] == entry["ffid_plus_prob"]
+    assert any(line.startswith("F-Fidelity (gradient, one-shot)") for line in console.summary_lines(first))
+    info = metric_info("ffid_minus_accuracy")
+    assert info is not None and info.higher_is_more_faithful is False and info.unit == "fraction"
+
+    # another saliency method on the same checkpoint: the fine-tuned copy is read back, not fine-tuned again
+    second = _run(tmp_path, tmp_path / "tiny", "input_x_gradient", "saliency=input_x_gradient")
+    assert second["ffidelity"]["fine_tune"]["reused"] is True
+    assert second["ffidelity"]["fine_tune"]["accuracy_after"] == tune["accuracy_after"]
+    # the random explanation's values are the same: the same tuned weights, seeds and examples
+    assert second["ffidelity"]["methods"]["random"] == section["methods"]["random"]
+    assert len(list((tmp_path / "cache" / "derived").rglob("ffidelity_model-*.pt"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("ffidelity.alpha=1.5", "ffidelity.alpha=1.5: choose a number in [0, 1]"),
+        ("ffidelity.beta=-0.1", "ffidelity.beta=-0.1"),
+        ("ffidelity.n_samples=0", "ffidelity.n_samples=0: choose a whole number >= 1"),
+        ("ffidelity.sizes=[0.5,1.5]", "ffidelity.sizes="),
+        ("ffidelity.steps=0", "ffidelity.steps=0: choose a whole number >= 1"),
+        ("ffidelity.learning_rate=0", "ffidelity.learning_rate=0"),
+    ],
+)
+def test_bad_ffidelity_settings_are_clear_errors_in_the_settings_stage(override, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plan_of(compose_config("ffidelity=on", override))
+
+
+def test_ffidelity_off_by_default_keeps_the_results_key():
+    off = keys_of(compose_config())
+    assert off.results == keys_of(compose_config("ffidelity=none")).results
+    assert off.results != keys_of(compose_config("ffidelity=on")).results
+    rows = FFidelityAnalysis.report_measures({"ffidelity": {"methods": {"m": {}}}})
+    assert math.isnan(rows[("m", "one_shot", "FFid+ probability (higher is better)")])
+
+
+def test_a_module_handed_over_is_refused_with_a_clear_error():
+    from types import SimpleNamespace
+
+    from itermask.models.trained import TrainedModel
+
+    context = SimpleNamespace(model=torch.nn.Linear(2, 2), trained=TrainedModel("", None, {"fine_tuned": False}))
+    with pytest.raises(ValueError, match="ffidelity: F-Fidelity fine-tunes a copy .* a module handed over"):
+        FFidelityAnalysis().tuned_model(None, context)  # pyright: ignore[reportArgumentType]

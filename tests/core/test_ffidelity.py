@@ -1,0 +1,149 @@
+"""F-Fidelity (itermask.core.ffidelity): the stochastic removal's cap on hand-made draws, its reductions (alpha = 1
+with a cap that never binds is plain top-k removal, i.e. comprehensiveness / sufficiency at that step; alpha = 0
+removes nothing), the complement of FFid-, seeded and batch-independent draws, and the fine-tuning's removal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from itermask.core.ffidelity import (
+    FFidelitySettings,
+    ffidelity,
+    fine_tune_with_removal,
+    removal_masks,
+    sample_uniforms,
+    training_removal,
+)
+from itermask.core.masking import MaskToken
+from itermask.core.measures import target_output
+from itermask.core.subset_outputs import ModelOutputs, token_features
+from itermask.core.tokens import TokenBatch, class_logits, maskable_positions
+
+TEXTS = ["a good film , and fun", "it is bad", "the best film is fun and good"]
+
+
+def _outputs(tokenizer, model, texts=TEXTS):
+    encoded = tokenizer(texts, padding=True, return_tensors="pt")
+    batch = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    features = token_features(maskable_positions(batch, tokenizer.all_special_ids))
+    target = torch.tensor([1, 0, 1])[: len(texts)]
+    return ModelOutputs(model, batch, features, MaskToken().bind(tokenizer), target, "probability", 64), features
+
+
+def _orders(features: torch.Tensor, seed: int = 3) -> list[np.ndarray]:
+    """A fixed arbitrary ranking of each example's features."""
+    n = (features.amax(dim=1) + 1).tolist()
+    return [np.random.default_rng(seed + i).permutation(k) for i, k in enumerate(n)]
+
+
+def test_the_removal_draws_candidates_with_probability_alpha_and_caps_them_by_the_smallest_draws():
+    order = np.array([2, 0, 1, 3, 4])  # features 2, 0, 1 are the top 3
+    uniforms = np.array([[0.5, 0.1, 0.3, 0.05, 0.9], [0.7, 0.65, 0.2, 0.1, 0.3]])
+    plus = removal_masks(order, 3, 0.6, 1, uniforms, plus=True)
+    # sample 0: all three candidates drawn (u < 0.6), the cap keeps the smallest draw, feature 1; feature 3's
+    # 0.05 is no candidate. Sample 1: only feature 2 drawn
+    assert plus.tolist() == [[False, True, False, False, False], [False, False, True, False, False]]
+    minus = removal_masks(order, 3, 0.6, 1, uniforms, plus=False)
+    assert minus.tolist() == [[False, False, False, True, False], [False, False, False, True, False]]
+    assert removal_masks(order, 3, 0.6, 2, uniforms, plus=True)[0].tolist() == [False, True, True, False, False]
+    assert not removal_masks(order, 3, 0.6, 0, uniforms, plus=True).any()  # floor(beta * n) = 0: nothing
+
+
+def test_the_cap_holds_on_seeded_draws_and_the_draws_are_reproducible():
+    order = np.arange(40)
+    uniforms = sample_uniforms(7, 123, 200, 40)
+    assert np.array_equal(uniforms, sample_uniforms(7, 123, 200, 40))
+    assert not np.array_equal(uniforms, sample_uniforms(8, 123, 200, 40))
+    assert np.array_equal(uniforms[5], np.random.default_rng([7, 123, 5]).random(40))  # (seed, example, sample)
+    for k in (1, 10, 40):
+        masks = removal_masks(order, k, 0.5, 4, uniforms, plus=True)
+        assert masks.sum(axis=1).max() <= 4 and not masks[:, k:].any()
+    # no cap binding: each candidate removed with probability alpha (200 x 10 draws: 0.5 +- 0.035, 3 sd)
+    assert removal_masks(order, 10, 0.5, 40, uniforms, plus=True)[:, :10].mean() == pytest.approx(0.5, abs=0.035)
+
+
+def test_alpha_one_without_a_binding_cap_is_plain_top_k_removal(tokenizer, tiny_bert):
+    outputs, features = _outputs(tokenizer, tiny_bert)
+    orders = _orders(features)
+    ids, labels = torch.tensor([10, 11, 12]), torch.tensor([1, 0, 0])
+    settings = FFidelitySettings(alpha=1.0, beta=1.0, n_samples=3, sizes=(0.5,), seed=0)
+    values = ffidelity(outputs, orders, ids, outputs.target, labels, settings)
+    width = features.shape[1]
+    for e, order in enumerate(orders):
+        n = len(order)
+        k = math.floor(0.5 * n + 0.5)
+        top = np.zeros((1, width), dtype=bool)
+        top[0, order[:k]] = True
+        rest = np.zeros((1, width), dtype=bool)
+        rest[0, order[k:n]] = True
+        clean, comp, suff = (outputs(np.array([e]), m)[0] for m in (np.zeros_like(top), top, rest))
+        assert values["ffid_plus_prob"][e].item() == pytest.approx(clean - comp, abs=1e-6)  # comprehensiveness
+        assert values["ffid_minus_prob"][e].item() == pytest.approx(clean - suff, abs=1e-6)  # sufficiency at k
+    # accuracy: 1[argmax = gold] on the clean input minus on the masked one
+    logits = class_logits(tiny_bert, outputs.batch)
+    clean_correct = (logits.argmax(dim=-1) == labels).double()
+    assert values["ffid_clean_correct"].tolist() == clean_correct.tolist()
+    assert set(values["ffid_plus_accuracy"].tolist()) <= {-1.0, 0.0, 1.0}
+
+
+def test_alpha_zero_gives_zero_and_unknown_labels_no_accuracy(tokenizer, tiny_bert):
+    outputs, features = _outputs(tokenizer, tiny_bert)
+    settings = FFidelitySettings(alpha=0.0, beta=0.5, n_samples=4, sizes=(0.2, 0.8), seed=1)
+    values = ffidelity(outputs, _orders(features), torch.arange(3), outputs.target, torch.tensor([1, -1, 0]), settings)
+    assert values["ffid_plus_prob"].tolist() == [0.0, 0.0, 0.0] == values["ffid_minus_prob"].tolist()
+    assert values["ffid_removed"].tolist() == [0.0, 0.0, 0.0]
+    accuracy = values["ffid_plus_accuracy"].tolist()
+    assert accuracy[0] == 0.0 and math.isnan(accuracy[1]) and accuracy[2] == 0.0
+
+
+def test_values_are_seeded_per_example_and_do_not_depend_on_the_batch(tokenizer, tiny_bert):
+    settings = FFidelitySettings(alpha=0.5, beta=0.4, n_samples=6, sizes=(0.3, 0.6), seed=5)
+    outputs, features = _outputs(tokenizer, tiny_bert)
+    orders, ids, labels = _orders(features), torch.tensor([7, 8, 9]), torch.tensor([1, 0, 1])
+    together = ffidelity(outputs, orders, ids, outputs.target, labels, settings)
+    again = ffidelity(outputs, orders, ids, outputs.target, labels, settings)
+    assert all(torch.equal(together[c], again[c]) for c in together)
+    alone_outputs, _ = _outputs(tokenizer, tiny_bert, TEXTS[2:])
+    alone_outputs.target = outputs.target[2:]
+    alone = ffidelity(alone_outputs, orders[2:], ids[2:], outputs.target[2:], labels[2:], settings)
+    for column in ("ffid_plus_prob", "ffid_minus_prob", "ffid_plus_accuracy", "ffid_removed"):
+        # float32 forwards of differently padded batches: equal up to rounding
+        assert alone[column][0].item() == pytest.approx(together[column][2].item(), abs=1e-5)
+    other = ffidelity(outputs, orders, ids, outputs.target, labels, FFidelitySettings(0.5, 0.4, 6, (0.3, 0.6), 6))
+    assert not torch.equal(other["ffid_removed"], together["ffid_removed"])  # another seed, other draws
+    # at most floor(0.4 n) features removed per sample, so at most that on average
+    n = torch.tensor([len(o) for o in orders], dtype=torch.float64)
+    assert (together["ffid_removed"] <= torch.floor(0.4 * n)).all()
+
+
+def test_settings_are_checked():
+    for bad in ({"alpha": 1.5}, {"beta": -0.1}, {"n_samples": 0}, {"sizes": ()}, {"sizes": (0.5, 2.0)}):
+        with pytest.raises(ValueError, match="ffidelity\\."):
+            FFidelitySettings(**bad)  # pyright: ignore[reportArgumentType]
+
+
+def test_fine_tuning_removes_a_share_within_beta_and_leaves_the_model_unchanged(tokenizer, tiny_bert):
+    encoded = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    tokens = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    generator = torch.Generator().manual_seed(0)
+    mask, shares = training_removal(tokens, tokenizer.all_special_ids, 0.3, generator)
+    n = maskable_positions(tokens, tokenizer.all_special_ids).sum(dim=1)
+    assert ((shares >= 0) & (shares <= 0.3)).all()
+    assert mask.sum(dim=1).tolist() == torch.floor(shares * n + 0.5).long().tolist()  # k = floor(f n + 1/2)
+    assert not (mask & ~maskable_positions(tokens, tokenizer.all_special_ids)).any()
+    before = {k: v.clone() for k, v in tiny_bert.state_dict().items()}
+    batches = [{"tokens": tokens, "labels": torch.tensor([1, 0, 1])}]
+    strategy = MaskToken().bind(tokenizer)
+    tuned, drawn = fine_tune_with_removal(tiny_bert, batches, strategy, tokenizer.all_special_ids, 0.3, 3, 1e-3, 0)
+    assert len(drawn) == 9 and max(drawn) <= 0.3 and not tuned.training  # 3 steps over the one batch (cycled)
+    assert all(torch.equal(v, tiny_bert.state_dict()[k]) for k, v in before.items())
+    assert any(not torch.equal(v, tuned.state_dict()[k]) for k, v in before.items())
+    again, _ = fine_tune_with_removal(tiny_bert, batches, strategy, tokenizer.all_special_ids, 0.3, 3, 1e-3, 0)
+    assert all(torch.allclose(v, again.state_dict()[k]) for k, v in tuned.state_dict().items())  # seeded
+    with pytest.raises(ValueError, match="ffidelity.steps=0"):
+        fine_tune_with_removal(tiny_bert, batches, strategy, tokenizer.all_special_ids, 0.3, 0, 1e-3, 0)
+    assert target_output(class_logits(tuned, tokens), torch.tensor([1, 0, 1])).shape == (3,)
