@@ -582,11 +582,19 @@ def test_attack_none_leaves_the_results_key_of_runs_without_it():
     from itermask.storage.store import results_config, results_key
 
     config = OmegaConf.to_container(_compose(), resolve=True)
-    assert config["attack"] is None and config["analyses"] == ["ood", "attack", "naopc", "ffidelity"]
+    assert config["attack"] is None and config["analyses"] == [
+        "ood",
+        "attack",
+        "naopc",
+        "ffidelity",
+        "removal_reference",
+        "sanity",
+    ]
     before = {**config, "analyses": ["ood"]}
     before.pop("attack")  # the config as it was before the attack and naopc groups existed
     before.pop("naopc")
-    before.pop("ffidelity")
+    for group in ("ffidelity", "removal_reference", "sanity"):
+        before.pop(group)
     assert results_key(config) == results_key(before) and "attack" not in results_config(config)
     assert results_key(OmegaConf.to_container(_compose("attack=mask"), resolve=True)) != results_key(config)
 

@@ -1,6 +1,6 @@
 """The analyses of an evaluation (see :mod:`itermask.analyses.base`): the built-in ``per_example`` tables and
-model check, and the configurable ``ood``, ``attack``, ``naopc``, ``ffidelity``, ``removal_reference`` and ``sanity`` analyses. Importing them
-imports no torch (their run paths do)."""
+model check, and the configurable ``ood``, ``attack``, ``naopc``, ``ffidelity``, ``removal_reference`` and
+``sanity`` analyses. Importing them imports no torch (their run paths do)."""
 
 from itermask.analyses.attack import AttackAnalysis
 from itermask.analyses.base import (

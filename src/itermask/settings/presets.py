@@ -108,7 +108,9 @@ def measure_analyses(measures, values: dict, conf_dir: Path) -> tuple:
             if isinstance(measure, Analysis):
                 built.append(measure)
             elif not isinstance(measure, str):
-                raise ValueError(f"measures: {measure!r:.60} is neither a measure's name nor an Analysis; names: {known}")
+                raise ValueError(
+                    f"measures: {measure!r:.60} is neither a measure's name nor an Analysis; names: {known}"
+                )
             elif measure not in known:
                 raise ValueError(f"measures: unknown measure {measure!r}; choose from {known} (or Analysis instances)")
             else:
