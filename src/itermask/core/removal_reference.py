@@ -5,8 +5,9 @@ The idea is the R-OMS ("reference out-of-model-scope") score of Blücher, Vielha
 Pixel Flipping and Occlusion Strategy for Consistent XAI Benchmarks", TMLR 2024, arXiv 2401.06654, Sec. 3: an
 occlusion strategy is reliable where the model's class probabilities on the occluded input agree with those of a
 reference that never sees the occluded features (for images, a ViT whose occluded patch tokens are dropped).
-Transferred to text (the issue's definition; we could not read the paper's equation text offline, so the exact
-normalisation of their score is not followed): for one ranking and masking step, the cosine similarity
+Transferred to text as the authors' code computes it (``bluecher31/pixel-flipping``, ``scripts/plot_ood.py``,
+``calculate_ood_score(which="correlation_baseline")``: the cosine of softmax predictions against the ``internal``,
+token-dropping imputer's, per sample and occlusion fraction): for one ranking and masking step, the cosine
 
     cos(p_strategy, p_reference) = <p_s, p_r> / (|p_s| |p_r|),
 
