@@ -5,6 +5,7 @@ torch, transformers and Lightning are imported (the pipeline is imported by :fun
 after :func:`itermask.validation.check_composed` passed)."""
 
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -22,5 +23,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
+    check_overrides(sys.argv[1:], Path(__file__).parent / "conf")  # say what Hydra only raises
     run_entry(main)

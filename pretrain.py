@@ -4,6 +4,7 @@
 Only Hydra and torch-free itermask modules are imported here (see ``evaluate.py``)."""
 
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -20,5 +21,5 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
-    check_overrides(sys.argv[1:])
+    check_overrides(sys.argv[1:], Path(__file__).parent / "conf")
     run_entry(main)

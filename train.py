@@ -3,6 +3,7 @@
 Only Hydra and torch-free itermask modules are imported here (see ``evaluate.py``)."""
 
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -20,5 +21,5 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
-    check_overrides(sys.argv[1:])  # a non-ASCII path without quotes: say so, not Hydra's lexer error
+    check_overrides(sys.argv[1:], Path(__file__).parent / "conf")  # say what Hydra only raises
     run_entry(main)

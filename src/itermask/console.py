@@ -181,14 +181,17 @@ def summary_lines(result: dict) -> list[str]:
     return lines
 
 
-def check_overrides(arguments: list[str]) -> None:
+def check_overrides(arguments: list[str], conf_dir: Path | None = None) -> None:
     """Explain the command-line overrides Hydra's grammar cannot read because of characters outside ASCII
     written without quotes (``dataset.source.path=/data/données.csv``: Hydra reports only
-    ``LexerNoViableAltException``), and an output folder (``hydra.run.dir``, ``hydra.sweep.dir``) that is a file
-    (Hydra's raw ``FileExistsError``), and exit with status 2. Other arguments are left to Hydra.
+    ``LexerNoViableAltException``), an output folder (``hydra.run.dir``, ``hydra.sweep.dir``) that is a file
+    (Hydra's raw ``FileExistsError``) and a config group given a boolean or a number (``sanity=true``: Hydra's
+    traceback ends in "Config group override must be a string"), and exit with status 2. Other arguments are
+    left to Hydra.
 
     Args:
         arguments: the command line after the script (``sys.argv[1:]``).
+        conf_dir: the script's Hydra config folder, whose sub-folders are the config groups (none: not checked).
     """
     for argument in arguments:  # Hydra makes the job's folder before any itermask code: a raw FileExistsError
         key, _, value = argument.partition("=")
@@ -196,6 +199,7 @@ def check_overrides(arguments: list[str]) -> None:
         if key in ("hydra.run.dir", "hydra.sweep.dir") and (blocking := blocking_file(folder)) is not None:
             print(f"error: {key}={value} cannot be the output folder: {blocking} is a file", file=sys.stderr)
             raise SystemExit(2)
+    _check_group_values(arguments, conf_dir)
     suspects = [a for a in arguments if "=" in a and not a.startswith("-") and not a.isascii()]
     if not suspects:
         return
@@ -215,6 +219,31 @@ def check_overrides(arguments: list[str]) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2) from None
+
+
+def _check_group_values(arguments: list[str], conf_dir: Path | None) -> None:
+    """Exit with status 2 naming the choices for a config group override whose value Hydra reads as a boolean or
+    a number (``sanity=true``, ``naopc=1``): a group takes the name of one of its YAML files."""
+    groups = {p.name: p for p in conf_dir.iterdir() if p.is_dir()} if conf_dir is not None else {}
+    for argument in arguments:
+        key, found, value = argument.partition("=")
+        if not found or key.lstrip("+~") not in groups or not _scalar(value):
+            continue
+        choices = sorted(p.stem for p in groups[key.lstrip("+~")].glob("*.yaml"))
+        print(f"error: {argument}: {key.lstrip('+~')} is a config group; choose one of {choices}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _scalar(value: str) -> bool:
+    """Whether Hydra's override grammar reads ``value`` as a boolean or a number (not a name)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([f"key={value}"])[0].value()
+    except OverrideParseException:
+        return False
+    return isinstance(parsed, (bool, int, float))
 
 
 @contextmanager

@@ -293,3 +293,17 @@ def test_a_limit_of_zero_test_batches_is_refused_before_any_work():
 
     with pytest.raises(ValueError, match=r"trainer.limit_test_batches=0 must be a whole number of batches >= 1"):
         plan_of(compose_config("+trainer.limit_test_batches=0"))
+
+
+@pytest.mark.parametrize("override", ["sanity=true", "naopc=False", "+ffidelity=1", "model=0.5"])
+def test_a_config_group_given_a_boolean_or_a_number_names_its_choices(override, capsys):
+    from itermask.console import check_overrides
+
+    conf = ROOT / "conf"
+    check_overrides(["sanity=on", "naopc=none", "seed=true", "model=minilm,bert", "-m"], conf)  # names: Hydra's
+    with pytest.raises(SystemExit) as exit_:
+        check_overrides([override], conf)
+    assert exit_.value.code == 2
+    group = override.lstrip("+").split("=")[0]
+    choices = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+    assert capsys.readouterr().err == f"error: {override}: {group} is a config group; choose one of {choices}\n"

@@ -55,13 +55,18 @@ def preset(group: str, name: str, conf_dir: Path, values: Mapping[str, Any]) -> 
     return plain(root[group])
 
 
+def _evaluation_defaults(conf_dir: Path) -> dict:
+    """``conf/evaluate.yaml``'s ``evaluation`` node as plain values."""
+    return plain(OmegaConf.create({"node": OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")}).node.evaluation)
+
+
 def evaluation_settings(options: Mapping[str, Any], seed: int, conf_dir: Path):
     """The evaluation settings of :func:`itermask.evaluate`: ``conf/evaluate.yaml``'s defaults with ``options``
     over them, the whole data (``split``, ``n_examples`` and ``subset_seed`` are not options).
 
     Raises:
         SettingsError: unknown or out-of-range settings, naming them; FileNotFoundError: no config folder."""
-    defaults = plain(OmegaConf.create({"node": OmegaConf.load(_conf(conf_dir) / "evaluate.yaml")}).node.evaluation)
+    defaults = _evaluation_defaults(conf_dir)
     if unknown := sorted(set(options) - set(defaults)):
         choices = sorted(set(defaults) - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
         raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {choices}"])
@@ -94,16 +99,23 @@ def components(saliency: list, masking, values: dict, conf_dir: Path) -> tuple[t
 def measure_analyses(measures, values: dict, conf_dir: Path) -> tuple:
     """The analyses of :func:`itermask.evaluate`'s ``measures``: :class:`~itermask.analyses.base.Analysis`
     instances as given, names (``"naopc"``, ``"sanity"``...) built from their ``conf/<name>/on.yaml`` preset, in
-    the order given; every error raised together.
+    the order given; every error raised together. A preset's interpolations read ``values`` and, beside them,
+    ``conf/evaluate.yaml``'s ``evaluation`` defaults (``${evaluation.subset_seed}``).
 
     Raises:
-        ValueError: a name with no ``on`` preset (naming those there are), or a bad setting of one."""
+        ValueError: a name with no ``on`` preset (naming those there are), a measure given twice (by name or
+            instance: one result section each), or a bad setting of one."""
     from itermask.analyses.base import Analysis
 
     folder = _conf(conf_dir)
     known = sorted(p.parent.name for p in folder.glob("*/on.yaml"))
+    given = [measures] if isinstance(measures, str) else list(measures)
+    names = [m if isinstance(m, str) else getattr(m, "name", None) for m in given]
+    if repeated := sorted({n for n in names if n is not None and names.count(n) > 1}):
+        raise ValueError(f"measures: {repeated} given more than once; each measure writes one result section")
+    values = {"evaluation": _evaluation_defaults(folder), **values}
     problems, built = Problems(), []
-    for measure in [measures] if isinstance(measures, str) else list(measures):
+    for measure in given:
         with problems.collect():
             if isinstance(measure, Analysis):
                 built.append(measure)

@@ -1,0 +1,28 @@
+"""The measures of ``itermask.evaluate(..., measures=[...])`` built from their ``conf/<name>/on.yaml`` presets."""
+
+import pytest
+
+from itermask.settings.presets import CONF_DIR, measure_analyses
+
+VALUES = {"seed": 3, "model": {"pretrained": None}}
+ON_PRESETS = sorted(p.parent.name for p in CONF_DIR.glob("*/on.yaml"))
+
+
+def test_the_measure_presets_are_the_optional_analyses():
+    assert ON_PRESETS == ["ffidelity", "naopc", "removal_reference", "sanity"]
+
+
+@pytest.mark.parametrize("name", ON_PRESETS)
+def test_every_on_preset_builds_its_analysis_with_the_seed_given(name):
+    (analysis,) = measure_analyses([name], VALUES, CONF_DIR)
+    assert analysis.name == name
+    if name == "removal_reference":  # its OOD fit reads ${evaluation.subset_seed} (0 in conf/evaluate.yaml)
+        assert analysis.ood_fit["seed"] == 0 and analysis.strategies["random_token"].seed == 3
+
+
+def test_a_measure_given_twice_is_refused_by_name_and_by_instance():
+    with pytest.raises(ValueError, match=r"measures: \['naopc'\] given more than once"):
+        measure_analyses(["naopc", "sanity", "naopc"], VALUES, CONF_DIR)
+    (built,) = measure_analyses(["sanity"], VALUES, CONF_DIR)
+    with pytest.raises(ValueError, match=r"measures: \['sanity'\] given more than once"):
+        measure_analyses(["sanity", built], VALUES, CONF_DIR)
