@@ -28,6 +28,7 @@ from typing import cast
 import yaml
 from omegaconf import Container, OmegaConf
 
+from itermask.formatting import did_you_mean
 from itermask.formatting import number as format_number
 from itermask.storage.files import blocking_file
 
@@ -222,28 +223,44 @@ def check_overrides(arguments: list[str], conf_dir: Path | None = None) -> None:
 
 
 def _check_group_values(arguments: list[str], conf_dir: Path | None) -> None:
-    """Exit with status 2 naming the choices for a config group override whose value Hydra reads as a boolean or
-    a number (``sanity=true``, ``naopc=1``): a group takes the name of one of its YAML files."""
+    """Exit with status 2 for a config group override whose value is a boolean or a number (``sanity=true``:
+    a group takes the name of one of its YAML files) or names no file of the group (``saliency=gradiant``), naming
+    the closest choice and all of them. Options from another config folder (``--config-dir``,
+    ``hydra.searchpath``) are left to Hydra."""
     groups = {p.name: p for p in conf_dir.iterdir() if p.is_dir()} if conf_dir is not None else {}
+    elsewhere = any(a.startswith(("--config-dir", "-cd", "hydra.searchpath")) for a in arguments)
     for argument in arguments:
         key, found, value = argument.partition("=")
-        if not found or key.lstrip("+~") not in groups or not _scalar(value):
+        group = key.lstrip("+~")
+        if not found or group not in groups or key.startswith("~"):
             continue
-        choices = sorted(p.stem for p in groups[key.lstrip("+~")].glob("*.yaml"))
-        print(f"error: {argument}: {key.lstrip('+~')} is a config group; choose one of {choices}", file=sys.stderr)
+        choices = sorted(p.stem for p in groups[group].glob("*.yaml"))
+        values = _group_values(value)
+        if values is None:
+            problem = f"{group} is a config group"
+        elif unknown := [v for v in values if v not in choices and not elsewhere]:
+            problem = f"no {group} option {unknown[0]!r}{did_you_mean(unknown[0], choices)}"
+        else:
+            continue
+        print(f"error: {argument}: {problem}; choose one of {choices}", file=sys.stderr)
         raise SystemExit(2)
 
 
-def _scalar(value: str) -> bool:
-    """Whether Hydra's override grammar reads ``value`` as a boolean or a number (not a name)."""
+def _group_values(value: str) -> list[str] | None:
+    """The option names a group override's ``value`` chooses (several for a sweep ``a,b``; none for an
+    interpolation or a grammar Hydra reports itself), or ``None`` for a boolean or a number."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     try:
         parsed = OverridesParser.create().parse_overrides([f"key={value}"])[0].value()
     except OverrideParseException:
-        return False
-    return isinstance(parsed, (bool, int, float))
+        return []
+    if isinstance(parsed, (bool, int, float)):
+        return None
+    listed = getattr(parsed, "list", None)  # a choice sweep a,b
+    names = listed if isinstance(listed, list) else [parsed]
+    return [n for n in names if isinstance(n, str) and "${" not in n]
 
 
 @contextmanager

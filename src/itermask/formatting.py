@@ -6,13 +6,14 @@ A leaf: it imports nothing of itermask."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["number", "md_escape", "md_table", "mean_pm"]
+__all__ = ["number", "md_escape", "md_table", "mean_pm", "did_you_mean"]
 
 
 def number(value: Any, digits: int = 4, signed: bool = False) -> str:
@@ -51,3 +52,10 @@ def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
 def mean_pm(row) -> str:
     """``mean ± std`` of a summary row (3 decimals)."""
     return f"{number(row['mean'], 3)} ± {number(row['std'], 3)}"
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the choice closest to a mistyped ``word`` (``difflib.get_close_matches``,
+    its default similarity cutoff 0.6), ``""`` when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -26,3 +26,17 @@ def test_a_measure_given_twice_is_refused_by_name_and_by_instance():
     (built,) = measure_analyses(["sanity"], VALUES, CONF_DIR)
     with pytest.raises(ValueError, match=r"measures: \['sanity'\] given more than once"):
         measure_analyses(["sanity", built], VALUES, CONF_DIR)
+
+
+def test_a_mistyped_name_gets_the_closest_one():
+    from itermask.settings.presets import evaluation_settings, preset
+    from itermask.validation import SettingsError
+
+    with pytest.raises(ValueError, match=r"unknown measure 'snaity' \(did you mean 'sanity'\?\); choose from"):
+        measure_analyses(["snaity"], VALUES, CONF_DIR)
+    with pytest.raises(FileNotFoundError, match=r"saliency='gradiant'.* \(did you mean 'gradient'\?\); choose"):
+        preset("saliency", "gradiant", CONF_DIR, VALUES)
+    with pytest.raises(SettingsError, match=r"\['soft_draw'\] \(did you mean 'soft_draws'\?\)"):
+        evaluation_settings({"soft_draw": 3}, 0, CONF_DIR)
+    with pytest.raises(FileNotFoundError, match=r"'xyz': no such preset in .*saliency; choose from"):  # none close
+        preset("saliency", "xyz", CONF_DIR, VALUES)

@@ -307,3 +307,20 @@ def test_a_config_group_given_a_boolean_or_a_number_names_its_choices(override, 
     group = override.lstrip("+").split("=")[0]
     choices = sorted(p.stem for p in (conf / group).glob("*.yaml"))
     assert capsys.readouterr().err == f"error: {override}: {group} is a config group; choose one of {choices}\n"
+
+
+def test_a_mistyped_config_group_option_gets_the_closest_one(capsys):
+    from itermask.console import check_overrides
+
+    conf = ROOT / "conf"
+    for override, close in [
+        ("saliency=gradiant", "gradient"),
+        ("-m saliency=gradient,integrated_gradiens", "integrated_gradients"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides(override.split(), conf)
+        assert exit_.value.code == 2
+        bad = override.split("=")[1].split(",")[-1]
+        assert f"no saliency option '{bad}' (did you mean '{close}'?); choose one of [" in capsys.readouterr().err
+    check_overrides(["saliency=mine", "--config-dir=/elsewhere"], conf)  # another folder's option: Hydra's to find
+    check_overrides(["saliency=glob(grad*)", "-m"], conf)

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.masking import MaskingStrategy
 from itermask.core.saliency import SaliencyMethod
+from itermask.formatting import did_you_mean
 from itermask.problems import Problems
 from itermask.settings.components import build, plain
 from itermask.validation import SettingsError, config_problems
@@ -50,7 +51,9 @@ def preset(group: str, name: str, conf_dir: Path, values: Mapping[str, Any]) -> 
     path = folder / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise FileNotFoundError(f"{group}={name!r}: no such preset in {folder}; choose from {known}")
+        raise FileNotFoundError(
+            f"{group}={name!r}: no such preset in {folder}{did_you_mean(name, known)}; choose from {known}"
+        )
     root = OmegaConf.create({**values, group: OmegaConf.load(path)})
     return plain(root[group])
 
@@ -69,7 +72,8 @@ def evaluation_settings(options: Mapping[str, Any], seed: int, conf_dir: Path):
     defaults = _evaluation_defaults(conf_dir)
     if unknown := sorted(set(options) - set(defaults)):
         choices = sorted(set(defaults) - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
-        raise SettingsError([f"unknown evaluation setting(s) {unknown}: choose from {choices}"])
+        hint = did_you_mean(unknown[0], choices)
+        raise SettingsError([f"unknown evaluation setting(s) {unknown}{hint}: choose from {choices}"])
     node = {**defaults, **options, "split": "test", "n_examples": None}
     if problems := config_problems({"evaluation": node, "seed": seed}):
         raise SettingsError(problems)
@@ -124,7 +128,10 @@ def measure_analyses(measures, values: dict, conf_dir: Path) -> tuple:
                     f"measures: {measure!r:.60} is neither a measure's name nor an Analysis; names: {known}"
                 )
             elif measure not in known:
-                raise ValueError(f"measures: unknown measure {measure!r}; choose from {known} (or Analysis instances)")
+                hint = did_you_mean(measure, known)
+                raise ValueError(
+                    f"measures: unknown measure {measure!r}{hint}; choose from {known} (or Analysis instances)"
+                )
             else:
                 built.append(build(preset(measure, "on", folder, values), measure, Analysis))
     problems.raise_if_any()
