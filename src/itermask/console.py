@@ -28,7 +28,7 @@ from typing import cast
 import yaml
 from omegaconf import Container, OmegaConf
 
-from itermask.formatting import did_you_mean
+from itermask.formatting import closest, did_you_mean
 from itermask.formatting import number as format_number
 from itermask.storage.files import blocking_file
 
@@ -261,6 +261,39 @@ def _group_values(value: str) -> list[str] | None:
     listed = getattr(parsed, "list", None)  # a choice sweep a,b
     names = listed if isinstance(listed, list) else [parsed]
     return [n for n in names if isinstance(n, str) and "${" not in n]
+
+
+def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) -> list[str]:
+    """For the overrides of existing keys (``a.b=value``, no ``+``) that name no key of the config composed with
+    the same config groups, a line naming the closest key of the same section: Hydra's own message
+    ("Could not override 'evaluation.n_exampels'. To append to your config use +evaluation.n_exampels=8")
+    suggests adding the typo. Composes the config once (about 0.5 s): called after Hydra failed.
+
+    Args:
+        arguments: the command line after the script; ``conf_dir`` / ``config_name``: the script's config."""
+    pairs = [a.split("=", 1) for a in arguments if "=" in a and not a.startswith(("-", "+", "~"))]
+    dotted = [(key, value) for key, value in pairs if "." in key and not key.startswith("hydra.")]
+    if not dotted or not (conf_dir / f"{config_name}.yaml").is_file():
+        return []
+    from hydra import compose, initialize_config_dir
+
+    groups = [f"{key}={value}" for key, value in pairs if "." not in key and (conf_dir / key).is_dir()]
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
+            config = OmegaConf.to_container(compose(config_name=config_name, overrides=groups), resolve=False)
+    except Exception:  # noqa: BLE001 (a hint only: Hydra has said what failed)
+        return []
+    hints = []
+    for key, _ in dotted:
+        *parents, leaf = key.split(".")
+        node = config
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf not in node:
+            section, near = ".".join(parents), closest(leaf, sorted(map(str, node)))
+            better = f"did you mean {section}.{near}?" if near else f"its settings: {sorted(map(str, node))}"
+            hints.append(f"hint: {key} is not a setting of {section} ({better})")
+    return hints
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["number", "md_escape", "md_table", "mean_pm", "did_you_mean"]
+__all__ = ["number", "md_escape", "md_table", "mean_pm", "closest", "did_you_mean"]
 
 
 def number(value: Any, digits: int = 4, signed: bool = False) -> str:
@@ -54,8 +54,14 @@ def mean_pm(row) -> str:
     return f"{number(row['mean'], 3)} ± {number(row['std'], 3)}"
 
 
-def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the choice closest to a mistyped ``word`` (``difflib.get_close_matches``,
-    its default similarity cutoff 0.6), ``""`` when none is close."""
+def closest(word: str, choices: Sequence[str]) -> str | None:
+    """The choice closest to a mistyped ``word`` (``difflib.get_close_matches``, its default similarity cutoff
+    0.6), ``None`` when none is close."""
     close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the :func:`closest` choice ``x`` to ``word``, ``""`` when none is close."""
+    near = closest(word, choices)
+    return f" (did you mean {near!r}?)" if near is not None else ""

@@ -288,10 +288,23 @@ def run_entry(main: Callable[[], Any]) -> None:
         signal.signal(signum, _stop_workers)
     try:
         main()
+    except SystemExit as error:
+        if error.code == 1:  # Hydra's exit on a composition error (or a failed job): a misspelt key gets a hint
+            _hint_unknown_keys()
+        raise
     except KeyboardInterrupt as error:
         signum = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
         _report_launcher_interrupt(signum)
         raise SystemExit(128 + signum) from None
+
+
+def _hint_unknown_keys() -> None:
+    """Print :func:`itermask.console.unknown_key_hints` for this entry script (``conf/<script>.yaml`` beside it)."""
+    from itermask.console import unknown_key_hints
+
+    script = Path(sys.argv[0]).resolve()
+    for line in unknown_key_hints(sys.argv[1:], script.parent / "conf", script.stem):
+        print(line, file=sys.stderr)
 
 
 def _stop_workers(signum: int, frame) -> None:

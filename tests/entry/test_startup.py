@@ -134,3 +134,30 @@ def test_version_is_printed_without_torch(tmp_path):
 
     assert out.returncode == 0 and out.stdout.strip() == f"itermask {__version__}"
     assert " torch\n" not in out.stderr and "| torch" not in out.stderr
+
+
+def test_a_misspelt_key_gets_the_closest_setting_not_hydras_plus(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", "evaluation.n_exampels=8", "model=bert", f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(tmp_path),
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.endswith(
+        "hint: evaluation.n_exampels is not a setting of evaluation (did you mean evaluation.n_examples?)\n"
+    )
+
+
+def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
+    from itermask.console import unknown_key_hints
+
+    conf = ROOT / "conf"
+    assert unknown_key_hints(["model.max_lenght=8", "seed=1", "+evaluation.x=1"], conf, "train") == [
+        "hint: model.max_lenght is not a setting of model (did you mean model.max_length?)"
+    ]
+    (hint,) = unknown_key_hints(["evaluation.qqqq=1"], conf, "evaluate")
+    assert hint.startswith("hint: evaluation.qqqq is not a setting of evaluation (its settings: ['aopc_bins', ")
+    assert unknown_key_hints(["evaluation.n_examples=8", "model.pretrained=x"], conf, "evaluate") == []
+    assert unknown_key_hints(["a.b=1"], conf, "no_such_config") == []

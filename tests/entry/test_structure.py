@@ -101,5 +101,9 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
         "sanity": 650,
         # F-Fidelity: core/ffidelity.py ~250, the ffidelity analysis ~300, the hook and ffidelity_info ~30
         "ffidelity": 580,
+        "measure_presets": 20,  # measures= presets read evaluate.yaml's defaults; a measure given twice refused
     }
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + sum(issue33.values())
+    # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean
+    issue35 = {"did_you_mean": 110}
+    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py"))
+    assert lines <= 23_850 + sum(issue33.values()) + sum(issue35.values())
