@@ -59,7 +59,10 @@ def test_evaluate_with_ood_statistics_and_masked_fine_tuning(tmp_path):
     assert fit["n_train"] == 60 and fit["masf_fit"] == fit["n_calibration"] // 2 > 10
     assert fit["masf_fit"] + fit["masf_calibration"] == fit["n_calibration"]
     assert ood["fit"]["final/covariance"] == "ledoit_wolf"  # 60 examples < hidden size 384
-    assert "Ledoit-Wolf" in (tmp_path / "run/evaluate.log").read_text()
+    log = (tmp_path / "run/evaluate.log").read_text()
+    assert "Ledoit-Wolf" in log
+    took = sum(ood["seconds"].values())  # the stages' durations in seconds, read as a sentence
+    assert f"OOD analysis took {took:.1f} s (embedding the fit data {ood['seconds']['embed_fit_data']:.1f} s, " in log
     assert list(ood["statistics"]) == ["gradient"]
     for method in ("gradient",):
         for schedule in ("one_shot", "recursive"):

@@ -147,6 +147,10 @@ UMAP_FRACTIONS = (0.1, 0.5, 0.9)
 PLOTS = {"enabled": True, "umap_fractions": UMAP_FRACTIONS, "umap_train_points": 500, "umap_neighbors": 15}
 
 
+#: the readable names of the timed stages (results.json's ``ood.seconds``, in seconds)
+STAGES = {"embed_fit_data": "embedding the fit data", "fit_and_score": "fitting and scoring", "plots": "plots"}
+
+
 class OODAnalysis(Analysis):
     """Out-of-distribution statistics of the masked inputs' representations at every masking step
     (:func:`itermask.ood.statistics.masking_ood_statistics`) for every saliency method and schedule.
@@ -323,7 +327,8 @@ class OODAnalysis(Analysis):
             images = self._figures(inputs, context, curves, section, train, train_labels)
             seconds["plots"] = time.time() - start
         section["seconds"] = seconds
-        log.info("OOD analysis took %s", {k: round(v, 1) for k, v in seconds.items()})
+        parts = ", ".join(f"{STAGES[k]} {v:.1f} s" for k, v in seconds.items())
+        log.info("OOD analysis took %.1f s (%s)", sum(seconds.values()), parts)
         artifacts = self._artifacts(section, images)
         artifacts.files.update(written)
         return AnalysisOutput({"ood": section}, artifacts)
