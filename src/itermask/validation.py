@@ -365,26 +365,34 @@ def check_max_length(
     raise SettingsError([f"{option} must be {allowed}, got {max_length}"])
 
 
-def check_vocabulary(tokenizer, model_config, pretrained: str) -> None:
+def check_vocabulary(tokenizer, model_config, pretrained: str, module: object = None) -> None:
     """The tokenizer must cover the model's vocabulary: a tokenizer with fewer than half of the model's
     ``vocab_size`` ids is not the model's (typically a ``save_pretrained()`` folder without its tokenizer
     files, for which ``transformers`` builds a tokenizer of a few special tokens that maps every word to
     ``[UNK]``), and one with more ids than the embedding matrix would index past it.
 
+    Args:
+        pretrained: the model's name or folder (``model.pretrained``); ``module``: the module handed over to
+            :func:`itermask.evaluate` instead, if any (the message names its class, not a setting it has none of).
+
     Raises:
-        SettingsError: naming ``model.pretrained``, both sizes and the likely cause.
+        SettingsError: naming the model (``model.pretrained=...`` or the given module's class), both sizes and
+            the likely cause.
     """
     size, vocab = len(tokenizer), getattr(model_config, "vocab_size", None)
     if not vocab or vocab // 2 <= size <= vocab:
         return
-    if size < vocab // 2:
+    if size < vocab // 2 and module is not None:
+        why = "is tokenizer= the one this model was trained with? Pass the model's own tokenizer"
+    elif size < vocab // 2:
         why = (
             "is this a folder without its tokenizer files (tokenizer.json, vocab.txt or the like)? Save the "
             "tokenizer with the model (tokenizer.save_pretrained(folder))"
         )
     else:
         why = "token ids beyond the model's embedding matrix would fail; use the model's own tokenizer"
-    message = f"model.pretrained={pretrained}: its tokenizer has {size} tokens but the model's vocabulary has {vocab}"
+    name = f"model.pretrained={pretrained}" if module is None else f"the given {type(module).__name__} module"
+    message = f"{name}: its tokenizer has {size} tokens but the model's vocabulary has {vocab}"
     raise SettingsError([f"{message}: {why}"])
 
 

@@ -64,6 +64,7 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
     assert set(section["methods"]) == {"gradient", "random"}
     entry = section["methods"]["gradient"]["one_shot"]
     assert entry["n"] == 4 and all(-1 <= entry[c] <= 1 for c in COLUMNS)
+    assert entry["n_measured"] == 4 and entry["n_too_few_features"] == 0  # 14 tokens, beta 0.5: cap 7
     # 2 rankings x 4 examples x (clean + 2 directions x 2 sizes x 3 samples)
     assert section["rows"]["asked"] == 2 * 4 * (1 + 2 * 2 * 3)
     assert 0 < section["rows"]["computed"] <= section["rows"]["asked"]
@@ -93,8 +94,11 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("ffidelity.alpha=1.5", "ffidelity.alpha=1.5: choose a number in [0, 1]"),
+        ("ffidelity.alpha=1.5", "ffidelity.alpha=1.5: choose a number in (0, 1]"),
+        ("ffidelity.alpha=0", "ffidelity.alpha=0: choose a number in (0, 1] (at 0 nothing would be removed"),
         ("ffidelity.beta=-0.1", "ffidelity.beta=-0.1"),
+        ("ffidelity.beta=0", "ffidelity.beta=0: choose a number in (0, 1] (at 0 the cap floor(beta * n) would be 0"),
+        ("ffidelity.beta=1.5", "ffidelity.beta=1.5: choose a number in (0, 1]"),
         ("ffidelity.n_samples=0", "ffidelity.n_samples=0: choose a whole number >= 1"),
         ("ffidelity.sizes=[0.5,1.5]", "ffidelity.sizes="),
         ("ffidelity.steps=0", "ffidelity.steps=0: choose a whole number >= 1"),
@@ -114,11 +118,44 @@ def test_ffidelity_off_by_default_keeps_the_results_key():
     assert math.isnan(rows[("m", "one_shot", "FFid+ probability (higher is better)")])
 
 
-def test_a_module_handed_over_is_refused_with_a_clear_error():
+def test_the_console_counts_examples_too_short_to_measure():
+    entry = {"ffid_plus_prob": 0.1, "ffid_minus_prob": 0.02, "n": 8, "n_measured": 6, "n_too_few_features": 2}
+    section = {"settings": {"beta": 0.1}, "methods": {"gradient": {"one_shot": entry}}, "fine_tune": {"steps": 2}}
+    lines = FFidelityAnalysis.summary_lines({"saliency": {"name": "gradient"}, "ffidelity": section})
+    assert lines[1] == (
+        "  F-Fidelity: 2 of 8 examples not measured (NaN, left out of the means): fewer than 1 / beta = 10 "
+        "features, so the cap floor(beta * n) removes nothing"
+    )
+    entry["n_too_few_features"] = 0
+    assert len(FFidelityAnalysis.summary_lines({"saliency": {"name": "gradient"}, "ffidelity": section})) == 1
+
+
+def test_given_texts_without_a_training_split_are_refused_before_the_evaluation(tiny_bert, tokenizer, monkeypatch):
+    import itermask
+    from itermask.engine import run
+
+    monkeypatch.setattr(run, "run", lambda *a, **k: pytest.fail("the evaluation ran"))
+    with pytest.raises(ValueError, match=re.escape("ffidelity: F-Fidelity fine-tunes a copy of the classifier on a")):
+        itermask.evaluate(tiny_bert, ["a good film", "a bad film"], tokenizer=tokenizer, measures=["ffidelity"])
+
+
+def test_a_module_without_a_checkpoint_key_is_fine_tuned_and_not_stored(tiny_bert, tokenizer):
     from types import SimpleNamespace
 
+    from itermask.analyses.base import EvaluationContext
+    from itermask.core.masking import MaskToken
+    from itermask.core.tokens import TokenBatch
     from itermask.models.trained import TrainedModel
 
-    context = SimpleNamespace(model=torch.nn.Linear(2, 2), trained=TrainedModel("", None, {"fine_tuned": False}))
-    with pytest.raises(ValueError, match="ffidelity: F-Fidelity fine-tunes a copy .* a module handed over"):
-        FFidelityAnalysis().tuned_model(None, context)  # pyright: ignore[reportArgumentType]
+    encoded = tokenizer(["a good film", "it is bad"], padding=True, return_tensors="pt")
+    tokens = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    data = SimpleNamespace(train_dataloader=lambda: [{"tokens": tokens, "labels": torch.tensor([1, 0])}])
+    store = SimpleNamespace(get_or_compute=lambda *a: pytest.fail("stored under an empty key"))
+    trained = TrainedModel("", None, {"fine_tuned": False})
+    context = EvaluationContext(data, trained, tiny_bert, None, derived=store)  # pyright: ignore[reportArgumentType]
+    assert not context.can_reuse and context.stored("kind", {}) is None
+    inputs = SimpleNamespace(masking=MaskToken().bind(tokenizer), tokenizer=tokenizer)
+    tuned, info = FFidelityAnalysis(steps=2, learning_rate=1e-3).tuned_model(inputs, context)  # pyright: ignore[reportArgumentType]
+    assert info["steps"] == 2 and info["reused"] is False and tuned is not tiny_bert and not tuned.training
+    changed = [k for k, v in tuned.state_dict().items() if not torch.equal(v, tiny_bert.state_dict()[k])]
+    assert changed  # fine-tuned: some weights moved; the module handed over is left as it was

@@ -119,6 +119,53 @@ def test_off_by_default_and_attention_off_as_reference():
     assert isinstance(analysis.strategies["attention_off"], AttentionOff) and analysis.names == ("delete", "pad")
 
 
+def test_interval_of_cosines_near_one_is_clipped_to_one():
+    # two examples with mean cosines 1.0 and 0.9: mean 0.95, sem 0.05, t(0.975, 1 df) = 12.7062 -> [0.315, 1.585]
+    rows = pd.DataFrame({"strategy": "pad", "example_id": [0, 0, 1], "x": [0.2, 0.5, 0.2], "cosine": [1.0, 1.0, 0.9]})
+    (entry,) = RemovalReferenceAnalysis()._table(rows, None, "no detector")
+    assert entry["mean_cosine"] == pytest.approx(0.95) and entry["n_examples"] == 2
+    assert entry["ci_low"] == pytest.approx(0.95 - 12.7062 * 0.05, abs=1e-3) and entry["ci_high"] == 1.0
+    assert entry["ood_auroc"] is None and entry["ood_auroc_missing"] == "no detector"
+
+
+def _result(tables: dict) -> dict:
+    return {
+        "saliency": {"name": "gradient"},
+        "removal_reference": {"settings": {"reference": "delete"}, "tables": tables},
+    }
+
+
+def test_console_tells_strategies_apart_by_one_minus_cosine_and_explains_auroc_below_half():
+    table = [
+        {"strategy": "delete", "reference": True, "mean_cosine": 1.0, "ood_auroc": 0.61},
+        {"strategy": "pad", "reference": False, "mean_cosine": 0.99987, "ood_auroc": 0.42},
+        {"strategy": "unk", "reference": False, "mean_cosine": 0.99912, "ood_auroc": 0.7},
+        {"strategy": "mask_token", "reference": False, "mean_cosine": 1.0 + 1e-16, "ood_auroc": None},
+    ]
+    line, note = RemovalReferenceAnalysis.summary_lines(_result({"gradient": table}))
+    assert line.endswith("pad 0.00013 (AUROC 0.42), unk 0.00088 (AUROC 0.70), mask_token 0 (AUROC n/a)")
+    assert "1 - cosine" in line and "delete 0" not in line  # the reference is not listed against itself
+    assert note.startswith("  AUROC below 0.5 (pad): the Mahalanobis detector scores these masked inputs as MORE")
+    table[1]["ood_auroc"] = 0.5
+    assert len(RemovalReferenceAnalysis.summary_lines(_result({"gradient": table}))) == 1  # no note without one
+
+
+def test_report_headline_shows_one_minus_cosine_and_the_note():
+    summary = pd.DataFrame(
+        [
+            ("gradient", "one_shot", "R-OMS cosine to reference (delete): pad", 3, 0.99987, 2.1e-5),
+            ("gradient", "one_shot", "R-OMS cosine to reference (delete): unk", 3, 0.9991, 3e-4),
+            ("gradient", "one_shot", "R-OMS OOD AUROC: pad", 3, 0.45, 0.02),
+            ("gradient", "one_shot", "R-OMS OOD AUROC: unk", 3, 0.62, 0.05),
+        ],
+        columns=["explanation", "schedule", "score", "n", "mean", "std"],
+    )
+    lines = RemovalReferenceAnalysis.headline_lines(summary)
+    text = "\n".join(lines)
+    assert "| pad | 0.00013 ± 2.1e-05 | 0.450 ± 0.020 |" in text and "| unk | 0.0009 ± 0.0003 | 0.620 ± 0.050 |" in text
+    assert "OOD AUROC below 0.5 (pad): the Mahalanobis detector" in text
+
+
 def _run(tmp_path: Path, folder: Path, *overrides: str) -> dict:
     job = tmp_path / "job"
     args = [
@@ -198,15 +245,27 @@ def test_sentence_pairs_mask_only_the_chosen_segment_and_keep_token_types(tokeni
 
 
 @pytest.mark.slow
-def test_end_to_end_on_shipped_data_without_fine_tuning(tmp_path, monkeypatch):
+def test_smoke_run_fine_tunes_the_packaged_minilm_then_tables_every_strategy(tmp_path, monkeypatch, capsys):
+    # the packaged MiniLM is an encoder without a classification head: debug=smoke fine-tunes it (13 steps)
     monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
     job = tmp_path / "smoke"
-    args = ["removal_reference=on", "debug=smoke", "train.enabled=false", "logger=csv", f"output_dir={job}"]
+    args = [
+        "removal_reference=on",
+        "debug=smoke",
+        "logger=csv",
+        "+trainer.enable_progress_bar=false",
+        f"output_dir={job}",
+    ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
-    section = json.loads((job / "results.json").read_text())["removal_reference"]
+    result = json.loads((job / "results.json").read_text())
+    section = result["removal_reference"]
     table = section["tables"]["gradient"]
     assert [t["strategy"] for t in table][0] == "delete" and len(table) == 6
+    assert {t["n_examples"] for t in table} == {8}  # debug=smoke evaluates 8 examples
+    assert all(0 <= t["ci_low"] <= t["mean_cosine"] <= t["ci_high"] <= 1 for t in table)
     assert all(t["ood_auroc"] is not None or t["ood_auroc_missing"] for t in table)
     assert section["rows"]["computed"] <= section["rows"]["asked"]
     assert (job / "per_example" / "removal_reference.parquet").is_file()
+    line = next(x for x in console.summary_lines(result) if x.startswith("Removal reference"))
+    assert "1 - cosine" in line

@@ -1,10 +1,11 @@
 """F-Fidelity (itermask.core.ffidelity): the stochastic removal's cap on hand-made draws, its reductions (alpha = 1
-with a cap that never binds is plain top-k removal, i.e. comprehensiveness / sufficiency at that step; alpha = 0
-removes nothing), the complement of FFid-, seeded and batch-independent draws, and the fine-tuning's removal."""
+with a cap that never binds is plain top-k removal, i.e. comprehensiveness / sufficiency at that step; a cap of 0
+is NaN, not 0), the complement of FFid-, seeded and batch-independent draws, and the fine-tuning's removal."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -90,14 +91,16 @@ def test_alpha_one_without_a_binding_cap_is_plain_top_k_removal(tokenizer, tiny_
     assert set(values["ffid_plus_accuracy"].tolist()) <= {-1.0, 0.0, 1.0}
 
 
-def test_alpha_zero_gives_zero_and_unknown_labels_no_accuracy(tokenizer, tiny_bert):
+def test_texts_with_fewer_than_one_over_beta_features_are_nan_and_unknown_labels_no_accuracy(tokenizer, tiny_bert):
+    # 6, 3 and 7 tokens; beta 0.2: caps floor(1.2) = 1, floor(0.6) = 0, floor(1.4) = 1
     outputs, features = _outputs(tokenizer, tiny_bert)
-    settings = FFidelitySettings(alpha=0.0, beta=0.5, n_samples=4, sizes=(0.2, 0.8), seed=1)
-    values = ffidelity(outputs, _orders(features), torch.arange(3), outputs.target, torch.tensor([1, -1, 0]), settings)
-    assert values["ffid_plus_prob"].tolist() == [0.0, 0.0, 0.0] == values["ffid_minus_prob"].tolist()
-    assert values["ffid_removed"].tolist() == [0.0, 0.0, 0.0]
-    accuracy = values["ffid_plus_accuracy"].tolist()
-    assert accuracy[0] == 0.0 and math.isnan(accuracy[1]) and accuracy[2] == 0.0
+    settings = FFidelitySettings(alpha=1.0, beta=0.2, n_samples=4, sizes=(0.2, 0.8), seed=1)
+    values = ffidelity(outputs, _orders(features), torch.arange(3), outputs.target, torch.tensor([1, 0, -1]), settings)
+    assert values["ffid_cap"].tolist() == [1.0, 0.0, 1.0]
+    for column in ("ffid_plus_prob", "ffid_minus_prob", "ffid_plus_accuracy", "ffid_minus_accuracy"):
+        assert math.isnan(values[column][1].item())  # cap 0: nothing removed, not a measured 0
+    assert values["ffid_removed"].tolist() == [1.0, 0.0, 1.0]  # alpha 1: the cap binds, one feature per sample
+    assert math.isfinite(values["ffid_plus_prob"][2].item()) and math.isnan(values["ffid_plus_accuracy"][2].item())
 
 
 def test_values_are_seeded_per_example_and_do_not_depend_on_the_batch(tokenizer, tiny_bert):
@@ -124,6 +127,11 @@ def test_settings_are_checked():
     for bad in ({"alpha": 1.5}, {"beta": -0.1}, {"n_samples": 0}, {"sizes": ()}, {"sizes": (0.5, 2.0)}):
         with pytest.raises(ValueError, match="ffidelity\\."):
             FFidelitySettings(**bad)  # pyright: ignore[reportArgumentType]
+    # 0 would give FFid 0 by construction: refused, saying why
+    with pytest.raises(ValueError, match=re.escape("ffidelity.beta=0.0: choose a number in (0, 1] (at 0 the cap")):
+        FFidelitySettings(beta=0.0)
+    with pytest.raises(ValueError, match=re.escape("ffidelity.alpha=0: choose a number in (0, 1] (at 0 nothing")):
+        FFidelitySettings(alpha=0)
 
 
 def test_fine_tuning_removes_a_share_within_beta_and_leaves_the_model_unchanged(tokenizer, tiny_bert):

@@ -102,6 +102,9 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
         # F-Fidelity: core/ffidelity.py ~250, the ffidelity analysis ~300, the hook and ffidelity_info ~30
         "ffidelity": 580,
         "measure_presets": 20,  # measures= presets read evaluate.yaml's defaults; a measure given twice refused
+        # the new-user review, removal reference and F-Fidelity: 1 - cosine and the AUROC note on the console and
+        # in the report, NaN for a cap of 0, the train-split check, the vocabulary wording (+68)
+        "review_refs": 70,
     }
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean
     issue35 = {"did_you_mean": 110}

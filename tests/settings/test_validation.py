@@ -241,6 +241,28 @@ def test_a_tokenizer_that_does_not_cover_the_models_vocabulary_is_refused(size, 
             check_vocabulary(_Sized(size), config, "/tmp/m")
 
 
+def test_the_vocabulary_message_names_a_given_module_by_its_class_and_a_name_by_its_setting(tokenizer):
+    from conftest import tiny_bert_config
+    from transformers import BertForSequenceClassification
+
+    import itermask
+
+    config = tiny_bert_config(tokenizer)
+    config.vocab_size = 4 * len(tokenizer)  # the tokenizer covers a quarter of the model's vocabulary
+    module = BertForSequenceClassification(config)
+    size, vocab = len(tokenizer), 4 * len(tokenizer)
+    with pytest.raises(
+        SettingsError,
+        match=f"the given BertForSequenceClassification module: its tokenizer has {size} tokens but the model's "
+        f"vocabulary has {vocab}: is tokenizer= the one this model was trained with",
+    ):
+        itermask.evaluate(module, ["a good film"], tokenizer=tokenizer)
+    with pytest.raises(
+        SettingsError, match=f"^model.pretrained=/tmp/m: its tokenizer has {size} tokens .*tokenizer files"
+    ):
+        check_vocabulary(tokenizer, module.config, "/tmp/m")
+
+
 def test_a_key_added_with_plus_to_itermasks_own_settings_is_refused():
     # Hydra suggests "+train.lr=-1" for the mistyped key train.lr: nothing reads it, but it changes the keys
     with pytest.raises(SettingsError, match=r"train.lr \(added with \+train.lr=...\) is not an option of the train"):

@@ -176,25 +176,29 @@ class EvaluationContext:
         manifest, its attention implementation (``eager``, which the attention methods switch to, rounds
         otherwise than ``sdpa``) and its device type, so a reused value is bit for bit the one this job would
         compute. Without a store (or a classifier with a key) the value is computed every time."""
-        if self.derived is None or self.trained is None:
+        if not self.can_reuse:
             return compute()
+        assert self.derived is not None and self.trained is not None  # can_reuse
         return self.derived.get_or_compute(self.trained.key, kind, self._fingerprint(fingerprint), compute)
 
     @property
     def can_reuse(self) -> bool:
-        """Whether values are kept for other jobs (a store and a classifier with a key)."""
-        return self.derived is not None and self.trained is not None
+        """Whether values are kept for other jobs (a store and a classifier with a key; a module handed over
+        has none)."""
+        return self.derived is not None and self.trained is not None and bool(self.trained.key)
 
     def stored(self, kind: str, fingerprint: dict):
         """The value of :meth:`reuse` an earlier job stored, or ``None`` (also when nothing can be reused), for
         a value that is not computed by one call: see :meth:`keep`."""
-        if self.derived is None or self.trained is None:
+        if not self.can_reuse:
             return None
+        assert self.derived is not None and self.trained is not None  # can_reuse
         return self.derived.get(self.trained.key, kind, self._fingerprint(fingerprint))
 
     def keep(self, kind: str, fingerprint: dict, value) -> None:
         """Store ``value`` for the other jobs on this classifier (see :meth:`reuse`); nothing without a store."""
-        if self.derived is not None and self.trained is not None:
+        if self.can_reuse:
+            assert self.derived is not None and self.trained is not None  # can_reuse
             self.derived.put(self.trained.key, kind, self._fingerprint(fingerprint), value)
 
     def _fingerprint(self, fingerprint: dict) -> dict:

@@ -107,20 +107,25 @@ class FFidelityAnalysis(Analysis):
             "seed": s.seed,
         }
 
+    def check_data(self, data) -> None:
+        """F-Fidelity fine-tunes on the training split: refused, before any model work, for data without one
+        (the texts given to :func:`itermask.evaluate` are evaluated whole, as the ``test`` split).
+
+        Raises:
+            ValueError: naming the missing split."""
+        if "train" not in data.tokenized:
+            raise ValueError(
+                f"ffidelity: F-Fidelity fine-tunes a copy of the classifier on a training split, and these data have "
+                f"only {list(data.tokenized)} (itermask.evaluate evaluates the given texts only): run evaluate.py on "
+                "a dataset with a train split, or leave ffidelity out"
+            )
+
     def tuned_model(self, inputs: AnalysisInputs, context: EvaluationContext):
         """``(model, info)``: the job's classifier fine-tuned with random removal (stored, or fine-tuned now;
         once per job). ``info``: ``seconds``, ``steps``, ``mean_share`` / ``max_share`` (removed shares drawn),
-        ``reused``.
-
-        Raises:
-            ValueError: a classifier handed over as a module (no checkpoint key to keep its copy under)."""
+        ``reused``. A classifier without a checkpoint key (a module handed over) is fine-tuned, not stored."""
         if id(context.model) in self._tuned:
             return self._tuned[id(context.model)]
-        if context.trained is None or not context.trained.key or context.trained.model_dir is None:
-            raise ValueError(
-                "ffidelity: F-Fidelity fine-tunes a copy of the job's classifier and needs its checkpoint; a module "
-                "handed over in Python has none (pass a model name or folder, or leave ffidelity off)"
-            )
         import copy
 
         from itermask.storage.derived import token_digest
@@ -208,13 +213,17 @@ class FFidelityAnalysis(Analysis):
             for column in LABELS:
                 frame[column] = values[column].numpy()
             frames.append(frame)
+            short = int((values["ffid_cap"] == 0).sum())  # NaN columns: fewer than 1 / beta features
             methods[method] = {"one_shot": {c: _nanmean(frame[c]) for c in LABELS} | {"n": len(frame)}}
+            methods[method]["one_shot"] |= {"n_measured": len(frame) - short, "n_too_few_features": short}
         section = {
             "settings": self.describe(),
             "fine_tune": {**info, **_accuracy(clean)},
             "methods": methods,
             "rows": {"asked": rows[0], "computed": rows[1]},
-            "note": "FFid+ higher and FFid- lower is more faithful; accuracy of the gold label (NaN where unknown)",
+            "note": "FFid+ higher and FFid- lower is more faithful; accuracy of the gold label (NaN where unknown); "
+            f"NaN for the n_too_few_features examples with fewer than 1 / beta = {1 / self.settings.beta:g} "
+            "features, where the cap floor(beta * n) is 0 and nothing can be removed; means over the others",
         }
         n = sum(len(f) for f in frames)
         section["rows"]["computed_per_example"] = rows[1] / n if n else math.nan
@@ -253,13 +262,19 @@ class FFidelityAnalysis(Analysis):
         method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
         entry = ((section.get("methods") or {}).get(method) or {}).get("one_shot") or {}
         tune = section.get("fine_tune") or {}
+        short = entry.get("n_too_few_features") or 0
+        beta = (section.get("settings") or {}).get("beta")
+        unmeasured = [
+            f"  F-Fidelity: {short} of {entry.get('n')} examples not measured (NaN, left out of the means): fewer "
+            f"than 1 / beta = {1 / beta:g} features, so the cap floor(beta * n) removes nothing"
+        ] if short and beta else []  # fmt: skip
         return [
             f"F-Fidelity ({method}, one-shot): FFid+ {number(entry.get('ffid_plus_prob'), 3)} / FFid- "
             f"{number(entry.get('ffid_minus_prob'), 3)} (probability), {number(entry.get('ffid_plus_accuracy'), 3)}"
             f" / {number(entry.get('ffid_minus_accuracy'), 3)} (accuracy); fine-tuned {tune.get('steps')} steps in "
             f"{number(tune.get('seconds'), 1)} s" + (" (reused)" if tune.get("reused") else "") + ", clean accuracy "
             f"{number(tune.get('accuracy_before'), 3)} -> {number(tune.get('accuracy_after'), 3)}"
-        ]
+        ] + unmeasured
 
 
 def _whole(value, name: str, low: int) -> int:

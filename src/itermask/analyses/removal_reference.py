@@ -37,7 +37,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     eval_mode,
 )
-from itermask.formatting import md_table, number
+from itermask.formatting import md_table, mean_pm, number
 from itermask.storage.per_example import write_per_example
 
 if TYPE_CHECKING:
@@ -57,6 +57,11 @@ REFERENCES = ("delete", "attention_off")
 TABLE_COLUMNS = ("saliency", "strategy", "mean_cosine", "ci_low", "ci_high", "n_examples", "ood_auroc")
 SCORE = "R-OMS cosine to reference"
 AUROC = "R-OMS OOD AUROC"
+#: what an OOD AUROC below 0.5 means, said where one is shown (the number itself is never flipped)
+BELOW_CHANCE = (
+    "the Mahalanobis detector scores these masked inputs as MORE in-distribution than the clean ones, i.e. it "
+    "does not flag them as out of distribution (the number is shown as measured, not flipped)"
+)
 
 
 def _preset(name: str, values: dict) -> dict:
@@ -224,7 +229,9 @@ class RemovalReferenceAnalysis(Analysis):
 
     def _table(self, rows: pd.DataFrame, clean, missing: str | None) -> list[dict]:
         """One entry per strategy (the reference too), ranked by mean cosine: the mean over examples of each
-        example's mean over its compared steps, its t interval, the mean per grid value, the OOD AUROC."""
+        example's mean over its compared steps, its t interval (``confidence``) CLIPPED to [0, 1], where a
+        cosine of probability vectors lies (the symmetric t interval of values near 1 reaches past 1), the mean
+        per grid value, the OOD AUROC."""
         from scipy import stats
 
         from itermask.ood.statistics import ood_auroc
@@ -235,7 +242,7 @@ class RemovalReferenceAnalysis(Analysis):
             n, mean = len(per_example), float(per_example.mean()) if len(per_example) else math.nan
             low = high = None
             if n >= 2 and (sem := float(stats.sem(per_example))) > 0:
-                low, high = (float(v) for v in stats.t.interval(self.confidence, n - 1, loc=mean, scale=sem))
+                low, high = np.clip(stats.t.interval(self.confidence, n - 1, loc=mean, scale=sem), 0.0, 1.0).tolist()
             elif n >= 2:
                 low = high = mean  # every example the same value: no spread
             entry: dict[str, Any] = {"strategy": str(strategy), "reference": strategy == self.reference}
@@ -274,45 +281,61 @@ class RemovalReferenceAnalysis(Analysis):
 
     @classmethod
     def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
-        """A table per explanation: each strategy's mean cosine to the reference and OOD AUROC (mean ± std over
-        seeds), ranked by the cosine."""
-        from itermask.formatting import mean_pm
-
+        """A table per explanation: each strategy's distance to the reference, 1 - mean cosine (3 significant
+        digits: cosines of two-class probability vectors crowd near 1), and OOD AUROC (mean ± std over seeds),
+        ranked by the cosine; a note under it where an AUROC is below 0.5 (:data:`BELOW_CHANCE`)."""
         rows = summary[summary.score.str.startswith(SCORE)]
         if not len(rows):
             return []
         lines = [
-            "Masking strategies against the token-removal reference (R-OMS idea, Blücher et al. 2024): cosine "
-            "similarity of class probabilities to the input with the tokens removed (1: the model sees no "
-            "difference) and the OOD AUROC of the masked inputs, mean ± std over seeds:",
+            "Masking strategies against the token-removal reference (R-OMS idea, Blücher et al. 2024): distance to "
+            "removal, 1 - cosine similarity of class probabilities to the input with the tokens removed (0: the "
+            "model sees no difference), and the OOD AUROC of the masked inputs, mean ± std over seeds:",
             "",
         ]
         for explanation in dict.fromkeys(rows.explanation):
             own = cast("pd.DataFrame", rows[rows.explanation == explanation]).sort_values("mean", ascending=False)
-            table = []
+            table, below = [], []
             for _, row in own.iterrows():
                 strategy = str(row.score).rsplit(": ", 1)[1]
                 auroc = summary[(summary.explanation == explanation) & (summary.score == f"{AUROC}: {strategy}")]
-                table.append([strategy, mean_pm(row), mean_pm(auroc.iloc[0]) if len(auroc) else "n/a"])
-            lines += [f"{explanation}:", "", md_table(["strategy", "cosine to reference", "OOD AUROC"], table), ""]
+                if len(auroc) and auroc.iloc[0]["mean"] < 0.5:
+                    below.append(strategy)
+                distance = f"{_distance(row['mean'])} ± {_significant(row['std'])}"
+                table.append([strategy, distance, mean_pm(auroc.iloc[0]) if len(auroc) else "n/a"])
+            lines += [f"{explanation}:", "", md_table(["strategy", "1 - cosine", "OOD AUROC"], table), ""]
+            lines += [f"OOD AUROC below 0.5 ({', '.join(below)}): {BELOW_CHANCE}", ""] if below else []
         return lines
 
     @classmethod
     def summary_lines(cls, result: dict) -> list[str]:
-        """The method under study's strategies ranked by mean cosine to the reference, with their OOD AUROC."""
+        """The method under study's strategies ranked by their distance to the reference, 1 - mean cosine (3
+        significant digits), with their OOD AUROC, and what an AUROC below 0.5 means where there is one."""
         section = result.get("removal_reference")
         if not section:
             return []
         saliency = result.get("saliency")
         method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
-        table = (section.get("tables") or {}).get(method) or []
+        table = [t for t in (section.get("tables") or {}).get(method) or [] if not t.get("reference")]
         reference = (section.get("settings") or {}).get("reference")
         parts = [
-            f"{t['strategy']} {number(t.get('mean_cosine'), 3)} (AUROC {number(t.get('ood_auroc'), 2)})"
-            for t in table
-            if not t.get("reference")
+            f"{t['strategy']} {_distance(t.get('mean_cosine'))} (AUROC {number(t.get('ood_auroc'), 2)})" for t in table
         ]
-        return [f"Removal reference ({reference}; {method}, one-shot), cosine of probabilities: " + ", ".join(parts)]
+        line = f"Removal reference ({reference}; {method}, one-shot), 1 - cosine of probabilities (0: as if removed): "
+        below = [t["strategy"] for t in table if t.get("ood_auroc") is not None and t["ood_auroc"] < 0.5]
+        return [line + ", ".join(parts)] + (
+            [f"  AUROC below 0.5 ({', '.join(below)}): {BELOW_CHANCE}"] if below else []
+        )
+
+
+def _significant(value) -> str:
+    """``value`` to 3 significant digits, ``"n/a"`` for none or NaN."""
+    return "n/a" if value is None or not math.isfinite(value) else f"{float(value):.3g}"
+
+
+def _distance(cosine) -> str:
+    """``1 - cosine`` to 3 significant digits (float round-off above 1 reads 0)."""
+    return _significant(None if cosine is None else np.clip(1.0 - float(cosine), 0.0, None))
 
 
 def _nan(value) -> float:

@@ -45,6 +45,7 @@ __all__ = [
     "fine_tune_with_removal",
     "removal_masks",
     "sample_uniforms",
+    "removal_cap",
     "ffidelity",
     "COLUMNS",
 ]
@@ -62,8 +63,11 @@ class FFidelitySettings:
     ``max_ratio = 0.1``, ``num_samples = 50``).
 
     Attributes:
-        alpha: probability that each candidate feature is removed, in ``[0, 1]`` (0: nothing is removed).
-        beta: the fine-tuning's largest removed share, and the evaluation's cap ``floor(beta * n)``, in ``[0, 1]``.
+        alpha: probability that each candidate feature is removed, in ``(0, 1]`` (0 would remove nothing: every
+            FFid 0 by construction).
+        beta: the fine-tuning's largest removed share, and the evaluation's cap ``floor(beta * n)``, in ``(0, 1]``
+            (0 would cap every removal at 0 features). An example with ``n < 1 / beta`` features has cap 0: its
+            FFid cannot be measured (NaN, :func:`ffidelity`).
         n_samples: ``N``, stochastic removals per size and direction (at least 1).
         sizes: explanation sizes ``s``, fractions of the ``n`` features in ``[0, 1]``; ``k = floor(s * n + 0.5)``.
         seed: the job seed.
@@ -78,10 +82,12 @@ class FFidelitySettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("alpha", "beta"):
+        for name, why in (("alpha", "nothing would be removed"), ("beta", "the cap floor(beta * n) would be 0")):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"ffidelity.{name}={value!r}: choose a number in [0, 1]")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+                raise ValueError(
+                    f"ffidelity.{name}={value!r}: choose a number in (0, 1] (at 0 {why}: FFid 0 by construction)"
+                )
         if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, (int, np.integer)) or self.n_samples < 1:
             raise ValueError(f"ffidelity.n_samples={self.n_samples!r}: choose a whole number >= 1")
         sizes = list(self.sizes) if isinstance(self.sizes, Iterable) else None
@@ -167,13 +173,19 @@ def removal_masks(order: np.ndarray, k: int, alpha: float, cap: int, uniforms: n
     return drawn & (rank < cap)
 
 
+def removal_cap(beta: float, n: int) -> int:
+    """``floor(beta * n)``: the most features one evaluation sample removes (``1e-9`` absorbs float round-off, so
+    that ``beta = 0.1, n = 30`` gives 3)."""
+    return math.floor(beta * n + 1e-9)
+
+
 def _requests(orders: Sequence[np.ndarray], example_ids: Sequence[int], settings: FFidelitySettings):
     """Every masked request ``(example row, [n_max] feature mask)``, clean rows first, and its place."""
     width = max((len(o) for o in orders), default=0)
     examples, masks, places = [np.arange(len(orders))], [np.zeros((len(orders), width), dtype=bool)], []
     for e, (order, example) in enumerate(zip(orders, example_ids)):
         n = len(order)
-        cap = math.floor(settings.beta * n + 1e-9)
+        cap = removal_cap(settings.beta, n)
         uniforms = sample_uniforms(settings.seed, int(example), settings.n_samples, n)
         ks = masked_counts(torch.tensor([n]), list(settings.sizes))[:, 0].tolist()
         for plus in (True, False):
@@ -190,7 +202,9 @@ def ffidelity(
 ) -> dict[str, Tensor]:
     """Per example FFid+ and FFid- (paper Eq. 4-5): ``{column: [B] float64}`` for :data:`COLUMNS`, plus
     ``ffid_clean_correct`` (``[B]`` 1.0 / 0.0 / NaN: the tuned model's clean prediction is the gold label) and
-    ``ffid_removed`` (``[B]`` mean features removed per sample).
+    ``ffid_removed`` (``[B]`` mean features removed per sample) and ``ffid_cap`` (``[B]`` ``floor(beta * n)``).
+    An example with cap 0 (``n < 1 / beta`` features) loses no feature in any sample, so its FFid would be 0 by
+    construction, not measured: its four :data:`COLUMNS` are NaN (its rows are still asked, as every example's).
 
     ``FFid+_prob = mean over sizes and samples of p(x)[t] - p(x~)[t]`` with ``x~`` the input without the
     sampled features of the explanation's top ``k`` (``t``: the ``target`` class); FFid- the same with the
@@ -234,6 +248,10 @@ def ffidelity(
         start += n
     for c in COLUMNS:
         out[c] /= counts[:, 0 if "plus" in c else 1].double()
+    caps = torch.tensor([removal_cap(settings.beta, len(o)) for o in orders], dtype=torch.float64)
+    for c in COLUMNS:
+        out[c][caps == 0] = math.nan  # nothing can be removed: not a measured 0
     out["ffid_clean_correct"] = correct[:b].clone()
+    out["ffid_cap"] = caps
     out["ffid_removed"] = removed / counts.sum(dim=1).double()
     return out

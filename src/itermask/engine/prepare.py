@@ -68,7 +68,7 @@ def bind(plan: EvaluationPlan, given: tuple[Any, Any] | None = None) -> Resource
     else:
         model, tokenizer, model_config = None, load_tokenizer(pretrained), load_model_config(pretrained)
     with problems.collect():
-        check_vocabulary(tokenizer, model_config, pretrained)
+        check_vocabulary(tokenizer, model_config, pretrained, model)
     max_length = plan.model.max_length
     pairs = bool(getattr(plan.data.source, "text_pair_column", None))
     with problems.collect():
