@@ -190,7 +190,10 @@ def test_the_headline_names_measures_whose_mean_rho_has_the_wrong_sign_and_rando
         }
     )
     (line,) = SanityAnalysis.headline_lines(summary)
-    assert "aopc_sufficiency_prob (rho -0.100)" in line and "decision_flip_fraction" in line
+    assert line == (
+        "- Sanity benchmark, gradient: mean rho over seeds on the wrong side of 0 or undefined (cannot rank a "
+        "known order): aopc_sufficiency_prob (rho -0.100), decision_flip_fraction (rho n/a)"
+    )
     assert "aopc_comprehensiveness_prob" not in line
     only_random = SimpleNamespace(evaluators={"random": None})
     with pytest.raises(ValueError, match="only with random"):

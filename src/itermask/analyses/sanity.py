@@ -203,7 +203,8 @@ class SanityAnalysis(Analysis):
 
     @classmethod
     def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
-        """Per explanation, the measures whose mean rho over seeds is not in the expected direction."""
+        """Per explanation, the measures whose mean rho over seeds is not in the expected direction or undefined
+        (each run's own verdict, the bootstrap interval, is in its ``sanity`` section and console line)."""
         rows = summary[summary["score"].astype(str).str.startswith("sanity rho: ")]
         lines = []
         for explanation, group in rows.groupby("explanation", sort=False):
@@ -213,7 +214,10 @@ class SanityAnalysis(Analysis):
                 if _wrong_sign(score[len("sanity rho: ") :], mean)
             ]
             if wrong:
-                lines.append(f"- Sanity benchmark, {explanation}: cannot rank a known order: {', '.join(wrong)}")
+                lines.append(
+                    f"- Sanity benchmark, {explanation}: mean rho over seeds on the wrong side of 0 or undefined "
+                    f"(cannot rank a known order): {', '.join(wrong)}"
+                )
         return lines
 
     @classmethod
