@@ -104,7 +104,7 @@ def example_correlations(values: np.ndarray, levels: Sequence[float] | np.ndarra
     values, grid = np.asarray(values, dtype=np.float64), np.asarray(levels, dtype=np.float64)
     _check(values, grid)
     rho, reason = np.full(len(values), np.nan), np.full(len(values), "", dtype=object)
-    varies = _varies(values) if len(values) else np.zeros(0, dtype=bool)
+    varies = _varies(values)
     for e, row in enumerate(values):
         if not np.isfinite(row).all():
             reason[e] = MISSING
@@ -118,10 +118,17 @@ def example_correlations(values: np.ndarray, levels: Sequence[float] | np.ndarra
 def _pooled_rho(values: np.ndarray, grid: np.ndarray, picks: np.ndarray) -> np.ndarray:
     """Spearman's rho over the finite (example, level) pairs of the examples ``picks`` (``[..., n]`` row
     indices): ``[...]``, NaN where fewer than 3 pairs or a constant side. Pearson's r of the average ranks
-    (``scipy.stats.rankdata``, NaN pairs omitted), vectorized over the leading axes for ``scipy.stats.bootstrap``."""
+    (values: ``scipy.stats.rankdata``, NaN pairs omitted; levels: from their counts), vectorized over the
+    leading axes for ``scipy.stats.bootstrap``."""
+    finite = np.isfinite(values[picks])  # [..., n, K]
     y = values[picks].reshape(*picks.shape[:-1], -1)
-    x = np.where(np.isfinite(y), np.broadcast_to(grid, (*picks.shape, len(grid))).reshape(y.shape), np.nan)
-    rx, ry = (stats.rankdata(a, axis=-1, nan_policy="omit") for a in (x, y))
+    # the level side has K distinct values: its average rank from the counts of finite pairs per level (no sort)
+    order = np.argsort(grid)
+    counts = finite.sum(axis=-2)[..., order]
+    ranks = np.empty(counts.shape)
+    ranks[..., order] = np.cumsum(counts, axis=-1) - counts + (counts + 1) / 2
+    rx = np.where(finite, ranks[..., None, :], np.nan).reshape(y.shape)
+    ry = stats.rankdata(y, axis=-1, nan_policy="omit")
     rx, ry = rx - np.nanmean(rx, axis=-1, keepdims=True), ry - np.nanmean(ry, axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):  # a constant side: 0/0, NaN
         r = np.nansum(rx * ry, axis=-1) / np.sqrt(np.nansum(rx * rx, axis=-1) * np.nansum(ry * ry, axis=-1))
@@ -141,6 +148,7 @@ def _interval(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> t
             confidence_level=CONFIDENCE,
             method="BCa",
             vectorized=True,
+            batch=max(1, 1_000_000 // values.size),  # about a million pairs per call: bounded memory
             rng=np.random.default_rng(seed),
         )
     draws = np.asarray(found.bootstrap_distribution)
@@ -150,8 +158,7 @@ def _interval(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> t
     draws = draws[np.isfinite(draws)]
     if not len(draws):
         return float("nan"), float("nan"), "percentile", draws
-    tail = 100 * (1 - CONFIDENCE) / 2
-    low, high = np.percentile(draws, [tail, 100 - tail])
+    low, high = np.percentile(draws, [50 * (1 - CONFIDENCE), 100 - 50 * (1 - CONFIDENCE)])
     return float(low), float(high), "percentile", draws
 
 
@@ -161,17 +168,13 @@ def _undefined(values: np.ndarray, grid: np.ndarray, varies: np.ndarray, n_boot:
     if not len(values):
         return "no example"
     if not finite.any(axis=0).all():
-        bare = grid[~finite.any(axis=0)].tolist()
-        return f"undefined (NaN) for every example at level(s) {bare}"
+        return f"undefined (NaN) for every example at level(s) {grid[~finite.any(axis=0)].tolist()}"
     if finite.sum() < 3:
         return "fewer than 3 (example, level) pairs with a value"
     if not varies.any():
         missing = int((~finite.any(axis=1)).sum())
-        return "constant over every level" + (
-            f" in every example with a value ({missing} of {len(values)} undefined (NaN) at every level)"
-            if missing
-            else " in every example"
-        )
+        tail = f" with a value ({missing} of {len(values)} undefined (NaN) at every level)" if missing else ""
+        return f"constant over every level in every example{tail}"
     if finite.any(axis=1).sum() < 2:
         return "fewer than 2 examples with a value: no bootstrap over examples"
     return "no bootstrap interval (n_boot=0), no verdict" if n_boot == 0 else None
@@ -199,7 +202,7 @@ def level_correlation(
         raise ValueError(f"n_boot must be >= 0, got {n_boot}")
     sign = -1 if higher_is_more_faithful else 1
     per_example, reasons = example_correlations(values, grid)
-    varies = _varies(values) if len(values) else np.zeros(0, dtype=bool)
+    varies = _varies(values)
     reason = _undefined(values, grid, varies, n_boot)
     rho = low = high = p_boot = float("nan")
     method = None
