@@ -100,7 +100,9 @@ def test_good_measures_rank_the_known_order_of_a_bag_of_words(setup):
         assert found[measure]["ranks_known_order"] and found[measure]["ci_low"] > 0
     assert found[FLIP_COLUMN]["expected_sign"] == -1 and found["aopc_log_odds_drop"]["expected_sign"] == -1
     # every example flips once all is masked (the bias): never_flip_rate is 0 at every level, constant, named
-    assert found["never_flip_rate"]["n_constant"] == EXAMPLES and "constant" in found["never_flip_rate"]["reason"]
+    never = found["never_flip_rate"]
+    assert never["n_constant"] == EXAMPLES and never["reason"] == "constant over every level in every example"
+    assert never["rho"] is None and never["ci_low"] is None and never["interval_method"] is None
     assert set(section["cannot_rank"].get("input_x_gradient", [])) == {
         m for m, entry in found.items() if not entry["ranks_known_order"]
     }
@@ -108,8 +110,9 @@ def test_good_measures_rank_the_known_order_of_a_bag_of_words(setup):
     # the levels above 0: 4 one-shot evaluations of 16 examples (clean row, 12 steps of masked, keep and
     # least-first rows), no more
     assert 0 < section["cost"]["rows"] <= 4 * EXAMPLES * (1 + 3 * len(FRACTIONS))
-    lines = SanityAnalysis.summary_lines({"sanity": section})
-    assert lines and "cannot rank a known order" in lines[0]
+    (line,) = SanityAnalysis.summary_lines({"sanity": section})
+    assert "never_flip_rate (constant over every level in every example)" in line
+    assert f"{len(found) - len(section['cannot_rank']['input_x_gradient'])} of {len(found)} measures rank" in line
     assert (
         output.artifacts.summary["sanity/input_x_gradient/aopc_comprehensiveness_prob/rho"]
         == found["aopc_comprehensiveness_prob"]["rho"]
@@ -144,7 +147,13 @@ def test_level_zero_rows_are_the_jobs_own_curves(setup):
 
 @pytest.mark.parametrize(
     ("settings", "message"),
-    [({"levels": [0.5, 1]}, "include 0"), ({"seed": 1.5}, "sanity.seed"), ({"n_boot": -1}, "sanity.n_boot")],
+    [
+        ({"levels": [0.5, 1]}, r"^sanity.levels: must contain 0 \(the undegraded explanation\), got \[0.5, 1.0\]$"),
+        ({"levels": [0, 0.5, 0.5, 1]}, r"^sanity.levels: repeated values \[0.5\]$"),
+        ({"levels": [0, 1.5]}, r"^sanity.levels: values outside \[0, 1\]: \[1.5\]$"),
+        ({"seed": 1.5}, "sanity.seed"),
+        ({"n_boot": -1}, "sanity.n_boot"),
+    ],
 )
 def test_bad_sanity_settings_are_one_line_errors(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -158,7 +167,7 @@ def test_sanity_off_by_default_keeps_the_results_key_and_bad_levels_fail_in_the_
     assert off.results == keys_of(compose_config("sanity=none")).results == "6861bac5bf653ee8"  # schema 5's default key
     assert off.results != keys_of(compose_config("sanity=on")).results
     # the settings stage builds the analysis: the error comes before any data, tokenizer or model is read
-    with pytest.raises(ValueError, match=r"sanity.levels=\[0.5, 1.0\]: include 0"):
+    with pytest.raises(ValueError, match=r"sanity.levels: must contain 0"):
         plan_of(compose_config("sanity=on", "sanity.levels=[0.5,1.0]"))
     built = plan_of(compose_config("sanity=on", "seed=3")).analyses[-1]
     assert isinstance(built, SanityAnalysis) and built.seed == 3  # the job's seed
@@ -181,8 +190,47 @@ def test_the_headline_names_measures_whose_mean_rho_has_the_wrong_sign_and_rando
         }
     )
     (line,) = SanityAnalysis.headline_lines(summary)
-    assert "aopc_sufficiency_prob (rho -0.100)" in line and "decision_flip_fraction" in line
+    assert line == (
+        "- Sanity benchmark, gradient: mean rho over seeds on the wrong side of 0 or undefined (cannot rank a "
+        "known order): aopc_sufficiency_prob (rho -0.100), decision_flip_fraction (rho n/a)"
+    )
     assert "aopc_comprehensiveness_prob" not in line
     only_random = SimpleNamespace(evaluators={"random": None})
     with pytest.raises(ValueError, match="only with random"):
         SanityAnalysis().check(only_random)  # pyright: ignore[reportArgumentType]
+
+
+def test_every_measure_with_a_direction_is_in_the_section_with_a_verdict_or_a_reason():
+    import numpy as np
+    import pandas as pd
+
+    sanity = SanityAnalysis(levels=[0.0, 0.5, 1.0], n_boot=200)
+    rows = []
+    for level in (0.0, 0.5, 1.0):
+        for e in range(6):
+            rows.append(
+                {
+                    "saliency": "gradient",
+                    "level": level,
+                    "example_id": e,
+                    "aopc_comprehensiveness_prob": 10.0 * e - level,  # falls in every example, far apart
+                    "never_flip_rate": float(e == 0),  # constant over the levels, differs between examples
+                    "first_flip_fraction": np.nan if level == 1.0 else 0.5,  # no example flips at level 1
+                    "clean_prob": 0.9,  # no direction: not a measure the benchmark considers
+                }
+            )
+    section = sanity._section(pd.DataFrame(rows))
+    found = section["methods"]["gradient"]
+    assert set(found) == {"aopc_comprehensiveness_prob", "never_flip_rate", "first_flip_fraction"}
+    comp = found["aopc_comprehensiveness_prob"]
+    assert comp["ranks_known_order"] and comp["reason"] is None and comp["ci_high"] < 0 and comp["n_pairs"] == 18
+    assert found["never_flip_rate"]["reason"] == "constant over every level in every example"
+    assert found["first_flip_fraction"]["reason"] == "undefined (NaN) for every example at level(s) [1.0]"
+    assert found["first_flip_fraction"]["rho"] is None and found["first_flip_fraction"]["n_missing"] == 6
+    assert section["cannot_rank"] == {"gradient": ["never_flip_rate", "first_flip_fraction"]}
+    (line,) = SanityAnalysis.summary_lines({"sanity": section})
+    assert line.endswith(
+        "1 of 3 measures rank the known order (95 % bootstrap interval of rho over examples on the expected side "
+        "of 0); cannot rank a known order: never_flip_rate (constant over every level in every example); "
+        "first_flip_fraction (undefined (NaN) for every example at level(s) [1.0])"
+    )

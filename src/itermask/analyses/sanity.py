@@ -9,7 +9,9 @@ one-shot curves). Every per-example measure with a known direction (:func:`iterm
 keys whose :func:`~itermask.core.metrics.metric_info` has ``higher_is_more_faithful``), the decision-flip
 fraction (the share of the grid's steps whose prediction flipped) and every other configured analysis's
 :meth:`~itermask.analyses.base.Analysis.explanation_measures` are scored at every level; Spearman's rho with the
-level (:mod:`itermask.core.sanity_statistics`) says whether the measure ranks the known order. Configured by the
+level over all (example, level) pairs and its bootstrap interval over examples
+(:mod:`itermask.core.sanity_statistics`) say whether the measure ranks the known order; a measure whose rho
+is undefined (constant, or NaN at some level) is listed with the reason. Configured by the
 ``sanity`` node (``conf/sanity/<name>.yaml``; ``none`` by default).
 """
 
@@ -160,20 +162,21 @@ class SanityAnalysis(Analysis):
         return frame
 
     def _section(self, table: pd.DataFrame) -> dict:
-        """The result section: per explanation and measure its :class:`LevelCorrelation`, and the measures
-        that cannot rank a known order."""
+        """The result section: per explanation, every measure with a known direction with its
+        :class:`~itermask.core.sanity_statistics.LevelCorrelation` (an undefined one too, with its reason), and
+        the measures that cannot rank a known order."""
         from itermask.core.sanity_statistics import level_correlation
 
         methods: dict[str, dict] = {}
         cannot: dict[str, list[str]] = {}
         measures = [c for c in table.columns if c not in ("saliency", "level", "example_id")]
         for method, rows in table.groupby("saliency", sort=False):
-            wide = {m: rows.pivot(index="example_id", columns="level", values=m)[self.levels] for m in measures}
-            for measure, values in wide.items():
+            for measure in measures:
                 higher = _direction(measure)
-                if higher is None or not np.isfinite(values.to_numpy(dtype=float)).any():
+                if higher is None:
                     continue
-                found = level_correlation(values.to_numpy(), self.levels, higher, self.n_boot, self.seed)
+                values = rows.pivot(index="example_id", columns="level", values=measure)[self.levels]
+                found = level_correlation(values.to_numpy(dtype=float), self.levels, higher, self.n_boot, self.seed)
                 methods.setdefault(str(method), {})[measure] = found.as_dict()
                 if not found.ranks_known_order:
                     cannot.setdefault(str(method), []).append(measure)
@@ -200,7 +203,8 @@ class SanityAnalysis(Analysis):
 
     @classmethod
     def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
-        """Per explanation, the measures whose mean rho over seeds is not in the expected direction."""
+        """Per explanation, the measures whose mean rho over seeds is not in the expected direction or undefined
+        (each run's own verdict, the bootstrap interval, is in its ``sanity`` section and console line)."""
         rows = summary[summary["score"].astype(str).str.startswith("sanity rho: ")]
         lines = []
         for explanation, group in rows.groupby("explanation", sort=False):
@@ -210,24 +214,37 @@ class SanityAnalysis(Analysis):
                 if _wrong_sign(score[len("sanity rho: ") :], mean)
             ]
             if wrong:
-                lines.append(f"- Sanity benchmark, {explanation}: cannot rank a known order: {', '.join(wrong)}")
+                lines.append(
+                    f"- Sanity benchmark, {explanation}: mean rho over seeds on the wrong side of 0 or undefined "
+                    f"(cannot rank a known order): {', '.join(wrong)}"
+                )
         return lines
 
     @classmethod
     def summary_lines(cls, result: dict) -> list[str]:
-        """The measures that cannot rank a known order, per explanation, and the benchmark's cost."""
+        """Per explanation, how many measures rank the known order and, for each one that cannot, its rho and
+        95 % bootstrap interval or why it has none."""
         section = result.get("sanity")
         if not section:
             return []
         levels = (section.get("settings") or {}).get("levels")
         lines = []
         for method, measures in (section.get("methods") or {}).items():
-            cannot = (section.get("cannot_rank") or {}).get(method) or []
+            cannot = [_why(m, measures[m]) for m in (section.get("cannot_rank") or {}).get(method) or []]
             lines.append(
                 f"Sanity benchmark ({method}, levels {levels}): {len(measures) - len(cannot)} of {len(measures)} "
-                "measures rank the known order; cannot rank a known order: " + (", ".join(cannot) or "none")
+                "measures rank the known order (95 % bootstrap interval of rho over examples on the expected side "
+                "of 0); cannot rank a known order: " + ("; ".join(cannot) or "none")
             )
         return lines
+
+
+def _why(measure: str, entry: dict) -> str:
+    """``measure (rho r [low, high])``, or ``measure (reason)`` without an interval."""
+    rho, low, high = (entry.get(k) for k in ("rho", "ci_low", "ci_high"))
+    if rho is None or low is None or high is None:
+        return f"{measure} ({entry.get('reason')})"
+    return f"{measure} (rho {number(rho, 3, True)} [{number(low, 3, True)}, {number(high, 3, True)}])"
 
 
 def _direction(column: str) -> bool | None:
@@ -251,10 +268,10 @@ def _whole(value) -> bool:
 
 
 def _artifacts(section: dict) -> Artifacts:
-    """W&B: summary keys ``sanity/<saliency>/<measure>/<rho|p_one_sided|ci_low|ci_high|mean_example_rho>`` and
+    """W&B: summary keys ``sanity/<saliency>/<measure>/<rho|ci_low|ci_high|p_boot|mean_example_rho>`` and
     ``sanity/cost/<key>``; one table ``sanity/correlations`` (a row per explanation and measure)."""
     summary, rows = {}, []
-    columns = ["saliency", "measure", "rho", "p_one_sided", "ci_low", "ci_high", "mean_example_rho", "ranks"]
+    columns = ["saliency", "measure", "rho", "ci_low", "ci_high", "p_boot", "mean_example_rho", "ranks"]
     for method, measures in (section.get("methods") or {}).items():
         for measure, entry in measures.items():
             for key in columns[2:-1]:

@@ -29,16 +29,21 @@ def check_levels(levels: Sequence[float]) -> list[float]:
     """``levels`` as floats, ascending.
 
     Raises:
-        ValueError: (naming ``sanity.levels``) for fewer than two levels, a level outside ``[0, 1]`` or not a
-            number, repeats, or no level 0 (the undegraded explanation every other level is read against)."""
+        ValueError: one line naming ``sanity.levels`` and every problem with the bad values: not a list of
+            numbers, values outside ``[0, 1]`` (NaN among them), repeated values, fewer than two levels, no level 0
+            (the undegraded explanation every other level is read against)."""
     try:
         values = [float(v) for v in levels]
     except (TypeError, ValueError):
         raise ValueError(f"sanity.levels={levels!r}: give a list of numbers in [0, 1]") from None
-    if len(values) < 2 or any(not 0.0 <= v <= 1.0 for v in values) or len(set(values)) != len(values):
-        raise ValueError(f"sanity.levels={levels!r}: give at least two distinct numbers in [0, 1]")
-    if 0.0 not in values:
-        raise ValueError(f"sanity.levels={levels!r}: include 0 (the undegraded explanation)")
+    outside = [v for v in values if not 0.0 <= v <= 1.0]
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    problems = [f"values outside [0, 1]: {outside}"] if outside else []
+    problems += [f"repeated values {repeated}"] if repeated else []
+    problems += [f"give at least two levels, got {values}"] if len(set(values)) < 2 else []
+    problems += [f"must contain 0 (the undegraded explanation), got {values}"] if 0.0 not in values else []
+    if problems:
+        raise ValueError("sanity.levels: " + "; ".join(problems))
     return sorted(values)
 
 

@@ -4,27 +4,34 @@ faithfulness measure rank explanations degraded by known amounts in the known or
 For one measure, ``values[e, j]`` is its value on example ``e`` for the explanation degraded by ``levels[j]``
 (:class:`itermask.core.degrade.DegradedSaliency`). A measure that rewards faithful explanations must get worse as
 the level grows: lower for a measure where higher is more faithful (expected Spearman rho < 0), higher for one
-where lower is (rho > 0). Spearman's rank correlation is ``scipy.stats.spearmanr``; the bootstrap over examples
-is a plain loop over resampled example indices (``scipy.stats.bootstrap`` resamples observations, not the
-examples that group them).
+where lower is (rho > 0). The statistic is Spearman's rho over all (example, level) pairs with a value (the
+Spearman correlation "overall" of issue 33). The examples are the independent units, the levels within one
+example are not, so the verdict and the interval are one thing: ``scipy.stats.bootstrap`` over the example
+indices (BCa, Efron & Tibshirani 1993, ch. 14; percentile where BCa is undefined) and the rule :data:`RULE`.
+Values equal within ``TOLERANCE * max(1, max |value|)`` count as equal (float noise such as ``1e-17`` or ``-0.0``
+does not make a measure vary).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["ALPHA", "RULE", "LevelCorrelation", "example_correlations", "level_correlation"]
+__all__ = ["CONFIDENCE", "RULE", "TOLERANCE", "LevelCorrelation", "example_correlations", "level_correlation"]
 
-#: the one-sided significance level of the rule
-ALPHA = 0.05
+#: the confidence of the two-sided bootstrap interval
+CONFIDENCE = 0.95
+#: values whose spread is at most this times ``max(1, max |value|)`` are constant
+TOLERANCE = 1e-12
 #: the rule that names a measure that cannot rank a known order
 RULE = (
-    "a measure ranks the known order when Spearman's rho between the degradation level and its value over all "
-    f"(example, level) pairs is significantly in its expected direction (one-sided p < {ALPHA}); otherwise it "
+    "a measure ranks the known order when the two-sided 95 % bootstrap interval (BCa; examples resampled, the "
+    "levels of an example kept together) of Spearman's rho between the degradation level and its value over all "
+    "(example, level) pairs lies entirely on the expected side of 0 (a one-sided test at 2.5 %); otherwise it "
     "cannot rank a known order"
 )
 #: why an example has no per-example rho
@@ -37,27 +44,32 @@ class LevelCorrelation:
     """One measure's rank correlation with the degradation level.
 
     Attributes:
-        rho, p_value: Spearman's rho over all (example, level) pairs with a value, and its two-sided p-value
-            (NaN when undefined: fewer than three pairs, or a constant measure).
-        p_one_sided: the one-sided p-value in the expected direction.
-        ci_low, ci_high: percentile bootstrap interval (95 %) of ``rho`` over examples resampled with replacement.
+        rho: Spearman's rho over all (example, level) pairs with a value (NaN when undefined, see ``reason``).
+        ci_low, ci_high: two-sided 95 % bootstrap interval of ``rho``, ``n_boot`` resamples of the examples with
+            replacement (``scipy.stats.bootstrap``); NaN without a bootstrap.
+        interval_method: ``"BCa"``, or ``"percentile"`` where BCa is undefined (a resample or jackknife
+            sample whose rho is undefined); ``None`` without a bootstrap.
+        p_boot: one-sided bootstrap p: ``(1 + resamples whose rho is 0 or on the wrong side) / (1 + resamples)``
+            (the percentile bootstrap's; the verdict reads the interval).
         expected_sign: ``-1`` (higher is more faithful: degrading lowers it) or ``+1`` (lower is more faithful).
-        ranks_known_order: whether ``p_one_sided < ALPHA`` (:data:`RULE`).
+        ranks_known_order: whether ``[ci_low, ci_high]`` lies entirely on the ``expected_sign`` side of 0
+            (:data:`RULE`).
         mean_example_rho: the mean of the per-example rhos that are defined (NaN when none is).
-        n_examples: examples; ``n_constant`` / ``n_missing``: those without a per-example rho (:data:`CONSTANT`,
-            :data:`MISSING`).
+        n_examples: examples; ``n_pairs``: (example, level) pairs with a value; ``n_constant`` / ``n_missing``:
+            examples without a per-example rho (:data:`CONSTANT`, :data:`MISSING`).
         reason: why the measure cannot rank a known order (``None`` when it can).
     """
 
     rho: float
-    p_value: float
-    p_one_sided: float
     ci_low: float
     ci_high: float
+    interval_method: str | None
+    p_boot: float
     expected_sign: int
     ranks_known_order: bool
     mean_example_rho: float
     n_examples: int
+    n_pairs: int
     n_constant: int
     n_missing: int
     reason: str | None
@@ -74,54 +86,98 @@ def _check(values: np.ndarray, levels: np.ndarray) -> None:
         raise ValueError(f"the levels must be distinct, got {levels.tolist()}")
 
 
+def _varies(values: np.ndarray) -> np.ndarray:
+    """``[E]``: whether each row's finite values spread more than :data:`TOLERANCE` of the whole array's scale."""
+    finite = np.isfinite(values)
+    scale = max(1.0, float(np.abs(values[finite]).max())) if finite.any() else 1.0
+    high, low = np.where(finite, values, -np.inf).max(axis=1), np.where(finite, values, np.inf).min(axis=1)
+    return finite.any(axis=1) & (high - low > TOLERANCE * scale)
+
+
 def example_correlations(values: np.ndarray, levels: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per example, Spearman's rho between ``levels`` (``[K]``) and ``values`` (``[E, K]``): ``([E] rho,
-    [E] reason)``, rho NaN with the reason :data:`CONSTANT` or :data:`MISSING` where it is undefined (reason
-    ``""`` elsewhere).
+    [E] reason)``, rho NaN with the reason :data:`CONSTANT` (within :data:`TOLERANCE`) or :data:`MISSING` where
+    it is undefined (reason ``""`` elsewhere).
 
     Raises:
         ValueError: for mismatched shapes or repeated levels."""
     values, grid = np.asarray(values, dtype=np.float64), np.asarray(levels, dtype=np.float64)
     _check(values, grid)
     rho, reason = np.full(len(values), np.nan), np.full(len(values), "", dtype=object)
+    varies = _varies(values)
     for e, row in enumerate(values):
         if not np.isfinite(row).all():
             reason[e] = MISSING
-        elif np.ptp(row) == 0:
+        elif not varies[e]:
             reason[e] = CONSTANT
         else:
             rho[e] = float(stats.spearmanr(grid, row).statistic)  # pyright: ignore[reportAttributeAccessIssue]
     return rho, reason
 
 
-def _pooled_rho(values: np.ndarray, grid: np.ndarray, alternative: str = "two-sided") -> tuple[float, float]:
-    """Spearman's rho and p-value over the finite (example, level) pairs; NaN when undefined."""
-    x, y = np.broadcast_to(grid, values.shape).ravel(), values.ravel()
-    keep = np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if len(y) < 3 or np.ptp(y) == 0:
-        return float("nan"), float("nan")
-    result = stats.spearmanr(x, y, alternative=alternative)
-    return float(result.statistic), float(result.pvalue)  # pyright: ignore[reportAttributeAccessIssue]
+def _pooled_rho(values: np.ndarray, grid: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """Spearman's rho over the finite (example, level) pairs of the examples ``picks`` (``[..., n]`` row
+    indices): ``[...]``, NaN where fewer than 3 pairs or a constant side. Pearson's r of the average ranks
+    (values: ``scipy.stats.rankdata``, NaN pairs omitted; levels: from their counts), vectorized over the
+    leading axes for ``scipy.stats.bootstrap``."""
+    finite = np.isfinite(values[picks])  # [..., n, K]
+    y = values[picks].reshape(*picks.shape[:-1], -1)
+    # the level side has K distinct values: its average rank from the counts of finite pairs per level (no sort)
+    order = np.argsort(grid)
+    counts = finite.sum(axis=-2)[..., order]
+    ranks = np.empty(counts.shape)
+    ranks[..., order] = np.cumsum(counts, axis=-1) - counts + (counts + 1) / 2
+    rx = np.where(finite, ranks[..., None, :], np.nan).reshape(y.shape)
+    ry = stats.rankdata(y, axis=-1, nan_policy="omit")
+    rx, ry = rx - np.nanmean(rx, axis=-1, keepdims=True), ry - np.nanmean(ry, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant side: 0/0, NaN
+        r = np.nansum(rx * ry, axis=-1) / np.sqrt(np.nansum(rx * rx, axis=-1) * np.nansum(ry * ry, axis=-1))
+    return np.where(np.isfinite(y).sum(axis=-1) >= 3, np.clip(r, -1.0, 1.0), np.nan)
 
 
-def _bootstrap(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
-    """The finite pooled rhos of ``n_boot`` resamples of the examples (rows of ``values``) with replacement.
-    Without NaN values all resamples at once: Spearman's rho is Pearson's r of the average ranks
-    (``scipy.stats.rankdata`` along each resample); with NaN values (dropped per resample) one at a time."""
-    if n_boot == 0:
-        return np.empty(0)
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(values), (n_boot, len(values)))
-    if not np.isfinite(values).all():
-        draws = np.asarray([_pooled_rho(values[p], grid)[0] for p in picks])
-        return draws[np.isfinite(draws)]
-    y = stats.rankdata(values[picks].reshape(n_boot, -1), axis=1)
-    x = stats.rankdata(np.broadcast_to(grid, (n_boot, len(values), len(grid))).reshape(n_boot, -1), axis=1)
-    x, y = x - x.mean(axis=1, keepdims=True), y - y.mean(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):  # a constant resample: 0/0, left out below
-        draws = (x * y).sum(axis=1) / np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
-    return draws[np.isfinite(draws)]
+def _interval(values: np.ndarray, grid: np.ndarray, n_boot: int, seed: int) -> tuple[float, float, str, np.ndarray]:
+    """``(low, high, method, draws)``: the BCa interval of the pooled rho over ``n_boot`` resamples of the
+    examples (``scipy.stats.bootstrap``, the example indices as the data); where BCa is undefined (NaN: a
+    resample or jackknife sample without a rho) the percentile interval of the draws with a rho."""
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):  # NaN BCa: handled below
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        found = stats.bootstrap(
+            (np.arange(len(values)),),
+            lambda picks, axis=-1: _pooled_rho(values, grid, picks),
+            n_resamples=n_boot,
+            confidence_level=CONFIDENCE,
+            method="BCa",
+            vectorized=True,
+            batch=max(1, 1_000_000 // values.size),  # about a million pairs per call: bounded memory
+            rng=np.random.default_rng(seed),
+        )
+    draws = np.asarray(found.bootstrap_distribution)
+    low, high = float(found.confidence_interval.low), float(found.confidence_interval.high)
+    if np.isfinite(low) and np.isfinite(high):
+        return low, high, "BCa", draws
+    draws = draws[np.isfinite(draws)]
+    if not len(draws):
+        return float("nan"), float("nan"), "percentile", draws
+    low, high = np.percentile(draws, [50 * (1 - CONFIDENCE), 100 - 50 * (1 - CONFIDENCE)])
+    return float(low), float(high), "percentile", draws
+
+
+def _undefined(values: np.ndarray, grid: np.ndarray, varies: np.ndarray, n_boot: int) -> str | None:
+    """Why the pooled rho or its interval cannot be computed (``None`` when both can)."""
+    finite = np.isfinite(values)
+    if not len(values):
+        return "no example"
+    if not finite.any(axis=0).all():
+        return f"undefined (NaN) for every example at level(s) {grid[~finite.any(axis=0)].tolist()}"
+    if finite.sum() < 3:
+        return "fewer than 3 (example, level) pairs with a value"
+    if not varies.any():
+        missing = int((~finite.any(axis=1)).sum())
+        tail = f" with a value ({missing} of {len(values)} undefined (NaN) at every level)" if missing else ""
+        return f"constant over every level in every example{tail}"
+    if finite.any(axis=1).sum() < 2:
+        return "fewer than 2 examples with a value: no bootstrap over examples"
+    return "no bootstrap interval (n_boot=0), no verdict" if n_boot == 0 else None
 
 
 def level_correlation(
@@ -131,9 +187,12 @@ def level_correlation(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> LevelCorrelation:
-    """The :class:`LevelCorrelation` of one measure's ``[E, K]`` ``values`` at the ``[K]`` degradation
-    ``levels``; ``n_boot`` bootstrap resamples of the examples drawn from ``numpy.random.default_rng(seed)``
-    (0: no interval).
+    """The :class:`LevelCorrelation` of one measure's ``[E, K]`` ``values`` (NaN: undefined) at the ``[K]``
+    degradation ``levels``; ``n_boot`` bootstrap resamples of the examples drawn from
+    ``numpy.random.default_rng(seed)`` (0: no interval and no verdict). ``rho`` is NaN with a reason when no
+    example varies over the levels (within :data:`TOLERANCE`: a constant measure), a level has no value in any
+    example, or fewer than 3 pairs have a value; the interval is NaN with a reason with fewer than 2 examples
+    with a value.
 
     Raises:
         ValueError: for mismatched shapes, repeated levels or a negative ``n_boot``."""
@@ -142,30 +201,33 @@ def level_correlation(
     if n_boot < 0:
         raise ValueError(f"n_boot must be >= 0, got {n_boot}")
     sign = -1 if higher_is_more_faithful else 1
-    rho, p_value = _pooled_rho(values, grid)
-    p_one = _pooled_rho(values, grid, "less" if sign < 0 else "greater")[1]
-    finite = _bootstrap(values, grid, n_boot if len(values) > 1 else 0, seed)
-    low, high = np.percentile(finite, [2.5, 97.5]) if len(finite) else (np.nan, np.nan)
     per_example, reasons = example_correlations(values, grid)
-    ranks = bool(np.isfinite(p_one) and p_one < ALPHA)
-    if ranks:
-        reason = None
-    elif not np.isfinite(rho):
-        reason = "no correlation can be computed: " + ("constant over every level" if len(values) else "no example")
-    else:
-        reason = f"rho {rho:+.3f} is not significantly {'below' if sign < 0 else 'above'} 0 (one-sided p {p_one:.3g})"
+    varies = _varies(values)
+    reason = _undefined(values, grid, varies, n_boot)
+    rho = low = high = p_boot = float("nan")
+    method = None
+    if reason is None or reason.startswith(("fewer than 2", "no bootstrap")):
+        rho = float(_pooled_rho(values, grid, np.arange(len(values))))
+    if reason is None:
+        low, high, method, draws = _interval(values, grid, n_boot, seed)
+        p_boot = float((1 + (sign * draws <= 0).sum()) / (1 + len(draws)))
+    ranks = bool(reason is None and sign * low > 0 and sign * high > 0)
+    if reason is None and not ranks:
+        side = "below" if sign < 0 else "above"
+        reason = f"the 95 % interval of rho [{low:+.3f}, {high:+.3f}] is not entirely {side} 0 (rho {rho:+.3f})"
     defined = per_example[np.isfinite(per_example)]
     return LevelCorrelation(
         rho=rho,
-        p_value=p_value,
-        p_one_sided=p_one,
-        ci_low=float(low),
-        ci_high=float(high),
+        ci_low=low,
+        ci_high=high,
+        interval_method=method,
+        p_boot=p_boot,
         expected_sign=sign,
         ranks_known_order=ranks,
         mean_example_rho=float(defined.mean()) if len(defined) else float("nan"),
         n_examples=len(values),
+        n_pairs=int(np.isfinite(values).sum()),
         n_constant=int((reasons == CONSTANT).sum()),
         n_missing=int((reasons == MISSING).sum()),
-        reason=reason,
+        reason=None if ranks else reason,
     )
