@@ -16,7 +16,7 @@ from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import InputXGradientSaliency
-from itermask.core.soft_masking import draw_uniforms, soft_importance, soft_outputs
+from itermask.core.soft_masking import draw_seed, draw_uniforms, soft_importance, soft_outputs
 from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.datamodule import TokenCollator, segment_ids, word_ids
 
@@ -312,3 +312,35 @@ def test_soft_draws_enter_the_results_key_away_from_the_default():
     assert keys_of(compose_config("evaluation.soft_draws=5")).results == default
     keys = {keys_of(compose_config(f"evaluation.soft_draws={r}")).results for r in (0, 1, 3)}
     assert len(keys) == 3 and default not in keys
+
+
+def test_the_draws_and_the_perturbed_embeddings_are_pinned_bit_for_bit(tokenizer, bert):
+    # the seeding contract: SeedSequence((seed, example_id, draw)) -> torch.Generator -> torch.rand(length, dim)
+    assert draw_seed(11, 7, 2) == 8349579755873649791
+    expected = [[0.5368990302085876, 0.15678083896636963], [0.578484296798706, 0.39592546224594116]]
+    assert draw_uniforms(11, 7, 2, 2, 2).tolist() == expected
+    assert draw_uniforms(11, 7, 2, 3, 2)[:2].tolist() == expected  # a position's values ignore the length
+    # every embedding row fed to the model, bit for bit, against a plain loop over (example, row) (chunks of a
+    # small token budget: several widths)
+    batch = _batch(tokenizer, TEXTS)
+    maskable = maskable_positions(batch, tokenizer.all_special_ids)
+    a = torch.rand(maskable.shape, generator=torch.Generator().manual_seed(3))
+    ids, draws = torch.tensor([10, 11, 12]), 2
+    recorder = EmbedsRecorder(bert)
+    soft_outputs(recorder, batch, maskable, a, ids, draws, 5, 40)
+    assert len(recorder.calls) > 1
+    fed = [(int(m.sum()), row) for c in recorder.calls for row, m in zip(c["inputs_embeds"], c["attention_mask"])]
+    clean = bert.get_input_embeddings()(batch.input_ids).detach()
+    reference = []
+    for b, n in enumerate(batch.attention_mask.sum(dim=1).tolist()):
+        where = maskable[b, :n, None]
+        for r in range(draws):
+            below = draw_uniforms(5, int(ids[b]), r, n, clean.shape[2]) < a[b, :n, None]
+            reference += [(n, clean[b, :n] * ~(where & below)), (n, clean[b, :n] * ~(where & ~below))]
+        reference.append((n, clean[b, :n] * ~where))
+
+    def key(pair):
+        n, row = pair
+        return n, row[:n].numpy().tobytes()
+
+    assert sorted(map(key, fed)) == sorted(map(key, reference))
