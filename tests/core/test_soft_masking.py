@@ -51,6 +51,28 @@ class EmbedsRecorder(torch.nn.Module):
         return self.model(**inputs)
 
 
+class Fingerprint(torch.nn.Module):
+    """Takes ``inputs_embeds`` and returns ``[0, a fixed random float64 projection of the attended rows]``: a
+    different number for every input row, so a test can tell which row an output came from."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+        dim = embedding.weight.shape[1]
+        self.weights = torch.randn(64, dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def get_input_embeddings(self):
+        return self.embedding
+
+    def fingerprint(self, row: torch.Tensor) -> float:
+        return (row.double() * self.weights[: len(row)]).sum().item()
+
+    def forward(self, inputs_embeds, attention_mask, token_type_ids=None):
+        rows = inputs_embeds.double() * attention_mask[..., None]
+        score = (rows * self.weights[: rows.shape[1]]).sum(dim=(1, 2))
+        return torch.stack([torch.zeros_like(score), score], dim=1)
+
+
 @pytest.fixture(scope="module")
 def bert(tokenizer):
     """A tiny BERT with weights large enough that dropping embedding dimensions moves its outputs."""
@@ -321,23 +343,28 @@ def test_the_draws_and_the_perturbed_embeddings_are_pinned_bit_for_bit(tokenizer
     assert draw_uniforms(11, 7, 2, 2, 2).tolist() == expected
     assert draw_uniforms(11, 7, 2, 3, 2)[:2].tolist() == expected  # a position's values ignore the length
     # every embedding row fed to the model, bit for bit, against a plain loop over (example, row) (chunks of a
-    # small token budget: several widths)
+    # small token budget: several widths), and each row's output where it belongs (a float64 fingerprint, returned
+    # as float32 logits: rel 1e-6)
     batch = _batch(tokenizer, TEXTS)
     maskable = maskable_positions(batch, tokenizer.all_special_ids)
     a = torch.rand(maskable.shape, generator=torch.Generator().manual_seed(3))
     ids, draws = torch.tensor([10, 11, 12]), 2
-    recorder = EmbedsRecorder(bert)
-    soft_outputs(recorder, batch, maskable, a, ids, draws, 5, 40)
+    recorder = EmbedsRecorder(Fingerprint(bert.get_input_embeddings()))
+    out = soft_outputs(recorder, batch, maskable, a, ids, draws, 5, 40)
     assert len(recorder.calls) > 1
     fed = [(int(m.sum()), row) for c in recorder.calls for row, m in zip(c["inputs_embeds"], c["attention_mask"])]
     clean = bert.get_input_embeddings()(batch.input_ids).detach()
-    reference = []
+    reference, fingerprint = [], recorder.model.fingerprint
     for b, n in enumerate(batch.attention_mask.sum(dim=1).tolist()):
         where = maskable[b, :n, None]
         for r in range(draws):
             below = draw_uniforms(5, int(ids[b]), r, n, clean.shape[2]) < a[b, :n, None]
-            reference += [(n, clean[b, :n] * ~(where & below)), (n, clean[b, :n] * ~(where & ~below))]
+            comp, suff = clean[b, :n] * ~(where & below), clean[b, :n] * ~(where & ~below)
+            assert out.comprehensiveness[b, r, 1].item() == pytest.approx(fingerprint(comp), rel=1e-6)
+            assert out.sufficiency[b, r, 1].item() == pytest.approx(fingerprint(suff), rel=1e-6)
+            reference += [(n, comp), (n, suff)]
         reference.append((n, clean[b, :n] * ~where))
+        assert out.floor[b, 1].item() == pytest.approx(fingerprint(reference[-1][1]), rel=1e-6)
 
     def key(pair):
         n, row = pair
