@@ -191,23 +191,26 @@ def _keep_masks(
     embeds: Tensor,
 ) -> Tensor:
     """``[n, width, D]`` bool: the kept embedding dimensions of the soft ``rows`` (row ``b * per + j``: draw
-    ``j // 2``, comprehensiveness for even ``j``, sufficiency for odd; ``j = 2 draws``: the all-masked input)."""
-    width, dim = embeds.shape[1], embeds.shape[2]
-    keep = torch.ones(len(rows), width, dim, dtype=torch.bool, device=embeds.device)
-    uniforms: dict[tuple[int, int], Tensor] = {}  # the two directions of a draw share its uniforms
-    for i, row in enumerate(rows):
-        b, j = divmod(row, per)
-        n = int(lengths[b])
-        where = maskable[b, :n, None]
-        if j == 2 * draws:
-            keep[i, :n] = ~where
-            continue
-        key = (b, j // 2)
-        if key not in uniforms:
-            uniforms[key] = draw_uniforms(seed, int(example_ids[b]), j // 2, n, dim).to(embeds.device)
-        below = uniforms[key] < importance[b, :n, None]
-        keep[i, :n] = ~(where & (below if j % 2 == 0 else ~below))
-    return keep
+    ``j // 2``, comprehensiveness for even ``j``, sufficiency for odd; ``j = 2 draws``: the all-masked input).
+
+    One :func:`draw_uniforms` per (example, draw) of the chunk (both directions share it), then every row's mask
+    at once: the masks were built row by row in Python before; the same values, bit for bit."""
+    width, dim, device = embeds.shape[1], embeds.shape[2], embeds.device
+    index = torch.tensor(rows, dtype=torch.long)
+    b, j = index // per, index % per
+    keys = sorted({(bi, ji // 2) for bi, ji in zip(b.tolist(), j.tolist()) if ji < 2 * draws})
+    uniforms = torch.ones(len(keys) + 1, width, dim)  # the last: a stand-in for the all-masked rows (unused)
+    for i, (bi, r) in enumerate(keys):
+        n = int(lengths[bi])
+        uniforms[i, :n] = draw_uniforms(seed, int(example_ids[bi]), r, n, dim)
+    slot = {key: i for i, key in enumerate(keys)}
+    which = torch.tensor([slot.get((bi, ji // 2), len(keys)) for bi, ji in zip(b.tolist(), j.tolist())])
+    b, j = b.to(device), j.to(device)
+    within = torch.arange(width, device=device) < lengths.to(device)[b, None]
+    where = (maskable[b, :width] & within)[..., None]  # [n, width, 1]: the perturbed positions
+    below = uniforms.to(device)[which.to(device)] < importance[b, :width, None]
+    dropped = torch.where((j % 2 == 0)[:, None, None], below, ~below) | (j == 2 * draws)[:, None, None]
+    return ~(where & dropped)
 
 
 def soft_undefined(curves: MaskingCurves) -> Tensor:
