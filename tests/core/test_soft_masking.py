@@ -16,7 +16,7 @@ from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import InputXGradientSaliency
-from itermask.core.soft_masking import draw_seed, draw_uniforms, soft_importance, soft_outputs
+from itermask.core.soft_masking import MIN_FLOOR_DROP, draw_seed, draw_uniforms, soft_importance, soft_outputs
 from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.datamodule import TokenCollator, segment_ids, word_ids
 
@@ -173,6 +173,29 @@ def test_normalisation_clipping_and_undefined_examples_by_hand():
     info = metrics.metric_info("soft_sufficiency")
     assert info is not None and info.higher_is_more_faithful is True and info.bounds == (0.0, 1.0)
     assert metrics.metric_info("soft_comprehensiveness_draw_sd").higher_is_more_faithful is None  # pyright: ignore[reportOptionalMemberAccess]
+
+
+def test_a_floor_drop_of_float_noise_is_undefined_and_one_of_0_2_is_computed():
+    # example 0: p = 0.8, p0 = 0.8 - 1e-7 (a model whose output barely moves), a draw at p - 1e-6: before the floor
+    # of MIN_FLOOR_DROP this scored clip(1e-6 / 1e-7) = 1.0. example 1: p = 0.8, p0 = 0.6: comprehensiveness draws
+    # p_r = 0.7, 0.5 give 0.1 / 0.2 = 0.5 and 0.3 / 0.2 (-> 1), mean 0.75; sufficiency draws 0.75, 0.65 give
+    # 1 - 0.25 = 0.75 and 1 - 0.75 = 0.25, mean 0.5.
+    assert MIN_FLOOR_DROP == 1e-4
+    noise = 0.8 - 1e-6
+    curves = _curves(
+        [logit(0.8), logit(0.8)],
+        [[logit(noise), logit(noise)], [logit(0.7), logit(0.5)]],
+        [[logit(noise), logit(noise)], [logit(0.75), logit(0.65)]],
+        [logit(0.8 - 1e-7), logit(0.6)],
+        [[0.1, 0.7], [0.1, 0.7]],
+    )
+    values = metrics.per_example(curves, bins=None)
+    assert math.isnan(values["soft_comprehensiveness"][0].item()) and math.isnan(values["soft_sufficiency"][0])
+    assert values["soft_comprehensiveness"][1].item() == pytest.approx(0.75, abs=1e-9)
+    assert values["soft_sufficiency"][1].item() == pytest.approx(0.5, abs=1e-9)
+    assert values["soft_undefined_fraction"].tolist() == [1.0, 0.0]
+    summary = metrics.summarize(curves, bins=None)
+    assert summary["soft_comprehensiveness"] == pytest.approx(0.75) and summary["soft_undefined_fraction"] == 0.5
 
 
 def test_soft_importance_min_max_and_its_undefined_rows():

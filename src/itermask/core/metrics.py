@@ -536,8 +536,8 @@ class SoftSufficiencyDrawSd(SoftComprehensivenessDrawSd):
 
 class SoftUndefinedFraction(SoftComprehensiveness):
     """``soft_undefined_fraction``: the share of examples whose soft measures are NaN
-    (:func:`~itermask.core.soft_masking.soft_undefined`: the all-masked input does not lower the target
-    probability, or the importances are all equal); descriptive."""
+    (:func:`~itermask.core.soft_masking.soft_undefined`: the all-masked input lowers the target probability by
+    less than 1e-4, ``MIN_FLOOR_DROP``, or the importances are all equal); descriptive."""
 
     name, higher_is_more_faithful = "soft_undefined_fraction", None
 

@@ -47,7 +47,16 @@ __all__ = [
     "soft_outputs",
     "soft_draw_values",
     "soft_undefined",
+    "MIN_FLOOR_DROP",
 ]
+
+#: The smallest ``p - p0`` (probability units) that soft comprehensiveness and sufficiency divide by; below it an
+#: example is undefined (NaN). The authors' code (casszhao/SoftFaith) keeps its denominator ``1 - S(0)`` off zero
+#: with an epsilon of 1e-4; we take the same order as a floor instead: the probabilities come from float32 logits
+#: (relative rounding ~6e-8), so a ``p - p0`` of 1e-7 is rounding noise (a model whose output barely moves, e.g.
+#: untrained or one-class) and its ratio would be noise / noise, clipped to an arbitrary 0 or 1; at 1e-4 a
+#: rounding error of 1e-7 moves a value by at most ~1e-3 of its [0, 1] range.
+MIN_FLOOR_DROP = 1e-4
 
 
 @dataclass
@@ -214,10 +223,11 @@ def _keep_masks(
 
 
 def soft_undefined(curves: MaskingCurves) -> Tensor:
-    """``[B]`` bool: the examples whose soft measures are undefined (NaN): the all-masked input does not lower
-    the target probability (``p(x) <= p0``: nothing to normalise by; the authors' code subtracts 1e-4 from the
-    denominator instead, which turns such an example's value into an arbitrary 0 or 1), or the importances
-    cannot be min-max normalised (:func:`soft_importance`: all equal, e.g. one feature).
+    """``[B]`` bool: the examples whose soft measures are undefined (NaN): the all-masked input lowers the target
+    probability by less than :data:`MIN_FLOOR_DROP` (``p(x) - p0 < 1e-4``, or raises it: nothing to normalise by
+    but rounding noise; the authors' code subtracts 1e-4 from the denominator instead, which turns such an
+    example's value into an arbitrary 0 or 1), or the importances cannot be min-max normalised
+    (:func:`soft_importance`: all equal, e.g. one feature).
 
     Raises:
         ValueError: for curves without soft inputs (``soft_draws=0`` or a recursive schedule)."""
@@ -226,7 +236,7 @@ def soft_undefined(curves: MaskingCurves) -> Tensor:
     p = _probability(curves.clean_logits, curves.target)
     p0 = _probability(curves.soft_floor_logits, curves.target)
     _, defined = soft_importance(curves.scores, curves.rank >= 0)
-    return (p <= p0) | ~defined
+    return (p - p0 < MIN_FLOOR_DROP) | ~defined
 
 
 def soft_draw_values(curves: MaskingCurves, direction: str) -> Tensor:
