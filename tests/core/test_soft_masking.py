@@ -394,3 +394,27 @@ def test_the_draws_and_the_perturbed_embeddings_are_pinned_bit_for_bit(tokenizer
         return n, row[:n].numpy().tobytes()
 
     assert sorted(map(key, fed)) == sorted(map(key, reference))
+
+
+def test_srg_and_the_soft_measures_are_read_against_random_by_hand():
+    # explanation: p = 0.8, p0 = 0.2 on example 0 (example 1 undefined: p = 0.3 <= p0), one draw: comprehensiveness
+    # p_r = 0.5 -> 0.3 / 0.6 = 0.5, sufficiency p_r = 0.6 -> 1 - 0.2 / 0.6 = 2/3. random: p = 0.8, p0 = 0.4 on
+    # both: p_r = 0.7 -> 0.1 / 0.4 = 0.25, sufficiency p_r = 0.4 -> 1 - 0.4 / 0.4 = 0. SRG (least-first curve at 0.9, most-first at 0.8 / 0.6 over [0, 1]):
+    # explanation 0.1, random 0.3 - 0.3 = 0.
+    ours = _curves([logit(0.8), logit(0.3)], [[logit(0.5)]] * 2, [[logit(0.6)]] * 2, [logit(0.2), logit(0.4)], [[0.0, 1.0]] * 2)
+    theirs = _curves([logit(0.8)] * 2, [[logit(0.7)]] * 2, [[logit(0.4)]] * 2, [logit(0.4)] * 2, [[0.0, 1.0]] * 2)
+    ours.least_logits, theirs.least_logits = ours.logits.clone(), theirs.logits.clone()
+    ours.least_logits[..., 1] += torch.tensor(logit(0.9)) - ours.least_logits[..., 1]
+    ours.logits[..., 1] += torch.tensor(logit(0.8)) - ours.logits[..., 1]
+    theirs.least_logits[..., 1] += torch.tensor(logit(0.6)) - theirs.least_logits[..., 1]
+    theirs.logits[..., 1] += torch.tensor(logit(0.6)) - theirs.logits[..., 1]
+    ours.k = theirs.k = torch.tensor([[0, 2], [0, 2]])  # masked fraction 0 -> 1
+    relative = metrics.relative_to_random(metrics.summarize(ours, bins=None), metrics.summarize(theirs, bins=None))
+    assert relative["soft_comprehensiveness"] == pytest.approx(0.5 - 0.25, abs=1e-9)
+    assert relative["soft_sufficiency"] == pytest.approx(2 / 3 - 0.0, abs=1e-9)
+    assert relative["srg_prob"] == pytest.approx(0.1 - 0.0, abs=1e-6)
+    assert not {"soft_comprehensiveness_draw_sd", "soft_undefined_fraction"} & set(relative)  # descriptive
+    logit_relative = metrics.relative_to_random(
+        metrics.summarize(ours, "logit", bins=None), metrics.summarize(theirs, "logit", bins=None)
+    )
+    assert logit_relative["srg_logit"] == pytest.approx(logit(0.9) - logit(0.8), abs=1e-6)
