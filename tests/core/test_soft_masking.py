@@ -399,9 +399,11 @@ def test_the_draws_and_the_perturbed_embeddings_are_pinned_bit_for_bit(tokenizer
 def test_srg_and_the_soft_measures_are_read_against_random_by_hand():
     # explanation: p = 0.8, p0 = 0.2 on example 0 (example 1 undefined: p = 0.3 <= p0), one draw: comprehensiveness
     # p_r = 0.5 -> 0.3 / 0.6 = 0.5, sufficiency p_r = 0.6 -> 1 - 0.2 / 0.6 = 2/3. random: p = 0.8, p0 = 0.4 on
-    # both: p_r = 0.7 -> 0.1 / 0.4 = 0.25, sufficiency p_r = 0.4 -> 1 - 0.4 / 0.4 = 0. SRG (least-first curve at 0.9, most-first at 0.8 / 0.6 over [0, 1]):
-    # explanation 0.1, random 0.3 - 0.3 = 0.
-    ours = _curves([logit(0.8), logit(0.3)], [[logit(0.5)]] * 2, [[logit(0.6)]] * 2, [logit(0.2), logit(0.4)], [[0.0, 1.0]] * 2)
+    # both: p_r = 0.7 -> 0.1 / 0.4 = 0.25, sufficiency p_r = 0.4 -> 1 - 0.4 / 0.4 = 0. SRG over the masked fraction
+    # 0 -> 1: explanation least-first curve at 0.9, most-first at 0.8: 0.1; random both at 0.6: 0.
+    ours = _curves(
+        [logit(0.8), logit(0.3)], [[logit(0.5)]] * 2, [[logit(0.6)]] * 2, [logit(0.2), logit(0.4)], [[0.0, 1.0]] * 2
+    )
     theirs = _curves([logit(0.8)] * 2, [[logit(0.7)]] * 2, [[logit(0.4)]] * 2, [logit(0.4)] * 2, [[0.0, 1.0]] * 2)
     ours.least_logits, theirs.least_logits = ours.logits.clone(), theirs.logits.clone()
     ours.least_logits[..., 1] += torch.tensor(logit(0.9)) - ours.least_logits[..., 1]
