@@ -169,7 +169,7 @@ def soft_outputs(
         with torch.inference_mode():
             embeds = embedding(part.input_ids)
             keep = _keep_masks(rows, per, draws, maskable, importance, example_ids, lengths, seed, embeds)
-            inputs = {"inputs_embeds": embeds * keep.to(embeds.dtype), "attention_mask": part.attention_mask}
+            inputs = {"inputs_embeds": embeds * keep, "attention_mask": part.attention_mask}
             if part.token_type_ids is not None:
                 inputs["token_type_ids"] = part.token_type_ids
             output = model(**inputs)
@@ -202,24 +202,25 @@ def _keep_masks(
     """``[n, width, D]`` bool: the kept embedding dimensions of the soft ``rows`` (row ``b * per + j``: draw
     ``j // 2``, comprehensiveness for even ``j``, sufficiency for odd; ``j = 2 draws``: the all-masked input).
 
-    One :func:`draw_uniforms` per (example, draw) of the chunk (both directions share it), then every row's mask
-    at once: the masks were built row by row in Python before; the same values, bit for bit."""
+    One :func:`draw_uniforms` per (example, draw) of the chunk, compared with the importances once (both
+    directions share it: sufficiency drops the complement), then every row's mask at once; built row by row in
+    Python before, the same bits."""
     width, dim, device = embeds.shape[1], embeds.shape[2], embeds.device
     index = torch.tensor(rows, dtype=torch.long)
-    b, j = index // per, index % per
-    keys = sorted({(bi, ji // 2) for bi, ji in zip(b.tolist(), j.tolist()) if ji < 2 * draws})
-    uniforms = torch.ones(len(keys) + 1, width, dim)  # the last: a stand-in for the all-masked rows (unused)
+    b, j = (index // per).tolist(), (index % per).tolist()
+    keys = sorted({(bi, ji // 2) for bi, ji in zip(b, j) if ji < 2 * draws})
+    below = torch.ones(len(keys) + 1, width, dim, dtype=torch.bool)  # the last: all dropped, the all-masked rows
     for i, (bi, r) in enumerate(keys):
         n = int(lengths[bi])
-        uniforms[i, :n] = draw_uniforms(seed, int(example_ids[bi]), r, n, dim)
+        below[i, :n] = draw_uniforms(seed, int(example_ids[bi]), r, n, dim) < importance[bi, :n, None].cpu()
     slot = {key: i for i, key in enumerate(keys)}
-    which = torch.tensor([slot.get((bi, ji // 2), len(keys)) for bi, ji in zip(b.tolist(), j.tolist())])
-    b, j = b.to(device), j.to(device)
-    within = torch.arange(width, device=device) < lengths.to(device)[b, None]
-    where = (maskable[b, :width] & within)[..., None]  # [n, width, 1]: the perturbed positions
-    below = uniforms.to(device)[which.to(device)] < importance[b, :width, None]
-    dropped = torch.where((j % 2 == 0)[:, None, None], below, ~below) | (j == 2 * draws)[:, None, None]
-    return ~(where & dropped)
+    which = torch.tensor([slot.get((bi, ji // 2), len(keys)) for bi, ji in zip(b, j)], device=device)
+    rows_b, odd = torch.tensor(b, device=device), torch.tensor(j, device=device) % 2 == 1
+    within = torch.arange(width, device=device) < lengths.to(device)[rows_b, None]
+    where = (maskable[rows_b, :width] & within)[..., None]  # [n, width, 1]: the perturbed positions
+    dropped = below.to(device)[which]
+    dropped ^= odd[:, None, None]  # sufficiency (odd j) drops the complement; in place: [n, width, D] is large
+    return dropped.logical_and_(where).logical_not_()
 
 
 def soft_undefined(curves: MaskingCurves) -> Tensor:
