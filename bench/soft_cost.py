@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -30,12 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def timed(work, rounds: int) -> float:
-    best = float("inf")
+def timed(works, rounds: int) -> list[float]:
+    """The best of ``rounds`` wall times of each of ``works``, run in turn within each round (so that load from
+    other processes on a shared machine falls on all of them alike)."""
+    best = [float("inf")] * len(works)
     for _ in range(rounds):
-        start = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - start)
+        for i, work in enumerate(works):
+            start = time.perf_counter()
+            work()
+            best[i] = min(best[i], time.perf_counter() - start)
     return best
 
 
@@ -78,7 +82,8 @@ def main() -> None:
             for chunk in chunks:
                 class_logits(model, rows.index(chunk).trim())
 
-    soft_s, floor_s = timed(soft, args.rounds), timed(floor, args.rounds)
+    load_before = os.getloadavg()[0]  # the machine may be shared: compare ratios within one run
+    soft_s, floor_s = timed([soft, floor], args.rounds)
     evaluator = IterativeMaskingEvaluator(
         GradientSaliency(),
         MaskToken(tokenizer),
@@ -112,6 +117,7 @@ def main() -> None:
         "ms_per_example": 1000 * soft_s / len(batch),
         "spread": spread,
         "threads": args.threads,
+        "load_average_1m_before_after": [load_before, os.getloadavg()[0]],
         "median_length": statistics.median(row_lengths(batch).tolist()),
     }
     print(json.dumps(result, indent=2))

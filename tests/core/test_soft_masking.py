@@ -16,7 +16,7 @@ from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.masking import MaskToken
 from itermask.core.saliency import InputXGradientSaliency
-from itermask.core.soft_masking import draw_uniforms, soft_importance, soft_outputs
+from itermask.core.soft_masking import MIN_FLOOR_DROP, draw_seed, draw_uniforms, soft_importance, soft_outputs
 from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.datamodule import TokenCollator, segment_ids, word_ids
 
@@ -49,6 +49,28 @@ class EmbedsRecorder(torch.nn.Module):
     def forward(self, **inputs):
         self.calls.append({k: v.detach().clone() for k, v in inputs.items()})
         return self.model(**inputs)
+
+
+class Fingerprint(torch.nn.Module):
+    """Takes ``inputs_embeds`` and returns ``[0, a fixed random float64 projection of the attended rows]``: a
+    different number for every input row, so a test can tell which row an output came from."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+        dim = embedding.weight.shape[1]
+        self.weights = torch.randn(64, dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def get_input_embeddings(self):
+        return self.embedding
+
+    def fingerprint(self, row: torch.Tensor) -> float:
+        return (row.double() * self.weights[: len(row)]).sum().item()
+
+    def forward(self, inputs_embeds, attention_mask, token_type_ids=None):
+        rows = inputs_embeds.double() * attention_mask[..., None]
+        score = (rows * self.weights[: rows.shape[1]]).sum(dim=(1, 2))
+        return torch.stack([torch.zeros_like(score), score], dim=1)
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +173,29 @@ def test_normalisation_clipping_and_undefined_examples_by_hand():
     info = metrics.metric_info("soft_sufficiency")
     assert info is not None and info.higher_is_more_faithful is True and info.bounds == (0.0, 1.0)
     assert metrics.metric_info("soft_comprehensiveness_draw_sd").higher_is_more_faithful is None  # pyright: ignore[reportOptionalMemberAccess]
+
+
+def test_a_floor_drop_of_float_noise_is_undefined_and_one_of_0_2_is_computed():
+    # example 0: p = 0.8, p0 = 0.8 - 1e-7 (a model whose output barely moves), a draw at p - 1e-6: before the floor
+    # of MIN_FLOOR_DROP this scored clip(1e-6 / 1e-7) = 1.0. example 1: p = 0.8, p0 = 0.6: comprehensiveness draws
+    # p_r = 0.7, 0.5 give 0.1 / 0.2 = 0.5 and 0.3 / 0.2 (-> 1), mean 0.75; sufficiency draws 0.75, 0.65 give
+    # 1 - 0.25 = 0.75 and 1 - 0.75 = 0.25, mean 0.5.
+    assert MIN_FLOOR_DROP == 1e-4
+    noise = 0.8 - 1e-6
+    curves = _curves(
+        [logit(0.8), logit(0.8)],
+        [[logit(noise), logit(noise)], [logit(0.7), logit(0.5)]],
+        [[logit(noise), logit(noise)], [logit(0.75), logit(0.65)]],
+        [logit(0.8 - 1e-7), logit(0.6)],
+        [[0.1, 0.7], [0.1, 0.7]],
+    )
+    values = metrics.per_example(curves, bins=None)
+    assert math.isnan(values["soft_comprehensiveness"][0].item()) and math.isnan(values["soft_sufficiency"][0])
+    assert values["soft_comprehensiveness"][1].item() == pytest.approx(0.75, abs=1e-9)
+    assert values["soft_sufficiency"][1].item() == pytest.approx(0.5, abs=1e-9)
+    assert values["soft_undefined_fraction"].tolist() == [1.0, 0.0]
+    summary = metrics.summarize(curves, bins=None)
+    assert summary["soft_comprehensiveness"] == pytest.approx(0.75) and summary["soft_undefined_fraction"] == 0.5
 
 
 def test_soft_importance_min_max_and_its_undefined_rows():
@@ -312,3 +357,66 @@ def test_soft_draws_enter_the_results_key_away_from_the_default():
     assert keys_of(compose_config("evaluation.soft_draws=5")).results == default
     keys = {keys_of(compose_config(f"evaluation.soft_draws={r}")).results for r in (0, 1, 3)}
     assert len(keys) == 3 and default not in keys
+
+
+def test_the_draws_and_the_perturbed_embeddings_are_pinned_bit_for_bit(tokenizer, bert):
+    # the seeding contract: SeedSequence((seed, example_id, draw)) -> torch.Generator -> torch.rand(length, dim)
+    assert draw_seed(11, 7, 2) == 8349579755873649791
+    expected = [[0.5368990302085876, 0.15678083896636963], [0.578484296798706, 0.39592546224594116]]
+    assert draw_uniforms(11, 7, 2, 2, 2).tolist() == expected
+    assert draw_uniforms(11, 7, 2, 3, 2)[:2].tolist() == expected  # a position's values ignore the length
+    # every embedding row fed to the model, bit for bit, against a plain loop over (example, row) (chunks of a
+    # small token budget: several widths), and each row's output where it belongs (a float64 fingerprint, returned
+    # as float32 logits: rel 1e-6)
+    batch = _batch(tokenizer, TEXTS)
+    maskable = maskable_positions(batch, tokenizer.all_special_ids)
+    a = torch.rand(maskable.shape, generator=torch.Generator().manual_seed(3))
+    ids, draws = torch.tensor([10, 11, 12]), 2
+    recorder = EmbedsRecorder(Fingerprint(bert.get_input_embeddings()))
+    out = soft_outputs(recorder, batch, maskable, a, ids, draws, 5, 40)
+    assert len(recorder.calls) > 1
+    fed = [(int(m.sum()), row) for c in recorder.calls for row, m in zip(c["inputs_embeds"], c["attention_mask"])]
+    clean = bert.get_input_embeddings()(batch.input_ids).detach()
+    reference, fingerprint = [], recorder.model.fingerprint
+    for b, n in enumerate(batch.attention_mask.sum(dim=1).tolist()):
+        where = maskable[b, :n, None]
+        for r in range(draws):
+            below = draw_uniforms(5, int(ids[b]), r, n, clean.shape[2]) < a[b, :n, None]
+            comp, suff = clean[b, :n] * ~(where & below), clean[b, :n] * ~(where & ~below)
+            assert out.comprehensiveness[b, r, 1].item() == pytest.approx(fingerprint(comp), rel=1e-6)
+            assert out.sufficiency[b, r, 1].item() == pytest.approx(fingerprint(suff), rel=1e-6)
+            reference += [(n, comp), (n, suff)]
+        reference.append((n, clean[b, :n] * ~where))
+        assert out.floor[b, 1].item() == pytest.approx(fingerprint(reference[-1][1]), rel=1e-6)
+
+    def key(pair):
+        n, row = pair
+        return n, row[:n].numpy().tobytes()
+
+    assert sorted(map(key, fed)) == sorted(map(key, reference))
+
+
+def test_srg_and_the_soft_measures_are_read_against_random_by_hand():
+    # explanation: p = 0.8, p0 = 0.2 on example 0 (example 1 undefined: p = 0.3 <= p0), one draw: comprehensiveness
+    # p_r = 0.5 -> 0.3 / 0.6 = 0.5, sufficiency p_r = 0.6 -> 1 - 0.2 / 0.6 = 2/3. random: p = 0.8, p0 = 0.4 on
+    # both: p_r = 0.7 -> 0.1 / 0.4 = 0.25, sufficiency p_r = 0.4 -> 1 - 0.4 / 0.4 = 0. SRG over the masked fraction
+    # 0 -> 1: explanation least-first curve at 0.9, most-first at 0.8: 0.1; random both at 0.6: 0.
+    ours = _curves(
+        [logit(0.8), logit(0.3)], [[logit(0.5)]] * 2, [[logit(0.6)]] * 2, [logit(0.2), logit(0.4)], [[0.0, 1.0]] * 2
+    )
+    theirs = _curves([logit(0.8)] * 2, [[logit(0.7)]] * 2, [[logit(0.4)]] * 2, [logit(0.4)] * 2, [[0.0, 1.0]] * 2)
+    ours.least_logits, theirs.least_logits = ours.logits.clone(), theirs.logits.clone()
+    ours.least_logits[..., 1] += torch.tensor(logit(0.9)) - ours.least_logits[..., 1]
+    ours.logits[..., 1] += torch.tensor(logit(0.8)) - ours.logits[..., 1]
+    theirs.least_logits[..., 1] += torch.tensor(logit(0.6)) - theirs.least_logits[..., 1]
+    theirs.logits[..., 1] += torch.tensor(logit(0.6)) - theirs.logits[..., 1]
+    ours.k = theirs.k = torch.tensor([[0, 2], [0, 2]])  # masked fraction 0 -> 1
+    relative = metrics.relative_to_random(metrics.summarize(ours, bins=None), metrics.summarize(theirs, bins=None))
+    assert relative["soft_comprehensiveness"] == pytest.approx(0.5 - 0.25, abs=1e-9)
+    assert relative["soft_sufficiency"] == pytest.approx(2 / 3 - 0.0, abs=1e-9)
+    assert relative["srg_prob"] == pytest.approx(0.1 - 0.0, abs=1e-6)
+    assert not {"soft_comprehensiveness_draw_sd", "soft_undefined_fraction"} & set(relative)  # descriptive
+    logit_relative = metrics.relative_to_random(
+        metrics.summarize(ours, "logit", bins=None), metrics.summarize(theirs, "logit", bins=None)
+    )
+    assert logit_relative["srg_logit"] == pytest.approx(logit(0.9) - logit(0.8), abs=1e-6)

@@ -300,7 +300,7 @@ class SymmetricRelevanceGain(Metric):
     """``srg_<q>``: area under the least-important-first curve minus that under the most-important-first curve
     over the masked fraction (:func:`symmetric_relevance_gain`), for schedules with least-first inputs."""
 
-    name, unit, per_quantity, per_step, higher_is_more_faithful = "srg", "area", True, False, True
+    name, unit, per_quantity, per_step, higher_is_more_faithful, vs_random = "srg", "area", True, False, True, True
     bounds = (-1.0, 1.0)  # with probabilities: two areas over at most the fraction span [0, 1]
 
     def applies(self, curves):
@@ -444,7 +444,9 @@ def per_example(
 def relative_to_random(summary: dict, random_summary: dict) -> dict:
     """Scores of an explanation read against the random explanation of the same run (``summary`` and
     ``random_summary``: :func:`summarize` of their curves, same examples and steps): ``{key: summary[key] -
-    random_summary[key]}`` for every ``aopc_*`` and ``auc_*`` score, ``racu_without_retraining_<q>``
+    random_summary[key]}`` for every ``aopc_*`` and ``auc_*`` score, ``srg_<q>``, ``soft_comprehensiveness`` and
+    ``soft_sufficiency`` (each summary's mean over its defined examples; NaN where either has none) present in
+    both, ``racu_without_retraining_<q>``
     (:func:`racu_without_retraining` of the mean target curves) and ``racu_without_retraining_accuracy`` (of the
     accuracy curves; NaN without gold labels).
 
@@ -493,6 +495,7 @@ class SoftComprehensiveness(Metric):
         (0.0, 1.0),
     )
     direction: ClassVar[str] = "comprehensiveness"
+    vs_random = True
 
     def applies(self, curves):
         return curves.soft_logits is not None
@@ -522,10 +525,11 @@ class SoftComprehensivenessDrawSd(SoftComprehensiveness):
     soft comprehensiveness (how much one draw, as the authors take, would vary; NaN for ``R = 1``);
     descriptive."""
 
-    name, higher_is_more_faithful = "soft_comprehensiveness_draw_sd", None
+    name, higher_is_more_faithful, vs_random = "soft_comprehensiveness_draw_sd", None, False
 
     def values(self, curves, quantity):
-        return self.draws(curves).std(dim=1)
+        draws = self.draws(curves)
+        return draws.std(dim=1) if draws.shape[1] > 1 else draws[:, 0] * math.nan  # one draw: no spread
 
 
 class SoftSufficiencyDrawSd(SoftComprehensivenessDrawSd):
@@ -536,10 +540,10 @@ class SoftSufficiencyDrawSd(SoftComprehensivenessDrawSd):
 
 class SoftUndefinedFraction(SoftComprehensiveness):
     """``soft_undefined_fraction``: the share of examples whose soft measures are NaN
-    (:func:`~itermask.core.soft_masking.soft_undefined`: the all-masked input does not lower the target
-    probability, or the importances are all equal); descriptive."""
+    (:func:`~itermask.core.soft_masking.soft_undefined`: the all-masked input lowers the target probability by
+    less than 1e-4, ``MIN_FLOOR_DROP``, or the importances are all equal); descriptive."""
 
-    name, higher_is_more_faithful = "soft_undefined_fraction", None
+    name, higher_is_more_faithful, vs_random = "soft_undefined_fraction", None, False
 
     def values(self, curves, quantity):
         from itermask.core.soft_masking import soft_undefined

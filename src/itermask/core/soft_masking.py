@@ -47,7 +47,16 @@ __all__ = [
     "soft_outputs",
     "soft_draw_values",
     "soft_undefined",
+    "MIN_FLOOR_DROP",
 ]
+
+#: The smallest ``p - p0`` (probability units) that soft comprehensiveness and sufficiency divide by; below it an
+#: example is undefined (NaN). The authors' code (casszhao/SoftFaith) keeps its denominator ``1 - S(0)`` off zero
+#: with an epsilon of 1e-4; we take the same order as a floor instead: the probabilities come from float32 logits
+#: (relative rounding ~6e-8), so a ``p - p0`` of 1e-7 is rounding noise (a model whose output barely moves, e.g.
+#: untrained or one-class) and its ratio would be noise / noise, clipped to an arbitrary 0 or 1; at 1e-4 a
+#: rounding error of 1e-7 moves a value by at most ~1e-3 of its [0, 1] range.
+MIN_FLOOR_DROP = 1e-4
 
 
 @dataclass
@@ -160,7 +169,7 @@ def soft_outputs(
         with torch.inference_mode():
             embeds = embedding(part.input_ids)
             keep = _keep_masks(rows, per, draws, maskable, importance, example_ids, lengths, seed, embeds)
-            inputs = {"inputs_embeds": embeds * keep.to(embeds.dtype), "attention_mask": part.attention_mask}
+            inputs = {"inputs_embeds": embeds * keep, "attention_mask": part.attention_mask}
             if part.token_type_ids is not None:
                 inputs["token_type_ids"] = part.token_type_ids
             output = model(**inputs)
@@ -191,30 +200,35 @@ def _keep_masks(
     embeds: Tensor,
 ) -> Tensor:
     """``[n, width, D]`` bool: the kept embedding dimensions of the soft ``rows`` (row ``b * per + j``: draw
-    ``j // 2``, comprehensiveness for even ``j``, sufficiency for odd; ``j = 2 draws``: the all-masked input)."""
-    width, dim = embeds.shape[1], embeds.shape[2]
-    keep = torch.ones(len(rows), width, dim, dtype=torch.bool, device=embeds.device)
-    uniforms: dict[tuple[int, int], Tensor] = {}  # the two directions of a draw share its uniforms
-    for i, row in enumerate(rows):
-        b, j = divmod(row, per)
-        n = int(lengths[b])
-        where = maskable[b, :n, None]
-        if j == 2 * draws:
-            keep[i, :n] = ~where
-            continue
-        key = (b, j // 2)
-        if key not in uniforms:
-            uniforms[key] = draw_uniforms(seed, int(example_ids[b]), j // 2, n, dim).to(embeds.device)
-        below = uniforms[key] < importance[b, :n, None]
-        keep[i, :n] = ~(where & (below if j % 2 == 0 else ~below))
-    return keep
+    ``j // 2``, comprehensiveness for even ``j``, sufficiency for odd; ``j = 2 draws``: the all-masked input).
+
+    One :func:`draw_uniforms` per (example, draw) of the chunk, compared with the importances once (both
+    directions share it: sufficiency drops the complement), then every row's mask at once; built row by row in
+    Python before, the same bits."""
+    width, dim, device = embeds.shape[1], embeds.shape[2], embeds.device
+    index = torch.tensor(rows, dtype=torch.long)
+    b, j = (index // per).tolist(), (index % per).tolist()
+    keys = sorted({(bi, ji // 2) for bi, ji in zip(b, j) if ji < 2 * draws})
+    below = torch.ones(len(keys) + 1, width, dim, dtype=torch.bool)  # the last: all dropped, the all-masked rows
+    for i, (bi, r) in enumerate(keys):
+        n = int(lengths[bi])
+        below[i, :n] = draw_uniforms(seed, int(example_ids[bi]), r, n, dim) < importance[bi, :n, None].cpu()
+    slot = {key: i for i, key in enumerate(keys)}
+    which = torch.tensor([slot.get((bi, ji // 2), len(keys)) for bi, ji in zip(b, j)], device=device)
+    rows_b, odd = torch.tensor(b, device=device), torch.tensor(j, device=device) % 2 == 1
+    within = torch.arange(width, device=device) < lengths.to(device)[rows_b, None]
+    where = (maskable[rows_b, :width] & within)[..., None]  # [n, width, 1]: the perturbed positions
+    dropped = below.to(device)[which]
+    dropped ^= odd[:, None, None]  # sufficiency (odd j) drops the complement; in place: [n, width, D] is large
+    return dropped.logical_and_(where).logical_not_()
 
 
 def soft_undefined(curves: MaskingCurves) -> Tensor:
-    """``[B]`` bool: the examples whose soft measures are undefined (NaN): the all-masked input does not lower
-    the target probability (``p(x) <= p0``: nothing to normalise by; the authors' code subtracts 1e-4 from the
-    denominator instead, which turns such an example's value into an arbitrary 0 or 1), or the importances
-    cannot be min-max normalised (:func:`soft_importance`: all equal, e.g. one feature).
+    """``[B]`` bool: the examples whose soft measures are undefined (NaN): the all-masked input lowers the target
+    probability by less than :data:`MIN_FLOOR_DROP` (``p(x) - p0 < 1e-4``, or raises it: nothing to normalise by
+    but rounding noise; the authors' code subtracts 1e-4 from the denominator instead, which turns such an
+    example's value into an arbitrary 0 or 1), or the importances cannot be min-max normalised
+    (:func:`soft_importance`: all equal, e.g. one feature).
 
     Raises:
         ValueError: for curves without soft inputs (``soft_draws=0`` or a recursive schedule)."""
@@ -223,7 +237,7 @@ def soft_undefined(curves: MaskingCurves) -> Tensor:
     p = _probability(curves.clean_logits, curves.target)
     p0 = _probability(curves.soft_floor_logits, curves.target)
     _, defined = soft_importance(curves.scores, curves.rank >= 0)
-    return (p <= p0) | ~defined
+    return (p - p0 < MIN_FLOOR_DROP) | ~defined
 
 
 def soft_draw_values(curves: MaskingCurves, direction: str) -> Tensor:
