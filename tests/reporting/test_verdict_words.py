@@ -8,13 +8,16 @@ import pytest
 from scipy import stats
 from test_claims import make_paper_sweep
 
-from itermask.studies.robust_infidelity import ClaimSettings, Claims
+from itermask.studies.robust_infidelity import Claims, ClaimSettings
 from itermask.studies.robust_infidelity.claim3 import _degenerate, _link_why
 from itermask.studies.robust_infidelity.statistics import detectable_effect
 from itermask.studies.robust_infidelity.verdicts import RAISES, _attack_link_part, direction
 
 SCORE = "aopc_comprehensiveness_prob"
-TAIL = "(95 % bootstrap intervals over seeds; with {k} methods the smallest possible two-sided p-value is 2/{k}! = {p}: a weak test; the smallest rho this design detects at 80 % power is {rho})"
+TAIL = (
+    "(95 % bootstrap intervals over seeds; with {k} methods the smallest possible two-sided p-value is 2/{k}! = {p}: "
+    "a weak test; the smallest rho this design detects at 80 % power is {rho})"
+)
 
 
 def test_direction_words_follow_sign_interval_ties_and_nan():
@@ -79,7 +82,9 @@ def test_attack_link_sentences_follow_the_sign_and_the_interval():
 def test_a_rho_of_one_on_the_interval_edge_is_usable_and_an_inner_estimate_too():
     assert _degenerate(1.0, 0.4, 1.0, 3, 4) is None
     assert _degenerate(0.4, 0.2, 0.8, 3, 4) is None
-    assert _degenerate(0.4, 0.4, 0.8, 5, 4).startswith("the bootstrap interval [0.400, 0.800] has the estimate at its edge (5 seeds give 126")
+    assert str(_degenerate(0.4, 0.4, 0.8, 5, 4)).startswith(
+        "the bootstrap interval [0.400, 0.800] has the estimate at its edge (5 seeds give 126"
+    )
 
 
 def test_claim2_says_masked_fine_tuning_raises_the_auroc_when_it_does(tmp_path):
@@ -124,3 +129,14 @@ def test_detectable_effect_says_why_it_cannot_and_rejects_bad_input():
         detectable_effect("anova", 3)
     with pytest.raises(ValueError, match="alpha and power"):
         detectable_effect("one_sample", 3, alpha=1.5)
+
+
+def test_the_claim3_table_marks_a_degenerate_interval():
+    from itermask.studies.robust_infidelity.markdown import _claim3_lines
+
+    claims = Claims(settings=ClaimSettings(score=SCORE))
+    ci_why = _degenerate(-0.258, -0.775, -0.258, 3, 4)
+    row = {"model": "minilm", "methods": FOUR, "rho": -0.258, "ci_low": -0.775, "ci_high": -0.258}
+    claims.attack_link = pd.DataFrame([{**row, "p_value": 0.75, "why": None, "ci_why": ci_why}])
+    table = _claim3_lines(claims, {}, 95)[2]
+    assert "| minilm | a, b, c, d | -0.258 | -0.775, -0.258 (degenerate) | 0.750 |" in table

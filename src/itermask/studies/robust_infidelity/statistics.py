@@ -45,7 +45,12 @@ from scipy import stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
 __all__ = [
-    *("nested_components", "nested_components_ci", "COMPONENTS", "kendall_w", "tost_welch", "holm"),
+    "nested_components",
+    "nested_components_ci",
+    "COMPONENTS",
+    "kendall_w",
+    "tost_welch",
+    "holm",
     "detectable_effect",
 ]
 

@@ -277,8 +277,7 @@ def _attack_link_part(claims: Claims) -> str:
 def _adversarial_lead(score, equivalent: bool, rate) -> str:
     """How adversarial fine-tuning's effect compares with the paper's claim that it does NOT consistently
     change faithfulness (``score``/``rate``: the adversarial - standard rows of the score and success rate)."""
-    changed = score is not None and _excludes_zero(score)
-    if not changed:
+    if score is None or not _excludes_zero(score):
         lead = "agrees with the paper: adversarial fine-tuning is not shown to change faithfulness"
     elif equivalent:
         verb = direction(score["difference"], score["ci_low"], score["ci_high"], RAISES)
@@ -302,7 +301,8 @@ def _adversarial_power(claims: Claims, score, rate) -> str:
         for name, r in ((claims.settings.score, score), ("attack success rate", rate))
         if r is not None
     ]
-    return f"; at {POWER * 100:.0f} % power (two-sided alpha {alpha:g}) this design detects differences of {' and '.join(parts)}"
+    detects = f"this design detects differences of {' and '.join(parts)}"
+    return f"; at {POWER * 100:.0f} % power (two-sided alpha {alpha:g}) {detects}"
 
 
 def _adversarial_part(claims: Claims, base: str | None, method: str | None) -> str:
