@@ -109,7 +109,10 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
         # in the report, NaN for a cap of 0, the train-split check, the vocabulary wording (+68)
         "review_refs": 70,
     }
+    # issue 34, one term per part: "verdicts": direction words from each statistic's sign and interval,
+    # degenerate rho intervals said so, every verdict's smallest detectable effect (detectable_effect)
+    issue34 = {"verdicts": 190}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean
     issue35 = {"did_you_mean": 110}
-    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py"))
-    assert lines <= 23_850 + sum(issue33.values()) + sum(issue35.values())
+    budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

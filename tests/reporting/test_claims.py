@@ -168,7 +168,7 @@ def test_claim2_and_claim3_verdicts(tmp_path):
     assert "with 3 methods the smallest possible two-sided p-value is 2/3! = 0.333" in claims.verdicts[3]
     # accuracies equal across kinds here: a change at equivalent accuracy, against the paper's claim
     assert (
-        "differs from the paper: adversarial fine-tuning changes faithfulness at equivalent accuracy"
+        "differs from the paper: adversarial fine-tuning raises faithfulness at equivalent accuracy"
         in (claims.verdicts[3])
     )
 

@@ -148,8 +148,9 @@ def compare_samples(
             the test itself is unchanged.
 
     Returns:
-        ``{"n_a", "n_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "statistic", "p_value"}``
-        (``statistic``: Welch's t, or the mean difference for the permutation test). NaN where a sample has
+        ``{"n_a", "n_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "statistic", "p_value",
+        "sd_pooled"}`` (``statistic``: Welch's t, or the mean difference for the permutation test;
+        ``sd_pooled``: ``sqrt(((n_a - 1) s_a² + (n_b - 1) s_b²) / (n_a + n_b - 2))``). NaN where a sample has
         fewer than 2 values. If neither sample varies, the interval is the difference itself, the statistic
         NaN and ``p_value`` 1 (equal) or 0 (different).
 
@@ -161,12 +162,14 @@ def compare_samples(
     x, y = within_bounds(_clean(a), bounds), within_bounds(_clean(b), bounds)
     mean_a, mean_b = (float(v.mean()) if len(v) else math.nan for v in (x, y))
     out = {"n_a": len(x), "n_b": len(y), "mean_a": mean_a, "mean_b": mean_b}
-    out |= dict.fromkeys(("difference", "ci_low", "ci_high", "statistic", "p_value"), math.nan)
+    out |= dict.fromkeys(("difference", "ci_low", "ci_high", "statistic", "p_value", "sd_pooled"), math.nan)
     if len(x) == 0 or len(y) == 0:
         return out
     out["difference"] = out["mean_a"] - out["mean_b"]
     if len(x) < 2 or len(y) < 2:
         return out
+    squares = (len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1)
+    out["sd_pooled"] = math.sqrt(squares / (len(x) + len(y) - 2))
     if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread in either sample: the difference is exact
         out.update(ci_low=out["difference"], ci_high=out["difference"], p_value=1.0 if out["difference"] == 0 else 0.0)
         return out

@@ -20,7 +20,11 @@ from the paper), with its conditions (models, dataset, seeds, examples).
 3. *Does faithfulness track attack efficiency, and does adversarial fine-tuning change faithfulness?* Spearman's rho
    across the methods between the score and the attack success rate (per model, with a bootstrap interval over seeds
    and the exact permutation p-value), and standard vs adversarial fine-tuning of the base model: the difference of
-   attack success rate and of the score (the paper reports no consistent change of faithfulness).
+   attack success rate and of the score (the paper reports no consistent change of faithfulness). A rho interval
+   with the estimate on its edge (few seeds: few distinct bootstrap resamples) is marked degenerate and unused.
+
+Every verdict's direction words follow its statistic's sign and interval, and it states the smallest effect its
+design detects at 80 % power (:func:`~itermask.studies.robust_infidelity.statistics.detectable_effect`).
 
 The runs are read from the report's sweep; a run's *variant* (standard, masked, adversarial) comes from its
 results config (``train.masking_augmentation.enabled``, ``train.adversarial_augmentation.enabled``), so

@@ -48,9 +48,33 @@ def _spearman_ci(sub: pd.DataFrame, methods: list[str], n_resamples: int, confid
     return float(low), float(high)
 
 
+def _degenerate(rho: float, low: float, high: float, n_seeds: int, n_methods: int) -> str | None:
+    """Why the percentile interval of ``rho`` is not usable, or ``None``: it is when the estimate lies strictly
+    inside it (or on it at rho = ±1, where every resample can agree). Over few seeds the bootstrap has few
+    distinct resamples (``C(2S - 1, S)``: 10 for 3 seeds, the original one with probability ``S! / S^S``)
+    and a rank correlation over few methods few values, so the estimate can sit on the interval's edge."""
+    if math.isnan(low) or low < rho < high or (abs(rho) == 1 and low <= rho <= high):
+        return None
+    resamples = math.comb(2 * n_seeds - 1, n_seeds)
+    return (
+        f"the bootstrap interval [{low:.3f}, {high:.3f}] has the estimate at its edge ({n_seeds} seeds give "
+        f"{resamples} distinct resamples, rho over {n_methods} methods takes few values)"
+    )
+
+
+def _link_why(methods: list[str], x: list[float], y: list[float]) -> str | None:
+    """Why Spearman's rho of ``x`` and ``y`` over ``methods`` cannot be computed, or ``None``."""
+    if len(methods) < 3:
+        return f"{len(methods)} attacked method(s), rho needs 3"
+    if len(set(x)) == 1:
+        return "every method has the same mean score"
+    return "every method has the same mean attack success rate" if len(set(y)) == 1 else None
+
+
 def _attack_link(claims: Claims, table: pd.DataFrame) -> pd.DataFrame:
     """Per model of claim 1 with attacked standard runs: Spearman's rho across the methods of the mean
-    score and the mean attack success rate (NaN with fewer than 3 methods or no spread)."""
+    score and the mean attack success rate (NaN and ``why`` with fewer than 3 methods or no spread;
+    ``ci_why`` when its interval over seeds is degenerate, :func:`_degenerate`)."""
     out = []
     standard = select(table, (table.variant == STANDARD) & table.success_rate.notna())
     for model in [m for m in claims.conditions.get("models", []) if m in set(standard.model)]:
@@ -59,11 +83,13 @@ def _attack_link(claims: Claims, table: pd.DataFrame) -> pd.DataFrame:
         methods = list(means.index)
         x, y = means.score.tolist(), means.success_rate.tolist()
         rho = p = low = high = math.nan
-        if len(methods) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
+        why, ci_why = _link_why(methods, x, y), None
+        if why is None:
             rho, p = spearman_exact(x, y)
             low, high = _spearman_ci(sub, methods, claims.settings.n_resamples, claims.confidence)
+            ci_why = _degenerate(rho, low, high, int(sub.seed.nunique()), len(methods))
         row = {"model": model, "methods": methods, "score_means": x, "success_means": y, "rho": rho}
-        out.append({**row, "ci_low": low, "ci_high": high, "p_value": p})
+        out.append({**row, "ci_low": low, "ci_high": high, "p_value": p, "why": why, "ci_why": ci_why})
     return pd.DataFrame(out)
 
 

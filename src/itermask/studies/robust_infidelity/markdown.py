@@ -126,10 +126,13 @@ def _claim3_lines(claims: Claims, images: dict, pct: int) -> list[str]:
         return _figure(images, 3)
     intro = (
         f"Spearman's rho across methods between the mean {md_escape(claims.settings.score)} and the mean attack "
-        f"success rate ({pct} % bootstrap interval over seeds; exact permutation p):"
+        f"success rate ({pct} % bootstrap interval over seeds, *degenerate* when the estimate sits on its edge "
+        "and the verdict does not use it; exact permutation p):"
     )
     rows = [
-        [r.model, ", ".join(r.methods), number(r.rho, 3), _ci_cell(r._asdict(), 3), number(r.p_value, 3)]
+        [r.model, ", ".join(r.methods), number(r.rho, 3)]
+        + [_ci_cell(r._asdict(), 3) + (" (degenerate)" if getattr(r, "ci_why", None) else "")]
+        + [number(r.p_value, 3)]
         for r in records(claims.attack_link)
     ]
     return [intro, "", md_table(["model", "methods", "rho", f"{pct} % CI", "p"], rows), "", *_figure(images, 3)]

@@ -1,6 +1,7 @@
 """The statistics of the Claims section (:mod:`itermask.studies.robust_infidelity`): nested variance components
 (model / seed within model / example), Kendall's W with tie correction across models, an equivalence test (TOST) of
-accuracies and Holm's step-down correction (:func:`holm`). Plain numpy/scipy: no torch, no project imports.
+accuracies, Holm's step-down correction (:func:`holm`) and the smallest effect a design detects
+(:func:`detectable_effect`). Plain numpy/scipy/statsmodels: no torch, no project imports.
 
 **Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
 model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation
@@ -41,8 +42,17 @@ import math
 
 import numpy as np
 from scipy import stats
+from statsmodels.stats.power import TTestIndPower, TTestPower
 
-__all__ = ["nested_components", "nested_components_ci", "COMPONENTS", "kendall_w", "tost_welch", "holm"]
+__all__ = [
+    "nested_components",
+    "nested_components_ci",
+    "COMPONENTS",
+    "kendall_w",
+    "tost_welch",
+    "holm",
+    "detectable_effect",
+]
 
 #: the variance components of :func:`nested_components`, in report order
 COMPONENTS = ("model", "seed_within_model", "example", "model_x_example", "residual")
@@ -229,7 +239,7 @@ def holm(p_values) -> np.ndarray:
     multiplied by ``m - i + 1``, then a running maximum, capped at 1. Rejecting where the adjusted value is
     below ``alpha`` keeps the family-wise error rate at ``alpha``. NaN stays NaN and does not count in ``m``.
     statsmodels' ``multipletests(method="holm")`` gives the same (the test compares them); it is written here
-    because statsmodels is only a test dependency.
+    because statsmodels counts NaN p-values in ``m`` (``[0.01, nan, 0.04]`` gives ``[0.03, nan, 0.08]``).
 
     Args:
         p_values: ``[m]`` p-values in ``[0, 1]`` (NaN allowed).
@@ -246,3 +256,46 @@ def holm(p_values) -> np.ndarray:
     scaled = p[order] * (len(order) - np.arange(len(order)))
     out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
     return out
+
+
+def detectable_effect(
+    design: str, n_a: int, n_b: int | None = None, sd: float = 1.0, alpha: float = 0.05, power: float = 0.8
+) -> tuple[float, str | None]:
+    """The smallest true effect a two-sided test of this design detects with probability ``power``.
+
+    - ``"two_sample"``: a difference of two independent means over ``n_a`` and ``n_b`` values (seeds), in
+      the values' unit: statsmodels' ``TTestIndPower().solve_power(effect_size=None, nobs1=n_a,
+      ratio=n_b / n_a, alpha, power)`` (Cohen's d of the pooled-variance t-test; for Welch's test at these
+      equal or near-equal group sizes the same to first order) times ``sd``, the pooled standard deviation.
+    - ``"one_sample"``: a mean's distance from a fixed value (e.g. AUROC from 0.5) over ``n_a`` values:
+      ``TTestPower().solve_power(...)`` times ``sd``, the sample standard deviation.
+    - ``"rank_correlation"``: Spearman's rho over ``n_a`` objects (``sd`` unused), by the Fisher-z
+      approximation ``tanh((z_{1 - alpha/2} + z_power) * sqrt(1.06 / (n - 3)))`` with Spearman's variance
+      ``1.06 / (n - 3)`` of Fieller, Hartley & Pearson (1957, *Biometrika* 44:470); ``n >= 4``.
+
+    Returns:
+        ``(effect, why)``: ``effect`` in the unit above (a difference, a distance, or a rho in (0, 1)), or
+        NaN and ``why`` when the design cannot detect anything (too few values, no spread: ``sd`` 0 or NaN).
+
+    Raises:
+        ValueError: unknown ``design``, ``alpha`` or ``power`` outside (0, 1).
+    """
+    if design not in ("two_sample", "one_sample", "rank_correlation"):
+        raise ValueError(f"design must be two_sample, one_sample or rank_correlation, got {design!r}")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
+    if design == "rank_correlation":
+        if n_a < 4:
+            return math.nan, f"a rank correlation over {n_a} objects has no Fisher-z power (needs 4)"
+        z = (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * math.sqrt(1.06 / (n_a - 3))
+        return float(np.tanh(z)), None
+    n_b = n_a if n_b is None else n_b
+    if min(n_a, n_b) < 2:
+        return math.nan, f"a t-test needs 2 values per group, got {n_a} and {n_b}"
+    if not (math.isfinite(sd) and sd > 0):
+        return math.nan, f"no spread over seeds (sd = {sd}) to scale the effect by"
+    if design == "one_sample":
+        d = TTestPower().solve_power(effect_size=None, nobs=n_a, alpha=alpha, power=power)
+    else:
+        d = TTestIndPower().solve_power(effect_size=None, nobs1=n_a, ratio=n_b / n_a, alpha=alpha, power=power)
+    return float(np.asarray(d).item()) * sd, None

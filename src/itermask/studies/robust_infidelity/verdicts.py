@@ -1,6 +1,8 @@
 """The claims' verdict sentences (:func:`verdict1`, :func:`verdict2`, :func:`verdict3`; the criteria are in
 :mod:`itermask.studies.robust_infidelity`), generated from the numbers (never from the paper), each ending with
-its conditions (models, dataset, seeds, examples, score)."""
+its conditions (models, dataset, seeds, examples, score). Every direction word comes from its statistic's sign
+and interval (:func:`direction`), and every verdict says the smallest effect its design detects at 80 % power
+(:func:`~itermask.studies.robust_infidelity.statistics.detectable_effect`)."""
 
 from __future__ import annotations
 
@@ -17,11 +19,18 @@ from itermask.reporting.model import records, series_rows
 from itermask.studies.robust_infidelity.comparisons import few_seeds
 from itermask.studies.robust_infidelity.runs import select
 from itermask.studies.robust_infidelity.settings import ADVERSARIAL, STANDARD
+from itermask.studies.robust_infidelity.statistics import detectable_effect
 
 if TYPE_CHECKING:
     from itermask.studies.robust_infidelity.claims import Claims
 
-__all__ = ["verdict1", "verdict2", "verdict3", "conditions"]
+__all__ = ["verdict1", "verdict2", "verdict3", "conditions", "direction", "RISES", "RAISES"]
+
+#: direction words (up, down, no detectable change, no change at all) of :func:`direction`
+RISES = ("rises", "falls", "does not change detectably", "does not change")
+RAISES = ("raises", "lowers", "does not change detectably", "does not change")
+#: the power every verdict states its smallest detectable effect at
+POWER = 0.8
 
 
 def interval(row, key: str = "difference", digits: int = 4) -> str:
@@ -31,6 +40,27 @@ def interval(row, key: str = "difference", digits: int = 4) -> str:
 
 def _excludes_zero(row) -> bool:
     return bool(row["ci_low"] > 0 or row["ci_high"] < 0)
+
+
+def direction(
+    estimate: float, low: float = math.nan, high: float = math.nan, words=RISES, name: str = "the estimate"
+) -> str:
+    """The direction word of a statistic from its sign and interval: NaN says it cannot be judged, exactly 0
+    says so (a tie), an interval ``[low, high]`` that contains 0 gives "does not change detectably", else
+    the sign picks ``words[0]`` (up) or ``words[1]`` (down). A NaN interval is not used (the sign decides)."""
+    if math.isnan(estimate):
+        return f"cannot be judged ({name} is not computable)"
+    if estimate == 0:
+        return f"{words[3]} ({name} is exactly 0)"
+    if not (math.isnan(low) or math.isnan(high)) and low <= 0 <= high:
+        return words[2]
+    return words[0] if estimate > 0 else words[1]
+
+
+def _detectable(design: str, n_a, n_b, sd, alpha: float, digits: int = 4) -> str:
+    """The smallest effect :func:`detectable_effect` finds at :data:`POWER`, as a number or why not."""
+    effect, why = detectable_effect(design, int(n_a), None if n_b is None else int(n_b), float(sd), alpha, POWER)
+    return number(effect, digits) if why is None else f"not computable ({why})"
 
 
 def conditions(claims: Claims, models: Sequence[str] | None = None) -> str:
@@ -73,10 +103,29 @@ def _model_difference_found(claims: Claims, shown: pd.DataFrame, chance: str) ->
     s = claims.settings
     top = shown.loc[shown["difference"].abs().idxmax()]
     measure = s.score if top["measure"] == "score" else f"{s.score} minus random"
+    higher = top["a"] if top["difference"] > 0 else top["b"]
     return (
         f"the {top['method']} {measure} differs between {top['a']} and {top['b']} by {interval(top)} "
-        f"({int(claims.confidence * 100)} % Welch interval over seeds, Holm p = {number(top['p_holm'], 3)}; "
-        f"{chance})"
+        f"(a - b, higher for {higher}; {int(claims.confidence * 100)} % Welch interval over seeds, Holm p = "
+        f"{number(top['p_holm'], 3)}; {chance})"
+    )
+
+
+def _claim1_power(claims: Claims, tested: pd.DataFrame) -> str:
+    """Claim 1's smallest detectable between-model difference at :data:`POWER`, at Holm's strictest step."""
+    alpha, m = 1 - claims.confidence, max(len(tested), 1)
+    first = tested.iloc[0]
+    d, why = detectable_effect("two_sample", int(first["n_a"]), int(first["n_b"]), 1.0, alpha / m, POWER)
+    if why is not None:
+        return f" The smallest detectable difference is not computable ({why})."
+    sds = tested["sd_pooled"].to_numpy(dtype=float)
+    sized = sds[np.isfinite(sds) & (sds > 0)] * d
+    span = f"{number(float(sized.min()))} to {number(float(sized.max()))}" if len(sized) else "n/a (no spread)"
+    return (
+        f" At {POWER * 100:.0f} % power this design ({first['n_a']} vs {first['n_b']} seeds per model, two-sided alpha "
+        f"{alpha:g}/{m} = {alpha / m:.2g}, Holm's strictest step) detects a difference of {d:.2f} pooled seed "
+        f"standard deviations: {span} in the {claims.settings.score} across the {len(tested)} comparisons; "
+        "smaller true differences can go unseen."
     )
 
 
@@ -87,11 +136,12 @@ def _claim1_judged(claims: Claims, extra: str) -> str:
     alpha = 1 - claims.confidence
     hits = select(tested, [_excludes_zero(r) for r in series_rows(tested)])
     chance = f"{len(hits)} of {len(tested)} intervals exclude 0 (about {alpha * len(tested):.1f} expected by chance)"
+    extra = _claim1_power(claims, tested) + extra
     if hits.empty:
         return (
             f"does not support: between models of equivalent accuracy (margin ±{s.accuracy_margin:g}) no "
-            f"method's {s.score} or method - random differs: every {int(claims.confidence * 100)} % interval "
-            f"over seeds includes 0 ({chance}) {text}.{extra}"
+            f"method's {s.score} or method - random differs detectably: every {int(claims.confidence * 100)} % "
+            f"interval over seeds includes 0 ({chance}) {text}.{extra}"
         )
     corrected = select(tested, tested["p_holm"] < alpha)
     shown = corrected if not corrected.empty else hits
@@ -139,12 +189,22 @@ def verdict2(claims: Claims, base: str | None, few: str | None) -> str:
         return f"cannot answer: {few} {text}."
     s, summary = claims.settings, claims.ood_summary
     std, masked, diff, acc = summary["standard"], summary["masked"], summary["difference"], summary["accuracy"]
+    alpha = 1 - claims.confidence
+    power = (
+        f"; at {POWER * 100:.0f} % power (two-sided alpha {alpha:g}) this design detects a mean AUROC "
+        f"{_detectable('one_sample', std['n'], None, std['std'], alpha, 3)} away from 0.5 ({std['n']} seeds) "
+        f"and a standard - masked difference of "
+        f"{_detectable('two_sample', diff['n_a'], diff['n_b'], diff.get('sd_pooled', math.nan), alpha, 3)}"
+    )
     numbers = (
         f"mean OOD AUROC over the masked steps {interval(std, 'mean')} after standard and "
         f"{interval(masked, 'mean')} after masked fine-tuning (difference {interval(diff)}, "
         f"{int(claims.confidence * 100)} % intervals over seeds; test accuracy "
-        f"{'equivalent' if bool(acc.iloc[0].equivalent) else 'not shown equivalent'} within ±{s.accuracy_margin:g})"
+        f"{'equivalent' if bool(acc.iloc[0].equivalent) else 'not shown equivalent'} within ±{s.accuracy_margin:g}"
+        f"{power})"
     )
+    # masked - standard: "lowers" when standard - masked lies above 0
+    effect = direction(-diff["difference"], -diff["ci_high"], -diff["ci_low"], RAISES, "the difference")
     if std["ci_low"] > 0.5 and diff["ci_low"] > 0:
         return (
             f"supports: masked inputs are out of distribution for the standard fine-tuned {base} and masked "
@@ -153,57 +213,96 @@ def verdict2(claims: Claims, base: str | None, few: str | None) -> str:
     if std["ci_low"] > 0.5:
         return (
             f"supports in part: masked inputs are out of distribution for the standard fine-tuned {base}, "
-            f"but masked fine-tuning is not shown to lower that: {numbers} {text}."
+            f"but masked fine-tuning {effect} that: {numbers} {text}."
         )
+    where = "includes 0.5" if std["ci_high"] >= 0.5 else "lies below 0.5"
     return (
         f"does not support: the standard fine-tuned {base} does not separate masked from clean inputs "
-        f"beyond chance (interval includes or is below 0.5): {numbers} {text}."
+        f"beyond chance (its AUROC interval {where}): {numbers} {text}."
+    )
+
+
+def _link_model(r, score: str) -> str:
+    """One model's attack link in words: its direction from rho's sign and usable interval (NaN, ties said)."""
+    if r.get("why") is not None or math.isnan(r["rho"]):
+        return f"{r['model']}: rho cannot be computed ({r.get('why') or 'not computable'})"
+    usable = r.get("ci_why") is None and not math.isnan(r["ci_low"])
+    low, high = (r["ci_low"], r["ci_high"]) if usable else (math.nan, math.nan)
+    ci = (
+        f" [{number(r['ci_low'], 3)}, {number(r['ci_high'], 3)}]"
+        if usable
+        else f" (no usable interval over seeds: {r['ci_why']})"
+        if r.get("ci_why")
+        else ""
+    )
+    return (
+        f"{r['model']}: {score} {direction(r['rho'], low, high, RISES, 'rho')} with the attack success rate, "
+        f"rho = {number(r['rho'], 3)}{ci} (exact p = {number(r['p_value'], 3)}, {len(r['methods'])} methods)"
     )
 
 
 def _attack_link_part(claims: Claims) -> str:
     """Claim 3's verdict on the attack link across methods."""
-    link = claims.attack_link.dropna(subset=["rho"]) if not claims.attack_link.empty else claims.attack_link
+    link, alpha = claims.attack_link, 1 - claims.confidence
     if link.empty:
-        return "the attack link cannot be computed (no attacked methods with varying means)"
-    positive = [r for r in series_rows(link) if r["ci_low"] > 0]
-    text = "; ".join(
-        f"{r['model']}: rho = {interval(r, 'rho', 3)} (exact p = {number(r['p_value'], 3)}, "
-        f"{len(r['methods'])} methods)"
-        for r in series_rows(link)
-    )
-    significant = [r for r in positive if r["p_value"] < 0.05]
-    # "supports": rho above 0 (over seed resamples) for every model and the permutation test at 5 % for
-    # one; above 0 without a significant permutation test (few methods) or for some models: "in part"
+        return "the attack link cannot be computed (no attacked methods)"
+    rows = list(series_rows(link))
+    usable = [r for r in rows if r.get("ci_why") is None and not math.isnan(r["ci_low"])]
+    positive = [r for r in usable if r["ci_low"] > 0]
+    significant = [r for r in positive if r["p_value"] < alpha]
+    # "supports": rho's interval over seed resamples above 0 for every model and the permutation test at
+    # alpha for one; above 0 without a significant permutation test (few methods) or for some models: "in part"
     verdict = (
         "cannot judge (no interval over seeds: fewer than 2 seeds)"
-        if link.ci_low.isna().all()
+        if link.ci_low.isna().all() and link.rho.notna().any()
+        else "cannot judge (no model has a usable interval over seeds)"
+        if not usable
         else "supports"
         if len(positive) == len(link) and significant
         else "supports in part"
         if positive
         else "does not support"
     )
+    n_methods = max(len(m) for m in link.methods)
+    rho = _detectable("rank_correlation", n_methods, None, math.nan, alpha, 3)
+    rho += "" if rho.startswith("not") else f" (Fisher z, two-sided alpha {alpha:g}, {n_methods} methods)"
+    text = "; ".join(_link_model(r, claims.settings.score) for r in rows)
     return (
-        f"{verdict} the attack link: across methods, {claims.settings.score} rises with the attack success rate "
-        f"({text}; {int(claims.confidence * 100)} % bootstrap intervals over seeds; "
-        f"{caveat(max(len(m) for m in link.methods))})"
+        f"{verdict} the attack link (across methods, the score rising with the attack success rate): {text} "
+        f"({int(claims.confidence * 100)} % bootstrap intervals over seeds; {caveat(n_methods)}; the smallest "
+        f"rho this design detects at {POWER * 100:.0f} % power is {rho})"
     )
 
 
-def _adversarial_lead(changed: bool, equivalent: bool, robust: bool) -> str:
+def _adversarial_lead(score, equivalent: bool, rate) -> str:
     """How adversarial fine-tuning's effect compares with the paper's claim that it does NOT consistently
-    change faithfulness."""
-    if not changed:
+    change faithfulness (``score``/``rate``: the adversarial - standard rows of the score and success rate)."""
+    if score is None or not _excludes_zero(score):
         lead = "agrees with the paper: adversarial fine-tuning is not shown to change faithfulness"
     elif equivalent:
-        lead = "differs from the paper: adversarial fine-tuning changes faithfulness at equivalent accuracy"
+        verb = direction(score["difference"], score["ci_low"], score["ci_high"], RAISES)
+        lead = f"differs from the paper: adversarial fine-tuning {verb} faithfulness at equivalent accuracy"
     else:
         lead = (
             "adversarial fine-tuning changes faithfulness, but test accuracy changes too, so this run cannot "
             "separate the two (the paper reports no consistent change)"
         )
-    return lead + ("" if robust else " (and it is not shown to lower the attack success rate)")
+    if rate is not None and rate["ci_high"] < 0:
+        return lead
+    raises = rate is not None and rate["ci_low"] > 0
+    return f"{lead} (and it {'raises' if raises else 'is not shown to lower'} the attack success rate)"
+
+
+def _adversarial_power(claims: Claims, score, rate) -> str:
+    """The smallest adversarial - standard differences this design detects at :data:`POWER`."""
+    alpha = 1 - claims.confidence
+    parts = [
+        f"{_detectable('two_sample', r['n_a'], r['n_b'], r.get('sd_pooled', math.nan), alpha)} in the {name}"
+        for name, r in ((claims.settings.score, score), ("attack success rate", rate))
+        if r is not None
+    ]
+    detects = f"this design detects differences of {' and '.join(parts)}"
+    return f"; at {POWER * 100:.0f} % power (two-sided alpha {alpha:g}) {detects}"
 
 
 def _adversarial_part(claims: Claims, base: str | None, method: str | None) -> str:
@@ -216,17 +315,16 @@ def _adversarial_part(claims: Claims, base: str | None, method: str | None) -> s
         return f"adversarial vs standard fine-tuning cannot be answered: {few}"
     d = select(adv, adv.kind == "difference")
     acc = select(adv, adv.kind == "accuracy").iloc[0]
-    score, rate = select(d, d.measure == "score"), select(d, d.measure == "success_rate")
+    found = {m: list(series_rows(select(d, d.measure == m))) for m in ("score", "success_rate")}
+    score, rate = (found[m][0] if found[m] else None for m in ("score", "success_rate"))
     pct = int(claims.confidence * 100)
     numbers = (
-        f"adversarial - standard {method} {s.score} {interval(score.iloc[0]) if len(score) else 'n/a'}, "
-        f"attack success rate {interval(rate.iloc[0]) if len(rate) else 'n/a'} ({pct} % Welch intervals over "
+        f"adversarial - standard {method} {s.score} {interval(score) if score is not None else 'n/a'}, "
+        f"attack success rate {interval(rate) if rate is not None else 'n/a'} ({pct} % Welch intervals over "
         f"seeds), test accuracy {'equivalent' if bool(acc.equivalent) else 'not shown equivalent'} within "
-        f"±{s.accuracy_margin:g} ({interval(acc)} at 90 %)"
+        f"±{s.accuracy_margin:g} ({interval(acc)} at 90 %){_adversarial_power(claims, score, rate)}"
     )
-    changed = bool(len(score) and _excludes_zero(score.iloc[0]))
-    robust = bool(len(rate) and rate.iloc[0]["ci_high"] < 0)
-    lead = _adversarial_lead(changed, bool(acc.equivalent), robust)
+    lead = _adversarial_lead(score, bool(acc.equivalent), rate)
     return f"{lead}: {numbers} {conditions(claims, [str(base)])}"
 
 
