@@ -102,4 +102,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
         # F-Fidelity: core/ffidelity.py ~250, the ffidelity analysis ~300, the hook and ffidelity_info ~30
         "ffidelity": 580,
     }
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + sum(issue33.values())
+    # issue 34: how different claim 1's encoders are (core/similarity.py ~110: linear CKA, parameter distance;
+    # the report step's comparison from the stored encoders ~150 and its Markdown ~30)
+    issue34 = {"encoder_similarity": 300}
+    budget = 23_850 + sum(issue33.values()) + sum(issue34.values())
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

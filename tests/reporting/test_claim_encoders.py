@@ -21,7 +21,7 @@ def _folder(tokenizer, path: Path, seed: int, scale: float = 0.0) -> str:
     torch.manual_seed(seed)
     model = BertModel(tiny_bert_config(tokenizer)).eval()
     with torch.no_grad():
-        model.encoder.layer[1].output.dense.weight.mul_(1 + scale)
+        model.get_parameter("encoder.layer.1.output.dense.weight").mul_(1 + scale)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
