@@ -78,3 +78,30 @@ def test_a_pretrained_encoder_not_in_the_cache_is_named(tokenizer, tmp_path):
     pairs, accuracy, notes = encoder_tables(runs, ["a", "m"], n_texts=10)
     assert pairs.empty and accuracy.empty and len(notes) == 1
     assert notes[0].startswith("m: encoder not compared: the pretrained encoder of m is not in the cache")
+
+
+def test_the_report_finds_the_encoder_a_job_pretrained(tokenizer, tmp_path):
+    """The report step derives the continued-pretraining key from a result (its config and data_files) exactly as
+    the job did (engine.keys), and reads the held-out accuracies from that entry's meta.json."""
+    import json
+
+    from conftest import compose_config, keys_of
+
+    from itermask.settings import plain
+
+    cfg = compose_config("model=minilm_mlm", f"cache_dir={tmp_path}")
+    keys = keys_of(cfg)
+    assert keys.pretrain is not None
+    entry = tmp_path / "pretrain" / keys.pretrain.key
+    _folder(tokenizer, entry / "model", seed=1)
+    meta = {"mlm_acc_head_only": 0.0284, "mlm_acc_joint": 0.0962, "heldout_masked_tokens": 915}
+    (entry / "meta.json").write_text(json.dumps(meta))
+    result = make_result(0, model="minilm_mlm")
+    result.update(config=plain(cfg), data_files=keys.fingerprint.hashed())
+    runs = [_run("minilm", _folder(tokenizer, tmp_path / "base", seed=0), tmp_path), Run(tmp_path / "m", result)]
+    pairs, accuracy, notes = encoder_tables(runs, ["minilm", "minilm_mlm"], n_texts=20)
+    assert notes == [] and list(zip(pairs.a, pairs.b)) == [("minilm", "minilm_mlm")]
+    assert 0 < pairs.parameter_distance[0] and all(c < 1 for c in pairs.cka[0])  # two random encoders
+    assert accuracy.to_dict("records") == [
+        {"model": "minilm_mlm", "before": 0.0284, "after": 0.0962, "heldout_tokens": 915}
+    ]
