@@ -105,3 +105,10 @@ def test_the_report_finds_the_encoder_a_job_pretrained(tokenizer, tmp_path):
     assert accuracy.to_dict("records") == [
         {"model": "minilm_mlm", "before": 0.0284, "after": 0.0962, "heldout_tokens": 915}
     ]
+    from itermask.studies.robust_infidelity.claims import Claims
+    from itermask.studies.robust_infidelity.settings import ClaimSettings
+
+    claims = Claims(ClaimSettings(), encoder_pairs=pairs, mlm_accuracy=accuracy)
+    lines = _encoder_lines(claims)
+    assert "| minilm_mlm | 0.0284 | 0.0962 | 915 |" in lines[-2]
+    assert f"| minilm | minilm_mlm | {pairs.parameter_distance[0]:.4f} |" in "\n".join(lines)
