@@ -90,6 +90,7 @@ def test_the_report_compares_local_paths_as_the_results_key_does(tmp_path):
         ({"schedule": "stepwise"}, "claims.schedule='stepwise' is not allowed: one of one_shot, recursive"),
         ({"accuracy_margin": -1}, "claims.accuracy_margin=-1 is not allowed: a fraction in (0, 1)"),
         ({"n_resamples": 0}, "claims.n_resamples=0 is not allowed: an integer >= 1"),
+        ({"encoder_texts": -1}, "claims.encoder_texts=-1 is not allowed: an integer >= 0"),
         ({"models": []}, "claims.models=[] is not allowed: model names, or null"),
     ],
 )

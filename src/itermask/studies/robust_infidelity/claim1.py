@@ -12,6 +12,7 @@ import pandas as pd
 
 from itermask.reporting.sweep import Run
 from itermask.studies.robust_infidelity.comparisons import accuracy_rows, differences, with_holm
+from itermask.studies.robust_infidelity.encoders import encoder_tables
 from itermask.studies.robust_infidelity.runs import per_example_scores, select, variant
 from itermask.studies.robust_infidelity.settings import STANDARD, ClaimSettings
 from itermask.studies.robust_infidelity.statistics import COMPONENTS, kendall_w, nested_components_ci
@@ -71,4 +72,5 @@ def claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     means = sub.groupby(["model", "method"]).score.mean().unstack("method").reindex(index=models, columns=methods)
     claims.concordance = {"methods": methods, "models": models, **kendall_w(means.to_numpy(dtype=float))}
     claims.components = _components(claims, runs, models, methods)
+    claims.encoder_pairs, claims.mlm_accuracy, claims.encoder_notes = encoder_tables(runs, models, s.encoder_texts)
     claims.verdicts[1] = verdict1(claims)

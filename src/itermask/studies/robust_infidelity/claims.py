@@ -23,6 +23,10 @@ class Claims:
     components: pd.DataFrame = field(default_factory=pd.DataFrame)
     concordance: dict = field(default_factory=dict)
     accuracy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: claim 1's encoders: per pair CKA per layer and parameter distance; per model MLM accuracy; why not
+    encoder_pairs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    mlm_accuracy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    encoder_notes: list[str] = field(default_factory=list)
     ood_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     ood_summary: dict = field(default_factory=dict)
     attack_link: pd.DataFrame = field(default_factory=pd.DataFrame)

@@ -100,9 +100,40 @@ def _accuracy_lines(claims: Claims) -> list[str]:
     return [intro, "", md_table(header, rows), ""]
 
 
+def _encoder_lines(claims: Claims) -> list[str]:
+    """How different the encoders are: CKA per layer and parameter distance per pair, the MLM accuracies."""
+    out, pairs, mlm = [], claims.encoder_pairs, claims.mlm_accuracy
+    if not pairs.empty:
+        layers = len(pairs.cka.iloc[0])
+        out += [
+            f"How different the encoders are: linear CKA (Kornblith et al. 2019; 1: the same up to rotation and "
+            f"scale) of their mean-pooled hidden states on the first {int(pairs.n_texts.iloc[0])} test texts, per "
+            "layer (0: the embeddings), and the relative distance of their encoder parameters ||a - b|| / ||b||:",
+            "",
+            md_table(
+                ["a", "b", "||a - b|| / ||b||", *[f"CKA {i}" for i in range(layers)]],
+                [[r.a, r.b, number(r.parameter_distance, 4), *[number(c, 4) for c in r.cka]] for r in records(pairs)],
+            ),
+            "",
+        ]
+    if not mlm.empty:
+        out += [
+            "Held-out masked-token accuracy of continued pretraining (fraction of the masked validation tokens "
+            "predicted; before: the base encoder frozen, the new MLM head trained alone; after: the joint steps):",
+            "",
+            md_table(
+                ["model", "before", "after", "masked tokens"],
+                [[r.model, number(r.before, 4), number(r.after, 4), str(r.heldout_tokens)] for r in records(mlm)],
+            ),
+            "",
+        ]
+    return out + [md_escape(f"- {n}") for n in claims.encoder_notes] + ([""] if claims.encoder_notes else [])
+
+
 def _claim1_lines(claims: Claims, images: dict, pct: int) -> list[str]:
     out = _differences_lines(claims, pct) + _components_lines(claims, pct)
-    return out + _concordance_lines(claims) + _accuracy_lines(claims) + _figure(images, 1)
+    out += _concordance_lines(claims) + _accuracy_lines(claims) + _encoder_lines(claims)
+    return out + _figure(images, 1)
 
 
 def _claim2_lines(claims: Claims, images: dict, pct: int) -> list[str]:

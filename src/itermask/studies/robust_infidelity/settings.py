@@ -24,6 +24,8 @@ class ClaimSettings:
         models: the models of claim 1 in report order (``None``: every model with standard runs, sorted).
         base_model: the model of claims 2 and 3 (``None``: the model with masked or adversarial runs).
         n_resamples: bootstrap resamples of the variance components and of Spearman's rho.
+        encoder_texts: the test texts (the first N) claim 1's encoders are compared on by linear CKA
+            (:mod:`~itermask.studies.robust_infidelity.encoders`); 0: not compared.
     """
 
     score: str = "aopc_comprehensiveness_prob"
@@ -32,6 +34,7 @@ class ClaimSettings:
     models: list[str] | None = None
     base_model: str | None = None
     n_resamples: int = 2000
+    encoder_texts: int = 256
 
     @classmethod
     def from_dict(cls, node: dict | None) -> ClaimSettings:
@@ -68,6 +71,12 @@ class ClaimSettings:
                 "n_resamples",
                 self.n_resamples,
                 "an integer >= 1",
+            ),
+            (
+                type(self.encoder_texts) is not int or not 0 <= self.encoder_texts,
+                "encoder_texts",
+                self.encoder_texts,
+                "an integer >= 0",
             ),
         ]
         for bad, key, given, allowed in problems:
