@@ -75,7 +75,8 @@ def _model_difference_found(claims: Claims, shown: pd.DataFrame, chance: str) ->
     measure = s.score if top["measure"] == "score" else f"{s.score} minus random"
     return (
         f"the {top['method']} {measure} differs between {top['a']} and {top['b']} by {interval(top)} "
-        f"({int(claims.confidence * 100)} % Welch interval over seeds, Holm p = {number(top['p_holm'], 3)}; "
+        f"({int(claims.confidence * 100)} % mixed-model interval over every example of every seed, Holm p = "
+        f"{number(top['p_holm'], 3)}; "
         f"{chance})"
     )
 
@@ -84,14 +85,17 @@ def _claim1_judged(claims: Claims, extra: str) -> str:
     """Claim 1's verdict when some pair of models has equivalent accuracy and every model has 2+ seeds."""
     s, diffs, text = claims.settings, claims.model_differences, conditions(claims)
     tested = select(diffs, diffs["p_holm"].notna())
+    if tested.empty:  # every comparison at equivalent accuracy failed to fit (its reason says why)
+        why = "; ".join(sorted(set(diffs["reason"].dropna())))
+        return f"cannot answer: no between-model difference could be estimated ({why}) {text}.{extra}"
     alpha = 1 - claims.confidence
     hits = select(tested, [_excludes_zero(r) for r in series_rows(tested)])
     chance = f"{len(hits)} of {len(tested)} intervals exclude 0 (about {alpha * len(tested):.1f} expected by chance)"
     if hits.empty:
         return (
             f"does not support: between models of equivalent accuracy (margin ±{s.accuracy_margin:g}) no "
-            f"method's {s.score} or method - random differs: every {int(claims.confidence * 100)} % interval "
-            f"over seeds includes 0 ({chance}) {text}.{extra}"
+            f"method's {s.score} or method - random differs: every {int(claims.confidence * 100)} % mixed-model "
+            f"interval includes 0 ({chance}) {text}.{extra}"
         )
     corrected = select(tested, tested["p_holm"] < alpha)
     shown = corrected if not corrected.empty else hits
