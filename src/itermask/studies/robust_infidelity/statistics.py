@@ -1,6 +1,8 @@
 """The statistics of the Claims section (:mod:`itermask.studies.robust_infidelity`): nested variance components
 (model / seed within model / example), Kendall's W with tie correction across models, an equivalence test (TOST) of
-accuracies and Holm's step-down correction (:func:`holm`). Plain numpy/scipy: no torch, no project imports.
+accuracies, Holm's step-down correction (:func:`holm`) and claim 1's mixed-model differences
+(:func:`mixed_model_differences`). numpy/scipy/pandas, statsmodels for the mixed model: no torch, no project
+imports.
 
 **Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
 model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation
@@ -253,8 +255,8 @@ def holm(p_values) -> np.ndarray:
     procedure", Scand. J. Statist. 6, 65-70): the ``m`` p-values sorted ascending, the ``i``-th (from 1)
     multiplied by ``m - i + 1``, then a running maximum, capped at 1. Rejecting where the adjusted value is
     below ``alpha`` keeps the family-wise error rate at ``alpha``. NaN stays NaN and does not count in ``m``.
-    statsmodels' ``multipletests(method="holm")`` gives the same (the test compares them); it is written here
-    because statsmodels is only a test dependency.
+    statsmodels' ``multipletests(method="holm")`` gives the same (the test compares them); it was written
+    here when statsmodels was only a test dependency.
 
     Args:
         p_values: ``[m]`` p-values in ``[0, 1]`` (NaN allowed).
