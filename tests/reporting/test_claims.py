@@ -117,12 +117,16 @@ def test_claim1_supported_when_equivalent_models_differ(tmp_path):
     row = diffs[
         (diffs.a == "minilm") & (diffs.b == "minilm_mlm") & (diffs.method == "gradient") & (diffs.measure == "score")
     ]
-    assert row.difference.iloc[0] == pytest.approx(-0.1)
+    # from the per-example scores (the mixed model): -0.1 plus the mean of their noise (sd 0.01 over 3 seeds x 10
+    # examples a model, sd of the difference 0.0026)
+    assert row.difference.iloc[0] == pytest.approx(-0.1, abs=0.003)
     assert row.ci_high.iloc[0] < 0
     assert claims.accuracy.equivalent.all()
     verdict = claims.verdicts[1]
     assert verdict.startswith("supports: at equivalent test accuracy (margin ±0.02, TOST), the gradient")
     assert "minilm and minilm_mlm by -0.1" in verdict
+    assert "% mixed-model interval over every example of every seed, Holm p = " in verdict
+    assert (row.n_seeds.iloc[0], row.n_examples.iloc[0], row.converged.iloc[0]) == (3, N_EXAMPLES, True)
     assert "seeds 0, 1, 2; 10 test examples" in verdict and "models minilm, minilm_mlm, minilm_cda" in verdict
     # the model effect shows in the nested variance components of gradient, not of occlusion
     comp = claims.components.set_index(["method", "component"])
@@ -197,6 +201,8 @@ def test_claims_section_opens_the_report(tmp_path):
         assert (root / "report_files" / f"claim{n}.png").stat().st_size > 1000
     assert "**Verdict:** supports: at equivalent test accuracy" in text
     assert "Kendall's W of the ranking of random, gradient, occlusion" in text
+    assert "| a | b | method | measure | seeds | examples | a - b | 95 % CI | p | p (Holm) | note |" in text
+    assert "95 % Wald interval of a linear mixed model fitted by REML" in text
     assert (root / "report_files" / "claims_components.csv").is_file()
 
 
@@ -247,6 +253,23 @@ def test_claim1_supported_in_part_when_no_difference_survives_holm(tmp_path):
     claims.model_differences = _with_holm(diffs, claims.accuracy)
     assert _verdict1(claims).startswith("supports: at equivalent test accuracy")
     assert f"1 of {n} differences survive Holm's correction" in _verdict1(claims)
+
+
+def test_claim1_cannot_answer_when_no_mixed_model_fit_is_usable(tmp_path):
+    """Every fit at equivalent accuracy failed: the verdict says so with the fit's reason, not "does not
+    support" over zero intervals."""
+    from itermask.studies.robust_infidelity.comparisons import with_holm as _with_holm
+    from itermask.studies.robust_infidelity.verdicts import verdict1 as _verdict1
+
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1))
+    diffs = claims.model_differences.drop(columns="p_holm")
+    diffs[["difference", "ci_low", "ci_high", "p_value"]] = np.nan
+    diffs["reason"] = "MixedLM did not converge (REML)"
+    claims.model_differences = _with_holm(diffs, claims.accuracy)
+    verdict = _verdict1(claims)
+    assert verdict.startswith(
+        "cannot answer: no between-model difference could be estimated (MixedLM did not converge (REML)) (models"
+    )
 
 
 def test_claim3_adversarial_change_with_an_accuracy_change_is_not_separated(tmp_path):

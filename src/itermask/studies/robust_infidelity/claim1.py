@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from itermask.reporting.sweep import Run
-from itermask.studies.robust_infidelity.comparisons import accuracy_rows, differences, with_holm
+from itermask.studies.robust_infidelity.comparisons import accuracy_rows, mixed_differences, with_holm
 from itermask.studies.robust_infidelity.encoders import encoder_tables
 from itermask.studies.robust_infidelity.runs import per_example_scores, select, variant
 from itermask.studies.robust_infidelity.settings import STANDARD, ClaimSettings
@@ -47,13 +47,17 @@ def _method_components(
     return rows
 
 
-def _components(claims: Claims, runs: Sequence[Run], models: list[str], methods: list[str]) -> pd.DataFrame:
-    """The nested variance components of every method's per-example score across ``models``."""
+def _per_example(claims: Claims, runs: Sequence[Run], models: list[str], methods: list[str]) -> dict:
+    """``{method: {(model, seed): per-example score}}`` of the standard fine-tuning runs of ``models``."""
     std_runs = [r for r in runs if variant(r.result) == STANDARD and str(r.result["model"]) in models]
+    return {method: per_example_scores(std_runs, method, claims.settings) for method in methods}
+
+
+def _components(claims: Claims, per_example: dict, models: list[str]) -> pd.DataFrame:
+    """The nested variance components of every method's per-example score across ``models``."""
     out = []
-    for method in methods:
-        per_example = per_example_scores(std_runs, method, claims.settings)
-        out += _method_components(per_example, models, method, claims.settings, claims.confidence)
+    for method, scores in per_example.items():
+        out += _method_components(scores, models, method, claims.settings, claims.confidence)
     return pd.DataFrame(out)
 
 
@@ -67,10 +71,10 @@ def claim1(claims: Claims, runs: Sequence[Run], table: pd.DataFrame) -> None:
     pairs = list(itertools.combinations(models, 2))
     sub = select(standard, standard.model.isin(models))
     claims.accuracy = accuracy_rows(sub, pairs, "model", s.accuracy_margin)
-    diffs = differences(sub, pairs, "model", methods, ["score", "minus_random"], conf)
-    claims.model_differences = with_holm(diffs, claims.accuracy)
+    per_example = _per_example(claims, runs, models, methods)
+    claims.model_differences = with_holm(mixed_differences(per_example, pairs, conf), claims.accuracy)
     means = sub.groupby(["model", "method"]).score.mean().unstack("method").reindex(index=models, columns=methods)
     claims.concordance = {"methods": methods, "models": models, **kendall_w(means.to_numpy(dtype=float))}
-    claims.components = _components(claims, runs, models, methods)
+    claims.components = _components(claims, per_example, models)
     claims.encoder_pairs, claims.mlm_accuracy, claims.encoder_notes = encoder_tables(runs, models, s.encoder_texts)
     claims.verdicts[1] = verdict1(claims)

@@ -11,9 +11,9 @@ import pandas as pd
 from itermask.reporting.model import records
 from itermask.reporting.statistics import compare_samples
 from itermask.studies.robust_infidelity.runs import select
-from itermask.studies.robust_infidelity.statistics import holm, tost_welch
+from itermask.studies.robust_infidelity.statistics import holm, mixed_model_differences, tost_welch
 
-__all__ = ["accuracy_rows", "differences", "with_holm", "few_seeds"]
+__all__ = ["accuracy_rows", "differences", "mixed_differences", "with_holm", "few_seeds"]
 
 
 def accuracy_rows(table: pd.DataFrame, pairs: list[tuple[str, str]], key: str, margin: float) -> pd.DataFrame:
@@ -36,6 +36,45 @@ def differences(table: pd.DataFrame, pairs, key: str, methods, columns, confiden
         diff = compare_samples(values[0], values[1], confidence)
         out.append({"a": a, "b": b, "method": method, "measure": column, **diff})
     return pd.DataFrame(out)
+
+
+def _long(series: dict[tuple[str, int], pd.Series], models) -> pd.DataFrame:
+    """``score, model, seed, example`` rows of the per-example ``series`` of ``models`` (NaN dropped)."""
+    parts = [
+        pd.DataFrame({"score": x.to_numpy(dtype=float), "model": m, "seed": sd, "example": x.index})
+        for (m, sd), x in series.items()
+        if m in models
+    ]
+    return pd.concat(parts, ignore_index=True).dropna(subset=["score"]) if parts else pd.DataFrame()
+
+
+def mixed_differences(per_example: dict[str, dict[tuple[str, int], pd.Series]], pairs, confidence: float):
+    """Mixed-model differences ``a - b`` (:func:`~itermask.studies.robust_infidelity.statistics.
+    mixed_model_differences`, one fit per method and measure) of each method's per-example score
+    (``measure`` ``score``) and of its per-example score minus the random explanation's on the same example of
+    the same run (``minus_random``), from every example of every seed; ``per_example``: ``{method: {(model,
+    seed): per-example scores}}``. A pair without per-example scores of both models gets a row saying so."""
+    models = sorted({g for pair in pairs for g in pair})
+    random = per_example.get("random", {})
+    out = []
+    for method, series in per_example.items():
+        minus = {k: x - random[k].reindex(x.index) for k, x in series.items() if k in random}
+        for measure, values in (("score", series), ("minus_random", minus)):
+            if measure == "minus_random" and method == "random":
+                continue
+            long = _long(values, models)
+            have = set(long["model"]) if len(long) else set()
+            fit = [p for p in pairs if set(p) <= have]
+            rows = (
+                mixed_model_differences(long.score, long.model, long.seed, long.example, fit, confidence) if fit else []
+            )
+            rows += [
+                {"a": a, "b": b, "reason": f"no per-example {measure} of {a} and {b}"}
+                for a, b in pairs
+                if (a, b) not in fit
+            ]
+            out += [{"method": method, "measure": measure, **r} for r in rows]
+    return pd.DataFrame(out).rename(columns={"estimate": "difference"})
 
 
 def with_holm(diffs: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:

@@ -34,14 +34,17 @@ def _differences_lines(claims: Claims, pct: int) -> list[str]:
     if claims.model_differences.empty:
         return []
     intro = (
-        f"Between-model differences a - b of the mean over seeds ({pct} % Welch interval; *minus_random*: "
-        "the method's score minus the seeded random explanation's in the same run; *p (Holm)*: adjusted for "
-        "every comparison between models of equivalent accuracy, blank for the other pairs):"
+        f"Between-model differences a - b from every example of every seed ({pct} % Wald interval of a linear "
+        "mixed model fitted by REML: model as fixed effect, random intercepts for the example and for the seed "
+        "within model; *minus_random*: the method's per-example score minus the seeded random explanation's on "
+        "the same example of the same run; *p (Holm)*: adjusted for every comparison between models of "
+        "equivalent accuracy, blank for the other pairs; the verdict reads these rows):"
     )
-    header = ["a", "b", "method", "measure", "n a/b", "a - b", f"{pct} % CI", "p", "p (Holm)"]
+    header = ["a", "b", "method", "measure", "seeds", "examples", "a - b", f"{pct} % CI", "p", "p (Holm)", "note"]
     rows = [
-        [r.a, r.b, r.method, r.measure, f"{r.n_a}/{r.n_b}", number(r.difference), _ci_cell(r._asdict())]
-        + [number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
+        [r.a, r.b, r.method, r.measure, number(r.n_seeds, 0), number(r.n_examples, 0), number(r.difference)]
+        + [_ci_cell(r._asdict()), number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
+        + [md_escape(r.reason) if isinstance(r.reason, str) else ""]
         for r in records(claims.model_differences)
     ]
     return [intro, "", md_table(header, rows), ""]

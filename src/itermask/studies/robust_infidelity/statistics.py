@@ -1,7 +1,8 @@
 """The statistics of the Claims section (:mod:`itermask.studies.robust_infidelity`): nested variance components
 (model / seed within model / example), Kendall's W with tie correction across models, an equivalence test (TOST) of
-accuracies, Holm's step-down correction (:func:`holm`) and the smallest effect a design detects
-(:func:`detectable_effect`). Plain numpy/scipy/statsmodels: no torch, no project imports.
+accuracies, Holm's step-down correction (:func:`holm`), claim 1's mixed-model differences
+(:func:`mixed_model_differences`) and the smallest effect a design detects (:func:`detectable_effect`).
+numpy/scipy/pandas/statsmodels: no torch, no project imports.
 
 **Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
 model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation
@@ -34,13 +35,30 @@ tie correction: Kendall, *Rank Correlation Methods*, Sec. 6.7). Its p-values: th
 difference of two independent means lies within ``(-margin, margin)``; the p-value is the larger of the
 two, and equivalence at level ``alpha`` is the same as the ``1 - 2 alpha`` Welch interval lying inside the
 margin. (statsmodels' ``ttost_ind(usevar="unequal")`` computes the same; the tests compare them.)
+
+**Mixed model** (claim 1's between-model differences, :func:`mixed_model_differences`). Every model sees the same
+examples, so the differences are estimated from every example of every seed, not from seed means: the linear mixed
+model ``y_mse = mu_m + c_e + b_s(m) + eps_mse`` with the model means ``mu_m`` fixed and random intercepts
+``c_e ~ N(0, s2_e)`` for the example (crossed with the models) and ``b_s(m) ~ N(0, s2_s)`` for the seed within
+model, fitted by REML with statsmodels' ``MixedLM`` (crossed random effects as variance components of one
+all-encompassing group, as in statsmodels' "Variance components" documentation). ``a - b`` is the contrast of
+the fixed effects, with the Wald standard error from their covariance. Its reference distribution is Student's t
+with the containment degrees of freedom of the seed term (runs minus models, 6 for 3 x 3 runs; the
+"containment" method of SAS PROC MIXED), not the normal: the example effect cancels in the contrast, so its
+variance is mostly the seed variance, estimated from that few runs; on simulated data of the preset's design
+the normal reference rejected a true null 12.7 % of the time at 5 % (``bench/mixed_model_check.py``). The model
+has no model x example term (the ANOVA components above have one): a model x example variance ``s2_me`` ends up
+in the residual, and the contrast's variance is then underestimated by the factor
+``1 + (S - 1) s2_me / (E s2_s + s2_r + s2_me)`` (``S`` seeds, ``E`` examples; small for many examples).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
@@ -52,6 +70,7 @@ __all__ = [
     "tost_welch",
     "holm",
     "detectable_effect",
+    "mixed_model_differences",
 ]
 
 #: the variance components of :func:`nested_components`, in report order
@@ -272,6 +291,10 @@ def detectable_effect(
     - ``"rank_correlation"``: Spearman's rho over ``n_a`` objects (``sd`` unused), by the Fisher-z
       approximation ``tanh((z_{1 - alpha/2} + z_power) * sqrt(1.06 / (n - 3)))`` with Spearman's variance
       ``1.06 / (n - 3)`` of Fieller, Hartley & Pearson (1957, *Biometrika* 44:470); ``n >= 4``.
+    - ``"wald_t"``: an estimate with standard error ``sd`` whose Wald statistic is read on Student's t with
+      ``n_a`` degrees of freedom (claim 1's mixed-model contrasts): ``(t_{1 - alpha/2, df} + t_{power, df}) *
+      se``, the minimum detectable effect of Bloom (1995, *Evaluation Review* 19:547, eq. 1), in the
+      estimate's unit; ``n_a >= 1``.
 
     Returns:
         ``(effect, why)``: ``effect`` in the unit above (a difference, a distance, or a rho in (0, 1)), or
@@ -280,10 +303,14 @@ def detectable_effect(
     Raises:
         ValueError: unknown ``design``, ``alpha`` or ``power`` outside (0, 1).
     """
-    if design not in ("two_sample", "one_sample", "rank_correlation"):
-        raise ValueError(f"design must be two_sample, one_sample or rank_correlation, got {design!r}")
+    if design not in ("two_sample", "one_sample", "rank_correlation", "wald_t"):
+        raise ValueError(f"design must be two_sample, one_sample, rank_correlation or wald_t, got {design!r}")
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
+    if design == "wald_t":
+        if n_a < 1 or not (math.isfinite(sd) and sd > 0):
+            return math.nan, f"a Wald t needs df >= 1 and a positive standard error, got df {n_a} and se {sd}"
+        return float((stats.t.ppf(1 - alpha / 2, n_a) + stats.t.ppf(power, n_a)) * sd), None
     if design == "rank_correlation":
         if n_a < 4:
             return math.nan, f"a rank correlation over {n_a} objects has no Fisher-z power (needs 4)"
@@ -299,3 +326,96 @@ def detectable_effect(
     else:
         d = TTestIndPower().solve_power(effect_size=None, nobs1=n_a, ratio=n_b / n_a, alpha=alpha, power=power)
     return float(np.asarray(d).item()) * sd, None
+
+
+def mixed_model_differences(scores, model, seed, example, pairs, confidence: float = 0.95) -> list[dict]:
+    """Between-model differences ``a - b`` of a per-example score from one linear mixed model fitted by REML
+    to every example of every seed: ``score ~ 0 + C(model)`` (one mean per model) with random intercepts for
+    the example (crossed with the models: every model sees the same examples) and for the seed within model
+    (module docstring, *Mixed model*).
+
+    Args:
+        scores, model, seed, example: ``[n]`` arrays, one entry per (model, seed, example) observation: the
+            score (any unit; the differences are in it), the model's name, its fine-tuning seed (seeds of two
+            models are different runs), the example's id.
+        pairs: ``(a, b)`` model names; each difference is a contrast of the one fit.
+        confidence: coverage of the Wald intervals, in (0, 1).
+
+    Returns:
+        One dict per pair: ``a, b, estimate, ci_low, ci_high, p_value, se, df, converged, n_examples,
+        n_seeds`` (``se``: the contrast's standard error; ``df``: the t's degrees of freedom; ``n_seeds``: the
+        fewer seeds of ``a`` and ``b``) and ``reason`` (``None``, or why the numbers are NaN:
+        fewer than 2 seeds of a model or 2 examples, MixedLM did not converge, no finite standard error).
+
+    Raises:
+        ValueError: arrays of different lengths or not 1-D, a non-finite score, ``confidence`` outside
+            (0, 1), or a pair naming a model without observations.
+    """
+    y, m, s, e = (np.asarray(x) for x in (scores, model, seed, example))
+    if not (y.ndim == m.ndim == s.ndim == e.ndim == 1 and len(y) == len(m) == len(s) == len(e)):
+        raise ValueError(
+            f"scores, model, seed and example must be 1-D of one length, got {[x.shape for x in (y, m, s, e)]}"
+        )
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    y = y.astype(np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError("mixed-model differences need a finite score for every observation (drop the missing ones)")
+    levels = sorted(set(m.tolist()))
+    if missing := sorted({g for pair in pairs for g in pair} - set(levels)):
+        raise ValueError(f"no observations of model(s) {missing} named in pairs")
+    frame = pd.DataFrame({"score": y, "model": [levels.index(g) for g in m], "example": e, "all": 0})
+    frame["run"] = frame["model"].astype(str) + "/" + pd.Series(s).astype(str)
+    n_seeds = frame.groupby("model")["run"].nunique()
+    n_examples = int(frame["example"].nunique())
+    sizes = [
+        {"a": a, "b": b, "n_examples": n_examples, "n_seeds": int(n_seeds[[levels.index(a), levels.index(b)]].min())}
+        for a, b in pairs
+    ]
+    nan = dict.fromkeys(("estimate", "ci_low", "ci_high", "p_value", "se", "df"), math.nan)
+    if n_seeds.min() < 2 or n_examples < 2:
+        why = f"the mixed model needs 2 seeds of every model and 2 examples, got {int(n_seeds.min())} and {n_examples}"
+        return [{**row, **nan, "converged": False, "reason": why} for row in sizes]
+    fit, why = _fit_mixed(frame)
+    if why is not None:
+        return [{**row, **nan, "converged": fit is not None and fit.converged, "reason": why} for row in sizes]
+    mean, cov = np.asarray(fit.fe_params), np.asarray(fit.cov_params())[: len(levels), : len(levels)]
+    # the Wald statistic on t with the containment df of the seed term (runs - models), not on the normal: the
+    # contrast's variance is mostly the seed variance, estimated from that few runs (module docstring)
+    df = int(frame["run"].nunique()) - len(levels)
+    quantile = float(stats.t.ppf(0.5 + confidence / 2, df))
+    out = []
+    for row in sizes:
+        c = np.zeros(len(levels))
+        c[[levels.index(row["a"]), levels.index(row["b"])]] = 1, -1
+        estimate, se = float(c @ mean), float(np.sqrt(c @ cov @ c))
+        if not (math.isfinite(se) and se > 0):
+            out.append(
+                {**row, **nan, "converged": True, "reason": f"no finite standard error of {row['a']} - {row['b']}"}
+            )
+            continue
+        p = float(2 * stats.t.sf(abs(estimate) / se, df))
+        ci = {"ci_low": estimate - quantile * se, "ci_high": estimate + quantile * se}
+        out.append(
+            {**row, "estimate": estimate, **ci, "p_value": p, "se": se, "df": df, "converged": True, "reason": None}
+        )
+    return out
+
+
+def _fit_mixed(frame: pd.DataFrame):
+    """REML fit of :func:`mixed_model_differences`' model, and why it cannot be used (or ``None``)."""
+    # statsmodels is imported here, not at the top: only this fit needs it, and it takes a second to import
+    from statsmodels.regression.mixed_linear_model import MixedLM
+
+    vc = {"example": "0 + C(example)", "seed": "0 + C(run)"}
+    model = MixedLM.from_formula("score ~ 0 + C(model)", frame, groups="all", vc_formula=vc)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fit = model.fit(reml=True)
+        except (np.linalg.LinAlgError, ValueError) as err:
+            return None, f"MixedLM failed: {err}"
+    if not fit.converged:
+        told = "; ".join(sorted({str(w.message).split(".")[0] for w in caught}))
+        return fit, f"MixedLM did not converge (REML{': ' + told if told else ''})"
+    return fit, None

@@ -106,26 +106,28 @@ def _model_difference_found(claims: Claims, shown: pd.DataFrame, chance: str) ->
     higher = top["a"] if top["difference"] > 0 else top["b"]
     return (
         f"the {top['method']} {measure} differs between {top['a']} and {top['b']} by {interval(top)} "
-        f"(a - b, higher for {higher}; {int(claims.confidence * 100)} % Welch interval over seeds, Holm p = "
-        f"{number(top['p_holm'], 3)}; {chance})"
+        f"(a - b, higher for {higher}; {int(claims.confidence * 100)} % mixed-model interval over every example "
+        f"of every seed, Holm p = {number(top['p_holm'], 3)}; {chance})"
     )
 
 
 def _claim1_power(claims: Claims, tested: pd.DataFrame) -> str:
-    """Claim 1's smallest detectable between-model difference at :data:`POWER`, at Holm's strictest step."""
+    """Claim 1's smallest detectable between-model difference at :data:`POWER`, at Holm's strictest step: from
+    each mixed-model contrast's standard error and degrees of freedom (``detectable_effect("wald_t")``)."""
     alpha, m = 1 - claims.confidence, max(len(tested), 1)
-    first = tested.iloc[0]
-    d, why = detectable_effect("two_sample", int(first["n_a"]), int(first["n_b"]), 1.0, alpha / m, POWER)
-    if why is not None:
-        return f" The smallest detectable difference is not computable ({why})."
-    sds = tested["sd_pooled"].to_numpy(dtype=float)
-    sized = sds[np.isfinite(sds) & (sds > 0)] * d
-    span = f"{number(float(sized.min()))} to {number(float(sized.max()))}" if len(sized) else "n/a (no spread)"
+    sized = [
+        detectable_effect("wald_t", int(r["df"]), None, float(r["se"]), alpha / m, POWER)[0]
+        for r in series_rows(tested)
+        if math.isfinite(float(r.get("se", math.nan))) and math.isfinite(float(r.get("df", math.nan)))
+    ]
+    sized = [d for d in sized if math.isfinite(d)]
+    if not sized:
+        return " The smallest detectable difference is not computable (no contrast has a standard error)."
     return (
-        f" At {POWER * 100:.0f} % power this design ({first['n_a']} vs {first['n_b']} seeds per model, two-sided alpha "
-        f"{alpha:g}/{m} = {alpha / m:.2g}, Holm's strictest step) detects a difference of {d:.2f} pooled seed "
-        f"standard deviations: {span} in the {claims.settings.score} across the {len(tested)} comparisons; "
-        "smaller true differences can go unseen."
+        f" At {POWER * 100:.0f} % power this design (two-sided alpha {alpha:g}/{m} = {alpha / m:.2g}, Holm's "
+        f"strictest step; t on {int(tested['df'].min())} df) detects a difference of {number(min(sized))} to "
+        f"{number(max(sized))} in the {claims.settings.score} across the {len(sized)} comparisons; smaller true "
+        "differences can go unseen."
     )
 
 
@@ -133,6 +135,9 @@ def _claim1_judged(claims: Claims, extra: str) -> str:
     """Claim 1's verdict when some pair of models has equivalent accuracy and every model has 2+ seeds."""
     s, diffs, text = claims.settings, claims.model_differences, conditions(claims)
     tested = select(diffs, diffs["p_holm"].notna())
+    if tested.empty:  # every comparison at equivalent accuracy failed to fit (its reason says why)
+        why = "; ".join(sorted(set(diffs["reason"].dropna())))
+        return f"cannot answer: no between-model difference could be estimated ({why}) {text}.{extra}"
     alpha = 1 - claims.confidence
     hits = select(tested, [_excludes_zero(r) for r in series_rows(tested)])
     chance = f"{len(hits)} of {len(tested)} intervals exclude 0 (about {alpha * len(tested):.1f} expected by chance)"
@@ -141,7 +146,7 @@ def _claim1_judged(claims: Claims, extra: str) -> str:
         return (
             f"does not support: between models of equivalent accuracy (margin ±{s.accuracy_margin:g}) no "
             f"method's {s.score} or method - random differs detectably: every {int(claims.confidence * 100)} % "
-            f"interval over seeds includes 0 ({chance}) {text}.{extra}"
+            f"mixed-model interval includes 0 ({chance}) {text}.{extra}"
         )
     corrected = select(tested, tested["p_holm"] < alpha)
     shown = corrected if not corrected.empty else hits
