@@ -98,7 +98,7 @@ def test_bf16_has_its_own_checkpoint_and_results_key_and_the_default_keeps_its_k
 def test_a_precision_other_than_32_or_bf16_mixed_is_refused_before_any_work(value):
     from conftest import plan_of, settings_problems
 
-    expected = f"trainer.precision must be one of '32-true', '32', 32, 'bf16-mixed', 'bf16' (bf16-mixed: bfloat16"
+    expected = "trainer.precision must be one of '32-true', '32', 32, 'bf16-mixed', 'bf16' (bf16-mixed: bfloat16"
     assert [p for p in settings_problems(f"trainer.precision={value}") if p.startswith("trainer.precision")] == [
         f"{expected} autocast for fine-tuning, saliency and masked forwards), got {value!r}"
     ]

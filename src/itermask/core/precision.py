@@ -25,7 +25,7 @@ PRECISIONS: dict[str | int, torch.dtype | None] = {
 }
 
 
-def autocast_dtype(precision: str | int) -> torch.dtype | None:
+def autocast_dtype(precision: object) -> torch.dtype | None:
     """The autocast dtype of ``precision`` (a :data:`PRECISIONS` key), ``None`` for float32.
 
     Raises:
@@ -35,7 +35,7 @@ def autocast_dtype(precision: str | int) -> torch.dtype | None:
             f"trainer.precision must be one of {', '.join(map(repr, PRECISIONS))} (bf16-mixed: bfloat16 autocast "
             f"for fine-tuning, saliency and masked forwards), got {precision!r}"
         )
-    return PRECISIONS[precision]
+    return PRECISIONS[precision]  # pyright: ignore[reportArgumentType] (a key: checked above)
 
 
 def autocast(precision: str | int, device: torch.device | str) -> contextlib.AbstractContextManager:
