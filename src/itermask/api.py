@@ -114,7 +114,7 @@ def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, o
     from itermask.plan import DataPlan, EvaluationPlan, FineTuningPlan, JobPlan, ModelPlan, Spec
 
     trainer = {"devices": 1, "enable_checkpointing": False, "enable_progress_bar": False}
-    trainer.update(enable_model_summary=False, accelerator=options["accelerator"])
+    trainer.update(enable_model_summary=False, accelerator=options["accelerator"], precision=options["precision"])
     return EvaluationPlan(
         job=JobPlan(task="evaluate", seed=seed),
         model=ModelPlan(name=pretrained or "model", pretrained=pretrained, max_length=options["max_length"]),
@@ -185,6 +185,7 @@ def evaluate(
     batch_size: int = 16,
     max_length: int | None = None,
     device: str | None = None,
+    precision: str = "32-true",
     conf_dir: str | Path | None = None,
     measures: Sequence[Any] = (),
     **evaluation: Any,
@@ -206,6 +207,8 @@ def evaluate(
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
             model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
+        precision: ``"32-true"`` (float32) or ``"bf16-mixed"`` (saliency and masked forwards under bfloat16
+            autocast), as ``trainer.precision`` of ``evaluate.py`` (:mod:`itermask.core.precision`).
         measures: optional measures (analyses), by their ``conf/<name>/on.yaml`` preset (``"naopc"``) or as
             ``Analysis`` instances; each one's section is ``result.result[name]``.
         evaluation: the ``evaluation`` settings of ``conf/evaluate.yaml`` (``fractions``, ``steps``, ``counts``,
@@ -217,10 +220,12 @@ def evaluate(
             column, labels that are a single value or no class, a module without its tokenizer, ``max_length`` past
             the position embeddings, no maskable token; FileNotFoundError: a data path, model or preset absent.
     """
+    from itermask.core.precision import autocast_dtype
     from itermask.data.given import read_examples
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses
 
     methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation)
+    autocast_dtype(precision)  # a bad precision refused before any work
     examples = read_examples(data, labels, text_column, text_pair_column, label_column)
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
@@ -228,4 +233,5 @@ def evaluate(
     values = {"seed": seed, "model": {"pretrained": pretrained or None}}
     built, analyses = components(methods, masking, values, conf), measure_analyses(measures, values, conf)
     options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size, "analyses": analyses}
+    options["precision"] = precision
     return _run(_plan(examples, *built, settings, seed, pretrained, options), given, examples.texts)

@@ -23,6 +23,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from itermask.core.evaluation_settings import FEATURE_KINDS, QUANTITIES
+from itermask.core.precision import autocast_dtype
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
 from itermask.storage.cache import cache_path_problem
 
@@ -285,6 +286,12 @@ def config_problems(config: dict) -> list[str]:
             continue  # the same value as model.finetune.max_epochs (interpolated): reported once, there
         if not allowed.allows(value):
             problems.append(f"{key} must be {allowed.describe()}, got {value!r}")
+    precision = _get(config, "trainer.precision")
+    if precision is not _ABSENT:
+        try:
+            autocast_dtype(precision)  # the accepted values and the message: itermask.core.precision
+        except ValueError as error:
+            problems.append(str(error))
     return problems + _seed_problems(config) + _list_problems(config)
 
 

@@ -83,3 +83,24 @@ def test_trainer_settings_leaves_out_the_stage_set_options_and_the_implementatio
     trainer = {"_target_": "pytorch_lightning.Trainer", "max_steps": 9, "gradient_clip_val": 0.5, "logger": True}
     assert trainer_settings(trainer, {}) == {"max_steps": 9, "gradient_clip_val": 0.5}
     assert trainer_settings(trainer, {"gradient_clip_val": 0.5}, set_by_stage=("max_steps",)) == {}
+
+
+def test_bf16_has_its_own_checkpoint_and_results_key_and_the_default_keeps_its_keys():
+    """trainer.precision=bf16-mixed fine-tunes and evaluates under bfloat16 autocast: a bf16 result is never
+    read back as a float32 one; the shipped 32-true keeps the pinned key."""
+    default, bf16 = keys_of(compose_config()), keys_of(compose_config("trainer.precision=bf16-mixed"))
+    assert default.training == DEFAULT and default.training_payload["precision"] == "32-true"
+    assert bf16.training_payload["precision"] == "bf16-mixed" and bf16.training != default.training
+    assert bf16.results != default.results and bf16.baseline != default.baseline
+
+
+@pytest.mark.parametrize("value", ["16-mixed", "bf16-true", 64])  # Hydra reads 64 as an integer
+def test_a_precision_other_than_32_or_bf16_mixed_is_refused_before_any_work(value):
+    from conftest import plan_of, settings_problems
+
+    expected = "trainer.precision must be one of '32-true', '32', 32, 'bf16-mixed', 'bf16' (bf16-mixed: bfloat16"
+    assert [p for p in settings_problems(f"trainer.precision={value}") if p.startswith("trainer.precision")] == [
+        f"{expected} autocast for fine-tuning, saliency and masked forwards), got {value!r}"
+    ]
+    with pytest.raises(ValueError, match=r"trainer.precision must be one of"):
+        plan_of(compose_config(f"trainer.precision={value}"))  # the plan is built before anything is loaded

@@ -290,7 +290,8 @@ class EmbeddingNeighbours(_TopK):
                 "bind(tokenizer), then prepare(model)"
             )
         if new := sorted({int(i) for i in token_ids} - set(self._neighbours)):
-            with torch.inference_mode():
+            # float32 under a bf16 autocast too (itermask.core.precision): the neighbours do not depend on it
+            with torch.inference_mode(), torch.autocast("cpu", enabled=False):
                 similarity = self.unit[new] @ self.unit.T  # [U, V] cosine similarities
                 similarity[:, ~self.allowed] = float("-inf")
                 similarity[torch.arange(len(new)), torch.tensor(new)] = float("-inf")  # never the token itself

@@ -50,6 +50,7 @@ def result_of(plan: EvaluationPlan, resources: Resources, evaluation: Evaluation
         "segments": e.segments,
         **({} if e.features == "token" else {"features": e.features}),  # results of token features as before
         **_model_entries(resources),
+        "precision": str(plan.trainer.options.get("precision", "32-true")),  # trainer.precision: bf16 autocast
         "config_hash": None if resources.keys is None else resources.keys.results,
         # the local files' contents the results key hashes instead of their paths (the report compares by them)
         **({} if resources.keys is None else {"data_files": resources.keys.fingerprint.hashed()}),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from itermask.analyses.base import Artifacts, EvaluatedCurves, eval_mode
 from itermask.analyses.model_check import model_check
+from itermask.core.precision import autocast
 from itermask.engine.accuracy import evaluate_accuracy
 from itermask.engine.masking import evaluate_curves
 from itermask.engine.resources import Resources
@@ -38,7 +39,11 @@ def run(plan: EvaluationPlan, resources: Resources) -> Evaluation | None:
     assert plan.evaluation is not None, "run() evaluates a plan with an evaluation"
     inputs, context = resources.inputs(plan), resources.context()
     evaluation = Evaluation()
-    with eval_mode(context.model):
+    # trainer.precision=bf16-mixed: every forward and backward of the evaluation under bfloat16 autocast, the
+    # masking stage's test loop under Lightning's own as well (itermask.core.precision)
+    precision = plan.trainer.options.get("precision", "32-true")
+    device = next(context.model.parameters()).device
+    with eval_mode(context.model), autocast(precision, device):
         if plan.measure_accuracy:
             evaluation.result.update(evaluate_accuracy(context).result)
         curves, masking = evaluate_curves(inputs, context)

@@ -1,0 +1,50 @@
+"""The numeric precision of a job: one setting, Lightning's ``trainer.precision``, for fine-tuning (Lightning's
+own precision plugin) and for everything the evaluation runs on the model (saliency, Captum's forwards and
+backward, the masked, soft and subset forwards, the analyses), under :func:`torch.autocast` of the model's device
+type, CPU included. Autocast runs matrix products in bfloat16 and keeps the weights in float32; the outputs that
+feed the measures are cast to float32 (or float64) before the softmax where they are built (``.float()`` at
+each forward of :mod:`itermask.core`)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+__all__ = ["PRECISIONS", "autocast_dtype", "autocast"]
+
+#: The accepted ``trainer.precision`` values and the autocast dtype of each (``None``: float32, no autocast).
+#: Lightning's other values are refused: ``16-mixed`` needs a gradient scaler that saliency's backward passes do
+#: not have, and the ``-true`` ones cast the weights themselves.
+PRECISIONS: dict[str | int, torch.dtype | None] = {
+    "32-true": None,
+    "32": None,
+    32: None,
+    "bf16-mixed": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
+
+
+def autocast_dtype(precision: object) -> torch.dtype | None:
+    """The autocast dtype of ``precision`` (a :data:`PRECISIONS` key), ``None`` for float32.
+
+    Raises:
+        ValueError: for any other value, naming the accepted ones."""
+    if isinstance(precision, bool) or precision not in PRECISIONS:
+        raise ValueError(
+            f"trainer.precision must be one of {', '.join(map(repr, PRECISIONS))} (bf16-mixed: bfloat16 autocast "
+            f"for fine-tuning, saliency and masked forwards), got {precision!r}"
+        )
+    return PRECISIONS[precision]  # pyright: ignore[reportArgumentType] (a key: checked above)
+
+
+def autocast(precision: str | int, device: torch.device | str) -> contextlib.AbstractContextManager:
+    """``torch.autocast(device.type, dtype=torch.bfloat16)`` under a bf16 ``precision``, a no-op context under
+    float32.
+
+    Raises:
+        ValueError: an unknown ``precision`` (:func:`autocast_dtype`)."""
+    dtype = autocast_dtype(precision)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=dtype)
