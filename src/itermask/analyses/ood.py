@@ -386,16 +386,21 @@ class OODAnalysis(Analysis):
 
     @staticmethod
     def _artifacts(section: dict, images: dict[str, Path]) -> Artifacts:
-        """The long table of every statistic (``ood_statistics``), the figures, as summary values the
-        AUROCs and MaSF share of the final-layer input and of the model, ``ood/<curve>/<statistic>@<x>``
-        (``x``: the step), and the statistics of the final-layer input and of the model as curves over the
-        masking step (``ood/<saliency>/<schedule>/<statistic>``; per-layer values are in the table only)."""
+        """The long table of every statistic (``ood_statistics``), the figures, the statistics of the final-layer
+        input and of the model as curves over the masking step (``ood/<saliency>/<schedule>/<statistic>``, the
+        per-step values; per-layer values are in the table only) and, as summary values, the AUROCs and MaSF share
+        of the final-layer input and of the model averaged over the masking steps of the grid,
+        ``ood/<saliency>/<schedule>/<statistic>/mean_over_steps`` (step 0 included; steps without a finite value
+        left out, a statistic without any too)."""
+        import numpy as np
+
         rows = ood_rows(section)
-        summary = {
-            f"ood/{curve}/{key}@{x:g}": value
-            for curve, _, _, x, key, value in rows
-            if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
-        }
+        steps: dict[str, list[float]] = {}
+        for curve, _, _, _, key, value in rows:
+            if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_") and value is not None:
+                steps.setdefault(f"ood/{curve}/{key}/mean_over_steps", []).append(float(value))
+        finite = {key: [v for v in values if np.isfinite(v)] for key, values in steps.items()}
+        summary = {key: float(np.mean(values)) for key, values in finite.items() if values}
         curves = {
             saliency: {
                 schedule: {
