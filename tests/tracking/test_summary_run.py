@@ -13,6 +13,7 @@ from results_helpers import make_result, write_sweep
 from itermask.reporting import build_report
 from itermask.reporting.intervals import bounded_t_interval
 from itermask.reporting.render import wandb_summary
+from itermask.wandb_workspace import key
 
 AOPC = [0.10, 0.14, 0.18]  # the method's AOPC comprehensiveness per seed; random's is 0.05 in every seed
 
@@ -41,14 +42,17 @@ def test_each_measure_is_keyed_once_with_its_interval(report):
     # every group has its own random; the other method is "explained" in its group
     assert values[f"m/d/occlusion/mask_token/random/{score}/mean"] == pytest.approx(0.05)
     assert values[f"m/d/occlusion/mask_token/explained/{score}/ci_low"] == pytest.approx(0.3)  # no spread
-    for key in values:  # the method's name once (its group), never again as the explanation
-        assert sum(part in ("gradient", "occlusion") for part in key.split("/")) <= 1, key
+    for name in values:  # the method's name once (its group), never again as the explanation
+        assert sum(part in ("gradient", "occlusion") for part in name.split("/")) <= 1, name
     means = [k for k in values if k.endswith("/mean")]
     assert means and all(
         k.replace("/mean", "/ci_low") in values and k.replace("/mean", "/ci_high") in values for k in means
     )
     assert not any("first_flip_fraction" in k for k in values)  # never computed (None in every seed): left out
     assert (values["n_runs"], values["n_failed"], values["n_missing"]) == (6, 0, 0)
+    parts = {"model": "m", "dataset": "d", "saliency": "gradient", "masking": "mask_token", "schedule": "one_shot"}
+    for statistic in ("mean", "ci_low", "ci_high"):  # the pattern docs/wandb.md and the workspace module give
+        assert key("report", **parts, explanation="explained", score="auc_prob", statistic=statistic) in values
     assert len(means) == 2 * (2 + 7 + 7 + 2)  # per group: 2 accuracies, 7 scores of method and random, 2 differences
 
 
