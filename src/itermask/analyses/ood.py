@@ -494,8 +494,8 @@ class OODAnalysis(Analysis):
         if not parts or where is None:
             return [f"OOD: no {statistic}"]
         return [
-            f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
-            + ", ".join(parts)
+            f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer; in [0, 1], "
+            "0.5: indistinguishable): " + ", ".join(parts)
         ]
 
     @classmethod
