@@ -102,4 +102,7 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
         # F-Fidelity: core/ffidelity.py ~250, the ffidelity analysis ~300, the hook and ffidelity_info ~30
         "ffidelity": 580,
     }
-    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= 23_850 + sum(issue33.values())
+    # issue 35: the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
+    issue35 = {"wandb_outputs": 70}
+    budget = 23_850 + sum(issue33.values()) + sum(issue35.values())
+    assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget
