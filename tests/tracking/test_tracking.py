@@ -109,6 +109,7 @@ def _logger(tmp_path, **kw):
 def test_offline_run_holds_the_curves_as_history_over_masking_steps(tmp_path):
     result = make_result(0)
     logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    assert isinstance(logger, WandbLogger)
     for step in (0, 50, 100):  # what fine-tuning logs, against trainer/global_step
         logger.log_metrics({"train_loss": 1.0 / (step + 1)}, step=step)
     tracking.log_config(logger, result["config"])
@@ -156,6 +157,7 @@ def test_an_online_start_that_fails_logs_offline_and_later_runs_start_offline(tm
 
     make = lambda **kw: Unreachable(project="x", save_dir=str(tmp_path), **{"mode": "online", **kw})  # noqa: E731
     first = tracking.start(make, "online")
+    assert isinstance(first, WandbLogger)
     assert modes == ["online", "offline"] and first.experiment.settings.mode == "offline"
     assert "could not start online (TimeoutError: Run initialization has timed out" in caplog.text
     tracking.finish(first)
@@ -208,6 +210,7 @@ def test_html_cells_reach_wandb_through_a_table_artifact(tmp_path):
     from itermask.views import Html
 
     logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    assert isinstance(logger, WandbLogger)
     table = (["example_id", "view"], [[1, Html('<section class="imx">a &amp; b</section>')]])
     tracking.log_artifacts(logger, Artifacts(tables={"examples": table}), method="gradient")
     run_dir = Path(logger.experiment.dir).parent
