@@ -8,6 +8,8 @@ pictures in :mod:`itermask.ood.plots`). Configured by the ``ood`` config group (
 from __future__ import annotations
 
 import logging
+import math
+from statistics import fmean
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -392,15 +394,13 @@ class OODAnalysis(Analysis):
         of the final-layer input and of the model averaged over the masking steps of the grid,
         ``ood/<saliency>/<schedule>/<statistic>/mean_over_steps`` (step 0 included; steps without a finite value
         left out, a statistic without any too)."""
-        import numpy as np
-
         rows = ood_rows(section)
         steps: dict[str, list[float]] = {}
         for curve, _, _, _, key, value in rows:
             if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_") and value is not None:
-                steps.setdefault(f"ood/{curve}/{key}/mean_over_steps", []).append(float(value))
-        finite = {key: [v for v in values if np.isfinite(v)] for key, values in steps.items()}
-        summary = {key: float(np.mean(values)) for key, values in finite.items() if values}
+                if math.isfinite(value):
+                    steps.setdefault(f"ood/{curve}/{key}/mean_over_steps", []).append(float(value))
+        summary = {key: fmean(values) for key, values in steps.items()}
         curves = {
             saliency: {
                 schedule: {

@@ -77,8 +77,8 @@ def summary_values(report: Report) -> dict[str, float]:
     out.
 
     Raises:
-        ValueError: if two measures of the report would share a key (a saliency method named ``explained``).
-    """
+        ValueError: if two measures of a table would share a key (an explanation besides the group's method
+            named ``explained``), before anything is logged."""
     sweep = report.sweep
     summary = {"n_runs": len(sweep.runs), "n_missing": len(sweep.missing_lines()), "n_failed": len(sweep.failed)}
     for table, columns in SUMMARY_COLUMNS.items():
@@ -142,7 +142,7 @@ def _payload(report: Report, written: dict[str, Path]) -> dict[str, Any]:
     payload: dict[str, Any] = {
         f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
         for n in TABLES
-        if not getattr(report, n).empty  # an empty table (one seed: no rank stability) is not sent
+        if not getattr(report, n).empty  # an empty table (one model: no comparisons) is not sent
     }
     if report.sweep.failed:
         payload["report/failed_jobs"] = wandb.Table(
@@ -172,9 +172,10 @@ def log_report_to_wandb(
     (``init_timeout`` seconds, :func:`itermask.tracking.with_offline_fallback`). Returns the run's local folder, or
     ``None`` if W&B failed (a warning is logged; the local report files stay as written)."""
     try:
+        values = summary_values(report)  # its checks before the run starts: no half-written run
         run = _init_run(report, project, group, mode, save_dir, name, init_timeout)
         run.log(_payload(report, written))
-        run.summary.update(summary_values(report))
+        run.summary.update(values)
         folder = run.dir
         run.finish()
         return str(Path(folder).parent)
