@@ -137,7 +137,7 @@ def _accuracy_line(result: dict) -> str:
     )
     scored = acc.get("n_scored", result.get("n_test", "n/a"))  # fewer than n_test under trainer.limit_test_batches
     return (
-        f"accuracy: test {number(acc.get('test'))} on {scored} examples (majority class "
+        f"accuracy (fraction correct): test {number(acc.get('test'))} on {scored} examples (majority class "
         f"{number(acc.get('majority_class_test'))}), validation {validation}"
     )
 

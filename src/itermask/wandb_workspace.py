@@ -7,7 +7,8 @@
 creates a workspace of project ``P`` showing the runs of group ``G`` (one multirun of ``evaluate.py``; its group is
 the sweep folder's name, or ``logger.group``), grouped by model and saliency method, so the seeds of one pair are
 one line with its mean and standard error: the per-step masking curves of the explained method and of random, the
-headline AOPC scores and their difference to random, and the Mahalanobis OOD AUROC per step. The spec is built
+headline AOPC scores and their difference to random, and the Mahalanobis OOD AUROC (its mean over the masking steps,
+and per step). The spec is built
 offline (:func:`workspace_spec`; ``--dry-run`` prints it as JSON); saving it needs a W&B server and an API key.
 
 The W&B keys the panels read are in :data:`KEYS` (with :data:`STEP`, :data:`METHOD` and :data:`MODEL`): the
@@ -34,9 +35,15 @@ KEYS = {
     "curve": "curves/{explanation}/{schedule}/{series}",
     # per-step OOD statistics (the ood analysis's curves, prefix "ood")
     "ood_curve": "ood/{explanation}/{schedule}/final/auroc_mahalanobis",
+    # run summary: that statistic's mean over the masking steps (the ood analysis's summary; no per-step scalars)
+    "ood_score": "ood/{explanation}/{schedule}/final/auroc_mahalanobis/mean_over_steps",
     # run-summary scores (itermask.tracking._scalars)
     "score": "{explanation}/{schedule}/{score}",
     "versus_random": "relative_to_random/{schedule}/{score}",
+    # the report's summary run (job type "report", not charted here; reporting.render.wandb_summary): a measure's
+    # mean, ci_low, ci_high, seed_share, seed_share_ci_low, seed_share_ci_high; explanation: explained, random,
+    # explained_minus_random (or another explanation's name)
+    "report": "{model}/{dataset}/{saliency}/{masking}/{explanation}/{schedule}/{score}/{statistic}",
 }
 #: the history's step metric of fraction steps (itermask.tracking.STEP_METRICS["fraction"])
 STEP = "masked_fraction"
@@ -113,7 +120,7 @@ def workspace_spec(
         sections=[
             ws.Section(name="Masking curves (method vs random, mean ± s.e. over seeds)", panels=curves, is_open=True),
             ws.Section(name="Headline scores by model and method", panels=headline, is_open=True),
-            ws.Section(name="OOD AUROC per masking step", panels=ood, is_open=True),
+            ws.Section(name="OOD AUROC (mean over the masking steps, and per step)", panels=ood, is_open=True),
         ],
         settings=ws.WorkspaceSettings(x_axis=STEP, max_runs=100),
         runset_settings=ws.RunsetSettings(
@@ -179,10 +186,19 @@ def _headline_panels(schedules: Sequence[str], quantity: str) -> list[Any]:
 
 def _ood_panels(schedules: Sequence[str]) -> list[Any]:
     """The OOD section: per schedule, the Mahalanobis OOD AUROC (in [0, 1]) of masked vs clean inputs of the
-    method and of random against :data:`STEP`, the seeds of a group as mean ± standard error."""
+    method and of random averaged over the masking steps (a bar chart of the run summary), then against
+    :data:`STEP` (a line plot of the history), the seeds of a group as mean ± standard error."""
     import wandb_workspaces.reports.v2 as wr
 
-    return [
+    means = [
+        wr.BarPlot(
+            title=f"OOD AUROC of masked vs clean inputs ({schedule}), mean over the masking steps",
+            metrics=_pair("ood_score", schedule=schedule),
+            **SEEDS,
+        )
+        for schedule in schedules
+    ]
+    return means + [
         wr.LinePlot(
             title=f"OOD AUROC of masked vs clean inputs ({schedule}, Mahalanobis, final layer)",
             x=STEP,

@@ -123,14 +123,16 @@ def test_ood_rows_and_csv_logging(tmp_path):
     import pandas as pd
 
     metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
-    assert metrics["ood/gradient/recursive/final/auroc_mahalanobis@0.5"].dropna().tolist() == [0.75]
-    assert metrics["ood/gradient/one_shot/masf_flagged@1"].dropna().tolist() == [1.0]
+    # the summary: each statistic's mean over the masking steps (0, 0.5, 1), not one value per step
+    assert metrics["ood/gradient/recursive/final/auroc_mahalanobis/mean_over_steps"].dropna().tolist() == [0.75]
+    assert metrics["ood/gradient/one_shot/masf_flagged/mean_over_steps"].dropna().tolist() == [0.5]
+    assert not any("@" in c for c in metrics.columns)  # per step: the history and the ood_statistics table
     assert not any(c.startswith("ood/gradient/one_shot/layer_1") for c in metrics.columns)  # per-layer: table only
 
 
 def test_ood_statistics_reach_wandb_as_curves_over_the_masking_step(tmp_path):
     from pytorch_lightning.loggers import WandbLogger
-    from wandb_helpers import history, read_wandb_run
+    from wandb_helpers import history, read_wandb_run, records
 
     from itermask import tracking
     from itermask.analyses.ood import OODAnalysis
@@ -139,8 +141,16 @@ def test_ood_statistics_reach_wandb_as_curves_over_the_masking_step(tmp_path):
     tracking.log_artifacts(logger, OODAnalysis._artifacts(_ood_section(), images={}), method="gradient")
     run_dir = Path(logger.experiment.dir).parent
     tracking.finish(logger)
-    rows = [row for row in history(read_wandb_run(run_dir)) if "masked_fraction" in row]
+    run = read_wandb_run(run_dir)
+    rows = [row for row in history(run) if "masked_fraction" in row]
     assert [row["masked_fraction"] for row in rows] == [0.0, 0.5, 1.0]
+    summary = {k: v for r in records(run, "summary") for k, v in (r.get("update") or {}).items()}
+    scalars = {k: v for k, v in summary.items() if k.startswith("ood/")}  # per step: history only
+    assert scalars == {
+        f"ood/explained/{schedule}/{key}/mean_over_steps": value
+        for schedule in ("one_shot", "recursive")
+        for key, value in (("final/auroc_mahalanobis", 0.75), ("masf_flagged", 0.5))
+    }
     # the method under study under its role (tracking.role): one key for every method of a sweep
     assert [row["ood/explained/recursive/final/auroc_mahalanobis"] for row in rows] == [0.5, 0.75, 1.0]
     assert [row["ood/explained/one_shot/masf_flagged"] for row in rows] == [0.0, 0.5, 1.0]

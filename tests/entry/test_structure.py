@@ -114,7 +114,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # "encoder_similarity": how different claim 1's encoders are (core/similarity.py ~110: linear CKA, parameter
     # distance; the report step's comparison from the stored encoders ~150 and its Markdown ~30)
     issue34 = {"verdicts": 190, "encoder_similarity": 300}
-    # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean
-    issue35 = {"did_you_mean": 110}
+    # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
+    # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
+    issue35 = {"did_you_mean": 110, "wandb_outputs": 70}
     budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

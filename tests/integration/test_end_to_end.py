@@ -105,6 +105,10 @@ def test_train_then_evaluate_multirun(tmp_path, env):
         # the OOD analysis (final-layer Mahalanobis by default) logs its own series over the same step metric
         ood_rows = [row for row in history(run) if any(key.startswith("ood/") for key in row)]
         assert [row["masked_fraction"] for row in ood_rows] == pytest.approx(expected["x"])
+        # the summary: no value per masking step; each OOD AUROC's mean over the steps
+        summary = {k: v for r in records(run, "summary") for k, v in (r.get("update") or {}).items()}
+        assert not any("@" in key for key in summary)
+        assert 0.0 <= summary["ood/explained/one_shot/final/auroc_mahalanobis/mean_over_steps"] <= 1.0
         steps = [row["trainer/global_step"] for row in history(run) if "trainer/global_step" in row]
         assert steps == sorted(steps)  # the training x-axis never runs backwards
         assert records(run, "run")[0]["tags"] == [

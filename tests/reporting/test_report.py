@@ -22,6 +22,7 @@ from scipy import stats
 from itermask import reporting as rep
 from itermask.reporting import ReportError, build_report, compare_samples, seed_interval, write_report
 from itermask.reporting.intervals import bounded_t_interval
+from itermask.reporting.render.markdown_report import main_table
 from itermask.storage.files import write_json_atomic, write_text_atomic
 from itermask.storage.store import ResultStore, results_config, results_key
 
@@ -322,6 +323,9 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
     assert (ood["n"], ood["mean"], ood["std"]) == pytest.approx((3, 0.71, 0.01))
     assert s[s.score == "ood final/auroc_mahalanobis @90%"]["mean"].tolist() == [1.0, 1.0]
     assert s[s.score == "ood ece @10%"]["mean"].isna().all()  # missing is NaN, never 0
+    table = main_table(report, masked)  # every OOD row with its unit
+    assert "| ood ece @50% | probability (expected calibration error of the top label, ood.ece_bins bins) |" in table
+    assert "| ood final/auroc_mahalanobis @50% | AUROC |" in table
     # a key set in only some jobs' overrides was not swept: refused, not grouped
     partial = [o if i % 2 else o[1:] for i, o in enumerate(overrides)]
     with pytest.raises(ReportError, match="different configs are mixed"):
@@ -399,7 +403,7 @@ def test_wandb_summary_run_offline(sweep):
     folder = rep.log_report_to_wandb(report, written, project="itermask", group="evaluate-test", mode="offline")
     assert folder is not None and Path(folder).name.startswith("offline-run-")
     tables = sorted(p.name.split("_0_")[0] for p in Path(folder).rglob("*.table.json"))
-    assert tables == ["comparisons", "headline", "per_seed", "rank_stability", "seed_sensitivity", "summary"]
+    assert tables == ["headline", "per_seed", "summary"]  # empty ones (one method: no rank stability) not sent
     summary = json.loads(next(Path(folder).rglob("summary_*.table.json")).read_text())
     assert len(summary["data"]) == len(report.summary)
     assert len(list(Path(folder).rglob("media/images/**/*.png"))) == 3  # two curve figures and the forest plot

@@ -109,6 +109,7 @@ def _logger(tmp_path, **kw):
 def test_offline_run_holds_the_curves_as_history_over_masking_steps(tmp_path):
     result = make_result(0)
     logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    assert isinstance(logger, WandbLogger)
     for step in (0, 50, 100):  # what fine-tuning logs, against trainer/global_step
         logger.log_metrics({"train_loss": 1.0 / (step + 1)}, step=step)
     tracking.log_config(logger, result["config"])
@@ -156,6 +157,7 @@ def test_an_online_start_that_fails_logs_offline_and_later_runs_start_offline(tm
 
     make = lambda **kw: Unreachable(project="x", save_dir=str(tmp_path), **{"mode": "online", **kw})  # noqa: E731
     first = tracking.start(make, "online")
+    assert isinstance(first, WandbLogger)
     assert modes == ["online", "offline"] and first.experiment.settings.mode == "offline"
     assert "could not start online (TimeoutError: Run initialization has timed out" in caplog.text
     tracking.finish(first)
@@ -208,6 +210,7 @@ def test_html_cells_reach_wandb_through_a_table_artifact(tmp_path):
     from itermask.views import Html
 
     logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    assert isinstance(logger, WandbLogger)
     table = (["example_id", "view"], [[1, Html('<section class="imx">a &amp; b</section>')]])
     tracking.log_artifacts(logger, Artifacts(tables={"examples": table}), method="gradient")
     run_dir = Path(logger.experiment.dir).parent
@@ -217,3 +220,55 @@ def test_html_cells_reach_wandb_through_a_table_artifact(tmp_path):
     assert len(artifacts) == 1
     manifest = json.dumps(artifacts[0])
     assert "examples.table.json" in manifest and "media/html/" in manifest
+
+
+def test_a_job_run_summary_holds_scores_and_ood_means_never_per_step_values(monkeypatch):
+    """What a job passes to ``run.summary``: the scores of each explanation under its role, each OOD AUROC's
+    mean over the masking steps (no scalar per step), nothing that could not be computed (NaN, None)."""
+    from itermask.analyses import Artifacts
+    from itermask.analyses.ood import OODAnalysis
+
+    result = make_result(0)
+    result["relative_to_random"]["one_shot"]["racu_without_retraining_accuracy"] = float("nan")
+    result["accuracy"]["n_scored"] = None
+    summary: dict = {}
+
+    class Run:
+        def __init__(self):
+            self.summary, self.logged = summary, []
+
+        def define_metric(self, *args, **kwargs):
+            pass
+
+        def log(self, row):
+            self.logged.append(row)
+
+    class Logger(WandbLogger):
+        run = Run()
+
+        @property
+        def experiment(self):
+            return self.run
+
+    logger = Logger(project="x", mode="offline")
+    tracking.log_evaluation(logger, result)
+    stats = {"steps": "fraction", "x": [0.0, 0.5, 1.0], "values": {"final/auroc_mahalanobis": [0.5, 0.8, float("nan")]}}
+    ood = OODAnalysis._artifacts({"statistics": {"gradient": {"one_shot": stats}}}, images={})
+    tracking.log_artifacts(logger, Artifacts(summary=ood.summary, curves=ood.curves), method="gradient")
+    scores = {
+        "one_shot": ("aopc_comprehensiveness_prob", "aopc_sufficiency_prob", "auc_prob", "n_examples"),
+        "recursive": ("aopc_comprehensiveness_prob", "auc_prob", "n_examples"),
+    }
+    expected = {f"accuracy/{k}" for k in ("test", "validation", "majority_class_test")}
+    expected |= {f"{e}/{s}/{k}" for e in ("explained", "random") for s, ks in scores.items() for k in ks}
+    expected |= {f"{e}/{s}/never_flip_rate" for e in ("explained", "random") for s in scores}
+    expected |= {f"relative_to_random/{s}/aopc_comprehensiveness_prob" for s in scores}
+    expected |= {
+        "n_evaluated",
+        "n_skipped_no_maskable",
+        "ood/explained/one_shot/final/auroc_mahalanobis/mean_over_steps",
+    }
+    assert set(summary) == expected
+    assert summary["ood/explained/one_shot/final/auroc_mahalanobis/mean_over_steps"] == pytest.approx(0.65)  # NaN out
+    ood_steps = [row for row in Logger.run.logged if "ood/explained/one_shot/final/auroc_mahalanobis" in row]
+    assert [row["masked_fraction"] for row in ood_steps] == [0.0, 0.5]  # per step: history (NaN left out)

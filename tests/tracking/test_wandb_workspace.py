@@ -30,7 +30,8 @@ def test_the_spec_charts_method_and_random_grouped_by_model_and_method():
         {"section": "config", "name": "model.value.name"},
         {"section": "config", "name": "saliency.value.name"},
     ]
-    curves, headline, ood = _panels(spec).values()
+    curves, headline, ood_panels = _panels(spec).values()
+    means, ood = ood_panels[:2], ood_panels[2:]
     # one-shot: comprehensiveness, sufficiency, target, flip rate; recursive: no sufficiency
     assert [c["metrics"] for c in curves] == [
         [f"curves/{e}/{s}/{series}" for e in ("explained", "random")]
@@ -53,6 +54,10 @@ def test_the_spec_charts_method_and_random_grouped_by_model_and_method():
     assert [c["metrics"] for c in ood] == [
         [f"ood/{e}/{s}/final/auroc_mahalanobis" for e in ("explained", "random")] for s in ("one_shot", "recursive")
     ]
+    assert [c["metrics"] for c in means] == [  # run-summary bars: the mean over the masking steps
+        [f"ood/{e}/{s}/final/auroc_mahalanobis/mean_over_steps" for e in ("explained", "random")]
+        for s in ("one_shot", "recursive")
+    ]
 
 
 def test_the_keys_are_those_the_tracker_writes_for_the_fixed_explanation_names():
@@ -68,6 +73,12 @@ def test_the_keys_are_those_the_tracker_writes_for_the_fixed_explanation_names()
         {EXPLAINED: {"one_shot": {"steps": "fraction", "x": [0.5], "final/auroc_mahalanobis": [0.7]}}}, "ood"
     )
     assert key("ood_curve", explanation=EXPLAINED, schedule="one_shot") in ood[0]
+    from itermask.analyses.ood import OODAnalysis
+
+    stats = {"steps": "fraction", "x": [0.0, 0.5], "values": {"final/auroc_mahalanobis": [0.5, 0.9]}}
+    ood_summary = OODAnalysis._artifacts({"statistics": {"lime": {"one_shot": stats}}}, images={}).summary
+    logged_ood = {tracking.role_key(k, "lime"): v for k, v in ood_summary.items()}  # as log_artifacts keys them
+    assert logged_ood == {key("ood_score", explanation=EXPLAINED, schedule="one_shot"): pytest.approx(0.7)}
     scalars = tracking._scalars(
         {
             "accuracy": {},
@@ -84,7 +95,7 @@ def test_the_keys_are_those_the_tracker_writes_for_the_fixed_explanation_names()
 def test_logit_scores_and_one_schedule():
     spec = spec_json(workspace_spec("e", "p", "g", name="mine", schedules=["recursive"], quantity="logit"))
     curves, headline, ood = _panels(spec).values()
-    assert spec["displayName"] == "mine" and len(ood) == 1
+    assert spec["displayName"] == "mine" and len(ood) == 2  # the mean over the steps, and per step
     assert [c["metrics"][0] for c in curves] == [
         "curves/explained/recursive/comprehensiveness_logit",
         "curves/explained/recursive/target_logit",

@@ -304,7 +304,8 @@ class NAOPCAnalysis(Analysis):
         entry = ((section.get("methods") or {}).get(method) or {}).get("one_shot") or {}
         b, suffix = section.get("bounds") or {}, _suffix(section.get("quantity", "probability"))
         return [
-            f"NAOPC ({method}, one-shot, authors' convention, {section.get('quantity')}): comprehensiveness "
+            f"NAOPC ({method}, one-shot, authors' convention, {section.get('quantity')}; a fraction, 0: the lower "
+            f"bound L, 1: the upper U): comprehensiveness "
             f"{number(entry.get(f'naopc_comprehensiveness_{suffix}'), 3)} (higher is better), sufficiency "
             f"{number(entry.get(f'naopc_sufficiency_{suffix}'), 3)} (lower is better); bounds: {b.get('n_exact')} "
             f"exact, {b.get('n_beam')} beam, {b.get('n_flat')} flat (U - L <= {FLAT_SPAN:g}, left out)"

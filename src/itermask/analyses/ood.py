@@ -8,6 +8,8 @@ pictures in :mod:`itermask.ood.plots`). Configured by the ``ood`` config group (
 from __future__ import annotations
 
 import logging
+import math
+from statistics import fmean
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -391,16 +393,19 @@ class OODAnalysis(Analysis):
 
     @staticmethod
     def _artifacts(section: dict, images: dict[str, Path]) -> Artifacts:
-        """The long table of every statistic (``ood_statistics``), the figures, as summary values the
-        AUROCs and MaSF share of the final-layer input and of the model, ``ood/<curve>/<statistic>@<x>``
-        (``x``: the step), and the statistics of the final-layer input and of the model as curves over the
-        masking step (``ood/<saliency>/<schedule>/<statistic>``; per-layer values are in the table only)."""
+        """The long table of every statistic (``ood_statistics``), the figures, the statistics of the final-layer
+        input and of the model as curves over the masking step (``ood/<saliency>/<schedule>/<statistic>``, the
+        per-step values; per-layer values are in the table only) and, as summary values, the AUROCs and MaSF share
+        of the final-layer input and of the model averaged over the masking steps of the grid,
+        ``ood/<saliency>/<schedule>/<statistic>/mean_over_steps`` (step 0 included; steps without a finite value
+        left out, a statistic without any too)."""
         rows = ood_rows(section)
-        summary = {
-            f"ood/{curve}/{key}@{x:g}": value
-            for curve, _, _, x, key, value in rows
-            if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_")
-        }
+        steps: dict[str, list[float]] = {}
+        for curve, _, _, _, key, value in rows:
+            if ("auroc" in key or key == "masf_flagged") and not key.startswith("layer_") and value is not None:
+                if math.isfinite(value):
+                    steps.setdefault(f"ood/{curve}/{key}/mean_over_steps", []).append(float(value))
+        summary = {key: fmean(values) for key, values in steps.items()}
         curves = {
             saliency: {
                 schedule: {
@@ -494,8 +499,8 @@ class OODAnalysis(Analysis):
         if not parts or where is None:
             return [f"OOD: no {statistic}"]
         return [
-            f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer): "
-            + ", ".join(parts)
+            f"OOD AUROC of masked vs clean inputs at {where * 100:.0f} % masking (Mahalanobis, final layer; in [0, 1], "
+            "0.5: indistinguishable): " + ", ".join(parts)
         ]
 
     @classmethod

@@ -159,7 +159,9 @@ def _scalars(result: dict) -> dict[str, float]:
         for key, value in deltas.items():
             out[metric_key("relative_to_random", schedule, key)] = value
     out.update({key: result[key] for key in ("n_evaluated", "n_skipped_no_maskable")})
-    return out
+    # a value that could not be computed (None, NaN: the results file says why) is not a summary number; left out
+    # so that a fresh job and one reusing its stored result (where NaN reads back as None) log the same keys
+    return {key: value for key, value in out.items() if _number(value)}
 
 
 def clean_config(config: dict) -> dict:
@@ -261,7 +263,7 @@ def log_evaluation(logger: Logger | None, result: dict) -> None:
     CSV: per-step metrics) and the scalar scores (summary). A tracker failure is a warning."""
     if logger is None:
         return
-    scalars = {k: v for k, v in _scalars(result).items() if v is not None}
+    scalars = _scalars(result)
     try:
         if isinstance(logger, WandbLogger):
             _log_wandb(logger, result, scalars)

@@ -18,6 +18,7 @@ from itermask.analyses.base import analysis_classes
 from itermask.analyses.model_check import model_check_line
 from itermask.core.metrics import metric_info
 from itermask.formatting import md_escape, md_table, mean_pm, number
+from itermask.ood.bounds import statistic_unit
 from itermask.reporting.attack_link import COLUMNS, caveat
 from itermask.reporting.model import MEASURE, Report, of_group, of_measure, records, series_rows
 from itermask.reporting.sections import ReportSection
@@ -59,6 +60,8 @@ def _unit(score: str) -> str:
     if score.startswith("accuracy_"):
         return "fraction"
     info = metric_info(score)
+    if info is None and score.startswith("ood ") and " @" in score:  # ood <statistic> @<p>%
+        return statistic_unit(score[4:].rsplit(" @", 1)[0])
     return info.unit if info is not None else ("AUROC" if "auroc" in score else "")
 
 

@@ -15,7 +15,7 @@ from itermask.reporting.sweep import flatten
 
 log = logging.getLogger(__name__)
 
-__all__ = ["log_report_to_wandb", "shared_config"]
+__all__ = ["log_report_to_wandb", "shared_config", "summary_values", "measure_key", "SUMMARY_COLUMNS"]
 
 
 def _unflatten(flat: dict[str, Any]) -> dict:
@@ -48,15 +48,47 @@ def shared_config(configs: list[dict]) -> tuple[dict, dict[str, list]]:
     return _unflatten(shared), swept
 
 
-def _summary(report: Report) -> dict[str, float]:
-    from itermask.tracking import metric_key
+#: the summary run's statistics of a measure: ``{frame: {column: key suffix}}`` (a mean and its interval; the seed
+#: share of variance and its interval)
+SUMMARY_COLUMNS = {
+    "summary": {"mean": "mean", "ci_low": "ci_low", "ci_high": "ci_high"},
+    "seed_sensitivity": {"share": "seed_share", "ci_low": "seed_share_ci_low", "ci_high": "seed_share_ci_high"},
+}
 
+
+def measure_key(row) -> str:
+    """The summary run's key of a report row's measure: ``<model>/<dataset>/<saliency>/<masking>/<role>/<schedule>/
+    <score>``, the explanation by its role in its group (:func:`itermask.tracking.role`: the group's method as
+    ``explained``, its difference to random as ``explained_minus_random``; ``random`` and the others by name), so the
+    method's name is written once and every group has its own ``random``."""
+    from itermask.tracking import metric_key, role
+
+    method = row.saliency
+    first, minus, second = str(row.explanation).partition(" - ")
+    explanation = f"{role(first, method)}{minus}{role(second, method)}" if minus else role(first, method)
+    return metric_key(*[getattr(row, g) for g in GROUP], explanation, row.schedule, row.score)
+
+
+def summary_values(report: Report) -> dict[str, float]:
+    """The summary run's numbers: ``n_runs``, ``n_missing``, ``n_failed`` and, per measure (:func:`measure_key`),
+    ``<key>/mean`` with its interval ``<key>/ci_low``, ``<key>/ci_high`` (the report's ``confidence`` and
+    ``interval`` method) and ``<key>/seed_share`` with its interval (:data:`SUMMARY_COLUMNS`). A value that is not a
+    finite number (an interval of one seed, a share that cannot be computed: the report's tables say why) is left
+    out.
+
+    Raises:
+        ValueError: if two measures of a table would share a key (an explanation besides the group's method
+            named ``explained``), before anything is logged."""
     sweep = report.sweep
     summary = {"n_runs": len(sweep.runs), "n_missing": len(sweep.missing_lines()), "n_failed": len(sweep.failed)}
-    for frame, column, name in ((report.summary, "mean", "mean"), (report.seed_sensitivity, "share", "seed_share")):
-        for row in records(frame):
-            base = metric_key(*[getattr(row, g) for g in GROUP], row.explanation, row.schedule, row.score)
-            summary[f"{base}/{name}"] = getattr(row, column)
+    for table, columns in SUMMARY_COLUMNS.items():
+        seen: set[str] = set()
+        for row in records(getattr(report, table)):
+            base = measure_key(row)
+            if base in seen:
+                raise ValueError(f"two measures of the report's {table} table share the W&B key {base!r}")
+            seen.add(base)
+            summary.update({f"{base}/{suffix}": getattr(row, column) for column, suffix in columns.items()})
     return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and math.isfinite(v)}
 
 
@@ -110,7 +142,7 @@ def _payload(report: Report, written: dict[str, Path]) -> dict[str, Any]:
     payload: dict[str, Any] = {
         f"report/{n}": wandb.Table(dataframe=_cells(getattr(report, n)))
         for n in TABLES
-        if not getattr(report, n).empty or n != "attack_links"
+        if not getattr(report, n).empty  # an empty table (one model: no comparisons) is not sent
     }
     if report.sweep.failed:
         payload["report/failed_jobs"] = wandb.Table(
@@ -140,9 +172,10 @@ def log_report_to_wandb(
     (``init_timeout`` seconds, :func:`itermask.tracking.with_offline_fallback`). Returns the run's local folder, or
     ``None`` if W&B failed (a warning is logged; the local report files stay as written)."""
     try:
+        values = summary_values(report)  # its checks before the run starts: no half-written run
         run = _init_run(report, project, group, mode, save_dir, name, init_timeout)
         run.log(_payload(report, written))
-        run.summary.update(_summary(report))
+        run.summary.update(values)
         folder = run.dir
         run.finish()
         return str(Path(folder).parent)
