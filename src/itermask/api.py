@@ -30,16 +30,20 @@ if TYPE_CHECKING:
 __all__ = ["evaluate", "EvaluationResult"]
 
 
-def _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation) -> list:
+def _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation, precision) -> list:
     """The facade's own arguments, before any model or data work; returns the saliency methods as a list.
 
     Raises:
         ValueError: ``model`` of no accepted kind, no or unknown kinds of methods, ``data=None``, ``batch_size``
             not a positive integer, ``max_length`` not an integer or under 3, ``device`` not a usable torch
-            device, an option that would choose a subset of the data."""
+            device, an option that would choose a subset of the data, a ``precision`` other than float32 or
+            bf16-mixed."""
     import torch
 
+    from itermask.core.precision import autocast_dtype
     from itermask.settings.presets import WHOLE_DATA_OPTIONS
+
+    autocast_dtype(precision)
 
     if given_whole := [option for option in WHOLE_DATA_OPTIONS if option in evaluation]:
         raise ValueError(f"{given_whole[0]} is not an option of itermask.evaluate (the given data is evaluated whole)")
@@ -199,39 +203,33 @@ def evaluate(
             directory of a Hugging Face sequence classifier or a hub id.
         data: texts (a list, tuple, 1-D NumPy array or ``pandas.Series``), a dict of columns (``{"text": [...],
             "label": [...]}``), a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole.
-        labels: gold labels, one per text (class ids or class names; a list, array, tensor or Series); default
-            the ``label_column`` of tabular data, if any (needed for ``target="gold"``).
+        labels: gold labels (ids or names; list, array, tensor, Series), one per text; default ``label_column``'s.
         saliency, masking: preset names (``conf/saliency/``, ``conf/masking/``) or
             :class:`~itermask.core.saliency.SaliencyMethod` and :class:`~itermask.core.masking.MaskingStrategy`
             instances; ``compare_random``: also the seeded random explanation, ``seed`` its seed.
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
             model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
-        precision: ``"32-true"`` (float32) or ``"bf16-mixed"`` (saliency and masked forwards under bfloat16
-            autocast), as ``trainer.precision`` of ``evaluate.py`` (:mod:`itermask.core.precision`).
-        measures: optional measures (analyses), by their ``conf/<name>/on.yaml`` preset (``"naopc"``) or as
-            ``Analysis`` instances; each one's section is ``result.result[name]``.
-        evaluation: the ``evaluation`` settings of ``conf/evaluate.yaml`` (``fractions``, ``steps``, ``counts``,
-            ``schedules``, ``target``, ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``,
-            ``soft_draws``).
+        precision: ``"32-true"`` or ``"bf16-mixed"`` (bfloat16 autocast), as ``evaluate.py``'s ``trainer.precision``.
+        measures: analyses, by preset (``conf/<name>/on.yaml``: ``"naopc"``) or instance; ``result.result[name]``.
+        evaluation: its ``evaluation`` settings (``fractions``, ``steps``, ``counts``, ``schedules``, ``target``,
+            ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``, ``soft_draws``: evaluate.yaml).
 
     Raises:
         ValueError: a bad setting, data of no accepted kind (a number, a directory, a single string), a missing
             column, labels that are a single value or no class, a module without its tokenizer, ``max_length`` past
             the position embeddings, no maskable token; FileNotFoundError: a data path, model or preset absent.
     """
-    from itermask.core.precision import autocast_dtype
     from itermask.data.given import read_examples
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses
 
-    methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation)
-    autocast_dtype(precision)  # a bad precision refused before any work
+    methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation, precision)
     examples = read_examples(data, labels, text_column, text_pair_column, label_column)
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
     settings = evaluation_settings({**evaluation, "compare_random": bool(compare_random)}, seed, conf)
     values = {"seed": seed, "model": {"pretrained": pretrained or None}}
     built, analyses = components(methods, masking, values, conf), measure_analyses(measures, values, conf)
-    options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size, "analyses": analyses}
-    options["precision"] = precision
+    options = {"accelerator": accelerator, "max_length": max_length, "batch_size": batch_size, "precision": precision}
+    options["analyses"] = analyses
     return _run(_plan(examples, *built, settings, seed, pretrained, options), given, examples.texts)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
-from statistics import fmean
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import fmean
 from typing import TYPE_CHECKING, Any, cast
 
 from itermask.analyses.base import (

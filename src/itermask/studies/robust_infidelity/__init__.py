@@ -6,8 +6,9 @@ from the paper), with its conditions (models, dataset, seeds, examples).
 1. *Do faithfulness scores differ between comparable models?* Standard fine-tuning of each model
    (``claims.models``, e.g. MiniLM, MiniLM with continued MLM pretraining, and with counterfactual
    augmentation): for every saliency method and ``random`` the between-model difference of its score and of
-   method - random from a linear mixed model over every example of every seed; the nested variance components model / seed within model / example; Kendall's W of the
-   methods' ranking across models; and the models' test-accuracy equivalence within a margin (TOST; all in
+   method - random from a linear mixed model over every example of every seed; the nested variance
+   components model / seed within model / example; Kendall's W of the methods' ranking across models; and the
+   models' test-accuracy equivalence within a margin (TOST; all in
    :mod:`~itermask.studies.robust_infidelity.statistics`). Supported when, between two models of equivalent
    accuracy, some method's score (or method - random) differs after Holm's correction for every comparison
    made at equivalent accuracy; in part when some intervals exclude 0 but none survives the correction. The

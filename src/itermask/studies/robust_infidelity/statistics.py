@@ -351,38 +351,26 @@ def mixed_model_differences(scores, model, seed, example, pairs, confidence: flo
         ValueError: arrays of different lengths or not 1-D, a non-finite score, ``confidence`` outside
             (0, 1), or a pair naming a model without observations.
     """
-    y, m, s, e = (np.asarray(x) for x in (scores, model, seed, example))
-    if not (y.ndim == m.ndim == s.ndim == e.ndim == 1 and len(y) == len(m) == len(s) == len(e)):
-        raise ValueError(
-            f"scores, model, seed and example must be 1-D of one length, got {[x.shape for x in (y, m, s, e)]}"
-        )
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    y = y.astype(np.float64)
-    if not np.isfinite(y).all():
-        raise ValueError("mixed-model differences need a finite score for every observation (drop the missing ones)")
-    levels = sorted(set(m.tolist()))
-    if missing := sorted({g for pair in pairs for g in pair} - set(levels)):
-        raise ValueError(f"no observations of model(s) {missing} named in pairs")
-    frame = pd.DataFrame({"score": y, "model": [levels.index(g) for g in m], "example": e, "all": 0})
-    frame["run"] = frame["model"].astype(str) + "/" + pd.Series(s).astype(str)
-    n_seeds = frame.groupby("model")["run"].nunique()
-    n_examples = int(frame["example"].nunique())
+    frame, levels = _mixed_frame(scores, model, seed, example, pairs)
+    n_seeds = {int(k): int(v) for k, v in frame.groupby("model")["run"].nunique().to_dict().items()}
+    n_examples = len(set(frame["example"].tolist()))
     sizes = [
-        {"a": a, "b": b, "n_examples": n_examples, "n_seeds": int(n_seeds[[levels.index(a), levels.index(b)]].min())}
+        {"a": a, "b": b, "n_examples": n_examples, "n_seeds": min(n_seeds[levels.index(a)], n_seeds[levels.index(b)])}
         for a, b in pairs
     ]
     nan = dict.fromkeys(("estimate", "ci_low", "ci_high", "p_value", "se", "df"), math.nan)
-    if n_seeds.min() < 2 or n_examples < 2:
-        why = f"the mixed model needs 2 seeds of every model and 2 examples, got {int(n_seeds.min())} and {n_examples}"
+    if (fewest := min(n_seeds.values())) < 2 or n_examples < 2:
+        why = f"the mixed model needs 2 seeds of every model and 2 examples, got {fewest} and {n_examples}"
         return [{**row, **nan, "converged": False, "reason": why} for row in sizes]
     fit, why = _fit_mixed(frame)
-    if why is not None:
+    if why is not None or fit is None:
         return [{**row, **nan, "converged": fit is not None and fit.converged, "reason": why} for row in sizes]
     mean, cov = np.asarray(fit.fe_params), np.asarray(fit.cov_params())[: len(levels), : len(levels)]
     # the Wald statistic on t with the containment df of the seed term (runs - models), not on the normal: the
     # contrast's variance is mostly the seed variance, estimated from that few runs (module docstring)
-    df = int(frame["run"].nunique()) - len(levels)
+    df = sum(n_seeds.values()) - len(levels)
     quantile = float(stats.t.ppf(0.5 + confidence / 2, df))
     out = []
     for row in sizes:
@@ -400,6 +388,26 @@ def mixed_model_differences(scores, model, seed, example, pairs, confidence: flo
             {**row, "estimate": estimate, **ci, "p_value": p, "se": se, "df": df, "converged": True, "reason": None}
         )
     return out
+
+
+def _mixed_frame(scores, model, seed, example, pairs) -> tuple[pd.DataFrame, list]:
+    """:func:`mixed_model_differences`' observations as a frame (``score``, ``model`` as an index into the
+    sorted model names, ``example``, ``run`` = model/seed, one group ``all``) and the sorted model names; its
+    input checks (its Raises)."""
+    y, m, s, e = (np.asarray(x) for x in (scores, model, seed, example))
+    if not (y.ndim == m.ndim == s.ndim == e.ndim == 1 and len(y) == len(m) == len(s) == len(e)):
+        raise ValueError(
+            f"scores, model, seed and example must be 1-D of one length, got {[x.shape for x in (y, m, s, e)]}"
+        )
+    y = y.astype(np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError("mixed-model differences need a finite score for every observation (drop the missing ones)")
+    levels = sorted(set(m.tolist()))
+    if missing := sorted({g for pair in pairs for g in pair} - set(levels)):
+        raise ValueError(f"no observations of model(s) {missing} named in pairs")
+    frame = pd.DataFrame({"score": y, "model": [levels.index(g) for g in m], "example": e, "all": 0})
+    frame["run"] = frame["model"].astype(str) + "/" + pd.Series(s).astype(str)
+    return frame, levels
 
 
 def _fit_mixed(frame: pd.DataFrame):

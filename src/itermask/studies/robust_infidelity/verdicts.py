@@ -123,9 +123,10 @@ def _claim1_power(claims: Claims, tested: pd.DataFrame) -> str:
     sized = [d for d in sized if math.isfinite(d)]
     if not sized:
         return " The smallest detectable difference is not computable (no contrast has a standard error)."
+    df = int(np.nanmin(tested["df"].to_numpy(dtype=float)))
     return (
         f" At {POWER * 100:.0f} % power this design (two-sided alpha {alpha:g}/{m} = {alpha / m:.2g}, Holm's "
-        f"strictest step; t on {int(tested['df'].min())} df) detects a difference of {number(min(sized))} to "
+        f"strictest step; t on {df} df) detects a difference of {number(min(sized))} to "
         f"{number(max(sized))} in the {claims.settings.score} across the {len(sized)} comparisons; smaller true "
         "differences can go unseen."
     )
