@@ -8,20 +8,23 @@ each forward of :mod:`itermask.core`)."""
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PRECISIONS", "autocast_dtype", "autocast"]
 
-#: The accepted ``trainer.precision`` values and the autocast dtype of each (``None``: float32, no autocast).
-#: Lightning's other values are refused: ``16-mixed`` needs a gradient scaler that saliency's backward passes do
-#: not have, and the ``-true`` ones cast the weights themselves.
-PRECISIONS: dict[str | int, torch.dtype | None] = {
+#: The accepted ``trainer.precision`` values and the name of each one's autocast dtype in ``torch`` (``None``:
+#: float32, no autocast); names, not dtypes, so that checking a config imports no torch. Lightning's other values
+#: are refused: ``16-mixed`` needs a gradient scaler that saliency's backward passes do not have, and the ``-true``
+#: ones cast the weights themselves.
+PRECISIONS: dict[str | int, str | None] = {
     "32-true": None,
     "32": None,
     32: None,
-    "bf16-mixed": torch.bfloat16,
-    "bf16": torch.bfloat16,
+    "bf16-mixed": "bfloat16",
+    "bf16": "bfloat16",
 }
 
 
@@ -35,7 +38,12 @@ def autocast_dtype(precision: object) -> torch.dtype | None:
             f"trainer.precision must be one of {', '.join(map(repr, PRECISIONS))} (bf16-mixed: bfloat16 autocast "
             f"for fine-tuning, saliency and masked forwards), got {precision!r}"
         )
-    return PRECISIONS[precision]  # pyright: ignore[reportArgumentType] (a key: checked above)
+    name = PRECISIONS[precision]  # pyright: ignore[reportArgumentType] (a key: checked above)
+    if name is None:
+        return None
+    import torch  # here, not at the top: the config check calls this function and imports no torch
+
+    return getattr(torch, name)
 
 
 def autocast(precision: str | int, device: torch.device | str) -> contextlib.AbstractContextManager:
@@ -44,6 +52,8 @@ def autocast(precision: str | int, device: torch.device | str) -> contextlib.Abs
 
     Raises:
         ValueError: an unknown ``precision`` (:func:`autocast_dtype`)."""
+    import torch
+
     dtype = autocast_dtype(precision)
     if dtype is None:
         return contextlib.nullcontext()
