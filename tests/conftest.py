@@ -408,6 +408,45 @@ def save_tiny_bert(folder, vocab_file: str, **config):
     return folder
 
 
+@pytest.fixture
+def tiny_bert_dir(tmp_path, tokenizer, monkeypatch) -> Path:
+    """A tiny BERT sequence classifier (:func:`tiny_bert_config`, seed 0) and the ``tokenizer`` fixture saved in
+    ``tmp_path/tiny``, with ``ITERMASK_CACHE`` under ``tmp_path``; returns the folder."""
+    from transformers import BertForSequenceClassification
+
+    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def run_tiny_job(folder: Path, job: Path, *overrides: str) -> dict:
+    """One ``evaluate.py`` job, composed from ``conf/`` and run in this process, of the classifier in ``folder``
+    without fine-tuning (4 test examples, 16 tokens, no OOD analysis, CSV logger) into ``job``, with
+    ``overrides`` after those; returns its ``results.json``."""
+    import json
+
+    from hydra import compose, initialize_config_dir
+
+    from itermask import pipeline
+
+    args = [
+        f"model.pretrained={folder}",
+        "train.enabled=false",
+        "ood=none",
+        "logger=csv",
+        "evaluation.n_examples=4",
+        "+trainer.enable_progress_bar=false",
+        "model.max_length=16",
+        f"output_dir={job}",
+        *overrides,
+    ]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
+    return json.loads((job / "results.json").read_text())
+
+
 class Killed(Exception):
     """Stands for the job being killed (the resume tests)."""
 

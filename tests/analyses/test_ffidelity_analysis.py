@@ -4,7 +4,6 @@ settings checked before any work; off by default without changing the results ke
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -13,11 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import compose_config, keys_of, plan_of, tiny_bert_config
-from hydra import compose, initialize_config_dir
-from transformers import BertForSequenceClassification
+from conftest import compose_config, keys_of, plan_of, run_tiny_job
 
-from itermask import console, pipeline
+from itermask import console
 from itermask.analyses.ffidelity import FFidelityAnalysis
 from itermask.core.metrics import metric_info
 
@@ -27,36 +24,23 @@ COLUMNS = ["ffid_plus_prob", "ffid_minus_prob", "ffid_plus_accuracy", "ffid_minu
 
 def _run(tmp_path: Path, folder: Path, name: str, *overrides: str) -> dict:
     job = tmp_path / "sweep" / name
-    args = [
+    return run_tiny_job(
+        folder,
+        job,
         "ffidelity=on",
         "ffidelity.n_samples=3",
         "ffidelity.sizes=[0.2,0.6]",
         "ffidelity.beta=0.5",
         "ffidelity.steps=2",
         "ffidelity.learning_rate=1e-3",
-        f"model.pretrained={folder}",
-        "train.enabled=false",
-        "ood=none",
-        "logger=csv",
-        "evaluation.n_examples=4",
         "evaluation.fractions=[0.0,0.5,1.0]",
         "evaluation.aopc_bins=[0.5]",
-        "+trainer.enable_progress_bar=false",
-        "model.max_length=16",
-        f"output_dir={job}",
         *overrides,
-    ]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
-    return json.loads((job / "results.json").read_text())
+    )
 
 
-def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(tmp_path, monkeypatch, tokenizer):
-    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    torch.manual_seed(0)
-    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
-    first = _run(tmp_path, tmp_path / "tiny", "gradient")
+def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(tmp_path, tiny_bert_dir):
+    first = _run(tmp_path, tiny_bert_dir, "gradient")
     section = first["ffidelity"]
     tune = section["fine_tune"]
     assert tune["steps"] == 2 and tune["reused"] is False and 0 <= tune["mean_share"] <= tune["max_share"] <= 0.5
@@ -83,7 +67,7 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
     assert info is not None and info.higher_is_more_faithful is False and info.unit == "fraction"
 
     # another saliency method on the same checkpoint: the fine-tuned copy is read back, not fine-tuned again
-    second = _run(tmp_path, tmp_path / "tiny", "input_x_gradient", "saliency=input_x_gradient")
+    second = _run(tmp_path, tiny_bert_dir, "input_x_gradient", "saliency=input_x_gradient")
     assert second["ffidelity"]["fine_tune"]["reused"] is True
     assert second["ffidelity"]["fine_tune"]["accuracy_after"] == tune["accuracy_after"]
     # the random explanation's values are the same: the same tuned weights, seeds and examples

@@ -4,7 +4,6 @@ recomputed); its settings checked before any work; and the end-to-end run on shi
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -13,11 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import compose_config, keys_of, plan_of, tiny_bert_config
-from hydra import compose, initialize_config_dir
-from transformers import BertForSequenceClassification
+from conftest import compose_config, keys_of, plan_of, run_tiny_job
 
-from itermask import console, pipeline
+from itermask import console
 from itermask.analyses.naopc import NAOPCAnalysis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,33 +22,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(tmp_path: Path, folder: Path, name: str, *overrides: str) -> dict:
     job = tmp_path / "sweep" / name
-    args = [
+    return run_tiny_job(
+        folder,
+        job,
         "naopc=on",
         "naopc.exact_max_features=6",
         "naopc.beam_size=2",
-        f"model.pretrained={folder}",
-        "train.enabled=false",
-        "ood=none",
-        "logger=csv",
-        "evaluation.n_examples=4",
         "evaluation.fractions=[0.0,0.1,0.5,1.0]",
         "evaluation.aopc_bins=[0.1,0.5]",
-        "+trainer.enable_progress_bar=false",
-        "model.max_length=16",
-        f"output_dir={job}",
         *overrides,
-    ]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
-    return json.loads((job / "results.json").read_text())
+    )
 
 
-def test_naopc_bounds_once_per_checkpoint_and_damaged_bounds_recomputed(tmp_path, monkeypatch, tokenizer):
-    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    torch.manual_seed(0)
-    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
-    first = _run(tmp_path, tmp_path / "tiny", "gradient")
+def test_naopc_bounds_once_per_checkpoint_and_damaged_bounds_recomputed(tmp_path, tiny_bert_dir):
+    first = _run(tmp_path, tiny_bert_dir, "gradient")
     section = first["naopc"]
     bounds = section["bounds"]
     assert bounds["n_examples"] == first["n_evaluated"] == 4 and not bounds["reused"]
@@ -85,7 +69,7 @@ def test_naopc_bounds_once_per_checkpoint_and_damaged_bounds_recomputed(tmp_path
     )
 
     # another saliency method on the same checkpoint: the bounds are read back, no bound row is computed
-    second = _run(tmp_path, tmp_path / "tiny", "input_x_gradient", "saliency=input_x_gradient")
+    second = _run(tmp_path, tiny_bert_dir, "input_x_gradient", "saliency=input_x_gradient")
     assert second["naopc"]["bounds"]["reused"] is True
     assert second["naopc"]["bounds"]["mean_upper"] == bounds["mean_upper"]
     authors_rows = 1 + 2 * 2 * sum(pd.read_parquet(job / "examples.parquet").naopc_n_features)  # 2 rankings
@@ -95,7 +79,7 @@ def test_naopc_bounds_once_per_checkpoint_and_damaged_bounds_recomputed(tmp_path
     stored = list((tmp_path / "cache" / "derived").rglob("naopc_bounds-*.pt"))
     assert len(stored) == 1
     stored[0].write_bytes(b"not a torch file")
-    third = _run(tmp_path, tmp_path / "tiny", "damaged", "saliency=input_x_gradient", "reuse_results=false")
+    third = _run(tmp_path, tiny_bert_dir, "damaged", "saliency=input_x_gradient", "reuse_results=false")
     assert (
         third["naopc"]["bounds"]["reused"] is False and third["naopc"]["bounds"]["mean_upper"] == bounds["mean_upper"]
     )

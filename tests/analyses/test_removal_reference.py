@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import compose_config, plan_of, tiny_bert_config
+from conftest import compose_config, plan_of, run_tiny_job, tiny_bert_config
 from hydra import compose, initialize_config_dir
 from transformers import BertForSequenceClassification
 
@@ -168,34 +168,21 @@ def test_report_headline_shows_one_minus_cosine_and_the_note():
 
 def _run(tmp_path: Path, folder: Path, *overrides: str) -> dict:
     job = tmp_path / "job"
-    args = [
+    return run_tiny_job(
+        folder,
+        job,
         "removal_reference=on",
         "removal_reference.strategies=[mask_token,pad,attention_off]",
         "removal_reference.ood_fit.n_fit_examples=40",
-        f"model.pretrained={folder}",
-        "train.enabled=false",
-        "ood=none",
-        "logger=csv",
-        "evaluation.n_examples=4",
         "evaluation.fractions=[0.0,0.2,0.5,1.0]",
         "evaluation.aopc_bins=[0.2,0.5]",
-        "+trainer.enable_progress_bar=false",
-        "model.max_length=16",
-        f"output_dir={job}",
         *overrides,
-    ]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        pipeline.run_evaluate(compose(config_name="evaluate", overrides=args))
-    return json.loads((job / "results.json").read_text())
+    )
 
 
 @pytest.mark.parametrize("features", ["token", "word"])
-def test_tiny_bert_table_parquet_and_report(tmp_path, monkeypatch, tokenizer, features):
-    monkeypatch.setenv("ITERMASK_CACHE", str(tmp_path / "cache"))
-    torch.manual_seed(0)
-    BertForSequenceClassification(tiny_bert_config(tokenizer)).save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
-    result = _run(tmp_path, tmp_path / "tiny", f"evaluation.features={features}")
+def test_tiny_bert_table_parquet_and_report(tmp_path, tiny_bert_dir, features):
+    result = _run(tmp_path, tiny_bert_dir, f"evaluation.features={features}")
     section = result["removal_reference"]
     assert set(section["tables"]) == {"gradient", "random"}
     table = section["tables"]["gradient"]

@@ -31,6 +31,12 @@ def _env(tmp_path) -> dict:
     }
 
 
+def _evaluate_py(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
+    """``python evaluate.py <overrides>`` in the checkout, its run folder and cache under ``tmp_path``."""
+    command = [sys.executable, "evaluate.py", *overrides, f"hydra.run.dir={tmp_path}/run"]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=_env(tmp_path))
+
+
 def test_composing_and_checking_a_config_imports_no_torch(tmp_path):
     """A fresh interpreter imports what evaluate.py imports, composes conf/evaluate.yaml with a bad and a good
     override and checks it (itermask.validation.check_composed), and never imports torch and co."""
@@ -59,13 +65,7 @@ def test_composing_and_checking_a_config_imports_no_torch(tmp_path):
 
 
 def test_a_bad_setting_prints_one_message_and_exits_1(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "evaluate.py", "evaluation.n_examples=0", "seed=-1", f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=_env(tmp_path),
-    )
+    out = _evaluate_py(tmp_path, "evaluation.n_examples=0", "seed=-1")
     assert out.returncode == 1
     assert "Traceback" not in out.stderr + out.stdout
     assert "bad setting: 2 invalid settings:" in out.stderr
@@ -137,13 +137,7 @@ def test_version_is_printed_without_torch(tmp_path):
 
 
 def test_a_misspelt_key_gets_the_closest_setting_not_hydras_plus(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "evaluate.py", "evaluation.n_exampels=8", "model=bert", f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=_env(tmp_path),
-    )
+    out = _evaluate_py(tmp_path, "evaluation.n_exampels=8", "model=bert")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.endswith(
         "hint: evaluation.n_exampels is not a setting of evaluation (did you mean evaluation.n_examples?)\n"
