@@ -126,7 +126,10 @@ class ReportCallback(Callback):
         written = write_report(built)
         for line in built.sweep.missing_lines():
             log.warning("missing: %s", line)
-        log.info("report: %s (%d runs)", written["report.md"], len(built.sweep.runs))
+        # the page to open last: the token views are only in report.html (report.md has the same tables)
+        log.info(
+            "report: %s (%d runs; Markdown: %s)", written["report.html"], len(built.sweep.runs), written["report.md"]
+        )
         logger = OmegaConf.select(config, "logger")
 
         def option(name: str) -> Any:
