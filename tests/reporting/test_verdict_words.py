@@ -118,6 +118,19 @@ def test_detectable_effect_matches_statsmodels_and_the_noncentral_t():
     assert detectable_effect("rank_correlation", 13)[0] == pytest.approx(0.722153, abs=1e-5)
 
 
+def test_the_wald_t_minimum_detectable_effect_is_blooms_and_has_about_80_percent_power():
+    # (t_0.975,6 + t_0.8,6) x se = (2.446912 + 0.905703) x 0.01 (Bloom 1995)
+    effect, why = detectable_effect("wald_t", 6, sd=0.01)
+    assert why is None and effect == pytest.approx(0.0335262, abs=1e-6)
+    # its power under the noncentral t: 0.797, the approximation's known shortfall at few df (within 0.01 of 0.8)
+    crit, delta = stats.t.ppf(0.975, 6), effect / 0.01
+    assert stats.nct.sf(crit, 6, delta) + stats.nct.cdf(-crit, 6, delta) == pytest.approx(0.8, abs=0.01)
+    assert detectable_effect("wald_t", 0, sd=0.01)[1] == (
+        "a Wald t needs df >= 1 and a positive standard error, got df 0 and se 0.01"
+    )
+    assert math.isnan(detectable_effect("wald_t", 6, sd=0.0)[0])
+
+
 def test_detectable_effect_says_why_it_cannot_and_rejects_bad_input():
     assert detectable_effect("rank_correlation", 3) == (
         pytest.approx(math.nan, nan_ok=True),
@@ -140,3 +153,19 @@ def test_the_claim3_table_marks_a_degenerate_interval():
     claims.attack_link = pd.DataFrame([{**row, "p_value": 0.75, "why": None, "ci_why": ci_why}])
     table = _claim3_lines(claims, {}, 95)[2]
     assert "| minilm | a, b, c, d | -0.258 | -0.775, -0.258 (degenerate) | 0.750 |" in table
+
+
+def test_claim1_states_the_smallest_difference_its_mixed_model_contrasts_detect():
+    from itermask.studies.robust_infidelity.verdicts import _claim1_power
+
+    claims = Claims(settings=ClaimSettings(score=SCORE))
+    tested = pd.DataFrame([{"se": 0.01, "df": 6}, {"se": 0.02, "df": 6}, {"se": math.nan, "df": math.nan}])
+    # two-sided alpha 0.05/3 (Holm's strictest step over 3 comparisons), 80 % power, t on 6 df
+    k = stats.t.ppf(1 - 0.05 / 3 / 2, 6) + stats.t.ppf(0.8, 6)  # 3.2875 + 0.9057
+    text = _claim1_power(claims, tested)
+    assert f"detects a difference of {0.01 * k:.4f} to {0.02 * k:.4f} in the {SCORE} across the 2 comparisons" in text
+    assert "alpha 0.05/3 = 0.017" in text and "t on 6 df" in text
+    none = pd.DataFrame([{"se": math.nan, "df": math.nan}])
+    assert _claim1_power(claims, none) == (
+        " The smallest detectable difference is not computable (no contrast has a standard error)."
+    )
