@@ -256,3 +256,18 @@ def test_smoke_run_fine_tunes_the_packaged_minilm_then_tables_every_strategy(tmp
     assert (job / "per_example" / "removal_reference.parquet").is_file()
     line = next(x for x in console.summary_lines(result) if x.startswith("Removal reference"))
     assert "1 - cosine" in line
+
+
+def test_the_facade_gives_the_cosines_and_says_why_there_is_no_ood_auroc(tiny_bert, tokenizer):
+    import itermask
+
+    texts = ["a good film", "a bad film with a thin plot", "the cast is great"]
+    result = itermask.evaluate(tiny_bert, texts, tokenizer=tokenizer, measures=["removal_reference"])
+    section = result.result["removal_reference"]
+    assert section["missing"] == {"ood_auroc": "no training split to fit the detector on (the data have only ['test'])"}
+    table = section["tables"]["gradient"]
+    # conf/removal_reference/on.yaml's strategies and the reference, each with no OOD AUROC
+    assert {row["strategy"] for row in table} == {"mask_token", "unk", "pad", "random_token", "attention_off", "delete"}
+    reference = next(row for row in table if row["reference"])
+    assert reference["strategy"] == "delete" and reference["mean_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert all(0 <= row["mean_cosine"] <= 1 + 1e-6 and row["n_examples"] == 3 for row in table)

@@ -219,9 +219,12 @@ class RemovalReferenceAnalysis(Analysis):
 
     def _detector(self, inputs: AnalysisInputs, context: EvaluationContext):
         """The ``ood`` analysis's Mahalanobis detector of the final layer's input, fitted on its (stored)
-        training embeddings, and ``None``; or ``None`` and why it is missing."""
+        training embeddings, and ``None``; or ``None`` and why it is missing (no training split: the texts given
+        to :func:`itermask.evaluate` are evaluated whole, so the cosines come without the OOD AUROC)."""
         from itermask.analyses.ood import OODAnalysis
 
+        if "train" not in context.data.tokenized:
+            return None, f"no training split to fit the detector on (the data have only {list(context.data.tokenized)})"
         ood = OODAnalysis(level="final", calibration_split=None, plots={"enabled": False}, **self.ood_fit)
         detectors, _, _ = ood._fit(inputs, context)
         scorer = detectors.mahalanobis.get("final")

@@ -129,8 +129,10 @@ def _pooled_rho(values: np.ndarray, grid: np.ndarray, picks: np.ndarray) -> np.n
     ranks[..., order] = np.cumsum(counts, axis=-1) - counts + (counts + 1) / 2
     rx = np.where(finite, ranks[..., None, :], np.nan).reshape(y.shape)
     ry = stats.rankdata(y, axis=-1, nan_policy="omit")
-    rx, ry = rx - np.nanmean(rx, axis=-1, keepdims=True), ry - np.nanmean(ry, axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):  # a constant side: 0/0, NaN
+    # a resample without a finite pair has an empty mean (NaN, its rho NaN below): not a warning to the user
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):  # a constant side: 0/0, NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rx, ry = rx - np.nanmean(rx, axis=-1, keepdims=True), ry - np.nanmean(ry, axis=-1, keepdims=True)
         r = np.nansum(rx * ry, axis=-1) / np.sqrt(np.nansum(rx * rx, axis=-1) * np.nansum(ry * ry, axis=-1))
     return np.where(np.isfinite(y).sum(axis=-1) >= 3, np.clip(r, -1.0, 1.0), np.nan)
 
