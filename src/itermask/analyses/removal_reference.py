@@ -223,8 +223,8 @@ class RemovalReferenceAnalysis(Analysis):
         to :func:`itermask.evaluate` are evaluated whole, so the cosines come without the OOD AUROC)."""
         from itermask.analyses.ood import OODAnalysis
 
-        if "train" not in context.data.tokenized:
-            return None, f"no training split to fit the detector on (the data have only {list(context.data.tokenized)})"
+        if "train" not in (splits := list(context.data.tokenized or {})):
+            return None, f"no training split to fit the detector on (the data have only {splits})"
         ood = OODAnalysis(level="final", calibration_split=None, plots={"enabled": False}, **self.ood_fit)
         detectors, _, _ = ood._fit(inputs, context)
         scorer = detectors.mahalanobis.get("final")
