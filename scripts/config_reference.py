@@ -11,7 +11,9 @@ Used two ways:
 * as a mkdocs hook (``hooks:`` in ``mkdocs.yml``): :func:`on_page_markdown` replaces the marker
   ``<!-- config-reference -->`` of ``docs/configuration.md`` with :func:`render` at every build;
 * it also publishes ``docs-assets/`` (at the repository root, where the README's images live) under the
-  site's ``docs-assets/`` (:func:`on_files`);
+  site's ``docs-assets/``, and MathJax 3 (the ``django-static-mathjax`` package of the docs extra: MathJax's own
+  files, no Django) under the site's ``mathjax/``, so that the formulas render with no network
+  (:func:`on_files`);
 * on the command line: ``python scripts/config_reference.py`` prints the same markdown.
 
 It reads the YAML files as text and with PyYAML only (no Hydra composition), so it needs no torch.
@@ -301,7 +303,30 @@ def on_files(files, config):
     for path in sorted((ROOT / ASSETS).glob("*")):
         if path.is_file() and path.suffix != ".py":
             files.append(File(f"{ASSETS}/{path.name}", str(ROOT), config["site_dir"], config["use_directory_urls"]))
+    static = mathjax_static()
+    # MathJax's SVG output (its glyphs inside the script: no font files) and the TeX extensions it loads on demand
+    for path in [static / MATHJAX_SCRIPT, *sorted((static / "mathjax/es5/input/tex/extensions").rglob("*.js"))]:
+        uri = path.relative_to(static).as_posix()
+        files.append(File(uri, str(static), config["site_dir"], config["use_directory_urls"]))
     return files
+
+
+#: the MathJax component the site loads (``extra_javascript`` in ``mkdocs.yml``), relative to the package's static/
+MATHJAX_SCRIPT = "mathjax/es5/tex-svg.js"
+
+
+def mathjax_static() -> Path:
+    """The ``static/`` folder of the installed ``django-static-mathjax`` package (import name ``mathjax``).
+
+    Raises:
+        SystemExit: the package is not installed, naming the extra that brings it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mathjax")
+    folder = Path(next(iter(spec.submodule_search_locations or []), "")) / "static" if spec else None
+    if folder is None or not (folder / MATHJAX_SCRIPT).is_file():
+        raise SystemExit("the docs site bundles MathJax from django-static-mathjax: pip install -e '.[docs]'")
+    return folder
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

@@ -152,11 +152,14 @@ def test_the_readme_is_short_and_runs_the_tests_as_ci_does():
         assert (ROOT / link).is_file(), f"README links to {link}, which does not exist"
 
 
-def test_the_site_builds_strictly(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The docs site built as CI builds it (``mkdocs build --strict``), once for this module's tests."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
+    folder = tmp_path_factory.mktemp("docs") / "site"
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -164,11 +167,46 @@ def test_the_site_builds_strictly(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    configuration = (tmp_path / "site" / "configuration" / "index.html").read_text()
+    return folder
+
+
+def test_the_site_builds_strictly(site):
+    configuration = (site / "configuration" / "index.html").read_text()
     assert "conf-saliency-integrated-gradients" in configuration and "EvaluationSchema" in configuration
-    assert (tmp_path / "site" / "docs-assets" / "example_view.png").is_file()
+    assert (site / "docs-assets" / "example_view.png").is_file()
     # written as GitHub resolves it from docs/ (../docs-assets/), pointed at the site's copy
-    assert 'src="../docs-assets/example_view.png"' in (tmp_path / "site" / "results" / "index.html").read_text()
+    assert 'src="../docs-assets/example_view.png"' in (site / "results" / "index.html").read_text()
+
+
+def test_the_site_renders_its_formulas_and_fetches_nothing_from_the_network(site):
+    """Served from a local HTTP server (as ``mkdocs serve`` does), in headless Chromium: every request stays on
+    that server (no CDN, no Google Fonts), nothing fails to load, and every formula of the Concepts page is
+    typeset by the bundled MathJax into an SVG, none as a MathJax error."""
+    import functools
+    import http.server
+    import threading
+
+    from browser_helpers import opened, require_browser
+
+    require_browser()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        for name, least in (("concepts/", 150), ("experiments/paper/", 1), ("", 0)):
+            with opened(base + name, 1280, wait_until="networkidle") as (page, problems, requests):
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+                page.evaluate("() => MathJax.startup.promise")
+                formulas = page.evaluate("() => document.querySelectorAll('.arithmatex').length")
+                typeset = page.evaluate("() => document.querySelectorAll('.arithmatex mjx-container svg').length")
+                errors = page.evaluate("() => document.querySelectorAll('mjx-merror, [data-mjx-error]').length")
+            assert [url for url in requests if not url.startswith(base)] == [], name
+            assert problems == [], name
+            assert formulas >= least and typeset == formulas and errors == 0, (name, formulas, typeset, errors)
+    finally:
+        server.shutdown()
 
 
 def test_the_extension_diffs_still_apply():

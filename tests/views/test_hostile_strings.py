@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from browser_helpers import opened, require_browser
 from test_views import make_view
-from test_views_browser import _opened, _require_browser
 from tiny_sweep import write_tiny_sweep
 
 from itermask.formatting import md_escape, md_table
@@ -99,11 +99,11 @@ def test_hostile_strings_in_report_md_are_escaped(tokenizer, tmp_path):
 
 
 def test_hostile_strings_in_report_html_run_nothing_in_headless_chromium(tokenizer, tmp_path):
-    _require_browser()
+    require_browser()
     root = _hostile_sweep(tmp_path, tokenizer)
     write_report(build_report(root))
     page_path = root / "report.html"
-    with _opened(page_path, 1280) as (page, problems, requests):
+    with opened(page_path, 1280) as (page, problems, requests):
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.wait_for_timeout(200)
@@ -120,13 +120,13 @@ def test_hostile_strings_in_report_html_run_nothing_in_headless_chromium(tokeniz
 
 
 def test_hostile_strings_in_a_view_page_run_nothing_in_headless_chromium(tmp_path):
-    _require_browser()
+    require_browser()
     view = make_view(["[CLS]", IMG, SVG, "[SEP]"], reason=SCRIPT)
     view.class_names = [IMG, SVG]
     view.methods = {SVG: next(iter(view.methods.values()))}
     view.methods[SVG].method = SVG
     page_path = ExampleViews([view]).save(tmp_path / "views.html", title=SCRIPT)
-    with _opened(page_path, 1200) as (page, problems, _):
+    with opened(page_path, 1200) as (page, problems, _):
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.wait_for_timeout(200)
@@ -155,8 +155,8 @@ def test_a_multirun_on_a_csv_with_hostile_labels_writes_a_report_that_runs_nothi
     text = (tmp_path / "multi" / "report.md").read_text()
     assert "these faithfulness scores mean nothing: the classifier predicts class '&lt;" in text
     assert "<img" not in text and "<script" not in text
-    _require_browser()
-    with _opened(tmp_path / "multi" / "report.html", 1280) as (page, problems, _):
+    require_browser()
+    with opened(tmp_path / "multi" / "report.html", 1280) as (page, problems, _):
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.wait_for_timeout(200)

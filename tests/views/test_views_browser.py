@@ -3,20 +3,18 @@ Playwright over the DevTools protocol) loads a page of views from a tiny model p
 console errors and no request leaving the file; the token elements are there with their colours, and the
 screenshot is not blank.
 
-Skipped, saying why, only when Chromium or Playwright is missing (``.ci/run`` installs both and sets
-``ITERMASK_REQUIRE_BROWSER=1``, under which a missing browser fails the test instead). Set
+Skipped, saying why, only when Chromium or Playwright is missing (``tests/browser_helpers.py``; ``.ci/run``
+installs both and sets ``ITERMASK_REQUIRE_BROWSER=1``, under which a missing browser fails the test instead). Set
 ``ITERMASK_VIEW_ARTIFACTS=<dir>`` to keep the page and the screenshot there.
 """
 
 import io
 import os
-import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 import torch
+from browser_helpers import opened, require_browser
 from test_views import make_view
 
 from itermask.core.evaluation import IterativeMaskingEvaluator, saliency_scores
@@ -24,36 +22,6 @@ from itermask.core.masking import MaskToken
 from itermask.core.saliency import InputXGradientSaliency, RandomSaliency
 from itermask.core.tokens import TokenBatch
 from itermask.views import ExampleViews, views_from_curves
-
-
-def _chromium() -> str | None:
-    """The Chromium binary: ``$ITERMASK_CHROMIUM``, else ``chromium``/``chromium-browser`` on the PATH."""
-    return os.environ.get("ITERMASK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-CHROMIUM = _chromium()
-try:
-    import playwright.sync_api  # noqa: F401
-
-    PLAYWRIGHT = True
-except ImportError:
-    PLAYWRIGHT = False
-
-MISSING = (
-    None
-    if CHROMIUM is not None and PLAYWRIGHT
-    else "headless-browser test needs Debian's chromium (apt-get install chromium) and playwright "
-    f"(pip install playwright); found chromium={CHROMIUM}, playwright={PLAYWRIGHT}"
-)
-
-
-def _require_browser() -> None:
-    """Skip, saying what is missing, without Chromium or Playwright; fail instead where
-    ``ITERMASK_REQUIRE_BROWSER`` is set (``.ci/run`` sets it, so CI cannot skip the test silently)."""
-    if MISSING is not None:
-        if os.environ.get("ITERMASK_REQUIRE_BROWSER"):
-            pytest.fail(MISSING)
-        pytest.skip(MISSING)
 
 
 def _tiny_views(model, tokenizer) -> ExampleViews:
@@ -71,29 +39,8 @@ def _tiny_views(model, tokenizer) -> ExampleViews:
     return views_from_curves(curves, batch, tokenizer, scores, class_names=["negative", "positive"])
 
 
-@contextmanager
-def _opened(page_path: Path, width: int):
-    """``page_path`` loaded in headless Chromium at ``width`` x 900: yields the page, the console/page errors and
-    failed requests seen while loading, and every URL requested."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            problems, requests = [], []
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(page_path.as_uri(), wait_until="load")
-            yield page, problems, requests
-        finally:
-            browser.close()
-
-
 def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
-    _require_browser()
+    require_browser()
     from PIL import Image
 
     views = list(_tiny_views(tiny_bert, tokenizer))
@@ -106,7 +53,7 @@ def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
     out.mkdir(parents=True, exist_ok=True)
     page_path = ExampleViews(views).save(out / "example_views.html")
     start = time.perf_counter()
-    with _opened(page_path, 1200) as (page, problems, requests):
+    with opened(page_path, 1200) as (page, problems, requests):
         assert problems == []
         assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
         assert page.evaluate("() => document.querySelectorAll('script').length") == 0
@@ -137,7 +84,7 @@ def test_a_tiny_multiruns_report_renders_in_headless_chromium(tokenizer, tmp_pat
     loads with no console errors and fetches nothing but itself; the first screen holds the findings, the
     forest plot (an embedded image that decoded) and the method table; the per-example views' token elements
     are there with their heatmap colours; the screenshot is not blank."""
-    _require_browser()
+    require_browser()
     from PIL import Image
     from tiny_sweep import BAD_TOKENS, write_tiny_sweep
 
@@ -147,7 +94,7 @@ def test_a_tiny_multiruns_report_renders_in_headless_chromium(tokenizer, tmp_pat
     root = write_tiny_sweep(tmp_path / "sweep", tokenizer, bad_tokens=True)
     write_report(build_report(root))
     page_path = root / "report.html"
-    with _opened(page_path, 1280) as (page, problems, requests):
+    with opened(page_path, 1280) as (page, problems, requests):
         assert problems == []
         # self-contained: the page itself and its embedded data: images, nothing else
         assert [u for u in requests if not u.startswith("data:")] == [page_path.as_uri()]
