@@ -168,17 +168,18 @@ def summary_lines(result: dict) -> list[str]:
     saliency method's AOPC comprehensiveness and sufficiency per schedule (ERASER bins; over every step with
     count steps) with the difference to the random explanation; then each analysis's own lines
     (:meth:`itermask.analyses.Analysis.summary_lines` of :func:`itermask.analyses.analysis_classes`, e.g.
-    the final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking)."""
+    the final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking); last, the warning of a
+    classifier that learnt nothing (:func:`~itermask.analyses.model_check.model_check_line`)."""
     from itermask.analyses.base import analysis_classes
     from itermask.analyses.model_check import model_check_line
 
     saliency = result.get("saliency")
     method = saliency.get("name") if isinstance(saliency, dict) else str(saliency)
     lines = [_accuracy_line(result), _aopc_line(result, method)]
-    if (warning := model_check_line(result)) is not None:
-        lines.insert(0, warning)
     for analysis in analysis_classes(result):
         lines += analysis.summary_lines(result)
+    if (warning := model_check_line(result)) is not None:  # last, where a reader's eye lands
+        lines.append(warning)
     return lines
 
 

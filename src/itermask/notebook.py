@@ -61,6 +61,16 @@ class EvaluationResult:
         """The explanations evaluated (the methods, then ``random`` when compared)."""
         return list(self.curves)
 
+    @property
+    def warnings(self) -> list[str]:
+        """What makes these scores unreadable, as sentences: a classifier that predicts one class for every
+        given text (:func:`itermask.analyses.model_check`); empty when nothing is wrong. The notebook view shows
+        them first."""
+        from itermask.analyses.model_check import model_check_line
+
+        line = model_check_line(self.result)
+        return [] if line is None else [line]
+
     def to_pandas(self, kind: str = "examples") -> pd.DataFrame:
         """The result as a table.
 
@@ -167,4 +177,7 @@ class EvaluationResult:
         wanted = [str(key) for key in keys]
         wanted += [f"{k}_minus_random" for k in wanted[:2]]
         table = frame[[c for c in columns + wanted if c in frame.columns]].to_html(index=False, float_format="%.3f")
-        return f"<div><h4>itermask: masking scores</h4>{table}</div>{self.views().html()}"
+        import html
+
+        warned = "".join(f'<p style="color:#b00020"><b>{html.escape(w)}</b></p>' for w in self.warnings)
+        return f"<div>{warned}<h4>itermask: masking scores</h4>{table}</div>{self.views().html()}"

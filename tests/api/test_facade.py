@@ -334,3 +334,16 @@ def test_an_unknown_measure_is_named_with_the_known_ones(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, measures=["naopcc"], **GRID)
     with pytest.raises(ValueError, match="neither a measure's name nor an Analysis"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, measures=[3], **GRID)
+
+
+def test_a_classifier_predicting_one_class_is_flagged_in_warnings_and_first_in_the_notebook(tiny_bert, tokenizer):
+    from itermask.analyses.model_check import model_check_line
+
+    with torch.no_grad():  # a classifier that predicts class 1 for every text: its bias 4 above class 0's
+        tiny_bert.classifier.bias.copy_(torch.tensor([0.0, 4.0]))
+    result = itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, schedules=["one_shot"], **GRID)
+    line = "WARNING: these faithfulness scores mean nothing: the classifier predicts class "
+    assert len(result.warnings) == 1 and result.warnings[0].startswith(line)
+    assert result.warnings == [model_check_line(result.result)]
+    html = result._repr_html_()
+    assert html.index("these faithfulness scores mean nothing") < html.index("itermask: masking scores")

@@ -160,9 +160,13 @@ def _curves(predicted: list[int]) -> EvaluatedCurves:
     return EvaluatedCurves.of({"gradient": {"one_shot": curves}})
 
 
-def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_console():
+def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_console(caplog):
+    from itermask.tracking import _scalars
+
     result = {"label_names": ["neg", "pos"], "accuracy": {"test": 0.57, "majority_class_test": 0.57}}
-    check = model_check(result, _curves([1, 1, 1])).result["model_check"]
+    with caplog.at_level("WARNING"):
+        check = model_check(result, _curves([1, 1, 1])).result["model_check"]
+    assert caplog.records == []  # flagged once per job: by the console summary's last line, not also logged here
     assert check["meaningful"] is False and check["predicted_classes"] == {"pos": 3}
     assert check["problems"] == [
         "the classifier predicts class 'pos' for all 3 evaluated examples",
@@ -171,10 +175,22 @@ def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_conso
     ]
     line = model_check_line({**result, "model_check": check})
     assert line is not None and line.startswith("WARNING: these faithfulness scores mean nothing: the classifier")
-    assert summary_lines({**result, "saliency": {"name": "gradient"}, "model_check": check})[0] == line
+    assert line.endswith(
+        "check the fine-tuning (learning rate, epochs, train.max_train_examples) before reading its scores"
+    )
+    lines = summary_lines({**result, "saliency": {"name": "gradient"}, "model_check": check})
+    assert lines[-1] == line and sum("mean nothing" in x for x in lines) == 1  # last, once
+    job = {**result, "scores": {}, "n_evaluated": 3, "n_skipped_no_maskable": 0, "model_check": check}
+    assert _scalars(job)["model_check/meaningful"] == 0.0  # in the W&B run summary
     good = {"label_names": ["neg", "pos"], "accuracy": {"test": 0.8, "majority_class_test": 0.57}}
     check = model_check(good, _curves([0, 1, 1])).result["model_check"]
     assert check == {"meaningful": True, "problems": [], "predicted_classes": {"neg": 1, "pos": 2}}
+    assert (
+        _scalars({**good, "scores": {}, "n_evaluated": 3, "n_skipped_no_maskable": 0, "model_check": check})[
+            "model_check/meaningful"
+        ]
+        == 1.0
+    )
     assert model_check_line({"model_check": check}) is None and model_check_line({}) is None
 
 

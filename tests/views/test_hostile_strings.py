@@ -93,6 +93,11 @@ def test_hostile_strings_in_report_md_are_escaped(tokenizer, tmp_path):
         f"{md_escape(repr(SCRIPT))}"
     )
     assert warning in text  # the class name in the model check's warning (the bug of issue 36)
+    # ... and the warning opens the verdict box, before any finding
+    found = text.split("## What this run found\n\n", 1)[1]
+    assert found.startswith(f"- {md_escape(IMG)} / d / input_x_gradient / mask_token, seed(s) 0") and (
+        "these faithfulness scores mean nothing: the classifier predicts class" in found.split("\n", 1)[0]
+    )
     assert f"job 2 failed (overrides: seed=2): RuntimeError: bad label {IMG}" not in text
     assert md_escape(f"job 2 failed (overrides: seed=2): RuntimeError: bad label {IMG} {MARKDOWN}") in text
     assert md_escape(f"job folder 3 has no results.json (overrides: seed=3 model.name={SCRIPT})") in text

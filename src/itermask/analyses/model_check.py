@@ -3,12 +3,9 @@ and the report read from a stored result (:func:`model_check_line`)."""
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 
 from itermask.analyses.base import AnalysisOutput, EvaluatedCurves
-
-log = logging.getLogger(__name__)
 
 __all__ = ["model_check", "model_check_line"]
 
@@ -22,7 +19,9 @@ def model_check(result: dict, curves: EvaluatedCurves) -> AnalysisOutput:
 
     Returns:
         ``{"model_check": {"meaningful": bool, "problems": [...], "predicted_classes": {class name: count}}}``;
-        each problem is a sentence, and a warning is logged when there is one.
+        each problem is a sentence. Nothing is logged here: the job's console summary ends with
+        :func:`model_check_line` (once per job), and the report, the W&B run summary and the facade's
+        ``warnings`` read the stored result.
     """
     first = next(iter(curves[curves.method].values()))
     names = list(result.get("label_names") or [])
@@ -40,12 +39,6 @@ def model_check(result: dict, curves: EvaluatedCurves) -> AnalysisOutput:
             f"its test accuracy {test:.3f} is not above the majority class's {majority:.3f} (always predicting the "
             "training split's most frequent class)"
         )
-    if problems:
-        log.warning(
-            "the faithfulness scores of this run MEAN NOTHING: %s. The classifier has learnt nothing to explain; "
-            "check the fine-tuning (learning rate, epochs, train.max_train_examples) before reading its scores",
-            "; ".join(problems),
-        )
     return AnalysisOutput(
         {"model_check": {"meaningful": not problems, "problems": problems, "predicted_classes": counts}}
     )
@@ -57,4 +50,8 @@ def model_check_line(result: dict) -> str | None:
     check = result.get("model_check") or {}
     if check.get("meaningful", True):
         return None
-    return "WARNING: these faithfulness scores mean nothing: " + "; ".join(check.get("problems") or [])
+    return (
+        "WARNING: these faithfulness scores mean nothing: " + "; ".join(check.get("problems") or []) + ". The "
+        "classifier has learnt nothing to explain; check the fine-tuning (learning rate, epochs, "
+        "train.max_train_examples) before reading its scores"
+    )

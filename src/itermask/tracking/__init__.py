@@ -159,6 +159,8 @@ def _scalars(result: dict) -> dict[str, float]:
         for key, value in deltas.items():
             out[metric_key("relative_to_random", schedule, key)] = value
     out.update({key: result[key] for key in ("n_evaluated", "n_skipped_no_maskable")})
+    if "model_check" in result:  # 0: the classifier learnt nothing, its scores mean nothing (the problems: results)
+        out["model_check/meaningful"] = float(bool(result["model_check"].get("meaningful", True)))
     # a value that could not be computed (None, NaN: the results file says why) is not a summary number; left out
     # so that a fresh job and one reusing its stored result (where NaN reads back as None) log the same keys
     return {key: value for key, value in out.items() if _number(value)}

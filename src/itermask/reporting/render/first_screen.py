@@ -74,15 +74,30 @@ def _verdict(row, pct: int) -> str:
     return f"not distinguishable from random (the {pct} % CI contains 0)"
 
 
+def _model_warnings(report: Report) -> list[str]:
+    """The verdict box's first sentences: each group with a seed whose classifier learnt nothing
+    (:func:`~itermask.analyses.model_check.model_check_line` of its stored result), once per group."""
+    from itermask.analyses.model_check import model_check_line
+
+    out = []
+    for label, members in report.groups.items():
+        bad = [(run.seed, line) for run in members if (line := model_check_line(run.result)) is not None]
+        if bad:
+            seeds = ", ".join(str(seed) for seed, _ in bad)
+            out.append(f"{' / '.join(label)}, seed(s) {seeds}: {bad[0][1]}.")
+    return out
+
+
 def findings(report: Report) -> list[str]:
     """One sentence per headline score (group x schedule x score of ``report.headline``), e.g. "gradient
     (minilm, rt_snippets, mask_token), one_shot: AOPC comprehensiveness (probability) 0.094, 0.041 above
-    random [0.020, 0.062] over 3 seeds: more faithful than random (...); better than random in 3 of 3 seeds."."""
+    random [0.020, 0.062] over 3 seeds: more faithful than random (...); better than random in 3 of 3 seeds.".
+    First, for each group with a classifier that learnt nothing, the warning (:func:`_model_warnings`)."""
     frame = report.headline
+    out = _model_warnings(report)
     if frame.empty:
-        return []
+        return out
     pct = report.percent
-    out = []
     for row in series_rows(frame):
         difference = row["difference"]
         if isinstance(difference, float) and math.isnan(difference):
