@@ -226,8 +226,8 @@ def _seed_problems(node, prefix: str = "") -> list[str]:
 
 
 def _list_problems(config: dict) -> list[str]:
-    """The masking grids and the AOPC bins (``evaluation``): the grid of the configured kind of steps and the
-    bins non-empty (the bins may be null: no AOPC), every value in range."""
+    """The masking grids and the AOPC bins (``evaluation``): the grid of the configured kind of steps with two
+    steps or more, the bins non-empty (the bins may be null: no AOPC), every value in range."""
     problems = []
     steps = _get(config, "evaluation.steps")
     checks = [
@@ -244,6 +244,11 @@ def _list_problems(config: dict) -> list[str]:
             problems.append(f"{key} must be a non-empty list (each item {item.describe()}){alternative}, got {value!r}")
         elif bad := [v for v in value if not item.allows(v)]:
             problems.append(f"every item of {key} must be {item.describe()}, got {bad}")
+        elif needed and key != "evaluation.aopc_bins" and len(value) < 2:
+            problems.append(
+                f"{key} needs at least two steps (the area under a masking curve and SRG integrate over the "
+                f"steps; e.g. [{0 if key == 'evaluation.counts' else 0.0}, {value[0]!r}]), got {value!r}"
+            )
     return problems + _order_problems(config)
 
 

@@ -143,3 +143,12 @@ def test_a_module_without_a_checkpoint_key_is_fine_tuned_and_not_stored(tiny_ber
     assert info["steps"] == 2 and info["reused"] is False and tuned is not tiny_bert and not tuned.training
     changed = [k for k, v in tuned.state_dict().items() if not torch.equal(v, tiny_bert.state_dict()[k])]
     assert changed  # fine-tuned: some weights moved; the module handed over is left as it was
+
+
+def test_a_job_without_the_one_shot_schedule_is_refused_before_the_fine_tuning():
+    from types import SimpleNamespace
+
+    (analysis,) = [a for a in plan_of(compose_config("ffidelity=on")).analyses if a.name == "ffidelity"]
+    with pytest.raises(ValueError, match=re.escape("ffidelity needs the one_shot schedule's ranking: add one_shot")):
+        analysis.check(SimpleNamespace(evaluation=SimpleNamespace(schedules=["recursive"])))
+    analysis.check(SimpleNamespace(evaluation=SimpleNamespace(schedules=["one_shot", "recursive"])))

@@ -40,3 +40,23 @@ def test_a_mistyped_name_gets_the_closest_one():
         evaluation_settings({"soft_draw": 3}, 0, CONF_DIR)
     with pytest.raises(FileNotFoundError, match=r"'xyz': no such preset in .*saliency; choose from"):  # none close
         preset("saliency", "xyz", CONF_DIR, VALUES)
+    with pytest.raises(ValueError, match=r"unknown measure 'SANITY' \(did you mean 'sanity'\?\)"):
+        measure_analyses(["SANITY"], VALUES, CONF_DIR)
+
+
+def test_a_dict_of_settings_is_refused_not_dropped_and_none_is_no_measure():
+    with pytest.raises(ValueError, match=r"measures: a dict is not read \(its settings would be ignored\)"):
+        measure_analyses({"sanity": {"levels": [0, 2]}}, VALUES, CONF_DIR)
+    assert measure_analyses(None, VALUES, CONF_DIR) == ()
+    assert [a.name for a in measure_analyses("naopc", VALUES, CONF_DIR)] == ["naopc"]  # one name alone
+
+
+def test_a_grid_of_one_step_is_refused_with_the_settings():
+    from itermask.settings.presets import evaluation_settings
+    from itermask.validation import SettingsError
+
+    with pytest.raises(SettingsError, match=r"evaluation.fractions needs at least two steps .* got \[0.5\]"):
+        evaluation_settings({"fractions": [0.5], "aopc_bins": [0.5]}, 0, CONF_DIR)
+    with pytest.raises(SettingsError, match=r"evaluation.counts needs at least two steps .*e.g. \[0, 3\]\), got \[3\]"):
+        evaluation_settings({"steps": "count", "counts": [3], "aopc_bins": None}, 0, CONF_DIR)
+    assert evaluation_settings({"fractions": [0.0, 0.5], "aopc_bins": [0.5]}, 0, CONF_DIR).fractions == (0.0, 0.5)

@@ -107,6 +107,15 @@ class FFidelityAnalysis(Analysis):
             "seed": s.seed,
         }
 
+    def check(self, inputs: AnalysisInputs) -> None:
+        """Raises ``ValueError`` when the job has no one-shot schedule: F-Fidelity scores the one-shot ranking,
+        and its fine-tuning would run for nothing."""
+        if "one_shot" not in inputs.evaluation.schedules:
+            raise ValueError(
+                "ffidelity needs the one_shot schedule's ranking: add one_shot to evaluation.schedules (the "
+                "recursive schedule re-ranks after every step, so it has no ranking to score)"
+            )
+
     def check_data(self, data) -> None:
         """F-Fidelity fine-tunes on the training split: refused, before any model work, for data without one
         (the texts given to :func:`itermask.evaluate` are evaluated whole, as the ``test`` split).

@@ -207,6 +207,15 @@ class NAOPCAnalysis(Analysis):
             import torch
 
             begin, n = time.time(), first.n_maskable.long().cpu()
+            beam = int((n > self.exact_max_features).sum())  # the long wait: say what it is before it starts
+            log.info(
+                "naopc: AOPC bounds of %d examples (%d exact, up to %d features; %d by beam search of width %d)...",
+                len(n),
+                len(n) - beam,
+                self.exact_max_features,
+                beam,
+                self.beam_size,
+            )
             found = aopc_bounds(outputs, n.tolist(), self.exact_max_features, self.beam_size)
             exact = torch.tensor([how == "exact" for _, how in found])
             sets = {"authors": _as_tensors([b for b, _ in found], exact)}
@@ -222,6 +231,7 @@ class NAOPCAnalysis(Analysis):
                     full[i] = b
                 sets[name] = _as_tensors(full, exact)
             computed.append(True)
+            log.info("naopc: AOPC bounds took %.1f s", time.time() - begin)
             return {"example_ids": first.example_ids.cpu(), "n": n, "sets": sets, "seconds": time.time() - begin}
 
         value = context.reuse(BOUNDS_KIND, self._fingerprint(inputs, context, first, weights), compute)

@@ -108,12 +108,20 @@ def measure_analyses(measures, values: dict, conf_dir: Path) -> tuple:
 
     Raises:
         ValueError: a name with no ``on`` preset (naming those there are), a measure given twice (by name or
-            instance: one result section each), or a bad setting of one."""
+            instance: one result section each), a bad setting of one, or a dict (settings are given by building
+            the Analysis). ``None`` is no measure."""
+    from collections.abc import Mapping
+
     from itermask.analyses.base import Analysis
 
     folder = _conf(conf_dir)
     known = sorted(p.parent.name for p in folder.glob("*/on.yaml"))
-    given = [measures] if isinstance(measures, str) else list(measures)
+    if isinstance(measures, Mapping):  # its settings would be dropped without a word
+        raise ValueError(
+            f"measures: a dict is not read (its settings would be ignored); give names such as {known[:2]} for the "
+            "presets' settings, or Analysis instances built with yours (itermask.analyses.SanityAnalysis(levels=...))"
+        )
+    given = [] if measures is None else [measures] if isinstance(measures, str) else list(measures)
     names = [m if isinstance(m, str) else getattr(m, "name", None) for m in given]
     if repeated := sorted({n for n in names if n is not None and names.count(n) > 1}):
         raise ValueError(f"measures: {repeated} given more than once; each measure writes one result section")
@@ -128,7 +136,7 @@ def measure_analyses(measures, values: dict, conf_dir: Path) -> tuple:
                     f"measures: {measure!r:.60} is neither a measure's name nor an Analysis; names: {known}"
                 )
             elif measure not in known:
-                hint = did_you_mean(measure, known)
+                hint = did_you_mean(measure.lower(), known)
                 raise ValueError(
                     f"measures: unknown measure {measure!r}{hint}; choose from {known} (or Analysis instances)"
                 )
