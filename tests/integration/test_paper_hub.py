@@ -73,7 +73,9 @@ def test_paper_hub_preset_offline(tmp_path, architecture_tokenizers):
     jobs = sorted(p.parent for p in sweep.glob("*/results.json"))
     assert len(jobs) == 4 * 3 + 1 + 1
     report = (sweep / "report.md").read_text()
-    assert report.index("## Claims") < report.index("## Headline")
+    assert report.index("## Claims") < report.index("## Which measure to trust") < report.index("## Headline")
+    # one seed per model: the measures are listed, the statistics over seeds say why they are missing
+    assert "| AOPC comprehensiveness |" in report and "needs 2 seeds of every model, got 1" in report
     for n in (1, 2, 3):
         assert f"### Claim {n}:" in report
     assert "models roberta, fairberta, bert_large, bert_cda" in report

@@ -32,6 +32,10 @@ results config (``train.masking_augmentation.enabled``, ``train.adversarial_augm
 grouping labels do not matter. Settings: ``hydra.callbacks.report.claims`` (:class:`ClaimSettings`), whose
 ``_target_`` names :class:`RobustInfidelity`, the report section (:mod:`itermask.reporting.sections`) the
 report finds there, or in the sweep's ``multirun.yaml`` when the report is built from the command line.
+
+After the claims, :class:`MeasureTrust` (``hydra.callbacks.report.trust``, :mod:`~itermask.studies.
+robust_infidelity.trust`) asks the paper's open question of every faithfulness measure on the same runs: which
+measure holds up across comparable models, seeds and explanations degraded by known amounts?
 """
 
 from itermask.studies.robust_infidelity.claims import Claims
@@ -39,5 +43,6 @@ from itermask.studies.robust_infidelity.compute import compute_claims
 from itermask.studies.robust_infidelity.runs import variant
 from itermask.studies.robust_infidelity.section import RobustInfidelity
 from itermask.studies.robust_infidelity.settings import ClaimSettings
+from itermask.studies.robust_infidelity.trust import MeasureTrust
 
-__all__ = ["RobustInfidelity", "ClaimSettings", "Claims", "compute_claims", "variant"]
+__all__ = ["RobustInfidelity", "MeasureTrust", "ClaimSettings", "Claims", "compute_claims", "variant"]
