@@ -39,13 +39,7 @@ class ClaimSettings:
     @classmethod
     def from_dict(cls, node: dict | None) -> ClaimSettings:
         """From a config node; unknown keys raise ``ValueError`` naming them and the known ones."""
-        node = dict(node or {})
-        known = {f.name for f in fields(cls)}
-        if unknown := sorted(set(node) - known):
-            raise ValueError(
-                f"hydra.callbacks.report.claims has unknown key(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
+        node = known_keys(cls, node, "hydra.callbacks.report.claims")
         if "models" in node and node["models"] is not None:
             node["models"] = [str(m) for m in node["models"]]
         settings = cls(**node)
@@ -82,6 +76,18 @@ class ClaimSettings:
         for bad, key, given, allowed in problems:
             if bad:
                 raise ValueError(f"{name}.{key}={given!r} is not allowed: {allowed}")
+
+
+def known_keys(cls, node: dict | None, where: str) -> dict:
+    """``node`` as a dict, checked against the fields of the dataclass ``cls``.
+
+    Raises:
+        ValueError: naming the unknown keys, ``where`` they were given and the known ones."""
+    node = dict(node or {})
+    known = {f.name for f in fields(cls)}
+    if unknown := sorted(set(node) - known):
+        raise ValueError(f"{where} has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return node
 
 
 def claim_scores() -> list[str]:

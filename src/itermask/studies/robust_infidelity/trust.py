@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,7 +44,7 @@ from itermask.formatting import number
 from itermask.reporting.seeds import seed_share
 from itermask.studies.robust_infidelity.comparisons import accuracy_rows, mixed_differences, with_holm
 from itermask.studies.robust_infidelity.runs import method_of, select, value, variant
-from itermask.studies.robust_infidelity.settings import OOD_STATISTIC, STANDARD
+from itermask.studies.robust_infidelity.settings import OOD_STATISTIC, STANDARD, known_keys
 from itermask.studies.robust_infidelity.statistics import kendall_w, nested_components
 
 if TYPE_CHECKING:
@@ -135,14 +135,7 @@ class TrustSettings:
 
         Raises:
             ValueError: an unknown key, or a bad value (naming ``hydra.callbacks.report.trust.<key>``)."""
-        node = dict(node or {})
-        known = {f.name for f in fields(cls)}
-        if unknown := sorted(set(node) - known):
-            raise ValueError(
-                f"hydra.callbacks.report.trust has unknown key(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-        settings = cls(**node)
+        settings = cls(**known_keys(cls, node, "hydra.callbacks.report.trust"))
         columns = [m.column for m in MEASURES]
         from itermask.core.schedules import SCHEDULES
 
