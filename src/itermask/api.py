@@ -209,7 +209,7 @@ def evaluate(
             instances; ``compare_random``: also the seeded random explanation, ``seed`` its seed.
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
-            model's own; ``conf_dir``: the presets' folder (default ``conf/`` of the source checkout).
+            model's own; ``conf_dir``: the presets' folder (default the package's, :mod:`itermask.conf`).
         precision: ``"32-true"`` or ``"bf16-mixed"`` (bfloat16 autocast), as ``evaluate.py``'s ``trainer.precision``.
         measures: analyses, by preset (``conf/<name>/on.yaml``: ``"naopc"``) or instance; ``result.result[name]``.
         evaluation: its ``evaluation`` settings (``fractions``, ``steps``, ``counts``, ``schedules``, ``target``,

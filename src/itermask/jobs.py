@@ -77,6 +77,13 @@ class JobFailed:
         return f"JobFailed({self.error!r}, {self.output_dir!r})"
 
 
+def _job_name() -> str:
+    """Hydra's job name (its log is ``<job dir>/<name>.log``), else the entry script's name."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().job.name if HydraConfig.initialized() else Path(sys.argv[0]).stem
+
+
 def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
     """In a DDP process other than rank 0 (:mod:`itermask.training.distributed`), add a line naming this
     process's error and log to rank 0's job log: Lightning stops rank 0 without a word (SIGKILL) when another
@@ -92,7 +99,7 @@ def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
         f"{type(error).__name__}: {error} (traceback in {own}); Lightning stops the other processes\n"
     )
     try:
-        with open(output_dir / f"{Path(sys.argv[0]).stem}.log", "a") as handle:
+        with open(output_dir / f"{_job_name()}.log", "a") as handle:
             handle.write(line)
     except OSError:
         pass
@@ -271,7 +278,7 @@ WORKER_GRACE_S = 30.0
 _stopped_worker: int | None = None
 
 
-def run_entry(main: Callable[[], Any]) -> None:
+def run_entry(main: Callable[[], Any], config_name: str | None = None) -> None:
     """Run an entry script's Hydra ``main`` (``evaluate.py``, ``train.py``, ``pretrain.py``) so that SIGTERM and
     Ctrl-C to the launching process stop a multirun whose jobs run in worker processes (``hydra/launcher=joblib``
     with ``n_jobs`` > 1) as they stop a single job: the signal is forwarded to the workers, whose jobs stop and log
@@ -290,7 +297,7 @@ def run_entry(main: Callable[[], Any]) -> None:
         main()
     except SystemExit as error:
         if error.code == 1:  # Hydra's exit on a composition error (or a failed job): a misspelt key gets a hint
-            _hint_unknown_keys()
+            _hint_unknown_keys(config_name)
         raise
     except KeyboardInterrupt as error:
         signum = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
@@ -298,12 +305,13 @@ def run_entry(main: Callable[[], Any]) -> None:
         raise SystemExit(128 + signum) from None
 
 
-def _hint_unknown_keys() -> None:
-    """Print :func:`itermask.console.unknown_key_hints` for this entry script (``conf/<script>.yaml`` beside it)."""
+def _hint_unknown_keys(config_name: str | None) -> None:
+    """Print :func:`itermask.console.unknown_key_hints` for this command's config (``config_name``, default the
+    entry script's name) among the package's configs."""
+    from itermask.conf import CONF_DIR
     from itermask.console import unknown_key_hints
 
-    script = Path(sys.argv[0]).resolve()
-    for line in unknown_key_hints(sys.argv[1:], script.parent / "conf", script.stem):
+    for line in unknown_key_hints(sys.argv[1:], CONF_DIR, config_name or Path(sys.argv[0]).stem):
         print(line, file=sys.stderr)
 
 

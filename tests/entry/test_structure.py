@@ -123,6 +123,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of
     # measures refused, a one-step grid and F-Fidelity without one_shot refused early, NAOPC's timing lines, the
     # removal reference without a training split) ~60
-    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60}
+    # "wheel": the commands package (the three console scripts' Hydra mains, from the entry scripts ~125) and the
+    # configs' package marker ~10
+    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60, "wheel": 140}
     budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

@@ -22,7 +22,6 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -37,6 +36,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     eval_mode,
 )
+from itermask.conf import CONF_DIR
 from itermask.formatting import md_table, mean_pm, number
 from itermask.storage.per_example import write_per_example
 
@@ -47,9 +47,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RemovalReferenceAnalysis", "MASKING_PRESETS", "DEFAULT_STRATEGIES", "TABLE_COLUMNS"]
 
-#: the masking presets (``conf/masking/<name>.yaml`` of a source checkout, as
-#: :data:`itermask.settings.presets.CONF_DIR`, which this layer may not import)
-MASKING_PRESETS = Path(__file__).resolve().parents[3] / "conf" / "masking"
+#: the masking presets (``conf/masking/<name>.yaml`` of the package's configs, :mod:`itermask.conf`)
+MASKING_PRESETS = CONF_DIR / "masking"
 #: every strategy that runs offline with the default model (mlm_infill needs a model with an MLM head)
 DEFAULT_STRATEGIES = ("mask_token", "unk", "pad", "random_token", "attention_off")
 REFERENCES = ("delete", "attention_off")

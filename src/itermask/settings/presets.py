@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from itermask.conf import CONF_DIR  # the presets' folder, inside the package
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.masking import MaskingStrategy
 from itermask.core.saliency import SaliencyMethod
@@ -24,9 +25,6 @@ __all__ = ["CONF_DIR", "preset", "evaluation_settings", "components", "measure_a
 #: evaluate.py's evaluation settings that choose a subset of a split; the facade evaluates the data it is given
 WHOLE_DATA_OPTIONS = ("split", "n_examples", "subset_seed")
 
-#: the Hydra config folder of a source checkout (``conf/``, beside ``src/``), where the presets live
-CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
-
 
 def _conf(conf_dir: Path) -> Path:
     """``conf_dir``, checked to hold the presets.
@@ -35,8 +33,9 @@ def _conf(conf_dir: Path) -> Path:
         FileNotFoundError: a folder without ``evaluate.yaml``."""
     if not (conf_dir / "evaluate.yaml").is_file():
         raise FileNotFoundError(
-            f"no Hydra config folder at {conf_dir} (conf/ of a source checkout, where the saliency and masking "
-            "presets live): give conf_dir=, or SaliencyMethod and MaskingStrategy instances instead of names"
+            f"no Hydra config folder at {conf_dir} (a folder like the package's itermask/conf, where the saliency "
+            "and masking presets live): give conf_dir=, or SaliencyMethod and MaskingStrategy instances instead of "
+            "names"
         )
     return conf_dir
 

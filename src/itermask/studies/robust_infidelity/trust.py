@@ -384,7 +384,7 @@ def trust_table(report: Report, settings: TrustSettings) -> pd.DataFrame:
             "sanity_runs": n_sanity,
             "kendall_w": w,
             "kendall_p": p_w,
-            "why": why or next((s[2] for s in shares if s[2]), None),
+            "why": "; ".join(dict.fromkeys(r for r in (why, *(s[2] for s in shares)) if r)) or None,
         }
         row["verdict"] = _verdict(row)
         row["sentence"] = sentence(row)
