@@ -69,6 +69,15 @@ def test_views_render_in_headless_chromium(tiny_bert, tokenizer, tmp_path):
         assert page.locator("svg polyline").count() >= 3 and page.locator("circle.imx-flip-point").count() >= 1
         assert "<script>alert(1)</script>" in page.inner_text("body")  # shown as text, not run
         assert "more tokens not shown" in page.inner_text("body")
+        # the trajectories are folded: a view is its heatmaps plus one summary line per method and schedule
+        heights = "() => [...document.querySelectorAll('section.imx')].map(s => s.getBoundingClientRect().height)"
+        folded = page.evaluate(heights)
+        summaries = page.locator("details.imx-fold > summary")
+        assert summaries.count() >= 2 and "decision" in summaries.first.inner_text()
+        page.evaluate("() => document.querySelectorAll('details.imx-fold').forEach(d => { d.open = true; })")
+        unfolded = page.evaluate(heights)
+        tiny = len(views) - 3  # the views of the tiny model have trajectories; the three made-up ones do not
+        assert all(f < 0.6 * u for f, u in zip(folded[:tiny], unfolded[:tiny])), (folded, unfolded)
         png = page.screenshot(full_page=True)
     elapsed = time.perf_counter() - start
     (out / "example_views.png").write_bytes(png)

@@ -41,6 +41,7 @@ border:1px solid #ddd;border-radius:6px;padding:10px 12px;margin:12px 0;backgrou
 .imx .imx-meta{color:#555;font-size:13px;margin-bottom:8px}
 .imx .imx-reason{background:#fff4d6;border-radius:3px;padding:1px 5px}
 .imx .imx-method{margin:8px 0 2px 0;font-weight:600}
+.imx details>summary{margin:4px 0 2px 0;font-weight:600;cursor:pointer}
 .imx .imx-text{line-height:1.9}
 .imx .imx-tok{padding:1px 2px;border-radius:3px;white-space:pre-wrap}
 .imx .imx-sp{color:#999;font-size:11px}
@@ -184,7 +185,8 @@ def _curve_svg(trajectory: Trajectory, width: int = 280, height: int = 150) -> s
 
 
 def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, shown: int) -> str:
-    """The steps table (x, probability, masked tokens) next to the curve."""
+    """The steps table (x, probability, masked tokens) next to the curve, folded in a ``<details>`` whose summary
+    names the method, the schedule and the first decision flip."""
     rows = []
     unit = "fraction" if trajectory.steps == "fraction" else "tokens"
     before: set[int] = set()
@@ -214,9 +216,9 @@ def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, s
         if trajectory.flip_step is not None
         else "the decision never flips"
     )
-    return (
-        f'<div class="imx-method">{title} <span class="imx-meta">— {flip}</span></div>'
-        f'<div class="imx-traj"><div>{_curve_svg(trajectory)}</div><div>{table}</div></div>'
+    return (  # folded: one line per method and schedule until opened (the heatmaps above stay open)
+        f'<details class="imx-fold"><summary>{title} <span class="imx-meta">— {flip}</span></summary>'
+        f'<div class="imx-traj"><div>{_curve_svg(trajectory)}</div><div>{table}</div></div></details>'
     )
 
 

@@ -115,7 +115,8 @@ def _headline_group(report: Report, label: tuple, members: list) -> list[str]:
     first, summary = members[0].result, of_group(report.summary, label)
     acc = summary[(summary.explanation == "model") & (summary.score == "accuracy_test")]
     skipped = first.get("n_skipped_no_maskable") or 0
-    n_test = f"{first['n_test']:,}" if isinstance(first.get("n_test"), int) else "n/a"
+    scored = (first.get("accuracy") or {}).get("n_scored") or first.get("n_test")  # all but under limit_test_batches
+    n_test = f"{scored:,}" if isinstance(scored, int) else "n/a"
     seeds = md_escape(", ".join(str(r.seed) for r in members))
     out = [
         f"**{md_escape(' / '.join(label))}**, {len(members)} seed(s) ({seeds}): test "
