@@ -182,6 +182,11 @@ def test_smoke_run_with_word_features_and_naopc(tmp_path, env):
         scores.columns
     )
     assert result["features"] == "word" and result["n_evaluated"] == 8 and "ood" in result
+    # debug=smoke scores its test accuracy on 4 batches of 64: the 256 shortest test texts (the test loader sorts
+    # by length), and the majority-class reference is theirs: 163 of them carry the training majority's label
+    # (0.571 over the whole split, 766 / 1342)
+    assert result["accuracy"]["n_scored"] == 256 and result["n_test"] == 1342
+    assert result["accuracy"]["majority_class_test"] == pytest.approx(163 / 256)
     tokens = pd.read_parquet(tmp_path / "run/per_example/tokens.parquet")
     steps = pd.read_parquet(tmp_path / "run/per_example/steps.parquet")
     words = cast(pd.DataFrame, tokens[tokens["word_id"] >= 0])

@@ -39,6 +39,9 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
         }
         test = context.reuse("test_accuracy", fingerprint, test_accuracy)
     test_labels = torch.tensor(data.splits["test"]["label"])
+    # the majority-class reference over the examples scored: the first n_scored of the test loader's (length-sorted)
+    # order, all of them but under trainer.limit_test_batches
+    scored = torch.tensor(data.test_dataloader().dataset["label"][: test.get("n_scored", len(test_labels))])
     train_labels = torch.tensor(data.splits["train"]["label"])
     majority = int(torch.bincount(train_labels).argmax())
     return AnalysisOutput(
@@ -47,7 +50,7 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
                 "test": float(test["test"]),
                 "n_scored": test["n_scored"],  # test examples scored (all but under trainer.limit_test_batches)
                 "validation": trained.meta["val_acc"],
-                "majority_class_test": float((test_labels == majority).float().mean()),
+                "majority_class_test": float((scored == majority).float().mean()),
             },
             "label_names": list(data.label_names),  # class id -> name (string labels: the mapping)
             "n_test": len(test_labels),
