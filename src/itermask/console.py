@@ -163,13 +163,14 @@ def _aopc_line(result: dict, method: str | None) -> str:
     return f"{method} {aggregate.upper().replace('_', ' ')} ({quantity}){versus}: " + "; ".join(parts)
 
 
-def summary_lines(result: dict) -> list[str]:
+def summary_lines(result: dict, job_dir: Path | None = None) -> list[str]:
     """The lines for the console at the end of an evaluation job: test (and validation) accuracy; the
     saliency method's AOPC comprehensiveness and sufficiency per schedule (ERASER bins; over every step with
     count steps) with the difference to the random explanation; then each analysis's own lines
     (:meth:`itermask.analyses.Analysis.summary_lines` of :func:`itermask.analyses.analysis_classes`, e.g.
-    the final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking); last, the warning of a
-    classifier that learnt nothing (:func:`~itermask.analyses.model_check.model_check_line`)."""
+    the final layer's Mahalanobis OOD AUROC of masked vs clean inputs at 50 % masking); with ``job_dir``, where
+    to look: the command that writes the job's per-example views; last, the warning of a classifier that learnt
+    nothing (:func:`~itermask.analyses.model_check.model_check_line`)."""
     from itermask.analyses.base import analysis_classes
     from itermask.analyses.model_check import model_check_line
 
@@ -178,6 +179,8 @@ def summary_lines(result: dict) -> list[str]:
     lines = [_accuracy_line(result), _aopc_line(result, method)]
     for analysis in analysis_classes(result):
         lines += analysis.summary_lines(result)
+    if job_dir is not None and (Path(job_dir) / "per_example").is_dir():
+        lines.append(f"per-example views (heatmaps, masking trajectories): python -m itermask.views {job_dir}")
     if (warning := model_check_line(result)) is not None:  # last, where a reader's eye lands
         lines.append(warning)
     return lines

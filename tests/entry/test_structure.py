@@ -125,6 +125,7 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # removal reference without a training split) ~60
     # "wheel": the commands package (the three console scripts' Hydra mains, from the entry scripts ~125) and the
     # configs' package marker ~10
-    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60, "wheel": 140}
+    # "where_to_look": python -m itermask.views <job dir> ~45 and the summary line naming it ~10
+    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60, "wheel": 140, "where_to_look": 60}
     budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

@@ -195,13 +195,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
         return self._loader(self.splits["train"], self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self.eval_loader(self._by_length(self.splits["validation"]))
+        return self.eval_loader(self.by_length(self.splits["validation"]))
 
     def test_dataloader(self) -> DataLoader:
-        return self.eval_loader(self._by_length(self.splits["test"]))
+        return self.eval_loader(self.by_length(self.splits["test"]))
 
     @staticmethod
-    def _by_length(data: datasets.Dataset) -> datasets.Dataset:
+    def by_length(data: datasets.Dataset) -> datasets.Dataset:
         """Bucket by length: sorted by token count, so each batch pads to a similar length."""
         order = np.argsort(np.asarray(data["length"]), kind="stable")
         return data.select(order)
@@ -234,7 +234,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
                     len(data),
                     len(data),
                 )
-        return self._by_length(data)
+        return self.by_length(data)
 
     def check_maskable(
         self,

@@ -41,7 +41,7 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
     test_labels = torch.tensor(data.splits["test"]["label"])
     # the majority-class reference over the examples scored: the first n_scored of the test loader's (length-sorted)
     # order, all of them but under trainer.limit_test_batches
-    scored = torch.tensor(data.test_dataloader().dataset["label"][: test.get("n_scored", len(test_labels))])
+    scored = torch.tensor(data.by_length(data.splits["test"])["label"][: test.get("n_scored", len(test_labels))])
     train_labels = torch.tensor(data.splits["train"]["label"])
     majority = int(torch.bincount(train_labels).argmax())
     return AnalysisOutput(

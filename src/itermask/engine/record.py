@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 from itermask.analyses.base import Artifacts
 from itermask.console import summary_lines
@@ -61,9 +62,10 @@ def result_of(plan: EvaluationPlan, resources: Resources, evaluation: Evaluation
     }
 
 
-def _log_summary(result: dict) -> None:
-    """The job's score summary (:func:`itermask.console.summary_lines`) in its log and console."""
-    for line in summary_lines(result):
+def _log_summary(result: dict, job_dir: Path | None) -> None:
+    """The job's score summary (:func:`itermask.console.summary_lines`, with where to look in ``job_dir``) in its
+    log and console."""
+    for line in summary_lines(result, job_dir):
         log.info(line)
 
 
@@ -77,7 +79,7 @@ def record(plan: EvaluationPlan, resources: Resources, evaluation: Evaluation) -
     if plan.job.cache_dir is not None and resources.keys is not None and resources.keys.results is not None:
         ResultStore(plan.job.cache_dir).put(resources.keys.results, result, evaluation.artifacts.files)
     log.info("wrote %s", path)
-    _log_summary(result)
+    _log_summary(result, plan.job.output_dir)
     log_evaluation(resources.logger, result)
     log_artifacts(resources.logger, evaluation.artifacts, explained_method(result))
     return result
@@ -94,5 +96,5 @@ def record_stored(plan: EvaluationPlan, resources: Resources) -> dict:
             artifacts.update(analysis.artifacts_from(stored, plan.job.output_dir))
     log_evaluation(resources.logger, stored)
     log_artifacts(resources.logger, artifacts, explained_method(stored))
-    _log_summary(stored)
+    _log_summary(stored, plan.job.output_dir)
     return stored
