@@ -183,9 +183,9 @@ def welch_bounded_interval(x, y, confidence: float = 0.95, bounds: Bounds | None
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson's score interval for a binomial proportion ``successes / n`` (Wilson 1927): the ``p`` with
-    ``|p̂ - p| <= z · sqrt(p (1 - p) / n)``, i.e. ``(p̂ + z²/2n ± z · sqrt(p̂(1 - p̂)/n + z²/4n²)) / (1 + z²/n)``
-    with ``z`` the normal ``(1 + c)/2`` quantile. It lies in ``[0, 1]`` and is not degenerate at 0 or ``n``.
+    """Wilson's score interval for a binomial proportion ``successes / n`` (Wilson 1927), by scipy's
+    ``binomtest(k, n).proportion_ci(method="wilson")``: the ``p`` with ``|p̂ - p| <= z · sqrt(p (1 - p) / n)``. It
+    lies in ``[0, 1]`` and is not degenerate at 0 or ``n`` (there its lower, or upper, end is exactly 0, or 1).
 
     Args:
         successes: ``k``, ``0 <= k <= n``.
@@ -201,12 +201,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
     if n == 0:
         return math.nan, math.nan
-    z = float(stats.norm.ppf((1 + confidence) / 2))
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    # at k = 0 (k = n) the lower (upper) end is exactly 0 (1) analytically: set so, free of float rounding
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    interval = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    low = 0.0 if successes == 0 else float(interval.low)  # exactly 0 (1) at k = 0 (k = n), free of float rounding
+    high = 1.0 if successes == n else float(interval.high)
     return low, high

@@ -18,7 +18,8 @@ The mean squares are those of the two-way ANOVA table (``statsmodels``' ``anova_
 C(example)`` gives the same numbers; the tests check it); they are computed here in closed form so that
 thousands of bootstrap resamples run in one vectorised pass. The Friedman test (:func:`scipy.stats.
 friedmanchisquare`, examples as blocks, seeds as treatments) tests whether the seeds' per-example scores
-differ. Rank stability: :func:`kendalls_w` (Kendall & Babington Smith 1939) and :func:`mean_spearman`.
+differ. Rank stability: :func:`kendall_w` (Kendall & Babington Smith 1939; the one estimator of W, also the
+claims') through :func:`kendalls_w`, and :func:`mean_spearman`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-__all__ = ["variance_components", "seed_share", "kendalls_w", "mean_spearman", "MIN_SEEDS"]
+__all__ = ["variance_components", "seed_share", "kendall_w", "kendalls_w", "mean_spearman", "MIN_SEEDS"]
 
 #: fewer seeds than this get a visible warning in the report: a variance over 3 seeds is a rough estimate
 MIN_SEEDS = 5
@@ -125,9 +126,9 @@ def mean_spearman(values: np.ndarray) -> float:
 
 
 def kendalls_w(scores: np.ndarray) -> dict:
-    """Kendall's coefficient of concordance of ``scores`` ``[m, k]``: ``m`` seeds (raters) each scoring
-    ``k`` saliency methods (objects), ``W = chi2_F / (m (k - 1))`` from Friedman's statistic with seeds as
-    blocks (tie-corrected by scipy). 1: every seed ranks the methods alike; 0: no agreement.
+    """Kendall's W of ``scores`` ``[m, k]`` (``m`` seeds, the raters, each scoring ``k`` saliency methods), the
+    seeds with a NaN left out: :func:`kendall_w` (whose chi-square p-value is Friedman's test with seeds as
+    blocks, tie-corrected as scipy's ``friedmanchisquare``), with at least 3 methods and 2 seeds.
 
     Returns:
         ``{"n_seeds", "n_methods", "w", "p_value", "why"}`` (NaN and a reason with fewer than 3 methods or 2
@@ -140,8 +141,62 @@ def kendalls_w(scores: np.ndarray) -> dict:
     if k < 3 or m < 2:
         out["why"] = f"Kendall's W needs at least 3 methods and 2 seeds, got {k} methods and {m} seeds"
         return out
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        test = stats.friedmanchisquare(*x.T)
-    out["w"], out["p_value"] = float(test.statistic / (m * (k - 1))), float(test.pvalue)
+    result = kendall_w(x, n_permutations=0)
+    out.update(w=result["w"], p_value=result["p_chi2"], why=result["why"])
+    return out
+
+
+def _tie_term(ranks: np.ndarray) -> float:
+    """``sum over tie groups of (t^3 - t)`` of one rater's ranks."""
+    _, counts = np.unique(ranks, return_counts=True)
+    return float((counts**3 - counts).sum())
+
+
+def _w(ranks: np.ndarray, ties: float) -> np.ndarray:
+    """W of rank matrices ``[..., m, k]`` with the rank sums over raters (the tie term fixed by the ranks)."""
+    m, k = ranks.shape[-2:]
+    sums = ranks.sum(axis=-2)
+    s = ((sums - m * (k + 1) / 2) ** 2).sum(axis=-1)
+    return 12 * s / (m**2 * (k**3 - k) - m * ties)
+
+
+def kendall_w(scores: np.ndarray, n_permutations: int = 9999, seed: int = 0) -> dict:
+    """Kendall's coefficient of concordance of ``scores`` ``[m, k]`` (``m`` raters, e.g. models, each
+    scoring ``k`` objects, e.g. saliency methods; each rater's scores are ranked, ties as mid ranks), with the
+    tie correction (Kendall & Babington Smith 1939): ``W = 12 S / (m^2 (k^3 - k) - m T)``, ``S`` the squared
+    deviations of the rank sums, ``T`` the raters' ``sum (t^3 - t)`` over tie groups. Two p-values: the
+    chi-square ``m (k - 1) W`` on ``k - 1`` df (Friedman's test with raters as blocks, tie-corrected as scipy's
+    ``friedmanchisquare``), and a permutation p-value from ``n_permutations`` seeded shuffles of each rater's
+    ranks (0: none, NaN).
+
+    Returns:
+        ``{"m", "k", "w", "chi2", "p_chi2", "p_permutation", "why"}``; ``w`` is 1 when every rater ranks
+        the objects alike and 0 when the rank sums are all equal. NaN and ``why`` with fewer than 2 raters
+        or objects, NaN scores, or when every rater ties every object.
+    """
+    x = np.asarray(scores, dtype=np.float64)
+    out = {"m": 0, "k": 0, "w": math.nan, "chi2": math.nan, "p_chi2": math.nan, "p_permutation": math.nan}
+    out["why"] = None
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
+        out["why"] = f"Kendall's W needs at least 2 raters and 2 objects, got shape {x.shape}"
+        return out
+    m, k = x.shape
+    out.update(m=int(m), k=int(k))
+    if np.isnan(x).any():
+        out["why"] = "a score is missing (NaN): every rater must score every object"
+        return out
+    ranks = np.stack([stats.rankdata(row) for row in x])
+    ties = sum(_tie_term(row) for row in ranks)
+    if m**2 * (k**3 - k) - m * ties <= 0:
+        out["why"] = "every rater ties every object: no ranking to agree on"
+        return out
+    w = float(_w(ranks, ties))
+    chi2 = m * (k - 1) * w
+    p_permutation = math.nan
+    if n_permutations > 0:
+        order = np.random.default_rng(seed).random((n_permutations, m, k)).argsort(axis=-1)
+        permuted = np.take_along_axis(np.broadcast_to(ranks, (n_permutations, m, k)), order, axis=-1)
+        null = _w(permuted, ties)  # shuffling keeps each rater's ties, so the tie term is unchanged
+        p_permutation = float((1 + (null >= w - 1e-12).sum()) / (n_permutations + 1))
+    out.update(w=w, chi2=float(chi2), p_chi2=float(stats.chi2.sf(chi2, k - 1)), p_permutation=p_permutation)
     return out

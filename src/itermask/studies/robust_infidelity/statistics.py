@@ -29,7 +29,8 @@ interval reflects seed and example noise only).
 ``W = 12 sum_j (R_j - m (k + 1) / 2)^2 / (m^2 (k^3 - k) - m sum_i T_i)``, ``R_j`` the rank sum of object ``j`` and
 ``T_i = sum over tie groups of rater i of (t^3 - t)`` (Kendall & Babington Smith 1939, *Ann. Math. Statist.* 10:275;
 tie correction: Kendall, *Rank Correlation Methods*, Sec. 6.7). Its p-values: the chi-square approximation
-``m (k - 1) W ~ chi2(k - 1)`` and a permutation test that shuffles each rater's ranks independently.
+``m (k - 1) W ~ chi2(k - 1)`` and a permutation test that shuffles each rater's ranks independently. One
+estimator serves the claims and the report's rank stability: :func:`itermask.reporting.seeds.kendall_w`.
 
 **TOST.** Two one-sided Welch t-tests (Schuirmann 1987, *J. Pharmacokinet. Biopharm.* 15:657) that the
 difference of two independent means lies within ``(-margin, margin)``; the p-value is the larger of the
@@ -61,6 +62,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
+
+from itermask.reporting.seeds import kendall_w
 
 __all__ = [
     "nested_components",
@@ -154,57 +157,6 @@ def nested_components_ci(
     return out
 
 
-def _tie_term(ranks: np.ndarray) -> float:
-    """``sum over tie groups of (t^3 - t)`` of one rater's ranks."""
-    _, counts = np.unique(ranks, return_counts=True)
-    return float((counts**3 - counts).sum())
-
-
-def _w(ranks: np.ndarray, ties: float) -> np.ndarray:
-    """W of rank matrices ``[..., m, k]`` with the rank sums over raters (the tie term fixed by the ranks)."""
-    m, k = ranks.shape[-2:]
-    sums = ranks.sum(axis=-2)
-    s = ((sums - m * (k + 1) / 2) ** 2).sum(axis=-1)
-    return 12 * s / (m**2 * (k**3 - k) - m * ties)
-
-
-def kendall_w(scores: np.ndarray, n_permutations: int = 9999, seed: int = 0) -> dict:
-    """Kendall's coefficient of concordance of ``scores`` ``[m, k]`` (``m`` raters, e.g. models, each
-    scoring ``k`` objects, e.g. saliency methods; each rater's scores are ranked, ties as mid ranks), with the
-    tie correction and two p-values (module docstring).
-
-    Returns:
-        ``{"m", "k", "w", "chi2", "p_chi2", "p_permutation", "why"}``; ``w`` is 1 when every rater ranks
-        the objects alike and 0 when the rank sums are all equal. NaN and ``why`` with fewer than 2 raters
-        or objects, NaN scores, or when every rater ties every object.
-    """
-    x = np.asarray(scores, dtype=np.float64)
-    out = {"m": 0, "k": 0, "w": math.nan, "chi2": math.nan, "p_chi2": math.nan, "p_permutation": math.nan}
-    out["why"] = None
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
-        out["why"] = f"Kendall's W needs at least 2 raters and 2 objects, got shape {x.shape}"
-        return out
-    m, k = x.shape
-    out.update(m=int(m), k=int(k))
-    if np.isnan(x).any():
-        out["why"] = "a score is missing (NaN): every rater must score every object"
-        return out
-    ranks = np.stack([stats.rankdata(row) for row in x])
-    ties = sum(_tie_term(row) for row in ranks)
-    if m**2 * (k**3 - k) - m * ties <= 0:
-        out["why"] = "every rater ties every object: no ranking to agree on"
-        return out
-    w = float(_w(ranks, ties))
-    chi2 = m * (k - 1) * w
-    rng = np.random.default_rng(seed)
-    order = rng.random((n_permutations, m, k)).argsort(axis=-1)
-    permuted = np.take_along_axis(np.broadcast_to(ranks, (n_permutations, m, k)), order, axis=-1)
-    null = _w(permuted, ties)  # shuffling keeps each rater's ties, so the tie term is unchanged
-    p_permutation = float((1 + (null >= w - 1e-12).sum()) / (n_permutations + 1))
-    out.update(w=w, chi2=float(chi2), p_chi2=float(stats.chi2.sf(chi2, k - 1)), p_permutation=p_permutation)
-    return out
-
-
 def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
     """Equivalence of two independent means (``mean(a) - mean(b)`` within ``(-margin, margin)``) by two
     one-sided Welch t-tests (module docstring).
@@ -254,11 +206,10 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
 
 def holm(p_values) -> np.ndarray:
     """Holm's step-down adjusted p-values (Holm 1979, "A simple sequentially rejective multiple test
-    procedure", Scand. J. Statist. 6, 65-70): the ``m`` p-values sorted ascending, the ``i``-th (from 1)
-    multiplied by ``m - i + 1``, then a running maximum, capped at 1. Rejecting where the adjusted value is
-    below ``alpha`` keeps the family-wise error rate at ``alpha``. NaN stays NaN and does not count in ``m``.
-    statsmodels' ``multipletests(method="holm")`` gives the same (the test compares them); it is written here
-    because statsmodels counts NaN p-values in ``m`` (``[0.01, nan, 0.04]`` gives ``[0.03, nan, 0.08]``).
+    procedure", Scand. J. Statist. 6, 65-70), by statsmodels' ``multipletests(method="holm")`` over the p-values
+    that are not NaN: NaN stays NaN and does not count in ``m`` (statsmodels alone would count it: ``[0.01, nan,
+    0.04]`` would give ``[0.03, nan, 0.08]`` instead of ``[0.02, nan, 0.04]``). Rejecting where the adjusted value
+    is below ``alpha`` keeps the family-wise error rate at ``alpha``.
 
     Args:
         p_values: ``[m]`` p-values in ``[0, 1]`` (NaN allowed).
@@ -266,14 +217,13 @@ def holm(p_values) -> np.ndarray:
     Returns:
         ``[m]`` float adjusted p-values, in the input order.
     """
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    if not len(valid):
-        return out
-    order = valid[np.argsort(p[valid], kind="stable")]
-    scaled = p[order] * (len(order) - np.arange(len(order)))
-    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    valid = ~np.isnan(p)
+    if valid.any():
+        out[valid] = multipletests(p[valid], method="holm")[1]
     return out
 
 
