@@ -138,6 +138,7 @@ def test_tost_on_constructed_data():
 
 def test_tost_matches_statsmodels():
     pytest.importorskip("statsmodels")
+    from scipy import stats
     from statsmodels.stats.weightstats import ttost_ind
 
     rng = np.random.default_rng(3)
@@ -146,6 +147,14 @@ def test_tost_matches_statsmodels():
     out = tost_welch(a, b, 0.02)
     assert out["p_value"] == pytest.approx(p)
     assert out["p_lower"] == pytest.approx(lower[1]) and out["p_upper"] == pytest.approx(upper[1])
+    # and by hand: the Welch t of d + margin and d - margin on the Welch-Satterthwaite df (ttost_ind computes them)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    d, se = a.mean() - b.mean(), np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    assert out["p_lower"] == pytest.approx(stats.t.sf((d + 0.02) / se, df))
+    assert out["p_upper"] == pytest.approx(stats.t.cdf((d - 0.02) / se, df))
+    half = stats.t.ppf(0.95, df) * se
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((d - half, d + half))
 
 
 def test_holm_matches_statsmodels_and_keeps_nan():

@@ -35,7 +35,8 @@ estimator serves the claims and the report's rank stability: :func:`itermask.rep
 **TOST.** Two one-sided Welch t-tests (Schuirmann 1987, *J. Pharmacokinet. Biopharm.* 15:657) that the
 difference of two independent means lies within ``(-margin, margin)``; the p-value is the larger of the
 two, and equivalence at level ``alpha`` is the same as the ``1 - 2 alpha`` Welch interval lying inside the
-margin. (statsmodels' ``ttost_ind(usevar="unequal")`` computes the same; the tests compare them.)
+margin. The two tests are statsmodels' ``ttost_ind(usevar="unequal")``; with no spread in either sample the
+difference is exact and decided here (statsmodels would divide by 0).
 
 **Mixed model** (claim 1's between-model differences, :func:`mixed_model_differences`). Every model sees the same
 examples, so the differences are estimated from every example of every seed, not from seed means: the linear mixed
@@ -194,11 +195,12 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
         out.update(ci_low=d, ci_high=d, p_lower=0.0 if d > -margin else 1.0, p_upper=0.0 if d < margin else 1.0)
         out.update(p_value=0.0 if inside else 1.0, equivalent=inside)
         return out
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))  # Welch–Satterthwaite
-    p_lower = float(stats.t.sf((d + margin) / se, df))  # H0: d <= -margin
-    p_upper = float(stats.t.cdf((d - margin) / se, df))  # H0: d >= margin
-    half = float(stats.t.ppf(1 - alpha, df)) * se
+    from statsmodels.stats.weightstats import ttost_ind
+
+    # the two one-sided Welch tests: H0 d <= -margin (p_lower) and H0 d >= margin (p_upper)
+    _, (_, p_lower, df), (_, p_upper, _) = ttost_ind(x, y, -margin, margin, usevar="unequal")
+    p_lower, p_upper = float(p_lower), float(p_upper)
+    half = float(stats.t.ppf(1 - alpha, df)) * math.sqrt(va + vb)  # the 1 - 2 alpha Welch interval
     p = max(p_lower, p_upper)
     out.update(ci_low=d - half, ci_high=d + half, p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
     return out
