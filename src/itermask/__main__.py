@@ -16,8 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="itermask",
         description="Faithfulness of token-saliency explanations under iterative masking. Experiments: "
-        "python evaluate.py --help; reports: python -m itermask.reporting --help; W&B workspace: "
-        "python -m itermask.wandb_workspace --help; notebooks: itermask.evaluate(...).",
+        "itermask-evaluate --help (python evaluate.py in a checkout; also itermask-train, itermask-pretrain); "
+        "reports: python -m itermask.reporting --help; per-example views: python -m itermask.views --help; "
+        "W&B workspace: python -m itermask.wandb_workspace --help; notebooks: itermask.evaluate(...).",
     )
     parser.add_argument("--version", action="version", version=f"itermask {__version__}")
     parser.parse_args(argv)

@@ -115,9 +115,9 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # distance; the report step's comparison from the stored encoders ~150 and its Markdown ~30); "mixed_model":
     # claim 1's REML differences (statistics ~130, the per-example table and verdict ~40, the Wald-t power ~20);
     # "bf16": one precision setting (core/precision.py ~55, its autocast at the evaluation's forwards ~20);
-    # "measure_trust": the "Which measure to trust" section (studies/robust_infidelity/trust.py ~470: the per-measure
+    # "measure_trust": the "Which measure to trust" section (studies/robust_infidelity/trust.py ~500: the per-measure
     # table from claim 1's statistics, the sanity rows and the OOD curves, its verdicts and sentences, the section)
-    issue34 = {"verdicts": 190, "encoder_similarity": 300, "mixed_model": 190, "bf16": 75, "measure_trust": 485}
+    issue34 = {"verdicts": 190, "encoder_similarity": 300, "mixed_model": 190, "bf16": 75, "measure_trust": 505}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of
@@ -125,7 +125,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # removal reference without a training split) ~60
     # "wheel": the commands package (the three console scripts' Hydra mains, from the entry scripts ~125) and the
     # configs' package marker ~10
-    # "where_to_look": python -m itermask.views <job dir> ~45 and the summary line naming it ~10
-    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60, "wheel": 140, "where_to_look": 60}
+    # "where_to_look": python -m itermask.views <job dir> ~80 (a multirun folder, a failed job, unreadable files
+    # and an unwritable page each named in one line) and the summary line naming it ~10
+    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60, "wheel": 140, "where_to_look": 95}
     budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

@@ -21,7 +21,7 @@ N = 12
 LEVEL = {"gradient": 0.3, "integrated_gradients": 0.2, "occlusion": 0.1}
 
 
-def _sweep(root, models=MODELS, ood=(0.5, 0.9, 0.8, 0.5)):
+def _sweep(root, models=MODELS, ood=(0.5, 0.9, 0.8, 0.5), unlearnt=False):
     """Every (model, method, seed) job: ``aopc_comprehensiveness_prob`` = the method's level + example effect +
     small noise (consistent, no model effect; passes the sanity benchmark in every run); ``srg_prob`` = noise
     (fails it); ``soft_comprehensiveness`` = a model effect of 0.5 per model + noise."""
@@ -48,9 +48,12 @@ def _sweep(root, models=MODELS, ood=(0.5, 0.9, 0.8, 0.5)):
                         method: {
                             "aopc_comprehensiveness_prob": {"rho": -0.4, "ranks_known_order": True},
                             "srg_prob": {"rho": 0.05, "ranks_known_order": False},
+                            "decision_flip_fraction": {"rho": None, "reason": "constant", "ranks_known_order": False},
                         }
                     }
                 }
+                if unlearnt and i == 0 and seed == 0:
+                    r["model_check"] = {"meaningful": False, "problems": ["one class"]}
                 results.append(r)
                 overrides.append([f"model={model}", f"saliency={method}", f"seed={seed}"])
                 frames.append(
@@ -137,6 +140,10 @@ def test_the_decision_flip_fraction_is_the_mean_of_flip_rate_over_the_steps(tmp_
     # odd examples flip at one of two steps (0.5), even ones never (0): every method's mean is 0.25, a tie
     assert row.n_models == 1
     assert math.isnan(row.kendall_w)  # every rater ties every method: no ranking to agree on
+    assert "every rater ties every object" in row.why
+    # a constant measure's sanity rho is undefined in every run: not judged, not counted as failing
+    assert (row.sanity_runs, row.verdict) == (0, "not judged") and math.isnan(row.sanity_rho)
+    assert "sanity rho undefined in 9 of 9 runs (constant)" in row.why
     assert math.isnan(row.model_share) and "one model" in row.why
 
 
@@ -223,6 +230,7 @@ def test_the_section_sits_after_the_claims_in_the_written_report(tmp_path):
     (root / "multirun.yaml").write_text(yaml.safe_dump(multirun))
     written = write_report(build_report(root))
     text = written["report.md"].read_text()
+    assert "runs come from a classifier that learnt nothing" not in text
     assert text.index("## Claims") < text.index("## Which measure to trust")
     assert "| AOPC comprehensiveness | holds up | -0.40 (27/27) | 1.00 | 0 % |" in text
     frame = pd.read_csv(written["measure_trust.csv"])
@@ -245,3 +253,9 @@ def test_the_verdict_rules(changes, verdict):
     from itermask.studies.robust_infidelity.trust import _verdict
 
     assert _verdict(_row(**changes)) == verdict
+
+
+def test_runs_of_a_classifier_that_learnt_nothing_are_warned_of(tmp_path):
+    report = build_report(_sweep(tmp_path, unlearnt=True))
+    text = "\n".join(MeasureTrust().markdown(report, {}))
+    assert "**Warning:** 3 of these 27 runs come from a classifier that learnt nothing" in text

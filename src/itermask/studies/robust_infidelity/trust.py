@@ -247,27 +247,40 @@ def _ood(runs: list[Run], schedule: str) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
-def _sanity(runs: list[Run], column: str) -> tuple[float, int, int]:
-    """(mean rho over the runs, runs whose interval is on the expected side, runs with the measure)."""
-    rhos, ranking = [], 0
+def _sanity(runs: list[Run], column: str) -> tuple[float, int, int, str | None]:
+    """(mean rho over the runs with a defined rho, runs whose interval is on the expected side, runs with a defined
+    rho, why some runs have none): a run whose rho is undefined (a constant measure, e.g. no decision flips) is
+    not counted as failing the benchmark."""
+    rhos, ranking, undefined = [], 0, []
     for run in runs:
         entry = (((run.result.get("sanity") or {}).get("methods") or {}).get(method_of(run.result)) or {}).get(column)
         if not entry:
             continue
-        rhos.append(value(entry.get("rho")))
+        rho = value(entry.get("rho"))
+        if not math.isfinite(rho):
+            undefined.append(str(entry.get("reason") or "undefined"))
+            continue
+        rhos.append(rho)
         ranking += bool(entry.get("ranks_known_order"))
-    finite = [r for r in rhos if math.isfinite(r)]
-    return (float(np.mean(finite)) if finite else math.nan), ranking, len(rhos)
+    why = None
+    if undefined:
+        reasons = "; ".join(dict.fromkeys(undefined))
+        why = f"sanity rho undefined in {len(undefined)} of {len(undefined) + len(rhos)} runs ({reasons})"
+    return (float(np.mean(rhos)) if rhos else math.nan), ranking, len(rhos), why
 
 
-def _concordance(frame: pd.DataFrame, column: str) -> tuple[float, float]:
+def _concordance(frame: pd.DataFrame, column: str) -> tuple[float, float, str | None]:
     """Kendall's W (and its permutation p-value) of the methods' mean ``column`` with each (model, seed) run as
-    a rater; NaN with fewer than 2 methods or raters."""
+    a rater; NaN and why with fewer than 2 methods or raters (or when every rater ties every method)."""
     means = frame.pivot_table(index=["model", "seed"], columns="method", values=column, aggfunc="mean").dropna()
     if means.shape[1] < 2 or means.shape[0] < 2:
-        return math.nan, math.nan
+        return (
+            math.nan,
+            math.nan,
+            (f"Kendall's W needs 2 methods and 2 runs with a value, got {means.shape[1]} and {means.shape[0]}"),
+        )
     w = kendall_w(means.to_numpy(dtype=float), n_permutations=999)
-    return float(w["w"]), float(w["p_permutation"])
+    return float(w["w"]), float(w["p_permutation"]), w["why"]
 
 
 def _verdict(row: dict) -> str:
@@ -361,8 +374,8 @@ def trust_table(report: Report, settings: TrustSettings) -> pd.DataFrame:
         seed_shares = [s[1] for s in shares if math.isfinite(s[1])]
         difference, pair, method, p_holm, why = _largest_difference(by_method, models, accuracy, settings.confidence)
         sd = float(np.nanstd(frame[m.column].to_numpy(dtype=float), ddof=1))
-        rho, ranking, n_sanity = _sanity(runs, m.column)
-        w, p_w = _concordance(frame, m.column)
+        rho, ranking, n_sanity, why_sanity = _sanity(runs, m.column)
+        w, p_w, why_w = _concordance(frame, m.column)
         row = {
             "measure": m.name,
             "column": m.column,
@@ -384,7 +397,7 @@ def trust_table(report: Report, settings: TrustSettings) -> pd.DataFrame:
             "sanity_runs": n_sanity,
             "kendall_w": w,
             "kendall_p": p_w,
-            "why": "; ".join(dict.fromkeys(r for r in (why, *(s[2] for s in shares)) if r)) or None,
+            "why": "; ".join(dict.fromkeys(r for r in (why, *(s[2] for s in shares), why_sanity, why_w) if r)) or None,
         }
         row["verdict"] = _verdict(row)
         row["sentence"] = sentence(row)
@@ -396,9 +409,17 @@ def _cell(x, digits: int = 2, signed: bool = False) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else number(x, digits, signed)
 
 
-def trust_markdown(table: pd.DataFrame) -> list[str]:
-    """The section's Markdown lines: a heading, how to read it, the table and one sentence per measure."""
+def trust_markdown(table: pd.DataFrame, unlearnt: tuple[int, int] = (0, 0)) -> list[str]:
+    """The section's Markdown lines: a heading, a warning when ``unlearnt`` (runs from a classifier that learnt
+    nothing, runs) counts any, how to read it, the table and one sentence per measure."""
     lines = ["## Which measure to trust", ""]
+    if unlearnt[0]:
+        lines += [
+            f"> **Warning:** {unlearnt[0]} of these {unlearnt[1]} runs come from a classifier that learnt nothing "
+            "(see each job's model check): their measures say nothing about faithfulness, and the verdicts below "
+            "include them.",
+            "",
+        ]
     if table.empty:
         return [
             *lines,
@@ -472,5 +493,7 @@ class MeasureTrust:
         written[path.name] = path
 
     def markdown(self, report: Report, images: dict[str, str]) -> list[str]:
-        """The section's Markdown lines (:func:`trust_markdown`)."""
-        return trust_markdown(self.table(report))
+        """The section's Markdown lines (:func:`trust_markdown`), warning of runs whose classifier learnt nothing."""
+        runs = _standard_runs(list(report.sweep.runs), self.settings.models)
+        unlearnt = sum(not (r.result.get("model_check") or {}).get("meaningful", True) for r in runs)
+        return trust_markdown(self.table(report), (unlearnt, len(runs)))
