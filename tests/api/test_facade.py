@@ -344,6 +344,9 @@ def test_a_classifier_predicting_one_class_is_flagged_in_warnings_and_first_in_t
     result = itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, schedules=["one_shot"], **GRID)
     line = "WARNING: these faithfulness scores mean nothing: the classifier predicts class "
     assert len(result.warnings) == 1 and result.warnings[0].startswith(line)
+    # named as the data name the classes (the model's id2label here), not by its id
+    name = result.result["label_names"][1] if "label_names" in result.result else tiny_bert.config.id2label[1]
+    assert f"predicts class {name!r} for all 3" in result.warnings[0] and name != "1"
     assert result.warnings == [model_check_line(result.result)]
     html = result._repr_html_()
     assert html.index("these faithfulness scores mean nothing") < html.index("itermask: masking scores")

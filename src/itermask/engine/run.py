@@ -51,7 +51,9 @@ def run(plan: EvaluationPlan, resources: Resources) -> Evaluation | None:
             return None
         evaluation.curves = curves
         evaluation.result.update(masking.result)
-        evaluation.result.update(model_check(evaluation.result, curves).result)  # a classifier that learnt nothing
+        # a classifier that learnt nothing; its classes named as the data name them (the facade measures no accuracy)
+        named = {"label_names": list(context.data.label_names), **evaluation.result}
+        evaluation.result.update(model_check(named, curves).result)
         for analysis in resources.analyses:
             output = analysis.run(inputs, context, curves)
             if not context.trainer.is_global_zero:
