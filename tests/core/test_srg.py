@@ -70,6 +70,15 @@ def test_srg_by_hand_on_constructed_curves():
     assert metrics.per_example(curves, "logit", bins=None)["srg_logit"].tolist() == pytest.approx(SRG_LOGIT, abs=1e-6)
 
 
+def test_an_example_with_one_feature_has_no_srg():
+    # n = 1: its least- and most-important-first rows are the same input, whatever the ranking; its gap of 3 here
+    # stands for any gap the curves could hold (it would count as an area of 1.5 were it not NaN)
+    curves = _constructed([[3.0, 1.0], [4.0, 4.0]], [[3.0, -2.0], [4.0, 2.0]], [[0, 1], [0, 1]], [1, 2])
+    values = measures.symmetric_relevance_gain(curves, "logit")
+    assert math.isnan(values[0]) and values[1].item() == pytest.approx(0.5 * 2 / 2)
+    assert metrics.summarize(curves, "logit", bins=None)["srg_logit"] == pytest.approx(0.5)  # the mean of the rest
+
+
 def test_srg_changes_sign_when_the_directions_swap():
     forward, swapped = _constructed(LIF, MIF, K, N), _constructed(MIF, LIF, K, N)
     for quantity in ("probability", "logit"):

@@ -231,7 +231,8 @@ def symmetric_relevance_gain(curves: MaskingCurves, quantity: Quantity = "probab
     least-important-first curve minus the area under the most-important-first curve of the target ``quantity``
     (probability, the paper's and its code's choice; or logit),
     ``SRG = AUC[LIF] - AUC[MIF] = LRG + MRG`` (the two relevance gains against a random ordering, whose area
-    cancels): neither halved nor normalised, in units of the quantity times the masked fraction. The authors'
+    cancels): neither halved nor normalised, in units of the quantity times the masked fraction; NaN for an example
+    with fewer than two features (its two orders coincide). The authors'
     code (github.com/bluecher31/pixel-flipping, ``scripts/plot_pixel_flipping.py``: ``get_results`` subtracts
     the MIF from the LIF curve of the target-class softmax probability, ``src/plotting.py``: ``calculate_auc``
     integrates the linear interpolation from 0 to 1) is followed; the paper's text was not at hand to quote its
@@ -261,4 +262,7 @@ def symmetric_relevance_gain(curves: MaskingCurves, quantity: Quantity = "probab
     gap = target_output(curves.least_logits, curves.target, quantity) - target_output(
         curves.logits, curves.target, quantity
     )
-    return torch.trapezoid(gap.double(), curves.masked_fraction.to(gap.device), dim=-1).float()
+    srg = torch.trapezoid(gap.double(), curves.masked_fraction.to(gap.device), dim=-1).float()
+    # one feature (or none): the least- and most-important-first orders are the same, so the gap is 0 whatever the
+    # ranking: SRG says nothing about it (NaN, left out of the mean), not that it is as good as a random one
+    return srg.masked_fill(curves.n_maskable.to(srg.device) < 2, float("nan"))

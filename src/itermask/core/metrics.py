@@ -309,6 +309,9 @@ class SymmetricRelevanceGain(Metric):
     def values(self, curves, quantity):
         return symmetric_relevance_gain(curves, quantity)
 
+    def reduce(self, values, curves):
+        return _mean(values)  # an example with one feature has no SRG (NaN)
+
     def info(self, quantity=None):
         info = super().info(quantity)
         return info if quantity in (None, "probability") else replace(info, bounds=None)  # logit areas: unbounded
