@@ -122,11 +122,12 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of
     # measures refused, a one-step grid and F-Fidelity without one_shot refused early, NAOPC's timing lines, the
-    # removal reference without a training split) ~60
+    # removal reference without a training split) ~60; the second review's (the facade's model check naming
+    # classes as the data do, SRG NaN for one feature) ~10
     # "wheel": the commands package (the three console scripts' Hydra mains, from the entry scripts ~125) and the
     # configs' package marker ~10
     # "where_to_look": python -m itermask.views <job dir> ~80 (a multirun folder, a failed job, unreadable files
     # and an unwritable page each named in one line) and the summary line naming it ~10
-    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 60, "wheel": 140, "where_to_look": 95}
+    issue35 = {"did_you_mean": 110, "wandb_outputs": 70, "review": 70, "wheel": 140, "where_to_look": 95}
     budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget
