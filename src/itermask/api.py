@@ -216,9 +216,9 @@ def evaluate(
             ``quantity``, ``aopc_bins``, ``segments``, ``token_budget``, ``features``, ``soft_draws``: evaluate.yaml).
 
     Raises:
-        ValueError: a bad setting, data of no accepted kind (a number, a directory, a single string), a missing
-            column, labels that are a single value or no class, a module without its tokenizer, ``max_length`` past
-            the position embeddings, no maskable token; FileNotFoundError: a data path, model or preset absent.
+        ValueError: a bad setting or name (saliency, masking, measure), data of no accepted kind, a missing column,
+            labels that are a single value or no class, a module without its tokenizer, ``max_length`` past the
+            position embeddings, no maskable token; FileNotFoundError: a data path or model absent.
     """
     from itermask.data.given import read_examples
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses

@@ -110,8 +110,8 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS)
     with pytest.raises(SettingsError, match=r"unknown evaluation setting\(s\) \['fraction'\]"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, fraction=[0.5])
-    with pytest.raises(OSError, match="saliency"):
-        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, saliency="gradients")
+    with pytest.raises(ValueError, match="saliency='gradients': no such preset.*did you mean 'gradient'"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, saliency="gradients")  # a bad name: ValueError
     with pytest.raises(ValueError, match="labels"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=[0, 1])
     with pytest.raises(ValueError, match=r"^target='gold' explains each example's gold label: give labels="):

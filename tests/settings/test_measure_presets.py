@@ -34,11 +34,11 @@ def test_a_mistyped_name_gets_the_closest_one():
 
     with pytest.raises(ValueError, match=r"unknown measure 'snaity' \(did you mean 'sanity'\?\); choose from"):
         measure_analyses(["snaity"], VALUES, CONF_DIR)
-    with pytest.raises(FileNotFoundError, match=r"saliency='gradiant'.* \(did you mean 'gradient'\?\); choose"):
+    with pytest.raises(ValueError, match=r"saliency='gradiant'.* \(did you mean 'gradient'\?\); choose"):
         preset("saliency", "gradiant", CONF_DIR, VALUES)
     with pytest.raises(SettingsError, match=r"\['soft_draw'\] \(did you mean 'soft_draws'\?\)"):
         evaluation_settings({"soft_draw": 3}, 0, CONF_DIR)
-    with pytest.raises(FileNotFoundError, match=r"'xyz': no such preset in .*saliency; choose from"):  # none close
+    with pytest.raises(ValueError, match=r"'xyz': no such preset in .*saliency; choose from"):  # none close
         preset("saliency", "xyz", CONF_DIR, VALUES)
     with pytest.raises(ValueError, match=r"unknown measure 'SANITY' \(did you mean 'sanity'\?\)"):
         measure_analyses(["SANITY"], VALUES, CONF_DIR)

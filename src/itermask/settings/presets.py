@@ -45,12 +45,13 @@ def preset(group: str, name: str, conf_dir: Path, values: Mapping[str, Any]) -> 
     against ``values`` (e.g. ``{"seed": 0, "model": {"pretrained": ...}}``), as plain values.
 
     Raises:
-        FileNotFoundError: no such preset (naming the ones there are) or no config folder."""
+        ValueError: no such preset (naming the ones there are: a bad name, as for any other argument);
+        FileNotFoundError: no config folder."""
     folder = _conf(conf_dir) / group
     path = folder / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise FileNotFoundError(
+        raise ValueError(
             f"{group}={name!r}: no such preset in {folder}{did_you_mean(name, known)}; choose from {known}"
         )
     root = OmegaConf.create({**values, group: OmegaConf.load(path)})
