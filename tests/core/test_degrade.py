@@ -114,3 +114,22 @@ def test_bad_levels_are_one_line_errors(levels, message):
     with pytest.raises(ValueError, match=message):
         check_levels(levels)
     assert check_levels([1.0, 0, 0.5]) == [0.0, 0.5, 1.0]
+
+
+def test_a_shared_clean_cache_explains_each_batch_once_and_changes_no_score():
+    """The sanity benchmark's levels share one cache: the inner method runs once per batch, not once per level,
+    and every level's scores equal those of an uncached DegradedSaliency."""
+    inner = InputXGradientSaliency(output="logit")
+    calls = []
+    explain = inner.explain
+    inner.explain = lambda *args, **kwargs: calls.append(1) or explain(*args, **kwargs)  # count the inner calls
+    model, batch = AdditiveModel(TEN, vocab_size=16), _ten_batch(3)
+    ids, target, cache = torch.tensor([7, 8, 9]), torch.ones(3, dtype=torch.long), {}
+    with torch.enable_grad():
+        for level in (0.25, 0.5, 1.0):
+            cached = DegradedSaliency(inner, level, 0, "token", [0, 1, 2, 3, 4], clean_cache=cache)
+            plain = DegradedSaliency(InputXGradientSaliency(output="logit"), level, 0, "token", [0, 1, 2, 3, 4])
+            assert torch.equal(
+                cached.explain(model, batch, target, ids).scores, plain.explain(model, batch, target, ids).scores
+            )
+    assert len(calls) == 1 and list(cache) == [(7, 8, 9)]

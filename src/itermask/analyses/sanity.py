@@ -94,12 +94,12 @@ class SanityAnalysis(Analysis):
             if name == RANDOM or name not in curves.curves:
                 continue
             job = curves[name]
-            order = next(iter(job.values())).example_ids
+            order, clean = next(iter(job.values())).example_ids, {}  # clean: the method's attributions, once
             for level in self.levels:
                 if level == 0 and "one_shot" in job:
                     level_curves = job["one_shot"]
                 else:
-                    level_curves = self._degraded(inputs, context, evaluator, level, order, cost)
+                    level_curves = self._degraded(inputs, context, evaluator, level, order, cost, clean)
                 frames.append(self._measures(inputs, context, name, level, level_curves))
         table = pd.concat(frames, ignore_index=True)
         section = self._section(table)
@@ -110,10 +110,21 @@ class SanityAnalysis(Analysis):
             artifacts.files = write_per_example(inputs.folder, {"sanity": table})
         return AnalysisOutput({"sanity": section}, artifacts)
 
-    def _degraded(self, inputs: AnalysisInputs, context: EvaluationContext, evaluator, level, order, cost: dict):
+    def _degraded(
+        self,
+        inputs: AnalysisInputs,
+        context: EvaluationContext,
+        evaluator,
+        level,
+        order,
+        cost: dict,
+        clean: dict | None = None,
+    ):
         """One-shot curves of ``evaluator``'s explanation degraded by ``level`` on the evaluation subset, batch
         by batch as the masking stage runs it (examples without a maskable feature skipped), in the example
-        ``order`` of the job's curves; ``cost`` counts the forwards."""
+        ``order`` of the job's curves; ``cost`` counts the forwards; ``clean`` keeps the method's attributions
+        across levels (:class:`~itermask.core.degrade.DegradedSaliency`'s ``clean_cache``; ``None``: this
+        call's own)."""
         import torch
 
         from itermask.core.curves import MaskingCurves
@@ -122,7 +133,13 @@ class SanityAnalysis(Analysis):
         e = inputs.evaluation
         degraded = copy.copy(evaluator)
         degraded.saliency = DegradedSaliency(
-            evaluator.saliency, level, self.seed, e.features, evaluator.special_ids, evaluator.segments
+            evaluator.saliency,
+            level,
+            self.seed,
+            e.features,
+            evaluator.special_ids,
+            evaluator.segments,
+            {} if clean is None else clean,
         )
         degraded.schedules, degraded.collect_representations = ["one_shot"], False
         device, wanted, parts = next(context.model.parameters()).device, set(order.tolist()), []

@@ -85,6 +85,13 @@ class DegradedSaliency(SaliencyMethod):
     attribution itself (bit-identical, ``inner``'s word rule). Everything else (gradients, output, diagnostics)
     is ``inner``'s.
 
+    Args:
+        clean_cache: a dict shared by the levels of one explanation (the sanity benchmark passes one per method):
+            ``inner``'s attribution of a batch is kept there under its example ids and reused by every level, so
+            an expensive method (integrated gradients, LIME, KernelSHAP) explains each example once, not once per
+            level, and every level degrades exactly the same explanation. The same example ids must mean the
+            same inputs, model and targets (one job's evaluation subset). ``None``: no cache.
+
     Raises:
         ValueError: a level outside ``[0, 1]`` or an unknown ``features``.
     """
@@ -99,6 +106,7 @@ class DegradedSaliency(SaliencyMethod):
         features: str = "token",
         special_ids: Iterable[int] = (),
         segments: int | Sequence[int] | None = None,
+        clean_cache: dict | None = None,
     ) -> None:
         if not 0.0 <= float(level) <= 1.0:
             raise ValueError(f"degradation level {level!r} outside [0, 1]")
@@ -110,6 +118,7 @@ class DegradedSaliency(SaliencyMethod):
         for flag in ("needs_gradients", "needs_embeddings", "needs_attentions", "zero_check", "batches_own_calls"):
             setattr(self, flag, getattr(inner, flag))
         self.word_score = inner.word_score if self.level == 0 else "sum"
+        self.clean_cache = clean_cache
         self._bound = True
 
     def describe(self) -> dict:
@@ -119,7 +128,12 @@ class DegradedSaliency(SaliencyMethod):
         self.inner.check(model)
 
     def _attribution(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor):
-        clean = self.inner.explain(model, batch, target, example_ids, sanity=False)
+        key = tuple(example_ids.tolist())
+        clean = None if self.clean_cache is None else self.clean_cache.get(key)
+        if clean is None:
+            clean = self.inner.explain(model, batch, target, example_ids, sanity=False)
+            if self.clean_cache is not None:
+                self.clean_cache[key] = clean
         return self.degrade(batch, clean, example_ids).scores, clean.completeness_gap, clean.output_difference
 
     def _scores(self, model, batch: TokenBatch, target: Tensor, example_ids: Tensor) -> Tensor:
