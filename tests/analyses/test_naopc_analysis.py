@@ -137,3 +137,61 @@ def test_flat_examples_are_nan_counted_and_named():
     # (0.3 - 0.1) / 0.4 = 0.5 and (0.2 - 0.1) / 0.2 = 0.5; the flat example is NaN and left out of the mean
     assert np.isnan(per_example.naopc_comprehensiveness_prob[1])
     assert section["methods"]["gradient"]["one_shot"]["naopc_comprehensiveness_prob"] == pytest.approx(0.5)
+
+
+def test_bounded_subset_is_chosen_by_id_alone_and_nested():
+    import hashlib
+
+    from itermask.analyses.naopc import bounded_subset
+
+    ids = np.array([40, 3, 17, 8, 25])
+    by_hash = sorted(ids.tolist(), key=lambda i: hashlib.sha256(f"naopc:{i}".encode()).digest())
+    two = bounded_subset(ids, 2)
+    assert sorted(ids[two].tolist()) == sorted(by_hash[:2])
+    # the order of the ids does not matter, and a larger subset keeps the smaller one's examples
+    assert set(ids[::-1][bounded_subset(ids[::-1], 2)].tolist()) == set(ids[two].tolist())
+    assert set(ids[two].tolist()) <= set(ids[bounded_subset(ids, 3)].tolist())
+    assert bounded_subset(ids, None).all() and bounded_subset(ids, 5).all() and bounded_subset(ids, 9).all()
+
+
+def test_max_examples_bounds_a_subset_and_every_reader_says_so(tmp_path, tiny_bert_dir):
+    from itermask.analyses.naopc import COVERAGE, bounded_subset
+
+    result = _run(tmp_path, tiny_bert_dir, "subset", "naopc.max_examples=2")
+    section = result["naopc"]
+    b = section["bounds"]
+    assert (b["n_examples"], b["n_unbounded"], b["n_exact"] + b["n_beam"]) == (4, 2, 2)
+    assert b["subset"].startswith("bounds for 2 of the 4 evaluated examples (naopc.max_examples=2")
+    examples = pd.read_parquet(tmp_path / "sweep" / "subset" / "per_example" / "examples.parquet")
+    chosen = bounded_subset(examples.example_id.to_numpy(), 2)
+    assert (examples.naopc_bounds[~chosen] == "none").all() and examples.naopc_upper[~chosen].isna().all()
+    assert examples.naopc_upper[chosen].notna().all()
+    scores = pd.read_parquet(tmp_path / "sweep" / "subset" / "per_example" / "scores.parquet")
+    one_shot = scores[scores.schedule == "one_shot"].merge(examples[["example_id", "naopc_bounds"]], on="example_id")
+    unbounded = one_shot[one_shot.naopc_bounds == "none"]
+    # the authors' AOPC is measured for every example, NAOPC only where there are bounds
+    assert unbounded.aopc_authors_comprehensiveness_prob.notna().all()
+    assert unbounded.naopc_comprehensiveness_prob.isna().all()
+    bounded = one_shot[one_shot.naopc_bounds != "none"].groupby("saliency").naopc_comprehensiveness_prob.mean()
+    assert section["methods"]["gradient"]["one_shot"]["naopc_comprehensiveness_prob"] == pytest.approx(
+        bounded["gradient"], rel=1e-12
+    )
+    line = next(x for x in console.summary_lines(result) if x.startswith("NAOPC (gradient"))
+    assert "2 not bounded (naopc.max_examples=2)" in line
+    rows = NAOPCAnalysis.report_measures(result)
+    assert rows[("gradient", "one_shot", COVERAGE)] == 0.5
+    summary = pd.DataFrame({"score": [COVERAGE], "mean": [0.5]})
+    assert NAOPCAnalysis.headline_lines(summary)[0].startswith(
+        "NAOPC is measured on a subset: AOPC bounds for 50 % of the evaluated examples"
+    )
+    # every example bounded: no coverage row, no headline line
+    assert COVERAGE not in {
+        k[2] for k in NAOPCAnalysis.report_measures({**result, "naopc": {**section, "bounds": {**b, "n_unbounded": 0}}})
+    }
+    assert NAOPCAnalysis.headline_lines(pd.DataFrame({"score": [COVERAGE], "mean": [1.0]})) == []
+
+
+def test_bad_max_examples_is_a_clear_error():
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match=re.escape(f"naopc.max_examples={bad!r}: give a whole number >= 1")):
+            NAOPCAnalysis(max_examples=bad)

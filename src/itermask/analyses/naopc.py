@@ -42,7 +42,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NAOPCAnalysis", "BOUNDS_KIND", "CONVENTION", "grid_weight_sets"]
+__all__ = [
+    "NAOPCAnalysis",
+    "BOUNDS_KIND",
+    "CONVENTION",
+    "COVERAGE",
+    "SUBSET_RULE",
+    "bounded_subset",
+    "grid_weight_sets",
+]
 
 #: the kind of the stored bounds (storage.derived)
 BOUNDS_KIND = "naopc_bounds"
@@ -55,6 +63,10 @@ AUTHORS = {
     "aopc_comprehensiveness": "AOPC comprehensiveness, authors' (higher is better)",
     "aopc_sufficiency": "AOPC sufficiency, authors' (lower is better)",
 }
+#: which examples ``naopc.max_examples`` bounds (:func:`bounded_subset`)
+SUBSET_RULE = "the examples with the smallest sha256('naopc:<example_id>')"
+#: the report row of the share of evaluated examples with AOPC bounds (1: all; below: ``naopc.max_examples``)
+COVERAGE = "NAOPC: share of examples with bounds"
 #: why the recursive schedule has no authors' NAOPC
 RECURSIVE = "the recursive schedule re-ranks after every step: no fixed ranking to score in the authors' convention"
 
@@ -74,17 +86,26 @@ class NAOPCAnalysis(Analysis):
         exact_max_features: examples with at most this many features get exact bounds (``2^n`` masked rows
             each), longer ones beam-search bounds; ``0..``:data:`~itermask.core.aopc_bounds.EXACT_LIMIT`.
         beam_size: the beam search's width (at least 1; the authors' main results use 5).
+        max_examples: bound only this many of the evaluated examples (:func:`bounded_subset`: a fixed
+            pseudo-random choice by example id, the same in every seed, method and job), ``None``: every one.
+            The beam bounds cost about ``5 n^2`` forwards an example (25-30 s for 20-25 tokens on 2 CPU cores),
+            the rest of a job a few: a documented subset keeps a CPU preset in its time. The other examples get
+            NaN bounds and NaN NAOPC (the authors' AOPC is still computed for every example), are counted
+            (``n_unbounded``) and named in the console, the report (:meth:`headline_lines`) and
+            ``bounds["subset"]``.
         enabled: read by the settings stage.
 
     Raises:
         ValueError: (at construction, in the settings stage, before any data or model work) an
             ``exact_max_features`` outside ``0..EXACT_LIMIT`` or not a whole number, a ``beam_size`` below 1 or
-            not a whole number.
+            not a whole number, a ``max_examples`` below 1 or not a whole number.
     """
 
     name = "naopc"
 
-    def __init__(self, exact_max_features: int = 10, beam_size: int = 5, enabled: bool = True) -> None:
+    def __init__(
+        self, exact_max_features: int = 10, beam_size: int = 5, max_examples: int | None = None, enabled: bool = True
+    ) -> None:
         from itermask.core.aopc_bounds import EXACT_LIMIT
 
         if not _whole(exact_max_features) or not 0 <= exact_max_features <= EXACT_LIMIT:
@@ -94,13 +115,20 @@ class NAOPCAnalysis(Analysis):
             )
         if not _whole(beam_size) or beam_size < 1:
             raise ValueError(f"naopc.beam_size={beam_size!r}: the beam search's width must be a whole number >= 1")
+        if max_examples is not None and (not _whole(max_examples) or max_examples < 1):
+            raise ValueError(
+                f"naopc.max_examples={max_examples!r}: give a whole number >= 1 (bound that many examples) or null "
+                "(every evaluated example)"
+            )
         self.exact_max_features, self.beam_size = int(exact_max_features), int(beam_size)
+        self.max_examples = None if max_examples is None else int(max_examples)
         self._setups: dict[tuple, _Setup] = {}
 
     def describe(self) -> dict:
         return {
             "exact_max_features": self.exact_max_features,
             "beam_size": self.beam_size,
+            "max_examples": self.max_examples,
             "convention": CONVENTION,
         }
 
@@ -191,6 +219,11 @@ class NAOPCAnalysis(Analysis):
             "segments": e.segments,
             "exact_max_features": self.exact_max_features,
             "beam_size": self.beam_size,
+            **(
+                {}
+                if bounded_subset(first.example_ids.cpu().numpy(), self.max_examples).all()
+                else {"max_examples": self.max_examples}
+            ),
             "convention": CONVENTION,
             "weights": {name: config_hash([w.tolist() for w in ws]) for name, ws in weights.items()},
         }
@@ -207,18 +240,30 @@ class NAOPCAnalysis(Analysis):
             import torch
 
             begin, n = time.time(), first.n_maskable.long().cpu()
-            beam = int((n > self.exact_max_features).sum())  # the long wait: say what it is before it starts
+            bounded = bounded_subset(first.example_ids.cpu().numpy(), self.max_examples)
+            kept = n[torch.from_numpy(bounded)]
+            beam = int((kept > self.exact_max_features).sum())  # the long wait: say what it is before it starts
             log.info(
-                "naopc: AOPC bounds of %d examples (%d exact, up to %d features; %d by beam search of width %d)...",
-                len(n),
-                len(n) - beam,
+                "naopc: AOPC bounds of %d examples (%d exact, up to %d features; %d by beam search of width %d)%s...",
+                len(kept),
+                len(kept) - beam,
                 self.exact_max_features,
                 beam,
                 self.beam_size,
+                "" if bounded.all() else f"; the other {len(n) - len(kept)} not bounded (naopc.max_examples)",
             )
-            found = aopc_bounds(outputs, n.tolist(), self.exact_max_features, self.beam_size)
+            rows = np.flatnonzero(bounded)
+
+            def of_bounded(examples: np.ndarray, masks: np.ndarray) -> np.ndarray:
+                return outputs(rows[examples], masks)
+
+            found: list = [(None, "none")] * len(n)
+            for i, got in zip(
+                rows.tolist(), aopc_bounds(of_bounded, kept.tolist(), self.exact_max_features, self.beam_size)
+            ):
+                found[i] = got
             exact = torch.tensor([how == "exact" for _, how in found])
-            sets = {"authors": _as_tensors([b for b, _ in found], exact)}
+            sets = {"authors": {**_as_tensors([b for b, _ in found], exact), "bounded": torch.from_numpy(bounded)}}
             chosen = exact.nonzero().flatten().numpy()
 
             def of_chosen(examples: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -246,6 +291,7 @@ class NAOPCAnalysis(Analysis):
         ids = bounds["example_ids"].numpy()
         flat = ((authors["upper"] - authors["lower"]) <= FLAT_SPAN).numpy()
         exact = authors["exact"].numpy()
+        bounded = authors["bounded"].numpy() if "bounded" in authors else np.ones(len(ids), dtype=bool)
         methods: dict[str, dict] = {}
         for (method, schedule), rows in per_example.groupby(["saliency", "schedule"], sort=False):  # pyright: ignore[reportGeneralTypeIssues] (pandas: a tuple per group)
             entry: dict[str, Any] = {
@@ -260,12 +306,20 @@ class NAOPCAnalysis(Analysis):
             "bounds": {
                 "n_examples": len(ids),
                 "n_exact": int(exact.sum()),
-                "n_beam": int((~exact).sum()),
-                "beam_example_ids": ids[~exact].tolist(),
+                "n_beam": int((bounded & ~exact).sum()),
+                "beam_example_ids": ids[bounded & ~exact].tolist(),
+                "n_unbounded": int((~bounded).sum()),
+                "subset": None
+                if bounded.all()
+                else (
+                    f"bounds for {int(bounded.sum())} of the {len(ids)} evaluated examples (naopc.max_examples="
+                    f"{self.max_examples}; {SUBSET_RULE}): NAOPC is NaN for the other {int((~bounded).sum())} and "
+                    "its means are over the bounded examples"
+                ),
                 "n_flat": int(flat.sum()),
                 "flat_example_ids": ids[flat].tolist(),
-                "mean_upper": float(authors["upper"].mean()),
-                "mean_lower": float(authors["lower"].mean()),
+                "mean_upper": _nanmean(authors["upper"].numpy()),
+                "mean_lower": _nanmean(authors["lower"].numpy()),
                 "mean_n_features": float(bounds["n"].double().mean()),
                 "reused": bool(bounds["reused"]),
                 "seconds": float(bounds.get("seconds", math.nan)),
@@ -287,14 +341,32 @@ class NAOPCAnalysis(Analysis):
     @classmethod
     def report_measures(cls, result: dict) -> dict[tuple[str, str, str], float]:
         """``NAOPC ...`` / ``AOPC ..., authors'`` rows (:data:`AUTHORS`) of the one-shot ranking and ``NAOPC of
-        <itermask score>`` rows per schedule; missing values are NaN."""
+        <itermask score>`` rows per schedule; missing values are NaN; with a subset of the examples bounded
+        (``naopc.max_examples``) also :data:`COVERAGE`, the share bounded."""
         out = {}
         for method, by_schedule in ((result.get("naopc") or {}).get("methods") or {}).items():
             for schedule, entry in by_schedule.items():
                 for key, value in entry.items():
                     if isinstance(value, (int, float)) and (label := _label(key)) is not None:
                         out[(method, schedule, label)] = math.nan if value is None else float(value)
+            bounds = result["naopc"].get("bounds") or {}
+            if bounds.get("n_unbounded"):  # a subset (naopc.max_examples): the report says which share
+                out[(method, "one_shot", COVERAGE)] = 1.0 - bounds.get("n_unbounded", 0) / bounds["n_examples"]
         return out
+
+    @classmethod
+    def headline_lines(cls, summary: pd.DataFrame) -> list[str]:
+        """One line when NAOPC covers a subset of the evaluated examples (:data:`COVERAGE` below 1 in some
+        run): which share, and that its means are over that subset."""
+        shares = summary.loc[summary.score == COVERAGE, "mean"].to_numpy(dtype=float)
+        if not len(shares) or shares.min() >= 1.0:
+            return []
+        share = float(shares.min())
+        return [
+            f"NAOPC is measured on a subset: AOPC bounds for {100 * share:.3g} % of the evaluated examples "
+            "(`naopc.max_examples`, sized for the time on a CPU); its rows are means over those examples only.",
+            "",
+        ]
 
     @classmethod
     def report_bounds(cls, score: str) -> tuple[float, float] | None:
@@ -319,6 +391,11 @@ class NAOPCAnalysis(Analysis):
             f"{number(entry.get(f'naopc_comprehensiveness_{suffix}'), 3)} (higher is better), sufficiency "
             f"{number(entry.get(f'naopc_sufficiency_{suffix}'), 3)} (lower is better); bounds: {b.get('n_exact')} "
             f"exact, {b.get('n_beam')} beam, {b.get('n_flat')} flat (U - L <= {FLAT_SPAN:g}, left out)"
+            + (
+                f", {b['n_unbounded']} not bounded (naopc.max_examples={section['settings'].get('max_examples')})"
+                if b.get("n_unbounded")
+                else ""
+            )
             + (" (reused)" if b.get("reused") else "")
         ]
 
@@ -332,6 +409,24 @@ class _Setup:
     model_outputs: Any
     features: Any
     bounds: dict
+
+
+def bounded_subset(example_ids: np.ndarray, max_examples: int | None) -> np.ndarray:
+    """``[B]`` bool: which of the ``[B]`` ``example_ids`` get AOPC bounds under ``naopc.max_examples``: all
+    (``None``, or at least ``B``), else the ``max_examples`` whose ``sha256("naopc:<id>")`` is smallest
+    (:data:`SUBSET_RULE`). The choice depends on the ids alone: not on their order (the evaluation subset is
+    sorted by length, so "the first k" would be the shortest), the seed or the method; and a larger
+    ``max_examples`` keeps every example of a smaller one."""
+    import hashlib
+
+    ids = [int(i) for i in np.asarray(example_ids).reshape(-1)]
+    if max_examples is None or max_examples >= len(ids):
+        return np.ones(len(ids), dtype=bool)
+    keys = [hashlib.sha256(f"naopc:{i}".encode()).digest() for i in ids]
+    chosen = sorted(range(len(ids)), key=keys.__getitem__)[:max_examples]
+    out = np.zeros(len(ids), dtype=bool)
+    out[chosen] = True
+    return out
 
 
 def _as_tensors(bounds: list, exact) -> dict:
@@ -485,7 +580,9 @@ def _write_tables(folder, per_example: pd.DataFrame, bounds: dict) -> dict:
     sets = bounds["sets"]
     frame = pd.DataFrame({"example_id": bounds["example_ids"].numpy(), "naopc_n_features": bounds["n"].numpy()})
     frame["naopc_upper"], frame["naopc_lower"] = sets["authors"]["upper"].numpy(), sets["authors"]["lower"].numpy()
-    frame["naopc_bounds"] = np.where(sets["authors"]["exact"].numpy(), "exact", "beam")
+    authors = sets["authors"]
+    bounded = authors["bounded"].numpy() if "bounded" in authors else True
+    frame["naopc_bounds"] = np.where(authors["exact"].numpy(), "exact", np.where(bounded, "beam", "none"))
     for name, s in sets.items():
         if name != "authors":
             frame[f"naopc_upper_{name}"], frame[f"naopc_lower_{name}"] = s["upper"].numpy(), s["lower"].numpy()
