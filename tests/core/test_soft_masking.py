@@ -277,9 +277,9 @@ def test_word_features_give_every_piece_its_words_importance(tmp_path, monkeypat
     tok = BertTokenizer(vocab=str(tmp_path / "vocab.txt"))
     seen = {}
 
-    def capture(model, batch, maskable, importance, *rest):
+    def capture(model, batch, maskable, importance, *rest, **options):
         seen["importance"] = importance
-        return soft_outputs(model, batch, maskable, importance, *rest)
+        return soft_outputs(model, batch, maskable, importance, *rest, **options)
 
     monkeypatch.setattr(evaluation, "soft_outputs", capture)
     batch = _batch(tok, ["the film unbelievable is"])  # [CLS] the film un ##believ ##able is [SEP]
@@ -420,3 +420,23 @@ def test_srg_and_the_soft_measures_are_read_against_random_by_hand():
         metrics.summarize(ours, "logit", bins=None), metrics.summarize(theirs, "logit", bins=None)
     )
     assert logit_relative["srg_logit"] == pytest.approx(logit(0.9) - logit(0.8), abs=1e-6)
+
+
+def test_recorded_features_are_the_final_layers_input_of_each_soft_row(tokenizer, bert):
+    """features=True records, per example and draw, the input of the final linear layer of exactly that row (the
+    head applied to it gives the row's logits), in row order across length chunks, and changes no logit."""
+    batch = _batch(tokenizer, TEXTS)
+    maskable = maskable_positions(batch, tokenizer.all_special_ids)
+    a = torch.rand(maskable.shape, generator=torch.Generator().manual_seed(1))
+    ids = torch.tensor([10, 11, 12])
+    plain = soft_outputs(bert, batch, maskable, a, ids, 2, 5, 64)
+    recorded = soft_outputs(bert, batch, maskable, a, ids, 2, 5, 64, features=True)  # 64 tokens: several chunks
+    assert plain.comprehensiveness_features is None and plain.sufficiency_features is None
+    assert torch.equal(recorded.comprehensiveness, plain.comprehensiveness)
+    assert torch.equal(recorded.sufficiency, plain.sufficiency)
+    comp, suff = recorded.comprehensiveness_features, recorded.sufficiency_features
+    assert comp is not None and suff is not None and comp.shape == (3, 2, bert.config.hidden_size)
+    with torch.inference_mode():
+        assert torch.allclose(bert.classifier(comp), recorded.comprehensiveness, atol=TOL)
+        assert torch.allclose(bert.classifier(suff), recorded.sufficiency, atol=TOL)
+    assert not torch.allclose(comp, suff, atol=1e-4)  # the two directions are different rows

@@ -21,7 +21,7 @@ N = 12
 LEVEL = {"gradient": 0.3, "integrated_gradients": 0.2, "occlusion": 0.1}
 
 
-def _sweep(root, models=MODELS, ood=(0.5, 0.9, 0.8, 0.5), unlearnt=False):
+def _sweep(root, models=MODELS, ood=(0.5, 0.9, 0.8, 0.5), unlearnt=False, soft_ood=False):
     """Every (model, method, seed) job: ``aopc_comprehensiveness_prob`` = the method's level + example effect +
     small noise (consistent, no model effect; passes the sanity benchmark in every run); ``srg_prob`` = noise
     (fails it); ``soft_comprehensiveness`` = a model effect of 0.5 per model + noise."""
@@ -43,6 +43,8 @@ def _sweep(root, models=MODELS, ood=(0.5, 0.9, 0.8, 0.5), unlearnt=False):
                         }
                     }
                 }
+                if soft_ood:  # the OOD AUROC of the soft inputs: 0.55, 0.60, 0.65 by seed
+                    r["ood"]["soft_inputs"] = {method: {"soft_comprehensiveness": 0.55 + 0.05 * seed}}
                 r["sanity"] = {
                     "methods": {
                         method: {
@@ -131,6 +133,15 @@ def test_a_measure_the_model_moves_has_a_large_model_share_and_difference(table)
     assert row.sanity_runs == 0 and row.verdict == "not judged"
     assert row.sentence.startswith("soft comprehensiveness is not judged (no sanity benchmark in these runs")
     assert "the model moves it: models explain 99 % of its variance" in row.sentence
+
+
+def test_the_soft_inputs_have_their_own_ood_auroc_when_the_runs_hold_it(tmp_path):
+    report = build_report(_sweep(tmp_path, models=["minilm"], soft_ood=True))
+    table = trust_table(report, TrustSettings()).set_index("column")
+    # the soft inputs' own AUROC (mean of 0.55, 0.60, 0.65 over seeds), not the masked inputs' 0.85
+    assert table.loc["soft_comprehensiveness"].ood_auroc == pytest.approx(0.60)
+    assert table.loc["soft_comprehensiveness"].ood_note is None
+    assert table.loc["aopc_comprehensiveness_prob"].ood_auroc == pytest.approx(0.85)
 
 
 def test_the_decision_flip_fraction_is_the_mean_of_flip_rate_over_the_steps(tmp_path):

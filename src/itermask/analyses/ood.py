@@ -153,6 +153,39 @@ PLOTS = {"enabled": True, "umap_fractions": UMAP_FRACTIONS, "umap_train_points":
 STAGES = {"embed_fit_data": "embedding the fit data", "fit_and_score": "fitting and scoring", "plots": "plots"}
 
 
+#: the soft inputs whose OOD AUROC the section holds (``soft_inputs``), and their readable names
+SOFT_INPUTS = {"soft_comprehensiveness": "soft comprehensiveness", "soft_sufficiency": "soft sufficiency"}
+
+
+def soft_input_aurocs(curves: EvaluatedCurves, detectors: OODDetectors) -> dict[str, dict]:
+    """Per explanation with soft inputs (Zhao & Aletras's, :mod:`itermask.core.soft_masking`; the one-shot
+    curves' ``soft_features`` / ``soft_keep_features``): the Mahalanobis AUROC (final layer's input, the detector
+    of the masked inputs' AUROC) of telling its soft comprehensiveness and its soft sufficiency inputs, every draw
+    of every example, from the same examples' clean inputs; ``n_examples``, ``n_draws``; where it cannot be
+    computed, ``missing`` says why per input (no detector, degenerate scores), never a silent 0.5."""
+    from itermask.ood.statistics import ood_auroc
+
+    scorer, out = detectors.mahalanobis.get("final"), {}
+    for name, by_schedule in curves.items():
+        c = next((c for c in by_schedule.values() if c.soft_features is not None), None)
+        if c is None or c.soft_features is None or c.clean_features is None or c.soft_keep_features is None:
+            continue
+        entry: dict[str, Any] = {"n_examples": len(c), "n_draws": int(c.soft_features.shape[1])}
+        if scorer is None:
+            why = detectors.missing.get("final/mahalanobis", "the detector was not fitted")
+            out[name] = entry | {"missing": dict.fromkeys(SOFT_INPUTS, why)}
+            continue
+        clean = scorer.score(c.clean_features)
+        inputs = {"soft_comprehensiveness": c.soft_features, "soft_sufficiency": c.soft_keep_features}
+        for key, features in inputs.items():
+            try:
+                entry[key] = ood_auroc(clean, scorer.score(features.reshape(-1, features.shape[-1])))
+            except ValueError as error:  # degenerate or non-finite scores: said, never 0.5
+                entry.setdefault("missing", {})[key] = str(error)
+        out[name] = entry
+    return out
+
+
 class OODAnalysis(Analysis):
     """Out-of-distribution statistics of the masked inputs' representations at every masking step
     (:func:`itermask.ood.statistics.masking_ood_statistics`) for every saliency method and schedule.
@@ -323,6 +356,7 @@ class OODAnalysis(Analysis):
             "masf_alpha": self.masf_alpha,
             "knn_k": self.knn_k,
             "statistics": statistics,
+            "soft_inputs": soft_input_aurocs(curves, detectors),
         }
         images = {}
         if self.plots["enabled"]:
@@ -452,6 +486,10 @@ class OODAnalysis(Analysis):
                         if step is not None:
                             value = float("nan") if values[step] is None else float(values[step])
                             out[(method, schedule, f"ood {name} @{fraction * 100:g}%")] = value
+        for method, entry in (ood.get("soft_inputs") or {}).items():
+            for key, label in SOFT_INPUTS.items():
+                if key in entry:
+                    out[(method, "one_shot", f"ood final/auroc_mahalanobis, {label} inputs")] = float(entry[key])
         return out
 
     @classmethod

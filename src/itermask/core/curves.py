@@ -68,6 +68,9 @@ class MaskingCurves:
             ranking changes at every step, so there is no one importance per token).
         soft_floor_logits: ``[B, C]`` logits of the all-masked input (every maskable token's word embedding
             zeroed) that normalises both; ``None`` with them.
+        soft_features, soft_keep_features: ``[B, R, H]`` float32 input of the classifier's final linear layer for
+            the soft comprehensiveness / sufficiency inputs (the ``features`` of those rows, for their OOD AUROC);
+            ``None`` without soft inputs or when representations are not collected.
     """
 
     schedule: str
@@ -100,6 +103,8 @@ class MaskingCurves:
     soft_logits: Tensor | None = None
     soft_keep_logits: Tensor | None = None
     soft_floor_logits: Tensor | None = None
+    soft_features: Tensor | None = None
+    soft_keep_features: Tensor | None = None
 
     def representations(self) -> tuple[Representations, Representations] | None:
         """``(clean, masked)`` representations, ``clean`` with ``[B, ...]`` and ``masked`` with

@@ -337,11 +337,14 @@ class IterativeMaskingEvaluator:
             self.soft_seed,
             self.token_budget,
             self.soft_stats,
+            features=bool(self.collect_representations),
         )
         return {
             "soft_logits": out.comprehensiveness,
             "soft_keep_logits": out.sufficiency,
             "soft_floor_logits": out.floor,
+            "soft_features": out.comprehensiveness_features,
+            "soft_keep_features": out.sufficiency_features,
         }
 
     def _least_masks(self, groups: Features, scores: Tensor, k: Tensor, n_maskable: Tensor) -> Tensor | None:

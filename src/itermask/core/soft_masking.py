@@ -25,6 +25,7 @@ Plain torch; the scores are computed in :mod:`itermask.core.measures`.
 from __future__ import annotations
 
 import inspect
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor
 
 from itermask.core.forwards import ForwardStats, length_chunks
+from itermask.core.representations import capture_representations
 from itermask.core.tokens import TokenBatch, row_lengths
 
 if TYPE_CHECKING:
@@ -67,11 +69,15 @@ class SoftOutputs:
         comprehensiveness: ``[B, R, C]`` float32: each dimension of token ``i`` dropped with probability ``a_i``.
         sufficiency: ``[B, R, C]`` float32: dropped with probability ``1 - a_i``.
         floor: ``[B, C]`` float32: the all-masked input (every maskable token's word embedding zeroed).
+        comprehensiveness_features, sufficiency_features: ``[B, R, H]`` float32 input of the final linear layer
+            of those rows (``soft_outputs(..., features=True)``), else ``None``.
     """
 
     comprehensiveness: Tensor
     sufficiency: Tensor
     floor: Tensor
+    comprehensiveness_features: Tensor | None = None
+    sufficiency_features: Tensor | None = None
 
 
 def soft_importance(scores: Tensor, maskable: Tensor) -> tuple[Tensor, Tensor]:
@@ -138,6 +144,7 @@ def soft_outputs(
     seed: int,
     token_budget: int,
     stats: ForwardStats | None = None,
+    features: bool = False,
 ) -> SoftOutputs:
     """The logits of ``B x (2 draws + 1)`` soft inputs of ``batch`` ``[B, L]``: per example and draw the soft
     comprehensiveness and sufficiency inputs, and the all-masked input, run as embedding rows (``inputs_embeds``
@@ -153,39 +160,55 @@ def soft_outputs(
         importance: ``[B, L]`` float in ``[0, 1]``, each token's ``a`` (a word's for every piece of it).
         example_ids: ``[B]`` stable ids seeding the draws (:func:`draw_uniforms`).
         stats: counts the rows and forwards into it, if given.
+        features: also record each row's input of the final linear layer
+            (:func:`~itermask.core.representations.capture_representations` without hidden states: no extra
+            forward), for the OOD AUROC of the soft inputs.
 
     Raises:
-        ValueError: see :func:`check_soft_model`.
+        ValueError: see :func:`check_soft_model`; with ``features``, a model whose final linear layer cannot be
+            found.
     """
     embedding = check_soft_model(model)
     size, per = len(batch), 2 * draws + 1
     lengths = row_lengths(batch)
     example = torch.arange(size, device=batch.device).repeat_interleave(per)
-    logits = []
-    order = []
-    for chunk in length_chunks(lengths[example], token_budget):
-        part = batch.index(example[chunk]).trim()  # to the chunk's longest row
-        rows, width = chunk.tolist(), part.input_ids.shape[1]
-        with torch.inference_mode():
-            embeds = embedding(part.input_ids)
-            keep = _keep_masks(rows, per, draws, maskable, importance, example_ids, lengths, seed, embeds)
-            inputs = {"inputs_embeds": embeds * keep, "attention_mask": part.attention_mask}
-            if part.token_type_ids is not None:
-                inputs["token_type_ids"] = part.token_type_ids
-            output = model(**inputs)
-        logits.append((output if isinstance(output, Tensor) else output.logits).float())
-        order.append(chunk)
-        if stats is not None:
-            stats.forwards += 1
-            stats.padded_tokens += len(rows) * width
+    logits, order = [], []
+    capture = capture_representations(model, hidden_states=False) if features else nullcontext()
+    with capture as captured:
+        for chunk in length_chunks(lengths[example], token_budget):
+            part = batch.index(example[chunk]).trim()  # to the chunk's longest row
+            rows, width = chunk.tolist(), part.input_ids.shape[1]
+            with torch.inference_mode():
+                embeds = embedding(part.input_ids)
+                keep = _keep_masks(rows, per, draws, maskable, importance, example_ids, lengths, seed, embeds)
+                inputs = {"inputs_embeds": embeds * keep, "attention_mask": part.attention_mask}
+                if part.token_type_ids is not None:
+                    inputs["token_type_ids"] = part.token_type_ids
+                output = model(**inputs)
+            logits.append((output if isinstance(output, Tensor) else output.logits).float())
+            order.append(chunk)
+            if stats is not None:
+                stats.forwards += 1
+                stats.padded_tokens += len(rows) * width
     if stats is not None:
         stats.rows += size * per
         stats.computed += size * per
         stats.real_tokens += int(lengths.sum()) * per
-    joined = torch.empty(size * per, logits[0].shape[1], device=logits[0].device)
-    joined[torch.cat(order)] = torch.cat(logits)
-    joined = joined.reshape(size, per, -1)
-    return SoftOutputs(joined[:, 0 : 2 * draws : 2], joined[:, 1 : 2 * draws : 2], joined[:, 2 * draws])
+    joined = _in_row_order(torch.cat(logits), torch.cat(order)).reshape(size, per, -1)
+    out = SoftOutputs(joined[:, 0 : 2 * draws : 2], joined[:, 1 : 2 * draws : 2], joined[:, 2 * draws])
+    if captured is not None:
+        final = torch.cat([record.features for record in captured])
+        final = _in_row_order(final, torch.cat(order)).reshape(size, per, -1)
+        out.comprehensiveness_features = final[:, 0 : 2 * draws : 2]
+        out.sufficiency_features = final[:, 1 : 2 * draws : 2]
+    return out
+
+
+def _in_row_order(values: Tensor, order: Tensor) -> Tensor:
+    """``[N, ...]`` ``values`` computed in chunk ``order`` (the row index of each) put back in row order."""
+    joined = torch.empty_like(values)
+    joined[order] = values
+    return joined
 
 
 def _keep_masks(

@@ -16,9 +16,10 @@ the sanity benchmark computes it), over the standard fine-tuning runs of the sec
   :func:`~itermask.reporting.seeds.seed_share`), the mean over the methods;
 - **OOD AUROC of its inputs** (claim 2): the mean Mahalanobis AUROC (final layer) of the masked inputs over the
   grid's steps strictly between 0 and 1 of the methods' runs (the comprehensiveness direction: the sufficiency
-  direction keeps the complementary shares). The soft measures feed the model embeddings with dropped dimensions
-  and F-Fidelity feeds a second, removal-fine-tuned classifier: the OOD analysis scores neither, so they read
-  "not measured";
+  direction keeps the complementary shares). The soft measures feed the model embeddings with dropped
+  dimensions: their AUROC is that of their own inputs, every draw (``ood.soft_inputs``,
+  :func:`itermask.analyses.ood.soft_input_aurocs`), the mean over the methods' runs. F-Fidelity feeds a second,
+  removal-fine-tuned classifier, which the OOD analysis does not score: it reads "not measured";
 - **sanity rho**: each run's Spearman rho of the measure with the degradation level
   (:mod:`itermask.analyses.sanity`), the mean over runs, and in how many runs its bootstrap interval is on the
   expected side of 0;
@@ -98,7 +99,7 @@ MEASURES = (
     Measure("log-odds drop", "aopc_log_odds_drop", True),
 )
 NOT_MEASURED = {
-    "soft": "not measured (embedding-level inputs: the OOD analysis scores token inputs)",
+    "soft": "not measured (the runs hold no OOD AUROC of the soft inputs: the ood analysis was off, or too old)",
     "ffidelity": "not measured (F-Fidelity's inputs go to its removal-fine-tuned copy)",
 }
 #: the table's columns
@@ -247,6 +248,19 @@ def _ood(runs: list[Run], schedule: str) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
+def _soft_ood(runs: list[Run], column: str) -> float:
+    """The mean over the runs of the OOD AUROC of a soft measure's inputs (``ood.soft_inputs[method][column]``),
+    NaN where no run has it."""
+    found = [
+        value(entry[column])
+        for run in runs
+        if column
+        in (entry := ((run.result.get("ood") or {}).get("soft_inputs") or {}).get(method_of(run.result)) or {})
+    ]
+    found = [v for v in found if math.isfinite(v)]
+    return float(np.mean(found)) if found else math.nan
+
+
 def _sanity(runs: list[Run], column: str) -> tuple[float, int, int, str | None]:
     """(mean rho over the runs with a defined rho, runs whose interval is on the expected side, runs with a defined
     rho, why some runs have none): a run whose rho is undefined (a constant measure, e.g. no decision flips) is
@@ -376,6 +390,7 @@ def trust_table(report: Report, settings: TrustSettings) -> pd.DataFrame:
         sd = float(np.nanstd(frame[m.column].to_numpy(dtype=float), ddof=1))
         rho, ranking, n_sanity, why_sanity = _sanity(runs, m.column)
         w, p_w, why_w = _concordance(frame, m.column)
+        own = {"masked": auroc, "soft": _soft_ood(runs, m.column)}.get(m.inputs, math.nan)  # its inputs' AUROC
         row = {
             "measure": m.name,
             "column": m.column,
@@ -390,8 +405,8 @@ def trust_table(report: Report, settings: TrustSettings) -> pd.DataFrame:
             "difference_pair": pair,
             "difference_method": method,
             "difference_p_holm": p_holm,
-            "ood_auroc": auroc if m.inputs == "masked" else math.nan,
-            "ood_note": None if m.inputs == "masked" else NOT_MEASURED[m.inputs],
+            "ood_auroc": own,
+            "ood_note": None if m.inputs == "masked" or math.isfinite(own) else NOT_MEASURED[m.inputs],
             "sanity_rho": rho,
             "sanity_runs_ranking": ranking,
             "sanity_runs": n_sanity,
