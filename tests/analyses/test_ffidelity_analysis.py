@@ -62,6 +62,13 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
     assert float(gradient.mean()) == pytest.approx(entry["ffid_plus_prob"], abs=1e-12)
     rows = FFidelityAnalysis.report_measures(first)
     assert rows[("gradient", "one_shot", "FFid+ probability (higher is better)")] == entry["ffid_plus_prob"]
+    # the OOD AUROC of its sampled inputs on the copy that scores them (a detector fitted on the copy's training
+    # embeddings, stored once per copy)
+    for side in ("plus", "minus"):
+        assert 0 <= entry[f"ood_auroc_{side}"] <= 1
+        label = f"ood final/auroc_mahalanobis, FFid{'+' if side == 'plus' else '-'} inputs (removal-fine-tuned copy)"
+        assert rows[("gradient", "one_shot", label)] == entry[f"ood_auroc_{side}"]
+    assert len(list((tmp_path / "cache" / "derived").rglob("ffidelity_ood_fit-*.pt"))) == 1
     assert any(line.startswith("F-Fidelity (gradient, one-shot)") for line in console.summary_lines(first))
     info = metric_info("ffid_minus_accuracy")
     assert info is not None and info.higher_is_more_faithful is False and info.unit == "fraction"

@@ -155,3 +155,29 @@ def test_fine_tuning_removes_a_share_within_beta_and_leaves_the_model_unchanged(
     with pytest.raises(ValueError, match="ffidelity.steps=0"):
         fine_tune_with_removal(tiny_bert, batches, strategy, tokenizer.all_special_ids, 0.3, 0, 1e-3, 0)
     assert target_output(class_logits(tuned, tokens), torch.tensor([1, 0, 1])).shape == (3,)
+
+
+def test_recorded_features_are_each_rows_final_layer_input_split_by_side(tokenizer, tiny_bert):
+    """With a row engine that records the final layer's input, ffidelity returns it for the clean rows and the
+    sampled FFid+ / FFid- rows: one per sample of each (example, size), rows of examples with cap 0 left out,
+    and the head applied to a clean row's features gives its logits."""
+    encoded = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    batch = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    features = token_features(maskable_positions(batch, tokenizer.all_special_ids))
+    target = torch.tensor([1, 0, 1])
+    outputs = ModelOutputs(tiny_bert, batch, features, MaskToken().bind(tokenizer), target, "probability", 64, "final")
+    orders, ids, labels = _orders(features), torch.tensor([10, 11, 12]), torch.tensor([1, 0, 0])
+    # n = 6, 3, 7 features; beta 0.2: caps 1, 0, 1: the second example's rows are left out
+    settings = FFidelitySettings(alpha=0.5, beta=0.2, n_samples=4, sizes=(0.25, 0.5, 0.75), seed=0)
+    values = ffidelity(outputs, orders, ids, target, labels, settings)
+    assert [len(o) for o in orders] == [6, 3, 7] and values["ffid_cap"].tolist() == [1.0, 0.0, 1.0]
+    found = values["ffid_features"]
+    hidden = tiny_bert.config.hidden_size
+    assert found["clean"].shape == (3, hidden)
+    assert found["plus"].shape == found["minus"].shape == (2 * 3 * 4, hidden)  # 2 examples x 3 sizes x 4 samples
+    with torch.inference_mode():
+        assert torch.allclose(tiny_bert.classifier(found["clean"]), class_logits(tiny_bert, batch), atol=1e-5)
+    plain, _ = _outputs(tokenizer, tiny_bert)  # without recording: the same values, no features
+    again = ffidelity(plain, orders, ids, target, labels, settings)
+    assert "ffid_features" not in again
+    assert torch.allclose(again["ffid_plus_prob"], values["ffid_plus_prob"], equal_nan=True)

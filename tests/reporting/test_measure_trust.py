@@ -270,3 +270,23 @@ def test_runs_of_a_classifier_that_learnt_nothing_are_warned_of(tmp_path):
     report = build_report(_sweep(tmp_path, unlearnt=True))
     text = "\n".join(MeasureTrust().markdown(report, {}))
     assert "**Warning:** 3 of these 27 runs come from a classifier that learnt nothing" in text
+
+
+def test_ffidelity_measures_read_the_auroc_of_their_own_inputs_on_the_copy():
+    from pathlib import Path
+
+    from itermask.reporting.sweep import Run
+    from itermask.studies.robust_infidelity.trust import MEASURES, _own_ood
+
+    def run(plus, minus):
+        one_shot = {"ood_auroc_plus": plus, "ood_auroc_minus": minus}
+        return Run(
+            Path("."),
+            {"saliency": {"name": "gradient"}, "ffidelity": {"methods": {"gradient": {"one_shot": one_shot}}}},
+        )
+
+    runs = [run(0.62, 0.70), run(0.58, None), run(None, 0.80)]
+    by_column = {m.column: m for m in MEASURES}
+    assert _own_ood(runs, by_column["ffid_plus_prob"]) == pytest.approx(0.60)  # the runs that have it
+    assert _own_ood(runs, by_column["ffid_minus_prob"]) == pytest.approx(0.75)
+    assert math.isnan(_own_ood([run(None, None)], by_column["ffid_plus_prob"]))

@@ -52,6 +52,13 @@ LABELS = {
     "ffid_minus_accuracy": "FFid- accuracy (lower is better)",
 }
 #: why the recursive schedule has no F-Fidelity
+#: the derived-value kind of the removal-fine-tuned copy's training embeddings (its OOD detector's fit data)
+OOD_FIT_KIND = "ffidelity_ood_fit"
+#: the report rows of the OOD AUROC of F-Fidelity's inputs, on the copy that scores them
+OOD_LABELS = {
+    "ood_auroc_plus": "ood final/auroc_mahalanobis, FFid+ inputs (removal-fine-tuned copy)",
+    "ood_auroc_minus": "ood final/auroc_mahalanobis, FFid- inputs (removal-fine-tuned copy)",
+}
 RECURSIVE = "the recursive schedule re-ranks after every step: F-Fidelity scores the fixed one-shot ranking"
 
 
@@ -64,6 +71,11 @@ class FFidelityAnalysis(Analysis):
         steps: AdamW steps of the fine-tuning (batches of the training split, at least 1).
         learning_rate: its learning rate (> 0).
         seed: the job seed (draws of the fine-tuning's removal and of the evaluation's samples).
+        ood_fit_examples: how out of distribution F-Fidelity's inputs are *for the model that scores them*: a
+            Mahalanobis detector (final layer's input, as the ``ood`` analysis's) fitted on this many training
+            examples embedded by the removal-fine-tuned copy, and the AUROC of telling the sampled FFid+ and
+            FFid- inputs from the clean ones (``ood_auroc_plus``, ``ood_auroc_minus`` per explanation); ``0``:
+            not measured. Embedded once per fine-tuned copy (derived-value store).
         enabled: read by the settings stage.
 
     Raises:
@@ -80,6 +92,7 @@ class FFidelityAnalysis(Analysis):
         steps: int = 60,
         learning_rate: float = 2e-5,
         seed: int = 0,
+        ood_fit_examples: int = 1000,
         enabled: bool = True,
     ) -> None:
         from itermask.core.ffidelity import DEFAULT_SIZES, FFidelitySettings
@@ -93,7 +106,10 @@ class FFidelityAnalysis(Analysis):
         if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
             raise ValueError(f"ffidelity.learning_rate={learning_rate!r}: choose a number > 0")
         self.learning_rate = float(learning_rate)
+        self.ood_fit_examples = _whole(ood_fit_examples, "ood_fit_examples", 0)
         self._tuned: dict[int, tuple[Any, dict]] = {}
+        self._detectors: dict[int, tuple[Any, str | None]] = {}
+        self._model_fingerprints: dict[int, dict] = {}
 
     def describe(self) -> dict:
         s = self.settings
@@ -105,6 +121,7 @@ class FFidelityAnalysis(Analysis):
             "steps": self.steps,
             "learning_rate": self.learning_rate,
             "seed": s.seed,
+            "ood_fit_examples": self.ood_fit_examples,
         }
 
     def check(self, inputs: AnalysisInputs) -> None:
@@ -158,12 +175,13 @@ class FFidelityAnalysis(Analysis):
         trained_on = token_digest([[i for b in batches for i in b["tokens"].input_ids.tolist()],
                                    [y for b in batches for y in b["labels"].tolist()]])  # fmt: skip
         fingerprint = {"masking": repr(inputs.masking), **self.describe(), "batches": trained_on, "version": 1}
-        for key in ("alpha", "n_samples", "sizes"):  # the evaluation's settings, not the fine-tuning's
+        for key in ("alpha", "n_samples", "sizes", "ood_fit_examples"):  # the evaluation's, not the fine-tuning's
             fingerprint.pop(key)
         value = context.reuse(MODEL_KIND, fingerprint, compute)
         tuned = copy.deepcopy(context.model)
         tuned.load_state_dict(value["state"])
         info = {k: v for k, v in value.items() if k != "state"} | {"reused": not computed}
+        self._model_fingerprints[id(context.model)] = fingerprint
         if info["reused"]:
             log.info("ffidelity: reusing the classifier fine-tuned with random removal by an earlier job")
         self._tuned[id(context.model)] = (tuned.eval(), info)
@@ -180,7 +198,61 @@ class FFidelityAnalysis(Analysis):
 
         return {c: values[c] for c in COLUMNS}
 
-    def _measures(self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves) -> dict[str, Any]:
+    def _detector(self, inputs: AnalysisInputs, context: EvaluationContext):
+        """``(scorer, None)``: a Mahalanobis scorer of the final layer's input (:class:`~itermask.ood.detectors.
+        MahalanobisScorer`, ``covariance="auto"``) fitted on ``ood_fit_examples`` training examples (drawn with
+        the evaluation's ``subset_seed``) embedded by the removal-fine-tuned copy, embedded once per copy
+        (derived-value store); or ``(None, why)``."""
+        if id(context.model) in self._detectors:
+            return self._detectors[id(context.model)]
+        from itermask.analyses.ood import collect
+        from itermask.ood.detectors import MahalanobisScorer
+
+        tuned, _ = self.tuned_model(inputs, context)
+        data, e = context.data, inputs.evaluation
+        fit = data.evaluation_subset(self.ood_fit_examples, e.subset_seed, "train", "ffidelity.ood_fit_examples")
+
+        def embed() -> dict:
+            with eval_mode(tuned):
+                train, labels = collect(tuned, data.eval_loader(fit), e.token_budget, hidden_states=False)
+            return {"features": train.features, "labels": labels}
+
+        fingerprint = {
+            "model": self._model_fingerprints[id(context.model)],
+            "fit": data.input_digest(fit),
+            "token_budget": e.token_budget,
+        }
+        embedded = context.reuse(OOD_FIT_KIND, fingerprint, embed)
+        try:
+            scorer = MahalanobisScorer("auto").fit(embedded["features"], embedded["labels"], "F-Fidelity's copy")
+            found = (scorer, None)
+        except ValueError as error:  # e.g. too few training examples: said, never a silent 0.5
+            found = (None, f"the detector could not be fitted: {error}")
+        self._detectors[id(context.model)] = found
+        return found
+
+    def _ood(self, inputs: AnalysisInputs, context: EvaluationContext, features: dict | None) -> dict:
+        """``ood_auroc_plus`` / ``ood_auroc_minus``: the AUROC of telling the sampled FFid+ / FFid- inputs from the
+        clean ones by the copy's Mahalanobis score; where one cannot be computed, ``ood_missing`` says why."""
+        from itermask.ood.statistics import ood_auroc
+
+        if not self.ood_fit_examples:
+            return {"ood_missing": "not measured (ffidelity.ood_fit_examples=0)"}
+        scorer, why = self._detector(inputs, context)
+        if scorer is None or features is None:
+            return {"ood_missing": why or "no features were recorded"}
+        out: dict[str, Any] = {}
+        clean = scorer.score(features["clean"])
+        for side in ("plus", "minus"):
+            try:
+                out[f"ood_auroc_{side}"] = ood_auroc(clean, scorer.score(features[side]))
+            except ValueError as error:  # no sampled row (every example too short), or degenerate scores
+                out.setdefault("ood_missing", {})[side] = str(error)
+        return out
+
+    def _measures(
+        self, inputs: AnalysisInputs, context: EvaluationContext, curves: MaskingCurves, record_ood: bool = False
+    ) -> dict[str, Any]:
         import torch
 
         from itermask.analyses.naopc import _clean_batch, _pad_rank
@@ -190,14 +262,16 @@ class FFidelityAnalysis(Analysis):
 
         if curves.rank is None:
             raise ValueError("ffidelity: the curves record no ranking")
-        e = inputs.evaluation
+        e, record = inputs.evaluation, "final" if record_ood and self.ood_fit_examples else False
         tuned, _ = self.tuned_model(inputs, context)
         with eval_mode(tuned):
             batch, maskable = _clean_batch(inputs, context, curves)
             features = feature_index(batch, maskable, e.features)
             if not torch.equal(feature_counts(features).cpu(), curves.n_maskable.cpu().long()):
                 raise ValueError("ffidelity: the examples' maskable features differ from the masking curves'")
-            outputs = ModelOutputs(tuned, batch, features, inputs.masking, curves.target, "probability", e.token_budget)
+            outputs = ModelOutputs(
+                tuned, batch, features, inputs.masking, curves.target, "probability", e.token_budget, record
+            )
             width, rank = features.shape[1], curves.rank.cpu()
             rank = rank[:, :width] if rank.shape[1] >= width else _pad_rank(rank, width)
             orders = feature_ranks(rank, features.cpu())
@@ -213,7 +287,7 @@ class FFidelityAnalysis(Analysis):
             if one_shot is None:
                 methods[method] = {"missing": RECURSIVE}
                 continue
-            values = self._measures(inputs, context, one_shot)
+            values = self._measures(inputs, context, one_shot, record_ood=True)
             rows = [rows[0] + values["rows"][0], rows[1] + values["rows"][1]]
             clean = (one_shot, values["ffid_clean_correct"])
             frame = pd.DataFrame(
@@ -225,6 +299,7 @@ class FFidelityAnalysis(Analysis):
             short = int((values["ffid_cap"] == 0).sum())  # NaN columns: fewer than 1 / beta features
             methods[method] = {"one_shot": {c: _nanmean(frame[c]) for c in LABELS} | {"n": len(frame)}}
             methods[method]["one_shot"] |= {"n_measured": len(frame) - short, "n_too_few_features": short}
+            methods[method]["one_shot"] |= self._ood(inputs, context, values.get("ffid_features"))
         section = {
             "settings": self.describe(),
             "fine_tune": {**info, **_accuracy(clean)},
@@ -254,6 +329,9 @@ class FFidelityAnalysis(Analysis):
             for key, label in LABELS.items():
                 value = entry.get(key)
                 out[(method, "one_shot", label)] = math.nan if value is None else float(value)
+            for key, label in OOD_LABELS.items():
+                if entry.get(key) is not None:
+                    out[(method, "one_shot", label)] = float(entry[key])
         return out
 
     @classmethod

@@ -29,6 +29,7 @@ import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -202,7 +203,11 @@ def ffidelity(
 ) -> dict[str, Tensor]:
     """Per example FFid+ and FFid- (paper Eq. 4-5): ``{column: [B] float64}`` for :data:`COLUMNS`, plus
     ``ffid_clean_correct`` (``[B]`` 1.0 / 0.0 / NaN: the tuned model's clean prediction is the gold label) and
-    ``ffid_removed`` (``[B]`` mean features removed per sample) and ``ffid_cap`` (``[B]`` ``floor(beta * n)``).
+    ``ffid_removed`` (``[B]`` mean features removed per sample) and ``ffid_cap`` (``[B]`` ``floor(beta * n)``);
+    when ``outputs`` records representations (``ModelOutputs(..., representations="final")``) also
+    ``ffid_features``: the input of the final linear layer of the clean rows (``"clean"``, ``[B, H]``) and of
+    every sampled row of the explanation (``"plus"``) and of its complement (``"minus"``), ``[M, H]`` each, the
+    rows of examples with cap 0 (nothing removed) left out.
     An example with cap 0 (``n < 1 / beta`` features) loses no feature in any sample, so its FFid would be 0 by
     construction, not measured: its four :data:`COLUMNS` are NaN (its rows are still asked, as every example's).
 
@@ -229,14 +234,15 @@ def ffidelity(
         outputs.batch.index(ex), outputs.token_masks(ex, torch.as_tensor(masks, device=ex.device))
     ).batch
     with torch.inference_mode():
-        logits = outputs.forwards(rows).logits.double().cpu()
+        computed = outputs.forwards(rows)
+    logits = computed.logits.double().cpu()
     b, t, y = len(orders), target.long().cpu(), labels.long().cpu()
     prob = logits.softmax(dim=-1)
     rows_of = torch.as_tensor(examples)
     p = prob[torch.arange(len(rows_of)), t[rows_of]]
     correct = (logits.argmax(dim=-1) == y.clamp(min=0)[rows_of]).double()
     correct[(y < 0)[rows_of]] = math.nan
-    out = {c: torch.zeros(b, dtype=torch.float64) for c in COLUMNS}
+    out: dict[str, Any] = {c: torch.zeros(b, dtype=torch.float64) for c in COLUMNS}
     counts, removed = torch.zeros(b, 2), torch.zeros(b, dtype=torch.float64)
     start, n = b, settings.n_samples
     for e, plus in places:
@@ -251,6 +257,16 @@ def ffidelity(
     caps = torch.tensor([removal_cap(settings.beta, len(o)) for o in orders], dtype=torch.float64)
     for c in COLUMNS:
         out[c][caps == 0] = math.nan  # nothing can be removed: not a measured 0
+    if computed.representations is not None:  # the row engine records them: the rows' OOD features
+        final = computed.representations.features.cpu()
+        plus = torch.zeros(len(final), dtype=torch.bool)
+        start = b
+        for _, is_plus in places:
+            plus[start : start + n] = is_plus
+            start += n
+        sampled = caps[rows_of] > 0  # an example with cap 0 removes nothing: its rows are clean rows again
+        sampled[:b] = False
+        out["ffid_features"] = {"clean": final[:b], "plus": final[sampled & plus], "minus": final[sampled & ~plus]}
     out["ffid_clean_correct"] = correct[:b].clone()
     out["ffid_cap"] = caps
     out["ffid_removed"] = removed / counts.sum(dim=1).double()

@@ -72,6 +72,8 @@ class ModelOutputs:
         target: ``[B]`` long class whose quantity is returned.
         quantity: ``"probability"`` (softmax probability of ``target``) or ``"logit"``.
         token_budget: padded tokens per forward (:class:`~itermask.core.forwards.RowForwards`).
+        representations: what the row engine records of each row besides its logits (``"final"``: the input
+            of the final linear layer; see :class:`~itermask.core.forwards.RowForwards`); ``False``: nothing.
 
     Attributes:
         n_features: ``[B]`` long, ``n`` of each example.
@@ -91,6 +93,7 @@ class ModelOutputs:
         target: Tensor,
         quantity: Quantity = "probability",
         token_budget: int = DEFAULT_TOKEN_BUDGET,
+        representations: bool | str = False,
     ) -> None:
         if features.shape != batch.input_ids.shape or target.shape != (len(batch),):
             raise ValueError(
@@ -104,7 +107,7 @@ class ModelOutputs:
         self.features = features.to(batch.device).long()
         self.target = target.to(batch.device).long()
         self.n_features = feature_counts(self.features)
-        self.forwards = RowForwards(model, token_budget)
+        self.forwards = RowForwards(model, token_budget, representations)
 
     def token_masks(self, examples: Tensor, masks: Tensor) -> Tensor:
         """``[R, L]`` bool: the tokens masked for each request (``examples`` ``[R]``, ``masks`` ``[R, F]``).

@@ -18,8 +18,10 @@ the sanity benchmark computes it), over the standard fine-tuning runs of the sec
   grid's steps strictly between 0 and 1 of the methods' runs (the comprehensiveness direction: the sufficiency
   direction keeps the complementary shares). The soft measures feed the model embeddings with dropped
   dimensions: their AUROC is that of their own inputs, every draw (``ood.soft_inputs``,
-  :func:`itermask.analyses.ood.soft_input_aurocs`), the mean over the methods' runs. F-Fidelity feeds a second,
-  removal-fine-tuned classifier, which the OOD analysis does not score: it reads "not measured";
+  :func:`itermask.analyses.ood.soft_input_aurocs`), the mean over the methods' runs; F-Fidelity feeds a second,
+  removal-fine-tuned classifier, and its AUROC is that of its sampled FFid+ (FFid-) inputs on that copy, by a
+  detector fitted on the copy's own training embeddings (``ffidelity.ood_fit_examples``); "not measured" where
+  the runs hold none;
 - **sanity rho**: each run's Spearman rho of the measure with the degradation level
   (:mod:`itermask.analyses.sanity`), the mean over runs, and in how many runs its bootstrap interval is on the
   expected side of 0;
@@ -100,7 +102,8 @@ MEASURES = (
 )
 NOT_MEASURED = {
     "soft": "not measured (the runs hold no OOD AUROC of the soft inputs: the ood analysis was off, or too old)",
-    "ffidelity": "not measured (F-Fidelity's inputs go to its removal-fine-tuned copy)",
+    "ffidelity": "not measured (the runs hold no OOD AUROC of F-Fidelity's inputs on its removal-fine-tuned copy: "
+    "ffidelity.ood_fit_examples=0, or too old)",
 }
 #: the table's columns
 COLUMNS = [
@@ -248,16 +251,21 @@ def _ood(runs: list[Run], schedule: str) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
-def _soft_ood(runs: list[Run], column: str) -> float:
-    """The mean over the runs of the OOD AUROC of a soft measure's inputs (``ood.soft_inputs[method][column]``),
-    NaN where no run has it."""
-    found = [
-        value(entry[column])
-        for run in runs
-        if column
-        in (entry := ((run.result.get("ood") or {}).get("soft_inputs") or {}).get(method_of(run.result)) or {})
-    ]
-    found = [v for v in found if math.isfinite(v)]
+def _own_ood(runs: list[Run], measure: Measure) -> float:
+    """The mean over the runs of the OOD AUROC of the inputs a soft or F-Fidelity measure feeds its model: the
+    soft inputs' (``ood.soft_inputs[method][column]``), FFid+ / FFid-'s on the removal-fine-tuned copy
+    (``ffidelity.methods[method].one_shot.ood_auroc_plus`` / ``_minus``); NaN where no run has it."""
+    found = []
+    for run in runs:
+        method = method_of(run.result)
+        if measure.inputs == "soft":
+            entry, key = ((run.result.get("ood") or {}).get("soft_inputs") or {}).get(method) or {}, measure.column
+        else:
+            methods = (run.result.get("ffidelity") or {}).get("methods") or {}
+            entry = (methods.get(method) or {}).get("one_shot") or {}
+            key = "ood_auroc_plus" if "plus" in measure.column else "ood_auroc_minus"
+        if entry.get(key) is not None and math.isfinite(v := value(entry[key])):
+            found.append(v)
     return float(np.mean(found)) if found else math.nan
 
 
@@ -390,7 +398,7 @@ def trust_table(report: Report, settings: TrustSettings) -> pd.DataFrame:
         sd = float(np.nanstd(frame[m.column].to_numpy(dtype=float), ddof=1))
         rho, ranking, n_sanity, why_sanity = _sanity(runs, m.column)
         w, p_w, why_w = _concordance(frame, m.column)
-        own = {"masked": auroc, "soft": _soft_ood(runs, m.column)}.get(m.inputs, math.nan)  # its inputs' AUROC
+        own = auroc if m.inputs == "masked" else _own_ood(runs, m)  # the AUROC of the inputs it feeds a model
         row = {
             "measure": m.name,
             "column": m.column,
