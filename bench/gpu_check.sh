@@ -17,7 +17,9 @@
 #                                                  #   fp32 there, so the study there starts from weights rounded
 #                                                  #   to fp16, about 5e-4 relative)
 #   bench/gpu_check.sh study [seconds [overrides]] # there: issue 33's 3-seed study (every measure x gradient,
-#                                                  #   integrated gradients, occlusion, input x gradient; 100 examples) as one
+#                                                  #   integrated gradients, occlusion, input x gradient; 100 examples,
+#                                                  #   NAOPC's bounds on STUDY_NAOPC_EXAMPLES=24 of them: on the H200
+#                                                  #   the beam bounds of 100 did not finish in 412 s) as one
 #                                                  #   multirun on the joblib launcher, its report, and
 #                                                  #   bench/bf16.py on the GPU; packs $OUT/study.tgz
 #   bench/gpu_check.sh run [--examples 512] [--models minilm roberta_base] [--token-budgets 8192 65536]
@@ -110,7 +112,8 @@ PY
     start=$(date +%s)
     # shellcheck disable=SC2086
     timeout "$budget" $PY evaluate.py -m ${STUDY_SWEEP:-seed=0,1,2 saliency=gradient,integrated_gradients,occlusion,input_x_gradient} \
-      ${STUDY_MEASURES:-naopc=on ffidelity=on removal_reference=on sanity=on} logger=csv threads=${STUDY_THREADS:-2} \
+      ${STUDY_MEASURES:-naopc=on naopc.max_examples=${STUDY_NAOPC_EXAMPLES:-24} ffidelity=on removal_reference=on sanity=on} \
+      logger=csv threads=${STUDY_THREADS:-2} \
       evaluation.token_budget=65536 \
       hydra/launcher=joblib hydra.launcher.n_jobs=${STUDY_JOBS:-12} hydra.sweep.dir="$sweep" "$@" 2>&1 | tee "$out/study.log" | tail -n 40 \
       || echo "study: exit $?"
