@@ -293,11 +293,11 @@ def run_entry(main: Callable[[], Any], config_name: str | None = None) -> None:
     os.environ[_LAUNCHER] = str(os.getpid())
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop_workers)
+    if _hint_unknown_keys(config_name):  # before Hydra, whose message would advise adding the typo with "+"
+        raise SystemExit(2)
     try:
         main()
-    except SystemExit as error:
-        if error.code == 1:  # Hydra's exit on a composition error (or a failed job): a misspelt key gets a hint
-            _hint_unknown_keys(config_name)
+    except SystemExit:
         raise
     except KeyboardInterrupt as error:
         signum = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
@@ -305,14 +305,24 @@ def run_entry(main: Callable[[], Any], config_name: str | None = None) -> None:
         raise SystemExit(128 + signum) from None
 
 
-def _hint_unknown_keys(config_name: str | None) -> None:
+def _hint_unknown_keys(config_name: str | None) -> bool:
     """Print :func:`itermask.console.unknown_key_hints` for this command's config (``config_name``, default the
-    entry script's name) among the package's configs."""
+    entry script's name) among the package's configs, with what to do; whether there was one. Only for a
+    command line that overrides a dotted key (composing the config costs about 0.5 s), and never for one Hydra
+    would not compose either (a sweep over config groups, an unknown group: Hydra says what failed)."""
     from itermask.conf import CONF_DIR
     from itermask.console import unknown_key_hints
 
-    for line in unknown_key_hints(sys.argv[1:], CONF_DIR, config_name or Path(sys.argv[0]).stem):
+    hints = unknown_key_hints(sys.argv[1:], CONF_DIR, config_name or Path(sys.argv[0]).stem)
+    for line in hints:
         print(line, file=sys.stderr)
+    if hints:
+        print(
+            "error: a setting above does not exist: correct its name (`--help` lists the groups; "
+            "`--cfg job` prints every setting). Nothing was run.",
+            file=sys.stderr,
+        )
+    return bool(hints)
 
 
 def _stop_workers(signum: int, frame) -> None:

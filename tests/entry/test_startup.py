@@ -138,10 +138,13 @@ def test_version_is_printed_without_torch(tmp_path):
 
 def test_a_misspelt_key_gets_the_closest_setting_not_hydras_plus(tmp_path):
     out = _evaluate_py(tmp_path, "evaluation.n_exampels=8", "model=bert")
-    assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert out.stderr.endswith(
+    # caught before Hydra runs: no "+evaluation.n_exampels" advice, exit 2 as other bad input, nothing written
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "+evaluation" not in out.stderr
+    assert out.stderr.startswith(
         "hint: evaluation.n_exampels is not a setting of evaluation (did you mean evaluation.n_examples?)\n"
+        "error: a setting above does not exist"
     )
+    assert not list(tmp_path.rglob("*.log"))
 
 
 def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
