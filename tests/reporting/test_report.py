@@ -383,9 +383,15 @@ def test_settings_that_do_not_change_results_do_not_mix(tmp_path):
     assert len(build_report(write_sweep(tmp_path / "ok", [a, b])).sweep.runs) == 2
 
 
-def test_cli(sweep, tmp_path, capsys):
+def test_cli(sweep, tmp_path, capsys, caplog):
     assert rep.main([str(sweep), "--bootstrap", "--n-resamples", "200"]) == 0
     assert "wrote" in capsys.readouterr().out and (sweep / "report.md").is_file()
+    # the fixture's groups have 3 seeds: the percentile bootstrap over so few is said to be about their range
+    warning = "a group has only 3 seed(s): a percentile bootstrap over so few is about the range of the values"
+    assert warning in caplog.text and f"**Warning**: {warning}" in (sweep / "report.md").read_text()
+    caplog.clear()
+    assert rep.main([str(sweep)]) == 0  # the t-interval: no such warning
+    assert "seed(s)" not in caplog.text and "**Warning**: a group" not in (sweep / "report.md").read_text()
     (tmp_path / "empty").mkdir()
     assert rep.main([str(tmp_path / "empty")]) == 2
     assert "error: no finished runs" in capsys.readouterr().err

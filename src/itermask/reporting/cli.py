@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from itermask.reporting.aggregate import build_report
+from itermask.reporting.render.markdown_report import few_seeds_warning
 from itermask.reporting.render.wandb_summary import log_report_to_wandb
 from itermask.reporting.render.write import write_report
 from itermask.reporting.sections import report_sections
@@ -55,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:  # a ReportError, or a section's bad setting
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if warning := few_seeds_warning(report):
+        log.warning(warning.lstrip(". ").replace("**", ""))
     written = write_report(report)
     for line in report.sweep.missing_lines():
         log.warning("missing: %s", line)

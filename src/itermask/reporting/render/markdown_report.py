@@ -144,6 +144,27 @@ def _group_analyses(members: list) -> list:
     return found
 
 
+#: below this many seeds the percentile bootstrap of a mean is too narrow to be a confidence interval
+BOOTSTRAP_MIN_SEEDS = 5
+
+
+def few_seeds_warning(report: Report) -> str:
+    """With the percentile bootstrap (``--bootstrap``) and a group of fewer than :data:`BOOTSTRAP_MIN_SEEDS`
+    runs: why its intervals are not to be read as confidence intervals (the resampled means of 2 seeds are the
+    two values and their mean, so the interval is their range; of n seeds it covers well under its nominal
+    level), else ``""``."""
+    if report.settings["interval"] != "bootstrap" or not report.groups:
+        return ""
+    fewest = min(len(runs) for runs in report.groups.values())
+    if fewest >= BOOTSTRAP_MIN_SEEDS:
+        return ""
+    return (
+        f". **Warning**: a group has only {fewest} seed(s): a percentile bootstrap over so few is about the range "
+        f"of the values (with 2 seeds exactly [min, max]) and covers well under {report.percent} %; read the "
+        "t-interval (the default) or run at least 5 seeds"
+    )
+
+
 def _headline(report: Report) -> list[str]:
     out = ["## Headline", ""]
     out += [f"> **Note:** {md_escape(note)}" for note in report.notes] + ([""] if report.notes else [])
@@ -272,7 +293,7 @@ def render_markdown(
         "Student's t-interval over seeds (on the logit scale of a bounded measure's range, e.g. a probability, "
         "AUROC or rate, so that it stays inside it)"
         if s["interval"] == "t"
-        else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)"
+        else f"percentile bootstrap over seeds ({s['n_resamples']} resamples)" + few_seeds_warning(report)
     )
     expected = f" of {sweep.n_expected} expected" if sweep.n_expected is not None else ""
     runs = f"{len(sweep.runs)} finished run(s){expected} in {len(report.groups)} group(s)."
