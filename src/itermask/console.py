@@ -303,9 +303,14 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
 @contextmanager
 def quiet_lightning() -> Iterator[None]:
     """Lightning's hardware lines, tips and library warnings hidden inside (a notebook shows only what itermask
-    says), the loggers' levels restored after; the loggers are those :func:`configure` quiets in a job."""
+    says), and the ``datasets`` library's progress bars ("tokenizing test", "Map"); the loggers' levels and the
+    bars' setting restored after; the loggers are those :func:`configure` quiets in a job."""
+    from datasets.utils import logging as datasets_logging
+
     loggers = [logging.getLogger(name) for name in LIGHTNING_INFO_LOGGERS]
     levels = [logger.level for logger in loggers]
+    bars = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"(?!itermask)")
@@ -315,3 +320,5 @@ def quiet_lightning() -> Iterator[None]:
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
+        if bars:
+            datasets_logging.enable_progress_bar()

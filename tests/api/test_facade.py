@@ -350,3 +350,24 @@ def test_a_classifier_predicting_one_class_is_flagged_in_warnings_and_first_in_t
     assert result.warnings == [model_check_line(result.result)]
     html = result._repr_html_()
     assert html.index("these faithfulness scores mean nothing") < html.index("itermask: masking scores")
+
+
+def test_quiet_lightning_hides_the_datasets_progress_bars_and_restores_them(capfd):
+    """The facade runs inside quiet_lightning: a tokenizing map shows no progress bar in a notebook, and the
+    user's own setting of the bars is restored after."""
+    import datasets
+    from datasets.utils import logging as datasets_logging
+
+    from itermask.console import quiet_lightning
+
+    data = datasets.Dataset.from_dict({"text": ["a", "b", "c"]})
+    datasets_logging.enable_progress_bar()
+    with quiet_lightning():
+        data.map(lambda rows: rows, batched=True, desc="tokenizing test")
+    assert "tokenizing test" not in capfd.readouterr().err
+    assert datasets_logging.is_progress_bar_enabled()  # restored
+    datasets_logging.disable_progress_bar()
+    with quiet_lightning():
+        pass
+    assert not datasets_logging.is_progress_bar_enabled()  # a user's "off" stays off
+    datasets_logging.enable_progress_bar()
