@@ -55,6 +55,8 @@ class EvaluationResult:
     _tokenizer: Any = field(repr=False, default=None)
     _methods: dict[str, SaliencyMethod] = field(repr=False, default_factory=dict)
     _batch_of: Callable[[list[int]], TokenBatch] | None = field(repr=False, default=None)
+    #: the views already built, by (example ids, max_tokens) (:meth:`views`)
+    _views: dict = field(repr=False, default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -137,6 +139,9 @@ class EvaluationResult:
         from itermask.core.evaluation import saliency_scores
         from itermask.views import MAX_TOKENS, views_from_curves
 
+        key = (None if example_ids is None else tuple(int(i) for i in example_ids), max_tokens)
+        if key in self._views:  # a notebook displays a result again and again: explained once
+            return self._views[key]
         first = next(iter(next(iter(self.curves.values())).values()))
         evaluated = first.example_ids.tolist()
         wanted = evaluated[:SHOWN_EXAMPLES] if example_ids is None else [int(i) for i in example_ids]
@@ -154,7 +159,7 @@ class EvaluationResult:
             scores[name] = saliency_scores(
                 self._methods[name], self._model, batch.to(device), c.target.to(device), c.example_ids.to(device)
             ).cpu()
-        return views_from_curves(
+        self._views[key] = views_from_curves(
             curves,
             batch,
             self._tokenizer,
@@ -163,6 +168,7 @@ class EvaluationResult:
             class_names=self.class_names,
             max_tokens=max_tokens or MAX_TOKENS,
         )
+        return self._views[key]
 
     def _repr_html_(self) -> str:
         """The notebook view: the aggregate scores, then the views of the first examples."""

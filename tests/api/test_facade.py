@@ -77,6 +77,33 @@ def test_views_and_the_notebook_html(tiny_bert, tokenizer):
     assert "aopc_comprehensiveness_prob" in html and html.count('class="imx"') == 3  # the first 3 examples
     with pytest.raises(ValueError, match=r"example ids \[7\] were not evaluated"):
         result.views([7])
+    # a notebook shows a result again and again: the views are built (and saliency computed) once
+    calls = []
+    result._methods = {name: _Counting(method, calls) for name, method in result._methods.items()}
+    assert result._repr_html_() == html and calls == []  # cached: no saliency call
+    assert result.views([1]) is views
+
+
+def test_the_recursive_schedules_masked_positions_reach_the_views(tiny_bert, tokenizer):
+    """The facade's curves record the recursive schedule's masked positions: its views show them (not "positions
+    not recorded"), though a view re-batches its examples to another padded width."""
+    texts = ["a bad , bad movie", "good", "a very good film , and a fun one too"]
+    result = itermask.evaluate(tiny_bert, texts, tokenizer=tokenizer, schedules=["recursive"], **GRID)
+    view = result.views([1]).views[0]  # one short example: padded narrower than the curves
+    trajectory = view.methods["gradient"].trajectories["recursive"]
+    assert trajectory.masked is not None and [len(m) for m in trajectory.masked] == [0, 1, 1]
+    assert "positions not recorded" not in result.views([0, 1, 2]).html()
+
+
+class _Counting:
+    """A saliency method that counts its calls."""
+
+    def __init__(self, inner, calls):
+        self.inner, self.calls = inner, calls
+
+    def __getattr__(self, name):
+        self.calls.append(name)
+        return getattr(self.inner, name)
 
 
 def test_a_saved_directory_and_a_csv_file(tiny_bert, tokenizer, tmp_path):

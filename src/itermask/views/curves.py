@@ -63,8 +63,8 @@ def _schedule_curves(method: str, schedule: str, curves, scores, maskable, masks
     size = scores.shape[0]
     if len(curves) != size:
         raise ValueError(f"curves {method}/{schedule} have {len(curves)} examples, the batch {size}")
-    if masks is None and curves.masked_step is not None and curves.masked_step.shape == scores.shape:
-        first = curves.masked_step.cpu().long()
+    first = None if curves.masked_step is None else _to_width(curves.masked_step.cpu().long(), scores.shape[1])
+    if masks is None and first is not None and first.shape == scores.shape:
         masks = torch.stack([(first >= 0) & (first <= s) for s in range(curves.k.shape[1])])
     if masks is None and schedule == "one_shot":
         masks = SCHEDULES["one_shot"]().masks(scores, maskable, curves.k.T.cpu(), None)
@@ -190,6 +190,17 @@ def _example_view(data: _BatchCurves, row: int, class_names: Sequence[str] | Non
         reason=reason,
         special=[i in data.special_ids for i in ids],
     )
+
+
+def _to_width(first_step, width: int):
+    """``[B, L]`` ``masked_step`` padded with -1 or cut to ``width`` positions (curves joined over batches are
+    padded to the longest batch, a re-batched view to its own rows); ``None`` if the cut would drop a masked
+    position (not the same rows)."""
+    import torch.nn.functional as F
+
+    if first_step.shape[1] > width:
+        return None if (first_step[:, width:] >= 0).any() else first_step[:, :width]
+    return F.pad(first_step, (0, width - first_step.shape[1]), value=-1)
 
 
 def views_from_curves(
