@@ -220,6 +220,10 @@ def test_html_cells_reach_wandb_through_a_table_artifact(tmp_path):
     assert len(artifacts) == 1
     manifest = json.dumps(artifacts[0])
     assert "examples.table.json" in manifest and "media/html/" in manifest
+    # the views also live in the run folder itself (a copied offline run keeps them): one page of them
+    (page,) = (run_dir / "files" / "media" / "html").glob("examples_views_*.html")
+    text = page.read_text()
+    assert "<h3>example 1</h3>" in text and '<section class="imx">a &amp; b</section>' in text
 
 
 def test_a_job_run_summary_holds_scores_and_ood_means_never_per_step_values(monkeypatch):

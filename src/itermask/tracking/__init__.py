@@ -353,14 +353,33 @@ def _html_cells(rows: list[list[Any]]) -> list[list[Any]]:
 
 def _log_media_tables(run, payload: dict) -> None:
     """Add every table of ``payload`` that holds ``wandb.Html`` cells to a run artifact (type ``examples``)
-    before it is logged: W&B serializes the media of a table only through an artifact."""
+    before it is logged: W&B serializes the media of a table only through an artifact, which an offline run
+    stages outside its folder (``~/.local/share/wandb/artifacts/staging``) until ``wandb sync``. So the same
+    views also go into ``payload`` as one page, ``<name>_views`` (a ``wandb.Html`` media the run writes under its
+    own ``files/media/html/``): a copied offline run folder keeps them, and W&B shows the page as an HTML panel."""
     import wandb
 
-    for name, table in payload.items():
+    for name, table in list(payload.items()):
         if isinstance(table, wandb.Table) and any(isinstance(c, wandb.Html) for row in table.data for c in row):
             artifact = wandb.Artifact(f"run-{run.id}-{name}", type="examples")
             artifact.add(table, name)
             run.log_artifact(artifact)
+            payload[f"{name}_views"] = wandb.Html(_views_page(table), inject=False, data_is_not_path=True)
+
+
+def _views_page(table) -> str:
+    """One self-contained HTML page of a table's ``wandb.Html`` cells, in row order, each under the row's first
+    cell (the example id)."""
+    import html
+
+    import wandb
+
+    parts = []
+    for row in table.data:
+        views = [cell.html for cell in row if isinstance(cell, wandb.Html)]
+        if views:
+            parts.append(f"<h3>example {html.escape(str(row[0]))}</h3>" + "".join(views))
+    return '<!doctype html><html><head><meta charset="utf-8"></head><body>' + "".join(parts) + "</body></html>"
 
 
 def finish(logger: Logger | None, failed: bool = False, error: str | None = None) -> None:
