@@ -142,7 +142,7 @@ def test_flat_examples_are_nan_counted_and_named():
 def test_bounded_subset_is_chosen_by_id_alone_and_nested():
     import hashlib
 
-    from itermask.analyses.naopc import bounded_subset
+    from itermask.core.aopc_bounds import bounded_subset
 
     ids = np.array([40, 3, 17, 8, 25])
     by_hash = sorted(ids.tolist(), key=lambda i: hashlib.sha256(f"naopc:{i}".encode()).digest())
@@ -155,7 +155,8 @@ def test_bounded_subset_is_chosen_by_id_alone_and_nested():
 
 
 def test_max_examples_bounds_a_subset_and_every_reader_says_so(tmp_path, tiny_bert_dir):
-    from itermask.analyses.naopc import COVERAGE, bounded_subset
+    from itermask.analyses.naopc import COVERAGE
+    from itermask.core.aopc_bounds import bounded_subset
 
     result = _run(tmp_path, tiny_bert_dir, "subset", "naopc.max_examples=2")
     section = result["naopc"]

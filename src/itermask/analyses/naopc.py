@@ -30,7 +30,7 @@ from itermask.analyses.base import (
     EvaluationContext,
     eval_mode,
 )
-from itermask.core.aopc_bounds import FLAT_SPAN
+from itermask.core.aopc_bounds import FLAT_SPAN, SUBSET_RULE, bounded_subset
 from itermask.formatting import number
 from itermask.storage.per_example import FOLDER, write_per_example
 
@@ -47,8 +47,6 @@ __all__ = [
     "BOUNDS_KIND",
     "CONVENTION",
     "COVERAGE",
-    "SUBSET_RULE",
-    "bounded_subset",
     "grid_weight_sets",
 ]
 
@@ -63,8 +61,6 @@ AUTHORS = {
     "aopc_comprehensiveness": "AOPC comprehensiveness, authors' (higher is better)",
     "aopc_sufficiency": "AOPC sufficiency, authors' (lower is better)",
 }
-#: which examples ``naopc.max_examples`` bounds (:func:`bounded_subset`)
-SUBSET_RULE = "the examples with the smallest sha256('naopc:<example_id>')"
 #: the report row of the share of evaluated examples with AOPC bounds (1: all; below: ``naopc.max_examples``)
 COVERAGE = "NAOPC: share of examples with bounds"
 #: why the recursive schedule has no authors' NAOPC
@@ -409,24 +405,6 @@ class _Setup:
     model_outputs: Any
     features: Any
     bounds: dict
-
-
-def bounded_subset(example_ids: np.ndarray, max_examples: int | None) -> np.ndarray:
-    """``[B]`` bool: which of the ``[B]`` ``example_ids`` get AOPC bounds under ``naopc.max_examples``: all
-    (``None``, or at least ``B``), else the ``max_examples`` whose ``sha256("naopc:<id>")`` is smallest
-    (:data:`SUBSET_RULE`). The choice depends on the ids alone: not on their order (the evaluation subset is
-    sorted by length, so "the first k" would be the shortest), the seed or the method; and a larger
-    ``max_examples`` keeps every example of a smaller one."""
-    import hashlib
-
-    ids = [int(i) for i in np.asarray(example_ids).reshape(-1)]
-    if max_examples is None or max_examples >= len(ids):
-        return np.ones(len(ids), dtype=bool)
-    keys = [hashlib.sha256(f"naopc:{i}".encode()).digest() for i in ids]
-    chosen = sorted(range(len(ids)), key=keys.__getitem__)[:max_examples]
-    out = np.zeros(len(ids), dtype=bool)
-    out[chosen] = True
-    return out
 
 
 def _as_tensors(bounds: list, exact) -> dict:

@@ -46,12 +46,16 @@ __all__ = [
     "exact_bounds",
     "beam_bounds",
     "aopc_bounds",
+    "bounded_subset",
+    "SUBSET_RULE",
     "naopc",
 ]
 
 #: the most features an exact search takes: its ``2^n`` outputs and tables (about 40 bytes a subset) must fit
 #: in memory, 2^24 subsets is 640 MiB; the model forwards cost far more long before (``naopc.exact_max_features``)
 EXACT_LIMIT = 24
+#: which examples ``naopc.max_examples`` bounds (:func:`bounded_subset`)
+SUBSET_RULE = "the examples with the smallest sha256('naopc:<example_id>')"
 #: bounds closer than this (in the quantity's unit) are flat: the model's float32 outputs round at about 6e-8
 #: near a probability of 1, so a smaller span is rounding noise, and NAOPC over it would be noise too
 FLAT_SPAN = 1e-6
@@ -365,6 +369,24 @@ class _Subset:
 
     def __call__(self, examples: np.ndarray, masks: np.ndarray) -> np.ndarray:
         return self.outputs(self.chosen[np.asarray(examples, dtype=np.int64)], masks)
+
+
+def bounded_subset(example_ids: np.ndarray, max_examples: int | None) -> np.ndarray:
+    """``[B]`` bool: which of the ``[B]`` ``example_ids`` get AOPC bounds under ``naopc.max_examples``: all
+    (``None``, or at least ``B``), else the ``max_examples`` whose ``sha256("naopc:<id>")`` is smallest
+    (:data:`SUBSET_RULE`). The choice depends on the ids alone: not on their order (the evaluation subset is
+    sorted by length, so "the first k" would be the shortest), the seed or the method; and a larger
+    ``max_examples`` keeps every example of a smaller one."""
+    import hashlib
+
+    ids = [int(i) for i in np.asarray(example_ids).reshape(-1)]
+    if max_examples is None or max_examples >= len(ids):
+        return np.ones(len(ids), dtype=bool)
+    keys = [hashlib.sha256(f"naopc:{i}".encode()).digest() for i in ids]
+    chosen = sorted(range(len(ids)), key=keys.__getitem__)[:max_examples]
+    out = np.zeros(len(ids), dtype=bool)
+    out[chosen] = True
+    return out
 
 
 def naopc(aopc, upper, lower) -> np.ndarray:

@@ -198,6 +198,18 @@ def _requests(orders: Sequence[np.ndarray], example_ids: Sequence[int], settings
     return np.concatenate(examples), np.concatenate(masks), places
 
 
+def _features_by_side(final: Tensor, b: int, n: int, places: list, caps: Tensor) -> dict[str, Tensor]:
+    """``{"clean", "plus", "minus"}``: the ``[R, H]`` final-layer ``final`` of the request rows split into the
+    ``b`` clean rows and the sampled rows of each side (``n`` per place, in ``places`` order); rows of an example
+    whose cap (``caps``: ``[R]``, per row) is 0 removed nothing and are left out (they are clean rows again)."""
+    plus = torch.zeros(len(final), dtype=torch.bool)
+    for i, (_, is_plus) in enumerate(places):
+        plus[b + i * n : b + (i + 1) * n] = is_plus
+    sampled = caps > 0
+    sampled[:b] = False
+    return {"clean": final[:b], "plus": final[sampled & plus], "minus": final[sampled & ~plus]}
+
+
 def ffidelity(
     outputs, orders: Sequence[np.ndarray], example_ids: Tensor, target: Tensor, labels: Tensor, settings
 ) -> dict[str, Tensor]:
@@ -235,11 +247,9 @@ def ffidelity(
     ).batch
     with torch.inference_mode():
         computed = outputs.forwards(rows)
-    logits = computed.logits.double().cpu()
+    logits, rows_of = computed.logits.double().cpu(), torch.as_tensor(examples)
     b, t, y = len(orders), target.long().cpu(), labels.long().cpu()
-    prob = logits.softmax(dim=-1)
-    rows_of = torch.as_tensor(examples)
-    p = prob[torch.arange(len(rows_of)), t[rows_of]]
+    p = logits.softmax(dim=-1)[torch.arange(len(rows_of)), t[rows_of]]
     correct = (logits.argmax(dim=-1) == y.clamp(min=0)[rows_of]).double()
     correct[(y < 0)[rows_of]] = math.nan
     out: dict[str, Any] = {c: torch.zeros(b, dtype=torch.float64) for c in COLUMNS}
@@ -257,17 +267,6 @@ def ffidelity(
     caps = torch.tensor([removal_cap(settings.beta, len(o)) for o in orders], dtype=torch.float64)
     for c in COLUMNS:
         out[c][caps == 0] = math.nan  # nothing can be removed: not a measured 0
-    if computed.representations is not None:  # the row engine records them: the rows' OOD features
-        final = computed.representations.features.cpu()
-        plus = torch.zeros(len(final), dtype=torch.bool)
-        start = b
-        for _, is_plus in places:
-            plus[start : start + n] = is_plus
-            start += n
-        sampled = caps[rows_of] > 0  # an example with cap 0 removes nothing: its rows are clean rows again
-        sampled[:b] = False
-        out["ffid_features"] = {"clean": final[:b], "plus": final[sampled & plus], "minus": final[sampled & ~plus]}
-    out["ffid_clean_correct"] = correct[:b].clone()
-    out["ffid_cap"] = caps
-    out["ffid_removed"] = removed / counts.sum(dim=1).double()
-    return out
+    if (recorded := computed.representations) is not None:  # the row engine records them: the OOD features
+        out["ffid_features"] = _features_by_side(recorded.features.cpu(), b, n, places, caps[rows_of])
+    return out | {"ffid_clean_correct": correct[:b].clone(), "ffid_cap": caps, "ffid_removed": removed / counts.sum(1)}

@@ -151,18 +151,16 @@ def soft_outputs(
     with the batch's ``attention_mask`` and ``token_type_ids``) in length chunks of at most ``token_budget``
     padded tokens (:func:`~itermask.core.forwards.length_chunks`) under ``torch.inference_mode``.
 
-    :class:`~itermask.core.forwards.RowForwards` cannot carry these rows: it keys and runs token-id rows, and no
-    two soft rows share content (every draw is a fresh real-valued embedding mask), so there is nothing to
-    de-duplicate and no ids to key them by.
+    Not :class:`~itermask.core.forwards.RowForwards`: no two soft rows share content (every draw is a fresh
+    real-valued embedding mask), so there is nothing to de-duplicate and no ids to key them by.
 
     Args:
         maskable: ``[B, L]`` bool token positions that may be perturbed (nothing else ever is).
         importance: ``[B, L]`` float in ``[0, 1]``, each token's ``a`` (a word's for every piece of it).
         example_ids: ``[B]`` stable ids seeding the draws (:func:`draw_uniforms`).
         stats: counts the rows and forwards into it, if given.
-        features: also record each row's input of the final linear layer
-            (:func:`~itermask.core.representations.capture_representations` without hidden states: no extra
-            forward), for the OOD AUROC of the soft inputs.
+        features: also record each row's input of the final linear layer (no extra forward), for the OOD AUROC
+            of the soft inputs.
 
     Raises:
         ValueError: see :func:`check_soft_model`; with ``features``, a model whose final linear layer cannot be
@@ -177,31 +175,34 @@ def soft_outputs(
     with capture as captured:
         for chunk in length_chunks(lengths[example], token_budget):
             part = batch.index(example[chunk]).trim()  # to the chunk's longest row
-            rows, width = chunk.tolist(), part.input_ids.shape[1]
             with torch.inference_mode():
                 embeds = embedding(part.input_ids)
-                keep = _keep_masks(rows, per, draws, maskable, importance, example_ids, lengths, seed, embeds)
-                inputs = {"inputs_embeds": embeds * keep, "attention_mask": part.attention_mask}
-                if part.token_type_ids is not None:
-                    inputs["token_type_ids"] = part.token_type_ids
-                output = model(**inputs)
-            logits.append((output if isinstance(output, Tensor) else output.logits).float())
+                keep = _keep_masks(chunk.tolist(), per, draws, maskable, importance, example_ids, lengths, seed, embeds)
+                logits.append(_embedded_logits(model, part, embeds * keep))
             order.append(chunk)
             if stats is not None:
                 stats.forwards += 1
-                stats.padded_tokens += len(rows) * width
+                stats.padded_tokens += part.input_ids.numel()
     if stats is not None:
         stats.rows += size * per
         stats.computed += size * per
         stats.real_tokens += int(lengths.sum()) * per
     joined = _in_row_order(torch.cat(logits), torch.cat(order)).reshape(size, per, -1)
-    out = SoftOutputs(joined[:, 0 : 2 * draws : 2], joined[:, 1 : 2 * draws : 2], joined[:, 2 * draws])
+    comp, suff, out = slice(0, 2 * draws, 2), slice(1, 2 * draws, 2), []
     if captured is not None:
-        final = torch.cat([record.features for record in captured])
-        final = _in_row_order(final, torch.cat(order)).reshape(size, per, -1)
-        out.comprehensiveness_features = final[:, 0 : 2 * draws : 2]
-        out.sufficiency_features = final[:, 1 : 2 * draws : 2]
-    return out
+        final = _in_row_order(torch.cat([r.features for r in captured]), torch.cat(order)).reshape(size, per, -1)
+        out = [final[:, comp], final[:, suff]]
+    return SoftOutputs(joined[:, comp], joined[:, suff], joined[:, 2 * draws], *out)
+
+
+def _embedded_logits(model: torch.nn.Module, part: TokenBatch, embeds: Tensor) -> Tensor:
+    """``[N, C]`` float32 logits of ``model`` on the embedding rows ``embeds`` with ``part``'s attention mask and
+    token types."""
+    inputs = {"inputs_embeds": embeds, "attention_mask": part.attention_mask}
+    if part.token_type_ids is not None:
+        inputs["token_type_ids"] = part.token_type_ids
+    output = model(**inputs)
+    return (output if isinstance(output, Tensor) else output.logits).float()
 
 
 def _in_row_order(values: Tensor, order: Tensor) -> Tensor:

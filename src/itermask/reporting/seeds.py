@@ -31,6 +31,8 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from itermask.reporting.variance import anova_components
+
 __all__ = ["variance_components", "seed_share", "kendall_w", "kendalls_w", "mean_spearman", "MIN_SEEDS"]
 
 #: fewer seeds than this get a visible warning in the report: a variance over 3 seeds is a rough estimate
@@ -39,7 +41,8 @@ MIN_SEEDS = 5
 
 def variance_components(values: np.ndarray) -> dict[str, np.ndarray]:
     """The ANOVA (method of moments) variance components of ``values`` ``[..., S, E]`` (seeds x examples,
-    any leading batch dimensions), see the module docstring.
+    any leading batch dimensions), see the module docstring: :func:`itermask.reporting.variance.
+    anova_components` of one model.
 
     Returns:
         ``{"var_seed", "var_example", "var_residual", "share"}`` arrays of the leading shape; ``share`` is
@@ -49,24 +52,15 @@ def variance_components(values: np.ndarray) -> dict[str, np.ndarray]:
         ValueError: with fewer than 2 seeds or 2 examples, or NaN values.
     """
     y = np.asarray(values, dtype=np.float64)
-    n_seeds, n_examples = y.shape[-2:]
-    if n_seeds < 2 or n_examples < 2:
-        raise ValueError(f"variance components need at least 2 seeds and 2 examples, got {n_seeds} x {n_examples}")
-    if np.isnan(y).any():
-        raise ValueError("variance components need a value for every seed and example (drop undefined examples)")
-    grand = y.mean(axis=(-2, -1), keepdims=True)
-    seed_means = y.mean(axis=-1, keepdims=True)
-    example_means = y.mean(axis=-2, keepdims=True)
-    ms_seed = n_examples * ((seed_means - grand) ** 2).sum(axis=(-2, -1)) / (n_seeds - 1)
-    ms_example = n_seeds * ((example_means - grand) ** 2).sum(axis=(-2, -1)) / (n_examples - 1)
-    residual = y - seed_means - example_means + grand
-    ms_residual = (residual**2).sum(axis=(-2, -1)) / ((n_seeds - 1) * (n_examples - 1))
-    var_seed = np.clip((ms_seed - ms_residual) / n_examples, 0, None)
-    var_example = np.clip((ms_example - ms_residual) / n_seeds, 0, None)
-    total = var_seed + var_example + ms_residual
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total > 0, var_seed / np.where(total > 0, total, 1), np.nan)
-    return {"var_seed": var_seed, "var_example": var_example, "var_residual": ms_residual, "share": share}
+    if y.ndim < 2 or y.shape[-2] < 2 or y.shape[-1] < 2:
+        raise ValueError(f"variance components need at least 2 seeds and 2 examples, got {y.shape[-2:]}")
+    out = anova_components(y[..., None, :, :])
+    return {
+        "var_seed": out["seed_within_model"],
+        "var_example": out["example"],
+        "var_residual": out["residual"],
+        "share": out["seed_within_model_share"],
+    }
 
 
 def seed_share(values: np.ndarray, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> dict:

@@ -5,23 +5,10 @@ accuracies, Holm's step-down correction (:func:`holm`), claim 1's mixed-model di
 numpy/scipy/pandas/statsmodels: no torch, no project imports.
 
 **Nested variance components.** ``y[m, s, e]``: one score for model ``m``, fine-tuning seed ``s`` of that
-model (seed ``s`` of two models are different fine-tunings: seeds are nested in models) and evaluation
-example ``e`` (the same examples for every model and seed: examples are crossed with both). The balanced
-random-effects model ``y_mse = mu + a_m + b_s(m) + c_e + (ac)_me + eps_mse`` has the ANOVA mean squares
-(``M`` models, ``S`` seeds per model, ``E`` examples; bars are means over the dotted indices)
-
-- ``MS_model = S E sum_m (y_m.. - y...)^2 / (M - 1)``
-- ``MS_seed = E sum_ms (y_ms. - y_m..)^2 / (M (S - 1))``
-- ``MS_example = M S sum_e (y_..e - y...)^2 / (E - 1)``
-- ``MS_model_x_example = S sum_me (y_m.e - y_m.. - y_..e + y...)^2 / ((M - 1)(E - 1))``
-- ``MS_residual = sum_mse (y_mse - y_ms. - y_m.e + y_m..)^2 / (M (S - 1)(E - 1))``
-
-with expectations ``E[MS_residual] = s2_r``, ``E[MS_mxe] = s2_r + S s2_me``, ``E[MS_seed] = s2_r + E s2_s``,
-``E[MS_example] = s2_r + S s2_me + M S s2_e`` and ``E[MS_model] = s2_r + S s2_me + E s2_s + S E s2_m`` (the
-expected-mean-squares rules for balanced designs, Searle, Casella & McCulloch 1992, *Variance Components*, Sec. 4.6
-and Table 4.x for nested/crossed factors; Montgomery, *Design and Analysis of Experiments*, Ch. 14). Solving gives
-the method-of-moments (ANOVA) estimates of :func:`nested_components`, negative estimates clipped at 0. Their
-intervals (:func:`nested_components_ci`) are percentile bootstraps that resample the seeds within each model and the
+model (seeds nested in models) and evaluation example ``e`` (crossed with both): the ANOVA estimates of
+:func:`itermask.reporting.variance.anova_components` (formulas and sources there; the one estimator, also of the
+seed sensitivity), checked for at least 2 models by :func:`nested_components`. Their intervals
+(:func:`nested_components_ci`) are percentile bootstraps that resample the seeds within each model and the
 examples, both with replacement (the models are few and fixed: they are not resampled, so the model component's
 interval reflects seed and example noise only).
 
@@ -65,6 +52,7 @@ from scipy import stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from itermask.reporting.seeds import kendall_w
+from itermask.reporting.variance import COMPONENTS, anova_components
 
 __all__ = [
     "nested_components",
@@ -77,13 +65,11 @@ __all__ = [
     "mixed_model_differences",
 ]
 
-#: the variance components of :func:`nested_components`, in report order
-COMPONENTS = ("model", "seed_within_model", "example", "model_x_example", "residual")
-
 
 def nested_components(values: np.ndarray) -> dict[str, np.ndarray]:
     """ANOVA variance components of ``values`` ``[..., M, S, E]`` (models x seeds within model x examples,
-    any leading batch dimensions), see the module docstring.
+    any leading batch dimensions): :func:`itermask.reporting.variance.anova_components` (the formulas there),
+    for the claims' design of at least 2 models.
 
     Returns:
         ``{component: array of the leading shape}`` for :data:`COMPONENTS` (variances, in the score's unit
@@ -94,42 +80,9 @@ def nested_components(values: np.ndarray) -> dict[str, np.ndarray]:
         ValueError: with fewer than 2 models, 2 seeds per model or 2 examples, or NaN values.
     """
     y = np.asarray(values, dtype=np.float64)
-    if y.ndim < 3:
-        raise ValueError(f"nested variance components need values [models, seeds, examples], got shape {y.shape}")
-    n_models, n_seeds, n_examples = y.shape[-3:]
-    if n_models < 2 or n_seeds < 2 or n_examples < 2:
-        raise ValueError(
-            "nested variance components need at least 2 models, 2 seeds per model and 2 examples, got "
-            f"{n_models} x {n_seeds} x {n_examples}"
-        )
-    if np.isnan(y).any():
-        raise ValueError("nested variance components need a value for every model, seed and example")
-    axes = (-3, -2, -1)
-    grand = y.mean(axis=axes, keepdims=True)
-    model = y.mean(axis=(-2, -1), keepdims=True)  # y_m..
-    cell = y.mean(axis=-1, keepdims=True)  # y_ms.
-    example = y.mean(axis=(-3, -2), keepdims=True)  # y_..e
-    model_example = y.mean(axis=-2, keepdims=True)  # y_m.e
-    ms_model = n_seeds * n_examples * ((model - grand) ** 2).sum(axis=axes) / (n_models - 1)
-    ms_seed = n_examples * ((cell - model) ** 2).sum(axis=axes) / (n_models * (n_seeds - 1))
-    ms_example = n_models * n_seeds * ((example - grand) ** 2).sum(axis=axes) / (n_examples - 1)
-    interaction = model_example - model - example + grand
-    ms_mxe = n_seeds * (interaction**2).sum(axis=axes) / ((n_models - 1) * (n_examples - 1))
-    residual = y - cell - model_example + model
-    ms_residual = (residual**2).sum(axis=axes) / (n_models * (n_seeds - 1) * (n_examples - 1))
-    out = {
-        "model": np.clip((ms_model - ms_mxe - ms_seed + ms_residual) / (n_seeds * n_examples), 0, None),
-        "seed_within_model": np.clip((ms_seed - ms_residual) / n_examples, 0, None),
-        "example": np.clip((ms_example - ms_mxe) / (n_models * n_seeds), 0, None),
-        "model_x_example": np.clip((ms_mxe - ms_residual) / n_seeds, 0, None),
-        "residual": ms_residual,
-    }
-    total = sum(out[c] for c in COMPONENTS)
-    out["total"] = total
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for c in COMPONENTS:
-            out[f"{c}_share"] = np.where(total > 0, out[c] / np.where(total > 0, total, 1), np.nan)
-    return out
+    if y.ndim >= 3 and y.shape[-3] < 2:
+        raise ValueError(f"nested variance components need at least 2 models, got {y.shape[-3]}")
+    return anova_components(y)
 
 
 def nested_components_ci(
