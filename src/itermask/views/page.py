@@ -2,21 +2,20 @@
 :class:`ExampleViews`, :class:`Html`) and their HTML (:func:`render_example`, :func:`render_page`).
 
 The HTML uses inline CSS and inline SVG only: no JavaScript, no external assets, so it can be mailed, put in
-a W&B ``wandb.Html`` or shown in a notebook. Every text from the data (tokens, class names, method names,
-reasons) is escaped (:func:`html.escape` with ``quote=True``); tokens sit in ``<bdi>`` inside ``dir="auto"``
-blocks, so right-to-left text displays in its own direction without reordering its neighbours. Texts longer
-than ``max_tokens`` (default :data:`MAX_TOKENS`) are cut, with a visible marker saying how many tokens are not
-shown. Plain Python (no torch).
+a W&B ``wandb.Html`` or shown in a notebook. The markup is in Jinja2 templates (``views/templates``) with
+autoescaping on: every text from the data (tokens, class names, method names, reasons) is escaped. Tokens sit
+in ``<bdi>`` inside ``dir="auto"`` blocks, so right-to-left text displays in its own direction without
+reordering its neighbours. Texts longer than ``max_tokens`` (default :data:`MAX_TOKENS`) are cut, with a
+visible marker saying how many tokens are not shown. Plain Python (no torch).
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
 
 __all__ = [
     "MAX_TOKENS",
@@ -61,11 +60,6 @@ font-size:12px;font-weight:600}
 """
 
 
-def _esc(text: Any) -> str:
-    """``text`` escaped for HTML content and (double- or single-quoted) attribute values."""
-    return html.escape(str(text), quote=True)
-
-
 def _num(value: float, digits: int = 3) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
@@ -92,38 +86,38 @@ def _scale(scores: Sequence[float]) -> float:
     return max((abs(s) for s in scores if s is not None and math.isfinite(s)), default=0.0)
 
 
-def _tokens_html(view: ExampleView, shown: int, cell) -> str:
-    """The first ``shown`` tokens as ``<bdi>`` spans, ``cell(i) -> (classes, style, title)`` per token,
-    with a marker between segments of a sentence pair."""
-    parts, previous_segment = [], None
+@cache
+def _templates():
+    """The Jinja2 environment of ``views/templates`` (autoescaping on: every value from the data is escaped)."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def _cells(view: ExampleView, shown: int, cell) -> list[dict]:
+    """The first ``shown`` tokens as the template's cells, ``cell(i) -> (classes, style, title)`` per token: the
+    shown text, a segment marker before the first token of the next segment of a sentence pair, a space before a
+    token that does not continue the previous word."""
+    out, previous_segment = [], None
     special = view.special or [False] * len(view.tokens)
     for i in range(shown):
         text, joins = _display(view.tokens[i])
         segment = view.segments[i]
-        if segment >= 0 and previous_segment is not None and previous_segment >= 0 and segment != previous_segment:
-            parts.append('<span class="imx-seg" title="next segment">‖</span>')
+        mark = segment >= 0 and previous_segment is not None and previous_segment >= 0 and segment != previous_segment
         if segment >= 0:
             previous_segment = segment
         classes, style, title = cell(i)
-        if special[i]:
-            classes = f"{classes} imx-sp"
-        if parts and not joins:
-            parts.append(" ")
-        style_attr = f' style="{style}"' if style else ""
-        parts.append(
-            f'<bdi class="imx-tok {classes}"{style_attr} title="{_esc(title)}" data-pos="{i}">{_esc(text)}</bdi>'
-        )
-    return "".join(parts)
+        classes = f"{classes} imx-sp" if special[i] else classes
+        out.append({"pos": i, "text": text, "classes": classes, "style": style, "title": title,
+                    "segment_mark": mark, "space": bool(out) and not joins})  # fmt: skip
+    return out
 
 
-def _cut_marker(view: ExampleView, shown: int) -> str:
-    hidden = len(view.tokens) - shown
-    if hidden <= 0:
-        return ""
-    return f'<span class="imx-cut" title="text cut at {shown} tokens">… {hidden} more tokens not shown</span>'
-
-
-def _heatmap(view: ExampleView, method: MethodView, shown: int) -> str:
+def _heatmap(view: ExampleView, method: MethodView, shown: int) -> dict:
     scale = _scale(method.scores[:shown])
 
     def cell(i: int):
@@ -131,70 +125,50 @@ def _heatmap(view: ExampleView, method: MethodView, shown: int) -> str:
         title = f"score {_num(score, 4)}" + (f", rank {rank}" if rank is not None else ", not maskable")
         return "imx-heat", f"background:{_colour(score, scale)}", title
 
-    return f'<div class="imx-text" dir="auto">{_tokens_html(view, shown, cell)}{_cut_marker(view, shown)}</div>'
+    return {"method": method.method, "cells": _cells(view, shown, cell)}
 
 
-def _curve_svg(trajectory: Trajectory, width: int = 280, height: int = 150) -> str:
-    """The target probability against the grid, the first flip marked by a red ring and dashed line."""
+def _curve(trajectory: Trajectory, width: int = 280, height: int = 150) -> dict:
+    """The coordinates of the target probability against the grid (the template draws them), the first flip
+    marked by a red ring and dashed line."""
     left, right, top, bottom = 34, 10, 10, 28
     xs, ps = trajectory.x, trajectory.probability
     x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
     span = (x_hi - x_lo) or 1.0
 
-    def px(x: float) -> float:
-        return left + (x - x_lo) / span * (width - left - right)
+    def px(x: float) -> str:
+        return f"{left + (x - x_lo) / span * (width - left - right):.1f}"
 
-    def py(p: float) -> float:
-        p = 0.0 if not math.isfinite(p) else p
-        return top + (1 - p) * (height - top - bottom)
+    def py(p: float) -> str:
+        return f"{top + (1 - (0.0 if not math.isfinite(p) else p)) * (height - top - bottom):.1f}"
 
-    points = " ".join(f"{px(x):.1f},{py(p):.1f}" for x, p in zip(xs, ps) if math.isfinite(p))
-    label = "masked fraction" if trajectory.steps == "fraction" else "tokens masked"
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="target probability per masking step ({_esc(trajectory.schedule)})">',
-        f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-        'fill="#fafafa" stroke="#ccc"/>',
-    ]
-    for p in (0.0, 0.5, 1.0):
-        out.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{py(p):.1f}" y2="{py(p):.1f}" stroke="#e4e4e4"/>'
-            f'<text x="{left - 4}" y="{py(p) + 3:.1f}" text-anchor="end">{p:g}</text>'
-        )
-    out.append(f'<text x="{left}" y="{height - 4}">{_num(x_lo, 2)}</text>')
-    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">{_num(x_hi, 2)}</text>')
-    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 4}" text-anchor="middle">{label}</text>')
-    out.append(f'<text x="4" y="{top + 2}" transform="rotate(90 4 {top + 2})">p(target)</text>')
-    if points:
-        out.append(f'<polyline points="{points}" fill="none" stroke="#1f5fbf" stroke-width="1.8"/>')
-        for x, p in zip(xs, ps):
-            if math.isfinite(p):
-                out.append(f'<circle cx="{px(x):.1f}" cy="{py(p):.1f}" r="2.2" fill="#1f5fbf"/>')
-    f = trajectory.flip_step
+    dots = [(px(x), py(p)) for x, p in zip(xs, ps) if math.isfinite(p)]
+    f, flip = trajectory.flip_step, None
     if f is not None and 0 <= f < len(xs):
-        cx, cy = px(xs[f]), py(ps[f])
-        out.append(
-            f'<line class="imx-flipline" x1="{cx:.1f}" x2="{cx:.1f}" y1="{top}" y2="{height - bottom}" '
-            'stroke="#d22" stroke-dasharray="3,2"/>'
-            f'<circle class="imx-flip-point" cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="none" stroke="#d22" '
-            'stroke-width="2"/>'
-            f'<text x="{min(cx + 4, width - right - 22):.1f}" y="{top + 10}" fill="#d22">flip</text>'
-        )
-    out.append("</svg>")
-    return "".join(out)
+        flip = {"x": px(xs[f]), "y": py(ps[f]), "text_x": f"{min(float(px(xs[f])) + 4, width - right - 22):.1f}"}
+    return {
+        **{"width": width, "height": height, "left": left, "top": top, "x_end": width - right},
+        **{"plot_width": width - left - right, "plot_height": height - top - bottom, "bottom_y": height - bottom},
+        "schedule": trajectory.schedule,
+        "grid": [{"y": py(p), "label_y": f"{float(py(p)) + 3:.1f}", "label": f"{p:g}"} for p in (0.0, 0.5, 1.0)],
+        "x_lo": _num(x_lo, 2),
+        "x_hi": _num(x_hi, 2),
+        "x_mid": f"{(left + width - right) / 2:.0f}",
+        "label": "masked fraction" if trajectory.steps == "fraction" else "tokens masked",
+        "points": " ".join(f"{x},{y}" for x, y in dots),
+        "dots": dots,
+        "flip": flip,
+    }
 
 
-def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, shown: int) -> str:
-    """The steps table (x, probability, masked tokens) next to the curve, folded in a ``<details>`` whose summary
-    names the method, the schedule and the first decision flip."""
-    rows = []
+def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, shown: int) -> dict:
+    """The steps (x, probability, masked tokens) beside the curve, folded in the template's ``<details>`` whose
+    summary names the method, the schedule and the first decision flip."""
     unit = "fraction" if trajectory.steps == "fraction" else "tokens"
-    before: set[int] = set()
+    rows, before = [], set()
     for s, (x, p) in enumerate(zip(trajectory.x, trajectory.probability)):
-        flip = trajectory.flip_step is not None and s == trajectory.flip_step
-        if trajectory.masked is None:
-            tokens = "<i>positions not recorded</i>"
-        else:
+        cells = None
+        if trajectory.masked is not None:
             now = set(trajectory.masked[s])
 
             def cell(i: int, now=now, before=before):
@@ -202,30 +176,21 @@ def _trajectory(view: ExampleView, method: MethodView, trajectory: Trajectory, s
                     return ("imx-m imx-new" if i not in before else "imx-m"), "", "masked"
                 return "", "", ""
 
-            tokens = f'<div class="imx-steps" dir="auto">{_tokens_html(view, shown, cell)}</div>'
-            before = now
-        mark, row_class = (" (flip)", ' class="imx-flip"') if flip else ("", "")
-        rows.append(f"<tr{row_class}><td>{_num(x, 2)}</td><td>{_num(p)}{mark}</td><td>{tokens}</td></tr>")
-    table = (
-        f"<table><thead><tr><th>{unit}</th><th>p(target)</th><th>masked (dark; new at the step: outlined)</th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-    title = f"{_esc(method.method)} · {_esc(trajectory.schedule)}"
+            cells, before = _cells(view, shown, cell), now
+        rows.append({"x": _num(x, 2), "p": _num(p), "flip": s == trajectory.flip_step, "cells": cells})
     flip = (
         f"decision flips at step {trajectory.flip_step} ({unit} {_num(trajectory.x[trajectory.flip_step], 2)})"
         if trajectory.flip_step is not None
         else "the decision never flips"
     )
-    return (  # folded: one line per method and schedule until opened (the heatmaps above stay open)
-        f'<details class="imx-fold"><summary>{title} <span class="imx-meta">— {flip}</span></summary>'
-        f'<div class="imx-traj"><div>{_curve_svg(trajectory)}</div><div>{table}</div></div></details>'
-    )
+    return {"method": method.method, "schedule": trajectory.schedule, "unit": unit, "rows": rows, "flip": flip,
+            "svg": _curve(trajectory)}  # fmt: skip
 
 
 def render_example(view: ExampleView, max_tokens: int = MAX_TOKENS) -> str:
-    """One example as a self-contained HTML fragment (a ``<section class="imx">`` with its ``<style>``), showing
-    ``max_tokens`` tokens (at least 1) in the heatmaps and trajectory rows; a longer text is cut after them with a
-    visible "… N more tokens not shown" marker.
+    """One example as a self-contained HTML fragment (a ``<section class="imx">`` with its ``<style>``; the
+    template ``views/templates/example.html.j2``), showing ``max_tokens`` tokens (at least 1) in the heatmaps and
+    trajectory rows; a longer text is cut after them with a visible "… N more tokens not shown" marker.
 
     Raises:
         ValueError: if ``max_tokens < 1``.
@@ -233,38 +198,30 @@ def render_example(view: ExampleView, max_tokens: int = MAX_TOKENS) -> str:
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     shown = min(len(view.tokens), int(max_tokens))
-    label = view.class_name(view.label) if view.label is not None else "unknown"
-    meta = (
-        f"label <b>{_esc(label)}</b> · prediction <b>{_esc(view.class_name(view.prediction))}</b> · "
-        f"target <b>{_esc(view.class_name(view.target))}</b>, p = {_num(view.clean_probability)} on the clean input"
-        f" · {len(view.tokens)} tokens"
-    )
-    reason = f' <span class="imx-reason">{_esc(view.reason)}</span>' if view.reason else ""
-    parts = [
-        f'<section class="imx" data-example="{_esc(view.example_id)}"><style>{CSS}</style>',
-        f"<h3>example {_esc(view.example_id)}{reason}</h3>",
-        f'<div class="imx-meta">{meta}</div>',
-    ]
-    for method in view.methods.values():
-        parts.append(f'<div class="imx-method">{_esc(method.method)}: saliency</div>')
-        parts.append(_heatmap(view, method, shown))
-    for method in view.methods.values():
-        for trajectory in method.trajectories.values():
-            parts.append(_trajectory(view, method, trajectory, shown))
-    parts.append("</section>")
-    return "\n".join(parts)
+    data = {
+        "example_id": view.example_id,
+        "reason": view.reason,
+        "label": view.class_name(view.label) if view.label is not None else "unknown",
+        "prediction": view.class_name(view.prediction),
+        "target": view.class_name(view.target),
+        "probability": _num(view.clean_probability),
+        "n_tokens": len(view.tokens),
+        "shown": shown,
+        "hidden": len(view.tokens) - shown,
+        "heatmaps": [_heatmap(view, m, shown) for m in view.methods.values()],
+        "trajectories": [
+            _trajectory(view, m, t, shown) for m in view.methods.values() for t in m.trajectories.values()
+        ],
+    }
+    return _templates().get_template("example.html.j2").render(v=data, css=CSS)
 
 
 def render_page(views: Iterable[ExampleView], title: str = "itermask examples", max_tokens: int = MAX_TOKENS) -> str:
-    """A complete UTF-8 HTML document of ``views`` (:func:`render_example` each)."""
-    body = "\n".join(render_example(v, max_tokens) for v in views)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_esc(title)}</title></head>\n<body>\n"
-        f'<h1 style="font-family:system-ui,sans-serif">{_esc(title)}</h1>\n'
-        f"{body}\n</body></html>\n"
-    )
+    """A complete UTF-8 HTML document of ``views`` (:func:`render_example` each; ``views/templates/page.html.j2``)."""
+    from markupsafe import Markup
+
+    body = Markup("\n".join(render_example(v, max_tokens) for v in views))
+    return _templates().get_template("page.html.j2").render(title=title, body=body) + "\n"
 
 
 class Html(str):
