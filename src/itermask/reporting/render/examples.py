@@ -4,11 +4,12 @@ with their reasons, as Markdown lines (``report.md``) and as HTML with each pick
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from itermask.formatting import md_escape
 from itermask.reporting.examples import Pick
 from itermask.reporting.model import Report
+from itermask.reporting.render.templates import render
 
 __all__ = ["examples_html", "examples_markdown", "MAX_TOKENS"]
 
@@ -26,19 +27,12 @@ def _views_html(picks: list[Pick]) -> str:
 def examples_html(report: Report, picks: list[Pick], notes: list[str]) -> str:
     """The examples section as HTML: per group, its picks' per-example views (the reason in each view's
     header), then the notes."""
-    out = [
-        '<h2 id="examples">Examples</h2>',
-        "<p>Chosen from the jobs' per-example files, each with the reason it was picked (highlighted in its "
-        "header). The heatmap colours each token by the method's saliency (red: positive, blue: negative; hover "
-        "for the score and masking rank); the rows below show which tokens each masking step removed and the "
-        "target probability curve, the first decision flip marked.</p>",
-    ]
+    groups = []
     for label in report.groups:
         mine = [p for p in picks if p.label == label]
         if mine:
-            out += [f"<h3>{html.escape(' / '.join(label))}</h3>", _views_html(mine)]
-    out += [f"<p><i>{html.escape(note)}</i></p>" for note in notes]
-    return "\n".join(out)
+            groups.append({"label": " / ".join(label), "views": Markup(_views_html(mine))})
+    return render("examples.html.j2", groups=groups, notes=notes)
 
 
 def examples_markdown(picks: list[Pick], notes: list[str]) -> list[str]:

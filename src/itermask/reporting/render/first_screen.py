@@ -6,7 +6,6 @@ AOPC bins that mask no token for most examples (:func:`empty_bin_notes`). Everyt
 
 from __future__ import annotations
 
-import html
 import math
 import re
 import textwrap
@@ -19,6 +18,7 @@ from itermask.formatting import number
 from itermask.reporting.empty_bins import empty_bins
 from itermask.reporting.model import GROUP, Report, series_rows
 from itermask.reporting.render.plots import png, pyplot
+from itermask.reporting.render.templates import render
 
 __all__ = ["readable_name", "findings", "forest_figure", "method_table_html", "empty_bin_notes"]
 
@@ -204,14 +204,8 @@ def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = Non
     if frame.empty:
         return ""
     notes = notes or {}
-    pct = report.percent
     scores = list(dict.fromkeys(frame["score"]))
-    head = "".join(
-        f'<th><abbr title="metric key: {html.escape(s)}">{html.escape(readable_name(s))}</abbr><sup>{i + 1}</sup>'
-        f"<br><small>method − random [{pct} % CI]</small></th>"
-        for i, s in enumerate(scores)
-    )
-    body, marks = [], {}
+    rows, marks = [], {}
     for keys, sub in frame.groupby([*GROUP, "schedule"], sort=False):
         key = cast(tuple, keys)  # grouped by a list of columns: a tuple
         label, schedule = key[: len(GROUP)], key[-1]
@@ -219,25 +213,20 @@ def method_table_html(report: Report, notes: dict[tuple, list[str]] | None = Non
         for score in scores:
             row = sub[sub.score == score]
             if row.empty:
-                cells.append("<td>n/a</td>")
+                cells.append(None)
                 continue
             r = row.iloc[0]
-            mark = ""
             for note in notes.get((label, score), []):
-                if note not in marks:
-                    marks[note] = "†" * (len(marks) + 1)
-                mark += f'<sup title="{html.escape(note)}">{marks[note]}</sup>'
-            cells.append(
-                f"<td><b>{number(r['mean'])}</b>{mark}<br><small>{number(r['difference'])} "
-                f"[{number(r['ci_low'])}, {number(r['ci_high'])}]</small></td>"
-            )
-        where = " · ".join(html.escape(str(label[i])) for i in (0, 1, 3))
-        name = f"{html.escape(label[2])}<br><small>{where}</small>"
-        body.append(f"<tr><td>{name}</td><td>{html.escape(str(schedule))}</td>{''.join(cells)}</tr>")
-    footnotes = [f"<sup>{i + 1}</sup> <code>{html.escape(s)}</code>" for i, s in enumerate(scores)]
-    footnotes += [f"{mark} {html.escape(note)}" for note, mark in marks.items()]
-    return (
-        '<table class="imx-methods"><thead><tr><th>method</th><th>schedule</th>'
-        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        f'<p class="imx-foot"><small>Metric keys: {" · ".join(footnotes)}</small></p>'
+                marks.setdefault(note, "†" * (len(marks) + 1))
+            cells.append({"mean": number(r["mean"]), "difference": number(r["difference"]),
+                          "low": number(r["ci_low"]), "high": number(r["ci_high"]),
+                          "notes": [{"note": n, "mark": marks[n]} for n in notes.get((label, score), [])]})  # fmt: skip
+        where = " · ".join(str(label[i]) for i in (0, 1, 3))
+        rows.append({"method": label[2], "where": where, "schedule": str(schedule), "cells": cells})
+    return render(
+        "method_table.html.j2",
+        scores=[{"key": s, "name": readable_name(s)} for s in scores],
+        rows=rows,
+        pct=report.percent,
+        marks=[{"note": n, "mark": m} for n, m in marks.items()],
     )

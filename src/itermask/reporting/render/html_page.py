@@ -2,37 +2,32 @@
 Markdown report (:func:`build`): a figure-first first screen (:mod:`itermask.reporting.render.first_screen`) and
 the examples section with the per-example views (:mod:`itermask.reporting.render.examples`). ``report.html`` is
 self-contained: every figure is a base64 ``data:`` URI (:func:`embedded`), the views are inline HTML and CSS,
-nothing is fetched. ``report.md`` gets the same first screen and the list of chosen examples."""
+nothing is fetched. ``report.md`` gets the same first screen and the list of chosen examples. The markup is in
+Jinja2 templates (``reporting/render/templates``, autoescaped)."""
 
 from __future__ import annotations
 
 import base64
-import html
 from dataclasses import dataclass
 from pathlib import Path
+
+from markupsafe import Markup
 
 from itermask.formatting import md_escape
 from itermask.reporting.examples import pick_examples
 from itermask.reporting.model import Report
 from itermask.reporting.render.examples import examples_html, examples_markdown
 from itermask.reporting.render.first_screen import empty_bin_notes, findings, forest_figure, method_table_html
+from itermask.reporting.render.templates import render
 from itermask.reporting.sweep import FILES
 from itermask.storage.files import write_bytes_atomic
 
-__all__ = ["Page", "build", "embedded", "render_html", "MARKER", "CSS", "FOREST"]
+__all__ = ["Page", "build", "embedded", "render_html", "MARKER", "FOREST"]
 
 #: where the first screen goes in the report's HTML (an HTML comment the Markdown carries through)
 MARKER = "<!-- itermask:first-screen -->"
 #: the forest plot's image key and file name under ``report_files/``
 FOREST = "forest"
-CSS = """
-.imx-first { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 1em; margin: 0 0 1.5em; background: #fcfcfc; }
-.imx-first h2 { margin-top: 0.2em; }
-.imx-findings li { margin: 0.25em 0; }
-table.imx-methods td, table.imx-methods th { text-align: left; vertical-align: top; }
-.imx-note { background: #fff4d6; border-radius: 3px; padding: 0.3em 0.6em; font-size: 0.9em; }
-abbr { text-decoration: underline dotted; cursor: help; }
-"""
 
 
 @dataclass
@@ -68,32 +63,10 @@ def build(report: Report, files: Path, written: dict, images: dict[str, str]) ->
         markdown += [f"![method minus random, every method, schedule and model]({images[FOREST]})", ""]
     lines = [f"{' / '.join(label)}, {score}: {note}" for (label, score), texts in notes.items() for note in texts]
     markdown += [f"> **AOPC bins:** {md_escape(line)}" for line in lines] + ([""] if notes else [])
-    first = ['<section class="imx-first" id="first-screen"><h2>What this run found</h2>']
-    if sentences:
-        first.append('<ul class="imx-findings">' + "".join(f"<li>{html.escape(s)}</li>" for s in sentences) + "</ul>")
-    if forest is not None:
-        uri = "data:image/png;base64," + base64.b64encode(forest).decode("ascii")
-        first.append(f'<img class="imx-forest" alt="forest plot of method minus random" src="{uri}">')
-    first.append(method_table_html(report, notes))
-    first.append('<p><a href="#examples">Examples</a> with their per-example views are at the end.</p></section>')
-    return Page(
-        markdown, "\n".join(first), examples_markdown(picks, pick_notes), examples_html(report, picks, pick_notes)
-    )
-
-
-HTML = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; }}
-table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }}
-th {{ background: #f3f3f3; }} td:nth-child(-n+3) {{ text-align: left; }}
-img {{ max-width: 100%; }} code {{ background: #f3f3f3; }}
-{first_screen_css}
-</style></head><body>
-{body}
-</body></html>
-"""
+    uri = None if forest is None else "data:image/png;base64," + base64.b64encode(forest).decode("ascii")
+    table = Markup(method_table_html(report, notes))
+    first = render("first_screen.html.j2", findings=sentences, forest=uri, table=table)
+    return Page(markdown, first, examples_markdown(picks, pick_notes), examples_html(report, picks, pick_notes))
 
 
 def render_html(markdown: str, title: str, first_screen: str = "", appendix: str = "") -> str:
@@ -104,4 +77,4 @@ def render_html(markdown: str, title: str, first_screen: str = "", appendix: str
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
     # the first screen goes where the Markdown marks it (under the title), else first
     body = body.replace(MARKER, first_screen, 1) if MARKER in body else first_screen + body
-    return HTML.format(title=html.escape(title), body=f"{body}\n{appendix}", first_screen_css=CSS)
+    return render("report.html.j2", title=title, body=Markup(f"{body}\n{appendix}"))
