@@ -224,6 +224,8 @@ def evaluate(
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses
 
     methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation, precision)
+    if compare_random not in (True, False):  # "no" would be truthy
+        raise ValueError(f"compare_random must be True or False, got {compare_random!r}")
     examples = read_examples(data, labels, text_column, text_pair_column, label_column)
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR

@@ -160,7 +160,8 @@ def _aopc_line(result: dict, method: str | None) -> str:
                 values.append(f"{score} {number(summary[key])}{difference}")
         parts.append(f"{schedule} " + ", ".join(values))
     versus = " (minus random in brackets)" if relative else ""
-    return f"{method} {aggregate.upper().replace('_', ' ')} ({quantity}){versus}: " + "; ".join(parts)
+    n = f" over {result['n_evaluated']} explained examples" if result.get("n_evaluated") is not None else ""
+    return f"{method} {aggregate.upper().replace('_', ' ')} ({quantity}){n}{versus}: " + "; ".join(parts)
 
 
 def summary_lines(result: dict, job_dir: Path | None = None) -> list[str]:
@@ -293,7 +294,10 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
         node = config
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf not in node:
+        top = parents[0] if parents else None
+        if node is None and top in config and config[top] is None and (conf_dir / top / "on.yaml").is_file():
+            hints.append(f"hint: {key} is a setting of {top}, which is off: add {top}=on (conf/{top}/on.yaml)")
+        elif isinstance(node, dict) and leaf not in node:
             section, near = ".".join(parents), closest(leaf, sorted(map(str, node)))
             better = f"did you mean {section}.{near}?" if near else f"its settings: {sorted(map(str, node))}"
             hints.append(f"hint: {key} is not a setting of {section} ({better})")

@@ -318,7 +318,7 @@ def _hint_unknown_keys(config_name: str | None) -> bool:
         print(line, file=sys.stderr)
     if hints:
         print(
-            "error: a setting above does not exist: correct its name (`--help` lists the groups; "
+            "error: a setting above does not exist as given: see its hint (`--help` lists the groups; "
             "`--cfg job` prints every setting). Nothing was run.",
             file=sys.stderr,
         )

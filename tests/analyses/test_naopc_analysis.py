@@ -161,7 +161,7 @@ def test_max_examples_bounds_a_subset_and_every_reader_says_so(tmp_path, tiny_be
     result = _run(tmp_path, tiny_bert_dir, "subset", "naopc.max_examples=2")
     section = result["naopc"]
     b = section["bounds"]
-    assert (b["n_examples"], b["n_unbounded"], b["n_exact"] + b["n_beam"]) == (4, 2, 2)
+    assert (b["n_examples"], b["n_bounded"], b["n_unbounded"], b["n_exact"] + b["n_beam"]) == (4, 2, 2, 2)
     assert b["subset"].startswith("bounds for 2 of the 4 evaluated examples (naopc.max_examples=2")
     examples = pd.read_parquet(tmp_path / "sweep" / "subset" / "per_example" / "examples.parquet")
     chosen = bounded_subset(examples.example_id.to_numpy(), 2)

@@ -375,6 +375,7 @@ def test_a_classifier_predicting_one_class_is_flagged_in_warnings_and_first_in_t
     name = result.result["label_names"][1] if "label_names" in result.result else tiny_bert.config.id2label[1]
     assert f"predicts class {name!r} for all 3" in result.warnings[0] and name != "1"
     assert result.warnings == [model_check_line(result.result)]
+    assert result.warnings[0].endswith("without fine-tuning here: check that it is trained for these labels")
     html = result._repr_html_()
     assert html.index("these faithfulness scores mean nothing") < html.index("itermask: masking scores")
 
@@ -398,3 +399,8 @@ def test_quiet_lightning_hides_the_datasets_progress_bars_and_restores_them(capf
         pass
     assert not datasets_logging.is_progress_bar_enabled()  # a user's "off" stays off
     datasets_logging.enable_progress_bar()
+
+
+def test_compare_random_must_be_a_boolean(tiny_bert, tokenizer):
+    with pytest.raises(ValueError, match="compare_random must be True or False, got 'no'"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, compare_random="no")

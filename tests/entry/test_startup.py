@@ -157,4 +157,9 @@ def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
     (hint,) = unknown_key_hints(["evaluation.qqqq=1"], conf, "evaluate")
     assert hint.startswith("hint: evaluation.qqqq is not a setting of evaluation (its settings: ['aopc_bins', ")
     assert unknown_key_hints(["evaluation.n_examples=8", "model.pretrained=x"], conf, "evaluate") == []
+    # a setting of an analysis left off: say how to turn it on (Hydra would advise "+naopc.max_examples")
+    assert unknown_key_hints(["naopc.max_examples=3"], conf, "evaluate") == [
+        "hint: naopc.max_examples is a setting of naopc, which is off: add naopc=on (conf/naopc/on.yaml)"
+    ]
+    assert unknown_key_hints(["naopc=on", "naopc.max_examples=3"], conf, "evaluate") == []
     assert unknown_key_hints(["a.b=1"], conf, "no_such_config") == []

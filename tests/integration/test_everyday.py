@@ -347,7 +347,8 @@ def test_score_summary_has_three_lines_with_the_results_values():
     }
     assert console.summary_lines(result) == [
         "accuracy (fraction correct): test 0.812 on 1342 examples (majority class 0.570), validation 0.802",
-        "gradient AOPC (probability) (minus random in brackets): one_shot comprehensiveness 0.250 (+0.188), "
+        "gradient AOPC (probability) over 8 explained examples (minus random in brackets): one_shot comprehensiveness "
+        "0.250 (+0.188), "
         "sufficiency 0.125; recursive comprehensiveness 0.250 (+0.188)",
         "OOD AUROC of masked vs clean inputs at 50 % masking (Mahalanobis, final layer; in [0, 1], 0.5: "
         "indistinguishable): one_shot 0.875, recursive 0.938",

@@ -178,6 +178,11 @@ def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_conso
     assert line.endswith(
         "check the fine-tuning (learning rate, epochs, train.max_train_examples) before reading its scores"
     )
+    # the advice fits how the classifier came to be: evaluated as given (the facade), or a smoke-sized fine-tuning
+    given = model_check_line({**result, "model_check": check, "fine_tuned": False})
+    assert given is not None and given.endswith("without fine-tuning here: check that it is trained for these labels")
+    smoke = model_check_line({**result, "model_check": check, "config": {"train": {"max_train_examples": 200}}})
+    assert smoke is not None and "fine-tuned on 200 training examples only" in smoke and "debug=smoke" in smoke
     lines = summary_lines({**result, "saliency": {"name": "gradient"}, "model_check": check})
     assert lines[-1] == line and sum("mean nothing" in x for x in lines) == 1  # last, once
     job = {**result, "scores": {}, "n_evaluated": 3, "n_skipped_no_maskable": 0, "model_check": check}

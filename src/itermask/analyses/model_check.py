@@ -50,8 +50,16 @@ def model_check_line(result: dict) -> str | None:
     check = result.get("model_check") or {}
     if check.get("meaningful", True):
         return None
-    return (
-        "WARNING: these faithfulness scores mean nothing: " + "; ".join(check.get("problems") or []) + ". The "
-        "classifier has learnt nothing to explain; check the fine-tuning (learning rate, epochs, "
-        "train.max_train_examples) before reading its scores"
-    )
+    config = result.get("config") or {}
+    examples = (config.get("train") or {}).get("max_train_examples")
+    if result.get("fine_tuned") is False:  # evaluated as given (train.enabled=false, or itermask.evaluate)
+        advice = "it was evaluated as given, without fine-tuning here: check that it is trained for these labels"
+    elif examples is not None and examples <= 1000:
+        advice = (
+            f"it was fine-tuned on {examples} training examples only (train.max_train_examples; debug=smoke uses "
+            "200 to test the pipeline, not to explain): fine-tune on more before reading its scores"
+        )
+    else:
+        advice = "check the fine-tuning (learning rate, epochs, train.max_train_examples) before reading its scores"
+    problems = "; ".join(check.get("problems") or [])
+    return f"WARNING: these faithfulness scores mean nothing: {problems}. The classifier has learnt nothing: {advice}"

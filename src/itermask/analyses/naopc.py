@@ -114,7 +114,7 @@ class NAOPCAnalysis(Analysis):
         if max_examples is not None and (not _whole(max_examples) or max_examples < 1):
             raise ValueError(
                 f"naopc.max_examples={max_examples!r}: give a whole number >= 1 (bound that many examples) or null "
-                "(every evaluated example)"
+                "(None in Python: every evaluated example)"
             )
         self.exact_max_features, self.beam_size = int(exact_max_features), int(beam_size)
         self.max_examples = None if max_examples is None else int(max_examples)
@@ -304,6 +304,7 @@ class NAOPCAnalysis(Analysis):
                 "n_exact": int(exact.sum()),
                 "n_beam": int((bounded & ~exact).sum()),
                 "beam_example_ids": ids[bounded & ~exact].tolist(),
+                "n_bounded": int(bounded.sum()),
                 "n_unbounded": int((~bounded).sum()),
                 "subset": None
                 if bounded.all()
