@@ -16,7 +16,10 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/python" -m pip install --quiet "$work"/dist/itermask-*.whl
 mkdir "$work/empty" && cd "$work/empty"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline ITERMASK_CACHE="$work/cache"
-"$work/venv/bin/itermask-evaluate" debug=smoke logger=csv
+# a one-job multirun, so that its report (report.html: the report's Jinja2 templates) is written too
+"$work/venv/bin/itermask-evaluate" -m debug=smoke logger=csv
+report=$(find "$work/empty/multirun" -name report.html | head -n 1)
+[ -n "$report" ] && grep -q 'id="first-screen"' "$report" || { echo "check_wheel: no report.html with its first screen" >&2; exit 1; }
 "$work/venv/bin/python" - "$work/cache" <<'PY'
 import glob
 import sys
@@ -33,6 +36,7 @@ result = itermask.evaluate(
 )
 table = result.to_pandas("aggregate")
 assert len(table) == 4, table  # gradient and random x one-shot and recursive
+assert result._repr_html_().count('class="imx"') == 2  # the notebook view: the views' Jinja2 templates shipped
 print(f"the installed wheel ({itermask.__file__}) ran the smoke job and the facade example:")
 print(table.iloc[:, :5].to_string())
 PY
