@@ -108,3 +108,14 @@ def write_sweep(root: Path, results, overrides=None):
         if result is not None:
             write_json_atomic(job / "results.json", result)
     return root
+
+
+def unpadded(text: str) -> str:
+    """``text`` with the column padding of its Markdown tables (pandas' ``to_markdown`` pads every cell to its
+    column's width) collapsed to one space on each side of a cell divider, so a row reads ``| a | b |``; escaped
+    pipes (``\\|``) inside a cell are left alone."""
+    import re
+
+    return "\n".join(
+        re.sub(r" *(?<!\\)\| *", " | ", line).strip() if line.startswith("|") else line for line in text.split("\n")
+    )

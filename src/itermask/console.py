@@ -294,8 +294,9 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
         node = config
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        top = parents[0] if parents else None
-        if node is None and top in config and config[top] is None and (conf_dir / top / "on.yaml").is_file():
+        top = parents[0] if parents else ""
+        off = isinstance(config, dict) and top in config and config[top] is None
+        if node is None and off and (conf_dir / top / "on.yaml").is_file():
             hints.append(f"hint: {key} is a setting of {top}, which is off: add {top}=on (conf/{top}/on.yaml)")
         elif isinstance(node, dict) and leaf not in node:
             section, near = ".".join(parents), closest(leaf, sorted(map(str, node)))

@@ -42,11 +42,17 @@ def md_escape(text: object) -> str:
     return _MD_RE.sub(lambda m: _MD.get(m.group(), " "), str(text))
 
 
-def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
-    """A Markdown table of ``rows`` under ``header``, every cell escaped (:func:`md_escape`)."""
-    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+def md_table(header: Sequence[object], rows: Sequence[Sequence[object]], align: Sequence[str] | None = None) -> str:
+    """A Markdown table of ``rows`` under ``header`` (``pandas.DataFrame.to_markdown``: a pipe table, with no
+    column alignment, or ``align``'s, ``"left"`` or ``"right"`` per column), every cell escaped
+    (:func:`md_escape`: neither pandas nor tabulate escapes ``|`` or markup) and kept as the text given
+    (``disable_numparse``: tabulate would reformat numeric strings)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([[md_escape(c) for c in row] for row in rows], columns=[md_escape(h) for h in header])
+    if align is None:
+        return frame.to_markdown(index=False, tablefmt="github", disable_numparse=True)
+    return frame.to_markdown(index=False, tablefmt="pipe", disable_numparse=True, colalign=tuple(align))
 
 
 def mean_pm(row) -> str:

@@ -16,6 +16,7 @@ import pytest
 import torch
 from conftest import compose_config, plan_of, run_tiny_job, tiny_bert_config
 from hydra import compose, initialize_config_dir
+from results_helpers import unpadded
 from transformers import BertForSequenceClassification
 
 from itermask import console, pipeline
@@ -161,7 +162,7 @@ def test_report_headline_shows_one_minus_cosine_and_the_note():
         columns=["explanation", "schedule", "score", "n", "mean", "std"],
     )
     lines = RemovalReferenceAnalysis.headline_lines(summary)
-    text = "\n".join(lines)
+    text = unpadded("\n".join(lines))
     assert "| pad | 0.00013 ± 2.1e-05 | 0.450 ± 0.020 |" in text and "| unk | 0.0009 ± 0.0003 | 0.620 ± 0.050 |" in text
     assert "OOD AUROC below 0.5 (pad): the Mahalanobis detector" in text
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from results_helpers import make_result, write_sweep
+from results_helpers import make_result, unpadded, write_sweep
 
 from itermask.reporting import build_report, write_report
 from itermask.studies.robust_infidelity.trust import MeasureTrust, TrustSettings, sentence, trust_table
@@ -243,7 +243,7 @@ def test_the_section_sits_after_the_claims_in_the_written_report(tmp_path):
     text = written["report.md"].read_text()
     assert "runs come from a classifier that learnt nothing" not in text
     assert text.index("## Claims") < text.index("## Which measure to trust")
-    assert "| AOPC comprehensiveness | holds up | -0.40 (27/27) | 1.00 | 0 % |" in text
+    assert "| AOPC comprehensiveness | holds up | -0.40 (27/27) | 1.00 | 0 % |" in unpadded(text)
     frame = pd.read_csv(written["measure_trust.csv"])
     assert list(frame.column)[:2] == ["aopc_comprehensiveness_prob", "srg_prob"]
 

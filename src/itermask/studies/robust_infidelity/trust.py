@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from itermask.formatting import number
+from itermask.formatting import md_table, number
 from itermask.reporting.seeds import seed_share
 from itermask.studies.robust_infidelity.comparisons import accuracy_rows, mixed_differences, with_holm
 from itermask.studies.robust_infidelity.runs import method_of, select, value, variant
@@ -458,10 +458,9 @@ def trust_markdown(table: pd.DataFrame, unlearnt: tuple[int, int] = (0, 0)) -> l
         "(Mahalanobis AUROC, mean over the masked steps). Largest difference: between models of equivalent test "
         "accuracy, in standard deviations of the measure's per-example values.",
         "",
-        "| measure | verdict | sanity rho (runs ranking) | Kendall's W | model share | largest difference "
-        "| seed share | OOD AUROC |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    header = ["measure", "verdict", "sanity rho (runs ranking)", "Kendall's W", "model share", "largest difference"]
+    rows = []
     for r in table.to_dict("records"):
         sanity = (
             f"{_cell(r['sanity_rho'], 2, True)} ({r['sanity_runs_ranking']}/{r['sanity_runs']})"
@@ -470,10 +469,9 @@ def trust_markdown(table: pd.DataFrame, unlearnt: tuple[int, int] = (0, 0)) -> l
         )
         diff = "n/a" if not math.isfinite(r["difference_in_sd"]) else f"{number(r['difference_in_sd'], 2)} sd"
         ood = "not measured" if isinstance(r["ood_note"], str) else _cell(r["ood_auroc"])
-        lines.append(
-            f"| {r['measure']} | {r['verdict']} | {sanity} | {_cell(r['kendall_w'])} | {_percent(r['model_share'])} "
-            f"| {diff} | {_percent(r['seed_share'])} | {ood} |"
-        )
+        rows.append([r["measure"], r["verdict"], sanity, _cell(r["kendall_w"]), _percent(r["model_share"]), diff])
+        rows[-1] += [_percent(r["seed_share"]), ood]
+    lines.append(md_table([*header, "seed share", "OOD AUROC"], rows, ["left"] * 2 + ["right"] * 6))
     lines += ["", *(f"- {r['sentence']}" for r in table.to_dict("records"))]
     notes = sorted({r[k] for r in table.to_dict("records") for k in ("ood_note", "why") if isinstance(r[k], str)})
     if notes:
