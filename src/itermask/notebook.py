@@ -183,7 +183,6 @@ class EvaluationResult:
         wanted = [str(key) for key in keys]
         wanted += [f"{k}_minus_random" for k in wanted[:2]]
         table = frame[[c for c in columns + wanted if c in frame.columns]].to_html(index=False, float_format="%.3f")
-        import html
+        from itermask.views.page import render_result
 
-        warned = "".join(f'<p style="color:#b00020"><b>{html.escape(w)}</b></p>' for w in self.warnings)
-        return f"<div>{warned}<h4>itermask: masking scores</h4>{table}</div>{self.views().html()}"
+        return render_result(self.warnings, table, self.views().html())

@@ -26,6 +26,7 @@ __all__ = [
     "ExampleViews",
     "render_example",
     "render_page",
+    "render_result",
 ]
 
 #: tokens shown per example (heatmap and trajectory rows); longer texts are cut with a visible marker
@@ -222,6 +223,16 @@ def render_page(views: Iterable[ExampleView], title: str = "itermask examples", 
 
     body = Markup("\n".join(render_example(v, max_tokens) for v in views))
     return _templates().get_template("page.html.j2").render(title=title, body=body) + "\n"
+
+
+def render_result(warnings: Sequence[str], table: str, views: str) -> str:
+    """The notebook view of a facade result (``views/templates/result.html.j2``): the ``warnings`` (escaped),
+    then ``table`` and ``views``, HTML the caller built (pandas' ``to_html``, :meth:`ExampleViews.html`)."""
+    from markupsafe import Markup
+
+    return (
+        _templates().get_template("result.html.j2").render(warnings=warnings, table=Markup(table), views=Markup(views))
+    )
 
 
 class Html(str):
