@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["evaluate", "EvaluationResult"]
 
 
+def _check_flag(name: str, value) -> None:
+    """Raises ``ValueError`` for a flag that is not True or False (a string such as "no" would be truthy)."""
+    if value not in (True, False):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation, precision) -> list:
     """The facade's own arguments, before any model or data work; returns the saliency methods as a list.
 
@@ -204,9 +210,8 @@ def evaluate(
         data: texts (a list, tuple, 1-D NumPy array or ``pandas.Series``), a dict of columns (``{"text": [...],
             "label": [...]}``), a ``datasets.Dataset``, a ``pandas.DataFrame`` or a CSV/TSV path, evaluated whole.
         labels: gold labels (ids or names; list, array, tensor, Series), one per text; default ``label_column``'s.
-        saliency, masking: preset names (``conf/saliency/``, ``conf/masking/``) or
-            :class:`~itermask.core.saliency.SaliencyMethod` and :class:`~itermask.core.masking.MaskingStrategy`
-            instances; ``compare_random``: also the seeded random explanation, ``seed`` its seed.
+        saliency, masking: preset names (``conf/saliency/``, ``conf/masking/``) or ``SaliencyMethod`` and
+            ``MaskingStrategy`` instances; ``compare_random`` (bool): also the seeded random explanation, ``seed``.
         batch_size: examples per batch (sorted by length); ``max_length``: tokens per example (default: what
             the tokenizer and the model's position embeddings allow, at most 512); ``device``: default the
             model's own; ``conf_dir``: the presets' folder (default the package's, :mod:`itermask.conf`).
@@ -224,8 +229,7 @@ def evaluate(
     from itermask.settings.presets import CONF_DIR, components, evaluation_settings, measure_analyses
 
     methods = _check_arguments(model, saliency, data, batch_size, max_length, device, evaluation, precision)
-    if compare_random not in (True, False):  # "no" would be truthy
-        raise ValueError(f"compare_random must be True or False, got {compare_random!r}")
+    _check_flag("compare_random", compare_random)
     examples = read_examples(data, labels, text_column, text_pair_column, label_column)
     given, pretrained, accelerator = _given(model, tokenizer, device)
     conf = Path(conf_dir) if conf_dir is not None else CONF_DIR
