@@ -404,3 +404,8 @@ def test_quiet_lightning_hides_the_datasets_progress_bars_and_restores_them(capf
 def test_compare_random_must_be_a_boolean(tiny_bert, tokenizer):
     with pytest.raises(ValueError, match="compare_random must be True or False, got 'no'"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, compare_random="no")
+
+
+def test_a_saliency_method_named_twice_is_refused_as_a_measure_is(tiny_bert, tokenizer):
+    with pytest.raises(ValueError, match=r"saliency: \['gradient'\] given more than once"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, saliency=["gradient", "gradient"])

@@ -61,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     written = write_report(report)
     for line in report.sweep.missing_lines():
         log.warning("missing: %s", line)
-    print(f"wrote {written['report.md']} and {written['report.html']} ({len(report.sweep.runs)} runs)")
+    n = len(report.sweep.runs)
+    print(f"wrote {written['report.md']} and {written['report.html']} ({n} run{'' if n == 1 else 's'})")
     if args.wandb:
         from itermask.tracking import default_wandb_mode, group_name
 

@@ -86,6 +86,9 @@ def components(saliency: list, masking, values: dict, conf_dir: Path) -> tuple[t
 
     Raises:
         ValueError, OSError: every problem together (an unknown preset names the known ones)."""
+    names = [m for m in saliency if isinstance(m, str)]
+    if repeated := sorted({n for n in names if names.count(n) > 1}):  # as a measure given twice is refused
+        raise ValueError(f"saliency: {repeated} given more than once; each method is evaluated once")
     problems, methods, strategy = Problems(), [], masking
     for method in saliency:
         with problems.collect():
