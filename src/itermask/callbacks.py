@@ -127,8 +127,13 @@ class ReportCallback(Callback):
         for line in built.sweep.missing_lines():
             log.warning("missing: %s", line)
         # the page to open last: the token views are only in report.html (report.md has the same tables)
+        n = len(built.sweep.runs)
         log.info(
-            "report: %s (%d runs; Markdown: %s)", written["report.html"], len(built.sweep.runs), written["report.md"]
+            "report: %s (%d run%s; Markdown: %s)",
+            written["report.html"],
+            n,
+            "" if n == 1 else "s",
+            written["report.md"],
         )
         logger = OmegaConf.select(config, "logger")
 
