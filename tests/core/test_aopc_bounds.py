@@ -115,6 +115,10 @@ def test_aopc_bounds_takes_exact_up_to_the_limit_then_beam():
     assert [method for _, method in found] == ["exact", "beam", "exact"]
     assert found[1][0] == beam_bounds(TableOutputs([tables[1]]), [9], beam_size=2)[0]
     assert found[2][0].upper == exact_aopc_bounds(tables[2]).upper
+    # the beam search reports each of its masking steps (here the 9 of the one beam example), for a progress bar
+    steps = []
+    again = aopc_bounds(TableOutputs(tables), sizes, 3, 2, progress=lambda k, total: steps.append((k, total)))
+    assert steps == [(k, 9) for k in range(1, 10)] and again == found
 
 
 def test_naopc_places_aopc_between_the_bounds():

@@ -258,7 +258,7 @@ class _Beam(NamedTuple):
 
 
 def beam_bounds(
-    outputs: SubsetOutputs, n_features: Sequence[int], beam_size: int = 5, weights=None
+    outputs: SubsetOutputs, n_features: Sequence[int], beam_size: int = 5, weights=None, progress=None
 ) -> list[AOPCBounds]:
     """Beam-search AOPC bounds of every example (see the module docstring): at each masking step ``k`` every
     beam of every example (both directions) is extended by every remaining feature, and the new sets of all
@@ -272,6 +272,8 @@ def beam_bounds(
         n_features: ``n`` of each example.
         beam_size: partial orderings kept per direction (the authors' main results use 5).
         weights: ``None`` (the authors' convention) or one ``[n_e + 1]`` array per example.
+        progress: called as ``progress(k, steps)`` after each masking step ``k`` of ``steps`` (the largest ``n``),
+            e.g. to advance a progress bar; ``None``: nothing.
 
     Raises:
         ValueError: for ``beam_size < 1`` or an example with ``n < 1``.
@@ -296,6 +298,8 @@ def beam_bounds(
             for d in (1, -1):
                 scored = [_Beam(s, b.score + ws[e][k] * drop[e, s], b.order + (i,)) for s, b, i in proposals[e][d]]
                 beams[e][d] = _keep(scored, d, int(beam_size))
+        if progress is not None:
+            progress(k, width)
     return [AOPCBounds(b[1][0].score, b[-1][0].score, b[1][0].order, b[-1][0].order) for b in beams]
 
 
@@ -327,9 +331,11 @@ def aopc_bounds(
     exact_max_features: int = 10,
     beam_size: int = 5,
     weights=None,
+    progress=None,
 ) -> list[tuple[AOPCBounds, str]]:
     """The bounds of every example with the method its size allows: ``(bounds, "exact")`` for ``n <=
-    exact_max_features`` (:func:`exact_bounds`), ``(bounds, "beam")`` beyond (:func:`beam_bounds`).
+    exact_max_features`` (:func:`exact_bounds`), ``(bounds, "beam")`` beyond (:func:`beam_bounds`, which calls
+    ``progress`` after each step).
 
     Raises:
         ValueError: for ``exact_max_features`` above :data:`EXACT_LIMIT` or below 0, or see the two searches.
@@ -343,7 +349,7 @@ def aopc_bounds(
     exact = [e for e, n in enumerate(sizes) if n <= exact_max_features]
     beam = [e for e, n in enumerate(sizes) if n > exact_max_features]
     found: dict[int, tuple[AOPCBounds, str]] = {}
-    for chosen, search, label in ((exact, exact_bounds, "exact"), (beam, _beam_search(beam_size), "beam")):
+    for chosen, search, label in ((exact, exact_bounds, "exact"), (beam, _beam_search(beam_size, progress), "beam")):
         if not chosen:
             continue
         part = search(_Subset(outputs, chosen), [sizes[e] for e in chosen], _pick(weights, chosen))
@@ -351,10 +357,10 @@ def aopc_bounds(
     return [found[e] for e in range(len(sizes))]
 
 
-def _beam_search(beam_size: int):
+def _beam_search(beam_size: int, progress=None):
     if int(beam_size) != beam_size or beam_size < 1:
         raise ValueError(f"naopc.beam_size must be a whole number of at least 1, got {beam_size}")
-    return lambda outputs, sizes, weights: beam_bounds(outputs, sizes, beam_size, weights)
+    return lambda outputs, sizes, weights: beam_bounds(outputs, sizes, beam_size, weights, progress)
 
 
 def _pick(weights, chosen: list[int]):
