@@ -140,6 +140,6 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # the facade, its recursive masks in the views and cached views, the W&B views page in the run folder ~100;
     # "variance": one ANOVA estimator (reporting/variance.py, its formulas moved from the claims' statistics;
     # seed_share's and the claims' components call it) ~50 net
-    issue35 |= {"first_day": 100, "variance": 50}
+    issue35 |= {"first_day": 130, "variance": 50}  # first_day: +30 for NAOPC's progress bar (analyses.steps_bar)
     budget = 23_850 + sum(issue33.values()) + sum(issue34.values()) + sum(issue35.values())
     assert sum(len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")) <= budget

@@ -49,6 +49,7 @@ __all__ = [
     "ANALYSES",
     "analysis_classes",
     "eval_mode",
+    "steps_bar",
 ]
 
 
@@ -62,6 +63,28 @@ def eval_mode(model):
         yield model
     finally:
         model.train(was_training)
+
+
+@contextmanager
+def steps_bar(context: EvaluationContext, active: int, description: str):
+    """A ``progress(k, steps)`` callback advancing a tqdm bar of the masking steps, where the job shows progress
+    bars (a trainer with Lightning's bar, as the masking stage's) and ``active`` examples take steps; else
+    ``None``."""
+    if not active or getattr(getattr(context, "trainer", None), "progress_bar_callback", None) is None:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(desc=description, unit="step", dynamic_ncols=True)
+
+    def progress(k: int, steps: int) -> None:
+        bar.total = steps
+        bar.update(1)
+
+    try:
+        yield progress
+    finally:
+        bar.close()
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from itermask.analyses.base import (
     EvaluatedCurves,
     EvaluationContext,
     eval_mode,
+    steps_bar,
 )
 from itermask.core.aopc_bounds import FLAT_SPAN, SUBSET_RULE, bounded_subset
 from itermask.formatting import number
@@ -255,7 +255,7 @@ class NAOPCAnalysis(Analysis):
                 return outputs(rows[examples], masks)
 
             found: list = [(None, "none")] * len(n)
-            with _steps_bar(context, beam, "naopc: beam bounds") as progress:
+            with steps_bar(context, beam, "naopc: beam bounds") as progress:
                 bounds = aopc_bounds(of_bounded, kept.tolist(), self.exact_max_features, self.beam_size, None, progress)
             for i, got in zip(rows.tolist(), bounds):
                 found[i] = got
@@ -407,28 +407,6 @@ class _Setup:
     model_outputs: Any
     features: Any
     bounds: dict
-
-
-@contextmanager
-def _steps_bar(context: EvaluationContext, active: int, description: str):
-    """A ``progress(k, steps)`` callback advancing a tqdm bar of the masking steps, where the job shows progress
-    bars (a trainer with Lightning's bar, as the masking stage's) and ``active`` examples take steps; else
-    ``None``."""
-    if not active or getattr(getattr(context, "trainer", None), "progress_bar_callback", None) is None:
-        yield None
-        return
-    from tqdm.auto import tqdm
-
-    bar = tqdm(desc=description, unit="step", dynamic_ncols=True)
-
-    def progress(k: int, steps: int) -> None:
-        bar.total = steps
-        bar.update(1)
-
-    try:
-        yield progress
-    finally:
-        bar.close()
 
 
 def _as_tensors(bounds: list, exact) -> dict:
