@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import build_tiny_classifier
+from results_helpers import unpadded
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB = {
@@ -72,7 +73,7 @@ def test_paper_hub_preset_offline(tmp_path, architecture_tokenizers):
     # job that claims 2 and 3 share with claim 1 runs once
     jobs = sorted(p.parent for p in sweep.glob("*/results.json"))
     assert len(jobs) == 4 * 3 + 1 + 1
-    report = (sweep / "report.md").read_text()
+    report = unpadded((sweep / "report.md").read_text())
     assert report.index("## Claims") < report.index("## Which measure to trust") < report.index("## Headline")
     # one seed per model: the measures are listed, the statistics over seeds say why they are missing
     assert "| AOPC comprehensiveness |" in report and "needs 2 seeds of every model, got 1" in report
