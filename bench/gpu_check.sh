@@ -16,12 +16,17 @@
 #                                                  #   91 MB of fp32 weights exceed what travels: widened back to
 #                                                  #   fp32 there, so the study there starts from weights rounded
 #                                                  #   to fp16, about 5e-4 relative)
-#   bench/gpu_check.sh study [seconds [overrides]] # there: issue 33's 3-seed study (every measure x gradient,
-#                                                  #   integrated gradients, occlusion, input x gradient; 100 examples,
-#                                                  #   NAOPC's bounds on STUDY_NAOPC_EXAMPLES=24 of them: on the H200
-#                                                  #   the beam bounds of 100 did not finish in 412 s) as one
-#                                                  #   multirun on the joblib launcher, its report, and
-#                                                  #   bench/bf16.py on the GPU; packs $OUT/study.tgz
+#   bench/gpu_check.sh study [seconds [overrides]] # there: a one-job smoke run with every measure on the GPU
+#                                                  #   (PRECHECK_SECONDS; it stops there when that fails), then
+#                                                  #   issue 33's 3-seed study (every measure x every method:
+#                                                  #   gradient, integrated gradients, occlusion, input x gradient,
+#                                                  #   DeepLIFT, attention, LIME; 100 examples, NAOPC's bounds on
+#                                                  #   every example unless STUDY_NAOPC_EXAMPLES=k) as one multirun
+#                                                  #   on the joblib launcher (21 jobs at once), its report, and
+#                                                  #   bench/bf16.py on the GPU; packs $OUT/study.tgz. Until
+#                                                  #   2026-12-04 the analyses after the masking stage ran on the CPU
+#                                                  #   there (Lightning's teardown moved the model back), which is
+#                                                  #   why the earlier H200 try did not finish NAOPC's bounds
 #   bench/gpu_check.sh run [--examples 512] [--models minilm roberta_base] [--token-budgets 8192 65536]
 #                      [--methods gradient integrated_gradients lime kernel_shap occlusion deeplift]
 #                      [--steps 50] [--samples 100] [--method-budget 65536]
@@ -67,7 +72,7 @@ case "$stage" in
     out="$DIR/study"; rm -rf "$out"; mkdir -p "$out/wheels" "$out/minilm"
     pins=$(python - <<'PY'
 import importlib.metadata as m
-names = ["hydra-core", "omegaconf", "hydra-joblib-launcher", "captum", "datasets", "dill", "multiprocess"]
+names = ["hydra-core", "omegaconf", "hydra-joblib-launcher", "captum", "datasets", "dill", "multiprocess", "tabulate"]
 print(" ".join(f"{n}=={m.version(n)}" for n in names))
 PY
 )
@@ -109,13 +114,24 @@ PY
     nvidia-smi -L || true; $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
     pack() { tar czf "$out/study.tgz" --exclude='*.ckpt' --exclude='*.safetensors' -C /tmp study 2>/dev/null || true; }
     trap pack EXIT
+    measures=${STUDY_MEASURES:-naopc=on naopc.max_examples=${STUDY_NAOPC_EXAMPLES:-null} ffidelity=on removal_reference=on sanity=on}
+    # a one-job smoke run with every measure first: a failure on the GPU costs a minute, not the study's budget
     start=$(date +%s)
     # shellcheck disable=SC2086
-    timeout "$budget" $PY evaluate.py -m ${STUDY_SWEEP:-seed=0,1,2 saliency=gradient,integrated_gradients,occlusion,input_x_gradient} \
-      ${STUDY_MEASURES:-naopc=on naopc.max_examples=${STUDY_NAOPC_EXAMPLES:-24} ffidelity=on removal_reference=on sanity=on} \
-      logger=csv threads=${STUDY_THREADS:-2} \
+    if ! timeout "${PRECHECK_SECONDS:-150}" $PY evaluate.py -m seed=0 saliency=${PRECHECK_METHOD:-gradient} debug=smoke $measures \
+        logger=csv threads=2 hydra.sweep.dir=/tmp/precheck "$@" >"$out/precheck.log" 2>&1 \
+        || ! ls /tmp/precheck/*/results.json >/dev/null 2>&1; then
+      tail -n 60 "$out/precheck.log"; echo "study: the precheck failed after $(( $(date +%s) - start )) s: no study"; exit 1
+    fi
+    grep -rh "moves from" /tmp/precheck "$out/precheck.log" | head -n 2 || true
+    echo "precheck: $(( $(date +%s) - start )) s"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout "$budget" $PY evaluate.py -m ${STUDY_SWEEP:-seed=0,1,2 saliency=gradient,integrated_gradients,occlusion,input_x_gradient,deeplift,attention,lime} \
+      $measures \
+      logger=csv threads=${STUDY_THREADS:-1} \
       evaluation.token_budget=65536 \
-      hydra/launcher=joblib hydra.launcher.n_jobs=${STUDY_JOBS:-12} hydra.sweep.dir="$sweep" "$@" 2>&1 | tee "$out/study.log" | tail -n 40 \
+      hydra/launcher=joblib hydra.launcher.n_jobs=${STUDY_JOBS:-21} hydra.sweep.dir="$sweep" "$@" 2>&1 | tee "$out/study.log" | tail -n 40 \
       || echo "study: exit $?"
     echo "study: $(( $(date +%s) - start )) s"
     [ -f "$sweep/report.md" ] || { timeout "${REPORT_SECONDS:-120}" $PY -m itermask.reporting "$sweep" 2>&1 | tail -n 20 || true; }
