@@ -127,8 +127,15 @@ class MahalanobisScorer:
 
     def score(self, features: Tensor) -> np.ndarray:
         """``[M]`` float64 squared Mahalanobis distance of ``features`` (``[M, D]``) to the closest class mean."""
-        x = _numpy(features)
-        return np.min(np.stack([self.model.mahalanobis(x - mean) for mean in self.means]), axis=0)
+        x = _numpy(features).astype(np.float64, copy=False)
+        precision = self.model.get_precision()
+        # the squared distances of sklearn's ``mahalanobis()`` (tested against it), by one matrix product per class:
+        # sklearn goes through scipy's cdist, row by row, about 25 times slower on F-Fidelity's 20k rows
+        distances = []
+        for mean in self.means:
+            centred = x - mean
+            distances.append(np.einsum("ij,ij->i", centred @ precision, centred))
+        return np.min(np.stack(distances), axis=0)
 
 
 class KNNScorer:
