@@ -9,7 +9,9 @@ from itermask.engine.run import on_trainer_device
 
 
 def _context(model, device: str):
-    return SimpleNamespace(model=model, trainer=SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device))))
+    return SimpleNamespace(
+        model=model, trainer=SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device)))
+    )
 
 
 def test_the_model_is_moved_to_the_trainers_root_device():
