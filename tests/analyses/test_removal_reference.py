@@ -107,11 +107,17 @@ def test_bad_shapes_are_refused_before_any_forward(tokenizer):
         ("removal_reference.strategies=[pad,pad]", "distinct masking presets"),
         ("removal_reference.reference=unk", "removal_reference.reference='unk': choose from ['delete'"),
         ("removal_reference.confidence=1.5", "removal_reference.confidence=1.5"),
+        ("removal_reference.confidence=high", "removal_reference.confidence='high': choose a level in (0, 1)"),
     ],
 )
 def test_bad_settings_are_one_line_errors_at_construction(override, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         plan_of(compose_config("removal_reference=on", override))
+
+
+def test_one_strategy_given_as_a_name_is_a_list_of_one():
+    # removal_reference.strategies=unk used to be read character by character ("unknown ['u', 'n', 'k']")
+    assert RemovalReferenceAnalysis(strategies="unk").names == ("unk",)
 
 
 def test_off_by_default_and_attention_off_as_reference():

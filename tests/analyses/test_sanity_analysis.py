@@ -153,6 +153,11 @@ def test_level_zero_rows_are_the_jobs_own_curves(setup):
         ({"levels": [0, 1.5]}, r"^sanity.levels: values outside \[0, 1\]: \[1.5\]$"),
         ({"seed": 1.5}, "sanity.seed"),
         ({"n_boot": -1}, "sanity.n_boot"),
+        # one resample gave a one-point "interval" that could sit off its rho (the new-user review)
+        ({"n_boot": 1}, r"^sanity.n_boot=1: give 0 \(no interval\) or a whole number >= 100"),
+        ({"n_boot": 99}, r"^sanity.n_boot=99: give 0"),
+        # a string is not read character by character ('01' ran as levels [0, 1])
+        ({"levels": "01"}, r"^sanity.levels='01': give a list of numbers in \[0, 1\]$"),
     ],
 )
 def test_bad_sanity_settings_are_one_line_errors(settings, message):

@@ -153,3 +153,15 @@ def test_bca_undefined_falls_back_to_the_percentile_interval():
     values = np.array([[1.0, 0.8, 0.5, 0.2, 0.1], [1.0] * 5, [1.0] * 5])
     found = level_correlation(values, LEVELS, True, n_boot=300, seed=0)
     assert found.interval_method == "percentile" and np.isfinite(found.ci_low) and found.ci_low <= found.ci_high
+
+
+def test_an_interval_on_the_expected_side_does_not_rank_a_rho_of_the_other_sign(monkeypatch):
+    """A degenerate interval (too few resamples) on the expected side of 0 while rho itself is on the other side
+    does not count as ranking the known order."""
+    import itermask.core.sanity_statistics as module
+
+    monkeypatch.setattr(module, "_interval", lambda *a: (-0.5, -0.2, "BCa", np.array([-0.3])))
+    rising = level_correlation(-np.tile(FALLING, (4, 1)), LEVELS, higher_is_more_faithful=True, n_boot=100)
+    assert rising.rho == pytest.approx(0.7651, abs=1e-4) and rising.expected_sign == -1  # pooled over examples
+    assert not rising.ranks_known_order
+    assert rising.reason == "rho +0.765 is not below 0, although its 95 % interval [-0.500, -0.200] is"

@@ -114,6 +114,8 @@ class RemovalReferenceAnalysis(Analysis):
         known = sorted(p.stem for p in MASKING_PRESETS.glob("*.yaml"))
         if reference not in REFERENCES:
             raise ValueError(f"removal_reference.reference={reference!r}: choose from {list(REFERENCES)}")
+        if isinstance(strategies, str):  # one name, not read character by character
+            strategies = [strategies]
         names = [str(s) for s in (strategies or ())]
         if unknown := [s for s in names if s not in known]:
             raise ValueError(f"removal_reference.strategies: unknown {unknown}; choose from {known}")
@@ -122,8 +124,8 @@ class RemovalReferenceAnalysis(Analysis):
                 f"removal_reference.strategies={names}: give one or more distinct masking presets other than "
                 f"the reference {reference!r}"
             )
-        if not 0 < float(confidence) < 1:
-            raise ValueError(f"removal_reference.confidence={confidence!r}: choose a level in (0, 1)")
+        if not isinstance(confidence, int | float) or isinstance(confidence, bool) or not 0 < confidence < 1:
+            raise ValueError(f"removal_reference.confidence={confidence!r}: choose a level in (0, 1), e.g. 0.95")
         values = {"seed": int(seed), "model": {"pretrained": mlm_pretrained}}
         self.strategies: dict[str, MaskingStrategy] = {}
         for name in [*names, reference]:

@@ -47,6 +47,8 @@ FLIP_COLUMN = "decision_flip_fraction"
 #: how the degradations are drawn
 SEED_RULE = "a torch generator per (example, level) seeded by sha256('seed:example_id:level') (core.degrade.level_seed)"
 RANDOM = "random"
+#: the fewest bootstrap resamples of sanity.n_boot (besides 0, no interval)
+MIN_BOOT = 100
 
 
 class SanityAnalysis(Analysis):
@@ -55,13 +57,14 @@ class SanityAnalysis(Analysis):
     Args:
         levels: the degradation levels, distinct, in ``[0, 1]``, 0 among them (the undegraded explanation).
         seed: the seed of the degradations (the config passes the job's ``seed``).
-        n_boot: bootstrap resamples of the examples for the interval of the overall rho (0: none).
+        n_boot: bootstrap resamples of the examples for the interval of the overall rho (0: none; else at least
+            :data:`MIN_BOOT`).
         enabled: read by the settings stage.
 
     Raises:
         ValueError: (at construction, before any data or model work) bad ``levels``
             (:func:`~itermask.core.degrade.check_levels`), a ``seed`` or ``n_boot`` that is not a whole number, a
-            negative ``n_boot``.
+            ``n_boot`` below 0 or from 1 to ``MIN_BOOT - 1``.
     """
 
     name = "sanity"
@@ -74,8 +77,11 @@ class SanityAnalysis(Analysis):
         self.levels = check_levels(levels)
         if not _whole(seed):
             raise ValueError(f"sanity.seed={seed!r}: give a whole number")
-        if not _whole(n_boot) or n_boot < 0:
-            raise ValueError(f"sanity.n_boot={n_boot!r}: give a whole number >= 0")
+        if not _whole(n_boot) or n_boot < 0 or 0 < n_boot < MIN_BOOT:
+            raise ValueError(
+                f"sanity.n_boot={n_boot!r}: give 0 (no interval) or a whole number >= {MIN_BOOT} (a 95 % interval "
+                "from fewer resamples rests on a handful of draws; 1000 is the default)"
+            )
         self.seed, self.n_boot = int(seed), int(n_boot)
 
     def describe(self) -> dict:

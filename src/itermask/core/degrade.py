@@ -33,6 +33,8 @@ def check_levels(levels: Sequence[float]) -> list[float]:
             numbers, values outside ``[0, 1]`` (NaN among them), repeated values, fewer than two levels, no level 0
             (the undegraded explanation every other level is read against)."""
     try:
+        if isinstance(levels, str | bytes):  # not read character by character
+            raise TypeError
         values = [float(v) for v in levels]
     except (TypeError, ValueError):
         raise ValueError(f"sanity.levels={levels!r}: give a list of numbers in [0, 1]") from None

@@ -49,13 +49,20 @@ def check_target_policy(policy: str | int, num_classes: int | None = None) -> No
         raise ValueError(f"target class {policy} out of range{known}")
 
 
+#: the most draws of the soft measures (each adds two embedding rows per example; bench/soft_cost.py's spread)
+MAX_SOFT_DRAWS = 1000
+
+
 def check_soft_draws(draws) -> int:
     """``evaluation.soft_draws`` (draws of the soft comprehensiveness and sufficiency inputs; 0: off) as an int.
 
     Raises:
-        ValueError: if it is not a whole number >= 0."""
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
-        raise ValueError(f"evaluation.soft_draws must be a whole number >= 0 (0: off), got {draws!r}")
+        ValueError: if it is not a whole number in ``0..MAX_SOFT_DRAWS``."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or not 0 <= draws <= MAX_SOFT_DRAWS:
+        raise ValueError(
+            f"evaluation.soft_draws must be a whole number from 0 (off) to {MAX_SOFT_DRAWS}, got {draws!r} (the sd "
+            "of a mean over 10 draws is already about 0.06; each draw adds 2 forwards per example)"
+        )
     return int(draws)
 
 

@@ -52,7 +52,7 @@ class LevelCorrelation:
         p_boot: one-sided bootstrap p: ``(1 + resamples whose rho is 0 or on the wrong side) / (1 + resamples)``
             (the percentile bootstrap's; the verdict reads the interval).
         expected_sign: ``-1`` (higher is more faithful: degrading lowers it) or ``+1`` (lower is more faithful).
-        ranks_known_order: whether ``[ci_low, ci_high]`` lies entirely on the ``expected_sign`` side of 0
+        ranks_known_order: whether ``rho`` and ``[ci_low, ci_high]`` lie entirely on the ``expected_sign`` side of 0
             (:data:`RULE`).
         mean_example_rho: the mean of the per-example rhos that are defined (NaN when none is).
         n_examples: examples; ``n_pairs``: (example, level) pairs with a value; ``n_constant`` / ``n_missing``:
@@ -213,10 +213,12 @@ def level_correlation(
     if reason is None:
         low, high, method, draws = _interval(values, grid, n_boot, seed)
         p_boot = float((1 + (sign * draws <= 0).sum()) / (1 + len(draws)))
-    ranks = bool(reason is None and sign * low > 0 and sign * high > 0)
+    ranks = bool(reason is None and sign * rho > 0 and sign * low > 0 and sign * high > 0)
     if reason is None and not ranks:
         side = "below" if sign < 0 else "above"
         reason = f"the 95 % interval of rho [{low:+.3f}, {high:+.3f}] is not entirely {side} 0 (rho {rho:+.3f})"
+        if sign * low > 0 and sign * high > 0:  # a degenerate interval off its own estimate
+            reason = f"rho {rho:+.3f} is not {side} 0, although its 95 % interval [{low:+.3f}, {high:+.3f}] is"
     defined = per_example[np.isfinite(per_example)]
     return LevelCorrelation(
         rho=rho,
