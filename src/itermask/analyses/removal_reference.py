@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -151,8 +152,10 @@ class RemovalReferenceAnalysis(Analysis):
         for name, strategy in self.strategies.items():  # before any data or fine-tuning: mlm_infill loads its MLM
             try:
                 strategy.bind(inputs.tokenizer)
-            except ValueError as error:
-                raise ValueError(f"removal_reference.strategies: {name}: {error}") from None
+            except ValueError as error:  # the masking group's advice, in this analysis's settings
+                advice = str(error).replace("masking.mlm_pretrained", "removal_reference.mlm_pretrained")
+                advice = re.sub(r"or choose another masking strategy \(masking=[^)]*\)", f"or leave {name} out", advice)
+                raise ValueError(f"removal_reference.strategies: {name}: {advice}") from None
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         from itermask.core.removal_reference import cosine_to_reference
