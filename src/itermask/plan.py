@@ -90,6 +90,7 @@ class DataPlan:
         eval_batch_size: examples per batch of the test loop and the masking evaluation.
         num_workers: data loader workers.
         max_train_examples: fine-tune on a seeded subset of this many examples (``None``: all).
+        group_by_length: training batches of examples of similar length (``train.group_by_length``).
     """
 
     name: str
@@ -97,6 +98,7 @@ class DataPlan:
     eval_batch_size: int = 64
     num_workers: int = 0
     max_train_examples: int | None = None
+    group_by_length: bool = True
 
 
 @dataclass(frozen=True)

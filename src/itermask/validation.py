@@ -167,7 +167,7 @@ RULES: dict[str, Range] = {
     "model.pretrain.max_length": POSITIVE_INT,
     "model.pretrain.batch_size": POSITIVE_INT,
     "model.pretrain.head_steps": NON_NEGATIVE_INT,
-    "model.pretrain.joint_steps": NON_NEGATIVE_INT,
+    "model.pretrain.joint_steps": Range(integer=True, low=0, null="the rest of one pass over the corpus"),
     "model.pretrain.head_learning_rate": POSITIVE,
     "model.pretrain.learning_rate": POSITIVE,
     "model.pretrain.weight_decay": NON_NEGATIVE,

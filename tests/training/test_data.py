@@ -214,3 +214,37 @@ def test_examples_cut_at_max_length_are_warned_about(tokenizer, caplog):
     with caplog.at_level("WARNING"):
         roomy.setup()
     assert "reach it and may be cut" not in caplog.text
+
+
+def _padding_share(loader) -> float:
+    """Share of the padded positions of a training loader's batches that are padding."""
+    padded = real = 0
+    for batch in loader:
+        mask = batch["tokens"].attention_mask
+        padded += mask.numel()
+        real += int(mask.sum())
+    return 1 - real / padded
+
+
+def test_grouped_training_batches_hold_every_example_once_and_little_padding(tokenizer):
+    def module(grouped: bool) -> TextClassificationDataModule:
+        dm = TextClassificationDataModule(
+            shipped_source(), tokenizer, max_length=64, batch_size=8, max_train_examples=400, group_by_length=grouped
+        )
+        dm.setup()
+        return dm
+
+    grouped, shuffled = module(True), module(False)
+    ids = [i for batch in grouped.train_dataloader() for i in batch["example_ids"].tolist()]
+    assert sorted(ids) == sorted(grouped.tokenized["train"]["example_id"])  # one epoch: every example once
+    again = [i for batch in module(True).train_dataloader() for i in batch["example_ids"].tolist()]
+    assert again == ids  # seeded
+    lengths = dict(zip(grouped.tokenized["train"]["example_id"], grouped.tokenized["train"]["length"]))
+    # a mega-batch (min(400 // (8 * 4), 50) = 12 batches of 8) is sorted by length, longest first, but for its
+    # first example: transformers swaps the longest example of all to the very front of the epoch
+    for start in range(0, len(ids), 96):
+        chunk = [lengths[i] for i in ids[start : start + 96]]
+        assert chunk[1:] == sorted(chunk[1:], reverse=True)
+    assert lengths[ids[0]] == max(lengths.values())
+    share_grouped, share_shuffled = _padding_share(grouped.train_dataloader()), _padding_share(shuffled.train_dataloader())
+    assert share_grouped < share_shuffled / 3, (share_grouped, share_shuffled)

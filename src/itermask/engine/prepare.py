@@ -171,6 +171,7 @@ def _data_module(plan: EvaluationPlan, resources: Resources) -> TextClassificati
         batch_size=plan.model.batch_size,
         eval_batch_size=plan.data.eval_batch_size,
         max_train_examples=plan.data.max_train_examples,
+        group_by_length=plan.data.group_by_length,
         seed=plan.job.seed,
         num_workers=plan.data.num_workers,
     )

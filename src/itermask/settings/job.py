@@ -46,6 +46,17 @@ class JobParts:
     candidates: CandidateSource | None = None
 
 
+def _group_by_length(train: dict) -> bool:
+    """``train.group_by_length`` (default true).
+
+    Raises:
+        ValueError: not true or false."""
+    value = train.get("group_by_length", True)
+    if not isinstance(value, bool):
+        raise ValueError(f"train.group_by_length must be true or false, got {value!r}")
+    return value
+
+
 def _train_enabled(train: dict) -> bool:
     """``train.enabled`` (default true).
 
@@ -186,6 +197,7 @@ def job_parts(parts: JobParts, started_at: float | None = None) -> dict:
             eval_batch_size=int(config["data"]["eval_batch_size"]),
             num_workers=int(config["data"]["num_workers"]),
             max_train_examples=config["train"]["max_train_examples"] if parts.enabled else None,
+            group_by_length=_group_by_length(config["train"]),
         ),
         train=_fine_tuning(parts),
         trainer=_spec(config["trainer"]),

@@ -24,6 +24,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from transformers import DataCollatorForLanguageModeling, DataCollatorWithPadding
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from itermask.data.loaders import ResumableDataLoader
 from itermask.models.mlm import _pooler_weights, masked_lm_from_encoder, mlm_head
@@ -42,6 +43,7 @@ __all__ = [
     "PretrainSettings",
     "pretrain_settings",
     "get_or_pretrain",
+    "schedule_steps",
     "use_pretrained_mlm",
 ]
 
@@ -52,8 +54,9 @@ PRETRAIN_KEYS = frozenset(
 )
 
 #: in the key: bumped whenever the same settings would train other weights, so that an encoder cached by an older
-#: itermask is never taken for this one's (2: each step's masks and dropout drawn from (seed, step))
-PROCEDURE = 2
+#: itermask is never taken for this one's (2: each step's masks and dropout drawn from (seed, step); 3: batches of
+#: texts of similar length, :func:`_corpus_loader`)
+PROCEDURE = 3
 
 
 class MaskedLmPretraining(pl.LightningModule):
@@ -259,7 +262,7 @@ def check_pretrain_node(node: Any) -> list[str]:
     mlm = node.get("mlm_probability", 0.15)
     if isinstance(mlm, bool) or not isinstance(mlm, (int, float)) or not 0 < mlm < 1:
         problems.append(f"model.pretrain.mlm_probability must be a number in (0, 1), got {mlm!r}")
-    steps = [node.get("head_steps", 0), node.get("joint_steps", 0)]
+    steps = [node.get("head_steps", 0), node.get("joint_steps", 0)]  # joint_steps null: the rest of one pass
     if all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps) and sum(steps) == 0:
         problems.append("model.pretrain.head_steps + model.pretrain.joint_steps must be at least 1, got 0 and 0")
     return problems
@@ -404,10 +407,12 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     heldout = _heldout(
         tokenizer, heldout_texts[:n_heldout] if n_heldout else heldout_texts, max_length, probability, seed
     )
+    batch_size = int(o.get("batch_size", 32))
+    head_steps, joint_steps = schedule_steps(o, len(texts))
     module = MaskedLmPretraining(
         model,
-        head_steps=int(o.get("head_steps", 0)),
-        joint_steps=int(o.get("joint_steps", 0)),
+        head_steps=head_steps,
+        joint_steps=joint_steps,
         head_learning_rate=float(o.get("head_learning_rate", 1e-3)),
         learning_rate=float(o.get("learning_rate", 5e-5)),
         weight_decay=float(o.get("weight_decay", 0.01)),
@@ -416,7 +421,7 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
         masker=DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt"),
         seed=seed,
     )
-    loader = _corpus_loader(tokenizer, texts, max_length, seed, int(o.get("batch_size", 32)))
+    loader = _corpus_loader(tokenizer, texts, max_length, seed, batch_size)
     resumed = _fit(module, loader, settings, cache, make_trainer, logger)
     model.tie_weights()
     state = {**model.state_dict(), **_pooler_weights(settings.base_path, model)}
@@ -426,6 +431,10 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
         "key": settings.key,
         "config": settings.payload,
         "corpus_texts": len(texts),
+        "head_steps": head_steps,
+        "joint_steps": joint_steps,
+        # texts seen, as passes over the corpus (1.0: every text once)
+        "corpus_passes": (head_steps + joint_steps) * batch_size / max(1, len(texts)),
         "heldout_texts": len(heldout[0]),
         "heldout_masked_tokens": int((heldout[2] != -100).sum()),
         "mlm_acc_head_only": module.accuracies.get("head_only", math.nan),
@@ -437,15 +446,40 @@ def _pretrain(settings, cache, tokenizer, texts, heldout_texts, make_trainer, lo
     return meta
 
 
+def schedule_steps(options: dict, n_texts: int) -> tuple[int, int]:
+    """``(head_steps, joint_steps)`` of a ``model.pretrain`` node over a corpus of ``n_texts`` texts: as given, or
+    with ``joint_steps`` null the rest of one pass, ``ceil(n_texts / batch_size) - head_steps`` (at least 0), so
+    that the two phases together see every text once.
+
+    Raises:
+        ValueError: no step at all (``head_steps`` 0 and a pass of 0 batches)."""
+    head = int(options.get("head_steps", 0))
+    joint = options.get("joint_steps", 0)
+    if joint is None:
+        joint = max(0, math.ceil(n_texts / int(options.get("batch_size", 32))) - head)
+    if head + int(joint) < 1:
+        raise ValueError(f"continued pretraining has no step: head_steps {head}, a corpus of {n_texts} texts")
+    return head, int(joint)
+
+
 def _corpus_loader(tokenizer, texts: list[str], max_length: int, seed: int, batch_size: int):
-    """The resumable, seeded, shuffling loader of the corpus ``texts`` (truncated to ``max_length`` tokens), padded
-    and unmasked: :class:`MaskedLmPretraining` masks each batch, seeded by its step (a collator drawing from the
-    global generator would tie the masks to the generator's history, which a resume does not repeat)."""
+    """The resumable, seeded loader of the corpus ``texts`` (truncated to ``max_length`` tokens), padded and
+    unmasked: :class:`MaskedLmPretraining` masks each batch, seeded by its step (a collator drawing from the global
+    generator would tie the masks to the generator's history, which a resume does not repeat).
+
+    Each pass draws a seeded permutation and batches texts of similar length (``transformers``'
+    ``LengthGroupedSampler``: mega-batches of up to 50 batches, each sorted by length), so little of a batch is
+    padding: a pass over the shipped training text takes about two thirds of the time of uniformly shuffled
+    batches at batch size 16, and less than half at 32 (docs/pretraining.md). The sampler draws from the loader's
+    generator, whose state :class:`ResumableDataLoader` records, so a resume repeats the pass's order."""
+    data = _tokenized(tokenizer, texts, max_length)
+    generator = torch.Generator().manual_seed(seed)
+    lengths = [len(row["input_ids"]) for row in data]
     return ResumableDataLoader(
-        _tokenized(tokenizer, texts, max_length),
+        data,
         batch_size=batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(seed),
+        sampler=LengthGroupedSampler(batch_size, lengths=lengths, generator=generator),
+        generator=generator,
         collate_fn=DataCollatorWithPadding(tokenizer, return_tensors="pt"),
     )
 
