@@ -246,5 +246,6 @@ def test_grouped_training_batches_hold_every_example_once_and_little_padding(tok
         chunk = [lengths[i] for i in ids[start : start + 96]]
         assert chunk[1:] == sorted(chunk[1:], reverse=True)
     assert lengths[ids[0]] == max(lengths.values())
-    share_grouped, share_shuffled = _padding_share(grouped.train_dataloader()), _padding_share(shuffled.train_dataloader())
+    share_grouped = _padding_share(grouped.train_dataloader())
+    share_shuffled = _padding_share(shuffled.train_dataloader())
     assert share_grouped < share_shuffled / 3, (share_grouped, share_shuffled)
