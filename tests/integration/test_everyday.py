@@ -199,27 +199,33 @@ def test_a_fine_tuned_directory_is_evaluated_without_training(tmp_path, monkeypa
 def test_jobs_on_one_checkpoint_compute_its_test_accuracy_ood_fit_and_random_baseline_once(
     tmp_path, monkeypatch, tokenizer
 ):
-    """The first job on a checkpoint stores its test accuracy, the representations the OOD detectors fit on
-    and the random baseline's curves (storage.derived); a re-run of it and a job with another saliency method
-    read them back without running those forwards, and give the same accuracy, fit, OOD statistics and
-    random scores; a job with another masking strategy evaluates its own random baseline."""
+    """The first job on a checkpoint stores its test accuracy, the representations the OOD detectors fit on,
+    the random baseline's curves and its attack (storage.derived); a re-run of it and a job with another
+    saliency method read them back without running those forwards, and give the same accuracy, fit, OOD
+    statistics, random scores and random attack; a job with another masking strategy evaluates its own random
+    baseline."""
     from itermask.analyses import ood
+    from itermask.core.attack import GreedyAttack
     from itermask.core.saliency import RandomSaliency
     from itermask.data.datamodule import TextClassificationDataModule
 
-    random_calls = []
+    random_calls, attacked = [], []
     explain = RandomSaliency.explain
     monkeypatch.setattr(
         RandomSaliency, "explain", lambda self, *a, **k: random_calls.append(1) or explain(self, *a, **k)
     )
+    attack = GreedyAttack.attack
+    monkeypatch.setattr(
+        GreedyAttack, "attack", lambda self, *a, **k: attacked.append(self.saliency.name) or attack(self, *a, **k)
+    )
 
-    common = _tiny_fine_tune(tmp_path, monkeypatch, tokenizer)
+    common = [*_tiny_fine_tune(tmp_path, monkeypatch, tokenizer), "attack=mask"]
     first = pipeline.run_evaluate(_compose(*common, f"output_dir={tmp_path}/first"))
     derived = tmp_path / "cache" / "derived" / first["checkpoint_key"]
-    kinds = ["ood_fit_representations", "random_baseline_curves", "test_accuracy"]
+    kinds = ["ood_fit_representations", "random_baseline_attack", "random_baseline_curves", "test_accuracy"]
     assert sorted(p.name.split("-")[0] for p in derived.iterdir()) == kinds
-    assert random_calls
-    random_calls.clear()
+    assert random_calls and "random" in attacked
+    random_calls.clear(), attacked.clear()
     assert first["accuracy"]["n_scored"] == 512  # +trainer.limit_test_batches=1 of 512 examples, not all 1,342
 
     monkeypatch.setattr(ood, "collect", lambda *a, **k: pytest.fail("the OOD fit data were embedded again"))
@@ -237,6 +243,9 @@ def test_jobs_on_one_checkpoint_compute_its_test_accuracy_ood_fit_and_random_bas
         first["scores"]["random"], sort_keys=True
     )
     assert random_calls == []  # neither evaluated the random baseline
+    assert "random" not in attacked and "input_x_gradient" in attacked  # nor attacked its ranking again
+    random_attack = [json.dumps(r["attack"]["methods"]["random"], sort_keys=True) for r in (first, again, other)]
+    assert random_attack[0] == random_attack[1] == random_attack[2]  # the same records and seconds
     pad = pipeline.run_evaluate(_compose(*common, "masking=pad", f"output_dir={tmp_path}/pad"))
     assert random_calls and pad["accuracy"] == first["accuracy"]
     assert len(list(derived.glob("random_baseline_curves-*"))) == 2

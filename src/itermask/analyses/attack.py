@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AttackAnalysis", "attack_summary", "masking_link", "EXAMPLE_COLUMNS", "REPORTED"]
 
+#: the random explanation's name among the evaluators (the engine's ``RANDOM``)
+RANDOM = "random"
+#: the kind of the random baseline's stored attack records (storage.derived)
+BASELINE_ATTACK = "random_baseline_attack"
+
 #: per-example lists of the result section (one entry per example id), in the W&B table's column order
 EXAMPLE_COLUMNS = (
     "example_id",
@@ -264,10 +269,37 @@ class AttackAnalysis(Analysis):
         artifacts.files = write_per_example(inputs.folder, {"attack": attack_frame(section)})
         return AnalysisOutput({"attack": section}, artifacts)
 
+    def _baseline_fingerprint(self, inputs: AnalysisInputs, context: EvaluationContext) -> dict | None:
+        """What the random baseline's attack depends on besides the classifier, or ``None`` when it is not shared
+        with other jobs (no random baseline beside the method, no store or settings key, a distributed run).
+
+        The random explanation is seeded by the job seed, so every method's job on one classifier attacks the same
+        rankings: the settings enter through :attr:`AnalysisInputs.baseline_key` (the results key without the
+        saliency method), the attack's through :meth:`describe`, the examples through the digest of their
+        inputs, labels and ids, the batching through the batch size."""
+        if RANDOM not in inputs.evaluators or inputs.method == RANDOM or inputs.baseline_key is None:
+            return None
+        if not context.can_reuse or context.trainer.world_size > 1:
+            return None
+        return {
+            "columns": list(EXAMPLE_COLUMNS),
+            "attack": self.describe(),
+            "settings": inputs.baseline_key,
+            "examples": context.data.input_digest(context.examples),
+            "eval_batch_size": context.data.eval_batch_size,
+        }
+
     def _attack_subset(self, inputs: AnalysisInputs, context: EvaluationContext) -> tuple[dict, dict]:
         """Attack every explanation's ranking on the evaluation subset (the examples the masking evaluation
-        evaluated: those with an attackable token); returns its per-example records and seconds by explanation."""
+        evaluated: those with an attackable token); returns its per-example records and seconds by explanation.
+        The random baseline's are read back when an earlier job on the same classifier and settings stored them
+        (:meth:`_baseline_fingerprint`): the same records, and the seconds that job spent."""
         model, attacks = context.model, self._attacks(inputs)
+        baseline = self._baseline_fingerprint(inputs, context)
+        stored = None if baseline is None else context.stored(BASELINE_ATTACK, baseline)
+        if stored is not None:
+            attacks.pop(RANDOM)
+            log.info("reusing the random baseline's attack on this classifier computed by an earlier job")
         device = next(model.parameters()).device
         records: dict[str, dict[str, list]] = {name: {c: [] for c in EXAMPLE_COLUMNS} for name in attacks}
         seconds = {name: 0.0 for name in attacks}
@@ -283,6 +315,10 @@ class AttackAnalysis(Analysis):
                     seconds[name] += time.time() - begin
                     for column, values in _example_records(result, inputs.tokenizer, inputs.masking.name).items():
                         records[name][column] += values
+        if stored is not None:
+            records[RANDOM], seconds[RANDOM] = stored["records"], float(stored["seconds"])
+        elif baseline is not None and RANDOM in records:
+            context.keep(BASELINE_ATTACK, baseline, {"records": records[RANDOM], "seconds": seconds[RANDOM]})
         return records, seconds
 
     def _method_entry(self, name: str, examples: dict, ranking: MaskingCurves, seconds: float) -> dict:
