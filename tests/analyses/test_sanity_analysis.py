@@ -4,6 +4,7 @@ logit, plus a bias), explained by input x gradient of that logit, which returns 
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from conftest import ToyTokenizer
@@ -169,7 +170,9 @@ def test_sanity_off_by_default_keeps_the_results_key_and_bad_levels_fail_in_the_
     from conftest import compose_config, keys_of, plan_of
 
     off = keys_of(compose_config())
-    assert off.results == keys_of(compose_config("sanity=none")).results == "6861bac5bf653ee8"  # schema 5's default key
+    assert (
+        off.results == keys_of(compose_config("sanity=none")).results == "3a6ddacaff271266"
+    )  # schema 5, train.group_by_length
     assert off.results != keys_of(compose_config("sanity=on")).results
     # the settings stage builds the analysis: the error comes before any data, tokenizer or model is read
     with pytest.raises(ValueError, match=r"sanity.levels: must contain 0"):
@@ -239,3 +242,44 @@ def test_every_measure_with_a_direction_is_in_the_section_with_a_verdict_or_a_re
         "of 0); cannot rank a known order: never_flip_rate (constant over every level in every example); "
         "first_flip_fraction (undefined (NaN) for every example at level(s) [1.0])"
     )
+
+
+def test_max_examples_measures_the_naopc_subset_and_reads_naopc_bounds_without_a_new_search(setup, monkeypatch):
+    """sanity.max_examples=6 of the 16 examples: exactly the 6 that naopc.max_examples=6 would bound (the
+    smallest sha256('naopc:<id>')); NAOPC's values on them come from the setup of its run over all 16 (no
+    second bound search) and equal that run's rows; the section and the console say 6 of 16."""
+    from itermask.analyses import naopc as naopc_module
+    from itermask.core.aopc_bounds import SUBSET_RULE, bounded_subset
+
+    _, _, inputs, context, curves = setup
+    subset_sanity, naopc = SanityAnalysis(n_boot=200, seed=0, max_examples=6), NAOPCAnalysis(exact_max_features=8)
+    both = inputs((naopc, subset_sanity))
+    job = curves["input_x_gradient"]["one_shot"]
+    full = naopc.explanation_measures(both, context, job)  # the bounds of all 16, as NAOPC's own run builds them
+    monkeypatch.setattr(naopc_module.NAOPCAnalysis, "_bounds", lambda *a, **k: pytest.fail("bounds searched again"))
+    section = subset_sanity.run(both, context, curves).result["sanity"]
+    assert section["examples"] == {"measured": 6, "evaluated": EXAMPLES, "rule": SUBSET_RULE}
+    ids = job.example_ids.numpy()
+    chosen = bounded_subset(ids, 6)
+    # level 0 of the subset is the job's own curves restricted: its NAOPC equals the full setup's rows
+    sub = subset_sanity._measures(both, context, "input_x_gradient", 0.0, job.select(torch.from_numpy(chosen)))
+    assert sub["example_id"].tolist() == ids[chosen].tolist()
+    for column in ("naopc_comprehensiveness_prob", "naopc_sufficiency_prob"):
+        assert sub[column].tolist() == full[column][torch.from_numpy(chosen)].tolist()
+    lines = SanityAnalysis.summary_lines({"sanity": section})
+    assert lines[-1] == f"  measured on 6 of the {EXAMPLES} evaluated examples (sanity.max_examples; {SUBSET_RULE})"
+
+
+def test_bad_max_examples_of_every_measure_is_a_one_line_error():
+    from itermask.analyses.ffidelity import FFidelityAnalysis
+    from itermask.analyses.removal_reference import RemovalReferenceAnalysis
+
+    for make, option in (
+        (lambda v: SanityAnalysis(max_examples=v), "sanity.max_examples"),
+        (lambda v: FFidelityAnalysis(max_examples=v), "ffidelity.max_examples"),
+        (lambda v: RemovalReferenceAnalysis(max_examples=v), "removal_reference.max_examples"),
+    ):
+        for value in (0, -3, 2.5, True, "10"):
+            with pytest.raises(ValueError, match=rf"^{option}={value!r}: give a whole number >= 1"):
+                make(value)
+        assert make(None).max_examples is None and make(np.int64(7)).max_examples == 7

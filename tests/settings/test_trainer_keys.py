@@ -7,7 +7,7 @@ from conftest import compose_config, keys_of
 
 from itermask.storage.keys import trainer_settings
 
-DEFAULT = "a5156e850c501ac0"  # the default config's checkpoint key, as pinned since before trainer options counted
+DEFAULT = "04cbdba6d8a7a4a1"  # the default checkpoint key (train.group_by_length), unchanged by trainer options
 
 #: (override, what the key then holds under ``trainer``)
 WEIGHT_CHANGING = [
@@ -74,9 +74,10 @@ def test_the_test_loops_limit_changes_the_results_key_only():
 def test_the_smoke_presets_validation_limit_is_in_its_checkpoint_key():
     """debug=smoke validates on 4 batches, which picks its best checkpoint: its key is not that of full validation
     (before every trainer option was keyed, both were 946abe2cafa63a7c)."""
-    smoke = keys_of(compose_config("debug=smoke"))
+    smoke = keys_of(compose_config("debug=smoke", "train.group_by_length=false"))  # batches as then
     assert smoke.training == "3c88d285aaf5851f" and smoke.training_payload["trainer"] == {"limit_val_batches": 4}
-    assert keys_of(compose_config("debug=smoke", "trainer.limit_val_batches=1.0")).training != smoke.training
+    full = keys_of(compose_config("debug=smoke", "train.group_by_length=false", "trainer.limit_val_batches=1.0"))
+    assert full.training != smoke.training
 
 
 def test_trainer_settings_leaves_out_the_stage_set_options_and_the_implementation():

@@ -126,3 +126,8 @@ def test_batches_of_4_accumulated_over_4_step_as_batches_of_16(tmp_path, tiny_mo
     # in another order, 1e-5); batches of 4 without accumulation take 8 steps and end elsewhere
     assert largest_difference(bounded.weights, whole.weights) < 1e-5
     assert largest_difference(small.weights, whole.weights) > 1e-3
+
+
+def test_uniformly_shuffled_batches_keep_the_checkpoint_key_of_before_the_option():
+    """train.group_by_length=false trains as itermask did before the option: its key is the one pinned then."""
+    assert keys_of(compose_config("train.group_by_length=false")).training == "a5156e850c501ac0"

@@ -48,9 +48,60 @@ __all__ = [
     "EvaluationContext",
     "ANALYSES",
     "analysis_classes",
+    "checked_max_examples",
     "eval_mode",
+    "example_subset",
+    "subset_lines",
     "steps_bar",
 ]
+
+
+def checked_max_examples(value, option: str) -> int | None:
+    """``value`` of an analysis's ``max_examples`` setting (``option``, e.g. ``"sanity.max_examples"``): ``None``
+    (every evaluated example) or a whole number >= 1.
+
+    Raises:
+        ValueError: naming ``option``, for anything else."""
+    if value is not None and (not _whole(value) or value < 1):
+        raise ValueError(
+            f"{option}={value!r}: give a whole number >= 1 (measure that many of the evaluated examples) or null "
+            "(None in Python: every evaluated example)"
+        )
+    return None if value is None else int(value)
+
+
+def example_subset(curves: EvaluatedCurves, max_examples: int | None) -> tuple[EvaluatedCurves, int, int]:
+    """``(curves, measured, evaluated)``: the evaluated ``curves`` restricted to the ``max_examples`` examples an
+    analysis measures (``None``: all), chosen by :func:`itermask.core.aopc_bounds.bounded_subset` (the rule
+    :data:`~itermask.core.aopc_bounds.SUBSET_RULE`: by example id alone, so every analysis, seed, method and job
+    with the same ``max_examples`` measures the same examples, the same as ``naopc.max_examples`` bounds, and a
+    larger value keeps a smaller one's), with the number of examples measured and evaluated."""
+    import torch
+
+    from itermask.core.aopc_bounds import bounded_subset
+
+    first = next(iter(curves.curves[curves.method].values()))
+    evaluated = len(first)
+    if max_examples is None or max_examples >= evaluated:
+        return curves, evaluated, evaluated
+    kept = {
+        name: {
+            schedule: c.select(torch.from_numpy(bounded_subset(c.example_ids.cpu().numpy(), max_examples)))
+            for schedule, c in by_schedule.items()
+        }
+        for name, by_schedule in curves.items()
+    }
+    return EvaluatedCurves(kept, curves.method, curves.random, curves.steps, curves.grid), max_examples, evaluated
+
+
+def subset_lines(section: dict, option: str) -> list[str]:
+    """One console line when an analysis's result ``section`` measured a subset of the evaluated examples
+    (:func:`example_subset`, its ``examples`` entry), naming the setting ``option``; none otherwise."""
+    examples = section.get("examples") or {}
+    measured, evaluated = examples.get("measured"), examples.get("evaluated")
+    if measured is None or evaluated is None or measured >= evaluated:
+        return []
+    return [f"  measured on {measured} of the {evaluated} evaluated examples ({option}; {examples.get('rule')})"]
 
 
 @contextmanager
@@ -398,3 +449,10 @@ def analysis_classes(result: dict) -> list[type[Analysis]]:
     import itermask.analyses  # noqa: F401  (registers the built-in analyses)
 
     return found + [cls for cls in ANALYSES.values() if cls not in found]
+
+
+def _whole(value) -> bool:
+    """A whole number (Python's or NumPy's), not a bool."""
+    import numpy as np
+
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -28,8 +28,12 @@ from itermask.analyses.base import (
     Artifacts,
     EvaluatedCurves,
     EvaluationContext,
+    checked_max_examples,
     eval_mode,
+    example_subset,
+    subset_lines,
 )
+from itermask.core.aopc_bounds import SUBSET_RULE
 from itermask.formatting import number
 from itermask.storage.per_example import FOLDER, write_per_example
 
@@ -76,6 +80,8 @@ class FFidelityAnalysis(Analysis):
             examples embedded by the removal-fine-tuned copy, and the AUROC of telling the sampled FFid+ and
             FFid- inputs from the clean ones (``ood_auroc_plus``, ``ood_auroc_minus`` per explanation); ``0``:
             not measured. Embedded once per fine-tuned copy (derived-value store).
+        max_examples: measure only this many of the evaluated examples (``None``: all), chosen by
+            :func:`~itermask.analyses.base.example_subset` (the examples ``naopc.max_examples`` bounds).
         enabled: read by the settings stage.
 
     Raises:
@@ -93,9 +99,12 @@ class FFidelityAnalysis(Analysis):
         learning_rate: float = 2e-5,
         seed: int = 0,
         ood_fit_examples: int = 1000,
+        max_examples: int | None = None,
         enabled: bool = True,
     ) -> None:
         from itermask.core.ffidelity import DEFAULT_SIZES, FFidelitySettings
+
+        self.max_examples = checked_max_examples(max_examples, "ffidelity.max_examples")
 
         if sizes is None:
             sizes = DEFAULT_SIZES
@@ -122,6 +131,7 @@ class FFidelityAnalysis(Analysis):
             "learning_rate": self.learning_rate,
             "seed": s.seed,
             "ood_fit_examples": self.ood_fit_examples,
+            "max_examples": self.max_examples,
         }
 
     def check(self, inputs: AnalysisInputs) -> None:
@@ -280,6 +290,7 @@ class FFidelityAnalysis(Analysis):
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         start = time.time()
+        curves, measured, evaluated = example_subset(curves, self.max_examples)
         _, info = self.tuned_model(inputs, context)
         frames, methods, rows, clean = [], {}, [0, 0], None
         for method, by_schedule in curves.items():
@@ -302,6 +313,7 @@ class FFidelityAnalysis(Analysis):
             methods[method]["one_shot"] |= self._ood(inputs, context, values.get("ffid_features"))
         section = {
             "settings": self.describe(),
+            "examples": {"measured": measured, "evaluated": evaluated, "rule": SUBSET_RULE},
             "fine_tune": {**info, **_accuracy(clean)},
             "methods": methods,
             "rows": {"asked": rows[0], "computed": rows[1]},
@@ -355,13 +367,19 @@ class FFidelityAnalysis(Analysis):
             f"  F-Fidelity: {short} of {entry.get('n')} examples not measured (NaN, left out of the means): fewer "
             f"than 1 / beta = {1 / beta:g} features, so the cap floor(beta * n) removes nothing"
         ] if short and beta else []  # fmt: skip
-        return [
-            f"F-Fidelity ({method}, one-shot): FFid+ {number(entry.get('ffid_plus_prob'), 3)} / FFid- "
-            f"{number(entry.get('ffid_minus_prob'), 3)} (probability), {number(entry.get('ffid_plus_accuracy'), 3)}"
-            f" / {number(entry.get('ffid_minus_accuracy'), 3)} (accuracy); fine-tuned {tune.get('steps')} steps in "
-            f"{number(tune.get('seconds'), 1)} s" + (" (reused)" if tune.get("reused") else "") + ", clean accuracy "
-            f"{number(tune.get('accuracy_before'), 3)} -> {number(tune.get('accuracy_after'), 3)}"
-        ] + unmeasured
+        return (
+            [
+                f"F-Fidelity ({method}, one-shot): FFid+ {number(entry.get('ffid_plus_prob'), 3)} / FFid- "
+                f"{number(entry.get('ffid_minus_prob'), 3)} (probability), {number(entry.get('ffid_plus_accuracy'), 3)}"
+                f" / {number(entry.get('ffid_minus_accuracy'), 3)} (accuracy); fine-tuned {tune.get('steps')} steps in "
+                f"{number(tune.get('seconds'), 1)} s"
+                + (" (reused)" if tune.get("reused") else "")
+                + ", clean accuracy "
+                f"{number(tune.get('accuracy_before'), 3)} -> {number(tune.get('accuracy_after'), 3)}"
+            ]
+            + unmeasured
+            + subset_lines(section, "ffidelity.max_examples")
+        )
 
 
 def _whole(value, name: str, low: int) -> int:

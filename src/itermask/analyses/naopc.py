@@ -187,6 +187,9 @@ class NAOPCAnalysis(Analysis):
         key = (id(context), tuple(first.example_ids.tolist()))
         if key in self._setups:
             return self._setups[key]
+        if (part := self._part_of_a_setup(key)) is not None:
+            self._setups[key] = part
+            return part
         e = inputs.evaluation
         with eval_mode(context.model):
             batch, maskable = _clean_batch(inputs, context, first)
@@ -198,8 +201,32 @@ class NAOPCAnalysis(Analysis):
             )
             outputs = MemoOutputs(model_outputs)
             bounds = self._bounds(inputs, context, outputs, grid_weight_sets(first, e.aopc_bins), first)
-        self._setups = {key: _Setup(outputs, model_outputs, features.cpu(), bounds)}  # only the latest is kept
+        # only the latest job's setups are kept (a job's context is new)
+        self._setups = {k: v for k, v in self._setups.items() if k[0] == key[0]}
+        self._setups[key] = _Setup(outputs, model_outputs, features.cpu(), bounds)
         return self._setups[key]
+
+    def _part_of_a_setup(self, key: tuple) -> _Setup | None:
+        """The setup of some examples read from one this job already built for more of them (the sanity benchmark
+        on its ``sanity.max_examples`` subset, after this analysis's own run over every evaluated example), so
+        their bounds are not searched again; ``None`` when no setup of this context holds them all. Only what
+        :meth:`explanation_measures` reads is kept: the outputs (renumbered), the features and the authors'
+        bounds."""
+        import torch
+
+        from itermask.core.aopc_bounds import _Subset
+
+        context, ids = key
+        for (known_context, known), setup in self._setups.items():
+            position = {example: row for row, example in enumerate(known)}
+            if known_context != context or not all(i in position for i in ids):
+                continue
+            rows = [position[i] for i in ids]
+            index = torch.as_tensor(rows, dtype=torch.long)
+            authors = setup.bounds["sets"]["authors"]
+            bounds = {"sets": {"authors": {"upper": authors["upper"][index], "lower": authors["lower"][index]}}}
+            return _Setup(_Subset(setup.outputs, rows), setup.model_outputs, setup.features[index], bounds)
+        return None
 
     def _fingerprint(self, inputs: AnalysisInputs, context: EvaluationContext, first, weights: dict) -> dict:
         """Everything the bounds depend on besides the classifier (:meth:`EvaluationContext.reuse`)."""

@@ -35,9 +35,13 @@ from itermask.analyses.base import (
     Artifacts,
     EvaluatedCurves,
     EvaluationContext,
+    checked_max_examples,
     eval_mode,
+    example_subset,
+    subset_lines,
 )
 from itermask.conf import CONF_DIR
+from itermask.core.aopc_bounds import SUBSET_RULE
 from itermask.formatting import md_table, mean_pm, number
 from itermask.storage.per_example import write_per_example
 
@@ -88,6 +92,8 @@ class RemovalReferenceAnalysis(Analysis):
         ood_fit: ``{n_fit_examples, seed, covariance}`` of the Mahalanobis detector, as the ``ood`` analysis
             fits it (the same settings reuse its stored training embeddings).
         confidence: level of the t interval of the mean cosine over examples, in (0, 1).
+        max_examples: measure only this many of the evaluated examples (``None``: all), chosen by
+            :func:`~itermask.analyses.base.example_subset` (the examples ``naopc.max_examples`` bounds).
         enabled: read by the settings stage.
 
     Raises:
@@ -106,10 +112,12 @@ class RemovalReferenceAnalysis(Analysis):
         mlm_pretrained: str | None = None,
         ood_fit: Mapping[str, Any] | None = None,
         confidence: float = 0.95,
+        max_examples: int | None = None,
         enabled: bool = True,
     ) -> None:
         import hydra
 
+        self.max_examples = checked_max_examples(max_examples, "removal_reference.max_examples")
         from itermask.core.masking import MaskingStrategy
 
         known = sorted(p.stem for p in MASKING_PRESETS.glob("*.yaml"))
@@ -141,7 +149,12 @@ class RemovalReferenceAnalysis(Analysis):
         self.ood_fit = dict(ood_fit or {})
 
     def describe(self) -> dict:
-        return {"strategies": list(self.names), "reference": self.reference, "confidence": self.confidence}
+        return {
+            "strategies": list(self.names),
+            "reference": self.reference,
+            "confidence": self.confidence,
+            "max_examples": self.max_examples,
+        }
 
     def check(self, inputs: AnalysisInputs) -> None:
         if "one_shot" not in inputs.evaluation.schedules:
@@ -161,6 +174,7 @@ class RemovalReferenceAnalysis(Analysis):
         from itermask.core.removal_reference import cosine_to_reference
 
         start, e = time.time(), inputs.evaluation
+        curves, measured, evaluated = example_subset(curves, self.max_examples)
         with eval_mode(context.model):
             out, parts, names = self._outputs(inputs, context, curves)
             scorer, missing = self._detector(inputs, context)
@@ -176,6 +190,7 @@ class RemovalReferenceAnalysis(Analysis):
             "tables": tables,
             "rows": {"asked": out.stats.rows, "computed": out.stats.computed, "forwards": out.stats.forwards},
             "n_examples": len(parts[0][1]),
+            "examples": {"measured": measured, "evaluated": evaluated, "rule": SUBSET_RULE},
             "seconds": time.time() - start,
         }
         if missing:
@@ -330,8 +345,10 @@ class RemovalReferenceAnalysis(Analysis):
         ]
         line = f"Removal reference ({reference}; {method}, one-shot), 1 - cosine of probabilities (0: as if removed): "
         below = [t["strategy"] for t in table if t.get("ood_auroc") is not None and t["ood_auroc"] < 0.5]
-        return [line + ", ".join(parts)] + (
-            [f"  AUROC below 0.5 ({', '.join(below)}): {BELOW_CHANCE}"] if below else []
+        return (
+            [line + ", ".join(parts)]
+            + ([f"  AUROC below 0.5 ({', '.join(below)}): {BELOW_CHANCE}"] if below else [])
+            + subset_lines(section, "removal_reference.max_examples")
         )
 
 

@@ -32,8 +32,12 @@ from itermask.analyses.base import (
     Artifacts,
     EvaluatedCurves,
     EvaluationContext,
+    checked_max_examples,
     eval_mode,
+    example_subset,
+    subset_lines,
 )
+from itermask.core.aopc_bounds import SUBSET_RULE
 from itermask.formatting import number
 from itermask.storage.per_example import write_per_example
 
@@ -59,6 +63,8 @@ class SanityAnalysis(Analysis):
         seed: the seed of the degradations (the config passes the job's ``seed``).
         n_boot: bootstrap resamples of the examples for the interval of the overall rho (0: none; else at least
             :data:`MIN_BOOT`).
+        max_examples: measure only this many of the evaluated examples (``None``: all), chosen by
+            :func:`~itermask.analyses.base.example_subset` (the examples ``naopc.max_examples`` bounds).
         enabled: read by the settings stage.
 
     Raises:
@@ -70,10 +76,16 @@ class SanityAnalysis(Analysis):
     name = "sanity"
 
     def __init__(
-        self, levels: Any = (0.0, 0.25, 0.5, 0.75, 1.0), seed: int = 0, n_boot: int = 1000, enabled: bool = True
+        self,
+        levels: Any = (0.0, 0.25, 0.5, 0.75, 1.0),
+        seed: int = 0,
+        n_boot: int = 1000,
+        max_examples: int | None = None,
+        enabled: bool = True,
     ) -> None:
         from itermask.core.degrade import check_levels
 
+        self.max_examples = checked_max_examples(max_examples, "sanity.max_examples")
         self.levels = check_levels(levels)
         if not _whole(seed):
             raise ValueError(f"sanity.seed={seed!r}: give a whole number")
@@ -87,7 +99,14 @@ class SanityAnalysis(Analysis):
     def describe(self) -> dict:
         from itermask.core.sanity_statistics import RULE
 
-        return {"levels": self.levels, "seed": self.seed, "n_boot": self.n_boot, "seed_rule": SEED_RULE, "rule": RULE}
+        return {
+            "levels": self.levels,
+            "seed": self.seed,
+            "n_boot": self.n_boot,
+            "seed_rule": SEED_RULE,
+            "rule": RULE,
+            "max_examples": self.max_examples,
+        }
 
     def check(self, inputs: AnalysisInputs) -> None:
         """Raises ``ValueError`` when the job evaluates no explanation but ``random``."""
@@ -96,6 +115,7 @@ class SanityAnalysis(Analysis):
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         start, frames, cost = time.time(), [], {"rows": 0, "computed": 0, "forwards": 0}
+        curves, measured, evaluated = example_subset(curves, self.max_examples)
         for name, evaluator in inputs.evaluators.items():
             if name == RANDOM or name not in curves.curves:
                 continue
@@ -109,6 +129,7 @@ class SanityAnalysis(Analysis):
                 frames.append(self._measures(inputs, context, name, level, level_curves))
         table = pd.concat(frames, ignore_index=True)
         section = self._section(table)
+        section["examples"] = {"measured": measured, "evaluated": evaluated, "rule": SUBSET_RULE}
         n = len(table) / len(self.levels)  # examples x explanations
         section["cost"] = {**cost, "seconds": time.time() - start, "rows_per_example_explanation": cost["rows"] / n}
         artifacts = _artifacts(section)
@@ -259,7 +280,7 @@ class SanityAnalysis(Analysis):
                 "measures rank the known order (95 % bootstrap interval of rho over examples on the expected side "
                 "of 0); cannot rank a known order: " + ("; ".join(cannot) or "none")
             )
-        return lines
+        return lines + subset_lines(section, "sanity.max_examples")
 
 
 def _why(measure: str, entry: dict) -> str:

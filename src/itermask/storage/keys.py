@@ -111,6 +111,8 @@ NOT_IN_KEY_AT_DEFAULT = {
     # the soft measures' draws: at the default the stored results of older schemas are told apart by the
     # schema version (issue 33's bump), so the keys of the shipped configs stay comparable across schemas
     "evaluation.soft_draws": 5,
+    # not the default (true) but the behaviour before the option: uniformly shuffled batches keep older keys
+    "train.group_by_length": False,
 }
 
 #: Dotted config sections left out of the key while their ``enabled`` is false, so that runs without them
@@ -280,6 +282,8 @@ def training_payload(
             train.pop(augmentation, None)
     if train.get("enabled", True) is True:  # left out at its default (NOT_IN_KEY_AT_DEFAULT)
         train.pop("enabled", None)
+    if train.get("group_by_length") is False:  # uniformly shuffled batches, as before the option: older keys
+        train.pop("group_by_length", None)  # (NOT_IN_KEY_AT_DEFAULT, for the results key)
     source = component_settings(config["dataset"]["source"])
     for switch in REPAIR_SWITCHES:
         source.pop(switch, None)
