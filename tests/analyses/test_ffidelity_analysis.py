@@ -159,3 +159,36 @@ def test_a_job_without_the_one_shot_schedule_is_refused_before_the_fine_tuning()
     with pytest.raises(ValueError, match=re.escape("ffidelity needs the one_shot schedule's ranking: add one_shot")):
         analysis.check(SimpleNamespace(evaluation=SimpleNamespace(schedules=["recursive"])))
     analysis.check(SimpleNamespace(evaluation=SimpleNamespace(schedules=["one_shot", "recursive"])))
+
+
+def test_max_examples_measures_the_naopc_subset_in_f_fidelity_and_the_removal_reference(tmp_path, tiny_bert_dir):
+    """ffidelity.max_examples=2 and removal_reference.max_examples=2 of the 4 evaluated examples: both measure
+    exactly the 2 that naopc.max_examples=2 bounds (by id alone); F-Fidelity's per-example columns are NaN for
+    the other 2, and both sections and the console say 2 of 4."""
+    from itermask.analyses.removal_reference import RemovalReferenceAnalysis
+    from itermask.core.aopc_bounds import SUBSET_RULE, bounded_subset
+
+    result = _run(
+        tmp_path,
+        tiny_bert_dir,
+        "subset",
+        "ffidelity.max_examples=2",
+        "removal_reference=on",
+        "removal_reference.strategies=[pad]",
+        "removal_reference.ood_fit.n_fit_examples=40",
+        "removal_reference.max_examples=2",
+    )
+    scores = pd.read_parquet(tmp_path / "sweep" / "subset" / "per_example" / "scores.parquet")
+    one_shot = scores[(scores.schedule == "one_shot") & (scores.saliency == "gradient")]
+    ids = np.sort(one_shot.example_id.to_numpy())
+    chosen = sorted(ids[bounded_subset(ids, 2)].tolist())
+    measured = sorted(one_shot.example_id[np.isfinite(one_shot.ffid_plus_prob)].tolist())
+    assert len(ids) == 4 and measured == chosen
+    for name in ("ffidelity", "removal_reference"):
+        assert result[name]["examples"] == {"measured": 2, "evaluated": 4, "rule": SUBSET_RULE}
+    assert result["ffidelity"]["methods"]["gradient"]["one_shot"]["n"] == 2
+    frame = pd.read_parquet(tmp_path / "sweep" / "subset" / "per_example" / "removal_reference.parquet")
+    assert sorted(set(frame.example_id)) == chosen
+    lines = [*FFidelityAnalysis.summary_lines(result), *RemovalReferenceAnalysis.summary_lines(result)]
+    for option in ("ffidelity.max_examples", "removal_reference.max_examples"):
+        assert f"  measured on 2 of the 4 evaluated examples ({option}; {SUBSET_RULE})" in lines

@@ -125,6 +125,13 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # the sampled rows' features by side, report rows) ~105, read by the trust table ~15
     issue34 = {"verdicts": 190, "encoder_similarity": 300, "mixed_model": 190, "bf16": 75, "measure_trust": 505}
     issue34 |= {"naopc_subset": 90, "input_ood": 185}
+    # issue 34, this stop: "analysis_subsets": max_examples for F-Fidelity, the removal reference and the sanity
+    # benchmark (one helper in analyses.base, their sections and console lines), NAOPC's setup read from a
+    # superset and its authors' AOPC on the bounded examples, the clean rows moved to analyses.clean_rows ~150;
+    # "whole_text_pretraining": one pass over the corpus in length-grouped batches (schedule_steps, the sampler)
+    # ~40; "grouped_fine_tuning": train.group_by_length through the plan to the loader, checked ~30;
+    # "baseline_attack": the random baseline's attack stored once per checkpoint ~45
+    issue34 |= {"analysis_subsets": 150, "whole_text_pretraining": 40, "grouped_fine_tuning": 30, "baseline_attack": 45}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

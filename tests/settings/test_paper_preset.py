@@ -13,6 +13,10 @@ from itermask.grids import grid_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 OFF = ["train.masking_augmentation.enabled=False", "train.adversarial_augmentation.enabled=False"]
+#: the costly analyses: on in claim 1's jobs, off in the masked and adversarial ones
+ANALYSES = ("naopc", "ffidelity", "removal_reference", "sanity")
+ON = [f"{a}.enabled=True" for a in ANALYSES]
+DISABLED = [f"{a}.enabled=False" for a in ANALYSES]
 
 
 def _sweeper(experiment: str, overrides=()) -> dict:
@@ -27,17 +31,18 @@ def test_paper_jobs_are_the_union_of_the_three_grids_each_job_once():
     assert sweeper["_target_"] == "hydra_plugins.itermask_sweepers.grid_union.GridUnionSweeper"
     jobs = grid_jobs(sweeper["params"], sweeper["grids"], [])
     claim1 = [
-        [f"model={m}", f"saliency={k}", *OFF, f"seed={s}"]
+        [f"model={m}", f"saliency={k}", *OFF, f"seed={s}", *ON]
         for m in ("minilm", "minilm_mlm", "minilm_cda")
         for k in ("gradient", "integrated_gradients", "occlusion")
         for s in (0, 1, 2)
     ]
     masked = [
-        ["model=minilm", "saliency=gradient", "train.masking_augmentation.enabled=True", OFF[1], f"seed={s}"]
+        ["model=minilm", "saliency=gradient", "train.masking_augmentation.enabled=True", OFF[1], f"seed={s}", *DISABLED]
         for s in (0, 1, 2)
     ]
     adversarial = [
         ["model=minilm", "saliency=gradient", OFF[0], "train.adversarial_augmentation.enabled=True", f"seed={s}"]
+        + DISABLED
         for s in (0, 1, 2)
     ]
     # claims 2 and 3's standard jobs (minilm, gradient, no augmentation) are claim 1's: launched once
@@ -51,7 +56,7 @@ def test_command_line_overrides_apply_to_every_grid():
     sweeper = _sweeper("paper")["sweeper"]
     jobs = grid_jobs(sweeper["params"], sweeper["grids"], ["seed=0", "evaluation.n_examples=10"])
     assert len(jobs) == 9 + 1 + 1
-    assert all(j[-2:] == ["seed=0", "evaluation.n_examples=10"] for j in jobs)
+    assert all("seed=0" in j and j[-1] == "evaluation.n_examples=10" for j in jobs)
 
 
 def test_paper_hub_is_the_same_preset_with_the_hub_models():
@@ -68,6 +73,7 @@ def test_paper_hub_is_the_same_preset_with_the_hub_models():
         OFF[0],
         "train.adversarial_augmentation.enabled=True",
         "seed=4",
+        *DISABLED,
     ]
     # the grids' structure is paper's: only the models and the seeds differ
     assert set(sweeper["grids"]) == set(paper["sweeper"]["grids"])
@@ -128,3 +134,15 @@ def test_the_report_reads_the_expected_jobs_of_a_grid_union_multirun(tmp_path):
         ["model=b", "seed=0", "x=1"],
         ["model=b", "seed=1", "x=1"],
     ]
+
+
+def test_paper_evaluates_200_examples_and_the_costliest_measures_on_20_the_hub_preset_on_all():
+    def composed(experiment: str) -> dict:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return OmegaConf.to_container(compose("evaluate", overrides=[f"experiment={experiment}"]), resolve=False)  # pyright: ignore[reportReturnType]
+
+    paper, hub = composed("paper"), composed("paper_hub")
+    assert paper["evaluation"]["n_examples"] == hub["evaluation"]["n_examples"] == 200
+    assert [paper[a]["max_examples"] for a in ANALYSES] == [20] * 4
+    assert [hub[a]["max_examples"] for a in ANALYSES] == [None] * 4
+    assert all(paper[a]["enabled"] is True for a in ANALYSES)

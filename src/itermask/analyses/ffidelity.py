@@ -265,7 +265,7 @@ class FFidelityAnalysis(Analysis):
     ) -> dict[str, Any]:
         import torch
 
-        from itermask.analyses.naopc import _clean_batch, _pad_rank
+        from itermask.analyses.clean_rows import clean_batch, pad_rank
         from itermask.core.ffidelity import ffidelity
         from itermask.core.naopc_scores import feature_ranks
         from itermask.core.subset_outputs import ModelOutputs, feature_counts, feature_index
@@ -275,7 +275,7 @@ class FFidelityAnalysis(Analysis):
         e, record = inputs.evaluation, "final" if record_ood and self.ood_fit_examples else False
         tuned, _ = self.tuned_model(inputs, context)
         with eval_mode(tuned):
-            batch, maskable = _clean_batch(inputs, context, curves)
+            batch, maskable = clean_batch(inputs, context, curves)
             features = feature_index(batch, maskable, e.features)
             if not torch.equal(feature_counts(features).cpu(), curves.n_maskable.cpu().long()):
                 raise ValueError("ffidelity: the examples' maskable features differ from the masking curves'")
@@ -283,7 +283,7 @@ class FFidelityAnalysis(Analysis):
                 tuned, batch, features, inputs.masking, curves.target, "probability", e.token_budget, record
             )
             width, rank = features.shape[1], curves.rank.cpu()
-            rank = rank[:, :width] if rank.shape[1] >= width else _pad_rank(rank, width)
+            rank = rank[:, :width] if rank.shape[1] >= width else pad_rank(rank, width)
             orders = feature_ranks(rank, features.cpu())
             values = ffidelity(outputs, orders, curves.example_ids, curves.target, curves.labels, self.settings)
         return {**values, "rows": (outputs.forwards.stats.rows, outputs.forwards.stats.computed)}

@@ -31,6 +31,7 @@ from itermask.analyses.base import (
     eval_mode,
     steps_bar,
 )
+from itermask.analyses.clean_rows import clean_batch, pad_rank
 from itermask.core.aopc_bounds import FLAT_SPAN, SUBSET_RULE, bounded_subset
 from itermask.formatting import number
 from itermask.storage.per_example import FOLDER, write_per_example
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     import torch
 
     from itermask.core.curves import MaskingCurves
-    from itermask.core.tokens import TokenBatch
 
 log = logging.getLogger(__name__)
 
@@ -153,19 +153,33 @@ class NAOPCAnalysis(Analysis):
         """``aopc_authors_<direction>_<q>`` (the authors' AOPC of ``curves``' one-shot ranking, the quantity's
         unit) and ``naopc_<direction>_<q>`` (its NAOPC, NaN where the bounds are flat), ``[B]`` float64 per
         example of ``curves``, for both directions; the bounds come from the derived-value store when an earlier
-        job (or call) computed them for the same examples (:meth:`_setup`).
+        job (or call) computed them for the same examples (:meth:`_setup`). With ``max_examples`` both are
+        measured on the bounded examples only (NaN for the others: their authors' AOPC would cost the forwards
+        of every feature count, for no NAOPC).
 
         Raises:
             ValueError: for curves that record no ranking."""
         import torch
 
-        from itermask.core.aopc_bounds import naopc
+        from itermask.core.aopc_bounds import _Subset, naopc
 
         setup = self._setup(inputs, context, curves)
         if curves.rank is None:
             raise ValueError("naopc: these masking curves record no ranking")
+        bounded = bounded_subset(curves.example_ids.cpu().numpy(), self.max_examples)
+        rows = np.flatnonzero(bounded)
         with eval_mode(context.model):
-            scores = _ranking_aopc(setup.outputs, curves.rank, setup.features)
+            if bounded.all():
+                scores = _ranking_aopc(setup.outputs, curves.rank, setup.features)
+            else:
+                index = torch.from_numpy(rows)
+                part = _ranking_aopc(
+                    _Subset(setup.outputs, rows.tolist()), curves.rank.cpu()[index], setup.features[index]
+                )
+                scores = {}
+                for direction, values in part.items():
+                    scores[direction] = np.full(len(bounded), np.nan)
+                    scores[direction][rows] = values
         authors, q, out = setup.bounds["sets"]["authors"], _suffix(inputs.evaluation.quantity), {}
         for direction, aopc in scores.items():
             out[f"aopc_authors_{direction}_{q}"] = torch.from_numpy(aopc)
@@ -192,7 +206,7 @@ class NAOPCAnalysis(Analysis):
             return part
         e = inputs.evaluation
         with eval_mode(context.model):
-            batch, maskable = _clean_batch(inputs, context, first)
+            batch, maskable = clean_batch(inputs, context, first)
             features = feature_index(batch, maskable, e.features)
             if not torch.equal(feature_counts(features).cpu(), first.n_maskable.cpu().long()):
                 raise ValueError("naopc: the examples' maskable features differ from the masking curves'")
@@ -495,56 +509,14 @@ def grid_weight_sets(curves: MaskingCurves, bins) -> dict[str, list[np.ndarray]]
     }
 
 
-def _clean_batch(inputs: AnalysisInputs, context: EvaluationContext, first: MaskingCurves):
-    """The clean rows of the evaluated examples (``first``'s, in its order) on the model's device, right-padded
-    to one length, and their ``[B, L]`` maskable positions.
-
-    Raises:
-        ValueError: if the rows' maskable tokens disagree with the curves' (a bug, never silently used)."""
-    import torch.nn.functional as F
-
-    from itermask.core.tokens import TokenBatch, maskable_positions, row_lengths
-
-    e, tokenizer = inputs.evaluation, inputs.tokenizer
-    rows: dict[int, TokenBatch] = {}
-    for batch in context.data.eval_loader(context.examples):
-        for r, example in enumerate(batch["example_ids"].tolist()):
-            rows[example] = batch["tokens"].index(slice(r, r + 1))
-    chosen = [rows[i] for i in first.example_ids.tolist()]
-    width = max(int(row_lengths(r).max()) for r in chosen)
-    pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
-
-    def padded(row: TokenBatch) -> TokenBatch:
-        def grow(t, value: int):
-            return F.pad(t[:, :width], (0, width - min(t.shape[1], width)), value=value)
-
-        types, segments, words = row.token_type_ids, row.segment_ids, row.word_ids
-        return TokenBatch(
-            grow(row.input_ids, pad_id),
-            grow(row.attention_mask, 0),
-            None if types is None else grow(types, 0),
-            None if segments is None else grow(segments, -1),
-            None if words is None else grow(words, -1),
-        )
-
-    batch = TokenBatch.concat(padded(r) for r in chosen).to(next(context.model.parameters()).device)
-    return batch, maskable_positions(batch, tokenizer.all_special_ids, e.segments)
-
-
 def _ranking_aopc(outputs, rank: torch.Tensor, features: torch.Tensor) -> dict[str, np.ndarray]:
     """The authors' AOPC of the one-shot ranking ``rank`` (``[B, L]``, :attr:`MaskingCurves.rank`) over the
     ``[B, L']`` feature index ``features``: ``{direction: [B]}``."""
     from itermask.core.naopc_scores import feature_ranks, ranking_aopc
 
     width = features.shape[1]
-    rank = rank.cpu()[:, :width] if rank.shape[1] >= width else _pad_rank(rank.cpu(), width)
+    rank = rank.cpu()[:, :width] if rank.shape[1] >= width else pad_rank(rank.cpu(), width)
     return ranking_aopc(outputs, feature_ranks(rank, features))
-
-
-def _pad_rank(rank, width: int):
-    import torch.nn.functional as F
-
-    return F.pad(rank, (0, width - rank.shape[1]), value=-1)
 
 
 def _per_example(curves: EvaluatedCurves, hooked: dict, bounds: dict, quantity: str, bins) -> pd.DataFrame:

@@ -205,13 +205,13 @@ class RemovalReferenceAnalysis(Analysis):
         ``parts``: ``(saliency, example_ids, x, k)`` of each explanation's rows, in call order."""
         import torch
 
-        from itermask.analyses.naopc import _clean_batch
+        from itermask.analyses.clean_rows import clean_batch
         from itermask.core.removal_reference import strategy_outputs
         from itermask.core.tokens import TokenBatch
 
         names = list(curves)
         ones = [curves[name]["one_shot"] for name in names]
-        batch, maskable = _clean_batch(inputs, context, ones[0])
+        batch, maskable = clean_batch(inputs, context, ones[0])
         width = batch.input_ids.shape[1]
         ranks = []
         for name, c in zip(names, ones):
