@@ -1,6 +1,7 @@
 """Wall time of continued MLM pretraining (``model=minilm_mlm`` / ``model=minilm_cda``,
-:mod:`itermask.training.pretraining`) on the CPU, projected from timed steps: the target (issue 21) is at most
-10 minutes per encoder on 2 cores. No assertions.
+:mod:`itermask.training.pretraining`) on the CPU, projected from timed steps of the stage's own length-grouped
+batches: the target (issue 34) is at most 5 minutes per encoder on 2 cores, over the whole training text. No
+assertions.
 
     python bench/pretrain_speed.py [--model minilm_cda] [--steps 5] [--threads 2]
 
@@ -50,11 +51,18 @@ def main() -> None:
     length, probability = int(settings.payload["max_length"]), float(o["mlm_probability"])
     heldout = pretraining._heldout(tokenizer, heldout_texts[: o["heldout_examples"]], length, probability, 0)
     model = pretraining.masked_lm_from_encoder(base)
-    module = pretraining.MaskedLmPretraining(model, o["head_steps"], o["joint_steps"], heldout=heldout)
+    head_steps, joint_steps = pretraining.schedule_steps(o, len(texts))  # joint_steps null: the rest of one pass
+    module = pretraining.MaskedLmPretraining(model, head_steps, joint_steps, heldout=heldout)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, return_tensors="pt")
-    data = pretraining._tokenized(tokenizer, texts[: (args.steps + 1) * o["batch_size"] * 2], length)
-    batches = [collator(data[i : i + o["batch_size"]]) for i in range(0, len(data), o["batch_size"])]
+    # the stage's own batches (the corpus loader's: seeded, length-grouped), masked as the collator masks them
+    loader = pretraining._corpus_loader(tokenizer, texts, length, int(o.get("seed", 0)), int(o["batch_size"]))
+    batches = []
+    for batch, _ in zip(loader, range(args.steps + 1)):
+        ids, labels = collator.torch_mask_tokens(
+            batch["input_ids"].clone(), special_tokens_mask=batch["special_tokens_mask"]
+        )
+        batches.append({**batch, "input_ids": ids, "labels": labels})
     module.log = lambda *a, **k: None  # no trainer attached
     per_step, cpu_per_step = {}, {}
     for phase, frozen in (("frozen", True), ("joint", False)):
@@ -74,12 +82,12 @@ def main() -> None:
     start, start_cpu = time.perf_counter(), time.process_time()
     module.heldout_accuracy()
     heldout_seconds, heldout_cpu = time.perf_counter() - start, time.process_time() - start_cpu
-    total = o["head_steps"] * per_step["frozen"] + o["joint_steps"] * per_step["joint"] + 2 * heldout_seconds
-    cpu_total = o["head_steps"] * cpu_per_step["frozen"] + o["joint_steps"] * cpu_per_step["joint"] + 2 * heldout_cpu
+    total = head_steps * per_step["frozen"] + joint_steps * per_step["joint"] + 2 * heldout_seconds
+    cpu_total = head_steps * cpu_per_step["frozen"] + joint_steps * cpu_per_step["joint"] + 2 * heldout_cpu
     print(f"model={args.model} threads={args.threads} batch={o['batch_size']} corpus={len(texts)} texts")
     frozen, joint = per_step["frozen"], per_step["joint"]
     print(f"frozen step {frozen:.2f} s, joint step {joint:.2f} s, held-out {heldout_seconds:.1f} s")
-    print(f"projected stage: {o['head_steps']} x frozen + {o['joint_steps']} x joint + 2 held-out = {total:.0f} s")
+    print(f"projected stage: {head_steps} x frozen + {joint_steps} x joint + 2 held-out = {total:.0f} s")
     # on a loaded machine wall time overstates the cost: CPU seconds / threads is the wall time on idle cores
     idle = cpu_total / args.threads
     print(f"CPU seconds of the projected stage: {cpu_total:.0f} (/ {args.threads} threads = {idle:.0f} s)")
