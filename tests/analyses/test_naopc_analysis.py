@@ -197,3 +197,14 @@ def test_bad_max_examples_is_a_clear_error():
     for bad in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match=re.escape(f"naopc.max_examples={bad!r}: give a whole number >= 1")):
             NAOPCAnalysis(max_examples=bad)
+
+
+@pytest.mark.parametrize("analysis", ["naopc", "ffidelity", "removal_reference", "sanity"])
+@pytest.mark.parametrize("value", ["maybe", "0", "2"])
+def test_an_analysis_switch_that_is_not_a_boolean_is_refused(analysis, value):
+    # 'maybe', 0 or 2 counted as on before (only false switched an analysis off)
+    shown = repr(value) if value == "maybe" else value
+    with pytest.raises(ValueError, match=re.escape(f"{analysis}.enabled must be true or false, got {shown}")):
+        plan_of(compose_config(f"{analysis}=on", f"{analysis}.enabled={value}"))
+    off = plan_of(compose_config(f"{analysis}=on", f"{analysis}.enabled=false"))
+    assert analysis not in {a.name for a in off.analyses}  # false switches it off, its settings kept

@@ -159,3 +159,21 @@ def test_the_command_line_report_refuses_bad_claims_settings(tmp_path, capsys):
         "error: hydra.callbacks.report.claims.accuracy_margin=-1 is not allowed: a fraction in (0, 1)\n"
     )
     assert not (root / "report.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--confidence", "abc"], "argument --confidence: must be a number in (0, 1), e.g. 0.95, got abc"),
+        (["--confidence", "1.5"], "argument --confidence: must be a number in (0, 1), e.g. 0.95, got 1.5"),
+        (["--n-resamples", "many"], "argument --n-resamples: must be an integer >= 1, got many"),
+    ],
+)
+def test_a_bad_report_option_names_itself_not_a_function(tmp_path, capsys, arguments, message):
+    from itermask.reporting.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path), *arguments])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "_confidence" not in err and "_positive" not in err

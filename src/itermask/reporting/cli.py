@@ -20,7 +20,10 @@ __all__ = ["main"]
 
 def _confidence(text: str) -> float:
     """An argparse type: a confidence level strictly between 0 and 1."""
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:  # argparse would name this function ("invalid _confidence value")
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), e.g. 0.95, got {text}") from None
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 1), e.g. 0.95, got {text}")
     return value
@@ -28,7 +31,10 @@ def _confidence(text: str) -> float:
 
 def _positive(text: str) -> int:
     """An argparse type: an integer >= 1."""
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # argparse would name this function ("invalid _positive value")
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
     return value

@@ -43,6 +43,10 @@ def _analyses(config: dict, problems: Problems) -> list[Analysis]:
     analyses: list[Analysis] = [PerExampleAnalysis()]
     for name in config.get("analyses") or []:
         node = config.get(name)
+        if node is not None and not isinstance(enabled := node.get("enabled", True), bool):
+            with problems.collect():  # "maybe", 0 or 2 would otherwise count as on
+                raise ValueError(f"{name}.enabled must be true or false, got {enabled!r}")
+            continue
         if node is None or node.get("enabled", True) is False or node.get("level") == "none":
             continue
         with problems.collect():

@@ -51,11 +51,17 @@ def read_failure(job_dir: str | Path) -> dict | None:
 
 def failed_jobs(root: str | Path) -> list[tuple[str, dict]]:
     """``(job folder relative to root, marker)`` of every failed job under a sweep folder ``root``, in
-    folder order (W&B run folders skipped)."""
+    natural folder order (job 2 before job 10; W&B run folders skipped)."""
+    import re
+
+    def natural(path: Path) -> list:
+        return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path.relative_to(root)))]
+
     root = Path(root)
     if not root.is_dir():
         return []
-    markers = [p for p in sorted(root.rglob(FAILURE_FILE)) if "wandb" not in p.relative_to(root).parts[:-1]]
+    found = [p for p in root.rglob(FAILURE_FILE) if "wandb" not in p.relative_to(root).parts[:-1]]
+    markers = sorted(found, key=natural)
     return [
         (str(p.parent.relative_to(root)) or ".", read_failure(p.parent) or {"error": "unknown error"}) for p in markers
     ]
