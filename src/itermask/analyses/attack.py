@@ -18,12 +18,14 @@ import pandas as pd
 from scipy import stats
 
 from itermask.analyses.base import (
+    RANDOM,
     Analysis,
     AnalysisInputs,
     AnalysisOutput,
     Artifacts,
     EvaluatedCurves,
     EvaluationContext,
+    baseline_fingerprint,
     eval_mode,
 )
 from itermask.core.measures import first_flip_count, first_flip_fraction
@@ -40,8 +42,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AttackAnalysis", "attack_summary", "masking_link", "EXAMPLE_COLUMNS", "REPORTED"]
 
-#: the random explanation's name among the evaluators (the engine's ``RANDOM``)
-RANDOM = "random"
 #: the kind of the random baseline's stored attack records (storage.derived)
 BASELINE_ATTACK = "random_baseline_attack"
 
@@ -270,24 +270,10 @@ class AttackAnalysis(Analysis):
         return AnalysisOutput({"attack": section}, artifacts)
 
     def _baseline_fingerprint(self, inputs: AnalysisInputs, context: EvaluationContext) -> dict | None:
-        """What the random baseline's attack depends on besides the classifier, or ``None`` when it is not shared
-        with other jobs (no random baseline beside the method, no store or settings key, a distributed run).
-
-        The random explanation is seeded by the job seed, so every method's job on one classifier attacks the same
-        rankings: the settings enter through :attr:`AnalysisInputs.baseline_key` (the results key without the
-        saliency method), the attack's through :meth:`describe`, the examples through the digest of their
-        inputs, labels and ids, the batching through the batch size."""
-        if RANDOM not in inputs.evaluators or inputs.method == RANDOM or inputs.baseline_key is None:
-            return None
-        if not context.can_reuse or context.trainer.world_size > 1:
-            return None
-        return {
-            "columns": list(EXAMPLE_COLUMNS),
-            "attack": self.describe(),
-            "settings": inputs.baseline_key,
-            "examples": context.data.input_digest(context.examples),
-            "eval_batch_size": context.data.eval_batch_size,
-        }
+        """What the random baseline's attack depends on besides the classifier (:func:`baseline_fingerprint`, with
+        the attack's settings and the stored columns), or ``None`` when it is not shared with other jobs."""
+        shared = baseline_fingerprint(inputs, context)
+        return None if shared is None else {**shared, "columns": list(EXAMPLE_COLUMNS), "attack": self.describe()}
 
     def _attack_subset(self, inputs: AnalysisInputs, context: EvaluationContext) -> tuple[dict, dict]:
         """Attack every explanation's ranking on the evaluation subset (the examples the masking evaluation

@@ -48,12 +48,36 @@ __all__ = [
     "EvaluationContext",
     "ANALYSES",
     "analysis_classes",
+    "RANDOM",
+    "baseline_fingerprint",
     "checked_max_examples",
     "eval_mode",
     "example_subset",
     "subset_lines",
     "steps_bar",
 ]
+
+
+#: the random explanation's name among a job's evaluators (beside the methods under study)
+RANDOM = "random"
+
+
+def baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext) -> dict | None:
+    """What a value of the random baseline depends on besides the classifier, for the values that every method's
+    job on one classifier shares (the random explanation is seeded by the job seed): the job's settings through
+    :attr:`AnalysisInputs.baseline_key` (the results key without the saliency method), the evaluated examples
+    through the digest of their inputs, labels and ids, and the batch size; each user adds its own settings.
+    ``None`` when the value is not shared: no random baseline beside the method, no store or settings key, or a
+    distributed run (every rank runs the loops' collectives)."""
+    if RANDOM not in inputs.evaluators or inputs.method == RANDOM or inputs.baseline_key is None:
+        return None
+    if not context.can_reuse or context.trainer.world_size > 1:
+        return None
+    return {
+        "settings": inputs.baseline_key,
+        "examples": context.data.input_digest(context.examples),
+        "eval_batch_size": context.data.eval_batch_size,
+    }
 
 
 def checked_max_examples(value, option: str) -> int | None:

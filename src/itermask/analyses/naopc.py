@@ -28,6 +28,7 @@ from itermask.analyses.base import (
     Artifacts,
     EvaluatedCurves,
     EvaluationContext,
+    checked_max_examples,
     eval_mode,
     steps_bar,
 )
@@ -112,13 +113,8 @@ class NAOPCAnalysis(Analysis):
             )
         if not _whole(beam_size) or beam_size < 1:
             raise ValueError(f"naopc.beam_size={beam_size!r}: the beam search's width must be a whole number >= 1")
-        if max_examples is not None and (not _whole(max_examples) or max_examples < 1):
-            raise ValueError(
-                f"naopc.max_examples={max_examples!r}: give a whole number >= 1 (bound that many examples) or null "
-                "(None in Python: every evaluated example)"
-            )
         self.exact_max_features, self.beam_size = int(exact_max_features), int(beam_size)
-        self.max_examples = None if max_examples is None else int(max_examples)
+        self.max_examples = checked_max_examples(max_examples, "naopc.max_examples")
         self._setups: dict[tuple, _Setup] = {}
 
     def describe(self) -> dict:

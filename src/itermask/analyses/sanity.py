@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from itermask.analyses.base import (
+    RANDOM,
     Analysis,
     AnalysisInputs,
     AnalysisOutput,
@@ -50,7 +51,6 @@ __all__ = ["SanityAnalysis", "FLIP_COLUMN", "SEED_RULE"]
 FLIP_COLUMN = "decision_flip_fraction"
 #: how the degradations are drawn
 SEED_RULE = "a torch generator per (example, level) seeded by sha256('seed:example_id:level') (core.degrade.level_seed)"
-RANDOM = "random"
 #: the fewest bootstrap resamples of sanity.n_boot (besides 0, no interval)
 MIN_BOOT = 100
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from itermask.analyses.base import Analysis
+from itermask.analyses.base import RANDOM, Analysis
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.masking import MaskingStrategy
 from itermask.core.saliency.base import RandomSaliency, SaliencyMethod
 
 __all__ = ["RANDOM", "build_evaluators"]
-
-#: the random explanation's name among the evaluators
-RANDOM = "random"
 
 
 def build_evaluators(

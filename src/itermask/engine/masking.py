@@ -8,11 +8,17 @@ from __future__ import annotations
 import logging
 from dataclasses import fields
 
-from itermask.analyses.base import AnalysisInputs, AnalysisOutput, EvaluatedCurves, EvaluationContext
+from itermask.analyses.base import (
+    RANDOM,
+    AnalysisInputs,
+    AnalysisOutput,
+    EvaluatedCurves,
+    EvaluationContext,
+    baseline_fingerprint,
+)
 from itermask.core import metrics
 from itermask.core.curves import MaskingCurves
 from itermask.core.evaluation_settings import EvaluationSettings
-from itermask.engine.evaluators import RANDOM
 from itermask.engine.lightning import MaskingEvaluationModule
 
 log = logging.getLogger(__name__)
@@ -70,24 +76,17 @@ def relative_to_random(scores: dict, method: str) -> dict:
 BASELINE_CURVES = "random_baseline_curves"
 
 
-def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext, subset) -> dict | None:
-    """What the random baseline's curves of this job depend on besides the classifier, or ``None`` when they
-    are not shared with other jobs: no random baseline beside the method, no store or settings key, or a
-    distributed run (every rank runs the masking loop's collectives).
-
-    The settings enter through :attr:`AnalysisInputs.baseline_key` (the results key without the saliency
-    method: seed, masking strategy, grid, schedules, target, segments, representations, data); the evaluated
-    examples through the digest of their inputs, labels and ids; the batching through the batch size and
-    token budget (the curves are the same at any, up to float rounding; the stored ones are bit for bit)."""
-    if RANDOM not in inputs.evaluators or inputs.method == RANDOM or inputs.baseline_key is None:
-        return None
-    if not context.can_reuse or context.trainer.world_size > 1:
+def _baseline_fingerprint(inputs: AnalysisInputs, context: EvaluationContext) -> dict | None:
+    """What the random baseline's curves of this job depend on besides the classifier
+    (:func:`~itermask.analyses.base.baseline_fingerprint`: the settings without the saliency method, the examples,
+    the batch size; here also the token budget and the test-batch limit: the curves are the same at any budget,
+    up to float rounding, and the stored ones are bit for bit), or ``None`` when they are not shared."""
+    shared = baseline_fingerprint(inputs, context)
+    if shared is None:
         return None
     return {
+        **shared,
         "curves_fields": [f.name for f in fields(MaskingCurves)],  # what a stored value holds
-        "settings": inputs.baseline_key,
-        "examples": context.data.input_digest(subset),
-        "eval_batch_size": context.data.eval_batch_size,
         "token_budget": inputs.evaluation.token_budget,
         "limit_test_batches": context.trainer.limit_test_batches,
     }
@@ -151,7 +150,7 @@ def evaluate_curves(
         ValueError: if no example could be evaluated (none has a maskable token).
     """
     evaluators = dict(inputs.evaluators)
-    baseline = _baseline_fingerprint(inputs, context, context.examples)
+    baseline = _baseline_fingerprint(inputs, context)
     stored = None if baseline is None else context.stored(BASELINE_CURVES, baseline)
     if stored is not None:  # an earlier job on this checkpoint evaluated the same random baseline
         evaluators.pop(RANDOM)
