@@ -170,6 +170,7 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         ("claims score misspelt", ["hydra.callbacks.report.claims.score=aopc_comprehensivness_prob"]),
         ("claims n_resamples=0", ["hydra.callbacks.report.claims.n_resamples=0"]),
         ("claims models naming a model the run lacks", ["hydra.callbacks.report.claims.models=[minilm,bert]"]),
+        ("a bad value in 27 of the 33 jobs", ["naopc.max_examples=0"]),
     ]
     reporting = [
         ("no such folder", [str(f["empty_sweep"].with_name("nowhere"))]),

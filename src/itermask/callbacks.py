@@ -1,6 +1,6 @@
 """Hydra callbacks (configured under ``hydra.callbacks``): the report after an evaluation multirun
-(``conf/evaluate.yaml``) and the failed jobs' exit status after any multirun, and the
-multirun's folder for an interruption's message (``conf/train.yaml``)."""
+(``conf/evaluate.yaml``), every job's settings checked before a multirun launches any, the failed jobs' exit
+status after any multirun, and the multirun's folder for an interruption's message (``conf/train.yaml``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReportCallback", "FailedJobsCallback", "InterruptCallback"]
+__all__ = ["ReportCallback", "FailedJobsCallback", "InterruptCallback", "SettingsCheckCallback"]
 
 
 class ReportCallback(Callback):
@@ -222,3 +222,103 @@ class InterruptCallback(Callback):
         from itermask import progress
 
         progress.sweep_dir = Path(config.hydra.sweep.dir)
+
+
+class SettingsCheckCallback(Callback):
+    """Before a multirun launches its first job, compose every job's config as Hydra's launcher will
+    (``load_sweep_config``) and check its settings with the command's own plan function: a bad value in any job
+    ends the multirun (exit status 1) before any job runs, naming the problem and the jobs that have it. Without
+    this, ``-m seed=0,abc`` ran job 0 in full before job 1 was refused, and ``-m experiment=paper
+    naopc.max_examples=0`` failed 27 jobs one by one and then fine-tuned the 6 jobs where NAOPC is off.
+
+    Only the problems the plan marks as bad settings (:func:`itermask.problems.is_config_error`) stop the
+    multirun; any other error in the check is left for the job itself to report. Sweepers whose jobs are not
+    known beforehand (Optuna) are not checked (:func:`itermask.reporting.sweep.sweep_jobs` gives ``None``).
+    The jobs check their settings again when they run.
+
+    Args:
+        plan: the dotted path of the command's settings stage, called as ``plan(cfg, context)`` on each
+            job's composed config without its ``hydra`` node (``itermask.settings.evaluation_plan`` for
+            ``evaluate.py``, ``itermask.settings.training_plan`` for ``train.py`` and ``pretrain.py``).
+    """
+
+    def __init__(self, plan: str) -> None:
+        self.plan = plan
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Raises:
+        SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it."""
+        from itermask.reporting.sweep import sweep_jobs
+
+        jobs = sweep_jobs(config)
+        if not jobs:
+            return
+        found: dict[str, list[int]] = {}
+        for number, problem in self._problems(config, jobs):
+            found.setdefault(problem, []).append(number)
+        if found:
+            lines = [f"{problem} ({_jobs_text(numbers, jobs)})" for problem, numbers in found.items()]
+            bad = len({n for numbers in found.values() for n in numbers})
+            raise SystemExit(
+                f"error: the multirun was not started: {bad} of its {len(jobs)} jobs {'has' if bad == 1 else 'have'} a "
+                "bad setting\nerror: " + "\nerror: ".join(lines)
+            )
+
+    def _problems(self, config: DictConfig, jobs: list[list[str]]):
+        """``(job number, problem)`` for every bad setting of every job."""
+        import copy
+
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.utils import get_method
+        from omegaconf import open_dict, read_write
+
+        from itermask.context import JobContext
+        from itermask.problems import config_errors, is_config_error
+        from itermask.validation import SettingsError
+
+        plan = get_method(self.plan)
+        loader = GlobalHydra.instance().config_loader()
+        hydra_config = HydraConfig.instance()
+        before = hydra_config.cfg
+        sweep_dir = str(config.hydra.sweep.dir)
+        try:
+            for number, overrides in enumerate(jobs):
+                composed = loader.load_sweep_config(config, list(overrides))
+                with open_dict(composed):  # as Hydra's launcher and run_job set them
+                    composed.hydra.job.id = str(number)
+                    composed.hydra.job.num = number
+                    subdir = str(OmegaConf.select(composed, "hydra.sweep.subdir"))
+                    with read_write(composed.hydra.runtime):
+                        composed.hydra.runtime.output_dir = str(Path(sweep_dir, subdir).absolute())
+                hydra_config.set_config(composed)
+                task = copy.deepcopy(composed)
+                with read_write(task), open_dict(task):
+                    del task["hydra"]
+                context = JobContext(True, tuple(overrides), str(number), sweep_dir)
+                try:
+                    with config_errors():
+                        plan(task, context)
+                except Exception as error:
+                    if not is_config_error(error):
+                        log.debug("settings check of job %d left to the job: %s", number, error)
+                        continue
+                    problems = error.problems if isinstance(error, SettingsError) else [str(error)]
+                    for problem in problems:
+                        yield number, problem
+        finally:
+            hydra_config.cfg = before
+
+
+def _jobs_text(numbers: list[int], jobs: list[list[str]]) -> str:
+    """``"job 1: seed=abc"`` for one job, ``"jobs 0-26 of 33"`` (runs of consecutive numbers) for several."""
+    if len(numbers) == 1:
+        return f"job {numbers[0]}: {' '.join(jobs[numbers[0]]) or 'no overrides'}"
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    spans = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return f"jobs {spans} of {len(jobs)}"

@@ -85,11 +85,11 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("ffidelity.alpha=1.5", "ffidelity.alpha=1.5: choose a number in (0, 1]"),
+        ("ffidelity.alpha=1.5", "ffidelity.alpha=1.5: choose a number in (0, 1] (a removal probability)"),
         ("ffidelity.alpha=0", "ffidelity.alpha=0: choose a number in (0, 1] (at 0 nothing would be removed"),
         ("ffidelity.beta=-0.1", "ffidelity.beta=-0.1"),
         ("ffidelity.beta=0", "ffidelity.beta=0: choose a number in (0, 1] (at 0 the cap floor(beta * n) would be 0"),
-        ("ffidelity.beta=1.5", "ffidelity.beta=1.5: choose a number in (0, 1]"),
+        ("ffidelity.beta=1.5", "ffidelity.beta=1.5: choose a number in (0, 1] (a share of the features)"),
         ("ffidelity.n_samples=0", "ffidelity.n_samples=0: choose a whole number >= 1"),
         ("ffidelity.sizes=[0.5,1.5]", "ffidelity.sizes="),
         ("ffidelity.steps=0", "ffidelity.steps=0: choose a whole number >= 1"),

@@ -351,3 +351,71 @@ def test_a_failing_ddp_rank_leaves_a_line_in_rank_zeros_log(tmp_path, monkeypatc
         run_job(lambda c, context: (_ for _ in ()).throw(ValueError("boom")), cfg)
     line = (tmp_path / "evaluate.log").read_text()
     assert "DDP process of rank 1 failed: ValueError: boom" in line and "train_ddp_process_1.log" in line
+
+
+@pytest.mark.parametrize("script", ["evaluate.py", "train.py"])
+def test_a_bad_setting_in_any_job_stops_the_multirun_before_the_first_job(tmp_path, monkeypatch, entry_point, script):
+    """Job 1's seed is refused before job 0 runs: the message names the problem and the job, and no job folder
+    (nor the sweep folder) is written."""
+    ran = []
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
+    monkeypatch.setattr(pipeline, "run_train", lambda cfg, context=None: ran.append(cfg))
+    with pytest.raises(SystemExit) as exit_:
+        entry_point(script, "-m", "seed=0,abc", "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert str(exit_.value) == (
+        "error: the multirun was not started: 1 of its 2 jobs has a bad setting\n"
+        "error: seed must be an integer in [0, 4294967295] (NumPy's seed range), got 'abc' "
+        "(job 1: seed=abc logger=csv)"
+    )
+    assert ran == [] and not (tmp_path / "sweep").exists()
+
+
+def test_a_grid_union_multirun_names_each_problem_once_with_its_jobs(tmp_path, monkeypatch, entry_point):
+    """experiment=paper with one seed: 9 claim-1 jobs with NAOPC on, then the masked and adversarial jobs with it
+    off; naopc.max_examples=0 is refused in the 9 and the multirun stops before any of the 11."""
+    ran = []
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
+    with pytest.raises(SystemExit) as exit_:
+        entry_point(
+            "evaluate.py",
+            "-m",
+            "experiment=paper",
+            "hydra.sweeper.params.seed=0",
+            "naopc.max_examples=0",
+            "evaluation.n_examples=-1",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+        )
+    lines = str(exit_.value).splitlines()
+    assert lines[0] == "error: the multirun was not started: 11 of its 11 jobs have a bad setting"
+    assert lines[1].startswith("error: evaluation.n_examples") and lines[1].endswith("(jobs 0-10 of 11)")
+    assert lines[2].startswith("error: naopc.max_examples=0: give a whole number >= 1")
+    assert lines[2].endswith("(jobs 0-8 of 11)") and len(lines) == 3
+    assert ran == []
+
+
+def test_an_error_of_the_check_that_is_not_a_bad_setting_is_left_to_the_job(tmp_path, monkeypatch, entry_point):
+    import itermask.settings
+
+    def broken_plan(cfg, context=None):
+        raise RuntimeError("not a setting")
+
+    ran = []
+
+    def fake_evaluate(cfg, context=None):
+        ran.append(int(cfg.seed))
+        result = make_result(int(cfg.seed), accuracy=0.8, aopc=0.1)
+        return write_json_atomic(Path(cfg.output_dir) / "results.json", result)
+
+    monkeypatch.setattr(itermask.settings, "evaluation_plan", broken_plan)
+    monkeypatch.setattr(pipeline, "run_evaluate", fake_evaluate)
+    entry_point("evaluate.py", "-m", "seed=0,1", "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert ran == [0, 1]
+
+
+def test_the_jobs_of_a_problem_are_named_in_runs():
+    from itermask.callbacks import _jobs_text
+
+    jobs = [[f"seed={n}"] for n in range(10)]
+    assert _jobs_text([0, 1, 2, 5, 7, 8], jobs) == "jobs 0-2, 5, 7-8 of 10"
+    assert _jobs_text([4], jobs) == "job 4: seed=4"
+    assert _jobs_text([0], [[]]) == "job 0: no overrides"

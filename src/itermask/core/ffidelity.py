@@ -83,12 +83,14 @@ class FFidelitySettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, why in (("alpha", "nothing would be removed"), ("beta", "the cap floor(beta * n) would be 0")):
+        for name, what, why in (
+            ("alpha", "a removal probability", "nothing would be removed"),
+            ("beta", "a share of the features", "the cap floor(beta * n) would be 0"),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
-                raise ValueError(
-                    f"ffidelity.{name}={value!r}: choose a number in (0, 1] (at 0 {why}: FFid 0 by construction)"
-                )
+                reason = f"at 0 {why}: FFid 0 by construction" if isinstance(value, (int, float)) and value <= 0 else what
+                raise ValueError(f"ffidelity.{name}={value!r}: choose a number in (0, 1] ({reason})")
         if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, (int, np.integer)) or self.n_samples < 1:
             raise ValueError(f"ffidelity.n_samples={self.n_samples!r}: choose a whole number >= 1")
         sizes = list(self.sizes) if isinstance(self.sizes, Iterable) else None
