@@ -120,11 +120,16 @@ def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, o
         ValueError: ``target="gold"`` without labels."""
     if evaluation.target == "gold" and examples.labels is None:
         raise ValueError("target='gold' explains each example's gold label: give labels= (or a label column)")
+    from itermask.core.precision import canonical_precision
     from itermask.data.given import GivenTexts
     from itermask.plan import DataPlan, EvaluationPlan, FineTuningPlan, JobPlan, ModelPlan, Spec
 
     trainer = {"devices": 1, "enable_checkpointing": False, "enable_progress_bar": False}
-    trainer.update(enable_model_summary=False, accelerator=options["accelerator"], precision=options["precision"])
+    trainer.update(
+        enable_model_summary=False,
+        accelerator=options["accelerator"],
+        precision=canonical_precision(options["precision"]),
+    )
     return EvaluationPlan(
         job=JobPlan(task="evaluate", seed=seed),
         model=ModelPlan(name=pretrained or "model", pretrained=pretrained, max_length=options["max_length"]),

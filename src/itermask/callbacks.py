@@ -284,7 +284,11 @@ class SettingsCheckCallback(Callback):
         sweep_dir = str(config.hydra.sweep.dir)
         try:
             for number, overrides in enumerate(jobs):
-                composed = loader.load_sweep_config(config, list(overrides))
+                try:
+                    composed = loader.load_sweep_config(config, list(overrides))
+                except Exception as error:  # the launcher would fail on it too, with Hydra's several lines
+                    yield number, _composition_problem(error)
+                    continue
                 with open_dict(composed):  # as Hydra's launcher and run_job set them
                     composed.hydra.job.id = str(number)
                     composed.hydra.job.num = number
@@ -308,6 +312,25 @@ class SettingsCheckCallback(Callback):
                         yield number, problem
         finally:
             hydra_config.cfg = before
+
+
+def _composition_problem(error: Exception) -> str:
+    """One line for an error of composing a job's config (Hydra's ``ConfigCompositionException`` or OmegaConf's,
+    several lines with ``full_key``/``object_type`` details): its first line and its cause's first line. A key
+    that the job's config lacks ("Could not override 'saliency.n_samples'", whose advice to add it with ``+``
+    would not help: the job's component does not take it) is named as such."""
+    import re
+
+    cause = error.__cause__ or error.__context__
+    detail = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if (missing := re.match(r"Could not override '([^']+)'", first)) is not None:
+        key = missing.group(1)
+        return (
+            f"{key} is not a setting of these jobs' {key.split('.')[0]} ({detail or first}): a key that only some "
+            "options of a group take cannot be set for all of them; run those options in a multirun of their own"
+        )
+    return f"{first.rstrip('.')}: {detail}" if detail and detail not in first else first
 
 
 def _jobs_text(numbers: list[int], jobs: list[list[str]]) -> str:

@@ -139,6 +139,8 @@ def run_job(
     if _stopped_worker is not None:  # an earlier job of this worker process was interrupted: start no other
         raise SystemExit(_stopped_worker)
     context = context if context is not None else JobContext.from_hydra()
+    if not context.multirun:
+        _warn_sweep_without_multirun()
     output_dir = Path(str(cfg.output_dir))
     (output_dir / FAILURE_FILE).unlink(missing_ok=True)
     pool = None
@@ -169,6 +171,32 @@ def run_job(
         stop_watching()
         if pool is not None:
             pool.release()
+
+
+def _warn_sweep_without_multirun() -> None:
+    """A preset that sets a sweep (its own sweeper: ``experiment=paper``'s grid union, ``hparams_search=optuna``; or
+    the basic sweeper's ``params``: ``experiment=masked_vs_standard``) run without ``-m`` is a single job with the
+    preset's defaults, not the sweep: say so (a warning, not an error:
+    one job of a preset is a fair thing to run)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.get()
+    sweeper = str(hydra_cfg.sweeper.get("_target_", "") or "").rsplit(".", 1)[-1]
+    if not sweeper or (sweeper == "BasicSweeper" and not hydra_cfg.sweeper.get("params")):
+        return
+    chosen = [f"{group}={name}" for group, name in hydra_cfg.runtime.choices.items() if group in SWEEP_PRESETS and name]
+    log.warning(
+        "%s sets a sweep (%s) that runs only as a multirun: without -m this is one job with its default settings; "
+        "add -m to run the whole sweep",
+        " ".join(chosen) or "this config",
+        sweeper,
+    )
+
+
+#: config groups whose options set a sweeper of their own (named in :func:`_warn_sweep_without_multirun`)
+SWEEP_PRESETS = ("experiment", "hparams_search")
 
 
 def _failed(error: Exception, output_dir: Path, context: JobContext) -> JobFailed:

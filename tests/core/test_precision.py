@@ -25,8 +25,22 @@ def test_autocast_is_bf16_only_under_a_bf16_precision():
 
 @pytest.mark.parametrize("value", ["16-mixed", "bf16-true", "64-true", "fp16", True])
 def test_other_precisions_are_refused_with_the_accepted_values(value):
-    with pytest.raises(ValueError, match=r"trainer.precision must be one of '32-true', '32', 32, 'bf16-mixed'"):
+    with pytest.raises(ValueError, match=r"trainer.precision must be 32-true \(float32; also 32\) or bf16-mixed"):
         autocast_dtype(value)
+
+
+def test_the_aliases_are_given_to_lightning_and_the_keys_by_their_preferred_names():
+    from itermask.core.precision import canonical_precision
+
+    # Lightning warns that "bf16" "is supported for historical reasons but its usage is discouraged"
+    assert [canonical_precision(v) for v in ("bf16", "bf16-mixed", 32, "32", "32-true")] == [
+        "bf16-mixed",
+        "bf16-mixed",
+        "32-true",
+        "32-true",
+        "32-true",
+    ]
+    assert canonical_precision("16-mixed") == "16-mixed" and canonical_precision(True) == "True"  # refused elsewhere
 
 
 def _matmul_dtypes(model) -> tuple[list, list]:
@@ -63,5 +77,5 @@ def test_the_facade_evaluates_under_bf16_autocast_and_scores_in_float32(tiny_ber
 
 
 def test_the_facade_refuses_a_bad_precision_before_loading_anything(tokenizer):
-    with pytest.raises(ValueError, match=r"trainer.precision must be one of .*got '16-mixed'"):
+    with pytest.raises(ValueError, match=r"trainer.precision must be 32-true .*got '16-mixed'"):
         itermask.evaluate("/no/such/model", TEXTS, tokenizer=tokenizer, precision="16-mixed")

@@ -419,3 +419,49 @@ def test_the_jobs_of_a_problem_are_named_in_runs():
     assert _jobs_text([0, 1, 2, 5, 7, 8], jobs) == "jobs 0-2, 5, 7-8 of 10"
     assert _jobs_text([4], jobs) == "job 4: seed=4"
     assert _jobs_text([0], [[]]) == "job 0: no overrides"
+
+
+@pytest.mark.parametrize(
+    ("sweep", "expected"),
+    [
+        (
+            ["evaluation.quantity=probability,logits"],
+            "error: Error merging override evaluation.quantity=logits: Invalid value 'logits', expected one of "
+            "[probability, logit] (job 1: evaluation.quantity=logits logger=csv)",
+        ),
+        (
+            ["saliency=gradient,lime", "saliency.n_samples=5,6"],
+            "error: saliency.n_samples is not a setting of these jobs' saliency (Key 'n_samples' is not in struct): "
+            "a key that only some options of a group take cannot be set for all of them; run those options in a "
+            "multirun of their own (jobs 0-1 of 4)",
+        ),
+    ],
+)
+def test_a_job_whose_config_cannot_be_composed_stops_the_multirun_in_one_line(
+    tmp_path, monkeypatch, entry_point, sweep, expected
+):
+    """Hydra would compose these jobs only when launching them, and print several lines of its own."""
+    ran = []
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
+    with pytest.raises(SystemExit) as exit_:
+        entry_point("evaluate.py", "-m", *sweep, "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert str(exit_.value).splitlines()[1] == expected
+    assert ran == [] and not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize(
+    ("preset", "sweeper"), [("experiment=paper", "GridUnionSweeper"), ("experiment=masked_vs_standard", "BasicSweeper")]
+)
+def test_a_sweep_preset_run_without_multirun_says_it_runs_one_job(monkeypatch, entry_point, tmp_path, preset, sweeper):
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: {})
+    entry_point("evaluate.py", preset, "logger=csv", f"hydra.run.dir={tmp_path}/run")
+    assert (
+        f"{preset} sets a sweep ({sweeper}) that runs only as a multirun: without -m this is one job with its "
+        "default settings; add -m to run the whole sweep"
+    ) in (tmp_path / "run" / "evaluate.log").read_text()
+
+
+def test_a_plain_single_run_gets_no_sweep_warning(monkeypatch, entry_point, tmp_path):
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: {})
+    entry_point("evaluate.py", "logger=csv", f"hydra.run.dir={tmp_path}/run")
+    assert "sets a sweep" not in (tmp_path / "run" / "evaluate.log").read_text()

@@ -99,9 +99,21 @@ def test_bf16_has_its_own_checkpoint_and_results_key_and_the_default_keeps_its_k
 def test_a_precision_other_than_32_or_bf16_mixed_is_refused_before_any_work(value):
     from conftest import plan_of, settings_problems
 
-    expected = "trainer.precision must be one of '32-true', '32', 32, 'bf16-mixed', 'bf16' (bf16-mixed: bfloat16"
+    expected = (
+        "trainer.precision must be 32-true (float32; also 32) or bf16-mixed (bfloat16 autocast for fine-tuning, "
+        f"saliency and masked forwards; also bf16), got {value!r}: 16-mixed needs a gradient scaler that saliency's "
+        "backward passes do not have, and the -true casts change the weights"
+    )
     assert [p for p in settings_problems(f"trainer.precision={value}") if p.startswith("trainer.precision")] == [
-        f"{expected} autocast for fine-tuning, saliency and masked forwards), got {value!r}"
+        expected
     ]
-    with pytest.raises(ValueError, match=r"trainer.precision must be one of"):
+    with pytest.raises(ValueError, match=r"trainer.precision must be 32-true"):
         plan_of(compose_config(f"trainer.precision={value}"))  # the plan is built before anything is loaded
+
+
+@pytest.mark.parametrize(("value", "given"), [("bf16", "bf16-mixed"), ("32", "32-true"), ("bf16-mixed", "bf16-mixed")])
+def test_lightning_is_given_the_preferred_name_of_a_precision_alias(value, given):
+    """Lightning warns that precision="bf16" "is supported for historical reasons but its usage is discouraged"."""
+    from conftest import plan_of
+
+    assert plan_of(compose_config(f"trainer.precision={value}")).trainer.options["precision"] == given

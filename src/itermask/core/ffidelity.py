@@ -89,7 +89,8 @@ class FFidelitySettings:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
-                reason = f"at 0 {why}: FFid 0 by construction" if isinstance(value, (int, float)) and value <= 0 else what
+                low = isinstance(value, (int, float)) and value <= 0
+                reason = f"at 0 {why}: FFid 0 by construction" if low else what
                 raise ValueError(f"ffidelity.{name}={value!r}: choose a number in (0, 1] ({reason})")
         if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, (int, np.integer)) or self.n_samples < 1:
             raise ValueError(f"ffidelity.n_samples={self.n_samples!r}: choose a whole number >= 1")

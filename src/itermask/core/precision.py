@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PRECISIONS", "autocast_dtype", "autocast"]
+__all__ = ["PRECISIONS", "autocast_dtype", "autocast", "canonical_precision"]
 
 #: The accepted ``trainer.precision`` values and the name of each one's autocast dtype in ``torch`` (``None``:
 #: float32, no autocast); names, not dtypes, so that checking a config imports no torch. Lightning's other values
@@ -28,6 +28,16 @@ PRECISIONS: dict[str | int, str | None] = {
 }
 
 
+def canonical_precision(precision: object) -> str:
+    """The name Lightning prefers for an accepted ``precision`` (``"32-true"`` for ``32`` and ``"32"``,
+    ``"bf16-mixed"`` for ``"bf16"``, whose use Lightning warns against), given to the trainer; any other value as
+    its text (refused by :func:`autocast_dtype`). The keys hash the value as written (an alias keeps keys of its
+    own)."""
+    if isinstance(precision, bool) or precision not in PRECISIONS:
+        return str(precision)
+    return "32-true" if PRECISIONS[precision] is None else "bf16-mixed"  # pyright: ignore[reportArgumentType]
+
+
 def autocast_dtype(precision: object) -> torch.dtype | None:
     """The autocast dtype of ``precision`` (a :data:`PRECISIONS` key), ``None`` for float32.
 
@@ -35,8 +45,9 @@ def autocast_dtype(precision: object) -> torch.dtype | None:
         ValueError: for any other value, naming the accepted ones."""
     if isinstance(precision, bool) or precision not in PRECISIONS:
         raise ValueError(
-            f"trainer.precision must be one of {', '.join(map(repr, PRECISIONS))} (bf16-mixed: bfloat16 autocast "
-            f"for fine-tuning, saliency and masked forwards), got {precision!r}"
+            f"trainer.precision must be 32-true (float32; also 32) or bf16-mixed (bfloat16 autocast for "
+            f"fine-tuning, saliency and masked forwards; also bf16), got {precision!r}: 16-mixed needs a gradient "
+            "scaler that saliency's backward passes do not have, and the -true casts change the weights"
         )
     name = PRECISIONS[precision]  # pyright: ignore[reportArgumentType] (a key: checked above)
     if name is None:

@@ -13,6 +13,7 @@ from typing import TypeVar
 from itermask.context import JobContext
 from itermask.core.candidates import CandidateSource, EmbeddingNeighbours
 from itermask.core.masking import MaskingStrategy
+from itermask.core.precision import canonical_precision
 from itermask.data import wordnet  # noqa: F401  (registers the wordnet candidate source)
 from itermask.data.sources import DataSource
 from itermask.models import mlm  # noqa: F401  (registers the mlm candidate source)
@@ -200,7 +201,9 @@ def job_parts(parts: JobParts, started_at: float | None = None) -> dict:
             group_by_length=_group_by_length(config["train"]),
         ),
         train=_fine_tuning(parts),
-        trainer=_spec(config["trainer"]),
+        trainer=_spec(
+            {**config["trainer"], "precision": canonical_precision(config["trainer"].get("precision", "32-true"))}
+        ),
         logger=None if logger is None else _spec(logger),
         pretrain_logger=_pretrain_logger(config, parts.context.sweep_dir),
         masking=_set(parts.masking),
