@@ -94,10 +94,17 @@ def _tell_rank_zero(output_dir: Path, error: BaseException) -> None:
     if rank == 0:
         return
     own = output_dir / f"train_ddp_process_{rank}.log"
-    line = (
-        f"[{time.strftime('%Y-%m-%d %H:%M:%S')}][{__name__}][ERROR] - DDP process of rank {rank} failed: "
-        f"{type(error).__name__}: {error} (traceback in {own}); Lightning stops the other processes\n"
+    _append_to_job_log(
+        output_dir,
+        f"DDP process of rank {rank} failed: {type(error).__name__}: {error} (traceback in {own}); Lightning stops "
+        "the other processes",
     )
+
+
+def _append_to_job_log(output_dir: Path, message: str) -> None:
+    """Add an ERROR line in the job logger's format to ``<output_dir>/<job>.log`` without printing it (a line
+    another process, or Hydra, shows on the console); an unwritable log is passed over."""
+    line = f"[{time.strftime('%Y-%m-%d %H:%M:%S')}][{__name__}][ERROR] - {message}\n"
     try:
         with open(output_dir / f"{_job_name()}.log", "a") as handle:
             handle.write(line)
@@ -218,6 +225,8 @@ def _failed(error: Exception, output_dir: Path, context: JobContext) -> JobFaile
     except OSError as write_error:  # the job's error matters more than the marker's
         log.error("could not write %s (%s)", output_dir / FAILURE_FILE, write_error)
     _tell_rank_zero(output_dir, error)
+    if config_error and not context.multirun:  # Hydra prints it on the console; the job's log would stay empty
+        _append_to_job_log(output_dir, f"bad setting: {error}")
     if not context.multirun:
         if config_error and not isinstance(error, ConfigError):
             raise ConfigError(f"bad setting: {error}") from error

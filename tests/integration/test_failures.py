@@ -465,3 +465,15 @@ def test_a_plain_single_run_gets_no_sweep_warning(monkeypatch, entry_point, tmp_
     monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: {})
     entry_point("evaluate.py", "logger=csv", f"hydra.run.dir={tmp_path}/run")
     assert "sets a sweep" not in (tmp_path / "run" / "evaluate.log").read_text()
+
+
+def test_a_refused_single_run_leaves_its_reason_in_the_job_log(tmp_path, entry_point):
+    """Hydra prints a single run's bad setting on the console; the job's folder keeps it in its log too (it
+    was empty beside failed.json)."""
+    with pytest.raises(SystemExit):  # Hydra's run_and_report prints the error and exits 1
+        entry_point("evaluate.py", "seed=-1", "logger=csv", f"hydra.run.dir={tmp_path}/run")
+    log = (tmp_path / "run" / "evaluate.log").read_text().splitlines()
+    assert len(log) == 1 and log[0].endswith(
+        "[itermask.jobs][ERROR] - bad setting: seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"
+    )
+    assert json.loads((tmp_path / "run" / FAILURE_FILE).read_text())["type"] == "SettingsError"
