@@ -181,10 +181,10 @@ def run_job(
 
 
 def _warn_sweep_without_multirun() -> None:
-    """A preset that sets a sweep (its own sweeper: ``experiment=paper``'s grid union, ``hparams_search=optuna``; or
-    the basic sweeper's ``params``: ``experiment=masked_vs_standard``) run without ``-m`` is a single job with the
-    preset's defaults, not the sweep: say so (a warning, not an error:
-    one job of a preset is a fair thing to run)."""
+    """A preset that sets a sweep (its own sweeper: ``experiment=paper``'s grid union; or the basic sweeper's
+    ``params``: ``experiment=masked_vs_standard``) run without ``-m`` is a single job with the preset's defaults,
+    not the sweep: say so (a warning, not an error: one job of a preset is a fair thing to run).
+    ``hparams_search=optuna`` sets ``hydra.mode: MULTIRUN`` itself, so it is never a single run."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
