@@ -77,8 +77,13 @@ def test_ffidelity_section_columns_and_the_fine_tuned_copy_kept_per_checkpoint(t
     second = _run(tmp_path, tiny_bert_dir, "input_x_gradient", "saliency=input_x_gradient")
     assert second["ffidelity"]["fine_tune"]["reused"] is True
     assert second["ffidelity"]["fine_tune"]["accuracy_after"] == tune["accuracy_after"]
-    # the random explanation's values are the same: the same tuned weights, seeds and examples
-    assert second["ffidelity"]["methods"]["random"] == section["methods"]["random"]
+    # the random explanation's values are the same: the same tuned weights, seeds and examples. Up to float32
+    # round-off: the row engine is shared by the job's explanations, so a row of random's may have been run in
+    # another chunk (other padding) with the method's rows; probabilities differ by a few ulps (6e-8 at 1)
+    again, first_random = second["ffidelity"]["methods"]["random"]["one_shot"], section["methods"]["random"]["one_shot"]
+    assert again.keys() == first_random.keys()
+    for key, value in first_random.items():
+        assert again[key] == (pytest.approx(value, abs=1e-6) if isinstance(value, float) else value), key
     assert len(list((tmp_path / "cache" / "derived").rglob("ffidelity_model-*.pt"))) == 1
 
 

@@ -123,6 +123,45 @@ def test_values_are_seeded_per_example_and_do_not_depend_on_the_batch(tokenizer,
     assert (together["ffid_removed"] <= torch.floor(0.4 * n)).all()
 
 
+def _removal_sets(orders, ids, settings: FFidelitySettings) -> set[tuple[int, bytes]]:
+    """By hand: every ``(example row, removed features)`` F-Fidelity asks for, the clean rows included."""
+    wanted = set()
+    for e, order in enumerate(orders):
+        n = len(order)
+        uniforms = sample_uniforms(settings.seed, int(ids[e]), settings.n_samples, n)
+        cap = math.floor(settings.beta * n + 1e-9)
+        wanted.add((e, np.flatnonzero(np.zeros(n)).tobytes()))
+        for k in (math.floor(size * n + 0.5) for size in settings.sizes):
+            for plus in (True, False):
+                for row in removal_masks(order, k, settings.alpha, cap, uniforms, plus):
+                    wanted.add((e, np.flatnonzero(row).tobytes()))
+    return wanted
+
+
+def test_a_shared_row_engine_runs_each_removal_set_once_across_explanations(tokenizer, tiny_bert):
+    """The analyses keep one row engine per tuned model for the job: a second explanation of the same examples
+    runs only the removal sets the first did not ask for (counted by hand), with the values it gets alone."""
+    settings = FFidelitySettings(alpha=0.5, beta=0.4, n_samples=6, sizes=(0.3, 0.6), seed=5)
+    first, features = _outputs(tokenizer, tiny_bert)
+    ids, labels = torch.tensor([7, 8, 9]), torch.tensor([1, 0, 1])
+    second = ModelOutputs(tiny_bert, first.batch, features, first.strategy, first.target, forwards=first.forwards)
+    seen, new = set(), []
+    for outputs, orders in ((first, _orders(features, 3)), (second, _orders(features, 11))):
+        before = outputs.forwards.stats.computed
+        values = ffidelity(outputs, orders, ids, outputs.target, labels, settings)
+        wanted = _removal_sets(orders, ids, settings)
+        new.append(len(wanted - seen))
+        assert outputs.forwards.stats.computed - before == new[-1]
+        seen |= wanted
+        alone = ffidelity(_outputs(tokenizer, tiny_bert)[0], orders, ids, first.target, labels, settings)
+        for column in ("ffid_plus_prob", "ffid_minus_prob"):  # float32 rows run in other chunks: a few ulps
+            assert values[column].numpy() == pytest.approx(alone[column].numpy(), abs=1e-6)
+    assert 0 < new[1] < len(_removal_sets(_orders(features, 11), ids, settings))  # partly run already
+    with pytest.raises(ValueError, match="runs another model"):
+        engine = first.forwards
+        ModelOutputs(torch.nn.Linear(1, 1), first.batch, features, first.strategy, first.target, forwards=engine)
+
+
 def test_settings_are_checked():
     for bad in ({"alpha": 1.5}, {"beta": -0.1}, {"n_samples": 0}, {"sizes": ()}, {"sizes": (0.5, 2.0)}):
         with pytest.raises(ValueError, match="ffidelity\\."):

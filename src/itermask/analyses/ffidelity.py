@@ -119,6 +119,9 @@ class FFidelityAnalysis(Analysis):
         self._tuned: dict[int, tuple[Any, dict]] = {}
         self._detectors: dict[int, tuple[Any, str | None]] = {}
         self._model_fingerprints: dict[int, dict] = {}
+        # per classifier, the row engine of its tuned copy: kept for the job, so a row that another explanation
+        # (the random baseline, a degraded level of the sanity benchmark) asked for is computed once
+        self._engines: dict[int, Any] = {}
 
     def describe(self) -> dict:
         s = self.settings
@@ -279,14 +282,29 @@ class FFidelityAnalysis(Analysis):
             features = feature_index(batch, maskable, e.features)
             if not torch.equal(feature_counts(features).cpu(), curves.n_maskable.cpu().long()):
                 raise ValueError("ffidelity: the examples' maskable features differ from the masking curves'")
+            engine = self._engine(tuned, context, e.token_budget)
+            before = (engine.stats.rows, engine.stats.computed)
             outputs = ModelOutputs(
-                tuned, batch, features, inputs.masking, curves.target, "probability", e.token_budget, record
+                tuned, batch, features, inputs.masking, curves.target, "probability", e.token_budget, forwards=engine
             )
             width, rank = features.shape[1], curves.rank.cpu()
             rank = rank[:, :width] if rank.shape[1] >= width else pad_rank(rank, width)
             orders = feature_ranks(rank, features.cpu())
             values = ffidelity(outputs, orders, curves.example_ids, curves.target, curves.labels, self.settings)
-        return {**values, "rows": (outputs.forwards.stats.rows, outputs.forwards.stats.computed)}
+        if not record:  # the engine records the OOD features for every call; only the method's own are read
+            values.pop("ffid_features", None)
+        return {**values, "rows": (engine.stats.rows - before[0], engine.stats.computed - before[1])}
+
+    def _engine(self, tuned, context: EvaluationContext, token_budget: int):
+        """The row engine of the tuned copy of ``context.model``, kept for the job (one masking strategy and one
+        set of features per job, so equal token ids are equal rows): recording the final layer's input whenever
+        the OOD detector is fitted."""
+        from itermask.core.forwards import RowForwards
+
+        if id(context.model) not in self._engines:
+            record = "final" if self.ood_fit_examples else False
+            self._engines[id(context.model)] = RowForwards(tuned, token_budget, record)
+        return self._engines[id(context.model)]
 
     def run(self, inputs: AnalysisInputs, context: EvaluationContext, curves: EvaluatedCurves) -> AnalysisOutput:
         start = time.time()

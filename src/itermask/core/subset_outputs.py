@@ -74,6 +74,9 @@ class ModelOutputs:
         token_budget: padded tokens per forward (:class:`~itermask.core.forwards.RowForwards`).
         representations: what the row engine records of each row besides its logits (``"final"``: the input
             of the final linear layer; see :class:`~itermask.core.forwards.RowForwards`); ``False``: nothing.
+        forwards: the row engine to use (``None``: a new one). A :class:`RowForwards` of ``model`` kept across
+            several objects computes a row that any of them asked for before only once (it remembers rows by
+            their token ids); its own ``representations`` then apply, not this object's.
 
     Attributes:
         n_features: ``[B]`` long, ``n`` of each example.
@@ -94,6 +97,7 @@ class ModelOutputs:
         quantity: Quantity = "probability",
         token_budget: int = DEFAULT_TOKEN_BUDGET,
         representations: bool | str = False,
+        forwards: RowForwards | None = None,
     ) -> None:
         if features.shape != batch.input_ids.shape or target.shape != (len(batch),):
             raise ValueError(
@@ -107,7 +111,9 @@ class ModelOutputs:
         self.features = features.to(batch.device).long()
         self.target = target.to(batch.device).long()
         self.n_features = feature_counts(self.features)
-        self.forwards = RowForwards(model, token_budget, representations)
+        if forwards is not None and forwards.model is not model:
+            raise ValueError("ModelOutputs: the row engine given runs another model")
+        self.forwards = forwards if forwards is not None else RowForwards(model, token_budget, representations)
 
     def token_masks(self, examples: Tensor, masks: Tensor) -> Tensor:
         """``[R, L]`` bool: the tokens masked for each request (``examples`` ``[R]``, ``masks`` ``[R, F]``).
