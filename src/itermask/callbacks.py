@@ -234,7 +234,8 @@ class SettingsCheckCallback(Callback):
     Only the problems the plan marks as bad settings (:func:`itermask.problems.is_config_error`) stop the
     multirun; any other error in the check is left for the job itself to report. Sweepers whose jobs are not
     known beforehand (Optuna) are not checked (:func:`itermask.reporting.sweep.sweep_jobs` gives ``None``).
-    The jobs check their settings again when they run.
+    The jobs check their settings again when they run. A single run is checked the same way before Hydra makes
+    its folder (``on_run_start``): a bad value ends it with one line per problem, exit status 1, nothing written.
 
     Args:
         plan: the dotted path of the command's settings stage, called as ``plan(cfg, context)`` on each
@@ -264,54 +265,82 @@ class SettingsCheckCallback(Callback):
                 "bad setting\nerror: " + "\nerror: ".join(lines)
             )
 
-    def _problems(self, config: DictConfig, jobs: list[list[str]]):
-        """``(job number, problem)`` for every bad setting of every job."""
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run: its settings checked the same way before Hydra makes the job's folder, so a bad value
+        ends the run with one line per problem and nothing written (no folder, no ``failed.json``).
+
+        Raises:
+            SystemExit: (status 1) listing each bad setting."""
         import copy
 
+        from omegaconf import open_dict, read_write
+
+        from itermask.context import JobContext
+
+        composed = copy.deepcopy(config)
+        with read_write(composed.hydra.runtime), open_dict(composed.hydra.runtime):  # as run_job will set it
+            composed.hydra.runtime.output_dir = str(Path(str(config.hydra.run.dir)).absolute())
+        overrides = tuple(OmegaConf.select(config, "hydra.overrides.task") or ())
+        error = self._bad_setting(composed, JobContext(False, overrides), "the single run")
+        if error is not None:  # the text the job itself would give (itermask.problems.ConfigError)
+            raise SystemExit(f"bad setting: {error}")
+
+    def _problems(self, config: DictConfig, jobs: list[list[str]]):
+        """``(job number, problem)`` for every bad setting of every job."""
         from hydra.core.global_hydra import GlobalHydra
+        from omegaconf import open_dict, read_write
+
+        from itermask.context import JobContext
+        from itermask.validation import SettingsError
+
+        loader = GlobalHydra.instance().config_loader()
+        sweep_dir = str(config.hydra.sweep.dir)
+        for number, overrides in enumerate(jobs):
+            try:
+                composed = loader.load_sweep_config(config, list(overrides))
+            except Exception as error:  # the launcher would fail on it too, with Hydra's several lines
+                yield number, _composition_problem(error)
+                continue
+            with open_dict(composed):  # as Hydra's launcher and run_job set them
+                composed.hydra.job.id = str(number)
+                composed.hydra.job.num = number
+                subdir = str(OmegaConf.select(composed, "hydra.sweep.subdir"))
+                with read_write(composed.hydra.runtime):
+                    composed.hydra.runtime.output_dir = str(Path(sweep_dir, subdir).absolute())
+            context = JobContext(True, tuple(overrides), str(number), sweep_dir)
+            error = self._bad_setting(composed, context, f"job {number}")
+            if error is not None:
+                for problem in error.problems if isinstance(error, SettingsError) else [str(error)]:
+                    yield number, problem
+
+    def _bad_setting(self, composed: DictConfig, context, label: str) -> Exception | None:
+        """The error of the bad settings the command's plan finds in one job's ``composed`` config (with Hydra's
+        config of the job current meanwhile, as in the job), or ``None``; an error that is not a bad setting is
+        left to the job (``None``)."""
+        import copy
+
         from hydra.core.hydra_config import HydraConfig
         from hydra.utils import get_method
         from omegaconf import open_dict, read_write
 
-        from itermask.context import JobContext
         from itermask.problems import config_errors, is_config_error
-        from itermask.validation import SettingsError
 
-        plan = get_method(self.plan)
-        loader = GlobalHydra.instance().config_loader()
         hydra_config = HydraConfig.instance()
         before = hydra_config.cfg
-        sweep_dir = str(config.hydra.sweep.dir)
+        hydra_config.set_config(composed)
+        task = copy.deepcopy(composed)
+        with read_write(task), open_dict(task):
+            del task["hydra"]
         try:
-            for number, overrides in enumerate(jobs):
-                try:
-                    composed = loader.load_sweep_config(config, list(overrides))
-                except Exception as error:  # the launcher would fail on it too, with Hydra's several lines
-                    yield number, _composition_problem(error)
-                    continue
-                with open_dict(composed):  # as Hydra's launcher and run_job set them
-                    composed.hydra.job.id = str(number)
-                    composed.hydra.job.num = number
-                    subdir = str(OmegaConf.select(composed, "hydra.sweep.subdir"))
-                    with read_write(composed.hydra.runtime):
-                        composed.hydra.runtime.output_dir = str(Path(sweep_dir, subdir).absolute())
-                hydra_config.set_config(composed)
-                task = copy.deepcopy(composed)
-                with read_write(task), open_dict(task):
-                    del task["hydra"]
-                context = JobContext(True, tuple(overrides), str(number), sweep_dir)
-                try:
-                    with config_errors():
-                        plan(task, context)
-                except Exception as error:
-                    if not is_config_error(error):
-                        log.debug("settings check of job %d left to the job: %s", number, error)
-                        continue
-                    problems = error.problems if isinstance(error, SettingsError) else [str(error)]
-                    for problem in problems:
-                        yield number, problem
+            with config_errors():
+                get_method(self.plan)(task, context)
+        except Exception as error:
+            if is_config_error(error):
+                return error
+            log.debug("settings check of %s left to the job: %s", label, error)
         finally:
             hydra_config.cfg = before
+        return None
 
 
 def _composition_problem(error: Exception) -> str:

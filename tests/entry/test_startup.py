@@ -72,8 +72,8 @@ def test_a_bad_setting_prints_one_message_and_exits_1(tmp_path):
     assert "evaluation.n_examples must be an integer >= 1 or null (the whole split), got 0" in out.stderr
     assert "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1" in out.stderr
     assert out.stderr.count("evaluation.n_examples must be") == 1  # once, not logged and raised
-    marker = json.loads((tmp_path / "run" / FAILURE_FILE).read_text())
-    assert marker["type"] == "SettingsError" and "Traceback" in marker["traceback"]
+    # refused by the settings check before Hydra makes the job's folder: nothing written, no Hydra lines
+    assert not (tmp_path / "run").exists() and "Error executing job" not in out.stderr
 
 
 def test_a_config_error_of_a_single_run_is_compact_and_other_errors_are_not(tmp_path):

@@ -26,6 +26,7 @@ from itermask import pipeline
 from itermask.jobs import AllTrialsFailedError, JobFailed, JobFailedError, run_job
 from itermask.storage.failures import FAILURE_FILE, failed_jobs
 from itermask.storage.files import write_json_atomic
+from itermask.validation import SettingsError
 
 
 @pytest.fixture
@@ -467,13 +468,30 @@ def test_a_plain_single_run_gets_no_sweep_warning(monkeypatch, entry_point, tmp_
     assert "sets a sweep" not in (tmp_path / "run" / "evaluate.log").read_text()
 
 
-def test_a_refused_single_run_leaves_its_reason_in_the_job_log(tmp_path, entry_point):
-    """Hydra prints a single run's bad setting on the console; the job's folder keeps it in its log too (it
-    was empty beside failed.json)."""
-    with pytest.raises(SystemExit):  # Hydra's run_and_report prints the error and exits 1
+def test_a_single_run_with_a_bad_setting_is_refused_before_its_folder_is_made(tmp_path, monkeypatch, entry_point):
+    """The settings check runs for a single run too (``on_run_start``): one line, exit status 1, the task never
+    called and no folder (there was one with ``failed.json``, and Hydra's "Error executing job" lines)."""
+    ran = []
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
+    with pytest.raises(SystemExit) as exit_:
         entry_point("evaluate.py", "seed=-1", "logger=csv", f"hydra.run.dir={tmp_path}/run")
+    assert str(exit_.value) == "bad setting: seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"
+    assert ran == [] and not (tmp_path / "run").exists()
+
+
+def test_a_bad_setting_found_in_the_job_leaves_its_reason_in_the_job_log(tmp_path, monkeypatch, entry_point):
+    """A bad setting only the job can see (one that needs the data, say) is printed by Hydra on the console, and
+    the job's folder keeps it in its log too (it was empty beside failed.json)."""
+
+    def refuse(cfg, context=None):
+        raise SettingsError(["evaluation.target=7: target class 7 out of range (this data has 2 classes: 0..1)"])
+
+    monkeypatch.setattr(pipeline, "run_evaluate", refuse)
+    with pytest.raises(SystemExit):  # Hydra's run_and_report prints the error and exits 1
+        entry_point("evaluate.py", "logger=csv", f"hydra.run.dir={tmp_path}/run")
     log = (tmp_path / "run" / "evaluate.log").read_text().splitlines()
     assert len(log) == 1 and log[0].endswith(
-        "[itermask.jobs][ERROR] - bad setting: seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"
+        "[itermask.jobs][ERROR] - bad setting: evaluation.target=7: target class 7 out of range (this data has 2 "
+        "classes: 0..1)"
     )
     assert json.loads((tmp_path / "run" / FAILURE_FILE).read_text())["type"] == "SettingsError"
