@@ -468,14 +468,24 @@ def test_a_plain_single_run_gets_no_sweep_warning(monkeypatch, entry_point, tmp_
     assert "sets a sweep" not in (tmp_path / "run" / "evaluate.log").read_text()
 
 
-def test_a_single_run_with_a_bad_setting_is_refused_before_its_folder_is_made(tmp_path, monkeypatch, entry_point):
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("seed=-1", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"),
+        # checked by the evaluator only, after the data were loaded, until the new-user review of stop 46
+        ("evaluation.schedules=[]", "evaluation.schedules is empty: choose one or more of ['one_shot', 'recursive']"),
+    ],
+)
+def test_a_single_run_with_a_bad_setting_is_refused_before_its_folder_is_made(
+    tmp_path, monkeypatch, entry_point, override, message
+):
     """The settings check runs for a single run too (``on_run_start``): one line, exit status 1, the task never
     called and no folder (there was one with ``failed.json``, and Hydra's "Error executing job" lines)."""
     ran = []
     monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
     with pytest.raises(SystemExit) as exit_:
-        entry_point("evaluate.py", "seed=-1", "logger=csv", f"hydra.run.dir={tmp_path}/run")
-    assert str(exit_.value) == "bad setting: seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"
+        entry_point("evaluate.py", override, "logger=csv", f"hydra.run.dir={tmp_path}/run")
+    assert str(exit_.value) == f"bad setting: {message}"
     assert ran == [] and not (tmp_path / "run").exists()
 
 

@@ -40,7 +40,7 @@ from itermask.core.forwards import (
 from itermask.core.masking import MaskingStrategy, to_source_positions
 from itermask.core.representations import Representations
 from itermask.core.saliency import Attribution, SaliencyMethod
-from itermask.core.schedules import SCHEDULES, STEP_KINDS, masking_ranks, step_counts, top_k_mask
+from itermask.core.schedules import SCHEDULES, STEP_KINDS, check_schedules, masking_ranks, step_counts, top_k_mask
 from itermask.core.soft_masking import check_soft_model, soft_importance, soft_outputs
 from itermask.core.tokens import TokenBatch, maskable_positions, row_lengths
 
@@ -185,10 +185,7 @@ class IterativeMaskingEvaluator:
         soft_draws: int = 0,
         soft_seed: int = 0,
     ) -> None:
-        if not schedules:
-            raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
-        if unknown := [s for s in schedules if s not in SCHEDULES]:
-            raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")
+        check_schedules(schedules)
         if steps not in STEP_KINDS:
             raise ValueError(f"unknown kind of masking steps {steps!r}: choose one of {STEP_KINDS}")
         values = fractions if steps == "fraction" else counts

@@ -129,7 +129,10 @@ class EvaluationSettings:
     soft_draws: int = 5
 
     def __post_init__(self) -> None:
+        from itermask.core.schedules import check_schedules
+
         check_soft_draws(self.soft_draws)
+        check_schedules(self.schedules)  # before any data or model work (the evaluator checks it again)
         if self.features not in FEATURE_KINDS:
             raise ValueError(f"unknown evaluation.features {self.features!r}: choose one of {FEATURE_KINDS}")
         if self.quantity not in QUANTITIES:

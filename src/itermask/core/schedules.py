@@ -37,6 +37,7 @@ __all__ = [
     "OneShot",
     "Recursive",
     "SCHEDULES",
+    "check_schedules",
 ]
 
 
@@ -123,6 +124,14 @@ positions."""
 
 #: every masking schedule by name, in definition order (subclasses of :class:`MaskingSchedule` add themselves)
 SCHEDULES: Registry[type[MaskingSchedule]] = Registry("masking schedule")
+
+
+def check_schedules(schedules: Sequence[str]) -> None:
+    """Raises ValueError: for no schedule (``evaluation.schedules=[]``) or an unknown one, naming the choices."""
+    if not schedules:
+        raise ValueError("evaluation.schedules is empty: choose one or more of " + str(sorted(SCHEDULES)))
+    if unknown := [s for s in schedules if s not in SCHEDULES]:
+        raise ValueError(f"unknown masking schedule(s) {unknown}: choose from {sorted(SCHEDULES)}")
 
 
 class MaskingSchedule(Registered, ABC):
