@@ -147,6 +147,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     issue34 |= {"ffidelity_shared_rows": 25}
     # the last review's single run: its settings checked before Hydra makes its folder (on_run_start) ~25
     issue34 |= {"single_run_check": 25}
+    # the new-user review of stop 46: evaluation.schedules=[] in the settings check (core.schedules) ~10
+    issue34 |= {"review46": 10}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of
