@@ -235,7 +235,8 @@ class SettingsCheckCallback(Callback):
     multirun; any other error in the check is left for the job itself to report. Sweepers whose jobs are not
     known beforehand (Optuna) are not checked (:func:`itermask.reporting.sweep.sweep_jobs` gives ``None``).
     The jobs check their settings again when they run. A single run is checked the same way before Hydra makes
-    its folder (``on_run_start``): a bad value ends it with one line per problem, exit status 1, nothing written.
+    its folder (``on_run_start``): a bad value ends it with the message the job would give, exit status 1, and
+    nothing written.
 
     Args:
         plan: the dotted path of the command's settings stage, called as ``plan(cfg, context)`` on each
@@ -267,10 +268,11 @@ class SettingsCheckCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A single run: its settings checked the same way before Hydra makes the job's folder, so a bad value
-        ends the run with one line per problem and nothing written (no folder, no ``failed.json``).
+        ends the run with the job's own message (``bad setting: ...``, every problem named) and nothing written
+        (no folder, no ``failed.json``).
 
         Raises:
-            SystemExit: (status 1) listing each bad setting."""
+            SystemExit: (status 1) naming each bad setting."""
         import copy
 
         from omegaconf import open_dict, read_write
