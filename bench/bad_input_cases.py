@@ -225,6 +225,8 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
             [f"model.pretrained={f['planted_pickle']}", "train.enabled=false", *small],
             early,
         ),
+        # a pass of continued pretraining ran before 5 December 2026 (model.pretrain.joint_steps was meant)
+        ("pretrain.py: a section made with + alone", "pretrain", ["+pretrain.joint_steps=5"], early),
     ]
 
 

@@ -414,10 +414,42 @@ def check_vocabulary(tokenizer, model_config, pretrained: str, module: object = 
 OWN_SECTIONS = ("train", "data", "evaluation", "ood", "model")
 
 
+def _new_sections(added: list[str], config: dict) -> list[str]:
+    """The dotted keys of ``added`` whose top-level section the additions alone made (``+pretrain.joint_steps=5``:
+    the config had no ``pretrain``), other than itermask's own sections (refused already) and the analyses the
+    config names (``analyses: [..., mine]`` reads a section made with ``+mine._target_=...``)."""
+    named = set(config.get("analyses") or [])
+    children: dict[str, set[str]] = {}
+    for key in added:
+        top, _, rest = key.partition(".")
+        if rest and "@" not in key:
+            children.setdefault(top, set()).add(rest.split(".")[0])
+    return [
+        key
+        for key in added
+        if (top := key.partition(".")[0]) in children
+        and top not in OWN_SECTIONS
+        and top not in named
+        and isinstance(section := config.get(top), dict)
+        and set(section) <= children[top]
+    ]
+
+
+def _elsewhere(key: str, config: dict) -> str:
+    """``" (did you mean model.pretrain.joint_steps?)"`` where a section of ``config`` holds a node
+    named as ``key``'s top level; ``""`` otherwise."""
+    top, _, rest = key.partition(".")
+    for name, node in config.items():
+        if name != top and isinstance(node, dict) and isinstance(node.get(top), dict):
+            return f" (did you mean {name}.{top}.{rest}?)"
+    return ""
+
+
 def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
     """Refuse command-line overrides that add (``+key=value``) a key that nothing reads: a key under one of
     :data:`OWN_SECTIONS` (``+model.max_lenght=32``), or, given the composed ``config``, a top-level value
-    (``+seeds=3``; adding a config group, ``+experiment=paper``, gives a section and passes). Such a key would
+    (``+seeds=3``; adding a config group, ``+experiment=paper``, gives a section and passes) or a section that the
+    additions alone make (``+pretrain.joint_steps=5`` for ``model.pretrain.joint_steps``). Such a key would
     still enter the cache keys (a new fine-tuning under a new key, with the setting meant unchanged).
     ``++key=value`` still forces it, except under ``model.pretrain`` (with ``+`` or ``++``), which would switch
     continued pretraining on under the name of a model config without it.
@@ -455,6 +487,12 @@ def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
             "keys; check its spelling against `python evaluate.py --help` (e.g. seed, not seeds; ++ adds it anyway)"
             for key in added
             if "." not in key and "@" not in key and not isinstance(config.get(key), dict)
+        ]
+        problems += [
+            f"{key} (added with +{key}=...) makes a section {key.split('.')[0]} that nothing reads"
+            f"{_elsewhere(key, config)}; check its spelling against `python evaluate.py --help` or `--cfg job` "
+            "(++ adds it anyway)"
+            for key in _new_sections(added, config)
         ]
     if problems:
         raise SettingsError(problems)

@@ -284,6 +284,24 @@ def test_a_top_level_value_added_with_plus_is_refused_but_a_group_passes():
     check_added_keys(["+experiment=paper", "++seeds=3", "seed=1"], config)  # a group, a forced addition
 
 
+def test_a_section_made_by_plus_alone_is_refused_and_named_where_it_lives():
+    # python pretrain.py +pretrain.joint_steps=5 ran a whole pass: the key meant is model.pretrain.joint_steps
+    config = {"seed": 0, "model": {"pretrain": {"joint_steps": None}}, "pretrain": {"joint_steps": 5}}
+    with pytest.raises(
+        SettingsError,
+        match=r"pretrain.joint_steps \(added with \+pretrain.joint_steps=...\) makes a section pretrain that "
+        r"nothing reads \(did you mean model.pretrain.joint_steps\?\); check",
+    ):
+        check_added_keys(["+pretrain.joint_steps=5"], config)
+    with pytest.raises(SettingsError, match=r"makes a section foo that nothing reads; check"):  # nowhere else
+        check_added_keys(["+foo.bar=1"], {"seed": 0, "foo": {"bar": 1}})
+    # a section that exists (a library's kwargs), an analysis the config names, and ++ pass
+    check_added_keys(["+trainer.gradient_clip_val=1.0"], {"trainer": {"max_epochs": 1, "gradient_clip_val": 1.0}})
+    mine = {"analyses": ["mine"], "mine": {"_target_": "my.Analysis"}}
+    check_added_keys(["+mine._target_=my.Analysis"], mine)
+    check_added_keys(["++pretrain.joint_steps=5"], config)
+
+
 def test_continued_pretraining_added_to_a_model_without_it_is_refused_even_forced():
     # ++model.pretrain.head_steps=1 on model=minilm ran continued pretraining under the name minilm
     for override, node in (("++model.pretrain.head_steps=1", {"head_steps": 1}), ("++model.pretrain={}", {})):
