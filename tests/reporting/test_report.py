@@ -336,6 +336,32 @@ def test_swept_settings_form_their_own_groups_and_are_compared(tmp_path):
         build_report(write_sweep(tmp_path / "accident", results, overrides=[[o[1]] for o in overrides]))
 
 
+def test_analysis_switches_swept_with_a_training_setting_stay_out_of_the_labels(tmp_path):
+    """experiment=paper switches the costly analyses off in its masked jobs: naopc.enabled=False beside
+    train.masking_augmentation.enabled=True; the label names the fine-tuning only, unless the switch alone
+    tells two groups apart."""
+    results, overrides = [], []
+    for masked, naopc in ((False, True), (True, False)):
+        for seed in range(2):
+            result = make_result(seed)
+            result["config"]["train"]["masking_augmentation"] = {"enabled": masked, "batch_share": 0.5}
+            result["config"]["analyses"] = ["naopc"]
+            result["config"]["naopc"] = {"enabled": naopc, "max_examples": 20}
+            results.append(result)
+            overrides.append([f"train.masking_augmentation.enabled={masked}", f"naopc.enabled={naopc}", f"seed={seed}"])
+    report = build_report(write_sweep(tmp_path / "paper", results, overrides=overrides))
+    assert {label[0] for label in report.groups} == {
+        "m[train.masking_augmentation.enabled=False]",
+        "m[train.masking_augmentation.enabled=True]",
+    }
+    # the switch alone sets two groups apart: it stays
+    results[2]["config"]["train"]["masking_augmentation"]["enabled"] = False
+    results[3]["config"]["train"]["masking_augmentation"]["enabled"] = False
+    alone = [[o.replace("enabled=True", "enabled=False") if "masking" in o else o for o in x] for x in overrides]
+    report = build_report(write_sweep(tmp_path / "alone", results, overrides=alone))
+    assert {label[0] for label in report.groups} == {"m[naopc.enabled=True]", "m[naopc.enabled=False]"}
+
+
 def test_a_swept_switch_covers_its_sections_settings(tmp_path):
     """experiment=adversarial_vs_standard: a disabled train.adversarial_augmentation is left out of the
     results config, so its other settings differ between the groups only through the swept switch."""

@@ -314,8 +314,9 @@ def swept_subtrees(key: str) -> tuple[str, ...]:
 
 
 def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]] | None:
-    """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, or
-    ``None`` when some differing key was not swept (the runs are mixed by accident)."""
+    """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, less the
+    switches of analyses that other swept settings make redundant, or ``None`` when some differing key was not
+    swept (the runs are mixed by accident)."""
     if any(run.overrides is None for run in members):
         return None
     by_key = [{_override_key(o): o for o in run.overrides or () if _override_key(o) != "seed"} for run in members]
@@ -325,7 +326,13 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
     subtrees = [t for s in swept for t in swept_subtrees(s)]
     if not all(any(k == t or k.startswith(t + ".") for t in subtrees) for k in keys):
         return None
-    return [tuple(b[k] for k in swept) for b in by_key]
+    # an analysis switched with another swept setting (experiment=paper: naopc.enabled=False beside masked
+    # fine-tuning) is left out of the label where the other settings alone tell the same runs apart
+    named = {a for run in members for a in run.result.get("config", {}).get("analyses") or ()}
+    kept = [k for k in swept if not (k.endswith(".enabled") and k[: -len(".enabled")] in named)]
+    n_variants = len({tuple(b[k] for k in swept) for b in by_key})
+    shown = kept if kept and len({tuple(b[k] for k in kept) for b in by_key}) == n_variants else swept
+    return [tuple(b[k] for k in shown) for b in by_key]
 
 
 def _mixed(label: tuple, members: list[Run], contexts: list[dict[str, str]], keys: list[str]) -> str:
