@@ -252,6 +252,8 @@ class SettingsCheckCallback(Callback):
         SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it."""
         from itermask.reporting.sweep import sweep_jobs
 
+        if (problem := _launcher_problem(config)) is not None:
+            raise SystemExit(f"error: the multirun was not started: {problem}")
         jobs = sweep_jobs(config)
         if not jobs:
             return
@@ -343,6 +345,18 @@ class SettingsCheckCallback(Callback):
         finally:
             hydra_config.cfg = before
         return None
+
+
+def _launcher_problem(config: DictConfig) -> str | None:
+    """The joblib launcher's job count 0, which joblib refuses only when it launches (its traceback, after the sweep
+    folder was made); its config types ``n_jobs`` as an integer or null, so 0 is the one bad value left."""
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+    if "joblib" not in target or OmegaConf.select(config, "hydra.launcher.n_jobs", default=None) != 0:
+        return None
+    return (
+        "hydra.launcher.n_jobs=0: give the number of jobs run at once, a whole number >= 1 "
+        "(-1: one per CPU, joblib's convention)"
+    )
 
 
 def _composition_problem(error: Exception) -> str:

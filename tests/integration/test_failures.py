@@ -371,6 +371,22 @@ def test_a_bad_setting_in_any_job_stops_the_multirun_before_the_first_job(tmp_pa
     assert ran == [] and not (tmp_path / "sweep").exists()
 
 
+def test_a_joblib_launcher_without_jobs_is_refused_before_the_sweep_folder(tmp_path, monkeypatch, entry_point):
+    # joblib refused n_jobs=0 only when launching, with its traceback, after the sweep folder was made
+    ran = []
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
+    with pytest.raises(SystemExit) as exit_:
+        entry_point(
+            "evaluate.py", "-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+        )  # fmt: skip
+    assert str(exit_.value) == (
+        "error: the multirun was not started: hydra.launcher.n_jobs=0: give the number of jobs run at once, a whole "
+        "number >= 1 (-1: one per CPU, joblib's convention)"
+    )
+    assert ran == [] and not (tmp_path / "sweep").exists()
+
+
 def test_a_grid_union_multirun_names_each_problem_once_with_its_jobs(tmp_path, monkeypatch, entry_point):
     """experiment=paper with one seed: 9 claim-1 jobs with NAOPC on, then the masked and adversarial jobs with it
     off; naopc.max_examples=0 is refused in the 9 and the multirun stops before any of the 11."""
