@@ -6,7 +6,7 @@ One row per finished job (``<job>/results.json``), in job order: its model, meth
 the seconds of each stage as the job recorded them:
 
 - ``fine-tune``: the checkpoint's ``train_seconds`` (``<cache>/<checkpoint_key>/meta.json``) where this job
-  fine-tuned it (``fine_tuned``), blank where it reused one;
+  fine-tuned it, blank where its log says it reused one ("reusing fine-tuned checkpoint");
 - ``naopc bounds`` / ``naopc``: the bounds' own seconds where this job searched them (blank: reused), and the
   whole analysis;
 - ``ffid copy`` / ``ffidelity``: the copy's fine-tuning where this job ran it, and the whole analysis;
@@ -53,7 +53,11 @@ def job_row(path: Path) -> dict:
     variant = "masked" if train.get("masking_augmentation", {}).get("enabled") else "standard"
     variant = "adversarial" if train.get("adversarial_augmentation", {}).get("enabled") else variant
     meta = Path(r["config"]["cache_dir"]) / str(r.get("checkpoint_key")) / "meta.json"
-    fine_tune = json.loads(meta.read_text()).get("train_seconds") if r.get("fine_tuned") and meta.is_file() else None
+    log = path.parent / f"{r.get('task', 'evaluate')}.log"
+    ran = log.is_file() and "reusing fine-tuned checkpoint" not in log.read_text(errors="replace")
+    fine_tune = (
+        json.loads(meta.read_text()).get("train_seconds") if r.get("fine_tuned") and ran and meta.is_file() else None
+    )
     naopc, ffid = r.get("naopc") or {}, r.get("ffidelity") or {}
     stages = {
         "fine-tune": math.nan if fine_tune is None else float(fine_tune),
