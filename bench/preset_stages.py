@@ -5,6 +5,8 @@
 One row per finished job (``<job>/results.json``), in job order: its model, method and fine-tuning variant, then
 the seconds of each stage as the job recorded them:
 
+- ``pretrain``: the continued pretraining this job ran (its log's "continued MLM pretraining of ... -> <folder>",
+  ``pretrain_seconds`` of ``<folder>/meta.json``);
 - ``fine-tune``: the checkpoint's ``train_seconds`` (``<cache>/<checkpoint_key>/meta.json``) where this job
   fine-tuned it, blank where its log says it reused one ("reusing fine-tuned checkpoint");
 - ``naopc bounds`` / ``naopc``: the bounds' own seconds where this job searched them (blank: reused), and the
@@ -16,8 +18,8 @@ the seconds of each stage as the job recorded them:
 - ``job``: ``seconds`` in ``results.json`` (from the job's start, fine-tuning included).
 
 A job reused from an earlier multirun (``reuse_results``) keeps its first run's numbers; its folder here holds
-a copy. The continued-pretraining stage is not a job: its seconds are in ``<cache>/pretrain/*/meta.json``
-(printed below the table). Wall times of whole commands are measured outside (``/usr/bin/time``).
+a copy. Every continued pretraining in the caches is listed below the table. Wall times of whole commands are
+measured outside (``/usr/bin/time``).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 COLUMNS = (
-    "fine-tune", "naopc bounds", "naopc", "ffid copy", "ffidelity", "sanity", "removal ref", "attack", "ood",
+    "pretrain", "fine-tune", "naopc bounds", "naopc", "ffid copy", "ffidelity", "sanity", "removal ref",
+    "attack", "ood",
 )  # fmt: skip
 
 
@@ -54,12 +58,18 @@ def job_row(path: Path) -> dict:
     variant = "adversarial" if train.get("adversarial_augmentation", {}).get("enabled") else variant
     meta = Path(r["config"]["cache_dir"]) / str(r.get("checkpoint_key")) / "meta.json"
     log = path.parent / f"{r.get('task', 'evaluate')}.log"
-    ran = log.is_file() and "reusing fine-tuned checkpoint" not in log.read_text(errors="replace")
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    ran = log.is_file() and "reusing fine-tuned checkpoint" not in text
+    pretrained = re.search(r"continued MLM pretraining of .* -> (\S+)", text)
+    pretrain_meta = Path(pretrained.group(1)) / "meta.json" if pretrained else None
     fine_tune = (
         json.loads(meta.read_text()).get("train_seconds") if r.get("fine_tuned") and ran and meta.is_file() else None
     )
     naopc, ffid = r.get("naopc") or {}, r.get("ffidelity") or {}
     stages = {
+        "pretrain": json.loads(pretrain_meta.read_text())["pretrain_seconds"]
+        if pretrain_meta is not None and pretrain_meta.is_file()
+        else math.nan,
         "fine-tune": math.nan if fine_tune is None else float(fine_tune),
         "naopc bounds": _own(naopc, "bounds"),
         "naopc": _seconds(naopc, "seconds"),
@@ -70,7 +80,7 @@ def job_row(path: Path) -> dict:
         "attack": _seconds(r.get("attack"), "seconds"),
         "ood": sum((r.get("ood") or {}).get("seconds", {}).values()) if r.get("ood") else math.nan,
     }  # fmt: skip
-    # the bounds and the copy are inside their analyses' seconds; fine-tuning is not inside any analysis
+    # the bounds and the copy are inside their analyses' seconds; pretraining and fine-tuning are in no analysis
     inside = [k for k in COLUMNS if k not in ("naopc bounds", "ffid copy")]
     rest = float(r["seconds"]) - sum(v for k, v in stages.items() if k in inside and math.isfinite(v))
     return {
