@@ -87,6 +87,8 @@ def means(runs: dict, measure: str) -> dict:
     the same seeded explanation; NaN rows, outside a costly measure's subset, left out)."""
     out: dict = {}
     for (model, variant, seed, _), (_, scores) in runs.items():
+        if measure not in scores:  # a job with the analysis off (experiment=paper's masked and adversarial)
+            continue
         for method in scores.saliency.unique():
             value = scores[scores.saliency == method][measure].mean()
             if math.isfinite(value):
