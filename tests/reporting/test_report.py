@@ -21,6 +21,7 @@ from scipy import stats
 
 from itermask import reporting as rep
 from itermask.reporting import ReportError, build_report, compare_samples, seed_interval, write_report
+from itermask.reporting.aggregate import model_pairs
 from itermask.reporting.intervals import bounded_t_interval
 from itermask.reporting.render.markdown_report import main_table
 from itermask.storage.files import write_json_atomic, write_text_atomic
@@ -354,6 +355,26 @@ def test_analysis_switches_swept_with_a_training_setting_stay_out_of_the_labels(
         "m[train.masking_augmentation.enabled=False]",
         "m[train.masking_augmentation.enabled=True]",
     }
+    # a second model at the standard setting (the preset's claim-1 grid) is compared with m's standard group
+    # only: against m's masked group both the model and the fine-tuning differ
+    for seed in range(2):
+        result = make_result(seed, model="n", aopc=0.3)
+        result["config"]["train"]["masking_augmentation"] = {"enabled": False, "batch_share": 0.5}
+        result["config"]["analyses"] = ["naopc"]
+        result["config"]["naopc"] = {"enabled": True, "max_examples": 20}
+        results.append(result)
+        overrides.append(["model=n", "train.masking_augmentation.enabled=False", "naopc.enabled=True", f"seed={seed}"])
+    report = build_report(write_sweep(tmp_path / "claims", results, overrides=overrides))
+    assert sorted((a[0], b[0]) for a, b in model_pairs(report.groups)) == [
+        ("m[train.masking_augmentation.enabled=False]", "m[train.masking_augmentation.enabled=True]"),
+        ("m[train.masking_augmentation.enabled=False]", "n"),
+    ]
+    row = report.comparisons[report.comparisons.score == "aopc_comprehensiveness_prob"]
+    assert set(zip(row.model_a, row.model_b)) == {
+        ("m[train.masking_augmentation.enabled=False]", "m[train.masking_augmentation.enabled=True]"),
+        ("m[train.masking_augmentation.enabled=False]", "n"),
+    }
+    del results[4:], overrides[4:]
     # the switch alone sets two groups apart: it stays
     results[2]["config"]["train"]["masking_augmentation"]["enabled"] = False
     results[3]["config"]["train"]["masking_augmentation"]["enabled"] = False

@@ -125,15 +125,36 @@ def _comparisons(groups: dict, values: dict, settings: dict) -> pd.DataFrame:
 
 
 def model_pairs(groups: dict[tuple, list[Run]]) -> list[tuple[tuple, tuple]]:
-    """Pairs of groups whose runs differ only in the model or in swept settings (see
-    :func:`~itermask.reporting.sweep.group_runs`; e.g. standard vs masked fine-tuning) and the seed, sorted by
-    label."""
+    """Pairs of groups whose runs differ only in the model, or only in swept settings (see
+    :func:`~itermask.reporting.sweep.group_runs`; e.g. standard vs masked fine-tuning of one model), and the
+    seed, sorted by label. A pair that differs in both (one model's masked fine-tuning against another model's
+    standard one) is left out: its difference cannot be put down to either. The on/off switches of analyses
+    (``naopc.enabled``, named in ``analyses``) neither make nor break a pair: they add measures, not change
+    the shared ones."""
     labels = sorted(groups)
-    keys = {k for members in groups.values() for run in members for k in run.variant_keys}
+    keys = {k for members in groups.values() for run in members for k in run.swept}
     swept = tuple(sorted({t for k in keys for t in swept_subtrees(k)}))
     context = {label: config_hash(run_contexts(groups[label], drop=("model", *swept))[0]) for label in labels}
+    named = {
+        a for members in groups.values() for run in members for a in run.result.get("config", {}).get("analyses") or ()
+    }
+    trees = [t for t in swept if t.removesuffix(".enabled") not in named]
+    setting = {
+        label: config_hash(
+            {
+                k: v
+                for k, v in run_contexts(groups[label])[0].items()
+                if any(k == t or k.startswith(t + ".") for t in trees)
+            }
+        )
+        for label in labels
+    }
+    model = {label: str(groups[label][0].result["model"]) for label in labels}
     return [
         (a, b)
         for a, b in itertools.combinations(labels, 2)
-        if a[0] != b[0] and a[1:] == b[1:] and context[a] == context[b]
+        if a[0] != b[0]
+        and a[1:] == b[1:]
+        and context[a] == context[b]
+        and (model[a] != model[b]) != (setting[a] != setting[b])
     ]

@@ -59,6 +59,9 @@ class Run:
     # swept settings (Hydra overrides such as ``train.masking_augmentation.enabled=True``) that set this run
     # apart from others with the same model/dataset/saliency/masking; set by the grouping
     variant: tuple[str, ...] = ()
+    # every override key swept within its group, also those left out of ``variant`` (an analysis switch swept
+    # beside a training setting); set by the grouping
+    swept: tuple[str, ...] = ()
 
     @property
     def label(self) -> tuple[str, str, str, str]:
@@ -68,10 +71,6 @@ class Run:
         name = saliency.get("name") if isinstance(saliency, dict) else saliency
         model = str(self.result["model"]) + (f"[{', '.join(self.variant)}]" if self.variant else "")
         return (model, str(self.result["dataset"]), str(name), str(self.result["masking"]))
-
-    @property
-    def variant_keys(self) -> tuple[str, ...]:
-        return tuple(_override_key(o) for o in self.variant)
 
     @property
     def seed(self) -> int:
@@ -313,10 +312,10 @@ def swept_subtrees(key: str) -> tuple[str, ...]:
     return (key, key[: -len(".enabled")]) if key.endswith(".enabled") else (key,)
 
 
-def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]] | None:
+def _swept_variants(members: list[Run], keys: list[str]) -> tuple[list[tuple[str, ...]], list[str]] | None:
     """Each run's swept overrides (other than the seed) that explain the differing config ``keys``, less the
-    switches of analyses that other swept settings make redundant, or ``None`` when some differing key was not
-    swept (the runs are mixed by accident)."""
+    switches of analyses that other swept settings make redundant, and the keys of all swept overrides; or
+    ``None`` when some differing key was not swept (the runs are mixed by accident)."""
     if any(run.overrides is None for run in members):
         return None
     by_key = [{_override_key(o): o for o in run.overrides or () if _override_key(o) != "seed"} for run in members]
@@ -332,7 +331,7 @@ def _swept_variants(members: list[Run], keys: list[str]) -> list[tuple[str, ...]
     kept = [k for k in swept if not (k.endswith(".enabled") and k[: -len(".enabled")] in named)]
     n_variants = len({tuple(b[k] for k in swept) for b in by_key})
     shown = kept if kept and len({tuple(b[k] for k in kept) for b in by_key}) == n_variants else swept
-    return [tuple(b[k] for k in shown) for b in by_key]
+    return [tuple(b[k] for k in shown) for b in by_key], swept
 
 
 def _mixed(label: tuple, members: list[Run], contexts: list[dict[str, str]], keys: list[str]) -> str:
@@ -377,8 +376,9 @@ def group_runs(runs: list[Run]) -> dict[tuple, list[Run]]:
             if keys:
                 problems.append(_mixed(label, members, contexts, keys))
             continue
-        for run, variant in zip(members, swept):
-            run.variant = variant
+        variants, keys_swept = swept
+        for run, variant in zip(members, variants):
+            run.variant, run.swept = variant, tuple(keys_swept)
             split.setdefault(run.label, []).append(run)
         for variant_label in {run.label for run in members}:  # within a swept value every setting agrees
             variant_contexts = run_contexts(split[variant_label])
