@@ -249,6 +249,12 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
     monkeypatch.setattr(prepare, "get_or_train", no_training)
     with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
         pipeline.run_evaluate(_compose("evaluation.target=7"))
+    # a model with continued pretraining: the data are checked before its minutes of pretraining too
+    monkeypatch.setattr(prepare, "get_or_pretrain", lambda *a, **k: pytest.fail("pretraining started first"))
+    with pytest.raises(ValueError, match=r"target class 7 out of range \(this data has 2 classes: 0..1\)"):
+        pipeline.run_evaluate(_compose("model=minilm_mlm", "evaluation.target=7"))
+    with pytest.raises(ValueError, match=r"evaluation.segments=\[1\], but rt_snippets has single texts"):
+        pipeline.run_evaluate(_compose("model=minilm_mlm", "evaluation.segments=[1]"))
     for override, message in [
         (
             "evaluation.n_examples=0",

@@ -1,8 +1,9 @@
 """``prepare(plan)``: the only place that loads what a plan names and trains what it needs, in steps, each before
 any more expensive one, every error of a step collected and raised together: :func:`bind` (tokenizer, model config,
-keys), :func:`stored_result`, :func:`pretrain`, :func:`components`, :func:`load_data`, :func:`tracked`, and the
-classifier (fine-tuned or reused, :func:`~itermask.training.finetune.get_or_train`, or given as it is with
-``train.enabled=false``), loaded and made to serve every saliency method."""
+keys), :func:`stored_result`, :func:`pretrain`, :func:`components`, :func:`load_data` (before :func:`pretrain` when
+there is continued pretraining to wait for), :func:`tracked`, and the classifier (fine-tuned or reused,
+:func:`~itermask.training.finetune.get_or_train`, or given as it is with ``train.enabled=false``), loaded and made
+to serve every saliency method."""
 
 from __future__ import annotations
 
@@ -153,6 +154,8 @@ def components(plan: EvaluationPlan, resources: Resources) -> None:
     for analysis in analyses:
         with problems.collect():
             analysis.check(resources.inputs(plan))
+            if resources.data is not None:
+                analysis.check_data(resources.data)
     problems.raise_if_any()
 
 
@@ -180,8 +183,9 @@ def _data_module(plan: EvaluationPlan, resources: Resources) -> TextClassificati
 
 
 def load_data(plan: EvaluationPlan, resources: Resources) -> None:
-    """Step 5: the data loaded and the settings that need it checked, before any fine-tuning; the evaluation
-    subset drawn (once).
+    """Step 5 (step 3 for a model with continued pretraining, whose minutes it then precedes): the data loaded and
+    the settings that need them checked, before any fine-tuning; the evaluation subset drawn (once). Analyses
+    built after it (:func:`components`) check the data there.
 
     Raises:
         ValueError: from the data source, or a setting that the data refute (naming it)."""
@@ -316,10 +320,15 @@ def prepare(plan: EvaluationPlan, given: tuple[Any, Any] | None = None) -> Itera
         with tracked(plan, resources):
             yield resources
         return
+    early = plan.model.pretrain is not None  # the settings the data refute, before minutes of continued pretraining
+    if early:
+        with config_errors():
+            load_data(plan, resources)
     pretrain(plan, resources)
     with config_errors():
         components(plan, resources)
-        load_data(plan, resources)
+        if not early:
+            load_data(plan, resources)
     with tracked(plan, resources):
         if plan.train.enabled:
             resources.trained = get_or_train(fine_tuning(plan, resources), resources.loaded_data, resources.logger)

@@ -102,7 +102,8 @@ class Resources:
 
     def check_against_data(self, plan: EvaluationPlan):
         """The settings that need the data (target class, split and subset size, segments, tokens to mask, the
-        analyses'), checked before any fine-tuning; returns the evaluation subset.
+        analyses' built by now: those built later check the data then), checked before any fine-tuning; returns
+        the evaluation subset.
 
         Raises:
             ValueError: naming the setting."""
