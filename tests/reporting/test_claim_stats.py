@@ -6,7 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from itermask.studies.robust_infidelity.statistics import kendall_w, nested_components, nested_components_ci, tost_welch
+from itermask.studies.robust_infidelity.statistics import (
+    equivalence_margin,
+    kendall_w,
+    nested_components,
+    nested_components_ci,
+    tost_welch,
+)
 
 
 def _design(a, b, c):
@@ -134,6 +140,25 @@ def test_tost_on_constructed_data():
     assert "at least 2" in tost_welch([0.8], [0.8, 0.81], 0.02)["why"]
     with pytest.raises(ValueError, match="margin"):
         tost_welch(a, b, 0.0)
+
+
+def test_equivalence_margin_is_the_margin_tost_shows_at_80_percent_power():
+    from scipy import stats
+
+    # by hand: (t_{0.95, 1} + t_{0.90, 1}) * 0.02 = (6.3138 + 3.0777) * 0.02
+    assert equivalence_margin(0.02, 1.0) == pytest.approx((6.313752 + 3.077684) * 0.02, rel=1e-5)
+    assert equivalence_margin(0.1, 1e6) == pytest.approx((stats.norm.ppf(0.95) + stats.norm.ppf(0.9)) * 0.1, rel=1e-4)
+    assert math.isnan(equivalence_margin(0.02, 0.5)) and math.isnan(equivalence_margin(math.nan, 3.0))
+    # simulated: two identical groups of 50 normal values (sd 1; Welch se 0.2, df 98): TOST at that margin
+    # shows them equivalent in about 80 % of 2,000 draws (binomial sd 0.009; the t quantiles make it a little
+    # conservative)
+    rng = np.random.default_rng(0)
+    margin = equivalence_margin(math.sqrt(2 / 50), 98.0)
+    shown = [tost_welch(rng.normal(size=50), rng.normal(size=50), margin)["equivalent"] for _ in range(2000)]
+    assert np.mean(shown) == pytest.approx(0.80, abs=0.03)
+    out = tost_welch([0.1, 0.3], [0.2, 0.2001], 0.05)  # the Welch se and df it reports, by hand
+    assert out["se"] == pytest.approx(math.sqrt(0.02 / 2 + 0.000000005 / 2))
+    assert out["df"] == pytest.approx(out["se"] ** 4 / ((0.01**2) + (0.0000000025**2)), rel=1e-6)
 
 
 def test_tost_matches_statsmodels():

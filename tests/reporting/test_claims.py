@@ -287,3 +287,51 @@ def test_claim3_adversarial_change_with_an_accuracy_change_is_not_separated(tmp_
     assert "agrees with the paper: adversarial fine-tuning is not shown to change faithfulness" in _verdict3(
         claims, "minilm", "gradient"
     )
+
+
+def test_claim1_without_equivalent_accuracies_tells_too_few_seeds_from_incomparable_models(tmp_path):
+    """No pair shown equivalent in accuracy: "does not support" only when every pair's 90 % interval lies
+    outside the margin; otherwise "cannot answer", with the margin this design's TOST could show at 80 % power
+    (2 seeds of experiment=paper said "does not support" at intervals of ±0.058 around 0.009)."""
+    from itermask.studies.robust_infidelity.verdicts import verdict1 as _verdict1
+
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.0))
+    acc = claims.accuracy.copy()
+    acc["equivalent"] = False
+    acc[["difference", "ci_low", "ci_high", "p_value"]] = [0.07, 0.05, 0.09, 0.9]
+    claims.accuracy = acc
+    verdict = _verdict1(claims)
+    assert verdict.startswith(
+        "does not support: no pair of models has equivalent test accuracy: every pair's 90 % interval lies "
+        "outside ±0.02 (TOST; e.g. minilm - minilm_mlm: 0.0700 [0.0500, 0.0900] at 90 %, p = 0.900)"
+    )
+    # intervals that straddle the margin, Welch se 0.02 on 1 df: (t_{0.95,1} + t_{0.9,1}) * 0.02 = 0.1878
+    acc[["difference", "ci_low", "ci_high", "se", "df"]] = [0.009, -0.049, 0.067, 0.02, 1.0]
+    verdict = _verdict1(claims)
+    assert verdict.startswith(
+        "cannot answer: no pair of models is shown equivalent in test accuracy within ±0.02 (TOST; e.g. minilm - "
+        "minilm_mlm: 0.0090 [-0.0490, 0.0670] at 90 %, p = 0.900); at 80 % power this design's TOST shows "
+        "identical accuracies equivalent only within ±0.1878 to ±0.1878, wider than ±0.02: more seeds are needed, "
+        "so score differences cannot be separated from accuracy differences (models"
+    )
+    # one pair precise enough (se 0.001 on 100 df: margin 0.0030) whose accuracies still differ too much
+    acc.loc[acc.index[0], ["se", "df"]] = [0.001, 100.0]
+    assert "would show identical accuracies equivalent within ±0.02 for 1 of 3 pairs (margins ±0.0030 to " in (
+        _verdict1(claims)
+    )
+    assert "whose accuracies differ too much to show it; the others need more seeds" in _verdict1(claims)
+
+
+def test_adversarial_power_is_on_welchs_degrees_of_freedom():
+    """The smallest detectable difference over seeds is (t_{0.975, df} + t_{0.8, df}) se on the Welch df, never
+    narrower than the Welch interval's half-width (2 seeds a side, one spread and one not: df about 1)."""
+    from scipy import stats
+
+    from itermask.reporting import compare_samples
+    from itermask.studies.robust_infidelity.verdicts import _detectable_difference
+
+    diff = compare_samples([0.1, 0.3], [0.2, 0.2001], 0.95)
+    assert diff["df"] == pytest.approx(1.0, abs=1e-4)
+    expected = (stats.t.ppf(0.975, diff["df"]) + stats.t.ppf(0.8, diff["df"])) * diff["se"]
+    assert float(_detectable_difference(diff, 0.05)) == pytest.approx(expected, abs=1e-4)
+    assert expected > (diff["ci_high"] - diff["ci_low"]) / 2

@@ -149,6 +149,19 @@ def bounded_t_interval(
     return min(ends), max(ends)  # g decreases for a range bounded above only
 
 
+def welch_se_df(x, y) -> tuple[float, float]:
+    """The standard error of ``mean(x) - mean(y)`` of two independent samples, ``sqrt(s_x²/n_x + s_y²/n_y)``,
+    and its Welch–Satterthwaite degrees of freedom (Welch 1947); ``(0, nan)`` when neither sample varies.
+
+    Args:
+        x, y: 1-D samples, at least 2 values each, NaN-free."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    if va + vb == 0:
+        return 0.0, math.nan
+    return math.sqrt(va + vb), float((va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1)))
+
+
 def welch_bounded_interval(x, y, confidence: float = 0.95, bounds: Bounds | None = None) -> tuple[float, float]:
     """A Welch interval for ``mean(x) - mean(y)`` of two independent samples whose values lie in ``bounds``:
     the difference lies in :func:`difference_bounds` ``(lo - hi, hi - lo)``; the interval is computed on the
@@ -167,12 +180,10 @@ def welch_bounded_interval(x, y, confidence: float = 0.95, bounds: Bounds | None
     x, y = within_bounds(x, bounds), within_bounds(y, bounds)
     if len(x) < 2 or len(y) < 2:
         raise ValueError("a Welch interval needs at least 2 values per sample")
-    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     d = float(x.mean() - y.mean())
-    if va + vb == 0:
+    se, df = welch_se_df(x, y)
+    if se == 0:
         return d, d
-    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
-    se = math.sqrt(va + vb)  # the standard error of the difference (Welch 1947)
     diff_bounds = difference_bounds(bounds)
     g, g_prime, g_inverse = _transform(diff_bounds)
     if diff_bounds is not None and d in diff_bounds:

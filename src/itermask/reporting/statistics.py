@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from itermask.reporting.intervals import Bounds, bounded_t_interval, welch_bounded_interval, within_bounds
+from itermask.reporting.intervals import Bounds, bounded_t_interval, welch_bounded_interval, welch_se_df, within_bounds
 
 __all__ = ["seed_interval", "compare_samples"]
 
@@ -149,10 +149,11 @@ def compare_samples(
 
     Returns:
         ``{"n_a", "n_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "statistic", "p_value",
-        "sd_pooled"}`` (``statistic``: Welch's t, or the mean difference for the permutation test;
-        ``sd_pooled``: ``sqrt(((n_a - 1) s_a² + (n_b - 1) s_b²) / (n_a + n_b - 2))``). NaN where a sample has
-        fewer than 2 values. If neither sample varies, the interval is the difference itself, the statistic
-        NaN and ``p_value`` 1 (equal) or 0 (different).
+        "sd_pooled", "se", "df"}`` (``statistic``: Welch's t, or the mean difference for the permutation test;
+        ``sd_pooled``: ``sqrt(((n_a - 1) s_a² + (n_b - 1) s_b²) / (n_a + n_b - 2))``; ``se`` and ``df``: the
+        difference's Welch standard error and Welch–Satterthwaite degrees of freedom, whichever the test). NaN
+        where a sample has fewer than 2 values. If neither sample varies, the interval is the difference itself,
+        the statistic NaN and ``p_value`` 1 (equal) or 0 (different).
 
     Raises:
         ValueError: unknown ``test``, or values outside ``bounds``.
@@ -162,7 +163,7 @@ def compare_samples(
     x, y = within_bounds(_clean(a), bounds), within_bounds(_clean(b), bounds)
     mean_a, mean_b = (float(v.mean()) if len(v) else math.nan for v in (x, y))
     out = {"n_a": len(x), "n_b": len(y), "mean_a": mean_a, "mean_b": mean_b}
-    out |= dict.fromkeys(("difference", "ci_low", "ci_high", "statistic", "p_value", "sd_pooled"), math.nan)
+    out |= dict.fromkeys(("difference", "ci_low", "ci_high", "statistic", "p_value", "sd_pooled", "se", "df"), math.nan)
     if len(x) == 0 or len(y) == 0:
         return out
     out["difference"] = out["mean_a"] - out["mean_b"]
@@ -170,6 +171,7 @@ def compare_samples(
         return out
     squares = (len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1)
     out["sd_pooled"] = math.sqrt(squares / (len(x) + len(y) - 2))
+    out["se"], out["df"] = welch_se_df(x, y)
     if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread in either sample: the difference is exact
         out.update(ci_low=out["difference"], ci_high=out["difference"], p_value=1.0 if out["difference"] == 0 else 0.0)
         return out

@@ -11,9 +11,12 @@ from the paper), with its conditions (models, dataset, seeds, examples).
    models' test-accuracy equivalence within a margin (TOST; all in
    :mod:`~itermask.studies.robust_infidelity.statistics`). Supported when, between two models of equivalent
    accuracy, some method's score (or method - random) differs after Holm's correction for every comparison
-   made at equivalent accuracy; in part when some intervals exclude 0 but none survives the correction. The
-   verdict says whether the differences are in the raw scores only (the random explanation's included: the
-   models' sensitivity to masking) or in method - random.
+   made at equivalent accuracy; in part when some intervals exclude 0 but none survives the correction. Not
+   supported when no pair's accuracy is equivalent and every pair's interval lies outside the margin; with no
+   pair shown equivalent otherwise, it cannot answer and says the margin the TOST could show at 80 % power
+   (:func:`~itermask.studies.robust_infidelity.statistics.equivalence_margin`). The verdict says whether the
+   differences are in the raw scores only (the random explanation's included: the models' sensitivity to
+   masking) or in method - random.
 2. *Are masked inputs out of distribution, and does masked fine-tuning change that?* The base model with standard vs
    masked fine-tuning: the Mahalanobis OOD AUROC (final layer) per masking step; supported when the standard model's
    mean AUROC over the masked steps is above 0.5 (interval) and masked fine-tuning lowers it (interval of the
@@ -25,7 +28,8 @@ from the paper), with its conditions (models, dataset, seeds, examples).
    with the estimate on its edge (few seeds: few distinct bootstrap resamples) is marked degenerate and unused.
 
 Every verdict's direction words follow its statistic's sign and interval, and it states the smallest effect its
-design detects at 80 % power (:func:`~itermask.studies.robust_infidelity.statistics.detectable_effect`).
+design detects at 80 % power (:func:`~itermask.studies.robust_infidelity.statistics.detectable_effect`; a
+difference of two means over seeds on Welch's standard error and degrees of freedom, as its test and interval).
 
 The runs are read from the report's sweep; a run's *variant* (standard, masked, adversarial) comes from its
 results config (``train.masking_augmentation.enabled``, ``train.adversarial_augmentation.enabled``), so

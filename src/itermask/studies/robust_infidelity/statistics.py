@@ -51,6 +51,7 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
+from itermask.reporting.intervals import welch_se_df
 from itermask.reporting.seeds import kendall_w
 from itermask.reporting.variance import COMPONENTS, anova_components
 
@@ -62,6 +63,7 @@ __all__ = [
     "tost_welch",
     "holm",
     "detectable_effect",
+    "equivalence_margin",
     "mixed_model_differences",
 ]
 
@@ -121,9 +123,10 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
         alpha: level of each one-sided test; the reported interval has coverage ``1 - 2 alpha``.
 
     Returns:
-        ``{"difference", "ci_low", "ci_high", "p_lower", "p_upper", "p_value", "equivalent", "margin",
-        "why"}``: ``p_lower`` tests ``diff <= -margin``, ``p_upper`` tests ``diff >= margin``, ``p_value`` is
-        the larger; ``equivalent`` is ``p_value < alpha``. NaN and a reason with fewer than 2 values a side.
+        ``{"difference", "ci_low", "ci_high", "p_lower", "p_upper", "p_value", "equivalent", "margin", "se",
+        "df", "why"}``: ``p_lower`` tests ``diff <= -margin``, ``p_upper`` tests ``diff >= margin``, ``p_value``
+        is the larger; ``equivalent`` is ``p_value < alpha``; ``se`` and ``df`` the Welch standard error and
+        degrees of freedom (for :func:`equivalence_margin`). NaN and a reason with fewer than 2 values a side.
         With no spread in either sample the difference is exact: equivalent iff it lies inside the margin.
 
     Raises:
@@ -135,7 +138,9 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=float)
     y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=float)
-    out: dict = dict.fromkeys(("difference", "ci_low", "ci_high", "p_lower", "p_upper", "p_value"), math.nan)
+    out: dict = dict.fromkeys(
+        ("difference", "ci_low", "ci_high", "p_lower", "p_upper", "p_value", "se", "df"), math.nan
+    )
     out |= {"equivalent": False, "margin": float(margin), "why": None}
     if len(x) < 2 or len(y) < 2:
         out["why"] = f"TOST needs at least 2 values per group, got {len(x)} and {len(y)}"
@@ -143,6 +148,7 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
     d = float(x.mean() - y.mean())
     out["difference"] = d
     va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    out["se"], out["df"] = welch_se_df(x, y)
     if va + vb == 0:
         inside = -margin < d < margin
         out.update(ci_low=d, ci_high=d, p_lower=0.0 if d > -margin else 1.0, p_upper=0.0 if d < margin else 1.0)
@@ -157,6 +163,27 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
     p = max(p_lower, p_upper)
     out.update(ci_low=d - half, ci_high=d + half, p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
     return out
+
+
+def equivalence_margin(se: float, df: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest equivalence margin ``m`` that a TOST at level ``alpha`` (:func:`tost_welch`) shows with
+    probability ``power`` when the true difference is 0: ``(t_{1 - alpha, df} + t_{1 - (1 - power)/2, df}) se``.
+    This is the usual TOST sample-size relation for a zero true difference (Chow, Shao & Wang 2008, *Sample Size
+    Calculations in Clinical Research*, 2nd ed., sec. 3.2.3: ``z_alpha + z_{beta/2}``), with Student's t on the
+    Welch ``df`` in place of the normal quantiles. A margin narrower than this is unlikely to be shown even for
+    identical models: failing TOST then says "too few seeds", not "not equivalent". statsmodels has TOST tests
+    but no TOST power, hence this.
+
+    Args:
+        se: the standard error of the difference (Welch), in the values' unit.
+        df: its degrees of freedom (Welch–Satterthwaite), ``>= 1``.
+
+    Returns:
+        The margin in the values' unit; NaN when ``se`` or ``df`` is not finite or ``df < 1``.
+    """
+    if not (math.isfinite(se) and math.isfinite(df) and df >= 1):
+        return math.nan
+    return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf(1 - (1 - power) / 2, df)) * se)
 
 
 def holm(p_values) -> np.ndarray:
@@ -183,7 +210,7 @@ def holm(p_values) -> np.ndarray:
 
 
 def detectable_effect(
-    design: str, n_a: int, n_b: int | None = None, sd: float = 1.0, alpha: float = 0.05, power: float = 0.8
+    design: str, n_a: float, n_b: int | None = None, sd: float = 1.0, alpha: float = 0.05, power: float = 0.8
 ) -> tuple[float, str | None]:
     """The smallest true effect a two-sided test of this design detects with probability ``power``.
 
@@ -221,7 +248,7 @@ def detectable_effect(
             return math.nan, f"a rank correlation over {n_a} objects has no Fisher-z power (needs 4)"
         z = (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * math.sqrt(1.06 / (n_a - 3))
         return float(np.tanh(z)), None
-    n_b = n_a if n_b is None else n_b
+    n_b = int(n_a) if n_b is None else n_b
     if min(n_a, n_b) < 2:
         return math.nan, f"a t-test needs 2 values per group, got {n_a} and {n_b}"
     if not (math.isfinite(sd) and sd > 0):

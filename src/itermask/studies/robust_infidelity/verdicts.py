@@ -19,7 +19,7 @@ from itermask.reporting.model import records, series_rows
 from itermask.studies.robust_infidelity.comparisons import few_seeds
 from itermask.studies.robust_infidelity.runs import select
 from itermask.studies.robust_infidelity.settings import ADVERSARIAL, STANDARD
-from itermask.studies.robust_infidelity.statistics import detectable_effect
+from itermask.studies.robust_infidelity.statistics import detectable_effect, equivalence_margin
 
 if TYPE_CHECKING:
     from itermask.studies.robust_infidelity.claims import Claims
@@ -59,8 +59,18 @@ def direction(
 
 def _detectable(design: str, n_a, n_b, sd, alpha: float, digits: int = 4) -> str:
     """The smallest effect :func:`detectable_effect` finds at :data:`POWER`, as a number or why not."""
-    effect, why = detectable_effect(design, int(n_a), None if n_b is None else int(n_b), float(sd), alpha, POWER)
+    n_a = float(n_a) if design == "wald_t" else int(n_a)  # a Welch-Satterthwaite df need not be whole
+    effect, why = detectable_effect(design, n_a, None if n_b is None else int(n_b), float(sd), alpha, POWER)
     return number(effect, digits) if why is None else f"not computable ({why})"
+
+
+def _detectable_difference(row, alpha: float, digits: int = 4) -> str:
+    """The smallest difference of two means over seeds that Welch's test of ``row`` (:func:`compare_samples`:
+    its ``se`` and Welch-Satterthwaite ``df``) detects at :data:`POWER`: ``(t_{1-alpha/2, df} + t_{power, df})
+    se`` (``detectable_effect("wald_t")``). On the test's own df it is never narrower than the Welch interval's
+    half-width; the pooled-variance t-test's power (``"two_sample"``) claimed 0.096 beside a half-width of 0.16
+    when one group's seeds spread far more than the other's (2 seeds each: Welch df 1.1, not 2)."""
+    return _detectable("wald_t", row.get("df", math.nan), None, row.get("se", math.nan), alpha, digits)
 
 
 def conditions(claims: Claims, models: Sequence[str] | None = None) -> str:
@@ -167,20 +177,51 @@ def _claim1_judged(claims: Claims, extra: str) -> str:
 
 def verdict1(claims: Claims) -> str:
     """Claim 1's verdict (module docstring)."""
-    s, acc, text = claims.settings, claims.accuracy, conditions(claims)
+    acc, text = claims.accuracy, conditions(claims)
     if claims.model_differences.empty or acc.empty:
         return f"cannot answer: fewer than 2 models with standard fine-tuning runs {text}."
     if (few := few_seeds(claims.table, STANDARD)) is not None:
         return f"cannot answer: {few}, so no interval over seeds {text}."
     extra = _concordance_note(claims)
     if not any(r.equivalent for r in records(acc)):
-        worst = acc.iloc[0]
-        return (
-            f"does not support: no pair of models has equivalent test accuracy within ±{s.accuracy_margin:g} "
-            f"(TOST; e.g. {worst['a']} - {worst['b']}: {interval(worst)} at 90 %, p = {number(worst['p_value'], 3)}),"
-            f" so score differences cannot be separated from accuracy differences {text}.{extra}"
-        )
+        return _claim1_not_equivalent(claims, extra)
     return _claim1_judged(claims, extra)
+
+
+def _claim1_not_equivalent(claims: Claims, extra: str) -> str:
+    """Claim 1's verdict when no pair of models is shown equivalent in test accuracy: "does not support" when
+    every pair's 90 % interval lies outside the margin (the models are not comparable), else "cannot answer"
+    with the margin this design's TOST could show at :data:`POWER` (:func:`equivalence_margin`): too few seeds
+    is not evidence of different accuracies."""
+    s, acc, text = claims.settings, claims.accuracy, conditions(claims)
+    m = s.accuracy_margin
+    first = acc.iloc[0]
+    example = f"e.g. {first['a']} - {first['b']}: {interval(first)} at 90 %, p = {number(first['p_value'], 3)}"
+    if all(r.ci_low >= m or r.ci_high <= -m for r in records(acc)):
+        return (
+            f"does not support: no pair of models has equivalent test accuracy: every pair's 90 % interval lies "
+            f"outside ±{m:g} (TOST; {example}), so the models are not comparable and score differences cannot be "
+            f"separated from accuracy differences {text}.{extra}"
+        )
+    margins = [equivalence_margin(float(r.se), float(r.df), 0.05, POWER) for r in records(acc)]
+    margins = [x for x in margins if math.isfinite(x)]
+    if not margins:
+        reach = "the margin this design's TOST could show is not computable"
+    else:
+        span = f"±{number(min(margins))} to ±{number(max(margins))}"
+        powered = sum(x <= m for x in margins)
+        reach = (
+            f"at {POWER * 100:.0f} % power this design's TOST shows identical accuracies equivalent only within "
+            f"{span}, wider than ±{m:g}: more seeds are needed"
+            if not powered
+            else f"at {POWER * 100:.0f} % power this design's TOST would show identical accuracies equivalent "
+            f"within ±{m:g} for {powered} of {len(margins)} pairs (margins {span}), whose accuracies differ too "
+            "much to show it" + ("; the others need more seeds" if powered < len(margins) else "")
+        )
+    return (
+        f"cannot answer: no pair of models is shown equivalent in test accuracy within ±{m:g} (TOST; {example}); "
+        f"{reach}, so score differences cannot be separated from accuracy differences {text}.{extra}"
+    )
 
 
 def verdict2(claims: Claims, base: str | None, few: str | None) -> str:
@@ -200,7 +241,7 @@ def verdict2(claims: Claims, base: str | None, few: str | None) -> str:
         f"; at {POWER * 100:.0f} % power (two-sided alpha {alpha:g}) this design detects a mean AUROC "
         f"{_detectable('one_sample', std['n'], None, std['std'], alpha, 3)} away from 0.5 ({std['n']} seeds) "
         f"and a standard - masked difference of "
-        f"{_detectable('two_sample', diff['n_a'], diff['n_b'], diff.get('sd_pooled', math.nan), alpha, 3)}"
+        f"{_detectable_difference(diff, alpha, 3)}"
     )
     numbers = (
         f"mean OOD AUROC over the masked steps {interval(std, 'mean')} after standard and "
@@ -303,7 +344,7 @@ def _adversarial_power(claims: Claims, score, rate) -> str:
     """The smallest adversarial - standard differences this design detects at :data:`POWER`."""
     alpha = 1 - claims.confidence
     parts = [
-        f"{_detectable('two_sample', r['n_a'], r['n_b'], r.get('sd_pooled', math.nan), alpha)} in the {name}"
+        f"{_detectable_difference(r, alpha)} in the {name}"
         for name, r in ((claims.settings.score, score), ("attack success rate", rate))
         if r is not None
     ]
