@@ -147,9 +147,8 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
         return out
     d = float(x.mean() - y.mean())
     out["difference"] = d
-    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     out["se"], out["df"] = welch_se_df(x, y)
-    if va + vb == 0:
+    if out["se"] == 0:
         inside = -margin < d < margin
         out.update(ci_low=d, ci_high=d, p_lower=0.0 if d > -margin else 1.0, p_upper=0.0 if d < margin else 1.0)
         out.update(p_value=0.0 if inside else 1.0, equivalent=inside)
@@ -159,7 +158,7 @@ def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
     # the two one-sided Welch tests: H0 d <= -margin (p_lower) and H0 d >= margin (p_upper)
     _, (_, p_lower, df), (_, p_upper, _) = ttost_ind(x, y, -margin, margin, usevar="unequal")
     p_lower, p_upper = float(p_lower), float(p_upper)
-    half = float(stats.t.ppf(1 - alpha, df)) * math.sqrt(va + vb)  # the 1 - 2 alpha Welch interval
+    half = float(stats.t.ppf(1 - alpha, df)) * out["se"]  # the 1 - 2 alpha Welch interval
     p = max(p_lower, p_upper)
     out.update(ci_low=d - half, ci_high=d + half, p_lower=p_lower, p_upper=p_upper, p_value=p, equivalent=p < alpha)
     return out
