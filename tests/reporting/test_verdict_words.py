@@ -30,6 +30,8 @@ def test_direction_words_follow_sign_interval_ties_and_nan():
     assert direction(0.0, -0.2, 0.2, name="rho") == "does not change (rho is exactly 0)"
     assert direction(math.nan, name="rho") == "cannot be judged (rho is not computable)"
     assert direction(-0.02, -0.03, -0.01, RAISES) == "lowers"
+    # a treatment's verb reads "does not detectably change that", not "does not change detectably that"
+    assert direction(-0.02, -0.03, 0.01, RAISES) == "does not detectably change"
 
 
 def _link(rho, low, high, p, methods, why=None, n_seeds=3):

@@ -26,9 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["verdict1", "verdict2", "verdict3", "conditions", "direction", "RISES", "RAISES"]
 
-#: direction words (up, down, no detectable change, no change at all) of :func:`direction`
+#: direction words (up, down, no detectable change, no change at all) of :func:`direction`: RISES for a
+#: statistic that moves ("AOPC rises with ..."), RAISES for a treatment acting on one ("... lowers that")
 RISES = ("rises", "falls", "does not change detectably", "does not change")
-RAISES = ("raises", "lowers", "does not change detectably", "does not change")
+RAISES = ("raises", "lowers", "does not detectably change", "does not change")
 #: the power every verdict states its smallest detectable effect at
 POWER = 0.8
 
