@@ -288,6 +288,22 @@ def test_a_setting_the_component_does_not_take_is_named_with_the_close_one():
     assert build({**node, "n_steps": 3}, "saliency").n_steps == 3
 
 
+def test_a_data_sources_name_is_its_argument_not_a_label():
+    """``name`` labels a saliency or masking node, but a data source takes it: ``dataset.source.name=bogus`` ran
+    on rt_snippets and recorded 'bogus' (the label was dropped before the build), and the hub sources lost
+    their GLUE configuration ('sst2')."""
+    from itermask.settings.components import build
+
+    shipped = {"_target_": "itermask.data.files.shipped_source", "name": "bogus"}
+    with pytest.raises(ValueError, match=r"^dataset\.source\.name must be a dataset shipped with itermask "):
+        build(shipped, "dataset.source")
+    hub = {"_target_": "itermask.data.sources.HubSource", "path": "nyu-mll/glue", "name": "sst2"}
+    assert build({**hub, "text_column": "sentence", "label_column": "label"}, "dataset.source").name == "sst2"
+    # a registered component's label is still dropped (passed on, GradientSaliency(name=) would be refused)
+    saliency = {"_target_": "itermask.core.saliency.GradientSaliency", "name": "gradient"}
+    assert build(saliency, "saliency").name == "gradient"
+
+
 def test_a_gpu_accelerator_without_a_gpu_is_named_before_any_work(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     problem = distributed_problem({"accelerator": "gpu", "devices": 1, "strategy": "auto"}, multirun=False)

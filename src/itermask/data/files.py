@@ -267,7 +267,10 @@ def shipped_source(name: str = "rt_snippets") -> FileSource:
         ValueError: for an unknown name."""
     root = resources.files("itermask") / "resources" / name
     if not root.is_dir():
-        raise ValueError(f"no shipped dataset named {name!r}")
+        shipped = sorted(
+            p.name for p in (resources.files("itermask") / "resources").iterdir() if (p / "train.csv").is_file()
+        )
+        raise ValueError(f"name must be a dataset shipped with itermask ({', '.join(shipped)}), got {name!r}")
     return FileSource(
         train=str(root / "train.csv"),
         validation=str(root / "validation.csv"),

@@ -1,7 +1,7 @@
 """Building components (saliency method, masking strategy, data source, analyses, attack candidate sources,
 trainer, logger) from their config node's ``_target_`` (:func:`build`): the one plug-in scheme. A node's ``name``
-labels results and is no constructor argument; a nested component's ``name`` must be the one its class is
-registered under (:func:`check_registered_name`)."""
+labels results and is no constructor argument, unless the target takes one (a data source's dataset name); a
+nested component's ``name`` must be the one its class is registered under (:func:`check_registered_name`)."""
 
 from __future__ import annotations
 
@@ -49,11 +49,28 @@ def check_registered_name(spec: Mapping, path: str) -> None:
         )
 
 
+def _takes_name(spec: Mapping) -> bool:
+    """Whether the node's ``_target_`` takes a ``name`` argument (``shipped_source(name=)``, ``HubSource``'s
+    dataset configuration): then ``name`` is an argument, not the node's label."""
+    target = spec.get("_target_")
+    if target is None:
+        return False
+    built = hydra.utils.get_object(str(target))
+    if isinstance(built, type):
+        return "name" in accepted_arguments(built)
+    return "name" in inspect.signature(built).parameters
+
+
+def _without_label(spec: Mapping) -> dict:
+    """A component node without its ``name`` label, unless its target takes ``name`` as an argument."""
+    return dict(spec) if _takes_name(spec) else {k: v for k, v in spec.items() if k != "name"}
+
+
 def _argument(value: Any, path: str) -> Any:
-    """A constructor argument: a nested component node without its ``name`` (checked first)."""
+    """A constructor argument: a nested component node without its ``name`` label (checked first)."""
     if isinstance(value, dict) and "_target_" in value:
         check_registered_name(value, path)
-        return {k: v for k, v in value.items() if k != "name"}
+        return _without_label(value)
     return value
 
 
@@ -73,7 +90,7 @@ def build(node: DictConfig | Mapping, path: str = "", kind: type | None = None, 
     """
     spec = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
     assert isinstance(spec, dict)
-    spec = {k: _argument(v, f"{path}.{k}") for k, v in spec.items() if k != "name"}
+    spec = {k: _argument(v, f"{path}.{k}") for k, v in _without_label(spec).items()}
     try:
         built = hydra.utils.instantiate(spec, _convert_="all", **kwargs)
     except InstantiationException as error:
