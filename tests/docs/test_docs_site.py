@@ -239,3 +239,14 @@ def test_the_docs_hold_no_raw_html():
     for page in sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]:
         walk(parser.parse(page.read_text()), page)
     assert raw == []
+
+
+def test_the_python_api_example_loads_the_smoke_runs_checkpoint():
+    """docs/python-api.md's example loads ``<cache_dir>/<key>/model`` of ``debug=smoke``: the key it names is the
+    one the smoke run makes (it named the key of the old ``train.group_by_length=false`` default, a missing folder)."""
+    from conftest import compose_config, keys_of
+
+    page = (ROOT / "docs" / "python-api.md").read_text()
+    named = set(re.findall(r"<cache_dir>/([0-9a-f]{16})/model|\{cache\}/([0-9a-f]{16})/model", page))
+    keys = {key for pair in named for key in pair if key}
+    assert keys == {keys_of(compose_config("debug=smoke")).training}
