@@ -268,6 +268,33 @@ def _group_values(value: str) -> list[str] | None:
     return [n for n in names if isinstance(n, str) and "${" not in n]
 
 
+#: the command-line choices of Hydra plugins that only the ``sweeps`` extra installs, and the plugin module each needs
+PLUGIN_CHOICES = {
+    "hparams_search=optuna": "hydra_optuna_sweeper",
+    "hydra/sweeper=optuna": "hydra_optuna_sweeper",
+    "hydra/launcher=joblib": "hydra_joblib_launcher",
+    "hydra/launcher=submitit_local": "hydra_submitit_launcher",
+    "hydra/launcher=submitit_slurm": "hydra_submitit_launcher",
+}
+
+
+def missing_plugin_hints(arguments: list[str]) -> list[str]:
+    """For each choice on the command line of a Hydra plugin that is not installed (:data:`PLUGIN_CHOICES`), a
+    line saying how to install it: Hydra's own message ("Could not find 'hydra/sweeper/optuna'") does not."""
+    import importlib.util
+
+    hints = []
+    for argument in arguments:
+        module = PLUGIN_CHOICES.get(argument.removeprefix("override ").strip())
+        if module is not None and importlib.util.find_spec(f"hydra_plugins.{module}") is None:
+            package = module.replace("_", "-")
+            hints.append(
+                f"hint: {argument} needs the Hydra plugin {package}, which is not installed: "
+                "pip install -e '.[sweeps]' (or pip install 'itermask[sweeps]'; docs/sweeps.md)"
+            )
+    return hints
+
+
 def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) -> list[str]:
     """For the overrides of existing keys (``a.b=value``, no ``+``) that name no key of the config composed with
     the same config groups, a line naming the closest key of the same section: Hydra's own message
@@ -277,8 +304,19 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
     Args:
         arguments: the command line after the script; ``conf_dir`` / ``config_name``: the script's config."""
     pairs = [a.split("=", 1) for a in arguments if "=" in a and not a.startswith(("-", "+", "~"))]
-    dotted = [(key, value) for key, value in pairs if "." in key and not key.startswith("hydra.")]
-    if not dotted or not (conf_dir / f"{config_name}.yaml").is_file():
+    primary = conf_dir / f"{config_name}.yaml"
+    if not primary.is_file():
+        return []
+    top_keys = set((yaml.safe_load(primary.read_text()) or {}).keys())
+    # a dotted key, or a top-level one that is neither a config group nor a key of the primary config (saliancy=)
+    dotted = [
+        (key, value)
+        for key, value in pairs
+        if not key.startswith("hydra.")
+        and "/" not in key
+        and ("." in key or not ((conf_dir / key).is_dir() or key in top_keys))
+    ]
+    if not dotted:
         return []
     from hydra import compose, initialize_config_dir
 
@@ -296,7 +334,12 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
             node = node.get(part) if isinstance(node, dict) else None
         top = parents[0] if parents else ""
         off = isinstance(config, dict) and top in config and config[top] is None
-        if node is None and off and (conf_dir / top / "on.yaml").is_file():
+        if isinstance(config, dict) and (top or key) not in config:
+            groups = [p.name for p in conf_dir.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
+            near = closest(top or key, sorted({*map(str, config), *groups}))
+            better = f"did you mean {near}?" if near else "`--help` lists the groups, `--cfg job` the settings"
+            hints.append(f"hint: {top or key} is neither a config group nor a setting ({better})")
+        elif node is None and off and (conf_dir / top / "on.yaml").is_file():
             hints.append(f"hint: {key} is a setting of {top}, which is off: add {top}=on (conf/{top}/on.yaml)")
         elif isinstance(node, dict) and leaf not in node:
             section, near = ".".join(parents), closest(leaf, sorted(map(str, node)))

@@ -163,3 +163,27 @@ def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
     ]
     assert unknown_key_hints(["naopc=on", "naopc.max_examples=3"], conf, "evaluate") == []
     assert unknown_key_hints(["a.b=1"], conf, "no_such_config") == []
+    # a misspelt group or top-level key, bare or dotted (Hydra advised "+saliancy=gradient", which cannot work)
+    assert unknown_key_hints(["saliancy=gradient", "seed=1", "evalution.n_examples=5"], conf, "evaluate") == [
+        "hint: saliancy is neither a config group nor a setting (did you mean saliency?)",
+        "hint: evalution is neither a config group nor a setting (did you mean evaluation?)",
+    ]
+    assert unknown_key_hints(["seeds=1"], conf, "train") == [
+        "hint: seeds is neither a config group nor a setting (did you mean seed?)"
+    ]
+    assert unknown_key_hints(["experiment=paper", "seed=0,1", "hydra/launcher=joblib"], conf, "evaluate") == []
+
+
+def test_a_plugin_of_the_sweeps_extra_that_is_not_installed_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from itermask.console import missing_plugin_hints
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if "optuna" in name else real(name))
+    assert missing_plugin_hints(["hparams_search=optuna", "debug=smoke", "hydra/launcher=joblib"]) == [
+        "hint: hparams_search=optuna needs the Hydra plugin hydra-optuna-sweeper, which is not installed: "
+        "pip install -e '.[sweeps]' (or pip install 'itermask[sweeps]'; docs/sweeps.md)"
+    ]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # every plugin installed
+    assert missing_plugin_hints(["hparams_search=optuna", "hydra/launcher=submitit_slurm"]) == []
