@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["number", "md_escape", "md_table", "mean_pm", "closest", "did_you_mean"]
+__all__ = ["number", "md_escape", "md_table", "mean_pm", "closest", "did_you_mean", "hub_hint"]
 
 
 def number(value: Any, digits: int = 4, signed: bool = False) -> str:
@@ -71,3 +71,23 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
     """``" (did you mean 'x'?)"`` for the :func:`closest` choice ``x`` to ``word``, ``""`` when none is close."""
     near = closest(word, choices)
     return f" (did you mean {near!r}?)" if near is not None else ""
+
+
+#: what transformers, huggingface_hub and datasets say when the hub cannot be reached (offline or no network)
+HUB_UNREACHABLE = ("couldn't connect to 'https://huggingface.co'", "couldn't reach", "offlinemodeisenabled")
+
+
+def hub_hint(error: BaseException, offline_default: str) -> str:
+    """A sentence to add to the model hub's error ``error`` when it says the hub cannot be reached (``""``
+    otherwise): not in the local cache, why the hub was not asked (``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``
+    set) or could not answer, and what works offline (``offline_default``, e.g. "model=minilm")."""
+    import os
+
+    if not any(sign in str(error).lower() for sign in HUB_UNREACHABLE):
+        return ""
+    flags = [flag for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if os.environ.get(flag, "0") not in ("", "0")]
+    why = f"{' and '.join(flags)} set" if flags else "no connection to huggingface.co"
+    return (
+        f" It is not in the local Hugging Face cache and the hub was not reached ({why}): download it once "
+        f"with internet access, or give a local copy; {offline_default} needs no hub."
+    )

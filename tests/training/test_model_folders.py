@@ -61,3 +61,43 @@ def test_a_truncated_weights_file_is_named_as_damaged(tmp_path, tokenizer):
     message = str(error.value)
     assert message.startswith(f"model.pretrained={folder}: its weights cannot be read (")
     assert "is damaged or incomplete: save or download it again" in message
+
+
+def test_a_hub_model_that_cannot_be_loaded_names_the_setting():
+    # offline (as the tests run) the hub is not asked; online it answers that the repository does not exist
+    with pytest.raises(OSError, match=r"^model\.pretrained='nonexistent-org/nonexistent-model' cannot be loaded: "):
+        load_tokenizer("nonexistent-org/nonexistent-model")
+
+
+def test_the_hub_hint_says_why_the_hub_was_not_reached_and_what_needs_none(monkeypatch):
+    from itermask.formatting import hub_hint
+
+    offline = OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    assert hub_hint(offline, "model=minilm") == (
+        " It is not in the local Hugging Face cache and the hub was not reached (HF_HUB_OFFLINE set): download it "
+        "once with internet access, or give a local copy; model=minilm needs no hub."
+    )
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert "(no connection to huggingface.co)" in hub_hint(ConnectionError("Couldn't reach 'x/y' on the Hub"), "d")
+    assert hub_hint(OSError("401 Client Error: Repository Not Found"), "model=minilm") == ""
+
+
+def test_a_hub_dataset_that_cannot_be_reached_names_the_setting_and_its_configuration(monkeypatch):
+    import datasets
+
+    from itermask.data.sources import HubSource
+
+    def unreachable(path, name):
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    source = HubSource("nyu-mll/glue", "sst2", text_column="sentence", label_column="label")
+    with pytest.raises(ConnectionError) as error:
+        source.load()
+    assert str(error.value).startswith(
+        "dataset.source: hub dataset nyu-mll/glue/sst2 cannot be loaded: Couldn't reach 'nyu-mll/glue' on the Hub "
+        "(OfflineModeIsEnabled). It is not in the local Hugging Face cache"
+    )
+    assert str(error.value).endswith("the shipped dataset=rt_snippets needs no hub.")

@@ -31,6 +31,7 @@ from itermask.data.splits import (
     validate_splits,
     value_kinds,
 )
+from itermask.formatting import hub_hint
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +378,11 @@ class HubSource(DataSource):
         return f"hub dataset {self.path}" + (f"/{self.name}" if self.name else "")
 
     def _raw(self) -> datasets.DatasetDict:
-        loaded = datasets.load_dataset(self.path, self.name)
+        try:
+            loaded = datasets.load_dataset(self.path, self.name)
+        except ConnectionError as error:
+            hint = hub_hint(error, "the shipped dataset=rt_snippets")
+            raise ConnectionError(f"dataset.source: {self.describe()} cannot be loaded: {error}.{hint}") from None
         missing = [hub for hub in self.splits.values() if hub not in loaded]
         if missing:
             raise ValueError(f"{self.describe()}: no split(s) {missing}; it has {sorted(loaded)}")

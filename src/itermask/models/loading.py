@@ -25,6 +25,7 @@ from transformers import (
 
 from itermask.core.representations import classifier_head
 from itermask.core.tokens import TokenBatch, class_logits
+from itermask.formatting import hub_hint
 from itermask.storage.files import foreign_objects
 
 __all__ = [
@@ -161,8 +162,15 @@ def load_tokenizer(pretrained: str):
 
     Raises:
         FileNotFoundError: a local path that is no folder, or holds no model or tokenizer (:func:`check_model_folder`).
+        OSError: a hub id that cannot be loaded, naming ``model.pretrained`` (and, offline, what works without
+            the hub: :func:`~itermask.formatting.hub_hint`).
     """
-    return AutoTokenizer.from_pretrained(model_path(pretrained, tokenizer=True))
+    path = model_path(pretrained, tokenizer=True)
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except OSError as error:
+        hint = hub_hint(error, "the packaged default, model=minilm,")
+        raise OSError(f"model.pretrained={pretrained!r} cannot be loaded: {error}{hint}") from None
 
 
 def load_model_config(pretrained: str) -> PretrainedConfig:
