@@ -269,6 +269,14 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ),
         ("learning rate 1000 (meaningless model)", [*SMALL, "model.finetune.optimizer.learning_rate=1000"], "flagged"),
         ("train.max_train_examples=1 (meaningless model)", [*SMALL, "train.max_train_examples=1"], "flagged"),
+        # stop 49's new-user review
+        ("dataset.source.name=bogus (shipped data)", ["dataset.source.name=bogus"], "error"),
+        ("misspelt group saliancy=gradient", ["saliancy=gradient"], "error"),
+        ("misspelt section evalution.n_examples=5", ["evalution.n_examples=5"], "error"),
+        ("mistyped key added with +evaluation.n_exampels=5", ["+evaluation.n_exampels=5"], "error"),
+        ("CSV: no such file (relative path)", ["dataset=csv", "dataset.source.path=nonexist.csv"], "error"),
+        ("hub model without the hub (model=roberta)", ["model=roberta"], "error"),
+        ("hub dataset without the hub (dataset=sst2)", ["dataset=sst2"], "error"),
     ]
 
 
@@ -315,6 +323,8 @@ def message(text: str, rc) -> str:
     for i, line in enumerate(lines):
         if line.startswith(("Error merging override", "Could not override")) or "Could not find" in line:
             return " ".join(lines[i : i + 2])
+    if hints := [line for line in lines if line.startswith("hint: ")]:  # the entry points' check before Hydra
+        return " ".join(hints)
     # a bad setting of a single run: one message, "bad setting: ..." (itermask.problems.ConfigError)
     errors = [i for i, line in enumerate(lines) if line.startswith("bad setting: ")]
     errors = errors or [i for i, line in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*?:", line)]

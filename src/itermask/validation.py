@@ -275,7 +275,7 @@ def _order_problems(config: dict) -> list[str]:
         if repeated := _repeated(value):
             problems.append(f"{key} lists {repeated} more than once: give each item once, got {value!r}")
         elif key in ASCENDING_LISTS and all(_is_number(v) for v in value) and value != sorted(value):
-            problems.append(f"{key} must be in ascending order, got {value!r} (e.g. {sorted(value)!r})")
+            problems.append(f"{key} must be in ascending order, got {value!r} (sorted: {sorted(value)!r})")
     return problems
 
 

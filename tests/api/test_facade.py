@@ -163,6 +163,9 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
     assert "'fractions'" in str(unknown.value) and "n_examples" not in str(unknown.value)
     with pytest.raises(ValueError, match="n_examples is not an option of itermask.evaluate"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, n_examples=3)
+    # the texts given have no second segment: said of them, not of a dataset called "given"
+    with pytest.raises(ValueError, match=r"segments=\[1\], but the texts given are single texts .*segments=None"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, segments=[1])
 
 
 def test_import_itermask_imports_no_torch():

@@ -167,6 +167,7 @@ def test_the_command_line_report_refuses_bad_claims_settings(tmp_path, capsys):
         (["--confidence", "abc"], "argument --confidence: must be a number in (0, 1), e.g. 0.95, got abc"),
         (["--confidence", "1.5"], "argument --confidence: must be a number in (0, 1), e.g. 0.95, got 1.5"),
         (["--n-resamples", "many"], "argument --n-resamples: must be an integer >= 1, got many"),
+        (["--wandb", "--wandb-mode", "bogus"], "argument --wandb-mode: invalid choice: 'bogus' (choose from 'online'"),
     ],
 )
 def test_a_bad_report_option_names_itself_not_a_function(tmp_path, capsys, arguments, message):

@@ -266,7 +266,7 @@ def test_an_output_folder_that_is_a_file_is_named_before_hydra_makes_it(tmp_path
 
 def test_umap_fractions_must_ascend():
     assert settings_problems("ood.plots.umap_fractions=[0.5,0.1]") == [
-        "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (e.g. [0.1, 0.5])"
+        "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (sorted: [0.1, 0.5])"
     ]
 
 

@@ -276,6 +276,21 @@ def test_a_key_added_with_plus_to_itermasks_own_settings_is_refused():
         check_added_keys(["+model.max_lenght=32"])
 
 
+def test_an_evaluation_key_added_with_plus_is_named_once_and_one_forced_with_plus_plus_still_refused():
+    from conftest import compose_config
+
+    from itermask.context import JobContext
+    from itermask.settings import evaluation_plan
+
+    overrides = ("+evaluation.n_exampels=5", "++evaluation.zz=1")
+    with pytest.raises(SettingsError) as error:
+        evaluation_plan(compose_config(*overrides), JobContext(overrides=overrides))
+    problems = error.value.problems
+    assert len(problems) == 2  # the mistyped key once (it was also "unknown evaluation setting(s)")
+    assert problems[0].startswith("evaluation.n_exampels (added with +evaluation.n_exampels=...) is not an option")
+    assert problems[1].startswith("evaluation: unknown evaluation setting(s) ['zz']: choose from ")
+
+
 def test_a_top_level_value_added_with_plus_is_refused_but_a_group_passes():
     # python evaluate.py seeds=3 -> Hydra: "use +seeds=3"; that ran with seed 0 under a new results key
     config = {"seed": 0, "experiment": {"evaluation": {"n_examples": 25}}, "seeds": 3}

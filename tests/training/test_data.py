@@ -84,9 +84,14 @@ def test_empty_text_error_names_the_row_of_the_file(tmp_path):
     assert "its columns are ['text', 'label']" in str(info.value)  # no internal columns in the message
 
 
-def test_missing_file_and_bad_extension(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.csv"):
+def test_missing_file_and_bad_extension(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match=rf"^dataset\.source\.path={tmp_path}/nope\.csv: no such file$"):
         FileSource(path=str(tmp_path / "nope.csv"))
+    monkeypatch.chdir(tmp_path)  # a relative path is named with the folder it was looked for in
+    with pytest.raises(
+        FileNotFoundError, match=rf"^dataset\.source\.test=t\.csv: no such file \(relative to {tmp_path}\)$"
+    ):
+        FileSource(train=_write(tmp_path / "train.csv", ROWS), test="t.csv")
     (tmp_path / "data.parquet").write_text("x")
     with pytest.raises(ValueError, match="unsupported file type"):
         FileSource(path=str(tmp_path / "data.parquet")).load()
@@ -123,8 +128,20 @@ def test_evaluation_subset_is_fixed_and_length_sorted(tokenizer):
 
 def test_integer_classes_that_never_occur_are_refused(tmp_path):
     path = _write(tmp_path / "ones.csv", [(f"text {i}", 1) for i in range(30)], columns=("text", "label"))
-    with pytest.raises(ValueError, match=r"never occur in the training split"):
+    with pytest.raises(ValueError, match=r"never occur in the training split.*integer labels must run 0..C-1"):
         FileSource(path=path).load()
+
+
+def test_a_string_class_only_in_the_test_file_is_named_without_the_integer_advice(tmp_path):
+    train = _write(tmp_path / "train.csv", [(f"text {i}", ["good", "bad"][i % 2]) for i in range(30)])
+    test = _write(tmp_path / "test.csv", [(f"test {i}", ["good", "meh"][i % 2]) for i in range(10)])
+    with pytest.raises(ValueError) as error:
+        FileSource(train=train, test=test, text_column="review", label_column="sentiment").load()
+    message = str(error.value)
+    assert (
+        "class(es) ['meh'] (ids [2]) never occur in the training split, which has ['bad', 'good']; a class" in message
+    )
+    assert "integer labels" not in message
 
 
 def test_empty_texts_are_counted_in_every_row_of_the_file_even_those_carved_into_validation_and_test(tmp_path):

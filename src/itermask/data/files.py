@@ -73,7 +73,8 @@ class FileSource(DataSource):
             if Path(file).is_dir():
                 raise IsADirectoryError(_directory_message(setting, file, self.single_file))
             if not Path(file).is_file():
-                raise FileNotFoundError(f"{split} file not found: {file}")
+                where = "" if Path(file).is_absolute() else f" (relative to {Path.cwd()})"
+                raise FileNotFoundError(f"{setting}={file}: no such file{where}")
 
     def local_files(self) -> dict[str, str]:
         """``{"path": file}`` for a single file, else ``{split: file}``."""

@@ -136,11 +136,20 @@ def validate_splits(loaded: LabelledSplits, source: str = "dataset") -> None:
         if split == "train":
             missing = sorted(set(range(loaded.num_labels)) - set(labels.tolist()))
             if missing:
+                names = loaded.label_names
+                present = sorted(set(labels.tolist()))
+                if list(names) == [str(i) for i in range(loaded.num_labels)]:  # integer labels
+                    why = (
+                        f"{loaded.num_labels} classes were assumed from the labels of all splits (largest "
+                        f"{loaded.num_labels - 1}); integer labels must run 0..C-1, or give label_names"
+                    )
+                else:
+                    why = (
+                        "a class only the other splits have cannot be learnt: add training rows of it, or leave it out"
+                    )
                 raise ValueError(
-                    f"{source}: class(es) {[loaded.label_names[i] for i in missing]} (ids {missing}) never occur "
-                    f"in the training split, which has {sorted(set(labels.tolist()))}; {loaded.num_labels} classes "
-                    f"were assumed from the labels of all splits (largest {loaded.num_labels - 1}); integer labels "
-                    "must run 0..C-1, or give label_names"
+                    f"{source}: class(es) {[names[i] for i in missing]} (ids {missing}) never occur in the training "
+                    f"split, which has {[names[i] for i in present if 0 <= i < len(names)]}; {why}"
                 )
         bad = sorted(set(labels[(labels < 0) | (labels >= loaded.num_labels)].tolist()))
         if bad:

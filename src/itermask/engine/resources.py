@@ -118,9 +118,11 @@ class Resources:
         except ValueError as error:
             raise ValueError(f"evaluation.split={e.split}: {error}") from None
         if e.segments is not None and not data.has_text_pairs and e.segments != [0]:
+            given = plan.data.name == "given"  # itermask.evaluate's texts
             raise ValueError(
-                f"evaluation.segments={e.segments}, but {plan.data.name} has single texts (segment 0 only); "
-                "use evaluation.segments=null, or a sentence-pair dataset (text_pair_column)"
+                f"evaluation.segments={e.segments}, but {'the texts given are' if given else plan.data.name + ' has'} "
+                "single texts (segment 0 only); use evaluation.segments=null (segments=None), or "
+                + ("text pairs" if given else "a sentence-pair dataset (text_pair_column)")
             )
         if e.features == "word" and not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(

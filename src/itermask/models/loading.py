@@ -235,8 +235,8 @@ def load_classifier(
         if missing:
             raise ValueError(
                 f"model.pretrained={pretrained!r} has no trained classification head ({missing[:3]} would be "
-                "random), so it cannot be evaluated without fine-tuning: set train.enabled=true, or give a "
-                "fine-tuned sequence classifier"
+                "random), so it cannot be evaluated without fine-tuning: give a fine-tuned sequence classifier, or "
+                "fine-tune it first (train.enabled=true on the command line; itermask.evaluate does not fine-tune)"
             )
         reorder_classes(model, class_order)
     return model
@@ -298,8 +298,9 @@ def class_mapping(pretrained: str, data_labels: Sequence[str], config: Pretraine
     if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise ValueError(
             f"model.pretrained={pretrained!r} is not a sequence classifier (its config names {architectures}), so "
-            "its classification head would be random: set train.enabled=true to fine-tune it, or give a "
-            "fine-tuned classifier (a save_pretrained() directory or hub id of a *ForSequenceClassification model)"
+            "its classification head would be random: give a fine-tuned classifier (a save_pretrained() directory "
+            "or hub id of a *ForSequenceClassification model), or fine-tune it first (train.enabled=true on the "
+            "command line; itermask.evaluate does not fine-tune)"
         )
     id2label = _id2label(config)
     model_labels = tuple(str(id2label[i]) for i in range(_num_labels(config)))

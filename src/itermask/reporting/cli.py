@@ -52,7 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--permutation", action="store_true", help="permutation test instead of Welch's t-test")
     parser.add_argument("--n-resamples", type=_positive, default=9999, help="bootstrap/permutation resamples (>= 1)")
     parser.add_argument("--wandb", action="store_true", help="also log a W&B summary run in the sweep's group")
-    parser.add_argument("--wandb-mode", default=None, help="W&B mode (default: WANDB_MODE or offline)")
+    parser.add_argument(
+        "--wandb-mode",
+        default=None,
+        choices=["online", "offline", "disabled", "shared", "dryrun", "run"],  # wandb.Settings.mode
+        help="W&B mode (default: WANDB_MODE or offline)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

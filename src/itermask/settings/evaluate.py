@@ -68,8 +68,14 @@ def evaluation_plan(cfg: DictConfig, context: JobContext | None = None) -> Evalu
     saliency = evaluation = None
     with problems.collect():
         saliency = build(config["saliency"], "saliency", SaliencyMethod)
+    # keys added with +evaluation.x= are refused by read_job's check, naming the override: not twice
+    added = {
+        o.split("=", 1)[0][1:].removeprefix("evaluation.")
+        for o in parts.context.overrides
+        if o.startswith("+evaluation.")
+    }
     with problems.collect(), _naming("evaluation"):
-        evaluation = EvaluationSettings.of(config["evaluation"])
+        evaluation = EvaluationSettings.of({k: v for k, v in config["evaluation"].items() if k not in added})
     analyses = _analyses(config, problems)
     problems.raise_if_any()
     assert saliency is not None and evaluation is not None
