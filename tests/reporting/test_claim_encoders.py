@@ -112,3 +112,21 @@ def test_the_report_finds_the_encoder_a_job_pretrained(tokenizer, tmp_path):
     lines = _encoder_lines(claims)
     assert "| minilm_mlm | 0.0284 | 0.0962 | 915 |" in unpadded(lines[-2])
     assert f"| minilm | minilm_mlm | {pairs.parameter_distance[0]:.4f} |" in unpadded("\n".join(lines))
+
+
+def test_a_mixed_model_failure_reads_once_escaped_in_its_table_cell():
+    """statsmodels' "|grad| = 20" showed its escaping backslashes in report.md: the reason was escaped, then
+    md_table escaped it again."""
+    import pandas as pd
+
+    from itermask.studies.robust_infidelity.claims import Claims
+    from itermask.studies.robust_infidelity.markdown import _differences_lines
+    from itermask.studies.robust_infidelity.settings import ClaimSettings
+
+    nan = float("nan")
+    row = {"a": "m", "b": "n", "method": "random", "measure": "score", "n_seeds": 3, "n_examples": 200}
+    row |= {"difference": nan, "ci_low": nan, "ci_high": nan, "p_value": nan, "p_holm": nan}
+    row |= {"reason": "MixedLM did not converge (REML: Gradient optimization failed, |grad| = 20)"}
+    claims = Claims(ClaimSettings(), model_differences=pd.DataFrame([row]))
+    (line,) = [x for x in "\n".join(_differences_lines(claims, 95)).splitlines() if x.startswith("| m ")]
+    assert "failed, \\|grad\\| = 20)" in line and "\\\\" not in line

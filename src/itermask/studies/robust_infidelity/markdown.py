@@ -44,7 +44,7 @@ def _differences_lines(claims: Claims, pct: int) -> list[str]:
     rows = [
         [r.a, r.b, r.method, r.measure, number(r.n_seeds, 0), number(r.n_examples, 0), number(r.difference)]
         + [_ci_cell(r._asdict()), number(r.p_value, 3), "" if pd.isna(r.p_holm) else number(r.p_holm, 3)]
-        + [md_escape(r.reason) if isinstance(r.reason, str) else ""]
+        + [r.reason if isinstance(r.reason, str) else ""]  # md_table escapes every cell
         for r in records(claims.model_differences)
     ]
     return [intro, "", md_table(header, rows), ""]
