@@ -11,8 +11,14 @@ preset's runs). Each simulated dataset gets one fit; the pair (model 0, model 1)
 
 Each rate comes with its Clopper-Pearson 95 % interval (scipy's ``binomtest``).
 
+- ``--against-statsmodels``: no rates; each dataset is also fitted with statsmodels' ``MixedLM`` (the fit used
+  until 5 December 2026) and the report counts the fits that did not converge and those whose contrast
+  standard error is more than 0.1 % from the closed-form REML one. ``--sd-seed 0`` puts the seed variance
+  on the boundary, as the random explanation's AOPC had in the preset's three-seed run.
+
     python bench/mixed_model_check.py --examples 25 --reps 400 --effect 0
     python bench/mixed_model_check.py --examples 25 --reps 400 --effect 0.5
+    python bench/mixed_model_check.py --examples 200 --reps 40 --sd-seed 0 --against-statsmodels
 """
 
 from __future__ import annotations
@@ -29,24 +35,28 @@ from itermask.studies.robust_infidelity.statistics import mixed_model_difference
 SD_EXAMPLE, SD_SEED, SD_RESIDUAL = 1.0, 0.5, 1.0
 
 
-def simulate(rng, n_examples: int, effect: float, n_models: int = 3, n_seeds: int = 3, sd_model_example=0.0):
+def simulate(
+    rng, n_examples: int, effect: float, n_models: int = 3, n_seeds: int = 3, sd_model_example=0.0, sd_seed=SD_SEED
+):
     """One dataset: ``(scores, model, seed, example)`` arrays (model ``i`` named ``m<i>``; model 1 is
     ``effect`` higher)."""
     m, s, e = (a.ravel() for a in np.indices((n_models, n_seeds, n_examples)))
     means = np.where(np.arange(n_models) == 1, effect, 0.0)
-    y = means[m] + rng.normal(0, SD_EXAMPLE, n_examples)[e] + rng.normal(0, SD_SEED, (n_models, n_seeds))[m, s]
+    y = means[m] + rng.normal(0, SD_EXAMPLE, n_examples)[e] + rng.normal(0, sd_seed, (n_models, n_seeds))[m, s]
     y = y + rng.normal(0, sd_model_example, (n_models, n_examples))[m, e] + rng.normal(0, SD_RESIDUAL, len(y))
     return y, np.array([f"m{i}" for i in m]), s, e
 
 
-def check(n_examples: int, reps: int, effect: float, seed: int = 0, sd_model_example: float = 0.0) -> dict:
+def check(
+    n_examples: int, reps: int, effect: float, seed: int = 0, sd_model_example: float = 0.0, sd_seed: float = SD_SEED
+) -> dict:
     """The rejection rate at 5 % (``effect == 0``) or the 95 % coverage of the true ``m0 - m1`` over
     ``reps`` datasets, with its Clopper-Pearson interval and the count of fits that did not converge."""
     rng = np.random.default_rng(seed)
     hits = failed = 0
     for _ in range(reps):
         (row,) = mixed_model_differences(
-            *simulate(rng, n_examples, effect, sd_model_example=sd_model_example), [("m0", "m1")]
+            *simulate(rng, n_examples, effect, sd_model_example=sd_model_example, sd_seed=sd_seed), [("m0", "m1")]
         )
         if row["reason"] is not None:
             failed += 1
@@ -59,6 +69,42 @@ def check(n_examples: int, reps: int, effect: float, seed: int = 0, sd_model_exa
     return {name: rate, "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None, "n": n, "failed": failed}
 
 
+def against_statsmodels(n_examples: int, reps: int, seed: int = 0, sd_seed: float = SD_SEED) -> dict:
+    """Fit ``reps`` datasets (no model effect) with statsmodels' ``MixedLM`` (REML, its default optimizers,
+    one group with the example and the run as variance components) and with :func:`mixed_model_differences`;
+    count statsmodels' fits that did not converge and its converged fits whose ``m0 - m1`` standard error is
+    more than 0.1 % from the closed-form one, and give the largest relative difference of those."""
+    import warnings
+
+    import pandas as pd
+    from statsmodels.regression.mixed_linear_model import MixedLM
+
+    rng = np.random.default_rng(seed)
+    not_converged = wrong = 0
+    worst = 0.0
+    for _ in range(reps):
+        y, m, s, e = simulate(rng, n_examples, 0.0, sd_seed=sd_seed)
+        (row,) = mixed_model_differences(y, m, s, e, [("m0", "m1")])
+        frame = pd.DataFrame({"score": y, "model": m, "example": e, "run": [f"{a}/{b}" for a, b in zip(m, s)]})
+        vc = {"example": "0 + C(example)", "seed": "0 + C(run)"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = MixedLM.from_formula("score ~ 0 + C(model)", frame.assign(g=0), groups="g", vc_formula=vc).fit()
+        if not fit.converged:
+            not_converged += 1
+            continue
+        cov = np.asarray(fit.cov_params())
+        se = float(np.sqrt(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]))
+        wrong += abs(se / row["se"] - 1) > 1e-3
+        worst = max(worst, abs(se / row["se"] - 1))
+    return {
+        "reps": reps,
+        "statsmodels_not_converged": not_converged,
+        "statsmodels_converged_wrong_se": int(wrong),
+        "largest_relative_se_error_when_converged": round(worst, 4),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=25)
@@ -66,9 +112,14 @@ def main() -> None:
     parser.add_argument("--effect", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sd-model-example", type=float, default=0.0)
+    parser.add_argument("--sd-seed", type=float, default=SD_SEED)
+    parser.add_argument("--against-statsmodels", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
-    out = check(args.examples, args.reps, args.effect, args.seed, args.sd_model_example)
+    if args.against_statsmodels:
+        out = against_statsmodels(args.examples, args.reps, args.seed, args.sd_seed)
+    else:
+        out = check(args.examples, args.reps, args.effect, args.seed, args.sd_model_example, args.sd_seed)
     out |= {"examples": args.examples, "effect": args.effect, "seconds": round(time.perf_counter() - start, 1)}
     print(json.dumps(out))
 

@@ -115,8 +115,8 @@ def test_the_report_finds_the_encoder_a_job_pretrained(tokenizer, tmp_path):
 
 
 def test_a_mixed_model_failure_reads_once_escaped_in_its_table_cell():
-    """statsmodels' "|grad| = 20" showed its escaping backslashes in report.md: the reason was escaped, then
-    md_table escaped it again."""
+    """A reason with a "|" in it (statsmodels' "|grad| = 20", when MixedLM fitted claim 1) showed its escaping
+    backslashes in report.md: the reason was escaped, then md_table escaped it again."""
     import pandas as pd
 
     from itermask.studies.robust_infidelity.claims import Claims

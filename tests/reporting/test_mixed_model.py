@@ -1,6 +1,8 @@
 """Claim 1's mixed-model differences (statistics.mixed_model_differences): a balanced case checked against the
-ANOVA solution by hand, the input errors, and the simulation check of bench/mixed_model_check.py (false-positive
-rate and coverage of the 5 % test / 95 % interval on the preset's design)."""
+ANOVA solution by hand, against statsmodels' MixedLM where it converges well, against a direct maximisation of
+the REML likelihood on the boundary (seed variance 0), the input errors, and the simulation check of
+bench/mixed_model_check.py (false-positive rate and coverage of the 5 % test / 95 % interval on the preset's
+design)."""
 
 import importlib.util
 import math
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
 from itermask.studies.robust_infidelity.statistics import mixed_model_differences
 
@@ -39,12 +41,105 @@ def test_balanced_difference_matches_the_anova_solution():
     assert (row["converged"], row["reason"], row["n_seeds"], row["n_examples"]) == (True, None, 3, 25)
 
 
+def _statsmodels_fit(y, model, seed, example):
+    import pandas as pd
+    from statsmodels.regression.mixed_linear_model import MixedLM
+
+    frame = pd.DataFrame({"score": y, "model": model, "example": example, "g": 0})
+    frame["run"] = [f"{m}/{s}" for m, s in zip(model, seed)]
+    vc = {"example": "0 + C(example)", "seed": "0 + C(run)"}
+    return MixedLM.from_formula("score ~ 0 + C(model)", frame, groups="g", vc_formula=vc).fit(reml=True)
+
+
+def test_agrees_with_statsmodels_where_statsmodels_converges_well():
+    """Seeds of unequal number per model (3, 2, 3) and a clear seed variance (the bench's scales): the contrast,
+    its standard error and the variance components equal statsmodels' REML fit within 1e-3 (its optimizer's
+    tolerance)."""
+    y, model, seed, example = _bench().simulate(np.random.default_rng(4), 30, 0.4)
+    keep = ~((model == "m1") & (seed == 2))
+    y, model, seed, example = y[keep], model[keep], seed[keep], example[keep]
+    fit = _statsmodels_fit(y, model, seed, example)
+    assert fit.converged
+    (row,) = mixed_model_differences(y, model, seed, example, [("m0", "m1")])
+    cov = np.asarray(fit.cov_params())
+    assert row["estimate"] == pytest.approx(fit.fe_params.iloc[0] - fit.fe_params.iloc[1], abs=1e-9)
+    assert row["se"] == pytest.approx(math.sqrt(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]), rel=1e-3)
+    assert row["var_residual"] == pytest.approx(fit.scale, rel=1e-3)
+    assert [row["var_example"], row["var_seed"]] == pytest.approx(list(fit.vcomp), rel=1e-3)
+    assert (row["n_seeds"], row["df"]) == (2, 8 - 3)
+
+
+def _direct_reml_se(y, model, seed, example) -> tuple[float, list[float]]:
+    """The ``m0 - m1`` standard error at the maximum of the REML log-likelihood, maximised numerically over the
+    three variances (each >= 0) with the dense covariance ``V = s2_r I + s2_e Z_e Z_e' + s2_s Z_s Z_s'``:
+    ``-2 l = log|V| + log|X' V^-1 X| + r' V^-1 r`` (Harville 1977, *JASA* 72:320, eq. 3.4), several starts."""
+    x = (model[:, None] == np.array(["m0", "m1", "m2"])[None, :]).astype(float)
+    z_e = (example[:, None] == np.unique(example)[None, :]).astype(float)
+    runs = np.array([f"{m}/{s}" for m, s in zip(model, seed)])
+    z_s = (runs[:, None] == np.unique(runs)[None, :]).astype(float)
+
+    def parts(v):
+        cov = v[0] * np.eye(len(y)) + v[1] * z_e @ z_e.T + v[2] * z_s @ z_s.T
+        inv = np.linalg.inv(cov)
+        info = x.T @ inv @ x
+        beta = np.linalg.solve(info, x.T @ inv @ y)
+        r = y - x @ beta
+        value = np.linalg.slogdet(cov)[1] + np.linalg.slogdet(info)[1] + r @ inv @ r
+        return value, np.linalg.inv(info)
+
+    starts = [[1.0, 1.0, 1.0], [1.0, 0.1, 0.0], [0.5, 1.0, 0.01]]
+    bounds = [(1e-6, None), (0.0, None), (0.0, None)]
+    best = min(
+        (optimize.minimize(lambda v: parts(v)[0], s0, bounds=bounds, method="L-BFGS-B") for s0 in starts),
+        key=lambda r: r.fun,
+    )
+    cov = parts(best.x)[1]
+    return float(np.sqrt(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])), list(best.x)
+
+
+def test_seed_variance_on_the_boundary_is_the_reml_maximum():
+    """No seed variance in the data (the random explanation's case in the preset's three-seed run, where
+    statsmodels' MixedLM did not converge): the seed mean square falls below the residual one, REML puts the
+    seed variance at 0 and pools the two strata, and the standard error equals the one at the numerically
+    maximised dense REML likelihood (within 1e-3)."""
+    y, model, seed, example = _bench().simulate(np.random.default_rng(0), 12, 0.0, sd_seed=0.0)
+    (row,) = mixed_model_differences(y, model, seed, example, [("m0", "m1")])
+    cells = y.reshape(3, 3, 12)
+    run_means = cells.mean(axis=-1)
+    ms_seed = 12 * ((run_means - run_means.mean(axis=1, keepdims=True)) ** 2).sum() / 6
+    resid = cells - run_means[..., None] - cells.mean(axis=(0, 1))[None, None, :] + y.mean()
+    ss_res = (resid**2).sum()
+    assert ms_seed < ss_res / (8 * 11)  # the constructed case is on the boundary
+    pooled = (6 * ms_seed + ss_res) / (6 + 8 * 11)
+    assert row["var_seed"] == 0.0
+    assert row["var_residual"] == pytest.approx(pooled, rel=1e-12)
+    assert row["se"] == pytest.approx(math.sqrt(2 * pooled / (3 * 12)), rel=1e-12)
+    se, variances = _direct_reml_se(y, model, seed, example)
+    assert variances[2] == pytest.approx(0.0, abs=1e-4)
+    assert row["se"] == pytest.approx(se, rel=1e-3)
+
+
+def test_the_fit_uses_the_examples_every_run_scored():
+    """One run lacks an example: the fit is the one on the other examples, and ``n_examples`` says so."""
+    y, model, seed, example = _bench().simulate(np.random.default_rng(6), 8, 0.3)
+    drop = (model == "m2") & (seed == 1) & (example == 3)
+    (row,) = mixed_model_differences(y[~drop], model[~drop], seed[~drop], example[~drop], [("m0", "m1")])
+    keep = example != 3
+    (same,) = mixed_model_differences(y[keep], model[keep], seed[keep], example[keep], [("m0", "m1")])
+    assert row["n_examples"] == 7
+    assert {k: row[k] for k in ("estimate", "se", "p_value")} == pytest.approx(
+        {k: same[k] for k in ("estimate", "se", "p_value")}, rel=1e-12
+    )
+
+
 def test_too_few_seeds_is_a_reason_not_a_number():
     y, model, seed, example = _bench().simulate(np.random.default_rng(0), 5, 0.0)
     keep = seed == 0
     (row,) = mixed_model_differences(y[keep], model[keep], seed[keep], example[keep], [("m0", "m2")])
     assert math.isnan(row["estimate"]) and math.isnan(row["p_value"])
-    assert row["reason"] == "the mixed model needs 2 seeds of every model and 2 examples, got 1 and 5"
+    assert (
+        row["reason"] == "the mixed model needs 2 seeds of every model and 2 examples scored by every run, got 1 and 5"
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,12 +149,18 @@ def test_too_few_seeds_is_a_reason_not_a_number():
         ({"scores": "nan"}, r"^mixed-model differences need a finite score for every observation"),
         ({"pairs": [("m0", "m9")]}, r"^no observations of model\(s\) \['m9'\] named in pairs$"),
         ({"confidence": 1.0}, r"^confidence must be in \(0, 1\), got 1.0$"),
+        (
+            {"example": "twice"},
+            r"^example 0 is scored twice in run m0, seed 0 \(one score per model, seed and example\)$",
+        ),
     ],
 )
 def test_bad_input_is_named(change, message):
     y, model, seed, example = _bench().simulate(np.random.default_rng(0), 4, 0.0)
     args = {"scores": y, "model": model, "seed": seed, "example": example, "pairs": [("m0", "m1")]}
     args |= {"confidence": 0.95} | change
+    if isinstance(args["example"], str):
+        args["example"] = np.where(np.arange(len(y)) == 1, 0, example)
     if isinstance(args["scores"], str):
         args["scores"] = np.where(np.arange(len(y)) == 3, np.nan, y)
     with pytest.raises(ValueError, match=message):

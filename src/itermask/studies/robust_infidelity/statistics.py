@@ -29,10 +29,11 @@ difference is exact and decided here (statsmodels would divide by 0).
 examples, so the differences are estimated from every example of every seed, not from seed means: the linear mixed
 model ``y_mse = mu_m + c_e + b_s(m) + eps_mse`` with the model means ``mu_m`` fixed and random intercepts
 ``c_e ~ N(0, s2_e)`` for the example (crossed with the models) and ``b_s(m) ~ N(0, s2_s)`` for the seed within
-model, fitted by REML with statsmodels' ``MixedLM`` (crossed random effects as variance components of one
-all-encompassing group, as in statsmodels' "Variance components" documentation). ``a - b`` is the contrast of
-the fixed effects, with the Wald standard error from their covariance. Its reference distribution is Student's t
-with the containment degrees of freedom of the seed term (runs minus models, 6 for 3 x 3 runs; the
+model, fitted by REML on the examples every run scored. That design is balanced in the examples and REML has a
+closed form there (:func:`_balanced_reml`); until 5 December 2026 statsmodels' ``MixedLM`` fitted it, and near a
+seed variance of 0 it failed or converged to a wrong optimum (``_balanced_reml``'s docstring). ``a - b`` is the
+contrast of the fixed effects, with the Wald standard error from their covariance. Its reference distribution is
+Student's t with the containment degrees of freedom of the seed term (runs minus models, 6 for 3 x 3 runs; the
 "containment" method of SAS PROC MIXED), not the normal: the example effect cancels in the contrast, so its
 variance is mostly the seed variance, estimated from that few runs; on simulated data of the preset's design
 the normal reference rejected a true null 12.7 % of the time at 5 % (``bench/mixed_model_check.py``). The model
@@ -44,7 +45,6 @@ in the residual, and the contrast's variance is then underestimated by the facto
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -259,11 +259,16 @@ def detectable_effect(
     return float(np.asarray(d).item()) * sd, None
 
 
+# a contrast that cannot be computed: every number NaN (the row's reason says why)
+_NO_CONTRAST = dict.fromkeys(("estimate", "ci_low", "ci_high", "p_value", "se", "df"), math.nan)
+
+
 def mixed_model_differences(scores, model, seed, example, pairs, confidence: float = 0.95) -> list[dict]:
     """Between-model differences ``a - b`` of a per-example score from one linear mixed model fitted by REML
-    to every example of every seed: ``score ~ 0 + C(model)`` (one mean per model) with random intercepts for
-    the example (crossed with the models: every model sees the same examples) and for the seed within model
-    (module docstring, *Mixed model*).
+    to every example of every seed: one mean per model, with random intercepts for the example (crossed with
+    the models: every model sees the same examples) and for the seed within model (module docstring, *Mixed
+    model*). The fit uses the examples that every run scored (all of them when nothing is missing), which makes
+    the design balanced in the examples, and there REML has a closed form (:func:`_balanced_reml`).
 
     Args:
         scores, model, seed, example: ``[n]`` arrays, one entry per (model, seed, example) observation: the
@@ -275,55 +280,67 @@ def mixed_model_differences(scores, model, seed, example, pairs, confidence: flo
     Returns:
         One dict per pair: ``a, b, estimate, ci_low, ci_high, p_value, se, df, converged, n_examples,
         n_seeds`` (``se``: the contrast's standard error; ``df``: the t's degrees of freedom; ``n_seeds``: the
-        fewer seeds of ``a`` and ``b``) and ``reason`` (``None``, or why the numbers are NaN:
-        fewer than 2 seeds of a model or 2 examples, MixedLM did not converge, no finite standard error).
+        fewer seeds of ``a`` and ``b``; ``n_examples``: the examples every run scored; ``converged``: the REML
+        solution exists), the fit's variance components ``var_example, var_seed, var_residual`` (the score's
+        unit squared; a component on the boundary is 0) and ``reason`` (``None``, or why the numbers are NaN:
+        fewer than 2 seeds of a model or 2 common examples, no finite positive standard error).
 
     Raises:
-        ValueError: arrays of different lengths or not 1-D, a non-finite score, ``confidence`` outside
-            (0, 1), or a pair naming a model without observations.
+        ValueError: arrays of different lengths or not 1-D, a non-finite score, two observations of one
+            example in one run, ``confidence`` outside (0, 1), or a pair naming a model without observations.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     frame, levels = _mixed_frame(scores, model, seed, example, pairs)
-    n_seeds = {int(k): int(v) for k, v in frame.groupby("model")["run"].nunique().to_dict().items()}
-    n_examples = len(set(frame["example"].tolist()))
+    table = frame.pivot(index="run", columns="example", values="score").dropna(axis=1)
+    run_model = frame.groupby("run")["model"].first().reindex(table.index).to_numpy()
+    n_seeds = np.bincount(run_model, minlength=len(levels))
+    n_examples = table.shape[1]
     sizes = [
-        {"a": a, "b": b, "n_examples": n_examples, "n_seeds": min(n_seeds[levels.index(a)], n_seeds[levels.index(b)])}
+        {
+            "a": a,
+            "b": b,
+            "n_examples": n_examples,
+            "n_seeds": int(min(n_seeds[levels.index(a)], n_seeds[levels.index(b)])),
+        }
         for a, b in pairs
     ]
-    nan = dict.fromkeys(("estimate", "ci_low", "ci_high", "p_value", "se", "df"), math.nan)
-    if (fewest := min(n_seeds.values())) < 2 or n_examples < 2:
-        why = f"the mixed model needs 2 seeds of every model and 2 examples, got {fewest} and {n_examples}"
-        return [{**row, **nan, "converged": False, "reason": why} for row in sizes]
-    fit, why = _fit_mixed(frame)
-    if why is not None or fit is None:
-        return [{**row, **nan, "converged": fit is not None and fit.converged, "reason": why} for row in sizes]
-    mean, cov = np.asarray(fit.fe_params), np.asarray(fit.cov_params())[: len(levels), : len(levels)]
+    if (fewest := int(n_seeds.min())) < 2 or n_examples < 2:
+        why = (
+            "the mixed model needs 2 seeds of every model and 2 examples scored by every run, "
+            f"got {fewest} and {n_examples}"
+        )
+        return [{**row, **_NO_CONTRAST, "converged": False, "reason": why} for row in sizes]
+    fit = _balanced_reml(table.to_numpy(), run_model)
     # the Wald statistic on t with the containment df of the seed term (runs - models), not on the normal: the
     # contrast's variance is mostly the seed variance, estimated from that few runs (module docstring)
-    df = sum(n_seeds.values()) - len(levels)
-    quantile = float(stats.t.ppf(0.5 + confidence / 2, df))
-    out = []
-    for row in sizes:
-        c = np.zeros(len(levels))
-        c[[levels.index(row["a"]), levels.index(row["b"])]] = 1, -1
-        estimate, se = float(c @ mean), float(np.sqrt(c @ cov @ c))
-        if not (math.isfinite(se) and se > 0):
-            out.append(
-                {**row, **nan, "converged": True, "reason": f"no finite standard error of {row['a']} - {row['b']}"}
-            )
-            continue
-        p = float(2 * stats.t.sf(abs(estimate) / se, df))
-        ci = {"ci_low": estimate - quantile * se, "ci_high": estimate + quantile * se}
-        out.append(
-            {**row, "estimate": estimate, **ci, "p_value": p, "se": se, "df": df, "converged": True, "reason": None}
-        )
-    return out
+    df = len(run_model) - len(levels)
+    return [
+        _contrast(fit, row, [levels.index(row["a"]), levels.index(row["b"])], n_seeds, df, confidence) for row in sizes
+    ]
+
+
+def _contrast(fit: dict, row: dict, pair: list[int], n_seeds: np.ndarray, df: int, confidence: float) -> dict:
+    """``row`` with the contrast ``a - b`` of :func:`_balanced_reml`'s ``fit`` (``pair``: the two models'
+    indices, ``n_seeds`` ``[M]``): estimate, t interval and p-value on ``df``, standard error, components."""
+    components = {k: fit[k] for k in ("var_example", "var_seed", "var_residual")}
+    (ia, ib), quantile = pair, float(stats.t.ppf(0.5 + confidence / 2, df))
+    estimate = float(fit["means"][ia] - fit["means"][ib])
+    se = math.sqrt(fit["var_run_mean"] * (1 / n_seeds[ia] + 1 / n_seeds[ib]))
+    if not (math.isfinite(se) and se > 0):
+        why = f"no finite positive standard error of {row['a']} - {row['b']} (se = {se})"
+        return {**row, **_NO_CONTRAST, **components, "converged": True, "reason": why}
+    p = float(2 * stats.t.sf(abs(estimate) / se, df))
+    ci = {"ci_low": estimate - quantile * se, "ci_high": estimate + quantile * se}
+    return {**row, "estimate": estimate, **ci, "p_value": p, "se": se, "df": df, **components} | {
+        "converged": True,
+        "reason": None,
+    }
 
 
 def _mixed_frame(scores, model, seed, example, pairs) -> tuple[pd.DataFrame, list]:
     """:func:`mixed_model_differences`' observations as a frame (``score``, ``model`` as an index into the
-    sorted model names, ``example``, ``run`` = model/seed, one group ``all``) and the sorted model names; its
+    sorted model names, ``example``, ``run`` = model/seed) and the sorted model names; its
     input checks (its Raises)."""
     y, m, s, e = (np.asarray(x) for x in (scores, model, seed, example))
     if not (y.ndim == m.ndim == s.ndim == e.ndim == 1 and len(y) == len(m) == len(s) == len(e)):
@@ -336,25 +353,67 @@ def _mixed_frame(scores, model, seed, example, pairs) -> tuple[pd.DataFrame, lis
     levels = sorted(set(m.tolist()))
     if missing := sorted({g for pair in pairs for g in pair} - set(levels)):
         raise ValueError(f"no observations of model(s) {missing} named in pairs")
-    frame = pd.DataFrame({"score": y, "model": [levels.index(g) for g in m], "example": e, "all": 0})
+    frame = pd.DataFrame({"score": y, "model": [levels.index(g) for g in m], "example": e})
     frame["run"] = frame["model"].astype(str) + "/" + pd.Series(s).astype(str)
+    if (twice := frame.duplicated(["run", "example"])).any():
+        first = frame[twice].iloc[0]
+        name, run_seed = levels[int(first["model"])], first["run"].split("/", 1)[1]
+        raise ValueError(
+            f"example {np.asarray(first['example']).tolist()!r} is scored twice in run {name}, seed {run_seed} "
+            "(one score per model, seed and example)"
+        )
     return frame, levels
 
 
-def _fit_mixed(frame: pd.DataFrame):
-    """REML fit of :func:`mixed_model_differences`' model, and why it cannot be used (or ``None``)."""
-    # statsmodels is imported here, not at the top: only this fit needs it, and it takes a second to import
-    from statsmodels.regression.mixed_linear_model import MixedLM
+def _balanced_reml(y: np.ndarray, run_model: np.ndarray) -> dict:
+    """REML of ``y[r, e] = mu_m(r) + c_e + b_r + eps_re`` for runs ``r`` (seeds nested in models) that all
+    scored the same examples ``e``: ``y`` ``[R, E]``, ``run_model`` ``[R]`` (the model index of each run).
 
-    vc = {"example": "0 + C(example)", "seed": "0 + C(run)"}
-    model = MixedLM.from_formula("score ~ 0 + C(model)", frame, groups="all", vc_formula=vc)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            fit = model.fit(reml=True)
-        except (np.linalg.LinAlgError, ValueError) as err:
-            return None, f"MixedLM failed: {err}"
-    if not fit.converged:
-        told = "; ".join(sorted({str(w.message).split(".")[0] for w in caught}))
-        return fit, f"MixedLM did not converge (REML{': ' + told if told else ''})"
-    return fit, None
+    Written here, not fitted with statsmodels' ``MixedLM`` (REML, its default optimizers): with a seed variance
+    near 0 it fails or stops at a wrong optimum. On 20 simulated datasets of the preset's design with no seed
+    variance (``python bench/mixed_model_check.py --examples 200 --reps 20 --sd-seed 0 --against-statsmodels``)
+    2 fits did not converge and 3 of those it called converged had a contrast standard error up to 26 % off; on
+    the preset's three-seed run it failed for the random explanation's AOPC and, reporting convergence, put
+    gradient's seed variance at 3.6e-4 instead of 7.9e-5 (its intervals twice too wide). The tests hold this
+    function to ``MixedLM`` where that converges well and to a numerical maximisation of the REML likelihood
+    on the boundary (tests/reporting/test_mixed_model.py).
+
+    The design is balanced in the examples, so the REML likelihood factors into independent strata (Searle,
+    Casella & McCulloch 1992, *Variance Components*, Sec. 4.7 and 6.7): examples (``E - 1`` df, expected mean
+    square ``s2_r + R s2_e``), seeds within models (``R - M`` df, ``s2_r + E s2_s``) and runs x examples
+    (``(R - 1)(E - 1)`` df, ``s2_r``). Without the constraints the estimates are the ANOVA ones; a variance that
+    would be negative is 0 and its stratum is pooled with the residual one (the ordered-means solution for a
+    simple tree order: the lowest mean squares join the residual while they are below the pooled value). Each
+    model's mean is the average of its runs' means (every run mean has the variance ``s2_s + s2_r / E``; the
+    example effects are common to all runs and cancel in a contrast).
+
+    Returns:
+        ``means`` ``[M]`` (the model means), ``var_run_mean`` (``s2_s + s2_r / E``, the variance of one run's
+        mean about its model's), ``var_example``, ``var_seed``, ``var_residual`` (in ``y``'s unit squared).
+    """
+    n_runs, n_examples = y.shape
+    n_models = int(run_model.max()) + 1
+    run_means, example_means, grand = y.mean(axis=1), y.mean(axis=0), y.mean()
+    means = np.bincount(run_model, weights=run_means, minlength=n_models) / np.bincount(run_model, minlength=n_models)
+    residual = y - run_means[:, None] - example_means[None, :] + grand
+    strata = {
+        "residual": (float((residual**2).sum()), (n_runs - 1) * (n_examples - 1)),
+        "seed": (float(n_examples * ((run_means - means[run_model]) ** 2).sum()), n_runs - n_models),
+        "example": (float(n_runs * ((example_means - grand) ** 2).sum()), n_examples - 1),
+    }
+    pooled = {"residual"}
+    for name in sorted(("seed", "example"), key=lambda k: strata[k][0] / strata[k][1]):
+        ss, df = (sum(strata[k][i] for k in pooled) for i in (0, 1))
+        if strata[name][0] / strata[name][1] < ss / df:
+            pooled.add(name)
+    ss, df = (sum(strata[k][i] for k in pooled) for i in (0, 1))
+    s2_r = ss / df
+    extra = {k: 0.0 if k in pooled else strata[k][0] / strata[k][1] - s2_r for k in ("seed", "example")}
+    s2_s, s2_e = extra["seed"] / n_examples, extra["example"] / n_runs
+    return {
+        "means": means,
+        "var_run_mean": s2_s + s2_r / n_examples,
+        "var_example": s2_e,
+        "var_seed": s2_s,
+        "var_residual": s2_r,
+    }
