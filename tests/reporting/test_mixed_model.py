@@ -132,6 +132,16 @@ def test_the_fit_uses_the_examples_every_run_scored():
     )
 
 
+def test_scores_without_residual_variation_are_a_reason_not_a_number():
+    """Every score is its run's effect plus its example's, exactly: REML has no maximum (the residual variance
+    goes to 0), so no contrast is given."""
+    _, model, seed, example = _bench().simulate(np.random.default_rng(0), 6, 0.0)
+    y = 0.1 * seed + 0.3 * (model == "m1") + 0.01 * example**2
+    (row,) = mixed_model_differences(y, model, seed, example, [("m0", "m1")])
+    assert math.isnan(row["estimate"]) and row["converged"] is False
+    assert row["reason"] == "no run x example variation beyond the example effects: REML has no maximum"
+
+
 def test_too_few_seeds_is_a_reason_not_a_number():
     y, model, seed, example = _bench().simulate(np.random.default_rng(0), 5, 0.0)
     keep = seed == 0
