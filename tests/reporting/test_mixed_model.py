@@ -41,16 +41,6 @@ def test_balanced_difference_matches_the_anova_solution():
     assert (row["converged"], row["reason"], row["n_seeds"], row["n_examples"]) == (True, None, 3, 25)
 
 
-def _statsmodels_fit(y, model, seed, example):
-    import pandas as pd
-    from statsmodels.regression.mixed_linear_model import MixedLM
-
-    frame = pd.DataFrame({"score": y, "model": model, "example": example, "g": 0})
-    frame["run"] = [f"{m}/{s}" for m, s in zip(model, seed)]
-    vc = {"example": "0 + C(example)", "seed": "0 + C(run)"}
-    return MixedLM.from_formula("score ~ 0 + C(model)", frame, groups="g", vc_formula=vc).fit(reml=True)
-
-
 def test_agrees_with_statsmodels_where_statsmodels_converges_well():
     """Seeds of unequal number per model (3, 2, 3) and a clear seed variance (the bench's scales): the contrast,
     its standard error and the variance components equal statsmodels' REML fit within 1e-3 (its optimizer's
@@ -58,7 +48,7 @@ def test_agrees_with_statsmodels_where_statsmodels_converges_well():
     y, model, seed, example = _bench().simulate(np.random.default_rng(4), 30, 0.4)
     keep = ~((model == "m1") & (seed == 2))
     y, model, seed, example = y[keep], model[keep], seed[keep], example[keep]
-    fit = _statsmodels_fit(y, model, seed, example)
+    fit = _bench().statsmodels_fit(y, model, seed, example)
     assert fit.converged
     (row,) = mixed_model_differences(y, model, seed, example, [("m0", "m1")])
     cov = np.asarray(fit.cov_params())
