@@ -66,9 +66,9 @@ def differences(reference: dict, other: dict, measure: str) -> tuple[np.ndarray,
     id) and the mean per-example standard deviation of the reference's."""
     diffs, sds = [], []
     for key, (_, scores) in reference.items():
-        if key not in other:
+        theirs = other[key][1] if key in other else None
+        if theirs is None or measure not in scores or measure not in theirs:  # an analysis off in the job
             continue
-        theirs = other[key][1]
         for method in scores.saliency.unique():
             a = scores[scores.saliency == method].set_index("example_id")[measure]
             b = theirs[theirs.saliency == method].set_index("example_id")[measure]
