@@ -108,22 +108,23 @@ def main(argv: list[str] | None = None) -> None:
     header = ["sweep", "job", "model", "method", "variant", "seed", *COLUMNS, "rest", "job seconds"]
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join(["---"] * 6 + ["---:"] * (len(header) - 6)) + " |")
-    totals: dict[str, float] = {}
+    totals: dict[object, dict[str, float]] = {}  # "sum" and each seed's
     caches = set()
     for sweep in args.sweeps:
         paths = sorted(sweep.glob("*/results.json"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
         for path in paths:
             row = job_row(path)
             caches.add(Path(json.loads(path.read_text())["config"]["cache_dir"]))
-            for key in (*COLUMNS, "rest", "seconds"):
-                if math.isfinite(row[key]):
-                    totals[key] = totals.get(key, 0.0) + row[key]
+            for total in (totals.setdefault("sum", {}), totals.setdefault(("seed", row["seed"]), {})):
+                for key in (*COLUMNS, "rest", "seconds"):
+                    if math.isfinite(row[key]):
+                        total[key] = total.get(key, 0.0) + row[key]
             print("| " + " | ".join(_cell(v) for v in (sweep.name, *row.values())) + " |")
-    print(
-        "| **sum** | | | | | | "
-        + " | ".join(_cell(totals.get(k, math.nan)) for k in (*COLUMNS, "rest", "seconds"))
-        + " |"
-    )
+    seeds = sorted((k for k in totals if k != "sum"), key=str)
+    for name in [*(seeds if len(seeds) > 1 else []), "sum"]:  # a reused job keeps its first run's seconds
+        label = "**sum**" if name == "sum" else f"**seed {name[1]}**"
+        cells = " | ".join(_cell(totals[name].get(k, math.nan)) for k in (*COLUMNS, "rest", "seconds"))
+        print(f"| {label} | | | | | | {cells} |")
     for cache in sorted(caches):
         for meta in sorted((cache / "pretrain").glob("*/meta.json")):
             m = json.loads(meta.read_text())

@@ -220,3 +220,24 @@ def test_recorded_features_are_each_rows_final_layer_input_split_by_side(tokeniz
     again = ffidelity(plain, orders, ids, target, labels, settings)
     assert "ffid_features" not in again
     assert torch.allclose(again["ffid_plus_prob"], values["ffid_plus_prob"], equal_nan=True)
+
+
+def test_fine_tuning_under_autocast_trains_on_each_steps_weights(tokenizer, tiny_bert):
+    """Under the evaluation's bf16 autocast (one long region), each step's forward sees the weights the step
+    before updated: the result is that of a region without the weight-cast cache, whose stale bfloat16 weights
+    of the first step had every later forward run on the initial model (the preset's copies lost up to 40
+    points of accuracy). The forward does run in bfloat16: the copy differs from the float32 one."""
+    encoded = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    tokens = TokenBatch(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    batches = [{"tokens": tokens, "labels": torch.tensor([1, 0, 1])}]
+    strategy, special = MaskToken().bind(tokenizer), tokenizer.all_special_ids
+
+    def tuned(**autocast):
+        with torch.autocast("cpu", dtype=torch.bfloat16, **autocast):
+            return fine_tune_with_removal(tiny_bert, batches, strategy, special, 0.3, 4, 1e-2, 0)[0].state_dict()
+
+    cached, uncached = tuned(), tuned(cache_enabled=False)
+    float32 = fine_tune_with_removal(tiny_bert, batches, strategy, special, 0.3, 4, 1e-2, 0)[0].state_dict()
+    assert all(torch.equal(cached[k], uncached[k]) for k in cached)
+    assert any(not torch.allclose(cached[k], float32[k], atol=1e-6) for k in cached)
+    assert not torch.is_autocast_enabled("cpu")  # every region closed

@@ -165,6 +165,10 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # (statistics._balanced_reml, _contrast), statsmodels' MixedLM having failed or converged wrongly near a seed
     # variance of 0 ~59; its docstring's corrected model x example factor and the no-maximum case ~10
     issue34 |= {"balanced_reml": 69}
+    # stop 51: the derived store's lock, so parallel jobs compute a value once (DerivedStore._exclusive) ~70;
+    # F-Fidelity's copy trained on each step's weights under bf16 autocast, and the results key and report check of
+    # such a fix (storage.keys.fixes, reporting.sweep._check_fixes) ~58
+    issue34 |= {"derived_lock": 70, "ffidelity_bf16_fix": 58}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

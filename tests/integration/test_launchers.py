@@ -1,6 +1,7 @@
 """Launchers: a joblib multirun computes what a sequential one does (the same torch thread count in every
-worker), and the jobs of ``job_devices`` take turns on the listed devices, one job per device at a time (faked
-on CPU: the claim is made, the CPU trainer left as it is)."""
+worker), its parallel jobs on one classifier compute their shared values once, and the jobs of ``job_devices``
+take turns on the listed devices, one job per device at a time (faked on CPU: the claim is made, the CPU
+trainer left as it is)."""
 
 from __future__ import annotations
 
@@ -58,10 +59,10 @@ def test_apply_threads_sets_torchs_thread_count():
         torch.set_num_threads(before)
 
 
-def _multirun(tmp_path: Path, name: str, *args: str) -> list[dict]:
+def _multirun(tmp_path: Path, name: str, *args: str, sweep: str = "seed=0,1") -> list[dict]:
     env = {**os.environ, "ITERMASK_CACHE": str(tmp_path / f"cache-{name}"), "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run(
-        [sys.executable, "evaluate.py", "-m", "seed=0,1", *args, f"hydra.sweep.dir={tmp_path / name}"],
+        [sys.executable, "evaluate.py", "-m", sweep, *args, f"hydra.sweep.dir={tmp_path / name}"],
         cwd=ROOT,
         env={**env, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"},
         capture_output=True,
@@ -87,3 +88,16 @@ def test_joblib_multirun_gives_the_numbers_of_a_sequential_one(tmp_path, tokeniz
     logs = [(tmp_path / "joblib" / job / "evaluate.log").read_text() for job in ("0", "1")]
     assert all("job_devices: this job holds device" in log for log in logs)
     assert all("a CPU run: the trainer is left as it is" in log for log in logs)
+
+
+@pytest.mark.slow
+def test_parallel_jobs_on_one_classifier_compute_its_shared_test_accuracy_once(tmp_path, tokenizer, sweeps_extra):
+    """Two methods' jobs at once on one fine-tuning: one computes the test accuracy, the other reads it back,
+    whether it waited on the value's lock or came after it was stored (:class:`DerivedStore`)."""
+    job = [f"model.pretrained={tmp_path / 'model'}", *_tiny_job(tmp_path, tokenizer), "evaluation.n_examples=8"]
+    sweep = "saliency=gradient,occlusion"
+    results = _multirun(tmp_path, "joblib", *job, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", sweep=sweep)
+    assert results[0]["checkpoint_key"] == results[1]["checkpoint_key"]
+    assert results[0]["accuracy"]["test"] == results[1]["accuracy"]["test"]
+    logs = [(tmp_path / "joblib" / job / "evaluate.log").read_text() for job in ("0", "1")]
+    assert sum("reusing the test accuracy of this classifier" in log for log in logs) == 1

@@ -519,6 +519,31 @@ def test_results_key_holds_the_schema_version(monkeypatch):
     assert results_key(config) != key  # results stored by the code before a fix are not reused
 
 
+def test_a_fix_to_bf16_ffidelity_changes_those_jobs_keys_only():
+    """F-Fidelity under bf16 autocast trained its copy on stale weights: those jobs' stored results are not
+    reused, while every other job (float32, or bf16 without F-Fidelity) keeps its key."""
+    from itermask.storage.cache import config_hash
+    from itermask.storage.keys import SCHEMA_VERSION, fixes, keyed_config
+
+    config = make_result(0)["config"]
+    ffid = {"_target_": "itermask.analyses.FFidelityAnalysis", "enabled": True, "steps": 60}
+    jobs = {
+        "fp32 with ffidelity": {**config, "ffidelity": ffid},
+        "bf16 with ffidelity": {**config, "ffidelity": ffid, "trainer": {"precision": "bf16-mixed"}},
+        "bf16, ffidelity off": {**config, "ffidelity": {**ffid, "enabled": False}, "trainer": {"precision": "bf16"}},
+        "bf16, no ffidelity": {**config, "trainer": {"precision": "bf16-mixed"}},
+    }
+    assert {name: fixes(job) for name, job in jobs.items()} == {
+        "fp32 with ffidelity": [],
+        "bf16 with ffidelity": ["ffidelity_bf16"],
+        "bf16, ffidelity off": [],
+        "bf16, no ffidelity": [],
+    }
+    for name, job in jobs.items():  # the key of a job without a fix is the one it had before fixes existed
+        before = config_hash({"schema_version": SCHEMA_VERSION, "config": keyed_config(job)})
+        assert (results_key(job) == before) == (name != "bf16 with ffidelity"), name
+
+
 def test_result_store_reuse(tmp_path, caplog):
     store = ResultStore(tmp_path / "cache")
     assert store.get("k") is None and store.reuse("k", tmp_path / "job") is None

@@ -1,6 +1,7 @@
-"""Reports that are never silently wrong (constructed results): another schema refused, a NaN seed left out of
-``n`` and noted, configs compared by the results key's normalized form, the claims settings checked before the
-sweep, and a multirun without a report ending with exit status 1."""
+"""Reports that are never silently wrong (constructed results): another schema refused, results from before
+a fix of their numbers refused, a NaN seed left out of ``n`` and noted, configs compared by the results key's
+normalized form, the claims settings checked before the sweep, and a multirun without a report ending with
+exit status 1."""
 
 from __future__ import annotations
 
@@ -35,6 +36,31 @@ def test_results_of_another_schema_are_refused_naming_both(tmp_path):
     del unversioned["schema_version"]
     with pytest.raises(ReportError, match=r"found schema none \(before 2\) in job\(s\) 0:"):
         build_report(write_sweep(tmp_path / "none", [unversioned]))
+
+
+def test_results_computed_before_a_fix_of_their_numbers_are_refused(tmp_path):
+    """A bf16 job with F-Fidelity written before its fix (no ``fixes`` entry) is refused, naming the fix and
+    the job; the same results with the fix recorded are reported, and float32 ones need none."""
+    ffid = {"_target_": "itermask.analyses.FFidelityAnalysis", "enabled": True}
+
+    def job(seed: int, precision: str, fixed: list | None) -> dict:
+        result = make_result(seed)
+        result["config"] = {**result["config"], "ffidelity": ffid, "trainer": {"precision": precision}}
+        return result | ({} if fixed is None else {"fixes": fixed})
+
+    stale = [job(0, "bf16-mixed", ["ffidelity_bf16"]), job(1, "bf16-mixed", None)]
+    with pytest.raises(ReportError) as info:
+        build_report(write_sweep(tmp_path / "stale", stale))
+    assert str(info.value) == (
+        "results computed before a fix that changed their numbers: ffidelity_bf16 in job(s) 1 (see CHANGELOG.md): "
+        "re-run those jobs (their results key holds the fix, so a re-run recomputes them)"
+    )
+    build_report(
+        write_sweep(
+            tmp_path / "fixed", [job(0, "bf16-mixed", ["ffidelity_bf16"]), job(1, "bf16-mixed", ["ffidelity_bf16"])]
+        )
+    )
+    build_report(write_sweep(tmp_path / "float32", [job(0, "32-true", None), job(1, "32-true", None)]))
 
 
 def test_a_nan_seed_is_left_out_of_n_and_noted(tmp_path):

@@ -2,10 +2,13 @@
 never read when its fingerprint, weights or file differ."""
 
 import logging
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 import torch
+from filelock import FileLock
 
 from itermask.analyses.base import EvaluationContext
 from itermask.storage.derived import DerivedStore, token_digest
@@ -133,3 +136,66 @@ def test_a_damaged_file_that_cannot_be_moved_aside_is_still_not_used(tmp_path, c
     with caplog.at_level(logging.WARNING):
         assert store.get("ckpt", "test_accuracy", {"inputs": "a"}) is None
     assert "could not be moved aside" in caplog.text
+
+
+def _job(tmp_path, results, name, compute, **store):
+    results[name] = DerivedStore(tmp_path, **store).get_or_compute("ckpt", "naopc_bounds", {"x": 1}, compute)
+
+
+def test_parallel_jobs_compute_a_missing_value_once(tmp_path, caplog):
+    """Two jobs miss at once: the second waits on the first's file lock, then reads its value back (a file lock
+    taken through another open file blocks in the same process too, so threads stand in for processes)."""
+    calls, results, computing = [], {}, threading.Event()
+
+    def first():
+        calls.append("first")
+        computing.set()
+        deadline = time.monotonic() + 20  # hold the lock until the other job waits on it
+        while "waiting for it" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return torch.arange(3)
+
+    with caplog.at_level(logging.INFO, logger="itermask.storage.derived"):
+        a = threading.Thread(target=_job, args=(tmp_path, results, "a", first))
+        a.start()
+        assert computing.wait(20)
+        b = threading.Thread(target=_job, args=(tmp_path, results, "b", lambda: calls.append("second") or None))
+        b.start()
+        a.join(30)
+        b.join(30)
+    assert calls == ["first"]
+    assert torch.equal(results["a"], torch.arange(3)) and torch.equal(results["b"], torch.arange(3))
+    assert "another job is computing the naopc bounds of this classifier" in caplog.text
+    assert "computed by another job while this one waited" in caplog.text
+    lock = DerivedStore(tmp_path).lock_path("ckpt", "naopc_bounds", {"x": 1})
+    assert lock.parent == tmp_path / "derived" / "locks" and lock.name.startswith("ckpt-naopc_bounds-")
+
+
+def test_a_job_that_waited_past_the_timeout_computes_the_value_itself(tmp_path, caplog):
+    store = DerivedStore(tmp_path, lock_timeout=0.2)
+    path = store.lock_path("ckpt", "naopc_bounds", {"x": 1})
+    path.parent.mkdir(parents=True)
+    held = FileLock(str(path))
+    held.acquire()  # another job, still computing
+    try:
+        with caplog.at_level(logging.INFO):
+            start = time.monotonic()
+            assert store.get_or_compute("ckpt", "naopc_bounds", {"x": 1}, lambda: 7) == 7
+            assert time.monotonic() - start >= 0.2
+    finally:
+        held.release()
+    assert "waited 0.2 s for another job computing the naopc bounds" in caplog.text
+    assert store.get("ckpt", "naopc_bounds", {"x": 1}) == 7  # stored all the same
+
+
+def test_not_exclusive_never_waits(tmp_path):
+    """A distributed run's ranks all run the computation (its collectives): none waits for a lock."""
+    store = DerivedStore(tmp_path, lock_timeout=-1)
+    path = store.lock_path("ckpt", "naopc_bounds", {"x": 1})
+    path.parent.mkdir(parents=True)
+    held = FileLock(str(path))
+    held.acquire()
+    try:
+        assert store.get_or_compute("ckpt", "naopc_bounds", {"x": 1}, lambda: 7, exclusive=False) == 7
+    finally:
+        held.release()

@@ -273,11 +273,15 @@ class EvaluationContext:
         settings). The classifier enters through its checkpoint key, the digest of its weight files'
         manifest, its attention implementation (``eager``, which the attention methods switch to, rounds
         otherwise than ``sdpa``) and its device type, so a reused value is bit for bit the one this job would
-        compute. Without a store (or a classifier with a key) the value is computed every time."""
+        compute. Parallel jobs compute it once (the others wait for the first: :class:`DerivedStore`), except
+        the ranks of a distributed run, which all run the computation's collectives. Without a store (or a
+        classifier with a key) the value is computed every time."""
         if not self.can_reuse:
             return compute()
         assert self.derived is not None and self.trained is not None  # can_reuse
-        return self.derived.get_or_compute(self.trained.key, kind, self._fingerprint(fingerprint), compute)
+        exclusive = getattr(self.trainer, "world_size", 1) == 1
+        key, fingerprint = self.trained.key, self._fingerprint(fingerprint)
+        return self.derived.get_or_compute(key, kind, fingerprint, compute, exclusive=exclusive)
 
     @property
     def can_reuse(self) -> bool:

@@ -187,7 +187,10 @@ class FFidelityAnalysis(Analysis):
         # the batches trained on (the checkpoint key of a classifier evaluated as it is holds no data)
         trained_on = token_digest([[i for b in batches for i in b["tokens"].input_ids.tolist()],
                                    [y for b in batches for y in b["labels"].tolist()]])  # fmt: skip
-        fingerprint = {"masking": repr(inputs.masking), **self.describe(), "batches": trained_on, "version": 1}
+        # version 2: under bf16 autocast the steps no longer train on the first step's cast weights (5 December 2026)
+        precision = str(getattr(context.trainer, "precision", "32-true"))  # autocast of the steps' forwards
+        fingerprint = {"masking": repr(inputs.masking), **self.describe(), "batches": trained_on, "version": 2}
+        fingerprint["precision"] = precision
         for key in ("alpha", "n_samples", "sizes", "ood_fit_examples"):  # the evaluation's, not the fine-tuning's
             fingerprint.pop(key)
         value = context.reuse(MODEL_KIND, fingerprint, compute)

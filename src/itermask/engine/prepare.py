@@ -270,7 +270,7 @@ def _classifier(plan: EvaluationPlan, resources: Resources) -> None:
     # accuracies reach the tracker with the result (tracking.log_evaluation)
     resources.trainer = resources.make_trainer(logger=False, inference_mode=False)
     if plan.job.cache_dir is not None and trained.key:
-        resources.derived = DerivedStore(plan.job.cache_dir)
+        resources.derived = DerivedStore(plan.job.cache_dir, lock_timeout=plan.job.lock_timeout)
 
 
 @contextmanager

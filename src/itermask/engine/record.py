@@ -14,6 +14,7 @@ from itermask.engine.resources import Resources
 from itermask.engine.run import Evaluation
 from itermask.plan import EvaluationPlan
 from itermask.storage.files import environment, write_json_atomic
+from itermask.storage.keys import fixes
 from itermask.storage.store import SCHEMA_VERSION, ResultStore
 from itermask.tracking import explained_method, log_artifacts, log_evaluation
 
@@ -53,6 +54,8 @@ def result_of(plan: EvaluationPlan, resources: Resources, evaluation: Evaluation
         **_model_entries(resources),
         "precision": str(plan.trainer.options.get("precision", "32-true")),  # trainer.precision: bf16 autocast
         "config_hash": None if resources.keys is None else resources.keys.results,
+        # the fixes of storage.keys.fixes this job's numbers have (the report refuses results that lack one)
+        **({"fixes": changed} if (changed := fixes(dict(plan.job.config))) else {}),
         # the local files' contents the results key hashes instead of their paths (the report compares by them)
         **({} if resources.keys is None else {"data_files": resources.keys.fingerprint.hashed()}),
         **evaluation.result,

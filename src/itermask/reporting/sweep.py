@@ -17,7 +17,7 @@ from typing import Any
 from itermask.storage.cache import config_hash
 from itermask.storage.failures import read_failure
 from itermask.storage.files import read_json
-from itermask.storage.keys import SCHEMA_VERSION, Fingerprint, keyed_config
+from itermask.storage.keys import SCHEMA_VERSION, Fingerprint, fixes, keyed_config
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +217,7 @@ def load_sweep(root: str | Path) -> Sweep:
             raise ReportError(f"{path} is not an itermask result file: missing {', '.join(missing)}")
         runs.append(Run(path, result, _read_overrides(path.parent)))
     _check_schemas(runs)
+    _check_fixes(runs)
     finished = {run.path.parent for run in runs}
     job_dirs = sorted(
         (p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root and not _skip(p, root)),
@@ -263,6 +264,26 @@ def _check_schemas(runs: list[Run]) -> None:
         raise ReportError(
             f"results of schema {SCHEMA_VERSION} only can be reported (this itermask's), found {found}: re-run "
             "the older jobs (their results key holds the schema, so a re-run recomputes them)"
+        )
+
+
+def _check_fixes(runs: list[Run]) -> None:
+    """Refuse results written before a fix that changed their numbers (:func:`~itermask.storage.keys.fixes` of
+    their config, missing from their ``fixes``), naming the fix and the jobs.
+
+    Raises:
+        ReportError: some result lacks a fix its config needs."""
+    stale: dict[str, list[str]] = {}
+    for run in runs:
+        config = run.result.get("config")
+        for fix in fixes(config) if isinstance(config, dict) else []:
+            if fix not in (run.result.get("fixes") or []):
+                stale.setdefault(fix, []).append(run.job)
+    if stale:
+        found = "; ".join(f"{fix} in job(s) {', '.join(jobs)}" for fix, jobs in sorted(stale.items()))
+        raise ReportError(
+            f"results computed before a fix that changed their numbers: {found} (see CHANGELOG.md): re-run those "
+            "jobs (their results key holds the fix, so a re-run recomputes them)"
         )
 
 

@@ -8,6 +8,11 @@ fingerprint and its value's serialized bytes with their SHA-256, all checked on 
 holds the digest of the classifier's weight files, its attention implementation and device
 (:meth:`itermask.analyses.base.EvaluationContext.reuse`), so a checkpoint replaced under the same key, or run
 otherwise, is not mistaken for the old one.
+
+Parallel jobs on one classifier (``hydra/launcher=joblib``, several GPUs' jobs) compute a missing value once:
+the first takes the value's file lock, ``<cache_dir>/derived/locks/<model key>-<kind>-<hash>.lock``
+(:class:`filelock.FileLock`, released when its holder exits, so a killed job's lock never blocks), and the
+others wait for it and read the value back (:meth:`DerivedStore.get_or_compute`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from itermask.storage.cache import config_hash
 from itermask.storage.files import move_aside, write_bytes_atomic
@@ -50,10 +58,12 @@ def token_digest(columns: Iterable[Iterable[Any]]) -> str:
 
 class DerivedStore:
     """Values derived from one classifier, under ``<root>/derived/`` (``root``: the cache directory, created
-    on demand)."""
+    on demand); ``lock_timeout`` is the seconds a job waits for another job computing the same value (``-1``:
+    forever; the config's ``cache_lock_timeout``) before it computes the value itself."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, lock_timeout: float = -1) -> None:
         self.root = Path(root).expanduser() / "derived"
+        self.lock_timeout = lock_timeout
 
     def path(self, model_key: str, kind: str, fingerprint: dict) -> Path:
         """The file of ``kind`` (e.g. ``"test_accuracy"``) for ``model_key`` and ``fingerprint``."""
@@ -125,17 +135,75 @@ class DerivedStore:
             )
             return None
 
-    def get_or_compute(self, model_key: str, kind: str, fingerprint: dict, compute: Callable[[], Any]) -> Any:
-        """The stored value of ``kind`` for ``model_key`` and ``fingerprint``, or ``compute()``'s, stored then (two
-        jobs that miss at once both store the same value, atomically: no lock is needed)."""
+    def lock_path(self, model_key: str, kind: str, fingerprint: dict) -> Path:
+        """The lock file of the value :meth:`path` names (under ``derived/locks/``, beside no value file)."""
+        return self.root / "locks" / f"{model_key}-{self.path(model_key, kind, fingerprint).stem}.lock"
+
+    def get_or_compute(
+        self, model_key: str, kind: str, fingerprint: dict, compute: Callable[[], Any], *, exclusive: bool = True
+    ) -> Any:
+        """The stored value of ``kind`` for ``model_key`` and ``fingerprint``, or ``compute()``'s, stored then.
+
+        With ``exclusive`` (the default) a job that misses computes under the value's file lock
+        (:meth:`lock_path`), so parallel jobs compute it once: the others wait, then read back the stored value.
+        One that has waited ``lock_timeout`` s computes the value itself, with a warning; one whose lock cannot be
+        made (a read-only cache) computes without it. Either way two values stored at once are the same value,
+        written atomically. ``exclusive=False`` (a distributed run, whose ranks must all run the computation's
+        collectives) never waits."""
+        value = self._reused(model_key, kind, fingerprint, "an earlier job")
+        if value is not None:
+            return value
+        with self._exclusive(model_key, kind, fingerprint) if exclusive else _unlocked() as waited:
+            if waited is not None:  # another job may have stored it while this one waited
+                value = self._reused(model_key, kind, fingerprint, f"another job while this one waited {waited:.0f} s")
+                if value is not None:
+                    return value
+            value = compute()
+            self.put(model_key, kind, fingerprint, value)
+        return value
+
+    def _reused(self, model_key: str, kind: str, fingerprint: dict, by: str) -> Any | None:
         value = self.get(model_key, kind, fingerprint)
         if value is not None:
-            log.info(
-                "reusing the %s of this classifier computed by an earlier job (%s)",
-                kind.replace("_", " "),
-                self.path(model_key, kind, fingerprint),
-            )
-            return value
-        value = compute()
-        self.put(model_key, kind, fingerprint, value)
+            what, path = kind.replace("_", " "), self.path(model_key, kind, fingerprint)
+            log.info("reusing the %s of this classifier computed by %s (%s)", what, by, path)
         return value
+
+    @contextmanager
+    def _exclusive(self, model_key: str, kind: str, fingerprint: dict) -> Iterator[float | None]:
+        """Hold the value's lock for the block; yields the seconds waited for it, or ``None`` when the block runs
+        unlocked (the lock could not be made, or another job held it past ``lock_timeout``)."""
+        path, what = self.lock_path(model_key, kind, fingerprint), kind.replace("_", " ")
+        lock, start = None, time.monotonic()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(path), timeout=0)
+            try:
+                lock.acquire()
+            except Timeout:
+                log.info("another job is computing the %s of this classifier; waiting for it (lock %s)", what, path)
+                lock.acquire(timeout=self.lock_timeout)
+        except Timeout:
+            log.warning(
+                "waited %g s for another job computing the %s of this classifier (lock %s); computing it here too "
+                "(raise cache_lock_timeout to wait longer)",
+                self.lock_timeout,
+                what,
+                path,
+            )
+            lock = None
+        except OSError as error:  # derived/ is a file, a read-only cache: put() says it cannot store either
+            log.debug("cannot lock %s (%s): computing the %s without the lock", path, error, what)
+            lock = None
+        if lock is None:
+            yield None
+            return
+        try:
+            yield time.monotonic() - start
+        finally:
+            lock.release()
+
+
+@contextmanager
+def _unlocked() -> Iterator[None]:
+    yield None

@@ -30,6 +30,7 @@ __all__ = [
     "results_config",
     "keyed_config",
     "results_key",
+    "fixes",
     "trainer_settings",
     "training_payload",
     "training_key",
@@ -251,9 +252,26 @@ def keyed_config(config: dict, fingerprint: Fingerprint | None = None) -> dict:
 
 def results_key(config: dict, fingerprint: Fingerprint | None = None) -> str:
     """The results-store key of a resolved config (a plain dict) and the fingerprint of its local files (without
-    ``fingerprint``: the settings only): :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION`
-    and :func:`keyed_config`."""
-    return config_hash({"schema_version": SCHEMA_VERSION, "config": keyed_config(config, fingerprint)})
+    ``fingerprint``: the settings only): :func:`~itermask.storage.cache.config_hash` of :data:`SCHEMA_VERSION`,
+    :func:`keyed_config` and, for the jobs a fix changed, :func:`fixes`."""
+    payload = {"schema_version": SCHEMA_VERSION, "config": keyed_config(config, fingerprint)}
+    if changed := fixes(config):
+        payload["fixes"] = changed
+    return config_hash(payload)
+
+
+def fixes(config: dict) -> list[str]:
+    """The fixes that changed the stored numbers of this job only, among all jobs of its schema: their names
+    enter its results key (:func:`results_key`), so that a re-run recomputes it while every other job keeps
+    its key (bumping :data:`SCHEMA_VERSION` would recompute them all).
+
+    - ``ffidelity_bf16``: F-Fidelity under ``trainer.precision=bf16-mixed`` (its measures and the sanity
+      benchmark's rows of them) fine-tuned its copy on the first step's bfloat16 weights until 5 December 2026
+      (:func:`itermask.core.ffidelity.fine_tune_with_removal`)."""
+    trainer, ffidelity = config.get("trainer") or {}, config.get("ffidelity")
+    bf16 = str(trainer.get("precision", "32-true")).startswith("bf16") if isinstance(trainer, dict) else False
+    on = isinstance(ffidelity, dict) and bool(ffidelity.get("enabled", True))
+    return ["ffidelity_bf16"] if bf16 and on else []
 
 
 def trainer_settings(trainer: Mapping[str, Any], defaults: Mapping[str, Any], set_by_stage: tuple = ()) -> dict:
