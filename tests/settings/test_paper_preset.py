@@ -146,3 +146,13 @@ def test_paper_evaluates_200_examples_and_the_costliest_measures_on_20_the_hub_p
     assert [paper[a]["max_examples"] for a in ANALYSES] == [20] * 4
     assert [hub[a]["max_examples"] for a in ANALYSES] == [None] * 4
     assert all(paper[a]["enabled"] is True for a in ANALYSES)
+
+
+def test_an_interrupted_preset_fine_tuning_resumes_part_way():
+    """The preset's fine-tunings write ``last.ckpt`` at least twice within their one epoch (so ``Ctrl-C`` and
+    a re-run resume part-way): every step count below the epoch's optimizer steps."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("evaluate", overrides=["experiment=paper"])
+    steps = -(-cfg.train.max_train_examples // cfg.model.finetune.batch_size) * cfg.model.finetune.max_epochs
+    assert steps == 157
+    assert 2 * cfg.train.checkpoint_every_n_steps < steps
