@@ -79,6 +79,22 @@ def test_a_cache_folder_the_os_will_not_make_is_named_with_the_fix():
         CheckpointCache("/proc/itermask-nope/x").writable()
 
 
+def test_an_empty_cache_folder_is_refused_not_made_the_current_folder(monkeypatch):
+    # ITERMASK_CACHE= (set to nothing) used to make the current folder the cache: checkpoints in the checkout
+    from itermask.settings import plain
+    from itermask.validation import composed_problems
+
+    expected = (
+        "cache_dir is empty (ITERMASK_CACHE set to nothing?): the checkpoint cache would be the current folder; "
+        "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
+    )
+    monkeypatch.setenv("ITERMASK_CACHE", "")
+    assert composed_problems(plain(compose_config())) == [expected]
+    monkeypatch.setenv("ITERMASK_CACHE", "/tmp/itermask-cache")
+    assert composed_problems(plain(compose_config("cache_dir=' '"))) == [expected]
+    assert composed_problems(plain(compose_config())) == []
+
+
 def test_a_cache_that_is_a_file_or_read_only_is_named_with_the_fix(tmp_path):
     blocked = tmp_path / "cache"
     blocked.write_text("not a folder")

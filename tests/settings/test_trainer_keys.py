@@ -101,8 +101,8 @@ def test_a_precision_other_than_32_or_bf16_mixed_is_refused_before_any_work(valu
 
     expected = (
         "trainer.precision must be 32-true (float32; also 32) or bf16-mixed (bfloat16 autocast for fine-tuning, "
-        f"saliency and masked forwards; also bf16), got {value!r}: 16-mixed needs a gradient scaler that saliency's "
-        "backward passes do not have, and the -true casts change the weights"
+        f"saliency and masked forwards; also bf16), got {value!r}: float16 (16-mixed, fp16) needs a gradient scaler "
+        "that saliency's backward passes do not have, and the -true casts change the weights"
     )
     assert [p for p in settings_problems(f"trainer.precision={value}") if p.startswith("trainer.precision")] == [
         expected

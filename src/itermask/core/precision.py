@@ -46,8 +46,9 @@ def autocast_dtype(precision: object) -> torch.dtype | None:
     if isinstance(precision, bool) or precision not in PRECISIONS:
         raise ValueError(
             f"trainer.precision must be 32-true (float32; also 32) or bf16-mixed (bfloat16 autocast for "
-            f"fine-tuning, saliency and masked forwards; also bf16), got {precision!r}: 16-mixed needs a gradient "
-            "scaler that saliency's backward passes do not have, and the -true casts change the weights"
+            f"fine-tuning, saliency and masked forwards; also bf16), got {precision!r}: float16 (16-mixed, fp16) "
+            "needs a gradient scaler that saliency's backward passes do not have, and the -true casts change the "
+            "weights"
         )
     name = PRECISIONS[precision]  # pyright: ignore[reportArgumentType] (a key: checked above)
     if name is None:

@@ -42,8 +42,14 @@ _HINT = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment va
 
 
 def cache_path_problem(root: str | Path) -> str | None:
-    """Why the cache folder ``root`` cannot be made (it, or a folder above it, is a file), or ``None``. Torch-free:
-    the entry points check it with the other settings, before any work."""
+    """Why the cache folder ``root`` cannot be made (it is empty, e.g. ``ITERMASK_CACHE=``, which would make the
+    current folder the cache; or it, or a folder above it, is a file), or ``None``. Torch-free: the entry points
+    check it with the other settings, before any work."""
+    if not str(root).strip():
+        return (
+            "cache_dir is empty (ITERMASK_CACHE set to nothing?): the checkpoint cache would be the current folder; "
+            f"{_HINT}"
+        )
     root = Path(root).expanduser()
     if (blocking := blocking_file(root)) is None:
         return None
@@ -101,7 +107,7 @@ class CheckpointCache:
             raise TimeoutError(
                 f"waited {self.lock_timeout:g} s for the lock {path}: another job is fine-tuning the same checkpoint "
                 f"({self.entry(key)}) and has not finished. Let it finish and run again (the checkpoint is then "
-                "reused), or raise cache_lock_timeout (seconds, -1: wait forever). The lock is released when its "
+                "reused), or raise cache_lock_timeout (seconds; null: wait forever). The lock is released when its "
                 "holder exits, so a lock file left by a killed job never blocks"
             ) from None
         except PermissionError:
