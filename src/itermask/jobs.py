@@ -263,9 +263,13 @@ def _watch_interrupts() -> tuple[Callable[[], int | None], Callable[[], None]]:
     previous = {signum: signal.getsignal(signum) for signum in watched}
 
     def handler(signum, frame):
-        if seen["signal"] is not None and _in_worker():
+        redelivered = seen.pop("deferred", None) == signum
+        if seen["signal"] is not None and _in_worker() and not redelivered:
             return  # a worker gets Ctrl-C twice: from the terminal and forwarded by the launcher (run_entry)
         seen["signal"] = signum
+        if _deferred(signum, frame):
+            seen["deferred"] = signum
+            return
         former = previous[signum]
         if callable(former) and former not in (signal.SIG_IGN, signal.SIG_DFL):
             former(signum, frame)
@@ -279,6 +283,27 @@ def _watch_interrupts() -> tuple[Callable[[], int | None], Callable[[], None]]:
             signal.signal(signum, former)
 
     return (lambda: seen["signal"]), restore
+
+
+#: Seconds after which a signal that arrived inside a finalizer is sent again (:func:`_deferred`).
+REDELIVERY_S = 0.05
+
+
+def _deferred(signum: int, frame) -> bool:
+    """Whether the signal handler called at ``frame`` runs inside a finalizer (a ``__del__`` method, or a callback
+    of :mod:`weakref`), whose exception Python only prints ("Exception ignored in ...") and drops: a garbage
+    collection can run one at any allocation, so a SIGTERM that arrives then would be lost and the job would run to
+    its end. If so, the signal is sent to this process again in :data:`REDELIVERY_S` s (from a timer thread; the
+    handler then runs outside the finalizer) and the caller returns without raising."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or Path(code.co_filename).name == "weakref.py":
+            timer = threading.Timer(REDELIVERY_S, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _report_interrupt(output_dir: Path, context: JobContext, signum: int = signal.SIGINT) -> None:
@@ -369,6 +394,8 @@ def _hint_unknown_keys(config_name: str | None) -> bool:
 def _stop_workers(signum: int, frame) -> None:
     """The launching process's handler of SIGINT and SIGTERM (:func:`run_entry`): forward the signal to joblib's
     worker processes, wait until none runs a job, then raise :class:`Terminated` or ``KeyboardInterrupt``."""
+    if _deferred(signum, frame):
+        return
     workers = _worker_pids()
     for pid in workers:
         with contextlib.suppress(ProcessLookupError):

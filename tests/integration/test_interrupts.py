@@ -46,6 +46,36 @@ def test_sigterm_reports_what_was_finished_and_exits_143(tmp_path, caplog):
     assert signal.getsignal(signal.SIGTERM) is before  # the former handler is back
 
 
+class _SigtermOnFinalize:
+    """Sends this process SIGTERM from its ``__del__``, as when a garbage collection runs a finalizer (here
+    ``regex``'s ``Group.__del__``, loading a tokenizer) at the moment the signal comes: the handler then runs inside
+    the finalizer, whose exception Python prints as "Exception ignored in ..." and drops."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)  # the handler runs here, inside __del__
+
+
+def test_sigterm_inside_a_finalizer_still_stops_the_job_with_143(tmp_path, capsys):
+    """Without the re-delivery (``jobs._deferred``) the job below ran to its end and the multirun went on (a CI
+    run of 5 December 2026: the signal came while a finalizer ran)."""
+    ran: list[str] = []
+
+    def task(cfg, context):
+        _SigtermOnFinalize()  # dropped at once: __del__ runs here
+        ran.append("after the finalizer")
+        time.sleep(5)  # the re-delivered signal (jobs.REDELIVERY_S later) raises here
+        ran.append("to the end")
+
+    cfg = OmegaConf.create({"output_dir": str(tmp_path / "job"), "verbose": False})
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_:
+        run_job(task, cfg)
+    assert exit_.value.code == 143 and ran == ["after the finalizer"]
+    assert time.monotonic() - started < 4
+    assert "Exception ignored" not in capsys.readouterr().err  # the handler returned; nothing was dropped
+
+
 def test_sigterm_in_lightnings_test_loop_stops_at_once_with_143(tmp_path):
     """Lightning's signal connector chains the job's handler, which stops the loop in the batch that got the
     signal; without it, Lightning stops after that batch with ``SIGTERMException`` (status 0)."""
