@@ -12,13 +12,16 @@ preset's runs). Each simulated dataset gets one fit; the pair (model 0, model 1)
 Each rate comes with its Clopper-Pearson 95 % interval (scipy's ``binomtest``).
 
 - ``--against-statsmodels``: no rates; each dataset is also fitted with statsmodels' ``MixedLM`` (the fit used
-  until 5 December 2026) and the report counts the fits that did not converge and those whose contrast
-  standard error is more than 0.1 % from the closed-form REML one. ``--sd-seed 0`` puts the seed variance
-  on the boundary, as the random explanation's AOPC had in the preset's three-seed run.
+  until 5 December 2026, with the model x example cell as a third variance component) on two models, where
+  that variance is one as in :func:`mixed_model_differences` (which estimates it per pair), and the report
+  counts the fits that did not converge and those whose contrast standard error is more than 0.1 % from the
+  closed-form REML one. ``--sd-seed 0`` puts the seed variance on the boundary, as the random explanation's
+  AOPC had in the preset's three-seed run.
 
     python bench/mixed_model_check.py --examples 25 --reps 400 --effect 0
     python bench/mixed_model_check.py --examples 25 --reps 400 --effect 0.5
-    python bench/mixed_model_check.py --examples 200 --reps 40 --sd-seed 0 --against-statsmodels
+    python bench/mixed_model_check.py --examples 25 --reps 2000 --sd-seed 0.05 --sd-model-example 1
+    python bench/mixed_model_check.py --examples 50 --reps 20 --sd-seed 0 --against-statsmodels
 """
 
 from __future__ import annotations
@@ -69,9 +72,10 @@ def check(
     return {name: rate, "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None, "n": n, "failed": failed}
 
 
-def statsmodels_fit(y, model, seed, example):
-    """statsmodels' REML fit of the same model (its default optimizers; the example and the run as variance
-    components of one group, as in its "Variance components" documentation), warnings silenced."""
+def statsmodels_fit(y, model, seed, example, model_example: bool = False):
+    """statsmodels' REML fit of the same model (its default optimizers; the example and the run, and with
+    ``model_example`` the model x example cell, as variance components of one group, as in its "Variance
+    components" documentation), warnings silenced."""
     import warnings
 
     import pandas as pd
@@ -80,23 +84,27 @@ def statsmodels_fit(y, model, seed, example):
     frame = pd.DataFrame({"score": y, "model": model, "example": example, "g": 0})
     frame["run"] = [f"{m}/{s}" for m, s in zip(model, seed)]
     vc = {"example": "0 + C(example)", "seed": "0 + C(run)"}
+    if model_example:
+        frame["cell"] = [f"{m}/{e}" for m, e in zip(model, example)]
+        vc["model_example"] = "0 + C(cell)"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return MixedLM.from_formula("score ~ 0 + C(model)", frame, groups="g", vc_formula=vc).fit(reml=True)
 
 
 def against_statsmodels(n_examples: int, reps: int, seed: int = 0, sd_seed: float = SD_SEED) -> dict:
-    """Fit ``reps`` datasets (no model effect) with statsmodels' ``MixedLM`` (REML, its default optimizers,
-    one group with the example and the run as variance components) and with :func:`mixed_model_differences`;
-    count statsmodels' fits that did not converge and its converged fits whose ``m0 - m1`` standard error is
-    more than 0.1 % from the closed-form one, and give the largest relative difference of those."""
+    """Fit ``reps`` datasets of two models (no model effect) with statsmodels' ``MixedLM`` (REML, its default
+    optimizers, one group with the example, the run and the model x example cell as variance components) and
+    with :func:`mixed_model_differences`; count statsmodels' fits that did not converge and its converged fits
+    whose ``m0 - m1`` standard error is more than 0.1 % from the closed-form one, and give the largest relative
+    difference of those."""
     rng = np.random.default_rng(seed)
     not_converged = wrong = 0
     worst = 0.0
     for _ in range(reps):
-        y, m, s, e = simulate(rng, n_examples, 0.0, sd_seed=sd_seed)
+        y, m, s, e = simulate(rng, n_examples, 0.0, n_models=2, sd_seed=sd_seed)
         (row,) = mixed_model_differences(y, m, s, e, [("m0", "m1")])
-        fit = statsmodels_fit(y, m, s, e)
+        fit = statsmodels_fit(y, m, s, e, model_example=True)
         if not fit.converged:
             not_converged += 1
             continue

@@ -27,24 +27,38 @@ difference is exact and decided here (statsmodels would divide by 0).
 
 **Mixed model** (claim 1's between-model differences, :func:`mixed_model_differences`). Every model sees the same
 examples, so the differences are estimated from every example of every seed, not from seed means: the linear mixed
-model ``y_mse = mu_m + c_e + b_s(m) + eps_mse`` with the model means ``mu_m`` fixed and random intercepts
-``c_e ~ N(0, s2_e)`` for the example (crossed with the models) and ``b_s(m) ~ N(0, s2_s)`` for the seed within
-model, fitted by REML on the examples every run scored. That design is balanced in the examples and REML has a
-closed form there (:func:`_balanced_reml`); until 5 December 2026 statsmodels' ``MixedLM`` fitted it, and near a
-seed variance of 0 it failed or converged to a wrong optimum (``_balanced_reml``'s docstring). ``a - b`` is the
+model ``y_mse = mu_m + c_e + (mc)_me + b_s(m) + eps_mse`` with the model means ``mu_m`` fixed and random
+intercepts ``c_e ~ N(0, s2_e)`` for the example (crossed with the models), ``(mc)_me`` for the model x example
+interaction and ``b_s(m) ~ N(0, s2_s)`` for the seed within model, fitted by REML on the examples every run
+scored. That design is balanced in the examples and REML has a closed form there (:func:`_balanced_reml`);
+until 5 December 2026 statsmodels' ``MixedLM`` fitted it, and near a seed variance of 0 it failed or converged
+to a wrong optimum (*Why not statsmodels*, below). ``a - b`` is the
 contrast of the fixed effects, with the Wald standard error from their covariance. Its reference distribution is
 Student's t with the containment degrees of freedom of the seed term (runs minus models, 6 for 3 x 3 runs; the
 "containment" method of SAS PROC MIXED), not the normal: the example effect cancels in the contrast, so its
 variance is mostly the seed variance, estimated from that few runs; on simulated data of the preset's design
-the normal reference rejected a true null 12.7 % of the time at 5 % (``bench/mixed_model_check.py``). The model
-has no model x example term (the ANOVA components above have one). A model x example variance ``s2_me`` adds
-``2 s2_me / E`` to the contrast's variance but cancels from the seed mean square, so with ``S`` seeds per model and
-``E`` examples the contrast's variance is underestimated by the factor ``1 + S s2_me / (E s2_s + s2_r)``; it does
-not shrink with more examples when the seed variance is small (corrected on 5 December 2026: this docstring gave
-``1 + (S - 1) s2_me / (E s2_s + s2_r + s2_me)``; a simulation with S = 3, E = 50, s2_s = 0.2, s2_r = 1, s2_me = 2
-gave 1.54 against 1.55 from the formula here). On the preset's three-seed run the factor is 1.00 for gradient's
-AOPC comprehensiveness minus random (the ANOVA's ``s2_me`` is 0, over the three encoders and between the twins)
-and 1.10 for its raw score over the three encoders (standard errors about 5 % narrow).
+the normal reference rejected a true null 12.7 % of the time at 5 % (``bench/mixed_model_check.py``). Since 6
+December 2026 the contrast also carries the pair's **model x example** variance (:func:`_contrast`: how
+differently the two models react to each example, which averages over the examples but not over the seeds),
+estimated from the spread of the per-example differences of the two models' seed means, with Satterthwaite's
+degrees of freedom when it is positive. Without it (the model until then) the contrast's variance was
+underestimated by the factor ``1 + S s2_me / (E s2_s + s2_r)`` with ``S`` seeds per model and ``E`` examples,
+which does not shrink with more examples when the seed variance is small: on simulated data with 25 examples,
+seed sd 0.05 and model x example sd 1 the 5 % test rejected a true null 11.0 % of 2,000 times without the
+term and 4.5 % with it, and the 95 % interval covered an effect of 0.5 95.5 % of the time
+(``bench/mixed_model_check.py --examples 25 --reps 2000 --sd-seed 0.05 --sd-model-example 1``). On the preset's
+three-seed run the factor was 1.00 for gradient's AOPC comprehensiveness minus random (the ANOVA's ``s2_me`` is
+0, over the three encoders and between the twins) and 1.10 for its raw score over the three encoders.
+
+**Why not statsmodels** (:func:`_balanced_reml`). statsmodels' ``MixedLM`` (REML, its default optimizers) fails or
+stops at a wrong optimum with a seed variance near 0. On 20 simulated datasets of the preset's design with no seed
+variance (the model without the model x example term, at 9efcb21: ``python bench/mixed_model_check.py
+--examples 200 --reps 20 --sd-seed 0 --against-statsmodels``) 2 fits did not converge and 3 of those it
+called converged had a contrast standard error up to 26 % off. With the term (two models, where it is one
+variance; ``--examples 50 --reps 20 --sd-seed 0 --against-statsmodels``, 6 December 2026) 9 of 20 did not
+converge and 8 of the other 11 had a standard error more than 0.1 % off (up to 4.5 times). On the preset's
+three-seed run it failed for the random explanation's AOPC and, reporting convergence, put gradient's seed
+variance at 3.6e-4 instead of 7.9e-5 (its intervals twice too wide).
 """
 
 from __future__ import annotations
@@ -322,24 +336,48 @@ def mixed_model_differences(scores, model, seed, example, pairs, confidence: flo
     if fit["var_residual"] <= 1e-12 * float(np.var(y)) and fit["var_run_mean"] > 0:
         why = "no run x example variation beyond the example effects: REML has no maximum"
         return [{**row, **_NO_CONTRAST, "converged": False, "reason": why} for row in sizes]
-    # the Wald statistic on t with the containment df of the seed term (runs - models), not on the normal: the
-    # contrast's variance is mostly the seed variance, estimated from that few runs (module docstring)
-    df = len(run_model) - len(levels)
     return [
-        _contrast(fit, row, [levels.index(row["a"]), levels.index(row["b"])], n_seeds, df, confidence) for row in sizes
+        _contrast(fit, y, run_model, row, [levels.index(row["a"]), levels.index(row["b"])], confidence) for row in sizes
     ]
 
 
-def _contrast(fit: dict, row: dict, pair: list[int], n_seeds: np.ndarray, df: int, confidence: float) -> dict:
-    """``row`` with the contrast ``a - b`` of :func:`_balanced_reml`'s ``fit`` (``pair``: the two models'
-    indices, ``n_seeds`` ``[M]``): estimate, t interval and p-value on ``df``, standard error, components."""
+def _contrast(fit: dict, y: np.ndarray, run_model: np.ndarray, row: dict, pair: list[int], confidence: float) -> dict:
+    """``row`` with the contrast ``a - b`` of :func:`_balanced_reml`'s ``fit`` of ``y`` ``[R, E]`` (``run_model``
+    ``[R]``; ``pair``: the two models' indices): estimate, t interval and p-value, standard error, degrees of
+    freedom, the variance components and the pair's model x example variance.
+
+    The pair's model x example term: ``z_e`` = a's seed mean minus b's on example ``e`` has the mean square
+    ``MS_z`` (``E - 1`` df) with expectation ``v_me + k s2_r`` (``k = 1/S_a + 1/S_b``; ``v_me`` the variance of the
+    two models' example-specific deviations' difference, ``2 s2_me`` for a common ``s2_me``; the seed and example
+    effects are constant over the examples or cancel). ``v_me = max(0, MS_z - k s2_r)``, and the contrast's
+    variance is ``k var_run_mean + v_me / E``. With ``v_me`` 0 the t has the containment df of the seed term
+    (runs minus models, as before 6 December 2026); otherwise Satterthwaite's (1946, *Biometrics Bulletin* 2:110)
+    for that sum of mean squares."""
     components = {k: fit[k] for k in ("var_example", "var_seed", "var_residual")}
-    (ia, ib), quantile = pair, float(stats.t.ppf(0.5 + confidence / 2, df))
-    estimate = float(fit["means"][ia] - fit["means"][ib])
-    se = math.sqrt(fit["var_run_mean"] * (1 / n_seeds[ia] + 1 / n_seeds[ib]))
+    ia, ib = pair
+    in_a, in_b = run_model == ia, run_model == ib
+    k = 1 / in_a.sum() + 1 / in_b.sum()
+    z = y[in_a].mean(axis=0) - y[in_b].mean(axis=0)
+    n_examples = y.shape[1]
+    ms_z = float(z.var(ddof=1))
+    v_me = max(0.0, ms_z - k * fit["var_residual"])
+    estimate = float(z.mean())
+    variance = k * fit["var_run_mean"] + v_me / n_examples
+    se = math.sqrt(variance)
+    components["var_model_example"] = v_me / 2
     if not (math.isfinite(se) and se > 0):
         why = f"no finite positive standard error of {row['a']} - {row['b']} (se = {se})"
         return {**row, **_NO_CONTRAST, **components, "converged": True, "reason": why}
+    if v_me == 0:
+        df = float(len(run_model) - int(run_model.max()) - 1)
+    else:  # k var_run_mean + v_me / E as mean squares: (c, MS, df) terms
+        terms = [(1 / n_examples, ms_z, n_examples - 1), (-k / n_examples, fit["var_residual"], fit["df_residual"])]
+        terms += [(k / n_examples, fit["ms_seed"], fit["df_seed"])] if fit["var_seed"] > 0 else []
+        terms = [(c * ms, d) for c, ms, d in terms if d > 0]
+        if fit["var_seed"] == 0:  # pooled: k s2_r / E + (MS_z - k s2_r) / E = MS_z / E
+            terms = [(ms_z / n_examples, n_examples - 1)]
+        df = variance**2 / sum(term**2 / d for term, d in terms)
+    quantile = float(stats.t.ppf(0.5 + confidence / 2, df))
     p = float(2 * stats.t.sf(abs(estimate) / se, df))
     ci = {"ci_low": estimate - quantile * se, "ci_high": estimate + quantile * se}
     return {**row, "estimate": estimate, **ci, "p_value": p, "se": se, "df": df, **components} | {
@@ -376,22 +414,21 @@ def _mixed_frame(scores, model, seed, example, pairs) -> tuple[pd.DataFrame, lis
 
 
 def _balanced_reml(y: np.ndarray, run_model: np.ndarray) -> dict:
-    """REML of ``y[r, e] = mu_m(r) + c_e + b_r + eps_re`` for runs ``r`` (seeds nested in models) that all
-    scored the same examples ``e``: ``y`` ``[R, E]``, ``run_model`` ``[R]`` (the model index of each run).
+    """REML of ``y[r, e] = mu_m(r) + c_e + (mc)_m(r)e + b_r + eps_re`` for runs ``r`` (seeds nested in models)
+    that all scored the same examples ``e``: ``y`` ``[R, E]``, ``run_model`` ``[R]`` (the model index of each
+    run). The model x example term ``(mc)`` is estimated per pair of models, in :func:`_contrast`.
 
-    Written here, not fitted with statsmodels' ``MixedLM`` (REML, its default optimizers): with a seed variance
-    near 0 it fails or stops at a wrong optimum. On 20 simulated datasets of the preset's design with no seed
-    variance (``python bench/mixed_model_check.py --examples 200 --reps 20 --sd-seed 0 --against-statsmodels``)
-    2 fits did not converge and 3 of those it called converged had a contrast standard error up to 26 % off; on
-    the preset's three-seed run it failed for the random explanation's AOPC and, reporting convergence, put
-    gradient's seed variance at 3.6e-4 instead of 7.9e-5 (its intervals twice too wide). The tests hold this
-    function to ``MixedLM`` where that converges well and to a numerical maximisation of the REML likelihood
-    on the boundary (tests/reporting/test_mixed_model.py).
+    Written here, not fitted with statsmodels' ``MixedLM``, which near a seed variance of 0 fails or stops at a
+    wrong optimum (module docstring, *Why not statsmodels*); the tests hold it to ``MixedLM`` where that
+    converges well and to a numerical maximisation of the REML likelihood on the boundary.
 
     The design is balanced in the examples, so the REML likelihood factors into independent strata (Searle,
     Casella & McCulloch 1992, *Variance Components*, Sec. 4.7 and 6.7): examples (``E - 1`` df, expected mean
-    square ``s2_r + R s2_e``), seeds within models (``R - M`` df, ``s2_r + E s2_s``) and runs x examples
-    (``(R - 1)(E - 1)`` df, ``s2_r``). Without the constraints the estimates are the ANOVA ones; a variance that
+    square ``s2_r + R s2_e``, plus a share of the model x example variance), seeds within models (``R - M`` df,
+    ``s2_r + E s2_s``; the model x example term cancels within a model), models x examples (``(M - 1)(E - 1)``
+    df; left to the contrasts) and seeds x examples within models (``(R - M)(E - 1)`` df, ``s2_r``; until 6
+    December 2026 the residual was all runs x examples, ``(R - 1)(E - 1)`` df, the model x example term
+    included). Without the constraints the estimates are the ANOVA ones; a variance that
     would be negative is 0 and its stratum is pooled with the residual one (the ordered-means solution for a
     simple tree order: the lowest mean squares join the residual while they are below the pooled value). Each
     model's mean is the average of its runs' means (every run mean has the variance ``s2_s + s2_r / E``; the
@@ -399,15 +436,21 @@ def _balanced_reml(y: np.ndarray, run_model: np.ndarray) -> dict:
 
     Returns:
         ``means`` ``[M]`` (the model means), ``var_run_mean`` (``s2_s + s2_r / E``, the variance of one run's
-        mean about its model's), ``var_example``, ``var_seed``, ``var_residual`` (in ``y``'s unit squared).
+        mean about its model's), ``var_example``, ``var_seed``, ``var_residual`` (in ``y``'s unit squared),
+        ``df_residual`` (of the residual stratum, pooled ones included), ``ms_seed`` and ``df_seed`` (the seed
+        stratum's mean square and degrees of freedom).
     """
     n_runs, n_examples = y.shape
     n_models = int(run_model.max()) + 1
     run_means, example_means, grand = y.mean(axis=1), y.mean(axis=0), y.mean()
-    means = np.bincount(run_model, weights=run_means, minlength=n_models) / np.bincount(run_model, minlength=n_models)
-    residual = y - run_means[:, None] - example_means[None, :] + grand
+    runs_of = np.bincount(run_model, minlength=n_models)
+    means = np.bincount(run_model, weights=run_means, minlength=n_models) / runs_of
+    # each model's mean per example ([M, E]): the residual is the seed x example variation within a model, so a
+    # model x example effect (cancelled within a model) stays out of it
+    cell = np.stack([y[run_model == m].mean(axis=0) for m in range(n_models)])
+    residual = y - run_means[:, None] - cell[run_model] + means[run_model][:, None]
     strata = {
-        "residual": (float((residual**2).sum()), (n_runs - 1) * (n_examples - 1)),
+        "residual": (float((residual**2).sum()), (n_runs - n_models) * (n_examples - 1)),
         "seed": (float(n_examples * ((run_means - means[run_model]) ** 2).sum()), n_runs - n_models),
         "example": (float(n_runs * ((example_means - grand) ** 2).sum()), n_examples - 1),
     }
@@ -426,4 +469,7 @@ def _balanced_reml(y: np.ndarray, run_model: np.ndarray) -> dict:
         "var_example": s2_e,
         "var_seed": s2_s,
         "var_residual": s2_r,
+        "df_residual": df,
+        "ms_seed": strata["seed"][0] / strata["seed"][1],
+        "df_seed": strata["seed"][1],
     }

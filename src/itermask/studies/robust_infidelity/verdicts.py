@@ -127,14 +127,15 @@ def _claim1_power(claims: Claims, tested: pd.DataFrame) -> str:
     each mixed-model contrast's standard error and degrees of freedom (``detectable_effect("wald_t")``)."""
     alpha, m = 1 - claims.confidence, max(len(tested), 1)
     sized = [
-        detectable_effect("wald_t", int(r["df"]), None, float(r["se"]), alpha / m, POWER)[0]
+        detectable_effect("wald_t", float(r["df"]), None, float(r["se"]), alpha / m, POWER)[0]
         for r in series_rows(tested)
         if math.isfinite(float(r.get("se", math.nan))) and math.isfinite(float(r.get("df", math.nan)))
     ]
     sized = [d for d in sized if math.isfinite(d)]
     if not sized:
         return " The smallest detectable difference is not computable (no contrast has a standard error)."
-    df = int(np.nanmin(tested["df"].to_numpy(dtype=float)))
+    dfs = tested["df"].to_numpy(dtype=float)
+    df = f"{np.nanmin(dfs):.3g}" + (f"-{np.nanmax(dfs):.3g}" if np.nanmax(dfs) - np.nanmin(dfs) > 0.05 else "")
     return (
         f" At {POWER * 100:.0f} % power this design (two-sided alpha {alpha:g}/{m} = {alpha / m:.2g}, Holm's "
         f"strictest step; t on {df} df) detects a difference of {number(min(sized))} to "
