@@ -4,6 +4,7 @@ without a traceback (:func:`itermask.jobs.run_job`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -50,6 +51,13 @@ class Problems:
         """Record problems given as messages (:func:`config_problems`)."""
         if messages:
             self.errors.append(SettingsError(messages))
+
+    def names(self, prefix: str) -> bool:
+        """Whether a problem recorded so far names a key beginning with ``prefix`` (e.g. ``"sanity."``: a setting
+        of that node was refused, so its component is not built to refuse it again)."""
+        pattern = re.compile(rf"(^|[\s(,]){re.escape(prefix)}")
+        messages = (m for e in self.errors for m in (e.problems if isinstance(e, SettingsError) else [str(e)]))
+        return any(pattern.search(m) for m in messages)
 
     def raise_if_any(self) -> None:
         """Raise what was collected: a single error as it is (its type kept, e.g. ``FileNotFoundError``),

@@ -211,18 +211,27 @@ def check_seed_value(key: str, value) -> str | None:
     return None if SEED.allows(value) else f"{key} must be {SEED.describe()} (NumPy's seed range), got {value!r}"
 
 
-def _seed_problems(node, prefix: str = "") -> list[str]:
-    """Every ``seed`` or ``*_seed`` option of the (plain, resolved) config outside NumPy's range."""
-    problems = []
+def _seed_problems(config: dict) -> list[str]:
+    """Every ``seed`` or ``*_seed`` option of the (plain, resolved) config outside NumPy's range; the options
+    holding the same bad value as the top-level ``seed`` (``${seed}`` by default) are named in its message."""
+    bad = _bad_seeds(config)
+    top = dict(bad).get("seed", _ABSENT)
+    echoes = [key for key, value in bad if key != "seed" and top is not _ABSENT and value == top]
+    also = f" (the value of {', '.join(echoes)} too)" if echoes else ""
+    return [f"{check_seed_value(key, value)}{also if key == 'seed' else ''}" for key, value in bad if key not in echoes]
+
+
+def _bad_seeds(node, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, value)`` of every ``seed`` or ``*_seed`` option outside NumPy's range."""
+    bad = []
     if isinstance(node, dict):
         for key, value in node.items():
             dotted = f"{prefix}{key}"
             if str(key) == "seed" or str(key).endswith("_seed"):
-                if (problem := check_seed_value(dotted, value)) is not None:
-                    problems.append(problem)
+                bad += [(dotted, value)] if check_seed_value(dotted, value) is not None else []
             else:
-                problems += _seed_problems(value, f"{dotted}.")
-    return problems
+                bad += _bad_seeds(value, f"{dotted}.")
+    return bad
 
 
 def _list_problems(config: dict) -> list[str]:

@@ -107,10 +107,15 @@ def test_every_problem_is_reported_at_once_and_seeds_are_found_anywhere():
     assert problems == [
         "model.finetune.batch_size must be an integer >= 1, got 0",
         "evaluation.token_budget must be an integer >= 1, got -1",
-        "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -2",
-        "saliency.seed must be an integer in [0, 4294967295] (NumPy's seed range), got -2",  # seed: ${seed}
+        # saliency.seed is ${seed}: named in seed's message, not refused once more
+        "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -2 (the value of saliency.seed too)",
     ]
-    assert str(SettingsError(problems)).startswith("4 invalid settings:\n  model.finetune.batch_size")
+    assert str(SettingsError(problems)).startswith("3 invalid settings:\n  model.finetune.batch_size")
+    # a sub-seed with a bad value of its own is refused on its own line
+    assert settings_problems("seed=-2", "saliency=lime", "saliency.seed=-3") == [
+        "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -2",
+        "saliency.seed must be an integer in [0, 4294967295] (NumPy's seed range), got -3",
+    ]
 
 
 def test_the_default_configs_pass():
@@ -328,3 +333,19 @@ def test_continued_pretraining_added_to_a_model_without_it_is_refused_even_force
     with pytest.raises(SettingsError, match=r"model.pretrain.epochs \(added with \+model.pretrain.epochs=...\)"):
         check_added_keys(["+model.pretrain.epochs=2"], config)
     check_added_keys(["++model.pretrain.epochs=2", "model.pretrain.head_steps=1"], config)
+
+
+def test_a_seed_refused_by_the_settings_check_is_not_refused_again_by_its_analysis():
+    """``seed=`` (empty; ``experiment=paper`` turns the analyses on) gave seven lines before 6 December 2026: the
+    seed, the three analyses' ``${seed}`` copies, then each analysis's constructor on the same value (one a raw
+    ``int()`` error). Now the seed's line names its copies and the analyses are not built."""
+    from itermask.settings import evaluation_plan
+    from itermask.validation import SettingsError
+
+    cfg = compose_config("seed=", "sanity=on", "ffidelity=on", "removal_reference=on", "model=minilm")
+    with pytest.raises(SettingsError) as error:
+        evaluation_plan(cfg)
+    assert error.value.problems == [
+        "seed must be an integer in [0, 4294967295] (NumPy's seed range), got '' "
+        "(the value of ffidelity.seed, removal_reference.seed, sanity.seed too)"
+    ]

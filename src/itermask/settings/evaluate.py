@@ -49,6 +49,8 @@ def _analyses(config: dict, problems: Problems) -> list[Analysis]:
             continue
         if node is None or node.get("enabled", True) is False or node.get("level") == "none":
             continue
+        if problems.names(f"{name}."):  # a setting of it was refused above: not once more by its constructor
+            continue
         with problems.collect():
             analyses.append(build(node, name, Analysis))
     return analyses
