@@ -182,6 +182,10 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     issue34 |= {"seed_once": 19}
     # a model.pretrained folder that is not there refused by the plan, before Hydra makes the job's folder ~4
     issue34 |= {"pretrained_early": 4}
+    # stop 53's new-user review: a training subset of one class refused and the majority taken from the whole
+    # training split (datamodule.training_labels) ~14; an empty or file model.pretrained named ~10; a config group
+    # given a list of options (validation.group_list_problems) ~18
+    issue34 |= {"review53": 42}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

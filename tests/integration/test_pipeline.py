@@ -262,7 +262,7 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
         ),
         ("evaluation.split=nope", "unknown split 'nope'"),
         ("evaluation.segments=[1]", r"evaluation.segments=\[1\], but rt_snippets has single texts"),
-        ("train.max_train_examples=0", "train.max_train_examples must be an integer >= 1 or null"),
+        ("train.max_train_examples=1", "train.max_train_examples must be an integer >= 2 or null"),
     ]:
         with pytest.raises(ValueError, match=message):
             pipeline.run_evaluate(_compose(override))
@@ -281,6 +281,10 @@ def test_missing_local_model_directory_is_named(tmp_path):
     assert resolve_pretrained("roberta-base") == "roberta-base"  # hub ids pass through
     assert resolve_pretrained("FacebookAI/roberta-base") == "FacebookAI/roberta-base"
     assert resolve_pretrained(str(tmp_path)) == str(tmp_path)
+    # a file is named as one (it was called a missing directory: stop 53's new-user review)
+    (file := tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"^model.pretrained='.*notes.txt' is a file; give the save_pretrained\(\)"):
+        resolve_pretrained(str(file))
     # a name that is no hub id is refused naming the setting (the hub library's message named nothing: issue 36)
     with pytest.raises(ValueError, match=r"^model.pretrained='<img src=x onerror=alert\(1\)>' is neither a local dir"):
         resolve_pretrained("<img src=x onerror=alert(1)>")

@@ -52,8 +52,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("trainer.max_epochs=0", "trainer.max_epochs must be an integer >= 1, got 0"),
         ("model.max_length=0", "model.max_length must be an integer >= 1, got 0"),
         (
-            "train.max_train_examples=0",
-            "train.max_train_examples must be an integer >= 1 or null (the whole training split), got 0",
+            "train.max_train_examples=1",
+            "train.max_train_examples must be an integer >= 2 or null (the whole training split), got 1",
         ),
         ("train.checkpoint_every_n_steps=0", "train.checkpoint_every_n_steps must be an integer >= 1 or null"),
         ("evaluation.n_examples=-5", "evaluation.n_examples must be an integer >= 1 or null (the whole split), got -5"),

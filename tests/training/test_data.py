@@ -266,3 +266,17 @@ def test_grouped_training_batches_hold_every_example_once_and_little_padding(tok
     share_grouped = _padding_share(grouped.train_dataloader())
     share_shuffled = _padding_share(shuffled.train_dataloader())
     assert share_grouped < share_shuffled / 3, (share_grouped, share_shuffled)
+
+
+def test_a_training_subset_of_one_class_is_refused_and_the_majority_is_the_whole_splits(tokenizer):
+    """``train.max_train_examples=2`` with seed 2 draws two examples of class 0 (a new user's review: one example
+    fine-tuned without a warning, judged against that one example's class as the "majority"). The subset is
+    refused; a subset of both classes keeps the whole training split's labels (5,757 of class 1 in 10,008) for
+    the majority-class baseline."""
+    with pytest.raises(ValueError, match=r"^train.max_train_examples=2 keeps examples of 1 class only \(seed 2\), of"):
+        TextClassificationDataModule(shipped_source(), tokenizer, max_length=32, max_train_examples=2, seed=2).setup()
+    dm = TextClassificationDataModule(shipped_source(), tokenizer, max_length=32, max_train_examples=2, seed=5)
+    dm.setup()
+    assert sorted(dm.splits["train"]["label"]) == [0, 1]
+    labels = dm.training_labels()
+    assert (len(labels), labels.count(1)) == (10008, 5757)

