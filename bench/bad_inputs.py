@@ -268,7 +268,8 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
             "ok",
         ),
         ("learning rate 1000 (meaningless model)", [*SMALL, "model.finetune.optimizer.learning_rate=1000"], "flagged"),
-        ("train.max_train_examples=1 (meaningless model)", [*SMALL, "train.max_train_examples=1"], "flagged"),
+        # flagged (exit 0) until stop 53; refused since: a subset of one class cannot be fine-tuned on
+        ("train.max_train_examples=1 (one example)", [*SMALL, "train.max_train_examples=1"], "error"),
         # stop 49's new-user review
         ("dataset.source.name=bogus (shipped data)", ["dataset.source.name=bogus"], "error"),
         ("misspelt group saliancy=gradient", ["saliancy=gradient"], "error"),
@@ -277,6 +278,16 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("CSV: no such file (relative path)", ["dataset=csv", "dataset.source.path=nonexist.csv"], "error"),
         ("hub model without the hub (model=roberta)", ["model=roberta"], "error"),
         ("hub dataset without the hub (dataset=sst2)", ["dataset=sst2"], "error"),
+        # stop 53's new-user review
+        (
+            "train.max_train_examples=2, a subset of one class (seed 2)",
+            [*SMALL, "seed=2", "train.max_train_examples=2"],
+            "error",
+        ),
+        ("model.pretrained= (empty)", ["model.pretrained="], "error"),
+        ("model.pretrained is a file", [f"model.pretrained={f['empty']}"], "error"),
+        ("two saliency methods as a list (saliency=[gradient,occlusion])", ["saliency=[gradient,occlusion]"], "error"),
+        ("experiment=paper seed= (empty seed)", ["experiment=paper", "seed="], "error"),
     ]
 
 
