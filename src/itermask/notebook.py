@@ -132,13 +132,16 @@ class EvaluationResult:
             max_tokens: tokens shown per example (default :data:`itermask.views.MAX_TOKENS`).
 
         Raises:
-            ValueError: for an id that was not evaluated (no maskable token, or out of range).
+            ValueError: for an id that is not a whole number, or was not evaluated (no maskable token, or out of
+                range).
         """
         import torch
 
         from itermask.core.evaluation import saliency_scores
         from itermask.views import MAX_TOKENS, views_from_curves
 
+        if example_ids is not None and (bad := [i for i in example_ids if not _whole(i)]):
+            raise ValueError(f"example_ids must be whole numbers (positions in the given data), got {bad}")
         key = (None if example_ids is None else tuple(int(i) for i in example_ids), max_tokens)
         if key in self._views:  # a notebook displays a result again and again: explained once
             return self._views[key]
@@ -186,3 +189,12 @@ class EvaluationResult:
         from itermask.views.page import render_result
 
         return render_result(self.warnings, table, self.views().html())
+
+
+def _whole(value) -> bool:
+    """Whether ``value`` is a whole number (an int, or a NumPy or torch scalar equal to one; not a bool or a
+    string)."""
+    try:
+        return not isinstance(value, bool | str | bytes) and int(value) == value
+    except (TypeError, ValueError):
+        return False

@@ -258,7 +258,8 @@ def _list_problems(config: dict) -> list[str]:
                 f"{key} needs at least two steps (the area under a masking curve and SRG integrate over the "
                 f"steps; e.g. [{0 if key == 'evaluation.counts' else 0.0}, {value[0]!r}]), got {value!r}"
             )
-    return problems + _order_problems(config)
+    named = {m.split(" must ", 1)[0].removeprefix("every item of ") for m in problems}
+    return problems + [m for m in _order_problems(config) if m.split(" ", 1)[0] not in named]  # once per list
 
 
 def _repeated(values: list) -> list:

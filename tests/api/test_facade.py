@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -77,6 +78,14 @@ def test_views_and_the_notebook_html(tiny_bert, tokenizer):
     assert "aopc_comprehensiveness_prob" in html and html.count('class="imx"') == 3  # the first 3 examples
     with pytest.raises(ValueError, match=r"example ids \[7\] were not evaluated"):
         result.views([7])
+    # stop 53's new-user review: a raw int() error and a raw NotADirectoryError before
+    with pytest.raises(
+        ValueError, match=r"^example_ids must be whole numbers \(positions in the given data\), got \['a'\]$"
+    ):
+        result.views(["a"])
+    assert result.views([np.int64(1)]).views[0].example_id == 1
+    with pytest.raises(NotADirectoryError, match=r"^cannot write the views page to /dev/null/x.html: Not a directory$"):
+        views.save("/dev/null/x.html")
     # a notebook shows a result again and again: the views are built (and saliency computed) once
     calls = []
     result._methods = {name: _Counting(method, calls) for name, method in result._methods.items()}

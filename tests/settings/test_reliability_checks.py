@@ -284,6 +284,10 @@ def test_umap_fractions_must_ascend():
     assert settings_problems("ood.plots.umap_fractions=[0.5,0.1]") == [
         "ood.plots.umap_fractions must be in ascending order, got [0.5, 0.1] (sorted: [0.1, 0.5])"
     ]
+    # an item out of range is named alone: "(sorted: [-2, 0])" suggested a list the range check refuses
+    assert settings_problems("evaluation.steps=count", "evaluation.counts=[0,-2]") == [
+        "every item of evaluation.counts must be an integer >= 0, got [-2]"
+    ]
 
 
 def test_a_setting_the_component_does_not_take_is_named_with_the_close_one():

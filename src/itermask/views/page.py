@@ -364,7 +364,13 @@ class ExampleViews(Sequence):
         return render_page(self.views, title, self.max_tokens)
 
     def save(self, path: str | Path, title: str = "itermask examples") -> Path:
-        """Write :meth:`page` to ``path`` (UTF-8); returns the path."""
+        """Write :meth:`page` to ``path`` (UTF-8); returns the path.
+
+        Raises:
+            OSError: ``path``'s folder is missing or not writable, named with the path."""
         path = Path(path)
-        path.write_text(self.page(title), encoding="utf-8")
+        try:
+            path.write_text(self.page(title), encoding="utf-8")
+        except OSError as error:
+            raise type(error)(f"cannot write the views page to {path}: {error.strerror or error}") from None
         return path
