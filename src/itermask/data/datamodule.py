@@ -121,6 +121,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.seed = seed
         self.num_workers = num_workers
         self.data: LabelledSplits | None = None
+        self._warned: set[tuple] = set()
         self.tokenized: datasets.DatasetDict | None = None
         self.collator = TokenCollator(tokenizer, tuple(tokenizer.model_input_names))
 
@@ -248,7 +249,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
             if n_examples < len(data):
                 rows = np.random.default_rng(subset_seed).choice(len(data), size=n_examples, replace=False)
                 data = data.select(np.sort(rows))
-            elif n_examples > len(data):
+            elif n_examples > len(data) and (warned := (option, n_examples, split)) not in self._warned:
+                self._warned.add(warned)  # the resources and the evaluator ask for the same subset: said once
                 log.warning(
                     "%s=%d, but split %r has only %d examples: using all %d",
                     option,
