@@ -187,7 +187,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # given a list of options (validation.group_list_problems) ~18
     issue34 |= {"review53": 42}
     # and its smaller ones: example_ids that are not whole numbers and a views page that cannot be written named
-    # (notebook._whole, ExampleViews.save) ~16; an unordered list with an item out of range named once ~3; a subset larger than its split warned once ~2
+    # (notebook._whole, ExampleViews.save) ~16; an unordered list with an item out of range named once ~3; a
+    # subset larger than its split warned once ~2
     issue34 |= {"review53_small": 21}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
