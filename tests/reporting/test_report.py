@@ -259,6 +259,16 @@ def test_no_finished_runs_says_what_was_found(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReportError, match=r"no finished runs .* 0 job folder.*no multirun.yaml"):
         build_report(tmp_path / "empty")
+    # a single run's folder that failed (it said "found 0 job folder(s)": stop 53's new-user review)
+    (single := tmp_path / "single" / ".hydra").mkdir(parents=True)
+    (single.parent / "failed.json").write_text(json.dumps({"error": "ValueError: bad\nthing"}))
+    with pytest.raises(ReportError) as info:
+        build_report(single.parent)
+    assert str(info.value) == (
+        f"{single.parent} is a single job's folder, not a multirun's (the job failed: ValueError: bad thing); the "
+        f"report reads a multirun folder (python evaluate.py -m ...); one job's examples: python -m itermask.views "
+        f"{single.parent}"
+    )
     root = write_sweep(tmp_path / "unfinished", [None, None], overrides=[["seed=0"], ["seed=1"]])
     with pytest.raises(ReportError) as info:
         build_report(root)

@@ -234,6 +234,13 @@ def load_sweep(root: str | Path) -> Sweep:
     not_started = [o for o in expected or [] if frozenset(o) not in seen]
     runs.sort(key=lambda r: (r.label, r.seed, _natural(r.job)))
     sweep = Sweep(root, runs, unfinished, not_started, len(expected) if expected is not None else None, meta, failed)
+    if not runs and (root / ".hydra").is_dir() and not job_dirs:  # a single run's folder (no -m)
+        marker = read_failure(root)
+        state = f"the job failed: {marker['error']}" if marker else "no results.json: interrupted or still running"
+        raise NoRunsError(
+            f"{root} is a single job's folder, not a multirun's ({state}); the report reads a multirun folder "
+            f"(python evaluate.py -m ...); one job's examples: python -m itermask.views {root}"
+        )
     if not runs:
         found = f"{len(job_dirs)} job folder(s), none with a results.json"
         if job_dirs:
