@@ -192,6 +192,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     issue34 |= {"review53_small": 21}
     # the report given a single run's folder says so, with its failure (reporting.sweep) ~7
     issue34 |= {"report_single_job": 7}
+    # evaluation.split checked against the three splits in the plan, before the job's folder ~3
+    issue34 |= {"split_early": 3}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

@@ -499,6 +499,8 @@ def test_a_plain_single_run_gets_no_sweep_warning(monkeypatch, entry_point, tmp_
         ),
         # the next two from stop 53's new-user review: the current folder was taken for the model (and a
         # folder left with failed.json); Hydra merged both methods' configs and the error named a key of one
+        # refused by the data module, after Hydra made the job's folder, until stop 53
+        ("evaluation.split=dev", "evaluation.split='dev' is not a split: choose from ['train', 'validation', 'test']"),
         (
             "model.pretrained=",
             "model.pretrained is empty: give a save_pretrained() directory, a hub id such as 'roberta-base', or "

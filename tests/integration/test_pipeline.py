@@ -260,7 +260,7 @@ def test_settings_that_need_the_data_are_refused_before_fine_tuning(monkeypatch,
             "evaluation.n_examples=0",
             r"evaluation.n_examples must be an integer >= 1 or null \(the whole split\), got 0",
         ),
-        ("evaluation.split=nope", "unknown split 'nope'"),
+        ("evaluation.split=nope", "evaluation.split='nope' is not a split"),
         ("evaluation.segments=[1]", r"evaluation.segments=\[1\], but rt_snippets has single texts"),
         ("train.max_train_examples=1", "train.max_train_examples must be an integer >= 2 or null"),
     ]:

@@ -15,6 +15,7 @@ from itermask.analyses.per_example import PerExampleAnalysis
 from itermask.context import JobContext
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.saliency.base import SaliencyMethod
+from itermask.data.splits import SPLITS
 from itermask.plan import EvaluationPlan
 from itermask.problems import Problems
 from itermask.settings.components import build, plain
@@ -79,6 +80,8 @@ def evaluation_plan(cfg: DictConfig, context: JobContext | None = None) -> Evalu
     }
     with problems.collect(), _naming("evaluation"):
         evaluation = EvaluationSettings.of({k: v for k, v in config["evaluation"].items() if k not in added})
+        if evaluation.split not in SPLITS:  # every data source loads these three (data.splits)
+            raise ValueError(f"evaluation.split={evaluation.split!r} is not a split: choose from {list(SPLITS)}")
     analyses = _analyses(config, problems)
     problems.raise_if_any()
     assert saliency is not None and evaluation is not None
