@@ -370,13 +370,12 @@ def _contrast(fit: dict, y: np.ndarray, run_model: np.ndarray, row: dict, pair: 
         return {**row, **_NO_CONTRAST, **components, "converged": True, "reason": why}
     if v_me == 0:
         df = float(len(run_model) - int(run_model.max()) - 1)
-    else:  # k var_run_mean + v_me / E as mean squares: (c, MS, df) terms
-        terms = [(1 / n_examples, ms_z, n_examples - 1), (-k / n_examples, fit["var_residual"], fit["df_residual"])]
-        terms += [(k / n_examples, fit["ms_seed"], fit["df_seed"])] if fit["var_seed"] > 0 else []
-        terms = [(c * ms, d) for c, ms, d in terms if d > 0]
-        if fit["var_seed"] == 0:  # pooled: k s2_r / E + (MS_z - k s2_r) / E = MS_z / E
-            terms = [(ms_z / n_examples, n_examples - 1)]
-        df = variance**2 / sum(term**2 / d for term, d in terms)
+    elif fit["var_seed"] == 0:  # seed stratum pooled: k s2_r / E + (MS_z - k s2_r) / E = MS_z / E
+        df = float(n_examples - 1)
+    else:  # E * variance = k MS_seed + MS_z - k s2_r: Satterthwaite over the three mean squares
+        terms = [(k * fit["ms_seed"], fit["df_seed"]), (ms_z, n_examples - 1)]
+        terms += [(-k * fit["var_residual"], fit["df_residual"])]
+        df = (variance * n_examples) ** 2 / sum(term**2 / d for term, d in terms)
     quantile = float(stats.t.ppf(0.5 + confidence / 2, df))
     p = float(2 * stats.t.sf(abs(estimate) / se, df))
     ci = {"ci_low": estimate - quantile * se, "ci_high": estimate + quantile * se}
