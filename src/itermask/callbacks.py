@@ -249,11 +249,15 @@ class SettingsCheckCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Raises:
-        SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it."""
+        SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it; a key
+            given twice on the command line, before the jobs are composed."""
+        from itermask.overrides import repeated_key_problems
         from itermask.reporting.sweep import sweep_jobs
 
-        if (problem := _launcher_problem(config)) is not None:
-            raise SystemExit(f"error: the multirun was not started: {problem}")
+        # the jobs' overrides come de-duplicated by the sweeper (the last value kept): the command line itself
+        task = [str(override) for override in OmegaConf.select(config, "hydra.overrides.task") or ()]
+        if problems := repeated_key_problems(task) + [p for p in [_launcher_problem(config)] if p is not None]:
+            raise SystemExit("error: the multirun was not started: " + "\nerror: ".join(problems))
         jobs = sweep_jobs(config)
         if not jobs:
             return

@@ -25,6 +25,7 @@ from omegaconf import MISSING
 from itermask.core.evaluation_settings import FEATURE_KINDS, QUANTITIES
 from itermask.core.precision import autocast_dtype
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
+from itermask.overrides import override_problems
 from itermask.storage.cache import cache_path_problem
 
 __all__ = [
@@ -546,10 +547,11 @@ def ood_package_problems(level, plots_enabled) -> list[str]:
 
 def composed_problems(config: dict, overrides: list[str] | None = None) -> list[str]:
     """Every problem of a composed, resolved config that can be found without torch, transformers or
-    Lightning: the numeric options (:func:`config_problems`), keys added to itermask's own sections
-    (:func:`check_added_keys`), a cache path that is a file, and the optional packages its choices need
-    (:func:`ood_package_problems`)."""
-    problems = config_problems(config) + group_list_problems(overrides or [])
+    Lightning: the numeric options (:func:`config_problems`), the overrides as written
+    (:func:`itermask.overrides.override_problems`: a group given a list, a key given twice), keys added to
+    itermask's own sections (:func:`check_added_keys`), a cache path that is a file, and the optional packages its
+    choices need (:func:`ood_package_problems`)."""
+    problems = config_problems(config) + override_problems(overrides or [])
     if isinstance(config.get("cache_dir"), str) and (problem := cache_path_problem(config["cache_dir"])) is not None:
         problems.append(problem)
     try:
@@ -560,25 +562,6 @@ def composed_problems(config: dict, overrides: list[str] | None = None) -> list[
     if isinstance(ood, dict) and "ood" in (config.get("analyses") or []):
         plots = ood.get("plots")
         problems += ood_package_problems(ood.get("level"), plots.get("enabled") if isinstance(plots, dict) else None)
-    return problems
-
-
-def group_list_problems(overrides: list[str]) -> list[str]:
-    """A config group given a list of options (``saliency=[gradient,occlusion]``, as Hydra's message on
-    ``saliency=gradient,occlusion`` without ``-m`` advises): Hydra merges them into one node, whose settings then
-    mix (the last option's class with the others' keys). Every group of ``conf/`` takes one option."""
-    from itermask.conf import CONF_DIR
-
-    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
-    problems = []
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key.lstrip("+~") in groups and value.strip().startswith("["):
-            group, options = key.lstrip("+~"), value.strip()[1:-1]
-            problems.append(
-                f"{group}={value.strip()} picks several {group} options at once (Hydra would merge them into one); "
-                f"{group} takes one option: compare them in a multirun, python evaluate.py -m {group}={options}"
-            )
     return problems
 
 

@@ -526,6 +526,24 @@ def test_a_single_run_with_a_bad_setting_is_refused_before_its_folder_is_made(
     assert ran == [] and not (tmp_path / "run").exists()
 
 
+def test_a_key_given_twice_stops_a_single_run_and_a_multirun_before_any_folder(tmp_path, monkeypatch, entry_point):
+    """Hydra keeps the last of ``seed=0 seed=1`` without a word, and in a multirun its sweeper de-duplicates the
+    jobs' overrides, so the command line itself is checked (stop 54; it was silent)."""
+    ran = []
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
+    problem = (
+        "seed is given more than once on the command line (seed=0, seed=1): Hydra would keep the last one without a "
+        "word; give it once (or run each: -m seed=0,1)"
+    )
+    with pytest.raises(SystemExit) as exit_:
+        entry_point("evaluate.py", "seed=0", "logger=csv", "seed=1", f"hydra.run.dir={tmp_path}/run")
+    assert str(exit_.value) == f"bad setting: {problem}"
+    with pytest.raises(SystemExit) as exit_:
+        entry_point("evaluate.py", "-m", "seed=0", "logger=csv", "seed=1", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert str(exit_.value) == f"error: the multirun was not started: {problem}"
+    assert ran == [] and not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
 def test_a_bad_setting_found_in_the_job_leaves_its_reason_in_the_job_log(tmp_path, monkeypatch, entry_point):
     """A bad setting only the job can see (one that needs the data, say) is printed by Hydra on the console, and
     the job's folder keeps it in its log too (it was empty beside failed.json)."""

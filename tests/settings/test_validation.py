@@ -296,6 +296,23 @@ def test_an_evaluation_key_added_with_plus_is_named_once_and_one_forced_with_plu
     assert problems[1].startswith("evaluation: unknown evaluation setting(s) ['zz']: choose from ")
 
 
+def test_a_key_given_twice_is_named_once_with_its_overrides_in_order():
+    from itermask.overrides import repeated_key_problems
+
+    tail = ": Hydra would keep the last one without a word; give it once"
+    assert repeated_key_problems(["seed=0", "model=minilm", "seed=1", "logger=csv", "+seed=2", "model=minilm_mlm"]) == [
+        f"seed is given more than once on the command line (seed=0, seed=1, +seed=2){tail} "
+        "(or run each: -m seed=0,1,2)",
+        f"model is given more than once on the command line (model=minilm, model=minilm_mlm){tail} "
+        "(or run each: -m model=minilm,minilm_mlm)",
+    ]
+    # the same override twice changes nothing; a deletion has no value to sweep over
+    assert repeated_key_problems(["seed=3", "logger=csv", "seed=3"]) == []
+    assert repeated_key_problems(["~trainer.max_steps", "trainer.max_steps=5"]) == [
+        f"trainer.max_steps is given more than once on the command line (~trainer.max_steps, trainer.max_steps=5){tail}"
+    ]
+
+
 def test_a_top_level_value_added_with_plus_is_refused_but_a_group_passes():
     # python evaluate.py seeds=3 -> Hydra: "use +seeds=3"; that ran with seed 0 under a new results key
     config = {"seed": 0, "experiment": {"evaluation": {"n_examples": 25}}, "seeds": 3}

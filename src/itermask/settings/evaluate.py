@@ -70,7 +70,7 @@ def evaluation_plan(cfg: DictConfig, context: JobContext | None = None) -> Evalu
     parts = read_job(config, context or JobContext(), problems)
     saliency = evaluation = None
     with problems.collect():
-        if not problems.names("saliency"):  # a list of methods (validation.group_list_problems) is not built
+        if not problems.names("saliency"):  # a list of methods (overrides.group_list_problems) is not built
             saliency = build(config["saliency"], "saliency", SaliencyMethod)
     # keys added with +evaluation.x= are refused by read_job's check, naming the override: not twice
     added = {
