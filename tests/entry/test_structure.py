@@ -197,6 +197,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # stop 54: a key given twice on the command line refused (overrides.repeated_key_problems, and the multirun's
     # command line in callbacks.SettingsCheckCallback; group_list_problems moved beside it) ~46
     issue34 |= {"repeated_key": 46}
+    # trainer=ddp without a GPU named as the preset's accelerator, with the CPU form (training.distributed) ~6
+    issue34 |= {"ddp_cpu_message": 6}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

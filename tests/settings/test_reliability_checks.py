@@ -330,6 +330,13 @@ def test_a_gpu_accelerator_without_a_gpu_is_named_before_any_work(monkeypatch):
     assert problem is not None and problem.startswith("trainer.accelerator=gpu, but torch")
     assert "sees no GPU: use trainer.accelerator=auto" in problem
     assert distributed_problem({"accelerator": "auto", "devices": 1, "strategy": "auto"}, multirun=False) is None
+    # trainer=ddp set the GPU, not the user: the message names the preset and the CPU form (stop 54)
+    ddp = distributed_problem(plain(compose_config("trainer=ddp"))["trainer"], multirun=False)
+    assert ddp is not None and ddp.startswith("trainer=ddp runs one process per GPU (its trainer.accelerator=gpu)")
+    assert ddp.endswith(
+        "for DDP over CPU processes add trainer.accelerator=cpu trainer.devices=2, "
+        "or install the torch build for your GPU"
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert distributed_problem({"accelerator": "cuda", "devices": 1, "strategy": "auto"}, multirun=False) is None
 

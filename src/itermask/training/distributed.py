@@ -112,6 +112,12 @@ def distributed_problem(trainer: dict, multirun: bool) -> str | None:
 
         if not torch.cuda.is_available():
             build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            if str(trainer.get("strategy")) == "ddp":  # trainer=ddp sets the GPU itself: the user may not have
+                return (
+                    f"trainer=ddp runs one process per GPU (its trainer.accelerator={accelerator}), but torch "
+                    f"{torch.__version__} ({build}) sees no GPU: for DDP over CPU processes add "
+                    "trainer.accelerator=cpu trainer.devices=2, or install the torch build for your GPU"
+                )
             return (
                 f"trainer.accelerator={accelerator}, but torch {torch.__version__} ({build}) sees no GPU: use "
                 "trainer.accelerator=auto (a GPU when there is one) or cpu, or install the torch build for your GPU"
