@@ -160,6 +160,9 @@ def cases(files: dict[str, Path], sweeps: Path) -> list[tuple[str, str, list[str
         ("missing CDA word list", ["model=minilm_cda", "model.pretrain.word_pairs=/nowhere/pairs.txt"]),
         ("seed=-1", ["seed=-1"]),
         ("unknown pretrain key", ["+model.pretrain.cda_words=true"]),
+        # stop 54: Hydra's "Key 'pretrain' is not in struct" and "use +saliency=occlusion"
+        ("model=minilm with a pretrain setting", ["model=minilm", "model.pretrain.head_steps=5"]),
+        ("an evaluate.py group (saliency=occlusion)", ["saliency=occlusion"]),
     ]
     paper = [
         ("misspelt grid key (+)", ["+hydra.sweeper.grids.claim1.saliancy=occlusion"]),

@@ -160,6 +160,7 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("seed 1.5", ["seed=1.5"], "error"),
         ("train.py: negative seed", ["seed=-3"], "train-error"),
         ("train.py: batch size -4", ["model.finetune.batch_size=-4"], "train-error"),
+        ("train.py: debug=smoke (an evaluate.py group)", ["debug=smoke"], "train-error"),
         ("negative learning rate", ["model.finetune.optimizer.learning_rate=-1e-5"], "error"),
         ("learning rate 0", ["model.finetune.optimizer.learning_rate=0"], "error"),
         ("warm-up ratio 1.5", ["model.finetune.optimizer.warmup_ratio=1.5"], "error"),

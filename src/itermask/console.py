@@ -269,6 +269,9 @@ def _group_values(value: str) -> list[str] | None:
 
 
 #: the command-line choices of Hydra plugins that only the ``sweeps`` extra installs, and the plugin module each needs
+#: the entry scripts' primary configs (conf/<name>.yaml)
+ENTRY_CONFIGS = ("evaluate", "train", "pretrain")
+
 PLUGIN_CHOICES = {
     "hparams_search=optuna": "hydra_optuna_sweeper",
     "hydra/sweeper=optuna": "hydra_optuna_sweeper",
@@ -291,6 +294,39 @@ def missing_plugin_hints(arguments: list[str]) -> list[str]:
             hints.append(
                 f"hint: {argument} needs the Hydra plugin {package}, which is not installed: "
                 "pip install -e '.[sweeps]' (or pip install 'itermask[sweeps]'; docs/sweeps.md)"
+            )
+    return hints
+
+
+def _config_groups(conf_dir: Path, config_name: str) -> set[str]:
+    """The config groups that ``config_name``'s defaults list chooses, those of a primary config it extends
+    (``evaluate`` extends ``train``) included; empty if there is no such config."""
+    path = conf_dir / f"{config_name}.yaml"
+    groups: set[str] = set()
+    for entry in ((yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}).get("defaults") or []:
+        if isinstance(entry, str) and entry != "_self_" and entry != config_name:
+            groups |= _config_groups(conf_dir, entry)
+        elif isinstance(entry, dict):
+            groups |= {str(key).removeprefix("override ").strip() for key in entry}
+    return groups
+
+
+def foreign_group_hints(arguments: list[str], conf_dir: Path, config_name: str) -> list[str]:
+    """For each choice of a config group that this command's config does not choose but another command's does
+    (``train.py debug=smoke``; Hydra advises ``+debug=smoke``, which adds evaluate.py's settings where nothing
+    reads them), a line naming the command that has it."""
+    own, hints = _config_groups(conf_dir, config_name), []
+    for argument in arguments if own else []:
+        key, equals, _ = argument.partition("=")
+        if not equals or key.startswith(("+", "~", "-")) or key in own or not (conf_dir / key).is_dir():
+            continue
+        others = [
+            f"{name}.py" for name in ENTRY_CONFIGS if name != config_name and key in _config_groups(conf_dir, name)
+        ]
+        if others:
+            hints.append(
+                f"hint: {argument}: {config_name}.py has no {key} group; {' and '.join(others)} "
+                f"{'has' if len(others) == 1 else 'have'} it (python {others[0]} {argument})"
             )
     return hints
 
@@ -345,7 +381,28 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
             section, near = ".".join(parents), closest(leaf, sorted(map(str, node)))
             better = f"did you mean {section}.{near}?" if near else f"its settings: {sorted(map(str, node))}"
             hints.append(f"hint: {key} is not a setting of {section} ({better})")
+        elif node is None and not off and isinstance(config, dict) and isinstance(config.get(top), dict):
+            hints.append(_missing_section_hint(key, config, conf_dir))
     return hints
+
+
+def _missing_section_hint(key: str, config: dict, conf_dir: Path) -> str:
+    """The hint for a key under a section that the chosen option of its group lacks (``model.pretrain.head_steps``
+    with ``model=minilm``, whose config has no ``pretrain``; Hydra says "Key 'pretrain' is not in struct"): the
+    section named, with the group's options whose own YAML has it."""
+    parts, node, depth = key.split("."), config, 0
+    while isinstance(node, dict) and parts[depth] in node:
+        node, depth = node[parts[depth]], depth + 1
+    section, top = ".".join(parts[: depth + 1]), parts[0]
+    having = []
+    for path in sorted((conf_dir / top).glob("*.yaml")) if (conf_dir / top).is_dir() else []:
+        option = yaml.safe_load(path.read_text()) or {}
+        for part in parts[1 : depth + 1]:
+            option = option.get(part) if isinstance(option, dict) else None
+        if option is not None:
+            having.append(path.stem)
+    where = f"; the {top} options that have it: {', '.join(having)}" if having else ""
+    return f"hint: {key}: the {top} chosen has no {section} section{where}"
 
 
 @contextmanager

@@ -368,16 +368,18 @@ def run_entry(main: Callable[[], Any], config_name: str | None = None) -> None:
 
 
 def _hint_unknown_keys(config_name: str | None) -> bool:
-    """Print :func:`itermask.console.unknown_key_hints` for this command's config (``config_name``, default the
-    entry script's name) among the package's configs, with what to do, or first
-    :func:`itermask.console.missing_plugin_hints`; whether there was one. Composes the config only for a command
-    line that overrides a dotted key or a top-level key the primary config lacks (about 0.5 s), and never for one
-    Hydra would not compose either (a sweep over config groups, an unknown group: Hydra says what failed)."""
+    """Print :func:`itermask.console.foreign_group_hints` and :func:`itermask.console.unknown_key_hints` for this
+    command's config (``config_name``, default the entry script's name) among the package's configs, with what to
+    do, or first :func:`itermask.console.missing_plugin_hints`; whether there was one. Composes the config only for
+    a command line that overrides a dotted key or a top-level key the primary config lacks (about 0.5 s), and never
+    for one Hydra would not compose either (a sweep over config groups, an unknown group: Hydra says what failed)."""
     from itermask.conf import CONF_DIR
-    from itermask.console import missing_plugin_hints, unknown_key_hints
+    from itermask.console import foreign_group_hints, missing_plugin_hints, unknown_key_hints
 
-    plugins = missing_plugin_hints(sys.argv[1:])
-    hints = plugins or unknown_key_hints(sys.argv[1:], CONF_DIR, config_name or Path(sys.argv[0]).stem)
+    plugins, name = missing_plugin_hints(sys.argv[1:]), config_name or Path(sys.argv[0]).stem
+    hints = plugins or foreign_group_hints(sys.argv[1:], CONF_DIR, name) + unknown_key_hints(
+        sys.argv[1:], CONF_DIR, name
+    )
     for line in hints:
         print(line, file=sys.stderr)
     if plugins:

@@ -163,6 +163,13 @@ def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
     ]
     assert unknown_key_hints(["naopc=on", "naopc.max_examples=3"], conf, "evaluate") == []
     assert unknown_key_hints(["a.b=1"], conf, "no_such_config") == []
+    # a section the chosen option lacks (Hydra: "Key 'pretrain' is not in struct"; stop 54)
+    assert unknown_key_hints(["model=minilm", "model.pretrain.head_steps=5"], conf, "pretrain") == [
+        "hint: model.pretrain.head_steps: the model chosen has no model.pretrain section; "
+        "the model options that have it: minilm_cda, minilm_mlm"
+    ]
+    assert unknown_key_hints(["model.pretrain.head_steps=5"], conf, "pretrain") == []
+
     # a misspelt group or top-level key, bare or dotted (Hydra advised "+saliancy=gradient", which cannot work)
     assert unknown_key_hints(["saliancy=gradient", "seed=1", "evalution.n_examples=5"], conf, "evaluate") == [
         "hint: saliancy is neither a config group nor a setting (did you mean saliency?)",
@@ -172,6 +179,22 @@ def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
         "hint: seeds is neither a config group nor a setting (did you mean seed?)"
     ]
     assert unknown_key_hints(["experiment=paper", "seed=0,1", "hydra/launcher=joblib"], conf, "evaluate") == []
+
+
+def test_a_group_of_another_command_is_named_with_that_command():
+    from itermask.console import foreign_group_hints
+
+    conf = ROOT / "conf"
+    # Hydra advised "+debug=smoke", which adds evaluate.py's evaluation and ood settings to a training run
+    assert foreign_group_hints(["seed=1", "debug=smoke", "+x=1", "model=minilm"], conf, "train") == [
+        "hint: debug=smoke: train.py has no debug group; evaluate.py has it (python evaluate.py debug=smoke)"
+    ]
+    assert foreign_group_hints(["saliency=occlusion"], conf, "pretrain") == [
+        "hint: saliency=occlusion: pretrain.py has no saliency group; evaluate.py has it "
+        "(python evaluate.py saliency=occlusion)"
+    ]
+    assert foreign_group_hints(["debug=smoke", "saliency=occlusion", "model=minilm"], conf, "evaluate") == []
+    assert foreign_group_hints(["debug=smoke"], conf, "no_such_config") == []
 
 
 def test_a_plugin_of_the_sweeps_extra_that_is_not_installed_says_how_to_install_it(monkeypatch):
