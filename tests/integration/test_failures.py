@@ -526,22 +526,23 @@ def test_a_single_run_with_a_bad_setting_is_refused_before_its_folder_is_made(
     assert ran == [] and not (tmp_path / "run").exists()
 
 
-def test_a_key_given_twice_stops_a_single_run_and_a_multirun_before_any_folder(tmp_path, monkeypatch, entry_point):
+def test_a_key_given_twice_is_warned_of_once_in_a_single_run_and_a_multirun(tmp_path, monkeypatch, capsys, entry_point):
     """Hydra keeps the last of ``seed=0 seed=1`` without a word, and in a multirun its sweeper de-duplicates the
-    jobs' overrides, so the command line itself is checked (stop 54; it was silent)."""
+    jobs' overrides, so the command line itself is read (stop 54; it was silent). A warning: scripts that append
+    an override to a base command line rely on the last one winning."""
     ran = []
-    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, context=None: ran.append(cfg))
-    problem = (
-        "seed is given more than once on the command line (seed=0, seed=1): Hydra would keep the last one without a "
-        "word; give it once (or run each: -m seed=0,1)"
+    monkeypatch.setattr(pipeline, "run_train", lambda cfg, context=None: ran.append(cfg.seed))
+    warning = (
+        "warning: seed is given more than once on the command line (seed=0, seed=1): Hydra keeps the last one, "
+        "seed=1 (to run each: -m seed=0,1)\n"
     )
-    with pytest.raises(SystemExit) as exit_:
-        entry_point("evaluate.py", "seed=0", "logger=csv", "seed=1", f"hydra.run.dir={tmp_path}/run")
-    assert str(exit_.value) == f"bad setting: {problem}"
-    with pytest.raises(SystemExit) as exit_:
-        entry_point("evaluate.py", "-m", "seed=0", "logger=csv", "seed=1", f"hydra.sweep.dir={tmp_path}/sweep")
-    assert str(exit_.value) == f"error: the multirun was not started: {problem}"
-    assert ran == [] and not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+    entry_point("train.py", "seed=0", "logger=csv", "seed=1", f"hydra.run.dir={tmp_path}/run")
+    single = capsys.readouterr().err
+    entry_point("train.py", "-m", "seed=0", "logger=csv", "seed=1", f"hydra.sweep.dir={tmp_path}/sweep")
+    multirun = capsys.readouterr().err
+    assert single.count("warning: seed is given") == 1 and warning in single
+    assert multirun.count("warning: seed is given") == 1 and warning in multirun
+    assert ran == [1, 1]
 
 
 def test_a_bad_setting_found_in_the_job_leaves_its_reason_in_the_job_log(tmp_path, monkeypatch, entry_point):

@@ -297,19 +297,19 @@ def test_an_evaluation_key_added_with_plus_is_named_once_and_one_forced_with_plu
 
 
 def test_a_key_given_twice_is_named_once_with_its_overrides_in_order():
-    from itermask.overrides import repeated_key_problems
+    from itermask.overrides import repeated_key_warnings
 
-    tail = ": Hydra would keep the last one without a word; give it once"
-    assert repeated_key_problems(["seed=0", "model=minilm", "seed=1", "logger=csv", "+seed=2", "model=minilm_mlm"]) == [
-        f"seed is given more than once on the command line (seed=0, seed=1, +seed=2){tail} "
-        "(or run each: -m seed=0,1,2)",
-        f"model is given more than once on the command line (model=minilm, model=minilm_mlm){tail} "
-        "(or run each: -m model=minilm,minilm_mlm)",
+    assert repeated_key_warnings(["seed=0", "model=minilm", "seed=1", "logger=csv", "+seed=2", "model=minilm_mlm"]) == [
+        "seed is given more than once on the command line (seed=0, seed=1, +seed=2): Hydra keeps the last one, "
+        "+seed=2 (to run each: -m seed=0,1,2)",
+        "model is given more than once on the command line (model=minilm, model=minilm_mlm): Hydra keeps the last "
+        "one, model=minilm_mlm (to run each: -m model=minilm,minilm_mlm)",
     ]
     # the same override twice changes nothing; a deletion has no value to sweep over
-    assert repeated_key_problems(["seed=3", "logger=csv", "seed=3"]) == []
-    assert repeated_key_problems(["~trainer.max_steps", "trainer.max_steps=5"]) == [
-        f"trainer.max_steps is given more than once on the command line (~trainer.max_steps, trainer.max_steps=5){tail}"
+    assert repeated_key_warnings(["seed=3", "logger=csv", "seed=3"]) == []
+    assert repeated_key_warnings(["~trainer.max_steps", "trainer.max_steps=5"]) == [
+        "trainer.max_steps is given more than once on the command line (~trainer.max_steps, trainer.max_steps=5): "
+        "Hydra keeps the last one, trainer.max_steps=5"
     ]
 
 
