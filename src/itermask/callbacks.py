@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -252,7 +252,7 @@ class SettingsCheckCallback(Callback):
         SystemExit: (status 1) listing each bad setting once, with the numbers of the jobs that have it."""
         from itermask.reporting.sweep import sweep_jobs
 
-        _warn_repeated_keys(config)
+        _warn_overrides(config)
         if (problem := _launcher_problem(config)) is not None:
             raise SystemExit(f"error: the multirun was not started: {problem}")
         jobs = sweep_jobs(config)
@@ -282,7 +282,7 @@ class SettingsCheckCallback(Callback):
 
         from itermask.context import JobContext
 
-        _warn_repeated_keys(config)
+        _warn_overrides(config)
         composed = copy.deepcopy(config)
         with read_write(composed.hydra.runtime), open_dict(composed.hydra.runtime):  # as run_job will set it
             composed.hydra.runtime.output_dir = str(Path(str(config.hydra.run.dir)).absolute())
@@ -349,13 +349,45 @@ class SettingsCheckCallback(Callback):
         return None
 
 
-def _warn_repeated_keys(config: DictConfig) -> None:
-    """Print a warning for each key the command line gives twice (:func:`itermask.overrides.repeated_key_warnings`),
-    once per command: a multirun's jobs see the sweeper's de-duplicated overrides, so it is read here."""
+def _warn_overrides(config: DictConfig) -> None:
+    """Print a warning, once per command, for each key the command line gives twice
+    (:func:`itermask.overrides.repeated_key_warnings`; a multirun's jobs see the sweeper's de-duplicated overrides,
+    so the command line is read here) and for each key forced in with ``++`` that nothing reads (``++train.lr=1``,
+    ``++foo=1``: what :func:`itermask.validation.check_added_keys` refuses of ``+``; ``++`` adds it as asked)."""
     from itermask.overrides import repeated_key_warnings
+    from itermask.validation import SettingsError, check_added_keys
 
-    for line in repeated_key_warnings([str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or ()]):
+    task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or ()]
+    lines = repeated_key_warnings(task)
+    forced = [o[1:] for o in task if o.startswith("++") and not o[2:].startswith("model.pretrain")]
+    if forced:  # those of a key that is not there without them (++ also sets an existing key)
+        forced = _absent_keys(config, task, forced)
+    body = cast(dict, OmegaConf.to_container(config, resolve=False)) if forced else {}
+    body.pop("hydra", None)
+    try:
+        check_added_keys(forced, body) if forced else None
+    except SettingsError as error:
+        for problem in error.problems:
+            problem = problem.replace("(added with +", "(forced with ++").replace(" (++ adds it anyway)", "")
+            lines.append(problem.replace("; ++ adds it anyway)", ")") + "; ++ added it as asked")
+    for line in lines:
         print(f"warning: {line}", file=sys.stderr)
+
+
+def _absent_keys(config: DictConfig, task: list[str], forced: list[str]) -> list[str]:
+    """The ``+key=value`` of ``forced`` whose key the command's config lacks when composed without the ``++``
+    overrides (and without a multirun's sweeps, which Hydra cannot compose as one config); none if that fails."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    absent = object()
+    try:
+        kept = [str(o.input_line) for o in OverridesParser.create().parse_overrides(task) if not o.is_sweep_override()]
+        base = GlobalHydra.instance().config_loader().load_sweep_config(config, [o for o in kept if o[:2] != "++"])
+    except Exception as error:  # noqa: BLE001 (a warning only: the jobs' own checks still run)
+        log.debug("the ++ keys were not checked: %s", error)
+        return []
+    return [o for o in forced if OmegaConf.select(base, o[1:].split("=", 1)[0], default=absent) is absent]
 
 
 def _launcher_problem(config: DictConfig) -> str | None:

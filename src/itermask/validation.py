@@ -462,8 +462,9 @@ def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
     (``+seeds=3``; adding a config group, ``+experiment=paper``, gives a section and passes) or a section that the
     additions alone make (``+pretrain.joint_steps=5`` for ``model.pretrain.joint_steps``). Such a key would
     still enter the cache keys (a new fine-tuning under a new key, with the setting meant unchanged).
-    ``++key=value`` still forces it, except under ``model.pretrain`` (with ``+`` or ``++``), which would switch
-    continued pretraining on under the name of a model config without it.
+    ``++key=value`` still forces it (with a warning: :func:`itermask.callbacks._warn_overrides`), except under
+    ``model.pretrain`` (with ``+`` or ``++``), which would switch continued pretraining on under the name of a
+    model config without it.
 
     Args:
         overrides: the task's overrides as given (``HydraConfig.get().overrides.task``).

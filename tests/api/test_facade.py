@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import itermask
+from itermask.conf import CONF_DIR
 from itermask.core import metrics
 from itermask.core.evaluation import IterativeMaskingEvaluator
 from itermask.core.masking import MaskToken
@@ -175,6 +176,20 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
     # the texts given have no second segment: said of them, not of a dataset called "given"
     with pytest.raises(ValueError, match=r"segments=\[1\], but the texts given are single texts .*segments=None"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, segments=[1])
+    # stop 54's new-user review: a list of masking names was a bare AssertionError
+    with pytest.raises(ValueError, match=r"^masking=\['mask_token'\]: give one strategy, a name of conf/masking"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, masking=["mask_token"])
+
+
+def test_a_list_setting_of_names_takes_one_name():
+    """schedules="one_shot" was read as the letters ['o', 'n', 'e', ...] (stop 54's new-user review), where
+    saliency= and measures= take one name."""
+    from itermask.settings.presets import evaluation_settings
+
+    one = evaluation_settings({"schedules": "one_shot"}, 0, CONF_DIR)
+    assert one.schedules == evaluation_settings({"schedules": ["one_shot"]}, 0, CONF_DIR).schedules == ("one_shot",)
+    with pytest.raises(ValueError, match=r"unknown masking schedule\(s\) \[.oneshot.\]"):
+        evaluation_settings({"schedules": "oneshot"}, 0, CONF_DIR)
 
 
 def test_import_itermask_imports_no_torch():

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from results_helpers import ROOT, make_result
 
 from itermask import pipeline
@@ -543,6 +544,30 @@ def test_a_key_given_twice_is_warned_of_once_in_a_single_run_and_a_multirun(tmp_
     assert single.count("warning: seed is given") == 1 and warning in single
     assert multirun.count("warning: seed is given") == 1 and warning in multirun
     assert ran == [1, 1]
+
+
+def test_a_key_forced_in_with_plus_plus_that_nothing_reads_is_warned_of(tmp_path, monkeypatch, capsys, entry_point):
+    """``++foo=1`` and ``++train.lr=1`` ran the whole job without a word (stop 54's new-user review), while ``+``
+    refuses them; ``++`` still adds them, with a warning. An existing key set with ``++`` is not warned of."""
+    ran = []
+    monkeypatch.setattr(pipeline, "run_train", lambda cfg, context=None: ran.append(OmegaConf.select(cfg, "train.lr")))
+    entry_point(
+        "train.py", "++train.lr=0.5", "++train.max_train_examples=64", "logger=csv", f"hydra.run.dir={tmp_path}/run"
+    )
+    err = capsys.readouterr().err
+    assert (
+        err.count("warning:") == 1
+        and (
+            "warning: train.lr (forced with ++train.lr=...) is not an option of the train settings: nothing reads "
+            "it, but it would change the cache keys; check its spelling against `python evaluate.py --help` or "
+            "`--cfg job`; ++ added it as asked"
+        )
+        in err
+    )
+    entry_point("train.py", "-m", "++foo=1", "seed=0,1", "logger=csv", f"hydra.sweep.dir={tmp_path}/sweep")
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "warning: foo (forced with ++foo=...) is not a setting" in err
+    assert ran == [0.5, None, None]
 
 
 def test_a_bad_setting_found_in_the_job_leaves_its_reason_in_the_job_log(tmp_path, monkeypatch, entry_point):

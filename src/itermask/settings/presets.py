@@ -74,6 +74,8 @@ def evaluation_settings(options: Mapping[str, Any], seed: int, conf_dir: Path):
         choices = sorted(set(defaults) - set(WHOLE_DATA_OPTIONS))  # the data given is evaluated whole
         hint = did_you_mean(unknown[0], choices)
         raise SettingsError([f"unknown evaluation setting(s) {unknown}{hint}: choose from {choices}"])
+    # a list setting of names given one name (schedules="one_shot"), as saliency= and measures= take one
+    options = {k: [v] if isinstance(v, str) and isinstance(defaults.get(k), list) else v for k, v in options.items()}
     node = {**defaults, **options, "split": "test", "n_examples": None}
     if problems := config_problems({"evaluation": node, "seed": seed}):
         raise SettingsError(problems)
@@ -85,7 +87,13 @@ def components(saliency: list, masking, values: dict, conf_dir: Path) -> tuple[t
     from their presets (``values`` resolve their interpolations); every error raised together.
 
     Raises:
-        ValueError, OSError: every problem together (an unknown preset names the known ones)."""
+        ValueError, OSError: every problem together (an unknown preset names the known ones); first, a ``masking``
+            that is neither a name nor a :class:`~itermask.core.masking.MaskingStrategy` (a list of names)."""
+    if not isinstance(masking, str | MaskingStrategy):  # a list of names too: one strategy masks every step
+        raise ValueError(
+            f"masking={masking!r:.60}: give one strategy, a name of conf/masking (e.g. 'mask_token') or a "
+            "MaskingStrategy; to compare strategies, evaluate once per strategy"
+        )
     names = [m for m in saliency if isinstance(m, str)]
     if repeated := sorted({n for n in names if names.count(n) > 1}):  # as a measure given twice is refused
         raise ValueError(f"saliency: {repeated} given more than once; each method is evaluated once")
