@@ -568,9 +568,9 @@ def composed_problems(config: dict, overrides: list[str] | None = None) -> list[
 
 def check_composed(cfg, context) -> None:
     """The entry points' first check of a composed Hydra config, before torch, transformers or Lightning are
-    imported (``python evaluate.py evaluation.n_examples=0`` answers in about a second); the settings stage runs
-    it again with the components. ``cfg``: the job's ``DictConfig`` (resolved here); ``context``: the running job
-    (:class:`itermask.context.JobContext`: its command-line overrides).
+    imported (about 1 s; a command line meets :class:`itermask.callbacks.SettingsCheckCallback` first, whose plan
+    imports them: about 9 s of CPU); the settings stage runs it again with the components. ``cfg``: the job's
+    ``DictConfig`` (resolved here); ``context``: the running job (:class:`itermask.context.JobContext`: overrides).
 
     Raises:
         SettingsError: listing every problem of :func:`composed_problems`.
