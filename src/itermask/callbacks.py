@@ -359,17 +359,18 @@ def _warn_overrides(config: DictConfig) -> None:
 
     task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or ()]
     lines = repeated_key_warnings(task)
-    forced = [o[1:] for o in task if o.startswith("++") and not o[2:].startswith("model.pretrain")]
-    if forced:  # those of a key that is not there without them (++ also sets an existing key)
+    # the ++ keys that are not there without them (++ also sets an existing key)
+    if forced := [o[1:] for o in task if o.startswith("++") and not o[2:].startswith("model.pretrain")]:
         forced = _absent_keys(config, task, forced)
-    body = cast(dict, OmegaConf.to_container(config, resolve=False)) if forced else {}
-    body.pop("hydra", None)
-    try:
-        check_added_keys(forced, body) if forced else None
-    except SettingsError as error:
-        for problem in error.problems:
-            problem = problem.replace("(added with +", "(forced with ++").replace(" (++ adds it anyway)", "")
-            lines.append(problem.replace("; ++ adds it anyway)", ")") + "; ++ added it as asked")
+    if forced:
+        body = cast(dict, OmegaConf.to_container(config, resolve=False))
+        body.pop("hydra", None)
+        try:
+            check_added_keys(forced, body)
+        except SettingsError as error:
+            for problem in error.problems:
+                problem = problem.replace("(added with +", "(forced with ++").replace(" (++ adds it anyway)", "")
+                lines.append(problem.replace("; ++ adds it anyway)", ")") + "; ++ added it as asked")
     for line in lines:
         print(f"warning: {line}", file=sys.stderr)
 
