@@ -205,6 +205,9 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # stop 54's new-user review: a key forced in with ++ that nothing reads warned of (callbacks._warn_overrides,
     # _absent_keys) ~33; a list of masking names and a list setting given one name (settings.presets) ~8
     issue34 |= {"review54": 42}
+    # session 55: claim 1's verdict names its accuracy gate and the close TOST its word hinges on
+    # (verdicts._gate_note, _claim1_body; statistics.TOST_ALPHA) ~50
+    issue34 |= {"gate_note": 50}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

@@ -351,3 +351,47 @@ def test_adversarial_power_is_on_welchs_degrees_of_freedom():
     expected = (stats.t.ppf(0.975, diff["df"]) + stats.t.ppf(0.8, diff["df"])) * diff["se"]
     assert float(_detectable_difference(diff, 0.05)) == pytest.approx(expected, abs=1e-4)
     assert expected > (diff["ci_high"] - diff["ci_low"]) / 2
+
+
+def test_claim1_names_its_accuracy_gate_and_a_close_test_the_word_hinges_on(tmp_path):
+    """The verdict lists every pair's TOST p, shown equivalent or not, and says what it would read were a pair
+    whose p lies within a factor 2 of 0.05 decided the other way (the bf16 rerun of the preset moved one such p
+    from 0.051 to 0.030 and the word from "supports in part" to "supports"); a far p gets no such sentence."""
+    from itermask.studies.robust_infidelity.comparisons import with_holm as _with_holm
+    from itermask.studies.robust_infidelity.verdicts import verdict1 as _verdict1
+
+    _, claims = _claims(make_paper_sweep(tmp_path, model_effect=0.1))
+    assert claims.verdicts[1].endswith(
+        "Accuracy shown equivalent within ±0.02 (TOST, alpha 0.05): minilm - minilm_mlm (p = 0.000), minilm - "
+        "minilm_cda (p = 0.000), minilm_mlm - minilm_cda (p = 0.000)."
+    )
+    diffs = claims.model_differences.drop(columns="p_holm")
+
+    def verdict(equivalent, p_values):
+        acc = claims.accuracy.copy()
+        acc["equivalent"], acc["p_value"] = equivalent, p_values
+        claims.accuracy, claims.model_differences = acc, _with_holm(diffs, acc)
+        return _verdict1(claims)
+
+    # only the pair holding the effect is equivalent, at p 0.03: without it no pair is, and the word changes
+    text = verdict([True, False, False], [0.03, 0.5, 0.5])
+    assert text.startswith("supports: ")
+    assert text.endswith(
+        "Accuracy shown equivalent within ±0.02 (TOST, alpha 0.05): minilm - minilm_mlm (p = 0.030); not shown: "
+        "minilm - minilm_cda (p = 0.500), minilm_mlm - minilm_cda (p = 0.500). The word hinges on a close "
+        "equivalence test: minilm - minilm_mlm is shown equivalent at p = 0.030 (within a factor 2 of 0.05); "
+        'decided the other way, the verdict would read "cannot answer".'
+    )
+    # the same pair at p 0.001 (outside [0.025, 0.1)): no hinge is named
+    assert "hinges" not in verdict([True, False, False], [0.001, 0.5, 0.5])
+    # the effect's pair just misses (p 0.07) beside an equivalent pair without an effect: were it shown
+    # equivalent, its differences would join Holm's family and the word would be "supports"
+    text = verdict([False, True, False], [0.07, 0.001, 0.5])
+    assert not text.startswith("supports: ")
+    assert text.endswith(
+        "The word hinges on a close equivalence test: minilm - minilm_mlm is not shown equivalent at p = 0.070 "
+        '(within a factor 2 of 0.05); decided the other way, the verdict would read "supports".'
+    )
+    # a close p whose flip leaves the word as it is: listed, no hinge
+    text = verdict([True, True, False], [0.001, 0.04, 0.5])
+    assert "minilm - minilm_cda (p = 0.040)" in text and "hinges" not in text

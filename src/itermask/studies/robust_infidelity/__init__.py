@@ -16,7 +16,8 @@ from the paper), with its conditions (models, dataset, seeds, examples).
    pair shown equivalent otherwise, it cannot answer and says the margin the TOST could show at 80 % power
    (:func:`~itermask.studies.robust_infidelity.statistics.equivalence_margin`). The verdict says whether the
    differences are in the raw scores only (the random explanation's included: the models' sensitivity to
-   masking) or in method - random.
+   masking) or in method - random, and ends with every pair's TOST p and, for a p within a factor 2 of 0.05,
+   the word the verdict would have were that pair decided the other way (when it differs).
 2. *Are masked inputs out of distribution, and does masked fine-tuning change that?* The base model with standard vs
    masked fine-tuning: the Mahalanobis OOD AUROC (final layer) per masking step; supported when the standard model's
    mean AUROC over the masked steps is above 0.5 (interval) and masked fine-tuning lowers it (interval of the

@@ -80,11 +80,15 @@ __all__ = [
     "COMPONENTS",
     "kendall_w",
     "tost_welch",
+    "TOST_ALPHA",
     "holm",
     "detectable_effect",
     "equivalence_margin",
     "mixed_model_differences",
 ]
+
+#: the level of each one-sided test of :func:`tost_welch` (claim 1's and claim 3's accuracy equivalence)
+TOST_ALPHA = 0.05
 
 
 def nested_components(values: np.ndarray) -> dict[str, np.ndarray]:
@@ -132,7 +136,7 @@ def nested_components_ci(
     return out
 
 
-def tost_welch(a, b, margin: float, alpha: float = 0.05) -> dict:
+def tost_welch(a, b, margin: float, alpha: float = TOST_ALPHA) -> dict:
     """Equivalence of two independent means (``mean(a) - mean(b)`` within ``(-margin, margin)``) by two
     one-sided Welch t-tests (module docstring).
 

@@ -6,6 +6,7 @@ and interval (:func:`direction`), and every verdict says the smallest effect its
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -16,10 +17,10 @@ import pandas as pd
 from itermask.formatting import number
 from itermask.reporting.attack_link import caveat
 from itermask.reporting.model import records, series_rows
-from itermask.studies.robust_infidelity.comparisons import few_seeds
+from itermask.studies.robust_infidelity.comparisons import few_seeds, with_holm
 from itermask.studies.robust_infidelity.runs import select
 from itermask.studies.robust_infidelity.settings import ADVERSARIAL, STANDARD
-from itermask.studies.robust_infidelity.statistics import detectable_effect, equivalence_margin
+from itermask.studies.robust_infidelity.statistics import TOST_ALPHA, detectable_effect, equivalence_margin
 
 if TYPE_CHECKING:
     from itermask.studies.robust_infidelity.claims import Claims
@@ -32,6 +33,9 @@ RISES = ("rises", "falls", "does not change detectably", "does not change")
 RAISES = ("raises", "lowers", "does not detectably change", "does not change")
 #: the power every verdict states its smallest detectable effect at
 POWER = 0.8
+#: the factor around :data:`TOST_ALPHA` within which an equivalence test's p counts as close: claim 1's verdict
+#: then says what it would read were that pair decided the other way (:func:`_gate_note`)
+CLOSE = 2.0
 
 
 def interval(row, key: str = "difference", digits: int = 4) -> str:
@@ -144,6 +148,45 @@ def _claim1_power(claims: Claims, tested: pd.DataFrame) -> str:
     )
 
 
+def _gate_note(claims: Claims, verdict: str) -> str:
+    """Claim 1's accuracy gate in words: each pair's TOST p, shown equivalent or not; and, for each pair whose
+    p lies within a factor :data:`CLOSE` of :data:`TOST_ALPHA`, the verdict's word were that pair decided the
+    other way (its comparisons joining or leaving Holm's family), when that word differs from ``verdict``'s.
+    The bf16 rerun of the three-seed preset moved ``minilm - minilm_cda``'s p from 0.051 to 0.030, and with it
+    claim 1's word from "supports in part" to "supports"; this names such a hinge in the verdict itself."""
+    acc = claims.accuracy
+    shown = [f"{r.a} - {r.b} (p = {number(r.p_value, 3)})" for r in records(acc) if r.equivalent]
+    not_shown = [f"{r.a} - {r.b} (p = {number(r.p_value, 3)})" for r in records(acc) if not r.equivalent]
+    parts = [", ".join(shown) or "none"] + ([f"not shown: {', '.join(not_shown)}"] if not_shown else [])
+    margin = claims.settings.accuracy_margin
+    note = f" Accuracy shown equivalent within ±{margin:g} (TOST, alpha {TOST_ALPHA:g}): {'; '.join(parts)}."
+    word = verdict.split(":")[0]
+    for i, r in enumerate(records(acc)):
+        if not TOST_ALPHA / CLOSE <= float(r.p_value) < CLOSE * TOST_ALPHA:
+            continue
+        flipped = acc.copy()
+        flipped.loc[flipped.index[i], "equivalent"] = not r.equivalent
+        other = copy.copy(claims)
+        other.accuracy = flipped
+        other.model_differences = with_holm(claims.model_differences.drop(columns="p_holm"), flipped)
+        alternative = _claim1_body(other, "").split(":")[0]
+        if alternative != word:
+            decided = "shown equivalent" if r.equivalent else "not shown equivalent"
+            note += (
+                f" The word hinges on a close equivalence test: {r.a} - {r.b} is {decided} at p = "
+                f"{number(r.p_value, 3)} (within a factor {CLOSE:g} of {TOST_ALPHA:g}); decided the other way, "
+                f'the verdict would read "{alternative}".'
+            )
+    return note
+
+
+def _claim1_body(claims: Claims, extra: str) -> str:
+    """Claim 1's verdict (before :func:`_gate_note`) once every model has 2+ seeds."""
+    if not any(r.equivalent for r in records(claims.accuracy)):
+        return _claim1_not_equivalent(claims, extra)
+    return _claim1_judged(claims, extra)
+
+
 def _claim1_judged(claims: Claims, extra: str) -> str:
     """Claim 1's verdict when some pair of models has equivalent accuracy and every model has 2+ seeds."""
     s, diffs, text = claims.settings, claims.model_differences, conditions(claims)
@@ -184,10 +227,8 @@ def verdict1(claims: Claims) -> str:
         return f"cannot answer: fewer than 2 models with standard fine-tuning runs {text}."
     if (few := few_seeds(claims.table, STANDARD)) is not None:
         return f"cannot answer: {few}, so no interval over seeds {text}."
-    extra = _concordance_note(claims)
-    if not any(r.equivalent for r in records(acc)):
-        return _claim1_not_equivalent(claims, extra)
-    return _claim1_judged(claims, extra)
+    verdict = _claim1_body(claims, _concordance_note(claims))
+    return verdict + _gate_note(claims, verdict)
 
 
 def _claim1_not_equivalent(claims: Claims, extra: str) -> str:
