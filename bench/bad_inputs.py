@@ -170,6 +170,7 @@ def cases(files: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("AOPC bin off the grid", ["evaluation.aopc_bins=[0.33]"], "error"),
         ("fraction above 1", ["evaluation.fractions=[0.0,0.5,1.5]"], "error"),
         ("no fractions", ["evaluation.fractions=[]"], "error"),
+        ("a list setting given one value (evaluation.fractions=0.1)", ["evaluation.fractions=0.1"], "error"),
         ("negative token count", ["evaluation.steps=count", "evaluation.counts=[-1,2]"], "error"),
         ("unknown schedule", ["evaluation.schedules=[one_shot,iterative]"], "error"),
         ("no schedules", ["evaluation.schedules=[]"], "error"),

@@ -287,7 +287,8 @@ class SettingsCheckCallback(Callback):
         with read_write(composed.hydra.runtime), open_dict(composed.hydra.runtime):  # as run_job will set it
             composed.hydra.runtime.output_dir = str(Path(str(config.hydra.run.dir)).absolute())
         overrides = tuple(OmegaConf.select(config, "hydra.overrides.task") or ())
-        error = self._bad_setting(composed, JobContext(False, overrides), "the single run")
+        command = _command(config)
+        error = self._bad_setting(composed, JobContext(False, overrides, command=command), "the single run")
         if error is not None:  # the text the job itself would give (itermask.problems.ConfigError)
             raise SystemExit(f"bad setting: {error}")
 
@@ -301,6 +302,7 @@ class SettingsCheckCallback(Callback):
 
         loader = GlobalHydra.instance().config_loader()
         sweep_dir = str(config.hydra.sweep.dir)
+        command = _command(config)
         for number, overrides in enumerate(jobs):
             try:
                 composed = loader.load_sweep_config(config, list(overrides))
@@ -313,7 +315,7 @@ class SettingsCheckCallback(Callback):
                 subdir = str(OmegaConf.select(composed, "hydra.sweep.subdir"))
                 with read_write(composed.hydra.runtime):
                     composed.hydra.runtime.output_dir = str(Path(sweep_dir, subdir).absolute())
-            context = JobContext(True, tuple(overrides), str(number), sweep_dir)
+            context = JobContext(True, tuple(overrides), str(number), sweep_dir, command)
             error = self._bad_setting(composed, context, f"job {number}")
             if error is not None:
                 for problem in error.problems if isinstance(error, SettingsError) else [str(error)]:
@@ -365,14 +367,18 @@ def _warn_overrides(config: DictConfig) -> None:
     if forced:
         body = cast(dict, OmegaConf.to_container(config, resolve=False))
         body.pop("hydra", None)
+        command = _command(config)
         try:
-            check_added_keys(forced, body)
+            check_added_keys(forced, body, command=command, forced=True)
         except SettingsError as error:
-            for problem in error.problems:
-                problem = problem.replace("(added with +", "(forced with ++").replace(" (++ adds it anyway)", "")
-                lines.append(problem.replace("; ++ adds it anyway)", ")") + "; ++ added it as asked")
+            lines += error.problems
     for line in lines:
         print(f"warning: {line}", file=sys.stderr)
+
+
+def _command(config: DictConfig) -> str:
+    """The entry point's config name (``evaluate``, ``train``, ``pretrain``), which messages name as ``<name>.py``."""
+    return str(OmegaConf.select(config, "hydra.job.config_name", default="evaluate"))
 
 
 def _absent_keys(config: DictConfig, task: list[str], forced: list[str]) -> list[str]:

@@ -363,7 +363,7 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
     except Exception:  # noqa: BLE001 (a hint only: Hydra has said what failed)
         return []
     hints = []
-    for key, _ in dotted:
+    for key, value in dotted:
         *parents, leaf = key.split(".")
         node = config
         for part in parents:
@@ -383,7 +383,24 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
             hints.append(f"hint: {key} is not a setting of {section} ({better})")
         elif node is None and not off and isinstance(config, dict) and isinstance(config.get(top), dict):
             hints.append(_missing_section_hint(key, config, conf_dir))
+        elif isinstance(node, dict) and isinstance(node.get(leaf), list) and value[:1] not in ("[", "$"):
+            hints += _list_hint(key, value, groups, conf_dir, config_name)
     return hints
+
+
+def _list_hint(key: str, value: str, groups: list[str], conf_dir: Path, config_name: str) -> list[str]:
+    """The hint for a list setting given one value (``evaluation.fractions=0.1``), when Hydra refuses it (a typed
+    schema's list; Hydra says "float is not a ListConfig"): the bracketed form. A list that a plain YAML holds
+    takes a scalar (the settings check judges it), so Hydra is asked: one more composition (about 0.5 s)."""
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
+            compose(config_name=config_name, overrides=[*groups, f"{key}={value}"])
+    except Exception as error:  # noqa: BLE001 (a hint only, for Hydra's type error alone)
+        if "is not a ListConfig" in f"{error} {error.__cause__}":
+            return [f"hint: {key} is a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"]
+    return []
 
 
 def _missing_section_hint(key: str, config: dict, conf_dir: Path) -> str:

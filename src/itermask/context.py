@@ -18,12 +18,15 @@ class JobContext:
         overrides: the job's command-line overrides (``hydra.overrides.task``).
         number: the job's number in the multirun (``None`` in a single run).
         sweep_dir: the multirun's sweep folder (``None`` in a single run).
+        command: the entry point's config name (``evaluate``, ``train``, ``pretrain``), which messages name as
+            ``python <command>.py``.
     """
 
     multirun: bool = False
     overrides: tuple[str, ...] = ()
     number: str | None = None
     sweep_dir: str | None = None
+    command: str = "evaluate"
 
     @classmethod
     def from_hydra(cls) -> JobContext:
@@ -42,4 +45,5 @@ class JobContext:
             overrides=tuple(hydra_cfg.overrides.task),
             number=None if num is None else str(num),
             sweep_dir=str(hydra_cfg.sweep.dir) if multirun else None,
+            command=str(hydra_cfg.job.config_name or "evaluate"),
         )

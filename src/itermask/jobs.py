@@ -386,7 +386,7 @@ def _hint_unknown_keys(config_name: str | None) -> bool:
         print("error: a plugin above is not installed: see its hint. Nothing was run.", file=sys.stderr)
     elif hints:
         print(
-            "error: a setting above does not exist as given: see its hint (`--help` lists the groups; "
+            "error: a setting above cannot be used as given: see its hint (`--help` lists the groups; "
             "`--cfg job` prints every setting). Nothing was run.",
             file=sys.stderr,
         )

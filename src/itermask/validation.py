@@ -456,7 +456,9 @@ def _elsewhere(key: str, config: dict) -> str:
     return ""
 
 
-def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
+def check_added_keys(
+    overrides: list[str], config: dict | None = None, *, command: str = "evaluate", forced: bool = False
+) -> None:
     """Refuse command-line overrides that add (``+key=value``) a key that nothing reads: a key under one of
     :data:`OWN_SECTIONS` (``+model.max_lenght=32``), or, given the composed ``config``, a top-level value
     (``+seeds=3``; adding a config group, ``+experiment=paper``, gives a section and passes) or a section that the
@@ -469,18 +471,23 @@ def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
     Args:
         overrides: the task's overrides as given (``HydraConfig.get().overrides.task``).
         config: the composed config (a plain dict); ``None`` checks the sections only.
+        command: the entry point whose ``--help`` the messages name (``evaluate``, ``train``, ``pretrain``).
+        forced: word the messages for keys that ``++`` added as asked (``overrides`` then holds their
+            ``+key=value`` form), for the warning.
 
     Raises:
         SettingsError: naming each such key.
     """
-    forced = [o.lstrip("+").split("=", 1)[0] for o in overrides if o.startswith("+")]
-    pretrain = sorted({key for key in forced if key == "model.pretrain" or key.startswith("model.pretrain.")})
+    forced_keys = [o.lstrip("+").split("=", 1)[0] for o in overrides if o.startswith("+")]
+    pretrain = sorted({key for key in forced_keys if key == "model.pretrain" or key.startswith("model.pretrain.")})
     node = ((config or {}).get("model") or {}).get("pretrain")
     # a pretrain node made of the forced keys alone was created by them: the model config has none
     if not (isinstance(node, dict) and set(node) <= {key.split(".", 2)[-1] for key in pretrain}):
         pretrain = []
     added = [o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")]
     unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS and key not in pretrain]
+    how, help_ = ("forced with ++", "++ added it as asked") if forced else ("added with +", "++ adds it anyway")
+    spelling = f"check its spelling against `python {command}.py --help`"
     problems = [
         f"{key} (added with + or ++) would turn continued MLM pretraining on for a model config without it, "
         "under that model's name: choose a model that has it (model=minilm_mlm or model=minilm_cda, whose "
@@ -488,22 +495,20 @@ def check_added_keys(overrides: list[str], config: dict | None = None) -> None:
         for key in pretrain
     ]
     problems += [
-        f"{key} (added with +{key}=...) is not an option of the {key.split('.')[0]} settings: "
-        "nothing reads it, but it would change the cache keys; check its spelling against "
-        "`python evaluate.py --help` or `--cfg job` (++ adds it anyway)"
+        f"{key} ({how}{key}=...) is not an option of the {key.split('.')[0]} settings: nothing reads it, but it "
+        f"would change the cache keys; {spelling} or `--cfg job` ({help_})"
         for key in unread
     ]
     if config is not None:
         problems += [
-            f"{key} (added with +{key}=...) is not a setting: nothing reads it, but it would change the cache "
-            "keys; check its spelling against `python evaluate.py --help` (e.g. seed, not seeds; ++ adds it anyway)"
+            f"{key} ({how}{key}=...) is not a setting: nothing reads it, but it would change the cache keys; "
+            f"{spelling} (e.g. seed, not seeds; {help_})"
             for key in added
             if "." not in key and "@" not in key and not isinstance(config.get(key), dict)
         ]
         problems += [
-            f"{key} (added with +{key}=...) makes a section {key.split('.')[0]} that nothing reads"
-            f"{_elsewhere(key, config)}; check its spelling against `python evaluate.py --help` or `--cfg job` "
-            "(++ adds it anyway)"
+            f"{key} ({how}{key}=...) makes a section {key.split('.')[0]} that nothing reads"
+            f"{_elsewhere(key, config)}; {spelling} or `--cfg job` ({help_})"
             for key in _new_sections(added, config)
         ]
     if problems:
@@ -546,17 +551,17 @@ def ood_package_problems(level, plots_enabled) -> list[str]:
     return []
 
 
-def composed_problems(config: dict, overrides: list[str] | None = None) -> list[str]:
+def composed_problems(config: dict, overrides: list[str] | None = None, command: str = "evaluate") -> list[str]:
     """Every problem of a composed, resolved config that can be found without torch, transformers or
     Lightning: the numeric options (:func:`config_problems`), a config group given a list of options
     (:func:`itermask.overrides.group_list_problems`), keys added to itermask's own sections
     (:func:`check_added_keys`), a cache path that is a file, and the optional packages its choices need
-    (:func:`ood_package_problems`)."""
+    (:func:`ood_package_problems`). ``command``: the entry point the messages name (:func:`check_added_keys`)."""
     problems = config_problems(config) + group_list_problems(overrides or [])
     if isinstance(config.get("cache_dir"), str) and (problem := cache_path_problem(config["cache_dir"])) is not None:
         problems.append(problem)
     try:
-        check_added_keys(overrides or [], config)
+        check_added_keys(overrides or [], config, command=command)
     except SettingsError as error:
         problems += error.problems
     ood = config.get("ood")
@@ -578,5 +583,5 @@ def check_composed(cfg, context) -> None:
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    if problems := composed_problems(cast(dict, config), list(context.overrides)):
+    if problems := composed_problems(cast(dict, config), list(context.overrides), context.command):
         raise SettingsError(problems)

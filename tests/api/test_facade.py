@@ -301,6 +301,9 @@ def test_every_container_of_texts_and_labels_reads_as_the_same_examples(kind):
         (TEXTS, 1, r"labels=1 is a single value"),
         (TEXTS, [[1], [0], [1]], r"labels must be one label per text \(a flat list or 1-D array\)"),
         (TEXTS, [1, 0], r"2 labels for 3 texts"),
+        # True/False were read as the classes 1/0 without a word (stop 54's review)
+        (TEXTS, [True, False, True], r"labels are booleans \(True/False\): give class ids or the classifier's"),
+        ("numpy bool", None, r"labels are booleans"),
         ({"text": TEXTS, "label": [1, 0, 1]}, [0, 1, 0], r"the data has a label column 'label' and labels= is given"),
     ],
 )
@@ -312,6 +315,8 @@ def test_data_and_labels_of_no_accepted_kind_are_refused_in_one_line(tmp_path, d
 
     if data == "folder":
         data = str(tmp_path)
+    elif data == "numpy bool":
+        data, labels = TEXTS, np.array([True, False, True])
     elif data == "dataset dict":
         data = datasets.DatasetDict(test=datasets.Dataset.from_dict({"text": TEXTS}))
     with pytest.raises(ValueError, match=message) as error:

@@ -142,7 +142,7 @@ def test_a_misspelt_key_gets_the_closest_setting_not_hydras_plus(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr and "+evaluation" not in out.stderr
     assert out.stderr.startswith(
         "hint: evaluation.n_exampels is not a setting of evaluation (did you mean evaluation.n_examples?)\n"
-        "error: a setting above does not exist"
+        "error: a setting above cannot be used as given"
     )
     assert not list(tmp_path.rglob("*.log"))
 
@@ -179,6 +179,13 @@ def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
         "hint: seeds is neither a config group nor a setting (did you mean seed?)"
     ]
     assert unknown_key_hints(["experiment=paper", "seed=0,1", "hydra/launcher=joblib"], conf, "evaluate") == []
+    # a typed list given one value (Hydra: "float is not a ListConfig, list or tuple"; stop 54's review)
+    assert unknown_key_hints(["evaluation.fractions=0.1", "evaluation.schedules=[one_shot]"], conf, "evaluate") == [
+        "hint: evaluation.fractions is a list: write evaluation.fractions=[0.1] (with -m, a sweep of lists: "
+        "'evaluation.fractions=[a],[b]')"
+    ]
+    # a list in plain YAML takes a scalar (the settings check judges it): Hydra composes it, no hint
+    assert unknown_key_hints(["ood.plots.umap_fractions=0.5"], conf, "evaluate") == []
 
 
 def test_a_group_of_another_command_is_named_with_that_command():

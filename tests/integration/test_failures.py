@@ -559,8 +559,8 @@ def test_a_key_forced_in_with_plus_plus_that_nothing_reads_is_warned_of(tmp_path
         err.count("warning:") == 1
         and (
             "warning: train.lr (forced with ++train.lr=...) is not an option of the train settings: nothing reads "
-            "it, but it would change the cache keys; check its spelling against `python evaluate.py --help` or "
-            "`--cfg job`; ++ added it as asked"
+            "it, but it would change the cache keys; check its spelling against `python train.py --help` or "
+            "`--cfg job` (++ added it as asked)"
         )
         in err
     )

@@ -279,6 +279,21 @@ def test_a_key_added_with_plus_to_itermasks_own_settings_is_refused():
     # the model's settings are all itermask's own too: a mistyped one re-fine-tuned with nothing changed
     with pytest.raises(SettingsError, match=r"model.max_lenght \(added with \+model.max_lenght=...\)"):
         check_added_keys(["+model.max_lenght=32"])
+    # the message names the running command's --help (it said evaluate.py for train.py too), and the warning's
+    # wording for a key ++ added
+    with pytest.raises(SettingsError) as error:
+        check_added_keys(["+train.lrr=1"], command="train")
+    assert error.value.problems == [
+        "train.lrr (added with +train.lrr=...) is not an option of the train settings: nothing reads it, but it "
+        "would change the cache keys; check its spelling against `python train.py --help` or `--cfg job` (++ adds "
+        "it anyway)"
+    ]
+    with pytest.raises(SettingsError) as error:
+        check_added_keys(["+seeds=3"], {"seed": 0}, command="pretrain", forced=True)
+    assert error.value.problems == [
+        "seeds (forced with ++seeds=...) is not a setting: nothing reads it, but it would change the cache keys; "
+        "check its spelling against `python pretrain.py --help` (e.g. seed, not seeds; ++ added it as asked)"
+    ]
 
 
 def test_an_evaluation_key_added_with_plus_is_named_once_and_one_forced_with_plus_plus_still_refused():

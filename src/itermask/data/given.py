@@ -127,7 +127,7 @@ def _labels(labels, n_texts: int) -> list[Any] | None:
     """``labels`` as a list of Python values (NumPy arrays, tensors and Series through ``tolist()``).
 
     Raises:
-        ValueError: a single value, nested labels, or not one label per text."""
+        ValueError: a single value, nested labels, not one label per text, or booleans."""
     if labels is None:
         return None
     if isinstance(labels, str | bytes) or not (isinstance(labels, Sequence) or hasattr(labels, "tolist")):
@@ -138,6 +138,11 @@ def _labels(labels, n_texts: int) -> list[Any] | None:
         raise ValueError(f"labels must be one label per text (a flat list or 1-D array), got {labels!r:.60}")
     if len(given) != n_texts:
         raise ValueError(f"{len(given)} labels for {n_texts} texts: give one label per text, or none")
+    if any(isinstance(label, bool) for label in given):  # True is 1 to Python; that it means class 1 is a guess
+        raise ValueError(
+            "labels are booleans (True/False): give class ids or the classifier's class names (e.g. "
+            "[int(x) for x in labels] if True means class 1)"
+        )
     return given
 
 

@@ -103,7 +103,9 @@ def _pretrain_problems(config: dict, enabled: bool) -> list[str]:
 def read_job(config: dict, context: JobContext, problems: Problems) -> JobParts:
     """What every job reads of the resolved ``config`` (a plain dict): its settings checked and its components
     built, unbound; errors are collected in ``problems``."""
-    problems.add(composed_problems(config, list(context.overrides)))  # numbers, the seed, keys added with +
+    problems.add(
+        composed_problems(config, list(context.overrides), context.command)
+    )  # numbers, the seed, keys added with +
     value = config.get("seed")
     seed = value if isinstance(value, int) and not isinstance(value, bool) else 0  # 0: a stand-in (refused above)
     enabled = True
