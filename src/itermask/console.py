@@ -363,7 +363,7 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
     except Exception:  # noqa: BLE001 (a hint only: Hydra has said what failed)
         return []
     hints = []
-    for key, value in dotted:
+    for key, _ in dotted:
         *parents, leaf = key.split(".")
         node = config
         for part in parents:
@@ -383,23 +383,44 @@ def unknown_key_hints(arguments: list[str], conf_dir: Path, config_name: str) ->
             hints.append(f"hint: {key} is not a setting of {section} ({better})")
         elif node is None and not off and isinstance(config, dict) and isinstance(config.get(top), dict):
             hints.append(_missing_section_hint(key, config, conf_dir))
-        elif isinstance(node, dict) and isinstance(node.get(leaf), list) and value[:1] not in ("[", "$"):
-            hints += _list_hint(key, value, groups, conf_dir, config_name)
     return hints
 
 
-def _list_hint(key: str, value: str, groups: list[str], conf_dir: Path, config_name: str) -> list[str]:
-    """The hint for a list setting given one value (``evaluation.fractions=0.1``), when Hydra refuses it (a typed
-    schema's list; Hydra says "float is not a ListConfig"): the bracketed form. A list that a plain YAML holds
-    takes a scalar (the settings check judges it), so Hydra is asked: one more composition (about 0.5 s)."""
-    from hydra import compose, initialize_config_dir
+def value_problems(arguments: list[str], conf_dir: Path, config_name: str) -> list[str]:
+    """The setting whose value the config's typed schema refuses (``evaluation.n_examples=abc``,
+    ``evaluation.fractions=0.1``, ``evaluation.schedules=[oneshot]``), in one line with what to write, or none:
+    Hydra's own message takes four lines and a stack-trace note. Composes the config once with the command line's
+    groups and single-valued settings (about 0.5 s; a sweep's values are checked per job by
+    :class:`itermask.callbacks.SettingsCheckCallback`). Any other composition failure is left to Hydra.
 
+    Args:
+        arguments: the command line after the script; ``conf_dir`` / ``config_name``: the script's config."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf.errors import ValidationError
+
+    if not (conf_dir / f"{config_name}.yaml").is_file():
+        return []
+    try:
+        parsed = OverridesParser.create().parse_overrides([a for a in arguments if "=" in a and a[:1] != "-"])
+    except Exception:  # noqa: BLE001 (Hydra says what it cannot parse)
+        return []
+    kept = [o for o in parsed if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")]
+    if not any("." in o.key_or_group for o in kept):
+        return []
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
-            compose(config_name=config_name, overrides=[*groups, f"{key}={value}"])
-    except Exception as error:  # noqa: BLE001 (a hint only, for Hydra's type error alone)
-        if "is not a ListConfig" in f"{error} {error.__cause__}":
-            return [f"hint: {key} is a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"]
+            compose(config_name=config_name, overrides=[str(o.input_line) for o in kept])
+    except Exception as error:  # noqa: BLE001 (only the schema's refusal of a value is ours to word)
+        cause = error.__cause__
+        line = str(error).removeprefix("Error merging override ")
+        if not isinstance(cause, ValidationError) or "=" not in line:
+            return []
+        key, value = line.split("=", 1)
+        why = str(cause).splitlines()[0]
+        if "is not a ListConfig" in why:
+            why = f"a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"
+        return [f"{line}: {why}"]
     return []
 
 

@@ -357,6 +357,7 @@ def run_entry(main: Callable[[], Any], config_name: str | None = None) -> None:
         signal.signal(signum, _stop_workers)
     if _hint_unknown_keys(config_name):  # before Hydra, whose message would advise adding the typo with "+"
         raise SystemExit(2)
+    _refuse_typed_values(config_name)
     try:
         main()
     except SystemExit:
@@ -386,11 +387,24 @@ def _hint_unknown_keys(config_name: str | None) -> bool:
         print("error: a plugin above is not installed: see its hint. Nothing was run.", file=sys.stderr)
     elif hints:
         print(
-            "error: a setting above cannot be used as given: see its hint (`--help` lists the groups; "
+            "error: a setting above does not exist as given: see its hint (`--help` lists the groups; "
             "`--cfg job` prints every setting). Nothing was run.",
             file=sys.stderr,
         )
     return bool(hints)
+
+
+def _refuse_typed_values(config_name: str | None) -> None:
+    """Refuse a value the config's typed schema refuses in one line (:func:`itermask.console.value_problems`), as
+    a bad setting (status 1, as Hydra's own four-line message exits).
+
+    Raises:
+        SystemExit: (status 1) ``bad setting: <key>=<value>: <why>``."""
+    from itermask.conf import CONF_DIR
+    from itermask.console import value_problems
+
+    if problems := value_problems(sys.argv[1:], CONF_DIR, config_name or Path(sys.argv[0]).stem):
+        raise SystemExit("bad setting: " + "; ".join(problems) + ". Nothing was run.")
 
 
 def _stop_workers(signum: int, frame) -> None:

@@ -142,7 +142,7 @@ def test_a_misspelt_key_gets_the_closest_setting_not_hydras_plus(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr and "+evaluation" not in out.stderr
     assert out.stderr.startswith(
         "hint: evaluation.n_exampels is not a setting of evaluation (did you mean evaluation.n_examples?)\n"
-        "error: a setting above cannot be used as given"
+        "error: a setting above does not exist as given"
     )
     assert not list(tmp_path.rglob("*.log"))
 
@@ -179,13 +179,33 @@ def test_unknown_key_hints_read_the_config_of_the_groups_chosen():
         "hint: seeds is neither a config group nor a setting (did you mean seed?)"
     ]
     assert unknown_key_hints(["experiment=paper", "seed=0,1", "hydra/launcher=joblib"], conf, "evaluate") == []
-    # a typed list given one value (Hydra: "float is not a ListConfig, list or tuple"; stop 54's review)
-    assert unknown_key_hints(["evaluation.fractions=0.1", "evaluation.schedules=[one_shot]"], conf, "evaluate") == [
-        "hint: evaluation.fractions is a list: write evaluation.fractions=[0.1] (with -m, a sweep of lists: "
+
+
+def test_a_value_the_typed_schema_refuses_is_named_in_one_line():
+    """Hydra's own message took four lines and a stack-trace note (stop 54's review: evaluation.fractions=0.1)."""
+    from itermask.console import value_problems
+
+    conf = ROOT / "conf"
+    assert value_problems(["evaluation.fractions=0.1", "evaluation.schedules=[one_shot]"], conf, "evaluate") == [
+        "evaluation.fractions=0.1: a list: write evaluation.fractions=[0.1] (with -m, a sweep of lists: "
         "'evaluation.fractions=[a],[b]')"
     ]
-    # a list in plain YAML takes a scalar (the settings check judges it): Hydra composes it, no hint
-    assert unknown_key_hints(["ood.plots.umap_fractions=0.5"], conf, "evaluate") == []
+    assert value_problems(["--cfg", "job", "seed=1", "evaluation.n_examples=abc"], conf, "evaluate") == [
+        "evaluation.n_examples=abc: Value 'abc' of type 'str' could not be converted to Integer"
+    ]
+    assert value_problems(["evaluation.schedules=[oneshot]"], conf, "evaluate") == [
+        "evaluation.schedules=[oneshot]: Invalid value 'oneshot', expected one of [one_shot, recursive]"
+    ]
+    # a list in plain YAML takes a scalar (the settings check judges it), a sweep is checked per job, an unknown
+    # key is unknown_key_hints' and a group option that does not exist Hydra's: none is refused here
+    for arguments in (
+        ["ood.plots.umap_fractions=0.5"],
+        ["-m", "evaluation.n_examples=abc,4"],
+        ["evaluation.n_exampels=abc"],
+        ["saliency=nope", "evaluation.n_examples=3"],
+        ["evaluation.n_examples=8", "model=minilm_mlm"],
+    ):
+        assert value_problems(arguments, conf, "evaluate") == [], arguments
 
 
 def test_a_group_of_another_command_is_named_with_that_command():
