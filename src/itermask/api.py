@@ -117,11 +117,12 @@ def _plan(examples, methods, strategy, evaluation, seed: int, pretrained: str, o
     """The plan of a notebook evaluation: the given texts, no fine-tuning, no files, cache or tracker.
 
     Raises:
-        ValueError: ``target="gold"`` without labels."""
-    if evaluation.target == "gold" and examples.labels is None:
-        raise ValueError("target='gold' explains each example's gold label: give labels= (or a label column)")
+        ValueError: ``target="gold"`` without labels, or with an example whose label is missing (None, NaN)."""
     from itermask.core.precision import canonical_precision
-    from itermask.data.given import GivenTexts
+    from itermask.data.given import GivenTexts, gold_label_problem
+
+    if evaluation.target == "gold" and (problem := gold_label_problem(examples.labels)):
+        raise ValueError(problem)
     from itermask.plan import DataPlan, EvaluationPlan, FineTuningPlan, JobPlan, ModelPlan, Spec
 
     trainer = {"devices": 1, "enable_checkpointing": False, "enable_progress_bar": False}

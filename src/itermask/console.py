@@ -187,7 +187,7 @@ def summary_lines(result: dict, job_dir: Path | None = None) -> list[str]:
     return lines
 
 
-def check_overrides(arguments: list[str], conf_dir: Path | None = None) -> None:
+def check_overrides(arguments: list[str], conf_dir: Path | None = None, config_name: str | None = None) -> None:
     """Explain the command-line overrides Hydra's grammar cannot read because of characters outside ASCII
     written without quotes (``dataset.source.path=/data/données.csv``: Hydra reports only
     ``LexerNoViableAltException``), an output folder (``hydra.run.dir``, ``hydra.sweep.dir``) that is a file
@@ -195,17 +195,38 @@ def check_overrides(arguments: list[str], conf_dir: Path | None = None) -> None:
     traceback ends in "Config group override must be a string"), and exit with status 2. Other arguments are
     left to Hydra.
 
+    Also ``-m`` with ``--cfg``, ``--info`` or ``--shell-completion`` (Hydra raises a ValueError with a traceback:
+    "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified").
+
     Args:
         arguments: the command line after the script (``sys.argv[1:]``).
         conf_dir: the script's Hydra config folder, whose sub-folders are the config groups (none: not checked).
+        config_name: the command's primary config: a group it does not choose is left to
+            :func:`foreign_group_hints` (``train.py debug=smok`` would suggest ``smoke``, which train.py refuses).
     """
+    modes = [a.split("=", 1)[0] for a in arguments if a.split("=", 1)[0] in _MODE_FLAGS]
+    if len(set(modes) & {"-m", "--multirun"}) and len(modes) > 1:
+        other = next(m for m in modes if m not in ("-m", "--multirun"))
+        print(
+            f"error: {other} cannot be combined with -m (Hydra takes one of them): to see one job's config, drop -m "
+            f"and give one value per swept setting (e.g. seed=0 for seed=0,1,2)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     for argument in arguments:  # Hydra makes the job's folder before any itermask code: a raw FileExistsError
         key, _, value = argument.partition("=")
         folder = Path(value.strip("'\"")).expanduser()
         if key in ("hydra.run.dir", "hydra.sweep.dir") and (blocking := blocking_file(folder)) is not None:
             print(f"error: {key}={value} cannot be the output folder: {blocking} is a file", file=sys.stderr)
             raise SystemExit(2)
-    _check_group_values(arguments, conf_dir)
+    _check_group_values(arguments, conf_dir, config_name)
+    if conf_dir is not None and config_name and (deleted := _deleted_settings(arguments, conf_dir, config_name)):
+        print(
+            f"error: {deleted}: deletes a top-level setting that every {config_name}.py job reads (it would fail "
+            f"with a KeyError after the job started): set it instead ({deleted[1:]}=<value>; `--cfg job` shows it)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     suspects = [a for a in arguments if "=" in a and not a.startswith("-") and not a.isascii()]
     if not suspects:
         return
@@ -227,17 +248,18 @@ def check_overrides(arguments: list[str], conf_dir: Path | None = None) -> None:
             raise SystemExit(2) from None
 
 
-def _check_group_values(arguments: list[str], conf_dir: Path | None) -> None:
+def _check_group_values(arguments: list[str], conf_dir: Path | None, config_name: str | None = None) -> None:
     """Exit with status 2 for a config group override whose value is a boolean or a number (``sanity=true``:
     a group takes the name of one of its YAML files) or names no file of the group (``saliency=gradiant``), naming
     the closest choice and all of them. Options from another config folder (``--config-dir``,
-    ``hydra.searchpath``) are left to Hydra."""
+    ``hydra.searchpath``) are left to Hydra, and so is a group that ``config_name`` does not choose (without ``+``)."""
     groups = {p.name: p for p in conf_dir.iterdir() if p.is_dir()} if conf_dir is not None else {}
+    own = _config_groups(conf_dir, config_name) if conf_dir is not None and config_name else set()
     elsewhere = any(a.startswith(("--config-dir", "-cd", "hydra.searchpath")) for a in arguments)
     for argument in arguments:
         key, found, value = argument.partition("=")
         group = key.lstrip("+~")
-        if not found or group not in groups or key.startswith("~"):
+        if not found or group not in groups or key.startswith("~") or (own and key == group and group not in own):
             continue
         choices = sorted(p.stem for p in groups[group].glob("*.yaml"))
         values = _group_values(value)
@@ -249,6 +271,24 @@ def _check_group_values(arguments: list[str], conf_dir: Path | None) -> None:
             continue
         print(f"error: {argument}: {problem}; choose one of {choices}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _deleted_settings(arguments: list[str], conf_dir: Path, config_name: str) -> str | None:
+    """The first ``~key`` of the command line that deletes a top-level setting of ``config_name``'s primary config
+    or of one it extends (``~seed``, ``~evaluation``; not a config group such as ``~logger``, nor a nested key), or
+    ``None``."""
+    keys: set[str] = set()
+    names = [config_name]
+    while names:
+        path = conf_dir / f"{names.pop()}.yaml"
+        body = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+        keys |= {k for k in body if k not in ("defaults", "hydra") and not (conf_dir / k).is_dir()}
+        names += [e for e in body.get("defaults") or [] if isinstance(e, str) and (conf_dir / f"{e}.yaml").is_file()]
+    for argument in arguments:
+        key = argument.split("=", 1)[0]
+        if key.startswith("~") and key[1:] in keys:
+            return key
+    return None
 
 
 def _group_values(value: str) -> list[str] | None:
@@ -267,6 +307,9 @@ def _group_values(value: str) -> list[str] | None:
     names = listed if isinstance(listed, list) else [parsed]
     return [n for n in names if isinstance(n, str) and "${" not in n]
 
+
+#: Hydra's run modes, of which a command line may give one
+_MODE_FLAGS = ("-m", "--multirun", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 
 #: the command-line choices of Hydra plugins that only the ``sweeps`` extra installs, and the plugin module each needs
 #: the entry scripts' primary configs (conf/<name>.yaml)
@@ -419,7 +462,11 @@ def value_problems(arguments: list[str], conf_dir: Path, config_name: str) -> li
         key, value = line.split("=", 1)
         why = str(cause).splitlines()[0]
         if "is not a ListConfig" in why:
-            why = f"a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"
+            why = (
+                f"a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"
+                if value
+                else f"no value: {key} is a list, given in brackets ({key}=[a,b])"
+            )
         return [f"{line}: {why}"]
     return []
 

@@ -4,9 +4,9 @@ only (the engine that produced them is :mod:`itermask.engine`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from itermask.core.evaluation_settings import EvaluationSettings
 
@@ -127,7 +127,7 @@ class EvaluationResult:
         notebook, ``.save(path)`` writes a page.
 
         Args:
-            example_ids: which examples (ids: positions in the given data; default the first
+            example_ids: which examples (ids: positions in the given data, or one id; default the first
                 :data:`SHOWN_EXAMPLES` evaluated).
             max_tokens: tokens shown per example (default :data:`itermask.views.MAX_TOKENS`).
 
@@ -140,6 +140,12 @@ class EvaluationResult:
         from itermask.core.evaluation import saliency_scores
         from itermask.views import MAX_TOKENS, views_from_curves
 
+        if example_ids is not None and _whole(example_ids):  # one id: result.views(3)
+            example_ids = [int(cast(int, example_ids))]
+        if example_ids is not None and not isinstance(example_ids, Iterable):
+            raise ValueError(
+                f"example_ids must be a list of ids (positions in the given data), got {example_ids!r:.60}"
+            )
         if example_ids is not None and (bad := [i for i in example_ids if not _whole(i)]):
             raise ValueError(f"example_ids must be whole numbers (positions in the given data), got {bad}")
         key = (None if example_ids is None else tuple(int(i) for i in example_ids), max_tokens)

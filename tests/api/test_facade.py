@@ -85,6 +85,12 @@ def test_views_and_the_notebook_html(tiny_bert, tokenizer):
     ):
         result.views(["a"])
     assert result.views([np.int64(1)]).views[0].example_id == 1
+    # one id (it was a bare "TypeError: 'int' object is not iterable": session 55's review); no id at all
+    assert [v.example_id for v in result.views(1).views] == [1]
+    with pytest.raises(
+        ValueError, match=r"^example_ids must be a list of ids \(positions in the given data\), got 1.5"
+    ):
+        result.views(1.5)
     with pytest.raises(NotADirectoryError, match=r"^cannot write the views page to /dev/null/x.html: Not a directory$"):
         views.save("/dev/null/x.html")
     # a notebook shows a result again and again: the views are built (and saliency computed) once
@@ -153,8 +159,13 @@ def test_bad_input_is_refused_before_any_work(tiny_bert, tokenizer):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=[0, 1])
     with pytest.raises(ValueError, match=r"^target='gold' explains each example's gold label: give labels="):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, target="gold")
+    # a missing gold label crashed inside Lightning's test loop (session 55's review)
+    with pytest.raises(ValueError, match=r"^target='gold' explains each example's gold label, but examples \[0, 2\]"):
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, target="gold", labels=[None, 1, float("nan")])
     with pytest.raises(ValueError, match=r"labels \['neutral'\] are not classes"):
         itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=["neutral", 0, 1])
+    with pytest.raises(ValueError, match=r"labels \[5\] are not classes"):  # was "['5']", a number as a string
+        itermask.evaluate(tiny_bert, TEXTS, tokenizer=tokenizer, labels=[0, 1, 5])
     with pytest.raises(ValueError, match="single string"):
         itermask.evaluate(tiny_bert, "a good film", tokenizer=tokenizer)
     # the facade's own arguments (a new-user review met torch's and CUDA's raw errors, and a wrong blame)
@@ -301,6 +312,7 @@ def test_every_container_of_texts_and_labels_reads_as_the_same_examples(kind):
         (TEXTS, 1, r"labels=1 is a single value"),
         (TEXTS, [[1], [0], [1]], r"labels must be one label per text \(a flat list or 1-D array\)"),
         (TEXTS, [1, 0], r"2 labels for 3 texts"),
+        (TEXTS, {0: 1, 1: 0, 2: 1}, r"labels is a dict: give one label per text, as a list in the texts' order"),
         # True/False were read as the classes 1/0 without a word (stop 54's review)
         (TEXTS, [True, False, True], r"labels are booleans \(True/False\): give class ids or the classifier's"),
         ("numpy bool", None, r"labels are booleans"),

@@ -193,6 +193,10 @@ def test_a_value_the_typed_schema_refuses_is_named_in_one_line():
     assert value_problems(["--cfg", "job", "seed=1", "evaluation.n_examples=abc"], conf, "evaluate") == [
         "evaluation.n_examples=abc: Value 'abc' of type 'str' could not be converted to Integer"
     ]
+    assert value_problems(["evaluation.fractions="], conf, "evaluate") == [
+        "evaluation.fractions=: no value: evaluation.fractions is a list, given in brackets "
+        "(evaluation.fractions=[a,b])"
+    ]
     assert value_problems(["evaluation.schedules=[oneshot]"], conf, "evaluate") == [
         "evaluation.schedules=[oneshot]: Invalid value 'oneshot', expected one of [one_shot, recursive]"
     ]

@@ -254,8 +254,11 @@ def test_missing_runs_are_listed(tmp_path):
 
 
 def test_no_finished_runs_says_what_was_found(tmp_path):
-    with pytest.raises(ReportError, match="is not a folder"):
+    with pytest.raises(ReportError, match="nope does not exist"):
         build_report(tmp_path / "nope")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ReportError, match="file is not a folder"):
+        build_report(tmp_path / "file")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReportError, match=r"no finished runs .* 0 job folder.*no multirun.yaml"):
         build_report(tmp_path / "empty")

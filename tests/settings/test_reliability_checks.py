@@ -388,3 +388,38 @@ def test_a_mistyped_config_group_option_gets_the_closest_one(capsys):
         assert f"no saliency option '{bad}' (did you mean '{close}'?); choose one of [" in capsys.readouterr().err
     check_overrides(["saliency=mine", "--config-dir=/elsewhere"], conf)  # another folder's option: Hydra's to find
     check_overrides(["saliency=glob(grad*)", "-m"], conf)
+
+
+def test_hydras_run_modes_together_a_deleted_setting_and_a_foreign_group_get_one_line(capsys):
+    """From session 55's new-user review: ``-m ... --cfg job`` was Hydra's ValueError traceback; ``~seed`` a
+    KeyError traceback after the job started (and a folder with failed.json); ``pretrain.py debug=smok`` suggested
+    ``smoke``, which pretrain.py then refused (its foreign-group hint is left to run without the suggestion)."""
+    from itermask.console import check_overrides
+
+    conf = ROOT / "conf"
+    for arguments, message in [
+        (
+            ["-m", "seed=0,1,2", "--cfg", "job"],
+            "error: --cfg cannot be combined with -m (Hydra takes one of them): to see one job's config, drop -m and "
+            "give one value per swept setting (e.g. seed=0 for seed=0,1,2)\n",
+        ),
+        (
+            ["~seed", "debug=smoke"],
+            "error: ~seed: deletes a top-level setting that every evaluate.py job reads (it would fail with a KeyError "
+            "after the job started): set it instead (seed=<value>; `--cfg job` shows it)\n",
+        ),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides(arguments, conf, "evaluate")
+        assert exit_.value.code == 2 and capsys.readouterr().err == message
+    with pytest.raises(SystemExit):  # a setting of train.yaml, which evaluate.yaml extends
+        check_overrides(["~cache_dir"], conf, "evaluate")
+    capsys.readouterr()
+    # a group, a nested key, Hydra's own node: deleted as Hydra does; a foreign group's option: the hint's
+    check_overrides(
+        ["~logger", "~train.adversarial_augmentation.candidates.k", "~hydra.sweeper.grids.claim2"], conf, "evaluate"
+    )
+    check_overrides(["debug=smok", "--cfg", "job"], conf, "pretrain")
+    with pytest.raises(SystemExit):  # evaluate.py has the group: the option is checked
+        check_overrides(["debug=smok"], conf, "evaluate")
+    assert "did you mean 'smoke'?" in capsys.readouterr().err

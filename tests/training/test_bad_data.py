@@ -356,7 +356,11 @@ def test_a_tab_separated_file_named_csv_whose_texts_hold_commas_gets_the_delimit
 def test_a_missing_column_in_a_comma_separated_file_keeps_the_column_advice(tmp_path):
     file = tmp_path / "data.csv"
     file.write_text("review,label\n" + "".join(f"film {i},{i % 2}\n" for i in range(6)))
-    with pytest.raises(ValueError, match=r"its columns are \['review', 'label'\]\. Set text_column/label_column"):
+    with pytest.raises(
+        ValueError,
+        match=r"its columns are \['review', 'label'\]\. Name its columns on the command line: "
+        r"dataset\.source\.text_column=<column> dataset\.source\.label_column=<column>",
+    ):
         FileSource(path=str(file)).load()
 
 

@@ -28,5 +28,5 @@ def command(main: Callable[[], Any], config_name: str) -> None:
     from itermask.console import check_overrides
     from itermask.jobs import run_entry
 
-    check_overrides(sys.argv[1:], CONF_DIR)
+    check_overrides(sys.argv[1:], CONF_DIR, config_name)
     run_entry(main, config_name)

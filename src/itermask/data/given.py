@@ -130,6 +130,8 @@ def _labels(labels, n_texts: int) -> list[Any] | None:
         ValueError: a single value, nested labels, not one label per text, or booleans."""
     if labels is None:
         return None
+    if isinstance(labels, Mapping):
+        raise ValueError(f"labels is a {type(labels).__name__}: give one label per text, as a list in the texts' order")
     if isinstance(labels, str | bytes) or not (isinstance(labels, Sequence) or hasattr(labels, "tolist")):
         raise ValueError(f"labels={labels!r:.60} is a single value: give one label per text (or none)")
     to_list = getattr(labels, "tolist", None)  # NumPy, torch, pandas: Python values, not NumPy scalars
@@ -171,6 +173,19 @@ def read_examples(
     return dataclasses.replace(examples, labels=_labels(examples.labels, len(examples.texts)))
 
 
+def gold_label_problem(labels: Sequence[Any] | None) -> str | None:
+    """Why ``labels`` cannot drive ``target="gold"`` (none given, or an example without one: None or NaN), or
+    ``None``; such a label crashed in Lightning's test loop, after the model had loaded."""
+    if labels is None:
+        return "target='gold' explains each example's gold label: give labels= (or a label column)"
+    if missing := [i for i, x in enumerate(labels) if x is None or (isinstance(x, float) and math.isnan(x))]:
+        return (
+            f"target='gold' explains each example's gold label, but examples {missing[:10]} have none (None or NaN): "
+            "give every example a label, or leave them out, or use target='predicted'"
+        )
+    return None
+
+
 def _label_id(label, by_name: dict[str, int], num_classes: int) -> int | None:
     """The class id of one label (``-1``: unknown), or ``None`` when it is no class."""
     if label is None or (isinstance(label, float) and math.isnan(label)):
@@ -197,7 +212,7 @@ def label_ids(labels: Sequence[Any] | None, class_names: Sequence[str] | None, n
     bad = [label for label, i in zip(labels, ids) if i is None]
     if bad:
         raise ValueError(
-            f"labels {sorted(set(map(str, bad)))[:10]} are not classes of the classifier: give class ids "
+            f"labels {sorted(set(bad), key=str)[:10]} are not classes of the classifier: give class ids "
             f"0..{num_classes - 1} or its class names {class_names}"
         )
     return [i for i in ids if i is not None]

@@ -175,7 +175,11 @@ class DataSource:
                 names = [c for c in data.column_names if c != SOURCE_ROW]
                 raise ValueError(
                     f"{self.describe()}: split {split!r} has no column(s) {missing}; its columns are {names}. "
-                    + (delimiter_hint(names) or "Set text_column/label_column accordingly.")
+                    + (
+                        delimiter_hint(names)
+                        or "Name its columns on the command line: dataset.source.text_column=<column> "
+                        "dataset.source.label_column=<column> (and dataset.source.text_pair_column for pairs)."
+                    )
                 )
             labels = data[self.label_column]
             distinct = len(set(map(str, labels)))

@@ -169,4 +169,22 @@ def evaluate_curves(
     elif baseline is not None and RANDOM in evaluated:
         context.keep(BASELINE_CURVES, baseline, {schedule: vars(c) for schedule, c in evaluated[RANDOM].items()})
     curves = EvaluatedCurves.of(evaluated, inputs.method)
+    _warn_test_batch_limit(context, len(next(iter(curves[curves.method].values()))) + module.n_skipped)
     return curves, masking_output(curves, inputs.evaluation, module.n_skipped)
+
+
+def _warn_test_batch_limit(context: EvaluationContext, seen: int) -> None:
+    """Warn when ``trainer.limit_test_batches`` stopped the masking stage before every selected example (``seen``:
+    evaluated or skipped): the scores are then those of the first batches' examples (the evaluation subset's
+    order), fewer than ``evaluation.n_examples`` asked, and nothing said so (session 55's new-user review)."""
+    selected, limit = len(context.examples), context.trainer.limit_test_batches
+    if seen < selected:
+        log.warning(
+            "evaluated %d of the %d examples selected: trainer.limit_test_batches=%s stops the test loop after "
+            "that many batches of data.eval_batch_size=%d (debug=smoke sets it); set trainer.limit_test_batches=1.0 "
+            "to evaluate them all",
+            seen,
+            selected,
+            limit,
+            context.data.eval_batch_size,
+        )

@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if warning := few_seeds_warning(report):
-        log.warning(warning.lstrip(". ").replace("**", ""))
+        log.warning(warning.lstrip(". ").replace("**Warning**: ", ""))
     written = write_report(report)
     for line in report.sweep.missing_lines():
         log.warning("missing: %s", line)

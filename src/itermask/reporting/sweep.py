@@ -193,6 +193,24 @@ def _expand(arguments: list[str]) -> list[list[str]]:
     return [list(job) for job in itertools.product(*values.values())]
 
 
+def _read_run(path: Path) -> Run:
+    """The finished run of one ``results.json``.
+
+    Raises:
+        ReportError: the file cannot be read as JSON (with what to do), or is not an itermask result."""
+    try:
+        result = read_json(path)
+    except (OSError, json.JSONDecodeError) as error:
+        raise ReportError(
+            f"{path} cannot be read as JSON ({error}): re-run the multirun's command, which writes that job's "
+            "results.json again (from the cache, or recomputed), or move its folder out of the multirun folder"
+        ) from error
+    missing = [k for k in REQUIRED_KEYS if not isinstance(result, dict) or k not in result]
+    if missing:
+        raise ReportError(f"{path} is not an itermask result file: missing {', '.join(missing)}")
+    return Run(path, result, _read_overrides(path.parent))
+
+
 def load_sweep(root: str | Path) -> Sweep:
     """Find the finished runs (``results.json``) under ``root`` and what is missing.
 
@@ -203,19 +221,13 @@ def load_sweep(root: str | Path) -> Sweep:
     """
     root = Path(root)
     if not root.is_dir():
-        raise ReportError(f"{root} is not a folder (expected a Hydra multirun folder holding <job>/results.json)")
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise ReportError(f"{root} {what} (expected a Hydra multirun folder holding <job>/results.json)")
     runs = []
     for path in sorted(root.rglob("results.json")):
         if _skip(path, root):
             continue
-        try:
-            result = read_json(path)
-        except (OSError, json.JSONDecodeError) as error:
-            raise ReportError(f"{path} cannot be read as JSON ({error})") from error
-        missing = [k for k in REQUIRED_KEYS if not isinstance(result, dict) or k not in result]
-        if missing:
-            raise ReportError(f"{path} is not an itermask result file: missing {', '.join(missing)}")
-        runs.append(Run(path, result, _read_overrides(path.parent)))
+        runs.append(_read_run(path))
     _check_schemas(runs)
     _check_fixes(runs)
     finished = {run.path.parent for run in runs}
