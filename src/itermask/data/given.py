@@ -178,7 +178,7 @@ def gold_label_problem(labels: Sequence[Any] | None) -> str | None:
     ``None``; such a label crashed in Lightning's test loop, after the model had loaded."""
     if labels is None:
         return "target='gold' explains each example's gold label: give labels= (or a label column)"
-    if missing := [i for i, x in enumerate(labels) if x is None or (isinstance(x, float) and math.isnan(x))]:
+    if missing := [i for i, x in enumerate(labels) if _unlabelled(x)]:
         return (
             f"target='gold' explains each example's gold label, but examples {missing[:10]} have none (None or NaN): "
             "give every example a label, or leave them out, or use target='predicted'"
@@ -186,9 +186,15 @@ def gold_label_problem(labels: Sequence[Any] | None) -> str | None:
     return None
 
 
+def _unlabelled(label) -> bool:
+    """Whether ``label`` stands for no label (None or NaN): ``-1`` to :func:`label_ids`, refused by
+    :func:`gold_label_problem`."""
+    return label is None or (isinstance(label, float) and math.isnan(label))
+
+
 def _label_id(label, by_name: dict[str, int], num_classes: int) -> int | None:
     """The class id of one label (``-1``: unknown), or ``None`` when it is no class."""
-    if label is None or (isinstance(label, float) and math.isnan(label)):
+    if _unlabelled(label):
         return -1
     if isinstance(label, str) and label.lower() in by_name:
         return by_name[label.lower()]
