@@ -214,7 +214,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     issue34 |= {"review54_rest": 76}
     # session 55's new-user review: -m with --cfg, ~ of a top-level setting, a foreign group's option left to its
     # hint (console) ~45; the test-batch limit warned of (engine.masking) ~20; a missing gold label refused early
-    # (data.given.gold_label_problem, _unlabelled shared with label_ids) ~18; small messages (labels, views(1), report paths, CSV columns) ~20
+    # (data.given.gold_label_problem, _unlabelled shared with label_ids) ~18; small messages (labels, views(1),
+    # report paths, CSV columns) ~20
     issue34 |= {"review55": 103}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
