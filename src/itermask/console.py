@@ -28,7 +28,7 @@ from typing import cast
 import yaml
 from omegaconf import Container, OmegaConf
 
-from itermask.formatting import closest, did_you_mean
+from itermask.formatting import closest, did_you_mean, program
 from itermask.formatting import number as format_number
 from itermask.storage.files import blocking_file
 
@@ -49,6 +49,8 @@ def as_yaml(value) -> str:
 
 if not OmegaConf.has_resolver("as_yaml"):  # registered on import: the entry points import this module
     OmegaConf.register_new_resolver("as_yaml", as_yaml)
+if not OmegaConf.has_resolver("program"):  # ${program:evaluate} in --help: itermask-evaluate or python evaluate.py
+    OmegaConf.register_new_resolver("program", program)
 
 #: Lightning's loggers whose ``info`` messages are hidden unless verbose
 LIGHTNING_INFO_LOGGERS = (
@@ -222,8 +224,9 @@ def check_overrides(arguments: list[str], conf_dir: Path | None = None, config_n
     _check_group_values(arguments, conf_dir, config_name)
     if conf_dir is not None and config_name and (deleted := _deleted_settings(arguments, conf_dir, config_name)):
         print(
-            f"error: {deleted}: deletes a top-level setting that every {config_name}.py job reads (it would fail "
-            f"with a KeyError after the job started): set it instead ({deleted[1:]}=<value>; `--cfg job` shows it)",
+            f"error: {deleted}: deletes a top-level setting that every job of {program(config_name)} reads (it "
+            "would fail with a KeyError after the job started): set it instead "
+            f"({deleted[1:]}=<value>; `--cfg job` shows it)",
             file=sys.stderr,
         )
         raise SystemExit(2)
@@ -364,12 +367,12 @@ def foreign_group_hints(arguments: list[str], conf_dir: Path, config_name: str) 
         if not equals or key.startswith(("+", "~", "-")) or key in own or not (conf_dir / key).is_dir():
             continue
         others = [
-            f"{name}.py" for name in ENTRY_CONFIGS if name != config_name and key in _config_groups(conf_dir, name)
+            program(name) for name in ENTRY_CONFIGS if name != config_name and key in _config_groups(conf_dir, name)
         ]
         if others:
             hints.append(
-                f"hint: {argument}: {config_name}.py has no {key} group; {' and '.join(others)} "
-                f"{'has' if len(others) == 1 else 'have'} it (python {others[0]} {argument})"
+                f"hint: {argument}: {program(config_name)} has no {key} group; {' and '.join(others)} "
+                f"{'has' if len(others) == 1 else 'have'} it ({others[0]} {argument})"
             )
     return hints
 

@@ -1,7 +1,8 @@
 """Numbers and tables as text: a number with fixed decimals (``n/a`` when missing), a string escaped for
 Markdown (:func:`md_escape`), a Markdown table and ``mean ± std``. Shared by the report
 (:mod:`itermask.reporting`), the analyses' headline lines (:meth:`itermask.analyses.Analysis.headline_lines`)
-and the job's console summary (:mod:`itermask.console`).
+and the job's console summary (:mod:`itermask.console`); the spelling hints of the messages (:func:`closest`,
+:func:`did_you_mean`, :func:`hub_hint`) and the name of a command as its user types it (:func:`program`).
 A leaf: it imports nothing of itermask."""
 
 from __future__ import annotations
@@ -10,10 +11,23 @@ import difflib
 import math
 import numbers
 import re
+import shlex
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["number", "md_escape", "md_table", "mean_pm", "closest", "did_you_mean", "hub_hint"]
+__all__ = [
+    "number",
+    "md_escape",
+    "md_table",
+    "mean_pm",
+    "closest",
+    "did_you_mean",
+    "hub_hint",
+    "program",
+    "typed_command",
+]
 
 
 def number(value: Any, digits: int = 4, signed: bool = False) -> str:
@@ -91,3 +105,22 @@ def hub_hint(error: BaseException, offline_default: str) -> str:
         f" It is not in the local Hugging Face cache and the hub was not reached ({why}): download it once "
         f"with internet access, or give a local copy; {offline_default} needs no hub."
     )
+
+
+def program(config_name: str) -> str:
+    """How a user types the command of ``config_name`` (``evaluate``, ``train``, ``pretrain``) in the form they
+    typed the running one: ``itermask-evaluate`` when this process is one of the installed console scripts (from a
+    wheel there is no ``evaluate.py``), else ``python evaluate.py`` (a checkout's scripts, tests, notebooks).
+    Every message and ``--help`` text that names a command says it through this function."""
+    return f"itermask-{config_name}" if Path(sys.argv[0]).name.startswith("itermask-") else f"python {config_name}.py"
+
+
+def typed_command(argv: Sequence[str] | None = None) -> str:
+    """This process's command line (``sys.argv`` unless given) as its user would type it again, for the resume
+    hint: ``itermask-evaluate -m seed=0,1`` from a console script (not the script's path under ``python``),
+    ``python evaluate.py -m seed=0,1`` from a checkout's script; arguments quoted for a POSIX shell where needed
+    (``'evaluation.fractions=[0.1, 0.5]'``)."""
+    argv = list(sys.argv if argv is None else argv)
+    name = Path(argv[0]).name
+    head = name if name.startswith("itermask-") else shlex.join(["python", argv[0]])
+    return " ".join([head, *map(shlex.quote, argv[1:])])

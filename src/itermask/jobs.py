@@ -27,6 +27,7 @@ from typing import Any
 
 from itermask import progress
 from itermask.context import JobContext
+from itermask.formatting import typed_command
 from itermask.problems import ConfigError, is_config_error
 from itermask.progress import clear as clear_progress
 from itermask.progress import finished as finished_steps
@@ -323,7 +324,7 @@ def _report_interrupt(output_dir: Path, context: JobContext, signum: int = signa
     if multirun:
         done = sorted(p.parent.name for p in output_dir.parent.glob("*/results.json"))
         lines.append(f"finished jobs of this multirun: {done or 'none'} (in {output_dir.parent})")
-    for line in [*lines, _RESUME.format(command=" ".join(["python", *sys.argv]))]:
+    for line in [*lines, _RESUME.format(command=typed_command())]:
         log.warning(line)
 
 
@@ -462,7 +463,7 @@ def _report_launcher_interrupt(signum: int) -> None:
     if sweep is not None:
         done = sorted(p.parent.name for p in sweep.glob("*/results.json"))
         lines.append(f"finished jobs of this multirun: {done or 'none'} (in {sweep})")
-    for line in [*lines, _RESUME.format(command=" ".join(["python", *sys.argv]))]:
+    for line in [*lines, _RESUME.format(command=typed_command())]:
         log.warning(line)
 
 

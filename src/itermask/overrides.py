@@ -7,6 +7,8 @@ that Hydra's sweepers have already de-duplicated (the last value kept), so
 
 from __future__ import annotations
 
+from itermask.formatting import program
+
 __all__ = ["group_list_problems", "repeated_key_warnings"]
 
 
@@ -24,7 +26,7 @@ def group_list_problems(overrides: list[str]) -> list[str]:
             group, options = key.lstrip("+~"), value.strip()[1:-1]
             problems.append(
                 f"{group}={value.strip()} picks several {group} options at once (Hydra would merge them into one); "
-                f"{group} takes one option: compare them in a multirun, python evaluate.py -m {group}={options}"
+                f"{group} takes one option: compare them in a multirun, {program('evaluate')} -m {group}={options}"
             )
     return problems
 

@@ -13,6 +13,7 @@ from itermask.context import JobContext
 from itermask.engine.prepare import bind, prepare, pretrain
 from itermask.engine.record import record, record_stored
 from itermask.engine.run import run
+from itermask.formatting import program
 from itermask.problems import config_errors
 from itermask.settings import evaluation_plan, plain, training_plan
 from itermask.storage.cache import CheckpointCache
@@ -55,7 +56,7 @@ def run_pretrain(cfg: DictConfig, context: JobContext | None = None) -> float:
     with config_errors():  # a bad setting: one line, no traceback
         if model.get("pretrain") is None:
             raise ValueError(
-                f"pretrain.py runs continued MLM pretraining, but model={model.get('name')} has no pretrain "
+                f"{program('pretrain')} runs continued MLM pretraining, but model={model.get('name')} has no pretrain "
                 "settings: choose model=minilm_mlm or model=minilm_cda (or a model config with a pretrain node)"
             )
         plan = training_plan(cfg, context)

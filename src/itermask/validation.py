@@ -25,6 +25,7 @@ from omegaconf import MISSING
 from itermask.core.evaluation_settings import FEATURE_KINDS, QUANTITIES
 from itermask.core.precision import autocast_dtype
 from itermask.core.schedules import SCHEDULES, STEP_KINDS
+from itermask.formatting import program
 from itermask.overrides import group_list_problems
 from itermask.storage.cache import cache_path_problem
 
@@ -487,7 +488,7 @@ def check_added_keys(
     added = [o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")]
     unread = [key for key in added if "." in key and key.split(".")[0] in OWN_SECTIONS and key not in pretrain]
     how, help_ = ("forced with ++", "++ added it as asked") if forced else ("added with +", "++ adds it anyway")
-    spelling = f"check its spelling against `python {command}.py --help`"
+    spelling = f"check its spelling against `{program(command)} --help`"
     problems = [
         f"{key} (added with + or ++) would turn continued MLM pretraining on for a model config without it, "
         "under that model's name: choose a model that has it (model=minilm_mlm or model=minilm_cda, whose "

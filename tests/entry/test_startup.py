@@ -212,20 +212,26 @@ def test_a_value_the_typed_schema_refuses_is_named_in_one_line():
         assert value_problems(arguments, conf, "evaluate") == [], arguments
 
 
-def test_a_group_of_another_command_is_named_with_that_command():
+def test_a_group_of_another_command_is_named_with_that_command(monkeypatch):
     from itermask.console import foreign_group_hints
 
     conf = ROOT / "conf"
     # Hydra advised "+debug=smoke", which adds evaluate.py's evaluation and ood settings to a training run
     assert foreign_group_hints(["seed=1", "debug=smoke", "+x=1", "model=minilm"], conf, "train") == [
-        "hint: debug=smoke: train.py has no debug group; evaluate.py has it (python evaluate.py debug=smoke)"
+        "hint: debug=smoke: python train.py has no debug group; python evaluate.py has it "
+        "(python evaluate.py debug=smoke)"
     ]
     assert foreign_group_hints(["saliency=occlusion"], conf, "pretrain") == [
-        "hint: saliency=occlusion: pretrain.py has no saliency group; evaluate.py has it "
+        "hint: saliency=occlusion: python pretrain.py has no saliency group; python evaluate.py has it "
         "(python evaluate.py saliency=occlusion)"
     ]
     assert foreign_group_hints(["debug=smoke", "saliency=occlusion", "model=minilm"], conf, "evaluate") == []
     assert foreign_group_hints(["debug=smoke"], conf, "no_such_config") == []
+    # from the installed console scripts (a wheel has no evaluate.py), the commands are named as typed
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/itermask-train", "debug=smoke"])
+    assert foreign_group_hints(["debug=smoke"], conf, "train") == [
+        "hint: debug=smoke: itermask-train has no debug group; itermask-evaluate has it (itermask-evaluate debug=smoke)"
+    ]
 
 
 def test_a_plugin_of_the_sweeps_extra_that_is_not_installed_says_how_to_install_it(monkeypatch):
@@ -241,3 +247,14 @@ def test_a_plugin_of_the_sweeps_extra_that_is_not_installed_says_how_to_install_
     ]
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # every plugin installed
     assert missing_plugin_hints(["hparams_search=optuna", "hydra/launcher=submitit_slurm"]) == []
+
+
+def test_the_resume_hint_repeats_the_command_as_it_was_typed():
+    from itermask.formatting import typed_command
+
+    # a checkout's script, under python; arguments a POSIX shell would split or glob are quoted
+    argv = ["evaluate.py", "-m", "seed=0,1", "evaluation.fractions=[0.1, 0.5]"]
+    assert typed_command(argv) == "python evaluate.py -m seed=0,1 'evaluation.fractions=[0.1, 0.5]'"
+    # a console script by its name (``python /venv/bin/itermask-evaluate`` was printed before)
+    assert typed_command(["/venv/bin/itermask-evaluate", "-m", "seed=0,1"]) == "itermask-evaluate -m seed=0,1"
+    assert typed_command(["../my dir/evaluate.py"]) == "python '../my dir/evaluate.py'"

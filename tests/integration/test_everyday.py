@@ -5,6 +5,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -516,9 +517,22 @@ def test_wandb_runs_start_without_the_unset_anonymous_setting(tmp_path):
     tracking.finish(logger)
 
 
+def test_help_names_the_command_as_it_was_typed(monkeypatch, capsys):
+    """From a wheel there is no evaluate.py: the console scripts' --help names itermask-evaluate (it said
+    evaluate.py, a new-user review)."""
+    assert "\n  python evaluate.py debug=smoke " in _help("evaluate", [], capsys)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/itermask-evaluate", "--help"])
+    text = _help("evaluate", [], capsys)
+    assert text.startswith("itermask-evaluate: how faithful") and "\n  itermask-evaluate debug=smoke " in text
+    assert "evaluate.py" not in text
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/itermask-train"])
+    text = _help("train", [], capsys)
+    assert "(itermask-evaluate reuses it)" in text and "are itermask-evaluate's." in text and ".py" not in text
+
+
 def test_pretrain_help_explains_the_pretraining_settings(capsys):
     # pretrain.py --help printed train.py's help (a new-user review)
     text = _help("pretrain", ["model=minilm_cda"], capsys)
-    assert text.startswith("pretrain.py: continued masked-language-model pretraining")
+    assert text.startswith("python pretrain.py: continued masked-language-model pretraining")
     assert "model.pretrain.cda [true]" in text and "model.pretrain.head_steps [40]" in text
     assert "Chosen: model=minilm_cda" in text

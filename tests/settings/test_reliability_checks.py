@@ -405,8 +405,8 @@ def test_hydras_run_modes_together_a_deleted_setting_and_a_foreign_group_get_one
         ),
         (
             ["~seed", "debug=smoke"],
-            "error: ~seed: deletes a top-level setting that every evaluate.py job reads (it would fail with a KeyError "
-            "after the job started): set it instead (seed=<value>; `--cfg job` shows it)\n",
+            "error: ~seed: deletes a top-level setting that every job of python evaluate.py reads (it would fail with "
+            "a KeyError after the job started): set it instead (seed=<value>; `--cfg job` shows it)\n",
         ),
     ]:
         with pytest.raises(SystemExit) as exit_:

@@ -34,7 +34,7 @@ from itermask.analyses.base import (
     subset_lines,
 )
 from itermask.core.aopc_bounds import SUBSET_RULE
-from itermask.formatting import number
+from itermask.formatting import number, program
 from itermask.storage.per_example import FOLDER, write_per_example
 
 if TYPE_CHECKING:
@@ -155,8 +155,8 @@ class FFidelityAnalysis(Analysis):
         if "train" not in data.tokenized:
             raise ValueError(
                 f"ffidelity: F-Fidelity fine-tunes a copy of the classifier on a training split, and these data have "
-                f"only {list(data.tokenized)} (itermask.evaluate evaluates the given texts only): run evaluate.py on "
-                "a dataset with a train split, or leave ffidelity out"
+                f"only {list(data.tokenized)} (itermask.evaluate evaluates the given texts only): run "
+                f"{program('evaluate')} on a dataset with a train split, or leave ffidelity out"
             )
 
     def tuned_model(self, inputs: AnalysisInputs, context: EvaluationContext):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from itermask.formatting import program
 from itermask.storage.cache import config_hash
 from itermask.storage.failures import read_failure
 from itermask.storage.files import read_json
@@ -251,7 +252,7 @@ def load_sweep(root: str | Path) -> Sweep:
         state = f"the job failed: {marker['error']}" if marker else "no results.json: interrupted or still running"
         raise NoRunsError(
             f"{root} is a single job's folder, not a multirun's ({state}); the report reads a multirun folder "
-            f"(python evaluate.py -m ...); one job's examples: python -m itermask.views {root}"
+            f"({program('evaluate')} -m ...); one job's examples: python -m itermask.views {root}"
         )
     if not runs:
         found = f"{len(job_dirs)} job folder(s), none with a results.json"

@@ -16,6 +16,7 @@ from itermask.context import JobContext
 from itermask.core.evaluation_settings import EvaluationSettings
 from itermask.core.saliency.base import SaliencyMethod
 from itermask.data.splits import SPLITS
+from itermask.formatting import program
 from itermask.plan import EvaluationPlan
 from itermask.problems import Problems
 from itermask.settings.components import build, plain
@@ -99,8 +100,8 @@ def training_plan(cfg: DictConfig, context: JobContext | None = None) -> Evaluat
     config = plain(cfg)
     if config["train"].get("enabled", True) is False:
         raise ValueError(
-            "train.py fine-tunes, but train.enabled=false: evaluate a classifier without fine-tuning "
-            "with evaluate.py train.enabled=false model.pretrained=<directory or hub id>"
+            f"{program('train')} fine-tunes, but train.enabled=false: evaluate a classifier without fine-tuning "
+            f"with {program('evaluate')} train.enabled=false model.pretrained=<directory or hub id>"
         )
     problems = Problems()
     parts = read_job(config, context or JobContext(), problems)
