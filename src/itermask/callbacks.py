@@ -416,6 +416,10 @@ def _composition_problem(error: Exception) -> str:
     would not help: the job's component does not take it) is named as such."""
     import re
 
+    from itermask.console import schema_refusal
+
+    if (refusal := schema_refusal(error)) is not None:  # worded as a single run's (itermask.console.value_problems)
+        return refusal
     cause = error.__cause__ or error.__context__
     detail = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -443,7 +443,6 @@ def value_problems(arguments: list[str], conf_dir: Path, config_name: str) -> li
         arguments: the command line after the script; ``conf_dir`` / ``config_name``: the script's config."""
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf.errors import ValidationError
 
     if not (conf_dir / f"{config_name}.yaml").is_file():
         return []
@@ -458,20 +457,29 @@ def value_problems(arguments: list[str], conf_dir: Path, config_name: str) -> li
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
             compose(config_name=config_name, overrides=[str(o.input_line) for o in kept])
     except Exception as error:  # noqa: BLE001 (only the schema's refusal of a value is ours to word)
-        cause = error.__cause__
-        line = str(error).removeprefix("Error merging override ")
-        if not isinstance(cause, ValidationError) or "=" not in line:
-            return []
-        key, value = line.split("=", 1)
-        why = str(cause).splitlines()[0]
-        if "is not a ListConfig" in why:
-            why = (
-                f"a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"
-                if value
-                else f"no value: {key} is a list, given in brackets ({key}=[a,b])"
-            )
-        return [f"{line}: {why}"]
+        return [line] if (line := schema_refusal(error)) is not None else []
     return []
+
+
+def schema_refusal(error: BaseException) -> str | None:
+    """One line for Hydra's error on an override whose value a typed schema refuses ("Error merging override
+    evaluation.fractions=0.1" caused by OmegaConf's ``ValidationError``): ``<override>: <why>``, with what to write
+    for a list given a scalar; ``None`` for any other error. The single run (:func:`value_problems`) and a
+    multirun's jobs (:class:`itermask.callbacks.SettingsCheckCallback`) word such a refusal with it."""
+    from omegaconf.errors import ValidationError
+
+    line = str(error).strip().splitlines()[0].removeprefix("Error merging override ") if str(error).strip() else ""
+    if not isinstance(error.__cause__, ValidationError) or "=" not in line:
+        return None
+    key, value = line.split("=", 1)
+    why = str(error.__cause__).splitlines()[0]
+    if "is not a ListConfig" in why:
+        why = (
+            f"a list: write {key}=[{value}] (with -m, a sweep of lists: '{key}=[a],[b]')"
+            if value
+            else f"no value: {key} is a list, given in brackets ({key}=[a,b])"
+        )
+    return f"{line}: {why}"
 
 
 def _missing_section_hint(key: str, config: dict, conf_dir: Path) -> str:

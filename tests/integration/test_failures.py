@@ -444,8 +444,13 @@ def test_the_jobs_of_a_problem_are_named_in_runs():
     [
         (
             ["evaluation.quantity=probability,logits"],
-            "error: Error merging override evaluation.quantity=logits: Invalid value 'logits', expected one of "
-            "[probability, logit] (job 1: evaluation.quantity=logits logger=csv)",
+            "error: evaluation.quantity=logits: Invalid value 'logits', expected one of [probability, logit] "
+            "(job 1: evaluation.quantity=logits logger=csv)",
+        ),
+        (  # a list given a scalar: the single run's advice (console.schema_refusal), per job
+            ["evaluation.schedules=[one_shot],one_shot"],
+            "error: evaluation.schedules=one_shot: a list: write evaluation.schedules=[one_shot] (with -m, a sweep of "
+            "lists: 'evaluation.schedules=[a],[b]') (job 1: evaluation.schedules=one_shot logger=csv)",
         ),
         (
             ["saliency=gradient,lime", "saliency.n_samples=5,6"],
