@@ -6,7 +6,8 @@ fine-tuning's new classification head is missing by design, and a classifier eva
 head checked by :func:`itermask.models.loading.load_classifier`); datasets' verbosity ``error`` and no map bars;
 Lightning's ``rank_zero`` ``info`` messages (hardware lines, "💡 Tip: ... litlogger", "Seed set to") and its
 ``PossibleUserWarning`` hidden, its warnings and training progress bar kept; W&B's ``WANDB_QUIET`` (no version
-banner, no history/summary panel; the run's folder or URL is still printed) unless the environment sets it; and the
+banner, no history/summary panel; an online run's URL is still printed, an offline run's three-line banner becomes
+one itermask line with its folder, :func:`itermask.tracking.start`) unless the environment sets it; and the
 libraries' (not itermask's) ``DeprecationWarning``/``FutureWarning`` hidden.
 
 itermask's own log lines (the stages, the score summary of :func:`summary_lines`, the report path) and the masking

@@ -221,6 +221,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     # resolver of --help): itermask-evaluate from a wheel, python evaluate.py from a checkout ~45; one wording of a
     # schema's refusal for a single run and a multirun's jobs (console.schema_refusal) ~10
     issue34 |= {"program": 45, "schema_refusal": 10}
+    # session 56: a quiet offline W&B run is one itermask line with its folder (tracking._quiet_offline) ~20
+    issue34 |= {"wandb_one_line": 20}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

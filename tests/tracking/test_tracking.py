@@ -143,6 +143,30 @@ def test_offline_run_holds_the_curves_as_history_over_masking_steps(tmp_path):
     assert tables == {"masking_curves"}
 
 
+def test_a_quiet_offline_run_is_one_line_with_its_folder(tmp_path, monkeypatch, capfd, caplog):
+    """W&B's offline banner (three lines per job: offline syncing, the folder, ``wandb leet``) printed with
+    verbose=false; quiet, it is one itermask line naming the run's folder, and verbose=true keeps W&B's own."""
+    import logging
+
+    monkeypatch.delenv("WANDB_SILENT", raising=False)
+    monkeypatch.setenv("WANDB_QUIET", "true")  # what itermask.console.configure sets unless verbose=true
+    caplog.set_level(logging.INFO, logger="itermask.tracking")
+    logger = tracking.start(lambda **kw: _logger(tmp_path, **{"mode": "offline", **kw}), "offline")
+    assert isinstance(logger, WandbLogger)
+    folder = logger.experiment.sync_dir
+    tracking.finish(logger)
+    printed = capfd.readouterr()
+    assert "syncing is set to" not in printed.out + printed.err and "wandb leet" not in printed.out + printed.err
+    assert f"W&B run saved offline in {folder} (upload it with `wandb sync <that folder>`)" in caplog.text
+    assert Path(folder).is_dir() and Path(folder).name.startswith("offline-run-")
+    monkeypatch.delenv("WANDB_QUIET")  # verbose=true: W&B's own lines
+    caplog.clear()
+    logger = tracking.start(lambda **kw: _logger(tmp_path / "v", **{"mode": "offline", **kw}), "offline")
+    tracking.finish(logger)
+    printed = capfd.readouterr()
+    assert "syncing is set to" in printed.out + printed.err and "W&B run saved offline" not in caplog.text
+
+
 def test_an_online_start_that_fails_logs_offline_and_later_runs_start_offline(tmp_path, caplog):
     modes = []
 

@@ -218,7 +218,10 @@ def start(make_logger: Callable[..., Logger | None], mode: str | None = None) ->
         # the configured logger is W&B's, so is one of the same configuration in another mode
         built = logger if run_mode == configured else cast(WandbLogger, make_logger(mode=run_mode))
         _drop_unset_anonymous(built)
-        built.experiment  # noqa: B018 (creates the run)
+        one_line = run_mode == "offline" and _quiet_offline(built)
+        run = built.experiment  # creates the run
+        if one_line:
+            log.info("W&B run saved offline in %s (upload it with `wandb sync <that folder>`)", run.sync_dir)
         return built
 
     try:
@@ -226,6 +229,21 @@ def start(make_logger: Callable[..., Logger | None], mode: str | None = None) ->
     except Exception as error:
         log.warning("W&B run could not start (%s: %s); continuing without W&B logging", type(error).__name__, error)
         return None
+
+
+def _quiet_offline(logger: WandbLogger) -> bool:
+    """While the console is quiet (``WANDB_QUIET``, set by :func:`itermask.console.configure` unless
+    ``verbose=true``, or by the user), an offline run starts silent (W&B's ``silent`` setting): its three-line
+    banner (offline syncing, the run's folder, ``wandb leet``) becomes one itermask line with the folder. Not when
+    the user set ``WANDB_SILENT`` or gave the logger a ``settings`` object of W&B's own. Returns whether it did."""
+    init = getattr(logger, "_wandb_init", None)
+    quiet = os.environ.get("WANDB_QUIET", "").lower() in ("true", "1")
+    if not quiet or "WANDB_SILENT" in os.environ or not isinstance(init, dict):
+        return False
+    if not isinstance(init.get("settings") or {}, dict):
+        return False
+    init["settings"] = {**(init.get("settings") or {}), "silent": True}
+    return True
 
 
 def _drop_unset_anonymous(logger: WandbLogger) -> None:
