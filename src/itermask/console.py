@@ -269,6 +269,9 @@ def _check_group_values(arguments: list[str], conf_dir: Path | None, config_name
         values = _group_values(value)
         if values is None:
             problem = f"{group} is a config group"
+        elif None in values:  # Hydra: "Config group override must be a string or a list. Got NoneType", a traceback
+            off = f" ({group}=none turns it off)" if "none" in choices else ""
+            problem = f"null is not an option of {group}{off}"
         elif unknown := [v for v in values if v not in choices and not elsewhere]:
             problem = f"no {group} option {unknown[0]!r}{did_you_mean(unknown[0], choices)}"
         else:
@@ -296,8 +299,8 @@ def _deleted_settings(arguments: list[str], conf_dir: Path, config_name: str) ->
 
 
 def _group_values(value: str) -> list[str] | None:
-    """The option names a group override's ``value`` chooses (several for a sweep ``a,b``; none for an
-    interpolation or a grammar Hydra reports itself), or ``None`` for a boolean or a number."""
+    """The option names a group override's ``value`` chooses (several for a sweep ``a,b``; ``None`` among them for
+    ``null``; none for an interpolation or a grammar Hydra reports itself), or ``None`` for a boolean or a number."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
@@ -309,7 +312,7 @@ def _group_values(value: str) -> list[str] | None:
         return None
     listed = getattr(parsed, "list", None)  # a choice sweep a,b
     names = listed if isinstance(listed, list) else [parsed]
-    return [n for n in names if isinstance(n, str) and "${" not in n]
+    return [n for n in names if n is None or (isinstance(n, str) and "${" not in n)]
 
 
 #: Hydra's run modes, of which a command line may give one

@@ -373,6 +373,26 @@ def test_a_config_group_given_a_boolean_or_a_number_names_its_choices(override, 
     assert capsys.readouterr().err == f"error: {override}: {group} is a config group; choose one of {choices}\n"
 
 
+def test_a_config_group_given_null_is_refused_and_told_of_its_none_option(capsys):
+    """``saliency=null`` was Hydra's ValueError traceback ("Config group override must be a string or a list. Got
+    NoneType"); in a multirun's sweep, a line per job. Another config folder does not make null an option."""
+    from itermask.console import check_overrides
+
+    conf = ROOT / "conf"
+    for arguments, problem in [
+        (["saliency=null"], "saliency=null: null is not an option of saliency"),
+        (["-m", "attack=mask,null"], "attack=mask,null: null is not an option of attack (attack=none turns it off)"),
+        (
+            ["+ffidelity=null", "--config-dir=/x"],
+            "+ffidelity=null: null is not an option of ffidelity (ffidelity=none turns it off)",
+        ),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides(arguments, conf)
+        choices = sorted(p.stem for p in (conf / problem.split("=")[0].lstrip("+")).glob("*.yaml"))
+        assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {problem}; choose one of {choices}\n"
+
+
 def test_a_mistyped_config_group_option_gets_the_closest_one(capsys):
     from itermask.console import check_overrides
 
