@@ -298,7 +298,7 @@ def _deleted_settings(arguments: list[str], conf_dir: Path, config_name: str) ->
     return None
 
 
-def _group_values(value: str) -> list[str] | None:
+def _group_values(value: str) -> list[str | None] | None:
     """The option names a group override's ``value`` chooses (several for a sweep ``a,b``; ``None`` among them for
     ``null``; none for an interpolation or a grammar Hydra reports itself), or ``None`` for a boolean or a number."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
