@@ -272,7 +272,7 @@ def _check_group_values(arguments: list[str], conf_dir: Path | None, config_name
         elif None in values:  # Hydra: "Config group override must be a string or a list. Got NoneType", a traceback
             off = f" ({group}=none turns it off)" if "none" in choices else ""
             problem = f"null is not an option of {group}{off}"
-        elif unknown := [v for v in values if v not in choices and not elsewhere]:
+        elif unknown := [v for v in values if isinstance(v, str) and v not in choices and not elsewhere]:
             problem = f"no {group} option {unknown[0]!r}{did_you_mean(unknown[0], choices)}"
         else:
             continue
