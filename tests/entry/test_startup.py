@@ -258,3 +258,19 @@ def test_the_resume_hint_repeats_the_command_as_it_was_typed():
     # a console script by its name (``python /venv/bin/itermask-evaluate`` was printed before)
     assert typed_command(["/venv/bin/itermask-evaluate", "-m", "seed=0,1"]) == "itermask-evaluate -m seed=0,1"
     assert typed_command(["../my dir/evaluate.py"]) == "python '../my dir/evaluate.py'"
+
+
+def test_help_into_a_closed_pipe_stops_quietly(tmp_path):
+    """``python evaluate.py --help | head -2`` ended in a BrokenPipeError traceback when head closed the pipe."""
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the first write, as after `head` has its lines
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", "--help"],
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=_env(tmp_path),
+    )
+    os.close(writer)
+    assert (out.returncode, out.stderr) == (141, "")

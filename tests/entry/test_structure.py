@@ -225,6 +225,8 @@ def test_the_notebook_door_is_thin_and_src_does_not_grow():
     issue34 |= {"wandb_one_line": 20}
     # session 56: a config group given null refused in one line, with its none option (console) ~5
     issue34 |= {"group_null": 5}
+    # session 56: --help into a closed pipe exits 141 without a traceback (commands.command) ~5
+    issue34 |= {"broken_pipe": 5}
     # issue 35: "did you mean" for a group option, key, preset, measure or setting, and a group given a boolean;
     # the W&B summary run's keys with interval bounds, the OOD means over the steps, the OOD units ~70
     # "review": the new-user review's fixes (a classifier that learnt nothing flagged where people look, a dict of

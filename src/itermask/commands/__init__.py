@@ -10,6 +10,7 @@ transformers and Lightning are imported (the pipeline is imported by :func:`iter
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -29,4 +30,8 @@ def command(main: Callable[[], Any], config_name: str) -> None:
     from itermask.jobs import run_entry
 
     check_overrides(sys.argv[1:], CONF_DIR, config_name)
-    run_entry(main, config_name)
+    try:
+        run_entry(main, config_name)
+    except BrokenPipeError:  # the reader closed the output (`--help | head`): stop as shell tools do, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush has nowhere to fail
+        raise SystemExit(128 + 13) from None  # killed by SIGPIPE, as `yes | head` reports it
