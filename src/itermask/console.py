@@ -31,7 +31,7 @@ from omegaconf import Container, OmegaConf
 
 from itermask.formatting import closest, did_you_mean, program
 from itermask.formatting import number as format_number
-from itermask.storage.files import blocking_file
+from itermask.storage.files import folder_problem
 
 __all__ = ["configure", "summary_lines", "number", "as_yaml", "LIGHTNING_INFO_LOGGERS", "quiet_lightning"]
 
@@ -216,13 +216,10 @@ def check_overrides(arguments: list[str], conf_dir: Path | None = None, config_n
             file=sys.stderr,
         )
         raise SystemExit(2)
-    for argument in arguments:  # Hydra makes the job's folder before any itermask code: a raw FileExistsError
-        key, _, value = argument.partition("=")
-        folder = Path(value.strip("'\"")).expanduser()
-        if key in ("hydra.run.dir", "hydra.sweep.dir") and (blocking := blocking_file(folder)) is not None:
-            print(f"error: {key}={value} cannot be the output folder: {blocking} is a file", file=sys.stderr)
-            raise SystemExit(2)
+    _check_output_folders(arguments)
     _check_group_values(arguments, conf_dir, config_name)
+    if not set(modes) & {"-m", "--multirun"}:
+        _check_sweeps(arguments, conf_dir, config_name)
     if conf_dir is not None and config_name and (deleted := _deleted_settings(arguments, conf_dir, config_name)):
         print(
             f"error: {deleted}: deletes a top-level setting that every job of {program(config_name)} reads (it "
@@ -278,6 +275,43 @@ def _check_group_values(arguments: list[str], conf_dir: Path | None, config_name
             continue
         print(f"error: {argument}: {problem}; choose one of {choices}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _check_output_folders(arguments: list[str]) -> None:
+    """Exit with status 2 for an output folder given on the command line that cannot be made (a file above it,
+    ``/proc``, no permission): Hydra makes the job's folder before any itermask code, with a raw traceback."""
+    for argument in arguments:
+        key, _, value = argument.partition("=")
+        folder = Path(value.strip("'\"")).expanduser()
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and "${" not in value and (problem := folder_problem(folder)):
+            print(f"error: {key}={value} cannot be the output folder: {problem}", file=sys.stderr)
+            raise SystemExit(2)
+
+
+def _check_sweeps(arguments: list[str], conf_dir: Path | None, config_name: str | None) -> None:
+    """Exit with status 2 at the first override that sweeps (``seed=0,1``, ``saliency=gradient,occlusion``,
+    ``range(3)``) on a command line without ``-m``: Hydra refuses it in five lines whose first advice (a list,
+    ``key=[value1,value2]``) does not fit a config group."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups = {p.name for p in conf_dir.iterdir() if p.is_dir()} if conf_dir is not None else set()
+    for argument in arguments:
+        if "=" not in argument or argument.startswith(("-", "hydra.")):
+            continue
+        try:
+            sweeps = OverridesParser.create().parse_overrides([argument])[0].is_sweep_override()
+        except Exception:  # noqa: BLE001 (Hydra reports what it cannot parse)
+            sweeps = False
+        if sweeps:
+            key, value = argument.lstrip("+").split("=", 1)
+            as_list = "" if key in groups else f"; if {key} is a list setting, write {key}=[{value}]"
+            command = program(config_name or "evaluate")
+            print(
+                f"error: {argument} is a sweep, one job per value: add -m to run them ({command} -m {argument})"
+                f"{as_list}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
 
 
 def _deleted_settings(arguments: list[str], conf_dir: Path, config_name: str) -> str | None:

@@ -282,6 +282,24 @@ def test_no_finished_runs_says_what_was_found(tmp_path):
         build_report(root)
 
 
+def test_a_damaged_sweep_folder_is_one_line_not_a_traceback(tmp_path, capsys):
+    """A new-user review: an unparsable multirun.yaml was yaml's ParserError, and a report.md that is a folder
+    an IsADirectoryError from the atomic rename."""
+    root = write_sweep(tmp_path / "sweep", [make_result(0), make_result(1)])
+    (root / "multirun.yaml").write_text("a: [\n")
+    assert rep.main([str(root)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {root / 'multirun.yaml'} cannot be read (while parsing a flow node): it is written by Hydra when the "
+        "multirun starts; restore it, or move it aside to report the finished jobs without the list of expected ones\n"
+    )
+    (root / "multirun.yaml").unlink()
+    (root / "report.md").mkdir()
+    assert rep.main([str(root)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: the report cannot be written in {root}: Is a directory ({root / 'report.md'})\n"
+    )
+
+
 def test_mixed_configs_are_refused_with_the_difference(tmp_path):
     results = [make_result(0), make_result(1), make_result(2, n_examples=12)]
     root = write_sweep(tmp_path / "mixed", results)

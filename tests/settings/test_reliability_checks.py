@@ -5,6 +5,7 @@ the checkpoint key, and the flag on a classifier whose faithfulness scores mean 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,12 +72,28 @@ def test_gradient_saliency_under_inference_mode_names_inference_mode(tiny_bert, 
         assert method.attribute(tiny_bert, batch, torch.tensor([1])).shape == batch.input_ids.shape
 
 
-def test_a_cache_folder_the_os_will_not_make_is_named_with_the_fix():
+def test_a_cache_folder_the_os_will_not_make_is_named_with_the_fix(tmp_path):
     # a folder the OS will not make even for root (/proc refuses new entries): named, not a raw FileNotFoundError
     with pytest.raises(
         PermissionError, match=r"the checkpoint cache /proc/itermask-nope/x cannot be created \(.+\); set"
     ):
         CheckpointCache("/proc/itermask-nope/x").writable()
+    # and with the other settings, before W&B or the data start (a new-user review: it failed at the first lock);
+    # the probe folder leaves nothing behind
+    from itermask.console import check_overrides
+    from itermask.settings import plain
+    from itermask.validation import composed_problems
+
+    assert composed_problems(plain(compose_config("cache_dir=/proc/itermask-nope/x"))) == [
+        "cache_dir=/proc/itermask-nope/x cannot be the checkpoint cache: no folder can be made in /proc (No such file "
+        "or directory); set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment variable)"
+    ]
+    for argument in ("hydra.run.dir=/proc/itermask-nope", "hydra.sweep.dir=/sys/itermask-nope/x"):
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides([argument])
+        assert exit_.value.code == 2
+    check_overrides([f"hydra.run.dir={tmp_path}/not-made/x"])
+    assert os.listdir(tmp_path) == []
 
 
 def test_an_empty_cache_folder_is_refused_not_made_the_current_folder(monkeypatch):
@@ -198,7 +215,7 @@ def test_a_classifier_that_learnt_nothing_is_flagged_in_the_result_and_the_conso
     given = model_check_line({**result, "model_check": check, "fine_tuned": False})
     assert given is not None and given.endswith("without fine-tuning here: check that it is trained for these labels")
     smoke = model_check_line({**result, "model_check": check, "config": {"train": {"max_train_examples": 200}}})
-    assert smoke is not None and "fine-tuned on 200 training examples only" in smoke and "debug=smoke" in smoke
+    assert smoke is not None and "fine-tuned on at most 200 training examples" in smoke and "debug=smoke" in smoke
     lines = summary_lines({**result, "saliency": {"name": "gradient"}, "model_check": check})
     assert lines[-1] == line and sum("mean nothing" in x for x in lines) == 1  # last, once
     job = {**result, "scores": {}, "n_evaluated": 3, "n_skipped_no_maskable": 0, "model_check": check}
@@ -277,7 +294,9 @@ def test_an_output_folder_that_is_a_file_is_named_before_hydra_makes_it(tmp_path
         with pytest.raises(SystemExit) as exit_:
             check_overrides([override])
         assert exit_.value.code == 2
-        assert capsys.readouterr().err == f"error: {override} cannot be the output folder: {blocked} is a file\n"
+        assert capsys.readouterr().err == (
+            f"error: {override} cannot be the output folder: {blocked} is a file, not a folder\n"
+        )
 
 
 def test_umap_fractions_must_ascend():
@@ -391,6 +410,35 @@ def test_a_config_group_given_null_is_refused_and_told_of_its_none_option(capsys
             check_overrides(arguments, conf)
         choices = sorted(p.stem for p in (conf / problem.split("=")[0].lstrip("+")).glob("*.yaml"))
         assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {problem}; choose one of {choices}\n"
+
+
+def test_a_sweep_without_multirun_says_to_add_m(capsys, monkeypatch):
+    """A new-user review: ``saliency=gradient,occlusion`` without -m was Hydra's five lines, whose first advice
+    (``key=[value1,value2]``) does not fit a config group."""
+    from itermask.console import check_overrides
+
+    conf = ROOT / "conf"
+    for arguments, message in [
+        (
+            ["saliency=gradient,occlusion", "debug=smoke"],
+            "error: saliency=gradient,occlusion is a sweep, one job per value: add -m to run them "
+            "(python evaluate.py -m saliency=gradient,occlusion)",
+        ),
+        (
+            ["seed=0,1"],
+            "error: seed=0,1 is a sweep, one job per value: add -m to run them (python evaluate.py -m seed=0,1); if "
+            "seed is a list setting, write seed=[0,1]",
+        ),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            check_overrides(arguments, conf, "evaluate")
+        assert exit_.value.code == 2 and capsys.readouterr().err == message + "\n"
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/itermask-train"])
+    with pytest.raises(SystemExit):
+        check_overrides(["seed=range(3)"], conf, "train")
+    assert "add -m to run them (itermask-train -m seed=range(3))" in capsys.readouterr().err
+    for fine in (["-m", "seed=0,1"], ["--multirun", "saliency=gradient,occlusion"], ["evaluation.fractions=[0.1,0.5]"]):
+        check_overrides(fine, conf, "evaluate")
 
 
 def test_a_mistyped_config_group_option_gets_the_closest_one(capsys):

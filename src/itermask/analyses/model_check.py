@@ -56,7 +56,7 @@ def model_check_line(result: dict) -> str | None:
         advice = "it was evaluated as given, without fine-tuning here: check that it is trained for these labels"
     elif examples is not None and examples <= 1000:
         advice = (
-            f"it was fine-tuned on {examples} training examples only (train.max_train_examples; debug=smoke uses "
+            f"it was fine-tuned on at most {examples} training examples (train.max_train_examples; debug=smoke uses "
             "200 to test the pipeline, not to explain): fine-tune on more before reading its scores"
         )
     else:

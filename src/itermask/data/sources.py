@@ -86,6 +86,11 @@ class DataSource:
         for name, ratio in (("validation_ratio", validation_ratio), ("test_ratio", test_ratio)):
             if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
                 raise ValueError(f"dataset.source.{name} must be a number in (0, 1), got {ratio!r}")
+        if validation_ratio + test_ratio >= 1:  # carved one after the other, they left a handful of rows to train on
+            raise ValueError(
+                f"dataset.source.validation_ratio={validation_ratio} and test_ratio={test_ratio} add up to "
+                f"{validation_ratio + test_ratio:g}: together they must leave rows to train on (a sum below 1)"
+            )
         roles = {"text_column": text_column, "label_column": label_column, "text_pair_column": text_pair_column}
         named = [(role, column) for role, column in roles.items() if column is not None]
         for (role, column), (other, other_column) in itertools.combinations(named, 2):

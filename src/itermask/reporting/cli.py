@@ -69,7 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if warning := few_seeds_warning(report):
         log.warning(warning.lstrip(". ").replace("**Warning**: ", ""))
-    written = write_report(report)
+    try:
+        written = write_report(report)
+    except OSError as error:  # e.g. report.md is a folder, or the sweep folder is read-only
+        print(
+            f"error: the report cannot be written in {args.multirun_dir}: {error.strerror or error} "
+            f"({error.filename2 or error.filename})",
+            file=sys.stderr,
+        )
+        return 2
     for line in report.sweep.missing_lines():
         log.warning("missing: %s", line)
     n = len(report.sweep.runs)

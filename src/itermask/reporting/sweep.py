@@ -137,9 +137,17 @@ def _expected_jobs(root: Path) -> tuple[list[list[str]] | None, dict]:
     path = root / "multirun.yaml"
     if not path.is_file():
         return None, {}
+    import yaml
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(path)
+    try:
+        cfg = OmegaConf.load(path)
+    except (yaml.YAMLError, ValueError) as error:  # a damaged file: one line, not the parser's traceback
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ReportError(
+            f"{path} cannot be read ({first}): it is written by Hydra when the multirun starts; restore it, or "
+            "move it aside to report the finished jobs without the list of expected ones"
+        ) from None
     meta = {"task_name": OmegaConf.select(cfg, "task_name", default=None)}
     logger = OmegaConf.select(cfg, "logger", default=None)
     if logger is not None:

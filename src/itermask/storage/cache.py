@@ -21,6 +21,7 @@ from filelock import FileLock, Timeout
 from itermask.storage.files import (
     blocking_file,
     file_manifest,
+    folder_problem,
     manifest_problems,
     move_aside,
     read_json,
@@ -43,7 +44,8 @@ _HINT = "set cache_dir=<a writable folder> (or the ITERMASK_CACHE environment va
 
 def cache_path_problem(root: str | Path) -> str | None:
     """Why the cache folder ``root`` cannot be made (it is empty, e.g. ``ITERMASK_CACHE=``, which would make the
-    current folder the cache; or it, or a folder above it, is a file), or ``None``. Torch-free: the entry points
+    current folder the cache; it, or a folder above it, is a file; no folder can be made where it would be, or in
+    it: :func:`~itermask.storage.files.folder_problem`), or ``None``. Torch-free: the entry points
     check it with the other settings, before any work."""
     if not str(root).strip():
         return (
@@ -51,9 +53,9 @@ def cache_path_problem(root: str | Path) -> str | None:
             f"{_HINT}"
         )
     root = Path(root).expanduser()
-    if (blocking := blocking_file(root)) is None:
+    if (problem := folder_problem(root)) is None:
         return None
-    return f"cache_dir={root} cannot be the checkpoint cache: {blocking} is a file, not a folder; {_HINT}"
+    return f"cache_dir={root} cannot be the checkpoint cache: {problem}; {_HINT}"
 
 
 class CheckpointCache:
@@ -73,8 +75,8 @@ class CheckpointCache:
         Raises:
             NotADirectoryError: if the cache path (or a folder above it) is a file.
             PermissionError: if the folder cannot be made (any OS error, named) or written (a read-only cache)."""
-        if (problem := cache_path_problem(self.root)) is not None:
-            raise NotADirectoryError(problem)
+        if blocking_file(self.root) is not None:
+            raise NotADirectoryError(cache_path_problem(self.root))
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except PermissionError:

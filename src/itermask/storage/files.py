@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "blocking_file",
+    "folder_problem",
     "write_json_atomic",
     "write_text_atomic",
     "write_bytes_atomic",
@@ -40,6 +41,20 @@ PACKAGES = ("itermask", "torch", "transformers", "datasets", "pytorch-lightning"
 def blocking_file(folder: Path) -> Path | None:
     """``folder`` or the first folder above it that exists as a file (so ``folder`` cannot be made), or ``None``."""
     return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be made or written into, or ``None``: a folder above it is a file
+    (:func:`blocking_file`), or the deepest existing folder refuses a new folder (permissions, a read-only file
+    system, ``/proc``). A probe folder is made and removed there, so nothing is left behind."""
+    if (blocking := blocking_file(folder)) is not None:
+        return f"{blocking} is a file, not a folder"
+    existing = next((p for p in (folder, *folder.parents) if p.is_dir()), Path.cwd())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".itermask-probe-", dir=existing))
+    except OSError as error:
+        return f"no folder can be made in {existing} ({error.strerror or error})"
+    return None
 
 
 def to_jsonable(value: Any) -> Any:
