@@ -401,8 +401,15 @@ def check_vocabulary(tokenizer, model_config, pretrained: str, module: object = 
 
     Raises:
         SettingsError: naming the model (``model.pretrained=...`` or the given module's class), both sizes and
-            the likely cause.
+            the likely cause; a given module's ``tokenizer`` that is no tokenizer (a string, a number).
     """
+    if module is not None and not callable(getattr(tokenizer, "convert_tokens_to_ids", None)):  # tokenizer="<id>"
+        raise SettingsError(
+            [
+                "tokenizer= must be the model's tokenizer object (e.g. AutoTokenizer.from_pretrained(<its folder "
+                f"or hub id>)), got the {type(tokenizer).__name__} {tokenizer!r:.80}"
+            ]
+        )
     size, vocab = len(tokenizer), getattr(model_config, "vocab_size", None)
     if not vocab or vocab // 2 <= size <= vocab:
         return

@@ -313,6 +313,13 @@ def test_every_container_of_texts_and_labels_reads_as_the_same_examples(kind):
         (TEXTS, [[1], [0], [1]], r"labels must be one label per text \(a flat list or 1-D array\)"),
         (TEXTS, [1, 0], r"2 labels for 3 texts"),
         (TEXTS, {0: 1, 1: 0, 2: 1}, r"labels is a dict: give one label per text, as a list in the texts' order"),
+        # a generator was "a single value" (session 56's review)
+        (
+            TEXTS,
+            (x for x in [1, 0, 1]),
+            r"labels is a generator: give one label per text as a list in the texts' order",
+        ),
+        (TEXTS, {1, 0}, r"labels is a set: give one label per text as a list"),
         # True/False were read as the classes 1/0 without a word (stop 54's review)
         (TEXTS, [True, False, True], r"labels are booleans \(True/False\): give class ids or the classifier's"),
         ("numpy bool", None, r"labels are booleans"),

@@ -271,6 +271,10 @@ def test_the_vocabulary_message_names_a_given_module_by_its_class_and_a_name_by_
         SettingsError, match=f"^model.pretrained=/tmp/m: its tokenizer has {size} tokens .*tokenizer files"
     ):
         check_vocabulary(tokenizer, module.config, "/tmp/m")
+    # a new-user review: tokenizer="<a path>" was measured by len() ("its tokenizer has 42 tokens"), 5 a TypeError
+    for wrong, shown in (("/some/model", "the str '/some/model'"), (5, "the int 5")):
+        with pytest.raises(SettingsError, match=rf"tokenizer= must be the model's tokenizer object .*got {shown}$"):
+            itermask.evaluate(module, ["a good film"], tokenizer=wrong)
 
 
 def test_a_key_added_with_plus_to_itermasks_own_settings_is_refused():

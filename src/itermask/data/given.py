@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +132,12 @@ def _labels(labels, n_texts: int) -> list[Any] | None:
         return None
     if isinstance(labels, Mapping):
         raise ValueError(f"labels is a {type(labels).__name__}: give one label per text, as a list in the texts' order")
+    if (
+        isinstance(labels, Iterable)
+        and not isinstance(labels, str | bytes | Sequence)
+        and not hasattr(labels, "tolist")
+    ):
+        raise ValueError(f"labels is a {type(labels).__name__}: give one label per text as a list in the texts' order")
     if isinstance(labels, str | bytes) or not (isinstance(labels, Sequence) or hasattr(labels, "tolist")):
         raise ValueError(f"labels={labels!r:.60} is a single value: give one label per text (or none)")
     to_list = getattr(labels, "tolist", None)  # NumPy, torch, pandas: Python values, not NumPy scalars
